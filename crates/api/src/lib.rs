@@ -1,0 +1,44 @@
+//! The internal HTTP API as an axum `Router`, mounted by `switchboard serve` (and, on AWS, by the
+//! internal-api Lambda). Tenant-scoped routes live under `/tenants/{tenantId}/…` so that a
+//! gateway policy can scope a caller to its tenants; every lookup is keyed by the tenant of the
+//! path, so another tenant's ids answer 404.
+//!
+//! This slice serves event intake and reads; configuration CRUD, auth keys and rate limits come
+//! with the full API.
+
+pub mod problem;
+mod routes;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use switchboard_domain::InboundEvent;
+use switchboard_engine::{ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore};
+
+pub use problem::Problem;
+pub use routes::router;
+
+/// Takes in an inbound event (the embedded profile logs the message, then routes it).
+#[async_trait]
+pub trait Ingest: Send + Sync {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError>;
+}
+
+/// What the routes need.
+#[derive(Clone)]
+pub struct ApiState {
+    pub ingest: Arc<dyn Ingest>,
+    pub config: Arc<dyn ConfigStore>,
+    pub sessions: Arc<dyn SessionStore>,
+    pub executions: Arc<dyn ExecutionLog>,
+    /// Present in the embedded profile only.
+    pub conversations: Option<Arc<dyn ConversationLog>>,
+    /// Present in the embedded profile only.
+    pub events: Option<Arc<dyn EventLog>>,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,199 @@
+//! Route handlers. Each parses its path and body itself so that every failure is a problem+json
+//! naming the field at fault.
+
+use std::time::Instant;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use switchboard_domain::limits::MAX_EVENT_BYTES;
+use switchboard_domain::{ExecutionId, InboundEvent, SessionId, TenantId};
+use switchboard_engine::RouteOutcome;
+
+use crate::{ApiState, Problem};
+
+/// Largest page a list returns.
+const MAX_PAGE: usize = 100;
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+        .route("/events", post(post_event))
+        .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
+        .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
+        .route("/tenants/{tenant}/sessions/{session}", get(get_session))
+        .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
+        .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
+        .route("/tenants/{tenant}/events", get(list_events))
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
+        .layer(middleware::from_fn(log_requests))
+        .with_state(state)
+}
+
+/// One log line per request: method, route, status, latency. Bodies never go to the log.
+async fn log_requests(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let started = Instant::now();
+    let res = next.run(req).await;
+    let status = res.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status >= 500 {
+        tracing::error!(%method, %path, status, latency_ms = ms, "request failed");
+    } else {
+        tracing::info!(%method, %path, status, latency_ms = ms, "request");
+    }
+    res
+}
+
+fn tenant(raw: &str) -> Result<TenantId, Problem> {
+    raw.parse().map_err(|_| Problem::not_found(format!("no tenant '{raw}'")))
+}
+
+/// Makes sure the tenant exists, so that a typo answers "no tenant" rather than an empty list.
+async fn known_tenant(state: &ApiState, raw: &str) -> Result<TenantId, Problem> {
+    let t = tenant(raw)?;
+    if state.config.tenant_exists(&t).await? { Ok(t) } else { Err(Problem::not_found(format!("no tenant '{raw}'"))) }
+}
+
+async fn post_event(State(state): State<ApiState>, req: Request) -> Result<Response, Problem> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+    if !is_json {
+        return Err(Problem::unsupported_media_type());
+    }
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_EVENT_BYTES)
+        .await
+        .map_err(|_| Problem::too_large(MAX_EVENT_BYTES))?;
+    let event = InboundEvent::parse_bytes(&bytes).map_err(Problem::invalid)?;
+    let outcome = state.ingest.ingest(&event).await?;
+    let body = match outcome {
+        RouteOutcome::Enqueued { trigger_id, agent_id, duplicate } => json!({
+            "eventId": event.id, "outcome": if duplicate { "duplicate" } else { "enqueued" },
+            "triggerId": trigger_id, "agentId": agent_id,
+        }),
+        RouteOutcome::NoMatch => json!({ "eventId": event.id, "outcome": "no_match" }),
+        RouteOutcome::HumanOwned { session_id } => {
+            json!({ "eventId": event.id, "outcome": "human_owned", "sessionId": session_id })
+        }
+        RouteOutcome::NotInbound => json!({ "eventId": event.id, "outcome": "not_inbound" }),
+    };
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+    limit: Option<usize>,
+}
+
+fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
+    match limit {
+        None => Ok(50),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(_) => Err(Problem::invalid(switchboard_domain::ValidationErrors::single(
+            "/query/limit",
+            format!("must be between 1 and {MAX_PAGE}"),
+        ))),
+    }
+}
+
+/// Query strings are parsed by hand so that a bad one is a problem+json, not plain text.
+fn query<T: for<'de> Deserialize<'de>>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> Result<T, Problem> {
+    q.map(|Query(v)| v)
+        .map_err(|e| Problem::invalid(switchboard_domain::ValidationErrors::single("/query", e.body_text())))
+}
+
+async fn conversation_messages(
+    State(state): State<ApiState>,
+    Path((tenant_raw, conversation)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let Some(log) = &state.conversations else {
+        return Err(Problem::not_found("this deployment keeps no conversation log"));
+    };
+    let messages = log.messages(&t, &conversation, 1000).await?;
+    Ok(Json(json!({ "conversationId": conversation, "messages": messages })).into_response())
+}
+
+async fn conversation_sessions(
+    State(state): State<ApiState>,
+    Path((tenant_raw, conversation)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let sessions = state.sessions.sessions_for_conversation(&t, &conversation).await?;
+    Ok(Json(json!({ "conversationId": conversation, "sessions": sessions })).into_response())
+}
+
+async fn get_session(
+    State(state): State<ApiState>,
+    Path((tenant_raw, session)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
+    match state.sessions.get_session(&t, id).await? {
+        Some(s) => Ok(Json(s).into_response()),
+        None => Err(Problem::not_found(format!("no session '{session}'"))),
+    }
+}
+
+async fn list_executions(
+    State(state): State<ApiState>,
+    Path((tenant_raw, session)): Path<(String, String)>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
+    if state.sessions.get_session(&t, id).await?.is_none() {
+        return Err(Problem::not_found(format!("no session '{session}'")));
+    }
+    let page = state.executions.list_executions(&t, id, q.cursor.as_deref(), limit).await?;
+    Ok(Json(page).into_response())
+}
+
+async fn get_execution(
+    State(state): State<ApiState>,
+    Path((tenant_raw, execution)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let id: ExecutionId = execution.parse().map_err(|_| Problem::not_found(format!("no execution '{execution}'")))?;
+    match state.executions.get_execution(&t, id).await? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(Problem::not_found(format!("no execution '{execution}'"))),
+    }
+}
+
+async fn list_events(
+    State(state): State<ApiState>,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let Some(log) = &state.events else {
+        return Err(Problem::not_found("this deployment keeps no event log; subscribe to EventBridge"));
+    };
+    let events = log.events_after(&t, q.after.unwrap_or(0), limit).await?;
+    let items: Vec<_> = events.into_iter().map(|(seq, e)| json!({ "seq": seq, "event": e })).collect();
+    Ok(Json(json!({ "events": items })).into_response())
+}
+

@@ -1,0 +1,93 @@
+//! `switchboard serve`: opens the data directory, loads tenant bundles, starts the workers and
+//! serves the API until Ctrl-C, then drains in-flight work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use clap::Args;
+use switchboard_api::{ApiState, Ingest};
+use switchboard_domain::InboundEvent;
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{Model, RouteError, RouteOutcome, SystemClock};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory for the SQLite file (created if missing).
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    data_dir: PathBuf,
+    /// Address to listen on. Keep it on loopback: this slice has no API authentication yet.
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Tenant bundle(s) to load (upsert) at start, e.g. examples/support/tenant.json.
+    #[arg(long = "tenant", value_name = "FILE")]
+    tenants: Vec<PathBuf>,
+    /// Answer with the scripted model — a deterministic test double driven by this rules file,
+    /// not an AI.
+    #[arg(long, env = "SWITCHBOARD_SCRIPTED_MODEL", value_name = "FILE")]
+    scripted_model: Option<PathBuf>,
+    /// Worker tasks draining the queue.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+}
+
+pub(crate) struct EmbeddedIngest(pub Arc<Embedded>);
+
+#[async_trait]
+impl Ingest for EmbeddedIngest {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        self.0.ingest(event).await
+    }
+}
+
+pub(crate) fn api_state(embedded: &Arc<Embedded>) -> ApiState {
+    let store = Arc::new(embedded.store.clone());
+    ApiState {
+        ingest: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
+        config: store.clone(),
+        sessions: store.clone(),
+        executions: store.clone(),
+        conversations: Some(store.clone()),
+        events: Some(store),
+    }
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let Some(script) = &args.scripted_model else {
+        bail!(
+            "--scripted-model FILE is required: the scripted test double is the only model wired into the \
+             embedded profile so far (Bedrock and OpenAI-compatible endpoints come with their own issues)"
+        );
+    };
+    let model: Arc<dyn Model> =
+        Arc::new(ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?);
+    let options = EmbeddedOptions { workers: usize::from(args.workers), ..EmbeddedOptions::default() };
+    let embedded = Arc::new(
+        Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?,
+    );
+    for path in &args.tenants {
+        let bundle = Bundle::from_file(path, &SystemClock).with_context(|| format!("--tenant {}", path.display()))?;
+        bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
+        tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
+    }
+    embedded.start_workers();
+    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    // The first line on stdout is machine-readable so that scripts and tests can find the port.
+    println!("listening on http://{addr}");
+    eprintln!(
+        "switchboard: data in {}, model: scripted test double from {} (not an AI)",
+        args.data_dir.display(),
+        script.display()
+    );
+    let app = switchboard_api::router(api_state(&embedded));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    embedded.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! Events in and out. Inbound: the Conversations Service's `message.new` in its EventBridge
+//! envelope, parsed strictly with a pointer to every bad field. Outbound: what Switchboard
+//! publishes under the source `switchboard`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{TenantId, check_external_id};
+use crate::limits::{MAX_EVENT_BYTES, MAX_MESSAGE_TEXT_BYTES};
+use crate::validation::ValidationErrors;
+
+/// The EventBridge source of inbound messages.
+pub const INBOUND_SOURCE: &str = "conversations-service";
+/// The EventBridge detail-type of a new message.
+pub const MESSAGE_NEW: &str = "message.new";
+/// The EventBridge source of everything Switchboard publishes.
+pub const OUTBOUND_SOURCE: &str = "switchboard";
+
+/// Which way a message travelled. Only inbound messages are routed to agents, so an agent's own
+/// replies echoed back by the Conversations Service can never start a loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+/// The typed part of a `message.new` detail; the whole detail is kept for trigger conditions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageNewDetail {
+    pub tenant_id: TenantId,
+    pub conversation_id: String,
+    pub message_id: String,
+    pub direction: Direction,
+    pub text: String,
+}
+
+/// A parsed inbound event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundEvent {
+    /// EventBridge's event id: the deduplication key of everything this event causes.
+    pub id: String,
+    pub source: String,
+    pub detail_type: String,
+    pub detail: MessageNewDetail,
+    /// The detail as received, which trigger conditions look into.
+    pub raw_detail: serde_json::Value,
+}
+
+impl InboundEvent {
+    /// Parses an EventBridge envelope from bytes, refusing oversized bodies and bad JSON.
+    pub fn parse_bytes(body: &[u8]) -> Result<Self, ValidationErrors> {
+        if body.len() > MAX_EVENT_BYTES {
+            return Err(ValidationErrors::single("", format!("event is larger than {MAX_EVENT_BYTES} bytes")));
+        }
+        let value: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| ValidationErrors::single("", format!("not valid JSON: {e}")))?;
+        Self::parse(&value)
+    }
+
+    /// Parses an EventBridge envelope, collecting every bad field.
+    pub fn parse(envelope: &serde_json::Value) -> Result<Self, ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        let Some(obj) = envelope.as_object() else {
+            return Err(ValidationErrors::single("", "must be a JSON object (an EventBridge event)"));
+        };
+        let id = required_str(&mut errors, envelope, "/id");
+        if let Some(id) = id
+            && check_external_id(id).is_err()
+        {
+            errors.push("/id", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
+        }
+        let source = required_str(&mut errors, envelope, "/source");
+        if let Some(s) = source
+            && s != INBOUND_SOURCE
+        {
+            errors.push("/source", format!("must be '{INBOUND_SOURCE}'"));
+        }
+        let detail_type = required_str(&mut errors, envelope, "/detail-type");
+        if let Some(t) = detail_type
+            && t != MESSAGE_NEW
+        {
+            errors.push("/detail-type", format!("must be '{MESSAGE_NEW}'"));
+        }
+        let detail = obj.get("detail");
+        let detail_ok = matches!(detail, Some(serde_json::Value::Object(_)));
+        if !detail_ok {
+            errors.push("/detail", "must be an object");
+        }
+        let tenant = required_str(&mut errors, envelope, "/detail/tenantId");
+        let tenant_id = tenant.and_then(|t| match t.parse::<TenantId>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                errors.push("/detail/tenantId", e.to_string());
+                None
+            }
+        });
+        let conversation_id = required_str(&mut errors, envelope, "/detail/conversationId");
+        if let Some(c) = conversation_id
+            && let Err(e) = check_external_id(c)
+        {
+            errors.push("/detail/conversationId", e.to_string());
+        }
+        let message_id = required_str(&mut errors, envelope, "/detail/messageId");
+        if let Some(m) = message_id
+            && let Err(e) = check_external_id(m)
+        {
+            errors.push("/detail/messageId", e.to_string());
+        }
+        for object in ["/detail/channel", "/detail/conversation", "/detail/message"] {
+            if detail_ok && !matches!(envelope.pointer(object), Some(serde_json::Value::Object(_))) {
+                errors.push(object, "must be an object");
+            }
+        }
+        let direction = match required_str(&mut errors, envelope, "/detail/message/direction") {
+            Some("inbound") => Some(Direction::Inbound),
+            Some("outbound") => Some(Direction::Outbound),
+            Some(_) => {
+                errors.push("/detail/message/direction", "must be 'inbound' or 'outbound'");
+                None
+            }
+            None => None,
+        };
+        let text = required_str(&mut errors, envelope, "/detail/message/text");
+        if let Some(t) = text
+            && t.len() > MAX_MESSAGE_TEXT_BYTES
+        {
+            errors.push(
+                "/detail/message/text",
+                format!("is {} bytes; the limit is {MAX_MESSAGE_TEXT_BYTES} bytes of UTF-8", t.len()),
+            );
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        match (id, source, detail_type, tenant_id, conversation_id, message_id, direction, text, detail) {
+            (Some(id), Some(source), Some(dt), Some(tenant_id), Some(c), Some(m), Some(direction), Some(text), Some(d)) => {
+                Ok(Self {
+                    id: id.to_owned(),
+                    source: source.to_owned(),
+                    detail_type: dt.to_owned(),
+                    detail: MessageNewDetail {
+                        tenant_id,
+                        conversation_id: c.to_owned(),
+                        message_id: m.to_owned(),
+                        direction,
+                        text: text.to_owned(),
+                    },
+                    raw_detail: d.clone(),
+                })
+            }
+            _ => Err(ValidationErrors::single("", "incomplete event")),
+        }
+    }
+}
+
+fn required_str<'a>(errors: &mut ValidationErrors, root: &'a serde_json::Value, pointer: &str) -> Option<&'a str> {
+    match root.pointer(pointer) {
+        Some(serde_json::Value::String(s)) => Some(s.as_str()),
+        Some(_) => {
+            errors.push(pointer, "must be a string");
+            None
+        }
+        None => {
+            // A missing parent object is reported once, at the parent.
+            let parent_missing = pointer
+                .rsplit_once('/')
+                .is_some_and(|(parent, _)| !parent.is_empty() && root.pointer(parent).is_none());
+            if !parent_missing {
+                errors.push(pointer, "is required");
+            }
+            None
+        }
+    }
+}
+
+/// Detail-types Switchboard publishes.
+pub mod detail_type {
+    pub const HANDOFF_HUMAN: &str = "session.handoff.human";
+    pub const HANDOFF_AGENT: &str = "session.handoff.agent";
+    pub const SESSION_ENDED: &str = "session.ended";
+    pub const FLOW_TRIGGER_REQUESTED: &str = "flow.trigger.requested";
+    pub const EXECUTION_FAILED: &str = "execution.failed";
+    pub const TENANT_LIMIT_REACHED: &str = "tenant.limit.reached";
+}
+
+/// An event Switchboard publishes (source [`OUTBOUND_SOURCE`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboundEvent {
+    /// Stable across redeliveries of the work that caused it: consumers drop repeats by it.
+    pub id: String,
+    pub detail_type: String,
+    pub tenant_id: TenantId,
+    pub detail: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope() -> serde_json::Value {
+        json!({
+            "version": "0", "id": "evt-1", "source": "conversations-service", "detail-type": "message.new",
+            "time": "2026-11-23T07:00:00Z",
+            "detail": {
+                "tenantId": "t-1", "conversationId": "c-1", "messageId": "m-1",
+                "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                "message": {"direction": "inbound", "text": "hello"}
+            }
+        })
+    }
+
+    fn pointers(e: ValidationErrors) -> Vec<String> {
+        e.0.into_iter().map(|f| f.pointer).collect()
+    }
+
+    #[test]
+    fn it_parses_a_well_formed_envelope() {
+        let e = InboundEvent::parse(&envelope()).unwrap();
+        assert_eq!(e.id, "evt-1");
+        assert_eq!(e.detail.tenant_id.as_str(), "t-1");
+        assert_eq!(e.detail.text, "hello");
+        assert_eq!(e.detail.direction, Direction::Inbound);
+    }
+
+    #[test]
+    fn it_names_every_bad_field() {
+        let mut bad = envelope();
+        bad["detail"]["tenantId"] = json!(7);
+        bad["detail"]["message"]["text"] = json!("x".repeat(MAX_MESSAGE_TEXT_BYTES + 1));
+        bad["source"] = json!("elsewhere");
+        let errs = pointers(InboundEvent::parse(&bad).unwrap_err());
+        assert_eq!(errs, ["/source", "/detail/tenantId", "/detail/message/text"]);
+    }
+
+    #[test]
+    fn a_missing_detail_is_reported_once() {
+        let mut bad = envelope();
+        bad.as_object_mut().unwrap().remove("detail");
+        let errs = pointers(InboundEvent::parse(&bad).unwrap_err());
+        assert_eq!(errs, ["/detail"]);
+    }
+
+    #[test]
+    fn it_refuses_bytes_that_are_not_json() {
+        let errs = InboundEvent::parse_bytes(b"{nope").unwrap_err();
+        assert_eq!(errs.0[0].pointer, "");
+        assert!(errs.0[0].detail.starts_with("not valid JSON"));
+    }
+
+    #[test]
+    fn a_tenant_id_with_key_separators_is_refused() {
+        let mut bad = envelope();
+        bad["detail"]["tenantId"] = json!("t#1");
+        assert_eq!(pointers(InboundEvent::parse(&bad).unwrap_err()), ["/detail/tenantId"]);
+    }
+}

@@ -1,0 +1,130 @@
+//! Execution records: what one run of the agent loop saw, did and cost. Every run leaves one,
+//! whatever its outcome, with an explicit status and, on failure, an error kind.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// The agent answered (or chose to say nothing) and the session goes on.
+    Success,
+    /// The agent handed the conversation to a human or another agent.
+    HandedOff,
+    /// The agent ended the conversation.
+    Ended,
+    /// The loop ran out of model calls before a final answer.
+    MaxIterations,
+    /// A token budget would have been exceeded.
+    BudgetExceeded,
+    Timeout,
+    Failed,
+    /// Nothing ran: the conversation is owned by a human, or the session is closed.
+    Skipped,
+}
+
+/// Why an execution failed, coarse enough to alert on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Model,
+    Tool,
+    Store,
+    Config,
+    Conflict,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub retryable: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// One tool call the model asked for, and what came of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    pub tool_use_id: String,
+    pub name: String,
+    pub input: serde_json::Value,
+    pub output: serde_json::Value,
+    pub is_error: bool,
+    /// Key that makes the call's side effect happen at most once.
+    pub idempotency_key: String,
+    pub latency_ms: u64,
+}
+
+/// An effect on the outside world that the execution caused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Action {
+    #[serde(rename_all = "camelCase")]
+    Reply { text: String, message_id: String },
+    #[serde(rename_all = "camelCase")]
+    HandoffToHuman { reason: String, priority: String },
+    #[serde(rename_all = "camelCase")]
+    HandoffToAgent { agent_id: AgentId, session_id: SessionId, reason: String },
+    #[serde(rename_all = "camelCase")]
+    EndConversation { summary: Option<String> },
+    #[serde(rename_all = "camelCase")]
+    TriggerFlow { flow_id: String },
+}
+
+/// Summary of one model call (the full request and response may be archived separately).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCallRecord {
+    pub model: String,
+    pub stop_reason: String,
+    pub usage: TokenUsage,
+    pub latency_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionRecord {
+    pub tenant_id: TenantId,
+    pub execution_id: ExecutionId,
+    pub session_id: SessionId,
+    pub agent_id: AgentId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<TriggerId>,
+    /// The inbound event (or manual invocation) this run answers; unique per tenant.
+    pub source_id: String,
+    pub input: serde_json::Value,
+    pub status: ExecutionStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ExecutionError>,
+    pub iterations: u32,
+    pub model_calls: Vec<ModelCallRecord>,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub actions: Vec<Action>,
+    pub token_usage: TokenUsage,
+    pub latency_ms: u64,
+    pub created_at: DateTime<Utc>,
+    /// After this the record may be deleted from the primary store; readers ignore expired ones.
+    pub expires_at: DateTime<Utc>,
+}

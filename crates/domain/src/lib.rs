@@ -1,0 +1,32 @@
+//! Switchboard's vocabulary: tenants, agents, triggers and their conditions, tools, skills,
+//! sessions, execution records and the events that flow in and out.
+//!
+//! Pure data and pure logic only: no async, no I/O, no clock. Everything that talks to the
+//! outside world lives behind the ports of `switchboard-engine`.
+
+pub mod agent;
+pub mod condition;
+pub mod event;
+pub mod execution;
+pub mod ids;
+pub mod limits;
+pub mod message;
+pub mod session;
+pub mod skill;
+pub mod tool;
+pub mod trigger;
+pub mod validation;
+
+pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, HistoryConfig, ModelConfig};
+pub use condition::{ConditionError, Conditions};
+pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
+pub use execution::{
+    Action, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage, ToolCallRecord,
+};
+pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
+pub use message::{ContentBlock, Message, Role};
+pub use session::{HandoffContext, HandoffTarget, Session, SessionStatus};
+pub use skill::Skill;
+pub use tool::{SystemTool, Tool, ToolHandler, ToolType};
+pub use trigger::{EventType, Trigger, TriggerStatus};
+pub use validation::{FieldError, ValidationErrors};

@@ -1,0 +1,81 @@
+//! Triggers: which agent answers which events, decided by conditions evaluated in priority order.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::agent::check_name;
+use crate::condition::Conditions;
+use crate::ids::{AgentId, TenantId, TriggerId};
+use crate::validation::ValidationErrors;
+
+/// The kind of event a trigger listens for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    #[serde(rename = "message.new")]
+    MessageNew,
+    #[serde(rename = "schedule")]
+    Schedule,
+    #[serde(rename = "webhook")]
+    Webhook,
+    #[serde(rename = "manual")]
+    Manual,
+}
+
+/// Active or not; used by triggers, tools and skills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerStatus {
+    #[default]
+    Active,
+    Inactive,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Trigger {
+    pub tenant_id: TenantId,
+    pub trigger_id: TriggerId,
+    pub name: String,
+    pub agent_id: AgentId,
+    pub event_type: EventType,
+    #[serde(default = "Conditions::always")]
+    pub conditions: Conditions,
+    /// Evaluation order: lower runs first.
+    #[serde(default = "default_priority")]
+    pub priority: i32,
+    #[serde(default)]
+    pub status: TriggerStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn default_priority() -> i32 {
+    100
+}
+
+impl Trigger {
+    /// Checks the record on its own (conditions are validated when parsed). Whether `agentId`
+    /// names an agent of the same tenant is checked by whoever stores the trigger.
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        check_name(&mut errors, "/name", &self.name);
+        errors.into_result()
+    }
+}
+
+/// Sorts triggers into evaluation order: priority, then creation (ULID order) so that ties are
+/// broken the same way every time.
+pub fn sort_for_evaluation(triggers: &mut [Trigger]) {
+    triggers.sort_by(|a, b| a.priority.cmp(&b.priority).then(a.trigger_id.cmp(&b.trigger_id)));
+}
+
+/// The first active trigger for `event_type` whose conditions match `detail`.
+pub fn first_match<'a>(
+    sorted: &'a [Trigger],
+    event_type: EventType,
+    detail: &serde_json::Value,
+) -> Option<&'a Trigger> {
+    sorted.iter().find(|t| {
+        t.status == TriggerStatus::Active && t.event_type == event_type && t.conditions.matches(detail)
+    })
+}

@@ -1,0 +1,42 @@
+//! Field-level validation errors: a JSON Pointer to the offending field and a sentence a person
+//! can act on. The API renders them as problem+json, the CLI as `field: detail` lines.
+
+use serde::Serialize;
+
+/// One offending field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// RFC 6901 pointer into the request body, e.g. `/detail/message/text`.
+    pub pointer: String,
+    pub detail: String,
+}
+
+/// Every offending field of one input, so a caller can fix them all at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+#[error("{}", render(.0))]
+pub struct ValidationErrors(pub Vec<FieldError>);
+
+fn render(errors: &[FieldError]) -> String {
+    errors.iter().map(|e| format!("{}: {}", e.pointer, e.detail)).collect::<Vec<_>>().join("; ")
+}
+
+impl ValidationErrors {
+    pub fn push(&mut self, pointer: impl Into<String>, detail: impl Into<String>) {
+        self.0.push(FieldError { pointer: pointer.into(), detail: detail.into() });
+    }
+
+    pub fn single(pointer: impl Into<String>, detail: impl Into<String>) -> Self {
+        let mut e = Self::default();
+        e.push(pointer, detail);
+        e
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Ok(())` when nothing was pushed.
+    pub fn into_result(self) -> Result<(), Self> {
+        if self.0.is_empty() { Ok(()) } else { Err(self) }
+    }
+}

@@ -1,0 +1,135 @@
+//! Tenant bundles: one JSON file holding a tenant with its agents and triggers, loaded into the
+//! store in one go (the demo's example tenant, or `switchboard serve --tenant FILE`). Everything
+//! is validated before anything is written; errors carry a JSON pointer into the file.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_domain::{Agent, TenantId, Trigger, ValidationErrors};
+use switchboard_engine::Clock;
+
+use crate::store::{ConfigWriteError, SqliteStore};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BundleFile {
+    tenant_id: TenantId,
+    name: String,
+    #[serde(default)]
+    agents: Vec<Value>,
+    #[serde(default)]
+    triggers: Vec<Value>,
+}
+
+/// A parsed and validated bundle.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub tenant_id: TenantId,
+    pub name: String,
+    pub agents: Vec<Agent>,
+    pub triggers: Vec<Trigger>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {errors}")]
+    Invalid { path: String, errors: ValidationErrors },
+    #[error("{path}: {source}")]
+    Store { path: String, source: ConfigWriteError },
+}
+
+/// Fills in what a bundle may leave out (tenant, timestamps), then deserializes with the path of
+/// the first bad field.
+fn record<T: for<'de> Deserialize<'de>>(
+    mut v: Value,
+    tenant: &TenantId,
+    now: &str,
+    pointer: &str,
+    errors: &mut ValidationErrors,
+) -> Option<T> {
+    if let Value::Object(o) = &mut v {
+        o.entry("tenantId").or_insert_with(|| json!(tenant));
+        o.entry("createdAt").or_insert_with(|| json!(now));
+        o.entry("updatedAt").or_insert_with(|| json!(now));
+    }
+    match serde_path_to_error::deserialize::<_, T>(v) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let path = e.path().iter().map(|s| format!("/{s}")).collect::<String>().replace("/.", "/");
+            errors.push(format!("{pointer}{path}"), e.into_inner().to_string());
+            None
+        }
+    }
+}
+
+impl Bundle {
+    pub fn parse(text: &str, clock: &dyn Clock) -> Result<Self, ValidationErrors> {
+        let file: BundleFile = match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)) {
+            Ok(f) => f,
+            Err(e) => {
+                let path = e.path().to_string();
+                return Err(ValidationErrors::single(format!("/{}", path.replace('.', "/")), e.into_inner().to_string()));
+            }
+        };
+        let now = clock.now().to_rfc3339();
+        let mut errors = ValidationErrors::default();
+        let mut agents = Vec::new();
+        for (i, v) in file.agents.into_iter().enumerate() {
+            let pointer = format!("/agents/{i}");
+            if let Some(agent) = record::<Agent>(v, &file.tenant_id, &now, &pointer, &mut errors) {
+                if agent.tenant_id != file.tenant_id {
+                    errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
+                }
+                if let Err(e) = agent.validate() {
+                    errors.0.extend(e.0.into_iter().map(|mut f| {
+                        f.pointer = format!("{pointer}{}", f.pointer);
+                        f
+                    }));
+                }
+                agents.push(agent);
+            }
+        }
+        let mut triggers = Vec::new();
+        for (i, v) in file.triggers.into_iter().enumerate() {
+            let pointer = format!("/triggers/{i}");
+            if let Some(trigger) = record::<Trigger>(v, &file.tenant_id, &now, &pointer, &mut errors) {
+                if trigger.tenant_id != file.tenant_id {
+                    errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
+                }
+                if !agents.iter().any(|a| a.agent_id == trigger.agent_id) {
+                    errors.push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
+                }
+                if let Err(e) = trigger.validate() {
+                    errors.0.extend(e.0.into_iter().map(|mut f| {
+                        f.pointer = format!("{pointer}{}", f.pointer);
+                        f
+                    }));
+                }
+                triggers.push(trigger);
+            }
+        }
+        errors.into_result()?;
+        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers })
+    }
+
+    pub fn from_file(path: &Path, clock: &dyn Clock) -> Result<Self, BundleError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| BundleError::Read { path: path.display().to_string(), source })?;
+        Self::parse(&text, clock).map_err(|errors| BundleError::Invalid { path: path.display().to_string(), errors })
+    }
+
+    /// Writes the tenant, then its agents, then its triggers (upserts: loading twice is harmless).
+    pub async fn install(&self, store: &SqliteStore) -> Result<(), ConfigWriteError> {
+        store.create_tenant(&self.tenant_id, &self.name).await?;
+        for a in &self.agents {
+            store.put_agent(a).await?;
+        }
+        for t in &self.triggers {
+            store.put_trigger(t).await?;
+        }
+        Ok(())
+    }
+}

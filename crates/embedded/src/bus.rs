@@ -1,0 +1,47 @@
+//! `InProcessBus`: the embedded profile's event bus. Every event is appended to the event log in
+//! SQLite (dropping repeats by id, so a replayed turn does not announce twice) and then broadcast
+//! to live subscribers such as the operator stream.
+
+use async_trait::async_trait;
+use switchboard_domain::OutboundEvent;
+use switchboard_engine::{BusError, EventBus};
+use tokio::sync::broadcast;
+
+use crate::store::SqliteStore;
+
+/// Live subscribers that fall this far behind miss events (they can re-read the log).
+const CHANNEL_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone)]
+pub struct InProcessBus {
+    store: SqliteStore,
+    live: broadcast::Sender<(i64, OutboundEvent)>,
+}
+
+impl InProcessBus {
+    pub fn new(store: SqliteStore) -> Self {
+        let (live, _) = broadcast::channel(CHANNEL_CAPACITY);
+        Self { store, live }
+    }
+
+    /// Events published from now on, with their log sequence numbers.
+    pub fn subscribe(&self) -> broadcast::Receiver<(i64, OutboundEvent)> {
+        self.live.subscribe()
+    }
+}
+
+#[async_trait]
+impl EventBus for InProcessBus {
+    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
+        let seq = self
+            .store
+            .log_event(event)
+            .await
+            .map_err(|e| BusError { message: e.to_string(), retryable: e.retryable() })?;
+        if let Some(seq) = seq {
+            // No subscriber is not an error: the log keeps the event.
+            let _ = self.live.send((seq, event.clone()));
+        }
+        Ok(())
+    }
+}

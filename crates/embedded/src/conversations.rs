@@ -1,0 +1,37 @@
+//! `LocalConversations`: where the embedded profile delivers replies — the conversation log in
+//! SQLite, keyed by idempotency key so that a replayed turn never sends twice.
+
+use async_trait::async_trait;
+use switchboard_domain::TenantId;
+use switchboard_engine::{ConversationError, Conversations, Sent};
+
+use crate::store::SqliteStore;
+
+#[derive(Debug, Clone)]
+pub struct LocalConversations {
+    store: SqliteStore,
+}
+
+impl LocalConversations {
+    pub fn new(store: SqliteStore) -> Self {
+        Self { store }
+    }
+}
+
+#[async_trait]
+impl Conversations for LocalConversations {
+    async fn send_reply(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        let (message_id, duplicate) = self
+            .store
+            .record_reply(tenant, conversation_id, text, idempotency_key)
+            .await
+            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
+        Ok(Sent { message_id, duplicate })
+    }
+}

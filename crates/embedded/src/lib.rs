@@ -1,0 +1,22 @@
+//! The embedded profile: everything Switchboard needs on one machine with no AWS account — one
+//! SQLite file for records and the FIFO work queue, an in-process event bus, a local
+//! conversation log, and the scripted model (a labelled test double, not an AI).
+
+pub mod bundle;
+pub mod bus;
+pub mod conversations;
+pub mod db;
+pub mod queue;
+pub mod runtime;
+pub mod scripted;
+pub mod store;
+pub mod worker;
+
+pub use bundle::Bundle;
+pub use bus::InProcessBus;
+pub use conversations::LocalConversations;
+pub use db::Db;
+pub use queue::{QueueConfig, SqliteWorkQueue};
+pub use runtime::{Embedded, EmbeddedOptions};
+pub use scripted::{SCRIPTED_MODEL_ID, ScriptedModel};
+pub use store::SqliteStore;

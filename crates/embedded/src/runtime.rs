@@ -1,0 +1,163 @@
+//! The embedded profile assembled: one data directory, one SQLite file, the engine's router and
+//! executor wired to the SQLite adapters, and a worker pool draining the FIFO queue.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_domain::{ErrorKind, InboundEvent};
+use switchboard_engine::{
+    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, Executor, Model, RouteError, RouteOutcome, Router, WorkItem,
+};
+use tracing::{error, warn};
+
+use crate::bus::InProcessBus;
+use crate::conversations::LocalConversations;
+use crate::db::{Db, DbError};
+use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
+use crate::store::SqliteStore;
+use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "switchboard.db";
+
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    /// Worker tasks draining the queue (different conversations run in parallel).
+    pub workers: usize,
+    pub queue: QueueConfig,
+    /// How often an idle worker looks for items whose visibility timeout passed.
+    pub idle_poll: Duration,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self { workers: 4, queue: QueueConfig::default(), idle_poll: Duration::from_millis(500) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("cannot open database {path}: {source}")]
+    Db { path: String, source: DbError },
+}
+
+/// The running embedded profile.
+#[derive(Debug)]
+pub struct Embedded {
+    pub data_dir: PathBuf,
+    pub store: SqliteStore,
+    pub queue: SqliteWorkQueue,
+    pub bus: InProcessBus,
+    pub router: Router,
+    pub executor: Executor,
+    options: EmbeddedOptions,
+    pool: Mutex<Option<WorkerPool>>,
+}
+
+impl Embedded {
+    /// Opens (or creates) the data directory and wires everything; workers are not started.
+    pub fn open(
+        data_dir: &Path,
+        model: Arc<dyn Model>,
+        clock: Arc<dyn Clock>,
+        options: EmbeddedOptions,
+    ) -> Result<Self, OpenError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|source| OpenError::DataDir { path: data_dir.display().to_string(), source })?;
+        let path = data_dir.join(DB_FILE);
+        let db = Db::open(&path).map_err(|source| OpenError::Db { path: path.display().to_string(), source })?;
+        let store = SqliteStore::new(db.clone(), Arc::clone(&clock));
+        let queue = SqliteWorkQueue::new(db, Arc::clone(&clock), options.queue.clone());
+        let bus = InProcessBus::new(store.clone());
+        let store_arc = Arc::new(store.clone());
+        let queue_arc = Arc::new(queue.clone());
+        let deps = Deps {
+            config: store_arc.clone(),
+            sessions: store_arc.clone(),
+            executions: store_arc.clone(),
+            queue: queue_arc.clone(),
+            bus: Arc::new(bus.clone()),
+            conversations: Arc::new(LocalConversations::new(store.clone())),
+            model,
+            clock,
+        };
+        let router = Router::new(store_arc.clone(), store_arc, queue_arc);
+        Ok(Self {
+            data_dir: data_dir.to_owned(),
+            store,
+            queue,
+            bus,
+            router,
+            executor: Executor::new(deps),
+            options,
+            pool: Mutex::new(None),
+        })
+    }
+
+    /// Starts the worker pool (once).
+    pub fn start_workers(&self) {
+        let Ok(mut pool) = self.pool.lock() else { return };
+        if pool.is_none() {
+            let handler = Arc::new(ExecuteItems { executor: self.executor.clone() });
+            *pool = Some(WorkerPool::start(self.queue.clone(), handler, self.options.workers, self.options.idle_poll));
+        }
+    }
+
+    /// Stops taking new items and waits for the ones in hand.
+    pub async fn shutdown(&self) {
+        let pool = self.pool.lock().ok().and_then(|mut p| p.take());
+        if let Some(pool) = pool {
+            pool.shutdown().await;
+        }
+    }
+
+    /// Takes in one inbound event: logs the customer's message in the conversation log and routes
+    /// it. An unknown tenant is refused before anything is stored.
+    pub async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        let d = &event.detail;
+        if !self.store.tenant_exists(&d.tenant_id).await? {
+            return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
+        }
+        if d.direction == switchboard_domain::event::Direction::Inbound {
+            self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+        }
+        self.router.route(event).await
+    }
+}
+
+/// Runs queued work items through the executor.
+struct ExecuteItems {
+    executor: Executor,
+}
+
+#[async_trait]
+impl ItemHandler for ExecuteItems {
+    async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure> {
+        let item: WorkItem = serde_json::from_str(&delivery.body).map_err(|e| {
+            // A body that does not parse will never parse: it goes to the dead letters after
+            // the queue's receive limit, like on SQS.
+            error!(dedup_id = %delivery.dedup_id, error = %e, "work item body is not a valid work item");
+            ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
+        })?;
+        match self.executor.execute(&item).await {
+            Ok(ExecOutcome::Dropped { reason }) => {
+                warn!(source = %item.source_id, %reason, "work item dropped");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let level_error = !e.retryable || e.kind == ErrorKind::Config;
+                if level_error {
+                    error!(source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed");
+                } else {
+                    warn!(source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed; will retry");
+                }
+                Err(ItemFailure { message: e.message, retry_after: None })
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The engine: ports (the traits adapters implement) and the work itself — routing inbound
+//! events to agents and running one agent turn. Same code in the AWS and embedded profiles.
+//!
+//! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
+
+pub mod error;
+pub mod ports;
+
+pub use error::{BusError, ConversationError, ModelError, QueueError, StoreError};
+pub use ports::*;
+
+pub mod context;
+pub mod executor;
+pub mod router;
+mod system_tools;
+
+pub use executor::{ExecError, ExecOutcome, Executor};
+pub use router::{RouteError, RouteOutcome, Router};

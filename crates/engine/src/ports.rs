@@ -1,0 +1,271 @@
+//! The ports: narrow traits the engine needs from the outside world. Each has an AWS adapter and
+//! an embedded adapter; the engine sees only these traits and domain types, never an SDK type.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use switchboard_domain::message::{ContentBlock, Message};
+use switchboard_domain::{
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ModelConfig, OutboundEvent, Session, SessionId,
+    TenantId, TokenUsage, Trigger, TriggerId,
+};
+
+use crate::error::{BusError, ConversationError, ModelError, QueueError, StoreError};
+
+/// Wall-clock time, injectable so that tests control expiry and timestamps.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// Tenant configuration: agents and triggers. Implementations may cache (triggers at most one
+/// minute, agents five) and must invalidate on their own writes.
+#[async_trait]
+pub trait ConfigStore: Send + Sync {
+    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError>;
+    async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError>;
+    /// Active triggers for `event_type`, already in evaluation order (priority, then id).
+    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType)
+    -> Result<Arc<[Trigger]>, StoreError>;
+}
+
+/// Everything one turn writes, committed atomically: the sessions it changed (each conditional
+/// on the version it read, `None` for a new session) and its execution record (conditional on
+/// no record existing for the same source). In DynamoDB this is one `TransactWriteItems`.
+#[derive(Debug, Clone)]
+pub struct TurnCommit {
+    pub sessions: Vec<SessionWrite>,
+    pub execution: ExecutionRecord,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionWrite {
+    pub session: Session,
+    /// The version read; `None` creates the session.
+    pub expected_version: Option<u64>,
+}
+
+/// Sessions and their per-turn commits.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError>;
+    /// The newest session of a conversation, whatever its status.
+    async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError>;
+    /// Every session of a conversation, oldest first (the `SessionsByConversation` index).
+    async fn sessions_for_conversation(&self, tenant: &TenantId, conversation_id: &str)
+    -> Result<Vec<Session>, StoreError>;
+    /// Writes the turn or nothing. Fails with [`StoreError::VersionConflict`] when a session
+    /// changed since it was read (or a second active session would appear for the
+    /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
+    async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError>;
+}
+
+/// A page of results and the cursor of the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Reading execution records. Expired records are never returned.
+#[async_trait]
+pub trait ExecutionLog: Send + Sync {
+    async fn execution_for_source(&self, tenant: &TenantId, source_id: &str)
+    -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn get_execution(&self, tenant: &TenantId, execution: ExecutionId)
+    -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn list_executions(
+        &self,
+        tenant: &TenantId,
+        session: SessionId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ExecutionRecord>, StoreError>;
+}
+
+/// A unit of agent work: one inbound message for one conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkItem {
+    pub tenant_id: TenantId,
+    /// Idempotency root of everything this item causes: the event id, plus `#h<n>` when the
+    /// item continues a conversation handed to another agent.
+    pub source_id: String,
+    pub conversation_id: String,
+    pub message_id: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<TriggerId>,
+    /// The agent the trigger chose; an active session of the conversation takes precedence.
+    pub agent_id: AgentId,
+    /// Set when the item continues a handoff: run only if this agent's session is active.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continuation: bool,
+    /// The event detail, for the execution record's input.
+    pub detail: serde_json::Value,
+}
+
+impl WorkItem {
+    /// The FIFO group: one conversation of one tenant.
+    pub fn group_id(&self) -> String {
+        format!("{}:{}", self.tenant_id, self.conversation_id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Queued,
+    /// The deduplication id was seen within the queue's deduplication window.
+    Duplicate,
+}
+
+/// Where the router puts work. Consuming is profile-specific (Lambda event source mapping on AWS,
+/// a worker pool in the embedded profile), so it is not part of the port.
+#[async_trait]
+pub trait WorkQueue: Send + Sync {
+    /// Enqueues `item` in its conversation's group with `dedup_id` as deduplication id.
+    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError>;
+}
+
+/// Publishes events (EventBridge, or the in-process bus). Delivery is at least once; every event
+/// carries a stable `id` so consumers can drop repeats.
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError>;
+}
+
+/// A reply as accepted by the conversation system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    pub message_id: String,
+    /// The idempotency key had been used: nothing new was sent.
+    pub duplicate: bool,
+}
+
+/// Sends replies into conversations. Must honour `idempotency_key`: a second send with the same
+/// key sends nothing and returns the first message's id.
+#[async_trait]
+pub trait Conversations: Send + Sync {
+    async fn send_reply(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError>;
+}
+
+/// A message in the local conversation log of the embedded profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggedMessage {
+    pub message_id: String,
+    /// `inbound` (from the customer) or `outbound` (from the agent).
+    pub direction: String,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The conversation log the embedded profile keeps in place of the Conversations Service:
+/// inbound messages as they arrive, replies as they are sent. (On AWS the conversation lives in
+/// the Conversations Service and this port has no adapter.)
+#[async_trait]
+pub trait ConversationLog: Send + Sync {
+    /// Records an inbound message; `false` if that message id was already recorded.
+    async fn record_inbound(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError>;
+    /// The conversation's messages, oldest first, at most `limit`.
+    async fn messages(&self, tenant: &TenantId, conversation_id: &str, limit: usize)
+    -> Result<Vec<LoggedMessage>, StoreError>;
+}
+
+/// Reading back published events. The embedded profile keeps them in its event log (the
+/// operator stream replays from it); on AWS, EventBridge delivers them and there is no reader.
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// A tenant's events with a sequence number above `after`, oldest first.
+    async fn events_after(&self, tenant: &TenantId, after: i64, limit: usize)
+    -> Result<Vec<(i64, OutboundEvent)>, StoreError>;
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub config: ModelConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    ContentFiltered,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    pub content: Vec<ContentBlock>,
+    pub stop_reason: StopReason,
+    pub usage: TokenUsage,
+    /// The model that answered (a fallback may differ from the one asked for).
+    pub model: String,
+}
+
+/// One model call (Bedrock Converse shape). Adapters retry throttling and 5xx themselves; an
+/// error that reaches the engine is final for this attempt.
+#[async_trait]
+pub trait Model: Send + Sync {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+/// Everything the engine needs, built once per process (or Lambda container).
+#[derive(Clone)]
+pub struct Deps {
+    pub config: Arc<dyn ConfigStore>,
+    pub sessions: Arc<dyn SessionStore>,
+    pub executions: Arc<dyn ExecutionLog>,
+    pub queue: Arc<dyn WorkQueue>,
+    pub bus: Arc<dyn EventBus>,
+    pub conversations: Arc<dyn Conversations>,
+    pub model: Arc<dyn Model>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Deps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deps").finish_non_exhaustive()
+    }
+}
