@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use switchboard_domain::InboundEvent;
-use switchboard_engine::{ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore};
+use switchboard_engine::{
+    ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore,
+};
 
 pub use problem::Problem;
 pub use routes::router;

@@ -56,7 +56,12 @@ impl Problem {
     }
 
     pub fn too_large(limit: usize) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large", format!("the body is larger than {limit} bytes"))
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            format!("the body is larger than {limit} bytes"),
+        )
     }
 
     pub fn unsupported_media_type() -> Self {
@@ -69,15 +74,30 @@ impl Problem {
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed", "this route does not take that method")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+            "this route does not take that method",
+        )
     }
 
     pub fn unavailable() -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", "a backing store is unavailable; retry later")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+            "a backing store is unavailable; retry later",
+        )
     }
 
     pub fn internal() -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", "something went wrong on our side; it has been logged")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "something went wrong on our side; it has been logged",
+        )
     }
 }
 

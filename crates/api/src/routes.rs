@@ -115,7 +115,9 @@ fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
 }
 
 /// Query strings are parsed by hand so that a bad one is a problem+json, not plain text.
-fn query<T: for<'de> Deserialize<'de>>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> Result<T, Problem> {
+fn query<T: for<'de> Deserialize<'de>>(
+    q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, Problem> {
     q.map(|Query(v)| v)
         .map_err(|e| Problem::invalid(switchboard_domain::ValidationErrors::single("/query", e.body_text())))
 }
@@ -196,4 +198,3 @@ async fn list_events(
     let items: Vec<_> = events.into_iter().map(|(seq, e)| json!({ "seq": seq, "event": e })).collect();
     Ok(Json(json!({ "events": items })).into_response())
 }
-

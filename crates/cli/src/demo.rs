@@ -33,10 +33,7 @@ const ROUNDS: &[&[(&str, &str, &str)]] = &[
         ("conv-human-2002", "facebook", "This is the third time I write, I want to talk to a human"),
         ("conv-billing-3003", "instagram", "I was charged twice for my last order"),
     ],
-    &[
-        ("conv-order-1001", "webchat", "Where is my order #1234?"),
-        ("conv-human-2002", "facebook", "Hello? Anyone?"),
-    ],
+    &[("conv-order-1001", "webchat", "Where is my order #1234?"), ("conv-human-2002", "facebook", "Hello? Anyone?")],
     &[("conv-order-1001", "webchat", "Great, thank you!")],
 ];
 
@@ -66,14 +63,20 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Embedded::open(&data_dir, model, Arc::new(SystemClock), EmbeddedOptions::default())
             .context("opening the data directory")?,
     );
-    let bundle = Bundle::parse(TENANT_BUNDLE, &SystemClock)
-        .map_err(|e| anyhow::anyhow!("examples/support/tenant.json: {e}"))?;
+    let bundle =
+        Bundle::parse(TENANT_BUNDLE, &SystemClock).map_err(|e| anyhow::anyhow!("examples/support/tenant.json: {e}"))?;
     bundle.install(&embedded.store).await.context("installing the example tenant")?;
     let mut events = embedded.bus.subscribe();
     embedded.start_workers();
 
     println!("Switchboard demo: embedded profile, SQLite in {}", data_dir.display());
-    println!("Tenant '{}' ({}): {} agents, {} trigger(s)", bundle.tenant_id, bundle.name, bundle.agents.len(), bundle.triggers.len());
+    println!(
+        "Tenant '{}' ({}): {} agents, {} trigger(s)",
+        bundle.tenant_id,
+        bundle.name,
+        bundle.agents.len(),
+        bundle.triggers.len()
+    );
     println!("Model: SCRIPTED TEST DOUBLE (deterministic rules from examples/support/script.json; not an AI)\n");
 
     let mut n = 0;
@@ -147,7 +150,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         stats.dead
     );
     if let Some(dir) = &args.keep_data {
-        println!("Data kept in {} — try: switchboard serve --data-dir {} --scripted-model examples/support/script.json", dir.display(), dir.display());
+        println!(
+            "Data kept in {} — try: switchboard serve --data-dir {} --scripted-model examples/support/script.json",
+            dir.display(),
+            dir.display()
+        );
     }
     Ok(())
 }

@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
-#[command(name = "switchboard", version, about = "AI agents on customer conversations: routing, agent loop, tools, handoffs.")]
+#[command(
+    name = "switchboard",
+    version,
+    about = "AI agents on customer conversations: routing, agent loop, tools, handoffs."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -64,16 +64,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let model: Arc<dyn Model> =
         Arc::new(ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?);
     let options = EmbeddedOptions { workers: usize::from(args.workers), ..EmbeddedOptions::default() };
-    let embedded = Arc::new(
-        Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?,
-    );
+    let embedded =
+        Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
     for path in &args.tenants {
         let bundle = Bundle::from_file(path, &SystemClock).with_context(|| format!("--tenant {}", path.display()))?;
         bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
     embedded.start_workers();
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
     let addr = listener.local_addr()?;
     // The first line on stdout is machine-readable so that scripts and tests can find the port.
     println!("listening on http://{addr}");

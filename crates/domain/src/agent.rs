@@ -8,9 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AgentId, SkillId, TenantId};
-use crate::limits::{
-    MAX_DESCRIPTION_LEN, MAX_ITERATIONS_CEILING, MAX_NAME_LEN, MAX_PROMPT_BYTES, MAX_TURNS_CEILING,
-};
+use crate::limits::{MAX_DESCRIPTION_LEN, MAX_ITERATIONS_CEILING, MAX_NAME_LEN, MAX_PROMPT_BYTES, MAX_TURNS_CEILING};
 use crate::tool::SystemTool;
 use crate::validation::ValidationErrors;
 
@@ -66,7 +64,12 @@ fn default_max_tokens() -> u32 {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { temperature: default_temperature(), max_tokens: default_max_tokens(), top_p: None, stop_sequences: vec![] }
+        Self {
+            temperature: default_temperature(),
+            max_tokens: default_max_tokens(),
+            top_p: None,
+            stop_sequences: vec![],
+        }
     }
 }
 

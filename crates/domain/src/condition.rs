@@ -95,26 +95,14 @@ fn shown_pointer(pointer: &str) -> &str {
 impl Conditions {
     /// Parses and validates; regexes compiled once here.
     pub fn parse(value: &Value) -> Result<Self, ConditionError> {
-        let mut parser = Parser {
-            pointer: String::new(),
-            nodes: 0,
-        };
+        let mut parser = Parser { pointer: String::new(), nodes: 0 };
         let root = parser.node(value, 1)?;
-        Ok(Self {
-            raw: value.clone(),
-            root,
-        })
+        Ok(Self { raw: value.clone(), root })
     }
 
     /// A condition set that matches every event (`{}`).
     pub fn always() -> Self {
-        Self {
-            raw: Value::Object(Map::new()),
-            root: Node::Group(Group {
-                all: Vec::new(),
-                any: None,
-            }),
-        }
+        Self { raw: Value::Object(Map::new()), root: Node::Group(Group { all: Vec::new(), any: None }) }
     }
 
     /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}}).
@@ -209,10 +197,7 @@ impl Node {
         match self {
             Node::Group(group) => {
                 group.all.iter().all(|node| node.matches(detail))
-                    && group
-                        .any
-                        .as_ref()
-                        .is_none_or(|any| any.iter().any(|node| node.matches(detail)))
+                    && group.any.as_ref().is_none_or(|any| any.iter().any(|node| node.matches(detail)))
             }
             Node::Leaf(leaf) => leaf.matches(detail),
         }
@@ -221,13 +206,11 @@ impl Node {
 
 impl Leaf {
     fn resolve<'a>(&self, detail: &'a Value) -> Option<&'a Value> {
-        self.path
-            .iter()
-            .try_fold(detail, |current, segment| match current {
-                Value::Object(map) => map.get(&*segment.key),
-                Value::Array(items) => segment.index.and_then(|i| items.get(i)),
-                _ => None,
-            })
+        self.path.iter().try_fold(detail, |current, segment| match current {
+            Value::Object(map) => map.get(&*segment.key),
+            Value::Array(items) => segment.index.and_then(|i| items.get(i)),
+            _ => None,
+        })
     }
 
     fn matches(&self, detail: &Value) -> bool {
@@ -244,31 +227,19 @@ impl Leaf {
                     Value::String(needle) => text_contains(text, needle, ci) != *negate,
                     _ => false,
                 },
-                Value::Array(items) => {
-                    items.iter().any(|item| json_eq(item, needle, ci)) != *negate
-                }
+                Value::Array(items) => items.iter().any(|item| json_eq(item, needle, ci)) != *negate,
                 _ => false,
             },
             Test::StartsWith(prefix) => actual.as_str().is_some_and(|text| {
-                if ci {
-                    Folded::new(text).starts_with(prefix)
-                } else {
-                    text.starts_with(&**prefix)
-                }
+                if ci { Folded::new(text).starts_with(prefix) } else { text.starts_with(&**prefix) }
             }),
-            Test::EndsWith(suffix) => actual.as_str().is_some_and(|text| {
-                if ci {
-                    Folded::new(text).ends_with(suffix)
-                } else {
-                    text.ends_with(&**suffix)
-                }
-            }),
+            Test::EndsWith(suffix) => actual
+                .as_str()
+                .is_some_and(|text| if ci { Folded::new(text).ends_with(suffix) } else { text.ends_with(&**suffix) }),
             Test::Matches(regex) => actual.as_str().is_some_and(|text| regex.is_match(text)),
             Test::Order { op, bound } => {
                 let ordering = match (bound, actual) {
-                    (Bound::Number(bound), Value::Number(n)) => {
-                        n.as_f64().and_then(|n| n.partial_cmp(bound))
-                    }
+                    (Bound::Number(bound), Value::Number(n)) => n.as_f64().and_then(|n| n.partial_cmp(bound)),
                     (Bound::Text(bound), Value::String(text)) => Some(text.as_str().cmp(bound)),
                     _ => None,
                 };
@@ -303,13 +274,9 @@ fn json_eq(actual: &Value, expected: &Value, ci: bool) -> bool {
                 a == b
             }
         }
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| json_eq(a, b, ci))
-        }
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| json_eq(a, b, ci)),
         (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .all(|(key, a)| b.get(key).is_some_and(|b| json_eq(a, b, ci)))
+            a.len() == b.len() && a.iter().all(|(key, a)| b.get(key).is_some_and(|b| json_eq(a, b, ci)))
         }
         _ => false,
     }
@@ -320,20 +287,14 @@ fn in_options(actual: &Value, options: &[Value], ci: bool) -> bool {
         // Lowercase the event text once for the whole list rather than once per option.
         Value::String(text) if ci => {
             let folded = Folded::new(text);
-            options
-                .iter()
-                .any(|option| option.as_str().is_some_and(|option| folded.eq(option)))
+            options.iter().any(|option| option.as_str().is_some_and(|option| folded.eq(option)))
         }
         _ => options.iter().any(|option| json_eq(actual, option, ci)),
     }
 }
 
 fn text_contains(text: &str, needle: &str, ci: bool) -> bool {
-    if ci {
-        Folded::new(text).contains(needle)
-    } else {
-        text.contains(needle)
-    }
+    if ci { Folded::new(text).contains(needle) } else { text.contains(needle) }
 }
 
 /// Event text as seen through `str::to_lowercase`, without allocating for ASCII text: the
@@ -345,11 +306,7 @@ enum Folded<'a> {
 
 impl<'a> Folded<'a> {
     fn new(text: &'a str) -> Self {
-        if text.is_ascii() {
-            Folded::Ascii(text.as_bytes())
-        } else {
-            Folded::Lowered(text.to_lowercase())
-        }
+        if text.is_ascii() { Folded::Ascii(text.as_bytes()) } else { Folded::Lowered(text.to_lowercase()) }
     }
 
     fn eq(&self, lowered: &str) -> bool {
@@ -361,9 +318,9 @@ impl<'a> Folded<'a> {
 
     fn starts_with(&self, lowered: &str) -> bool {
         match self {
-            Folded::Ascii(bytes) => bytes
-                .get(..lowered.len())
-                .is_some_and(|head| ascii_folded_eq(head, lowered.as_bytes())),
+            Folded::Ascii(bytes) => {
+                bytes.get(..lowered.len()).is_some_and(|head| ascii_folded_eq(head, lowered.as_bytes()))
+            }
             Folded::Lowered(text) => text.starts_with(lowered),
         }
     }
@@ -383,9 +340,9 @@ impl<'a> Folded<'a> {
         match self {
             // `windows(0)` would panic, and the empty string is a substring of everything.
             Folded::Ascii(_) if lowered.is_empty() => true,
-            Folded::Ascii(bytes) => bytes
-                .windows(lowered.len())
-                .any(|window| ascii_folded_eq(window, lowered.as_bytes())),
+            Folded::Ascii(bytes) => {
+                bytes.windows(lowered.len()).any(|window| ascii_folded_eq(window, lowered.as_bytes()))
+            }
             Folded::Lowered(text) => text.contains(lowered),
         }
     }
@@ -394,11 +351,7 @@ impl<'a> Folded<'a> {
 /// A non-ASCII `lowered` byte never equals a folded ASCII byte, which is the right answer: the
 /// lowercase of ASCII text is ASCII.
 fn ascii_folded_eq(ascii: &[u8], lowered: &[u8]) -> bool {
-    ascii.len() == lowered.len()
-        && ascii
-            .iter()
-            .zip(lowered)
-            .all(|(a, l)| a.to_ascii_lowercase() == *l)
+    ascii.len() == lowered.len() && ascii.iter().zip(lowered).all(|(a, l)| a.to_ascii_lowercase() == *l)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,19 +438,13 @@ struct Parser {
 
 impl Parser {
     fn error(&self, message: impl Into<String>) -> ConditionError {
-        ConditionError {
-            pointer: self.pointer.clone(),
-            message: message.into(),
-        }
+        ConditionError { pointer: self.pointer.clone(), message: message.into() }
     }
 
     fn error_at(&self, segment: &str, message: impl Into<String>) -> ConditionError {
         let mut pointer = self.pointer.clone();
         push_segment(&mut pointer, segment);
-        ConditionError {
-            pointer,
-            message: message.into(),
-        }
+        ConditionError { pointer, message: message.into() }
     }
 
     fn within<T>(
@@ -521,15 +468,11 @@ impl Parser {
         };
         // Checked before descending so an over-deep or oversized tree is never walked further.
         if depth > MAX_CONDITION_DEPTH {
-            return Err(self.error(format!(
-                "conditions are nested too deeply (at most {MAX_CONDITION_DEPTH} levels)"
-            )));
+            return Err(self.error(format!("conditions are nested too deeply (at most {MAX_CONDITION_DEPTH} levels)")));
         }
         self.nodes += 1;
         if self.nodes > MAX_CONDITION_NODES {
-            return Err(self.error(format!(
-                "too many conditions (at most {MAX_CONDITION_NODES} nodes in total)"
-            )));
+            return Err(self.error(format!("too many conditions (at most {MAX_CONDITION_NODES} nodes in total)")));
         }
         if map.contains_key("field") || map.contains_key("operator") {
             self.leaf(map).map(Node::Leaf)
@@ -560,10 +503,7 @@ impl Parser {
 
     fn list(&mut self, key: &str, list: &Value, depth: usize) -> Result<Vec<Node>, ConditionError> {
         let Value::Array(items) = list else {
-            return Err(self.error(format!(
-                "\"{key}\" must be an array of conditions, found {}",
-                kind(list)
-            )));
+            return Err(self.error(format!("\"{key}\" must be an array of conditions, found {}", kind(list))));
         };
         let mut nodes = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -594,34 +534,21 @@ impl Parser {
             Some(other) => {
                 return Err(self.error_at(
                     "caseInsensitive",
-                    format!(
-                        "\"caseInsensitive\" must be true or false, found {}",
-                        kind(other)
-                    ),
+                    format!("\"caseInsensitive\" must be true or false, found {}", kind(other)),
                 ));
             }
         };
-        let test = self.within("value", |p| {
-            p.test(operator, map.get("value"), case_insensitive)
-        })?;
-        Ok(Leaf {
-            path,
-            case_insensitive,
-            test,
-        })
+        let test = self.within("value", |p| p.test(operator, map.get("value"), case_insensitive))?;
+        Ok(Leaf { path, case_insensitive, test })
     }
 
     fn field_path(&self, field: Option<&Value>) -> Result<Box<[Segment]>, ConditionError> {
         let path = match field {
             Some(Value::String(path)) => path,
             Some(other) => {
-                return Err(self.error_at(
-                    "field",
-                    format!(
-                        "\"field\" must be a dotted path string, found {}",
-                        kind(other)
-                    ),
-                ));
+                return Err(
+                    self.error_at("field", format!("\"field\" must be a dotted path string, found {}", kind(other)))
+                );
             }
             None => {
                 return Err(self.error_at("field", "a leaf condition needs a \"field\""));
@@ -632,28 +559,18 @@ impl Parser {
         }
         let count = path.split('.').count();
         if count > MAX_FIELD_SEGMENTS {
-            return Err(self.error_at(
-                "field",
-                format!("\"field\" has {count} segments (at most {MAX_FIELD_SEGMENTS})"),
-            ));
+            return Err(
+                self.error_at("field", format!("\"field\" has {count} segments (at most {MAX_FIELD_SEGMENTS})"))
+            );
         }
         path.split('.')
             .map(|segment| {
                 if segment.is_empty() {
-                    return Err(
-                        self.error_at("field", format!("\"field\" {path:?} has an empty segment"))
-                    );
+                    return Err(self.error_at("field", format!("\"field\" {path:?} has an empty segment")));
                 }
                 // Only plain digits index arrays, so "+1" or " 1" stay ordinary object keys.
-                let index = if segment.bytes().all(|b| b.is_ascii_digit()) {
-                    segment.parse().ok()
-                } else {
-                    None
-                };
-                Ok(Segment {
-                    key: segment.into(),
-                    index,
-                })
+                let index = if segment.bytes().all(|b| b.is_ascii_digit()) { segment.parse().ok() } else { None };
+                Ok(Segment { key: segment.into(), index })
             })
             .collect()
     }
@@ -661,61 +578,36 @@ impl Parser {
     fn operator(&self, operator: Option<&Value>) -> Result<Operator, ConditionError> {
         match operator {
             Some(Value::String(name)) => Operator::from_name(name).ok_or_else(|| {
-                self.error_at(
-                    "operator",
-                    format!(
-                        "unknown operator {name:?}; expected one of: {}",
-                        operator_list()
-                    ),
-                )
+                self.error_at("operator", format!("unknown operator {name:?}; expected one of: {}", operator_list()))
             }),
             Some(other) => Err(self.error_at(
                 "operator",
-                format!(
-                    "\"operator\" must be a string, found {}; expected one of: {}",
-                    kind(other),
-                    operator_list()
-                ),
+                format!("\"operator\" must be a string, found {}; expected one of: {}", kind(other), operator_list()),
             )),
             None => Err(self.error_at(
                 "operator",
-                format!(
-                    "a leaf condition needs an \"operator\"; expected one of: {}",
-                    operator_list()
-                ),
+                format!("a leaf condition needs an \"operator\"; expected one of: {}", operator_list()),
             )),
         }
     }
 
     /// Runs with the pointer already at `/…/value`.
     fn test(&self, op: Operator, value: Option<&Value>, ci: bool) -> Result<Test, ConditionError> {
-        let fold = |text: &str| -> Box<str> {
-            if ci {
-                text.to_lowercase().into()
-            } else {
-                text.into()
-            }
-        };
+        let fold = |text: &str| -> Box<str> { if ci { text.to_lowercase().into() } else { text.into() } };
         match op {
             Operator::Eq | Operator::Neq => {
                 let Some(value) = value else {
-                    return Err(self.error(format!(
-                        "operator \"{op}\" needs a \"value\" (use null to compare with JSON null)"
-                    )));
+                    return Err(
+                        self.error(format!("operator \"{op}\" needs a \"value\" (use null to compare with JSON null)"))
+                    );
                 };
                 Ok(Test::Eq {
-                    expected: if ci {
-                        lowercase_strings(value)
-                    } else {
-                        value.clone()
-                    },
+                    expected: if ci { lowercase_strings(value) } else { value.clone() },
                     negate: op == Operator::Neq,
                 })
             }
             Operator::In | Operator::NotIn => {
-                let expectation = format!(
-                    "operator \"{op}\" needs a non-empty array of strings, numbers or booleans"
-                );
+                let expectation = format!("operator \"{op}\" needs a non-empty array of strings, numbers or booleans");
                 let items = match value {
                     Some(Value::Array(items)) if !items.is_empty() => items,
                     Some(Value::Array(_)) => {
@@ -729,35 +621,19 @@ impl Parser {
                 let mut options = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     if !is_scalar(item) {
-                        return Err(self.error_at(
-                            &i.to_string(),
-                            format!("{expectation}, found {}", kind(item)),
-                        ));
+                        return Err(self.error_at(&i.to_string(), format!("{expectation}, found {}", kind(item))));
                     }
-                    options.push(if ci {
-                        lowercase_strings(item)
-                    } else {
-                        item.clone()
-                    });
+                    options.push(if ci { lowercase_strings(item) } else { item.clone() });
                 }
-                Ok(Test::In {
-                    options: options.into(),
-                    negate: op == Operator::NotIn,
-                })
+                Ok(Test::In { options: options.into(), negate: op == Operator::NotIn })
             }
             Operator::Contains | Operator::NotContains => match value {
                 Some(item) if is_scalar(item) => Ok(Test::Contains {
-                    needle: if ci {
-                        lowercase_strings(item)
-                    } else {
-                        item.clone()
-                    },
+                    needle: if ci { lowercase_strings(item) } else { item.clone() },
                     negate: op == Operator::NotContains,
                 }),
-                other => Err(self.error(format!(
-                    "operator \"{op}\" needs a string, number or boolean, found {}",
-                    kind_of(other)
-                ))),
+                other => Err(self
+                    .error(format!("operator \"{op}\" needs a string, number or boolean, found {}", kind_of(other)))),
             },
             Operator::StartsWith | Operator::EndsWith => match value {
                 Some(Value::String(text)) => Ok(if op == Operator::StartsWith {
@@ -765,10 +641,7 @@ impl Parser {
                 } else {
                     Test::EndsWith(fold(text))
                 }),
-                other => Err(self.error(format!(
-                    "operator \"{op}\" needs a string, found {}",
-                    kind_of(other)
-                ))),
+                other => Err(self.error(format!("operator \"{op}\" needs a string, found {}", kind_of(other)))),
             },
             Operator::Matches => {
                 let Some(Value::String(pattern)) = value else {
@@ -797,10 +670,9 @@ impl Parser {
                     _ => None,
                 };
                 let Some(bound) = bound else {
-                    return Err(self.error(format!(
-                        "operator \"{op}\" needs a number or a string, found {}",
-                        kind_of(value)
-                    )));
+                    return Err(
+                        self.error(format!("operator \"{op}\" needs a number or a string, found {}", kind_of(value)))
+                    );
                 };
                 let op = match op {
                     Operator::Gt => OrderOp::Gt,
@@ -811,13 +683,8 @@ impl Parser {
                 Ok(Test::Order { op, bound })
             }
             Operator::Exists | Operator::NotExists => match value {
-                None | Some(Value::Null) => Ok(Test::Exists {
-                    negate: op == Operator::NotExists,
-                }),
-                Some(other) => Err(self.error(format!(
-                    "operator \"{op}\" takes no value, found {}",
-                    kind(other)
-                ))),
+                None | Some(Value::Null) => Ok(Test::Exists { negate: op == Operator::NotExists }),
+                Some(other) => Err(self.error(format!("operator \"{op}\" takes no value, found {}", kind(other)))),
             },
         }
     }
@@ -835,11 +702,7 @@ fn push_segment(pointer: &mut String, segment: &str) {
 }
 
 fn operator_list() -> String {
-    Operator::ALL
-        .iter()
-        .map(|op| op.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+    Operator::ALL.iter().map(|op| op.name()).collect::<Vec<_>>().join(", ")
 }
 
 fn is_scalar(value: &Value) -> bool {
@@ -866,11 +729,9 @@ fn lowercase_strings(value: &Value) -> Value {
     match value {
         Value::String(text) => Value::String(text.to_lowercase()),
         Value::Array(items) => Value::Array(items.iter().map(lowercase_strings).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, value)| (key.clone(), lowercase_strings(value)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(key, value)| (key.clone(), lowercase_strings(value))).collect())
+        }
         other => other.clone(),
     }
 }

@@ -52,8 +52,8 @@ impl InboundEvent {
         if body.len() > MAX_EVENT_BYTES {
             return Err(ValidationErrors::single("", format!("event is larger than {MAX_EVENT_BYTES} bytes")));
         }
-        let value: serde_json::Value = serde_json::from_slice(body)
-            .map_err(|e| ValidationErrors::single("", format!("not valid JSON: {e}")))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| ValidationErrors::single("", format!("not valid JSON: {e}")))?;
         Self::parse(&value)
     }
 
@@ -133,21 +133,29 @@ impl InboundEvent {
             return Err(errors);
         }
         match (id, source, detail_type, tenant_id, conversation_id, message_id, direction, text, detail) {
-            (Some(id), Some(source), Some(dt), Some(tenant_id), Some(c), Some(m), Some(direction), Some(text), Some(d)) => {
-                Ok(Self {
-                    id: id.to_owned(),
-                    source: source.to_owned(),
-                    detail_type: dt.to_owned(),
-                    detail: MessageNewDetail {
-                        tenant_id,
-                        conversation_id: c.to_owned(),
-                        message_id: m.to_owned(),
-                        direction,
-                        text: text.to_owned(),
-                    },
-                    raw_detail: d.clone(),
-                })
-            }
+            (
+                Some(id),
+                Some(source),
+                Some(dt),
+                Some(tenant_id),
+                Some(c),
+                Some(m),
+                Some(direction),
+                Some(text),
+                Some(d),
+            ) => Ok(Self {
+                id: id.to_owned(),
+                source: source.to_owned(),
+                detail_type: dt.to_owned(),
+                detail: MessageNewDetail {
+                    tenant_id,
+                    conversation_id: c.to_owned(),
+                    message_id: m.to_owned(),
+                    direction,
+                    text: text.to_owned(),
+                },
+                raw_detail: d.clone(),
+            }),
             _ => Err(ValidationErrors::single("", "incomplete event")),
         }
     }

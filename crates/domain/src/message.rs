@@ -98,9 +98,7 @@ pub fn history_window(history: &[Message], max_messages: usize, max_tokens: u32)
         start -= 1;
     }
     // Move the start forward until it is a plain user turn.
-    while start < history.len()
-        && (history[start].role != Role::User || history[start].has_tool_results())
-    {
+    while start < history.len() && (history[start].role != Role::User || history[start].has_tool_results()) {
         start += 1;
     }
     &history[start..]

@@ -75,7 +75,7 @@ pub fn first_match<'a>(
     event_type: EventType,
     detail: &serde_json::Value,
 ) -> Option<&'a Trigger> {
-    sorted.iter().find(|t| {
-        t.status == TriggerStatus::Active && t.event_type == event_type && t.conditions.matches(detail)
-    })
+    sorted
+        .iter()
+        .find(|t| t.status == TriggerStatus::Active && t.event_type == event_type && t.conditions.matches(detail))
 }

@@ -4,9 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchboard_domain::condition::{
-    ConditionError, Conditions, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES,
-};
+use switchboard_domain::condition::{ConditionError, Conditions, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -165,10 +163,7 @@ fn it_requires_both_all_and_any_to_hold() {
     }));
     assert!(trigger.matches(&json!({ "a": 1, "b": 2 })));
     assert!(trigger.matches(&json!({ "a": 1, "c": 3 })));
-    assert!(
-        !trigger.matches(&json!({ "a": 1 })),
-        "no member of any holds"
-    );
+    assert!(!trigger.matches(&json!({ "a": 1 })), "no member of any holds");
     assert!(!trigger.matches(&json!({ "a": 0, "b": 2 })), "all fails");
 }
 
@@ -282,10 +277,7 @@ fn it_accepts_sixteen_path_segments() {
 #[test]
 fn eq_matches_equal_strings_only() {
     assert!(leaf_matches(leaf("f", "eq", json!("open")), json!("open")));
-    assert!(!leaf_matches(
-        leaf("f", "eq", json!("open")),
-        json!("closed")
-    ));
+    assert!(!leaf_matches(leaf("f", "eq", json!("open")), json!("closed")));
     assert!(!leaf_matches(leaf("f", "eq", json!("open")), json!("Open")));
 }
 
@@ -313,34 +305,16 @@ fn eq_null_matches_an_explicit_null_but_not_a_missing_field() {
 
 #[test]
 fn eq_compares_arrays_and_objects_structurally() {
-    assert!(leaf_matches(
-        leaf("f", "eq", json!([1, "a"])),
-        json!([1.0, "a"])
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "eq", json!([1, "a"])),
-        json!(["a", 1])
-    ));
-    assert!(leaf_matches(
-        leaf("f", "eq", json!({ "k": [true] })),
-        json!({ "k": [true] })
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "eq", json!({ "k": 1 })),
-        json!({ "k": 1, "extra": 2 })
-    ));
+    assert!(leaf_matches(leaf("f", "eq", json!([1, "a"])), json!([1.0, "a"])));
+    assert!(!leaf_matches(leaf("f", "eq", json!([1, "a"])), json!(["a", 1])));
+    assert!(leaf_matches(leaf("f", "eq", json!({ "k": [true] })), json!({ "k": [true] })));
+    assert!(!leaf_matches(leaf("f", "eq", json!({ "k": 1 })), json!({ "k": 1, "extra": 2 })));
 }
 
 #[test]
 fn neq_is_true_for_a_different_present_value() {
-    assert!(leaf_matches(
-        leaf("f", "neq", json!("closed")),
-        json!("open")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "neq", json!("open")),
-        json!("open")
-    ));
+    assert!(leaf_matches(leaf("f", "neq", json!("closed")), json!("open")));
+    assert!(!leaf_matches(leaf("f", "neq", json!("open")), json!("open")));
     assert!(!leaf_matches(leaf("f", "neq", json!(1)), json!(1.0)));
 }
 
@@ -366,141 +340,66 @@ fn not_in_matches_a_present_value_outside_the_list() {
     let unlisted = leaf("f", "not_in", json!(["spam", "test"]));
     assert!(leaf_matches(unlisted.clone(), json!("sales")));
     assert!(!leaf_matches(unlisted.clone(), json!("spam")));
-    assert!(
-        leaf_matches(unlisted, json!(null)),
-        "null is present and not listed"
-    );
+    assert!(leaf_matches(unlisted, json!(null)), "null is present and not listed");
 }
 
 #[test]
 fn contains_finds_a_substring_in_text() {
-    assert!(leaf_matches(
-        leaf("f", "contains", json!("help")),
-        json!("I need help!")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "contains", json!("help")),
-        json!("hello")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "contains", json!("HELP")),
-        json!("help")
-    ));
+    assert!(leaf_matches(leaf("f", "contains", json!("help")), json!("I need help!")));
+    assert!(!leaf_matches(leaf("f", "contains", json!("help")), json!("hello")));
+    assert!(!leaf_matches(leaf("f", "contains", json!("HELP")), json!("help")));
 }
 
 #[test]
 fn contains_finds_a_member_of_an_array() {
-    assert!(leaf_matches(
-        leaf("f", "contains", json!("vip")),
-        json!(["new", "vip"])
-    ));
-    assert!(leaf_matches(
-        leaf("f", "contains", json!(3)),
-        json!([1, 2, 3.0])
-    ));
-    assert!(leaf_matches(
-        leaf("f", "contains", json!(true)),
-        json!([false, true])
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "contains", json!("vip")),
-        json!(["vipx", "v"])
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "contains", json!("vip")),
-        json!([])
-    ));
+    assert!(leaf_matches(leaf("f", "contains", json!("vip")), json!(["new", "vip"])));
+    assert!(leaf_matches(leaf("f", "contains", json!(3)), json!([1, 2, 3.0])));
+    assert!(leaf_matches(leaf("f", "contains", json!(true)), json!([false, true])));
+    assert!(!leaf_matches(leaf("f", "contains", json!("vip")), json!(["vipx", "v"])));
+    assert!(!leaf_matches(leaf("f", "contains", json!("vip")), json!([])));
 }
 
 #[test]
 fn contains_with_an_empty_string_matches_any_text() {
     assert!(leaf_matches(leaf("f", "contains", json!("")), json!("")));
-    assert!(leaf_matches(
-        leaf_ci("f", "contains", json!("")),
-        json!("ABC")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "contains", json!("")), json!("ABC")));
 }
 
 #[test]
 fn not_contains_matches_text_or_arrays_without_the_value() {
-    assert!(leaf_matches(
-        leaf("f", "not_contains", json!("spam")),
-        json!("hello")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "not_contains", json!("spam")),
-        json!("buy spam")
-    ));
-    assert!(leaf_matches(
-        leaf("f", "not_contains", json!("bot")),
-        json!(["vip"])
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "not_contains", json!("bot")),
-        json!(["bot"])
-    ));
+    assert!(leaf_matches(leaf("f", "not_contains", json!("spam")), json!("hello")));
+    assert!(!leaf_matches(leaf("f", "not_contains", json!("spam")), json!("buy spam")));
+    assert!(leaf_matches(leaf("f", "not_contains", json!("bot")), json!(["vip"])));
+    assert!(!leaf_matches(leaf("f", "not_contains", json!("bot")), json!(["bot"])));
 }
 
 #[test]
 fn starts_with_checks_the_prefix() {
-    assert!(leaf_matches(
-        leaf("f", "starts_with", json!("/start")),
-        json!("/start now")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "starts_with", json!("/start")),
-        json!("now /start")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "starts_with", json!("/start")),
-        json!("/st")
-    ));
+    assert!(leaf_matches(leaf("f", "starts_with", json!("/start")), json!("/start now")));
+    assert!(!leaf_matches(leaf("f", "starts_with", json!("/start")), json!("now /start")));
+    assert!(!leaf_matches(leaf("f", "starts_with", json!("/start")), json!("/st")));
 }
 
 #[test]
 fn ends_with_checks_the_suffix() {
-    assert!(leaf_matches(
-        leaf("f", "ends_with", json!("?")),
-        json!("can you help?")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "ends_with", json!("?")),
-        json!("help!")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "ends_with", json!("long suffix")),
-        json!("fix")
-    ));
+    assert!(leaf_matches(leaf("f", "ends_with", json!("?")), json!("can you help?")));
+    assert!(!leaf_matches(leaf("f", "ends_with", json!("?")), json!("help!")));
+    assert!(!leaf_matches(leaf("f", "ends_with", json!("long suffix")), json!("fix")));
 }
 
 #[test]
 fn matches_runs_the_regex_anywhere_in_the_text() {
     let order_number = leaf("f", "matches", json!(r"order #\d{5}\b"));
-    assert!(leaf_matches(
-        order_number.clone(),
-        json!("where is order #12345?")
-    ));
+    assert!(leaf_matches(order_number.clone(), json!("where is order #12345?")));
     assert!(!leaf_matches(order_number, json!("where is order #12?")));
-    assert!(leaf_matches(
-        leaf("f", "matches", json!("^hi$")),
-        json!("hi")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "matches", json!("^hi$")),
-        json!("hi there")
-    ));
+    assert!(leaf_matches(leaf("f", "matches", json!("^hi$")), json!("hi")));
+    assert!(!leaf_matches(leaf("f", "matches", json!("^hi$")), json!("hi there")));
 }
 
 #[test]
 fn matches_can_be_case_insensitive() {
-    assert!(leaf_matches(
-        leaf_ci("f", "matches", json!("^refund")),
-        json!("REFUND please")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "matches", json!("^refund")),
-        json!("REFUND please")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "matches", json!("^refund")), json!("REFUND please")));
+    assert!(!leaf_matches(leaf("f", "matches", json!("^refund")), json!("REFUND please")));
 }
 
 #[test]
@@ -561,11 +460,7 @@ fn it_never_fires_on_a_missing_field_except_for_not_exists() {
         // When the event has no "f" at all (or is not even an object)
         for detail in [json!({}), json!({ "g": "x" }), json!(null), json!(["x"])] {
             // Then only not_exists fires, so negated operators stay silent too
-            assert_eq!(
-                trigger.matches(&detail),
-                operator == "not_exists",
-                "{operator} on {detail}"
-            );
+            assert_eq!(trigger.matches(&detail), operator == "not_exists", "{operator} on {detail}");
         }
     }
 }
@@ -603,28 +498,16 @@ fn it_treats_type_mismatches_as_non_matches() {
         (leaf("f", "eq", json!("true")), json!(true)),
     ];
     for (condition, actual) in cases {
-        assert!(
-            !leaf_matches(condition.clone(), actual.clone()),
-            "{condition} should not match {actual}"
-        );
+        assert!(!leaf_matches(condition.clone(), actual.clone()), "{condition} should not match {actual}");
     }
 }
 
 #[test]
 fn not_contains_is_false_when_containment_makes_no_sense() {
     // A number field is neither text nor a list, so "does not contain" cannot be asserted.
-    assert!(!leaf_matches(
-        leaf("f", "not_contains", json!("a")),
-        json!(12)
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "not_contains", json!("a")),
-        json!(null)
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "not_contains", json!(1)),
-        json!("abc")
-    ));
+    assert!(!leaf_matches(leaf("f", "not_contains", json!("a")), json!(12)));
+    assert!(!leaf_matches(leaf("f", "not_contains", json!("a")), json!(null)));
+    assert!(!leaf_matches(leaf("f", "not_contains", json!(1)), json!("abc")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -633,169 +516,73 @@ fn not_contains_is_false_when_containment_makes_no_sense() {
 
 #[test]
 fn case_insensitive_applies_to_every_text_operator() {
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("OPEN")),
-        json!("open")
-    ));
-    assert!(!leaf_matches(
-        leaf_ci("f", "neq", json!("OPEN")),
-        json!("Open")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "in", json!(["Facebook", 1])),
-        json!("FACEBOOK")
-    ));
-    assert!(!leaf_matches(
-        leaf_ci("f", "not_in", json!(["Spam"])),
-        json!("sPaM")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "contains", json!("Help")),
-        json!("HELP ME")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "contains", json!("Vip")),
-        json!(["VIP"])
-    ));
-    assert!(!leaf_matches(
-        leaf_ci("f", "not_contains", json!("Help")),
-        json!("hElP")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "starts_with", json!("/Start")),
-        json!("/START x")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "ends_with", json!("THANKS")),
-        json!("ok thanks")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("OPEN")), json!("open")));
+    assert!(!leaf_matches(leaf_ci("f", "neq", json!("OPEN")), json!("Open")));
+    assert!(leaf_matches(leaf_ci("f", "in", json!(["Facebook", 1])), json!("FACEBOOK")));
+    assert!(!leaf_matches(leaf_ci("f", "not_in", json!(["Spam"])), json!("sPaM")));
+    assert!(leaf_matches(leaf_ci("f", "contains", json!("Help")), json!("HELP ME")));
+    assert!(leaf_matches(leaf_ci("f", "contains", json!("Vip")), json!(["VIP"])));
+    assert!(!leaf_matches(leaf_ci("f", "not_contains", json!("Help")), json!("hElP")));
+    assert!(leaf_matches(leaf_ci("f", "starts_with", json!("/Start")), json!("/START x")));
+    assert!(leaf_matches(leaf_ci("f", "ends_with", json!("THANKS")), json!("ok thanks")));
 }
 
 #[test]
 fn case_insensitive_eq_applies_inside_structured_values() {
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!(["A", { "k": "B" }])),
-        json!(["a", { "k": "b" }])
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!(["A", { "k": "B" }])), json!(["a", { "k": "b" }])));
     // Object keys are names, not text, so they still match exactly.
-    assert!(!leaf_matches(
-        leaf_ci("f", "eq", json!({ "K": 1 })),
-        json!({ "k": 1 })
-    ));
+    assert!(!leaf_matches(leaf_ci("f", "eq", json!({ "K": 1 })), json!({ "k": 1 })));
 }
 
 #[test]
 fn case_insensitive_handles_accented_letters() {
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("ÉCOLE")),
-        json!("école")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("école")),
-        json!("ÉCOLE")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "eq", json!("ÉCOLE")),
-        json!("école")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "contains", json!("über")),
-        json!("FRAGE ÜBER RECHNUNG")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "matches", json!("^école$")),
-        json!("ÉCOLE")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("ÉCOLE")), json!("école")));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("école")), json!("ÉCOLE")));
+    assert!(!leaf_matches(leaf("f", "eq", json!("ÉCOLE")), json!("école")));
+    assert!(leaf_matches(leaf_ci("f", "contains", json!("über")), json!("FRAGE ÜBER RECHNUNG")));
+    assert!(leaf_matches(leaf_ci("f", "matches", json!("^école$")), json!("ÉCOLE")));
 }
 
 #[test]
 fn case_insensitive_follows_to_lowercase_for_sharp_s() {
     // to_lowercase never expands ß/SS: "STRASSE" and "straße" stay different...
-    assert!(!leaf_matches(
-        leaf_ci("f", "eq", json!("straße")),
-        json!("STRASSE")
-    ));
+    assert!(!leaf_matches(leaf_ci("f", "eq", json!("straße")), json!("STRASSE")));
     // ...while the capital sharp s (U+1E9E) lowercases to ß.
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("straße")),
-        json!("STRA\u{1E9E}E")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("straße")), json!("STRA\u{1E9E}E")));
 }
 
 #[test]
 fn case_insensitive_follows_to_lowercase_for_turkish_i() {
     // "İ" (dotted capital I) lowercases to "i" + combining dot, so it is not plain "i".
-    assert!(!leaf_matches(
-        leaf_ci("f", "eq", json!("istanbul")),
-        json!("İSTANBUL")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("i\u{307}stanbul")),
-        json!("İSTANBUL")
-    ));
+    assert!(!leaf_matches(leaf_ci("f", "eq", json!("istanbul")), json!("İSTANBUL")));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("i\u{307}stanbul")), json!("İSTANBUL")));
     // "I" lowercases to "i", never to the dotless "ı".
-    assert!(!leaf_matches(
-        leaf_ci("f", "eq", json!("ısparta")),
-        json!("ISPARTA")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("ısparta")),
-        json!("ıSPARTA")
-    ));
+    assert!(!leaf_matches(leaf_ci("f", "eq", json!("ısparta")), json!("ISPARTA")));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("ısparta")), json!("ıSPARTA")));
 }
 
 #[test]
 fn case_insensitive_follows_to_lowercase_for_the_kelvin_sign() {
     // The Kelvin sign (U+212A) lowercases to ASCII "k", in the condition and in the event alike.
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("\u{212A}ELVIN")),
-        json!("Kelvin")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("kelvin")),
-        json!("\u{212A}elvin")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("\u{212A}ELVIN")), json!("Kelvin")));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("kelvin")), json!("\u{212A}elvin")));
 }
 
 #[test]
 fn case_insensitive_follows_to_lowercase_for_greek_final_sigma() {
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("ΟΔΟΣ")),
-        json!("οδος")
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "eq", json!("οδος")),
-        json!("ΟΔΟΣ")
-    ));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("ΟΔΟΣ")), json!("οδος")));
+    assert!(leaf_matches(leaf_ci("f", "eq", json!("οδος")), json!("ΟΔΟΣ")));
 }
 
 #[test]
 fn it_finds_emoji_as_substrings_prefixes_and_suffixes() {
-    assert!(leaf_matches(
-        leaf("f", "contains", json!("🔥")),
-        json!("this is 🔥 hot")
-    ));
-    assert!(!leaf_matches(
-        leaf("f", "contains", json!("🔥")),
-        json!("this is cold")
-    ));
-    assert!(leaf_matches(
-        leaf("f", "starts_with", json!("👋")),
-        json!("👋 hi")
-    ));
+    assert!(leaf_matches(leaf("f", "contains", json!("🔥")), json!("this is 🔥 hot")));
+    assert!(!leaf_matches(leaf("f", "contains", json!("🔥")), json!("this is cold")));
+    assert!(leaf_matches(leaf("f", "starts_with", json!("👋")), json!("👋 hi")));
     let family = "👨\u{200D}👩\u{200D}👧";
-    assert!(leaf_matches(
-        leaf("f", "ends_with", json!(family)),
-        json!(format!("we are {family}"))
-    ));
-    assert!(leaf_matches(
-        leaf_ci("f", "contains", json!("HÉ 🔥")),
-        json!("oh hé 🔥!")
-    ));
-    assert!(leaf_matches(
-        leaf("f", "matches", json!("^.$")),
-        json!("🔥")
-    ));
+    assert!(leaf_matches(leaf("f", "ends_with", json!(family)), json!(format!("we are {family}"))));
+    assert!(leaf_matches(leaf_ci("f", "contains", json!("HÉ 🔥")), json!("oh hé 🔥!")));
+    assert!(leaf_matches(leaf("f", "matches", json!("^.$")), json!("🔥")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -813,39 +600,22 @@ fn it_rejects_an_unknown_operator_with_its_pointer() {
     assert_eq!(err.pointer, "/all/1/any/0/operator");
     assert!(err.message.contains("\"equals\""), "{}", err.message);
     // The message lists what would have been valid.
-    for valid in [
-        "eq",
-        "not_in",
-        "starts_with",
-        "matches",
-        "lte",
-        "not_exists",
-    ] {
+    for valid in ["eq", "not_in", "starts_with", "matches", "lte", "not_exists"] {
         assert!(err.message.contains(valid), "{}", err.message);
     }
 }
 
 #[test]
 fn it_rejects_a_non_string_or_missing_operator() {
-    assert_eq!(
-        rejection(json!({ "field": "a", "operator": 3 })).pointer,
-        "/operator"
-    );
-    assert_eq!(
-        rejection(json!({ "all": [{ "field": "a", "value": 3 }] })).pointer,
-        "/all/0/operator"
-    );
+    assert_eq!(rejection(json!({ "field": "a", "operator": 3 })).pointer, "/operator");
+    assert_eq!(rejection(json!({ "all": [{ "field": "a", "value": 3 }] })).pointer, "/all/0/operator");
 }
 
 #[test]
 fn it_rejects_a_bad_regex_with_its_pointer() {
     let err = rejection(json!({ "any": [leaf("message.text", "matches", json!("(unclosed"))] }));
     assert_eq!(err.pointer, "/any/0/value");
-    assert!(
-        err.message.contains("invalid regular expression"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("invalid regular expression"), "{}", err.message);
 }
 
 #[test]
@@ -861,11 +631,7 @@ fn it_rejects_a_regex_that_compiles_too_large() {
     // Short to write, but Unicode \w repeated this often compiles far beyond the size budget.
     let err = rejection(leaf("f", "matches", json!(r"(\w{100}){100}")));
     assert_eq!(err.pointer, "/value");
-    assert!(
-        err.message.contains("invalid regular expression"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("invalid regular expression"), "{}", err.message);
 }
 
 #[test]
@@ -981,22 +747,13 @@ fn it_rejects_non_object_nodes() {
         assert_eq!(rejection(root).pointer, "");
     }
     assert_eq!(rejection(json!({ "all": [{}, "x"] })).pointer, "/all/1");
-    assert_eq!(
-        rejection(json!({ "any": [[leaf("a", "eq", json!(1))]] })).pointer,
-        "/any/0"
-    );
+    assert_eq!(rejection(json!({ "any": [[leaf("a", "eq", json!(1))]] })).pointer, "/any/0");
 }
 
 #[test]
 fn it_rejects_all_or_any_that_is_not_an_array() {
-    assert_eq!(
-        rejection(json!({ "all": leaf("a", "eq", json!(1)) })).pointer,
-        "/all"
-    );
-    assert_eq!(
-        rejection(json!({ "all": [{ "any": null }] })).pointer,
-        "/all/0/any"
-    );
+    assert_eq!(rejection(json!({ "all": leaf("a", "eq", json!(1)) })).pointer, "/all");
+    assert_eq!(rejection(json!({ "all": [{ "any": null }] })).pointer, "/all/0/any");
 }
 
 #[test]
@@ -1018,11 +775,7 @@ fn it_rejects_an_empty_field_path() {
 #[test]
 fn it_rejects_a_field_path_with_an_empty_segment() {
     for path in ["a..b", ".a", "a.", "."] {
-        assert_eq!(
-            rejection(leaf(path, "eq", json!(1))).pointer,
-            "/field",
-            "{path}"
-        );
+        assert_eq!(rejection(leaf(path, "eq", json!(1))).pointer, "/field", "{path}");
     }
 }
 
@@ -1036,10 +789,7 @@ fn it_rejects_a_field_path_with_more_than_sixteen_segments() {
 #[test]
 fn it_rejects_a_missing_or_non_string_field() {
     assert_eq!(rejection(json!({ "operator": "exists" })).pointer, "/field");
-    assert_eq!(
-        rejection(json!({ "field": ["a"], "operator": "exists" })).pointer,
-        "/field"
-    );
+    assert_eq!(rejection(json!({ "field": ["a"], "operator": "exists" })).pointer, "/field");
 }
 
 /// `levels` groups, each holding the next in `all`, around one leaf.
@@ -1063,11 +813,7 @@ fn it_accepts_conditions_nested_exactly_to_the_depth_limit() {
 fn it_rejects_conditions_nested_too_deeply_at_the_node_that_exceeds() {
     let err = rejection(nested(MAX_CONDITION_DEPTH));
     assert_eq!(err.pointer, "/all/0".repeat(MAX_CONDITION_DEPTH));
-    assert!(
-        err.message.contains(&MAX_CONDITION_DEPTH.to_string()),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains(&MAX_CONDITION_DEPTH.to_string()), "{}", err.message);
 }
 
 #[test]
@@ -1082,11 +828,7 @@ fn it_rejects_too_many_nodes_at_the_first_node_over_the_limit() {
     let leaves = vec![bare_leaf("a", "exists"); MAX_CONDITION_NODES];
     let err = rejection(json!({ "all": leaves }));
     assert_eq!(err.pointer, format!("/all/{}", MAX_CONDITION_NODES - 1));
-    assert!(
-        err.message.contains(&MAX_CONDITION_NODES.to_string()),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains(&MAX_CONDITION_NODES.to_string()), "{}", err.message);
 }
 
 #[test]
@@ -1106,10 +848,7 @@ fn it_publishes_the_documented_limits() {
 #[test]
 fn it_displays_errors_as_pointer_then_message() {
     let err = rejection(json!({ "all": [leaf("a", "nope", json!(1))] }));
-    assert!(
-        err.to_string()
-            .starts_with("/all/0/operator: unknown operator")
-    );
+    assert!(err.to_string().starts_with("/all/0/operator: unknown operator"));
     // The root pointer is "" but is shown as "/" so the location is never blank.
     let root = rejection(json!([]));
     assert_eq!(root.pointer, "");
@@ -1127,13 +866,9 @@ fn it_reports_the_first_error_in_document_order() {
 
 #[test]
 fn it_accepts_case_insensitive_on_operators_that_ignore_it() {
+    assert!(leaf_matches(leaf_ci("f", "gt", json!("B")), json!("a")), "byte order: 'a' > 'B'");
     assert!(
-        leaf_matches(leaf_ci("f", "gt", json!("B")), json!("a")),
-        "byte order: 'a' > 'B'"
-    );
-    assert!(
-        conditions(json!({ "field": "f", "operator": "exists", "caseInsensitive": false }))
-            .matches(&json!({ "f": 1 }))
+        conditions(json!({ "field": "f", "operator": "exists", "caseInsensitive": false })).matches(&json!({ "f": 1 }))
     );
 }
 
@@ -1176,8 +911,7 @@ fn it_deserializes_as_a_field_of_a_larger_document() {
     struct Trigger {
         conditions: Conditions,
     }
-    let trigger: Trigger =
-        serde_json::from_value(json!({ "conditions": brief_example() })).unwrap();
+    let trigger: Trigger = serde_json::from_value(json!({ "conditions": brief_example() })).unwrap();
     assert_eq!(trigger.conditions.as_json(), &brief_example());
 
     let bad = serde_json::from_value::<Trigger>(json!({ "conditions": { "all": "x" } }));
@@ -1287,10 +1021,7 @@ fn arbitrary_detail() -> impl Strategy<Value = Value> {
 }
 
 fn arbitrary_path() -> impl Strategy<Value = String> {
-    prop::sample::select(vec![
-        "a", "b", "a.b", "a.0", "a.1.b", "b.text", "c.a.0", "0",
-    ])
-    .prop_map(String::from)
+    prop::sample::select(vec!["a", "b", "a.b", "a.0", "a.1.b", "b.text", "c.a.0", "0"]).prop_map(String::from)
 }
 
 fn arbitrary_scalar() -> impl Strategy<Value = Value> {
@@ -1306,28 +1037,16 @@ fn arbitrary_scalar() -> impl Strategy<Value = Value> {
 /// `(operator, value)` pairs every one of which parses.
 fn valid_test() -> impl Strategy<Value = (&'static str, Option<Value>)> {
     let regex = prop::sample::select(vec!["^a", "help|support", r"\d+", "(?i)école", ".*", ""]);
-    let bound = prop_oneof![
-        (-100i64..100).prop_map(Value::from),
-        "[a-c]{0,3}".prop_map(Value::from)
-    ];
+    let bound = prop_oneof![(-100i64..100).prop_map(Value::from), "[a-c]{0,3}".prop_map(Value::from)];
     let options = prop::collection::vec(arbitrary_scalar(), 1..4).prop_map(Value::Array);
     prop_oneof![
-        (prop::sample::select(vec!["eq", "neq"]), arbitrary_detail())
-            .prop_map(|(op, v)| (op, Some(v))),
+        (prop::sample::select(vec!["eq", "neq"]), arbitrary_detail()).prop_map(|(op, v)| (op, Some(v))),
         (prop::sample::select(vec!["in", "not_in"]), options).prop_map(|(op, v)| (op, Some(v))),
-        (
-            prop::sample::select(vec!["contains", "not_contains"]),
-            arbitrary_scalar()
-        )
-            .prop_map(|(op, v)| (op, Some(v))),
-        (
-            prop::sample::select(vec!["starts_with", "ends_with"]),
-            "[a-cA-Cé🔥]{0,3}"
-        )
+        (prop::sample::select(vec!["contains", "not_contains"]), arbitrary_scalar()).prop_map(|(op, v)| (op, Some(v))),
+        (prop::sample::select(vec!["starts_with", "ends_with"]), "[a-cA-Cé🔥]{0,3}")
             .prop_map(|(op, v)| (op, Some(Value::from(v)))),
         regex.prop_map(|r| ("matches", Some(Value::from(r)))),
-        (prop::sample::select(vec!["gt", "gte", "lt", "lte"]), bound)
-            .prop_map(|(op, v)| (op, Some(v))),
+        (prop::sample::select(vec!["gt", "gte", "lt", "lte"]), bound).prop_map(|(op, v)| (op, Some(v))),
         prop::sample::select(vec!["exists", "not_exists"]).prop_map(|op| (op, None)),
     ]
 }

@@ -71,7 +71,10 @@ impl Bundle {
             Ok(f) => f,
             Err(e) => {
                 let path = e.path().to_string();
-                return Err(ValidationErrors::single(format!("/{}", path.replace('.', "/")), e.into_inner().to_string()));
+                return Err(ValidationErrors::single(
+                    format!("/{}", path.replace('.', "/")),
+                    e.into_inner().to_string(),
+                ));
             }
         };
         let now = clock.now().to_rfc3339();
@@ -100,7 +103,8 @@ impl Bundle {
                     errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
                 }
                 if !agents.iter().any(|a| a.agent_id == trigger.agent_id) {
-                    errors.push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
+                    errors
+                        .push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
                 }
                 if let Err(e) = trigger.validate() {
                     errors.0.extend(e.0.into_iter().map(|mut f| {

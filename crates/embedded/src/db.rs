@@ -26,7 +26,9 @@ impl DbError {
         match self {
             DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
                 e.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked | rusqlite::ErrorCode::SystemIoFailure
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::SystemIoFailure
             ),
             DbError::Sqlite(_) | DbError::Poisoned => false,
             DbError::Task(_) => true,

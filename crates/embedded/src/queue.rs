@@ -1,26 +1,505 @@
-//! TEMPORARY compile placeholder; replaced by the real queue.
-#![allow(dead_code, unused_variables)]
+//! The embedded profile's durable work queue: a FIFO queue in the SQLite file with the semantics
+//! of an SQS FIFO queue, so that the engine behaves the same on one machine and on AWS. It does
+//! not run work itself (see [`crate::worker`]) and does not inspect item bodies.
+//!
+//! # Semantics (SQS FIFO parity)
+//!
+//! - **Groups.** Items of a group are delivered in enqueue order, one at a time: only the oldest
+//!   item of a group (its head) can be delivered, and while the head is in flight or delayed
+//!   nothing else of the group is. Groups are independent; [`SqliteWorkQueue::receive`] returns
+//!   the head that has been deliverable the longest (for heads never received, the oldest
+//!   enqueued), ties broken by enqueue order.
+//! - **Visibility timeout.** A received item is invisible for `visibility_timeout` and carries a
+//!   fresh receipt; its receive count goes up by one. Unacked in time (the worker crashed, or
+//!   the process died and reopened the file), it becomes deliverable again with a new receipt,
+//!   and the old receipt goes stale. A receipt stays good until the item is received again, as
+//!   with SQS.
+//! - **Release** is `ChangeMessageVisibility`: the item becomes deliverable after the delay and
+//!   its group stays blocked until then.
+//! - **Dead letters.** An item already received `max_receives` times is moved, in the same
+//!   transaction, to the dead-letter table instead of being delivered again; its group's next
+//!   item then becomes the head.
+//! - **Deduplication.** A dedup id seen within `dedup_window` makes the enqueue a no-op that
+//!   returns [`Enqueued::Duplicate`]. The window lives in its own table, so it holds after the
+//!   original was acked (unlike some SQS emulators), and is queue-wide as with SQS's default
+//!   deduplication scope.
+//! - **Time** comes from the injected [`Clock`], stored as integer milliseconds.
+//!
+//! # Why receive is cheap
+//!
+//! Only heads can be delivered, so each non-empty group has one row in `queue_groups` holding its
+//! head and the instant it is next deliverable (`visible_at`): the enqueue time for a fresh head,
+//! the end of the visibility timeout while in flight, the end of the delay when released. An
+//! index on `(visible_at, head_seq)` makes picking the next head one index seek, whatever the
+//! depth of the queue or the number of blocked groups. Every operation is one short immediate
+//! transaction on the shared connection.
+
 use std::sync::Arc;
 use std::time::Duration;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use switchboard_engine::{Clock, Enqueued, QueueError, WorkItem, WorkQueue};
-use crate::db::Db;
-pub const SCHEMA: &str = "";
-#[derive(Debug, Clone)] pub struct QueueConfig { pub visibility_timeout: Duration, pub max_receives: u32, pub dedup_window: Duration }
-impl Default for QueueConfig { fn default() -> Self { Self { visibility_timeout: Duration::from_secs(30), max_receives: 5, dedup_window: Duration::from_secs(300) } } }
-#[derive(Debug, Clone, PartialEq)] pub struct Delivery { pub receipt: String, pub group_id: String, pub dedup_id: String, pub body: String, pub receive_count: u32, pub enqueued_at: DateTime<Utc> }
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)] pub struct QueueStats { pub ready: u64, pub in_flight: u64, pub delayed: u64, pub dead: u64 }
-#[derive(Debug, Clone)] pub struct SqliteWorkQueue { db: Db, clock: Arc<dyn Clock>, config: QueueConfig }
-fn no() -> QueueError { QueueError { message: "placeholder".into(), retryable: false } }
-impl SqliteWorkQueue {
-    pub fn new(db: Db, clock: Arc<dyn Clock>, config: QueueConfig) -> Self { Self { db, clock, config } }
-    pub async fn enqueue_raw(&self, g: &str, d: &str, b: &str) -> Result<Enqueued, QueueError> { Err(no()) }
-    pub async fn receive(&self) -> Result<Option<Delivery>, QueueError> { Err(no()) }
-    pub async fn ack(&self, r: &str) -> Result<bool, QueueError> { Err(no()) }
-    pub async fn release(&self, r: &str, d: Duration) -> Result<bool, QueueError> { Err(no()) }
-    pub async fn stats(&self) -> Result<QueueStats, QueueError> { Err(no()) }
-    pub fn wake(&self) {}
-    pub async fn wait_idle(&self) -> Result<(), QueueError> { Err(no()) }
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+use ulid::Ulid;
+
+use crate::db::{Db, DbError};
+
+/// Tables of the queue. `queue_items.seq` orders items (a new item always gets a larger rowid
+/// than every item still queued, which is all that group order needs).
+pub const SCHEMA: &str = "
+CREATE TABLE queue_items (
+    seq           INTEGER PRIMARY KEY,
+    group_id      TEXT    NOT NULL,
+    dedup_id      TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    enqueued_at   INTEGER NOT NULL,
+    receive_count INTEGER NOT NULL DEFAULT 0,
+    receipt       TEXT
+) STRICT;
+CREATE INDEX queue_items_by_group ON queue_items (group_id, seq);
+CREATE UNIQUE INDEX queue_items_by_receipt ON queue_items (receipt) WHERE receipt IS NOT NULL;
+
+CREATE TABLE queue_groups (
+    group_id   TEXT    PRIMARY KEY,
+    head_seq   INTEGER NOT NULL,
+    visible_at INTEGER NOT NULL,
+    state      TEXT    NOT NULL CHECK (state IN ('ready', 'in_flight', 'delayed'))
+) STRICT, WITHOUT ROWID;
+CREATE INDEX queue_groups_by_visibility ON queue_groups (visible_at, head_seq);
+
+CREATE TABLE queue_dedup (
+    dedup_id   TEXT    PRIMARY KEY,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX queue_dedup_by_expiry ON queue_dedup (expires_at);
+
+CREATE TABLE queue_dead_letters (
+    id            INTEGER PRIMARY KEY,
+    group_id      TEXT    NOT NULL,
+    dedup_id      TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    receive_count INTEGER NOT NULL,
+    enqueued_at   INTEGER NOT NULL,
+    dead_at       INTEGER NOT NULL
+) STRICT;
+";
+
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    /// How long a received item stays invisible. Keep it well above the handler's own timeout
+    /// (six times, as on AWS), or slow items get delivered twice.
+    pub visibility_timeout: Duration,
+    /// Receives after which an item goes to the dead letters instead (at least 1).
+    pub max_receives: u32,
+    pub dedup_window: Duration,
 }
-#[async_trait] impl WorkQueue for SqliteWorkQueue { async fn enqueue(&self, item: &WorkItem, d: &str) -> Result<Enqueued, QueueError> { Err(no()) } }
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self { visibility_timeout: Duration::from_secs(30), max_receives: 5, dedup_window: Duration::from_secs(5 * 60) }
+    }
+}
+
+/// A received item. `receipt` acks or releases it until the item is received again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub receipt: String,
+    pub group_id: String,
+    pub dedup_id: String,
+    pub body: String,
+    /// Including this delivery.
+    pub receive_count: u32,
+    pub enqueued_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    pub group_id: String,
+    pub dedup_id: String,
+    pub body: String,
+    pub receive_count: u32,
+    pub enqueued_at: DateTime<Utc>,
+    pub dead_at: DateTime<Utc>,
+}
+
+/// Items by state. `ready` includes items waiting behind their group's head;
+/// `ready + in_flight + delayed` is everything still queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    pub ready: u64,
+    /// Heads received and not acked, visibility not yet expired.
+    pub in_flight: u64,
+    /// Heads released with a delay that has not passed yet.
+    pub delayed: u64,
+    pub dead: u64,
+}
+
+/// The SQLite FIFO queue. Clones share the database and the wake-ups.
+#[derive(Debug, Clone)]
+pub struct SqliteWorkQueue {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    signals: Arc<Signals>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    visibility_ms: i64,
+    dedup_ms: i64,
+    max_receives: u32,
+}
+
+#[derive(Debug, Default)]
+struct Signals {
+    /// Something may have become deliverable.
+    work: Notify,
+    /// An item left the queue (acked or dead-lettered).
+    settled: Notify,
+}
+
+/// What one receive transaction did.
+struct Received {
+    delivery: Option<Delivery>,
+    dead: Vec<(String, String)>,
+}
+
+impl SqliteWorkQueue {
+    pub fn new(db: Db, clock: Arc<dyn Clock>, config: QueueConfig) -> Self {
+        let limits = Limits {
+            visibility_ms: millis(config.visibility_timeout),
+            dedup_ms: millis(config.dedup_window),
+            max_receives: config.max_receives.max(1),
+        };
+        Self { db, clock, limits, signals: Arc::default() }
+    }
+
+    /// Enqueues `body` at the tail of `group_id`, unless `dedup_id` was seen within the window.
+    pub async fn enqueue_raw(&self, group_id: &str, dedup_id: &str, body: &str) -> Result<Enqueued, QueueError> {
+        let (group_id, dedup_id, body) = (group_id.to_owned(), dedup_id.to_owned(), body.to_owned());
+        let clock = Arc::clone(&self.clock);
+        let limits = self.limits;
+        let outcome = self
+            .db
+            .call(move |conn| {
+                let now = clock.now().timestamp_millis();
+                let tx = immediate(conn)?;
+                tx.prepare_cached("DELETE FROM queue_dedup WHERE expires_at <= ?1")?.execute([now])?;
+                let fresh = tx
+                    .prepare_cached(
+                        "INSERT INTO queue_dedup (dedup_id, expires_at) VALUES (?1, ?2)
+                         ON CONFLICT (dedup_id) DO NOTHING",
+                    )?
+                    .execute(params![dedup_id, now.saturating_add(limits.dedup_ms)])?;
+                if fresh == 0 {
+                    // Expired records were pruned just above, so the one left is in the window.
+                    // Committing keeps that pruning.
+                    tx.commit()?;
+                    return Ok(Enqueued::Duplicate);
+                }
+                tx.prepare_cached(
+                    "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![group_id, dedup_id, body, now])?;
+                let seq = tx.last_insert_rowid();
+                tx.prepare_cached(
+                    "INSERT INTO queue_groups (group_id, head_seq, visible_at, state)
+                     VALUES (?1, ?2, ?3, 'ready')
+                     ON CONFLICT (group_id) DO NOTHING",
+                )?
+                .execute(params![group_id, seq, now])?;
+                tx.commit()?;
+                Ok(Enqueued::Queued)
+            })
+            .await
+            .map_err(queue_error)?;
+        if outcome == Enqueued::Queued {
+            self.wake();
+        }
+        Ok(outcome)
+    }
+
+    /// Next deliverable item or None. SQS FIFO rules: see the module docs.
+    pub async fn receive(&self) -> Result<Option<Delivery>, QueueError> {
+        let clock = Arc::clone(&self.clock);
+        let limits = self.limits;
+        let received = self
+            .db
+            .call(move |conn| {
+                let now = clock.now().timestamp_millis();
+                let tx = immediate(conn)?;
+                let received = receive_in(&tx, now, limits)?;
+                tx.commit()?;
+                Ok(received)
+            })
+            .await
+            .map_err(queue_error)?;
+        for (group_id, dedup_id) in &received.dead {
+            tracing::warn!(
+                group_id = %group_id,
+                dedup_id = %dedup_id,
+                max_receives = limits.max_receives,
+                "work item moved to the dead letters"
+            );
+        }
+        if !received.dead.is_empty() {
+            self.signals.settled.notify_waiters();
+            // The dead items' groups may have deliverable heads now.
+            self.wake();
+        }
+        Ok(received.delivery)
+    }
+
+    /// Deletes the item if `receipt` is still its current receipt (a receipt goes stale when the
+    /// visibility timeout passed and the item was received again). Returns whether it deleted.
+    pub async fn ack(&self, receipt: &str) -> Result<bool, QueueError> {
+        let receipt = receipt.to_owned();
+        let deleted = self
+            .db
+            .call(move |conn| {
+                let tx = immediate(conn)?;
+                let Some((seq, group_id)) = held_by(&tx, &receipt)? else {
+                    return Ok(false);
+                };
+                tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
+                advance_head(&tx, &group_id)?;
+                tx.commit()?;
+                Ok(true)
+            })
+            .await
+            .map_err(queue_error)?;
+        if deleted {
+            self.signals.settled.notify_waiters();
+            self.wake();
+        }
+        Ok(deleted)
+    }
+
+    /// Makes the item visible again after `delay` (like ChangeMessageVisibility); false if the
+    /// receipt is stale. The receipt stays good until the item is received again.
+    pub async fn release(&self, receipt: &str, delay: Duration) -> Result<bool, QueueError> {
+        let receipt = receipt.to_owned();
+        let clock = Arc::clone(&self.clock);
+        let delay_ms = millis(delay);
+        let released = self
+            .db
+            .call(move |conn| {
+                let now = clock.now().timestamp_millis();
+                let tx = immediate(conn)?;
+                let Some((_, group_id)) = held_by(&tx, &receipt)? else {
+                    return Ok(false);
+                };
+                let state = if delay_ms > 0 { "delayed" } else { "ready" };
+                tx.prepare_cached("UPDATE queue_groups SET visible_at = ?2, state = ?3 WHERE group_id = ?1")?
+                    .execute(params![group_id, now.saturating_add(delay_ms), state])?;
+                tx.commit()?;
+                Ok(true)
+            })
+            .await
+            .map_err(queue_error)?;
+        if released {
+            self.wake();
+        }
+        Ok(released)
+    }
+
+    /// Dead letters in the order they died, oldest first.
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, QueueError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db
+            .call(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT group_id, dedup_id, body, receive_count, enqueued_at, dead_at
+                     FROM queue_dead_letters ORDER BY id LIMIT ?1",
+                )?;
+                let rows = stmt.query_map([limit], |row| {
+                    Ok(DeadLetter {
+                        group_id: row.get(0)?,
+                        dedup_id: row.get(1)?,
+                        body: row.get(2)?,
+                        receive_count: row.get(3)?,
+                        enqueued_at: time(row.get(4)?)?,
+                        dead_at: time(row.get(5)?)?,
+                    })
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .map_err(queue_error)
+    }
+
+    /// Counts by state. Counts every queued item: meant for operators and tests, not hot paths.
+    pub async fn stats(&self) -> Result<QueueStats, QueueError> {
+        let clock = Arc::clone(&self.clock);
+        self.db
+            .call(move |conn| {
+                let now = clock.now().timestamp_millis();
+                let counts: [i64; 4] = conn
+                    .prepare_cached(
+                        "SELECT (SELECT count(*) FROM queue_items),
+                                (SELECT count(*) FROM queue_groups
+                                 WHERE visible_at > ?1 AND state = 'in_flight'),
+                                (SELECT count(*) FROM queue_groups
+                                 WHERE visible_at > ?1 AND state = 'delayed'),
+                                (SELECT count(*) FROM queue_dead_letters)",
+                    )?
+                    .query_row([now], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]))?;
+                let [queued, in_flight, delayed, dead] = counts.map(|n| u64::try_from(n).unwrap_or(0));
+                Ok(QueueStats { ready: queued.saturating_sub(in_flight + delayed), in_flight, delayed, dead })
+            })
+            .await
+            .map_err(queue_error)
+    }
+
+    /// Wakes idle workers (called after enqueue/ack/release internally; public so that a test
+    /// which advanced a manual clock can wake them).
+    pub fn wake(&self) {
+        self.signals.work.notify_waiters();
+    }
+
+    /// A wake-up to wait for. Enable it before looking for work, or a wake in between is lost.
+    pub(crate) fn woken(&self) -> Notified<'_> {
+        self.signals.work.notified()
+    }
+
+    /// Resolves when nothing is ready, in flight or delayed: every item was acked or
+    /// dead-lettered. Driven by the ack and dead-letter notifications, never by polling.
+    pub async fn wait_idle(&self) -> Result<(), QueueError> {
+        loop {
+            let settled = self.signals.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check, so an ack between the check and the wait still counts.
+            settled.as_mut().enable();
+            if self.is_empty().await? {
+                return Ok(());
+            }
+            settled.await;
+        }
+    }
+
+    async fn is_empty(&self) -> Result<bool, QueueError> {
+        self.db
+            .call(|conn| {
+                // Every queued item belongs to a group with a row, so this needs no count.
+                let any: bool =
+                    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?;
+                Ok(!any)
+            })
+            .await
+            .map_err(queue_error)
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqliteWorkQueue {
+    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError> {
+        let body = serde_json::to_string(item)
+            .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })?;
+        self.enqueue_raw(&item.group_id(), dedup_id, &body).await
+    }
+}
+
+/// Delivers the next head, dead-lettering the heads that ran out of receives on the way.
+fn receive_in(tx: &Transaction<'_>, now: i64, limits: Limits) -> Result<Received, DbError> {
+    let mut dead = Vec::new();
+    loop {
+        let head: Option<(String, i64)> = tx
+            .prepare_cached(
+                "SELECT group_id, head_seq FROM queue_groups
+                 WHERE visible_at <= ?1 ORDER BY visible_at, head_seq LIMIT 1",
+            )?
+            .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((group_id, seq)) = head else {
+            return Ok(Received { delivery: None, dead });
+        };
+        let item: Option<(String, String, u32, i64)> = tx
+            .prepare_cached("SELECT dedup_id, body, receive_count, enqueued_at FROM queue_items WHERE seq = ?1")?
+            .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        let Some((dedup_id, body, receive_count, enqueued_at)) = item else {
+            // A head row outliving its item can only come from a hand-edited file; repair it
+            // rather than block the group forever.
+            advance_head(tx, &group_id)?;
+            continue;
+        };
+        if receive_count >= limits.max_receives {
+            tx.prepare_cached(
+                "INSERT INTO queue_dead_letters
+                     (group_id, dedup_id, body, receive_count, enqueued_at, dead_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![group_id, dedup_id, body, receive_count, enqueued_at, now])?;
+            tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
+            advance_head(tx, &group_id)?;
+            dead.push((group_id, dedup_id));
+            continue;
+        }
+        let receipt = Ulid::generate().to_string();
+        let receive_count = receive_count.saturating_add(1);
+        tx.prepare_cached("UPDATE queue_items SET receive_count = ?2, receipt = ?3 WHERE seq = ?1")?
+            .execute(params![seq, receive_count, receipt])?;
+        tx.prepare_cached("UPDATE queue_groups SET visible_at = ?2, state = 'in_flight' WHERE group_id = ?1")?
+            .execute(params![group_id, now.saturating_add(limits.visibility_ms)])?;
+        return Ok(Received {
+            delivery: Some(Delivery {
+                receipt,
+                group_id,
+                dedup_id,
+                body,
+                receive_count,
+                enqueued_at: time(enqueued_at)?,
+            }),
+            dead,
+        });
+    }
+}
+
+/// The item (seq, group) whose current receipt is `receipt`, if any.
+fn held_by(tx: &Transaction<'_>, receipt: &str) -> Result<Option<(i64, String)>, DbError> {
+    Ok(tx
+        .prepare_cached("SELECT seq, group_id FROM queue_items WHERE receipt = ?1")?
+        .query_row([receipt], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
+fn advance_head(tx: &Transaction<'_>, group_id: &str) -> Result<(), DbError> {
+    let next: Option<(i64, i64)> = tx
+        .prepare_cached("SELECT seq, enqueued_at FROM queue_items WHERE group_id = ?1 ORDER BY seq LIMIT 1")?
+        .query_row([group_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    match next {
+        // The new head has been waiting since it was enqueued, so it sorts by its age.
+        Some((seq, enqueued_at)) => tx
+            .prepare_cached(
+                "UPDATE queue_groups SET head_seq = ?2, visible_at = ?3, state = 'ready'
+                 WHERE group_id = ?1",
+            )?
+            .execute(params![group_id, seq, enqueued_at])?,
+        None => tx.prepare_cached("DELETE FROM queue_groups WHERE group_id = ?1")?.execute([group_id])?,
+    };
+    Ok(())
+}
+
+/// Writers take the lock up front: a deferred transaction that reads then writes can fail with
+/// SQLITE_BUSY when another connection (a second process on the same file) wrote in between.
+fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, DbError> {
+    Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn time(ms: i64) -> Result<DateTime<Utc>, rusqlite::Error> {
+    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
+}
+
+fn queue_error(e: DbError) -> QueueError {
+    QueueError { message: e.to_string(), retryable: e.retryable() }
+}

@@ -15,7 +15,8 @@ use switchboard_domain::{
     TenantId, Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage, Page, SessionStore, StoreError, TurnCommit,
+    Clock, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage, Page, SessionStore, StoreError,
+    TurnCommit,
 };
 
 use crate::db::{Db, DbError};
@@ -152,8 +153,10 @@ impl SqliteStore {
         let (t, n, now) = (tenant.to_string(), name.to_owned(), self.clock.now().to_rfc3339());
         self.db
             .call(move |c| {
-                Ok(c.execute("INSERT OR IGNORE INTO tenants (tenant_id, name, created_at) VALUES (?1, ?2, ?3)", params![t, n, now])?
-                    > 0)
+                Ok(c.execute(
+                    "INSERT OR IGNORE INTO tenants (tenant_id, name, created_at) VALUES (?1, ?2, ?3)",
+                    params![t, n, now],
+                )? > 0)
             })
             .await
             .map_err(store_err)
@@ -192,7 +195,8 @@ impl SqliteStore {
             )
             .into());
         }
-        let (t, id, agent) = (trigger.tenant_id.to_string(), trigger.trigger_id.to_string(), trigger.agent_id.to_string());
+        let (t, id, agent) =
+            (trigger.tenant_id.to_string(), trigger.trigger_id.to_string(), trigger.agent_id.to_string());
         let body = to_json(trigger);
         self.db
             .call(move |c| {
@@ -217,12 +221,16 @@ impl SqliteStore {
             Err(ValidationErrors::single("/tenantId", format!("no tenant '{tenant}'")).into())
         }
     }
-
 }
 
 #[async_trait]
 impl EventLog for SqliteStore {
-    async fn events_after(&self, tenant: &TenantId, after: i64, limit: usize) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
+    async fn events_after(
+        &self,
+        tenant: &TenantId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
         self.events(tenant, after, limit).await
     }
 }
@@ -263,7 +271,12 @@ impl SqliteStore {
     }
 
     /// A tenant's events after sequence number `after`, oldest first.
-    pub async fn events(&self, tenant: &TenantId, after: i64, limit: usize) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
+    pub async fn events(
+        &self,
+        tenant: &TenantId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
         let t = tenant.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<(i64, String)> = self
@@ -272,7 +285,9 @@ impl SqliteStore {
                 let mut stmt = c.prepare_cached(
                     "SELECT seq, body FROM events WHERE tenant_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;
-                let rows = stmt.query_map(params![t, after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+                let rows =
+                    stmt.query_map(params![t, after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
             })
             .await
@@ -324,9 +339,7 @@ impl ConfigStore for SqliteStore {
     async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
         let t = tenant.to_string();
         self.db
-            .call(move |c| {
-                Ok(c.prepare_cached("SELECT 1 FROM tenants WHERE tenant_id = ?1")?.exists(params![t])?)
-            })
+            .call(move |c| Ok(c.prepare_cached("SELECT 1 FROM tenants WHERE tenant_id = ?1")?.exists(params![t])?))
             .await
             .map_err(store_err)
     }
@@ -392,7 +405,11 @@ impl SessionStore for SqliteStore {
         body.map(|b| from_json(&b)).transpose()
     }
 
-    async fn sessions_for_conversation(&self, tenant: &TenantId, conversation_id: &str) -> Result<Vec<Session>, StoreError> {
+    async fn sessions_for_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Vec<Session>, StoreError> {
         self.all_sessions(tenant, conversation_id).await
     }
 
@@ -487,7 +504,11 @@ impl SessionStore for SqliteStore {
 
 #[async_trait]
 impl ExecutionLog for SqliteStore {
-    async fn execution_for_source(&self, tenant: &TenantId, source_id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+    async fn execution_for_source(
+        &self,
+        tenant: &TenantId,
+        source_id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
         let (t, s, now) = (tenant.to_string(), source_id.to_owned(), self.clock.now().timestamp_millis());
         let body: Option<String> = self
             .db
@@ -503,7 +524,11 @@ impl ExecutionLog for SqliteStore {
         body.map(|b| from_json(&b)).transpose()
     }
 
-    async fn get_execution(&self, tenant: &TenantId, execution: ExecutionId) -> Result<Option<ExecutionRecord>, StoreError> {
+    async fn get_execution(
+        &self,
+        tenant: &TenantId,
+        execution: ExecutionId,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
         let (t, e, now) = (tenant.to_string(), execution.to_string(), self.clock.now().timestamp_millis());
         let body: Option<String> = self
             .db
@@ -537,7 +562,9 @@ impl ExecutionLog for SqliteStore {
                      WHERE tenant_id = ?1 AND session_id = ?2 AND execution_id > ?3 AND expires_at > ?4
                      ORDER BY execution_id LIMIT ?5",
                 )?;
-                let rows = stmt.query_map(params![t, s, after, now, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+                let rows = stmt
+                    .query_map(params![t, s, after, now, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
             })
             .await
@@ -555,7 +582,13 @@ impl ExecutionLog for SqliteStore {
 
 #[async_trait]
 impl ConversationLog for SqliteStore {
-    async fn record_inbound(&self, tenant: &TenantId, conversation_id: &str, message_id: &str, text: &str) -> Result<bool, StoreError> {
+    async fn record_inbound(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError> {
         let (t, c, m, text, now) = (
             tenant.to_string(),
             conversation_id.to_owned(),
@@ -575,7 +608,12 @@ impl ConversationLog for SqliteStore {
             .map_err(store_err)
     }
 
-    async fn messages(&self, tenant: &TenantId, conversation_id: &str, limit: usize) -> Result<Vec<LoggedMessage>, StoreError> {
+    async fn messages(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let (t, c) = (tenant.to_string(), conversation_id.to_owned());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<(String, String, String, String)> = self

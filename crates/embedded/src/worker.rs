@@ -1,10 +1,198 @@
-//! TEMPORARY compile placeholder; replaced by the real worker pool.
-#![allow(dead_code, unused_variables)]
+//! The embedded profile's consumers: a pool of tokio tasks that take items from the
+//! [`SqliteWorkQueue`], hand them to an [`ItemHandler`] and ack or release them — what the SQS
+//! event source mapping does for a Lambda. Ordering and the one-in-flight-per-group rule come
+//! from the queue; this module neither reorders nor batches.
+
 use std::sync::Arc;
 use std::time::Duration;
+
 use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
 use crate::queue::{Delivery, SqliteWorkQueue};
-#[derive(Debug, Clone, PartialEq, Eq)] pub struct ItemFailure { pub message: String, pub retry_after: Option<Duration> }
-#[async_trait] pub trait ItemHandler: Send + Sync + 'static { async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure>; }
-#[derive(Debug)] pub struct WorkerPool;
-impl WorkerPool { pub fn start(q: SqliteWorkQueue, h: Arc<dyn ItemHandler>, w: usize, p: Duration) -> Self { Self } pub async fn shutdown(self) {} }
+
+/// Why an item failed. `retry_after` overrides the pool's backoff (a rate limit's Retry-After).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemFailure {
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+/// Processes one delivery. `Ok` acks it; `Err` releases it for a later retry, and after the
+/// queue's `max_receives` it lands in the dead letters. Deliveries are at least once: a handler
+/// must tolerate seeing an item again (and `receive_count` tells it when it does). A panic fails
+/// only its own item, like an `Err` without `retry_after`.
+#[async_trait]
+pub trait ItemHandler: Send + Sync + 'static {
+    async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure>;
+}
+
+/// Running workers. Dropping the pool without [`WorkerPool::shutdown`] also stops them, but
+/// without waiting.
+#[derive(Debug)]
+pub struct WorkerPool {
+    stop: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Starts `workers` tokio tasks (call it inside a tokio runtime); each loops: receive →
+    /// handle → ack on Ok, release(retry_after or a backoff of min(2^(receive_count-1) s, 60 s)
+    /// on Err). When nothing is deliverable a worker waits for a wake notification or
+    /// `idle_poll`, whichever comes first: visibility timeouts and delays expire without anyone
+    /// being notified.
+    pub fn start(queue: SqliteWorkQueue, handler: Arc<dyn ItemHandler>, workers: usize, idle_poll: Duration) -> Self {
+        let (stop, _) = watch::channel(false);
+        let workers = (0..workers)
+            .map(|id| {
+                let worker =
+                    Worker { queue: queue.clone(), handler: Arc::clone(&handler), idle_poll, stop: stop.subscribe() };
+                tokio::spawn(worker.run().instrument(tracing::info_span!("worker", id)))
+            })
+            .collect();
+        Self { stop, workers }
+    }
+
+    /// Stops taking new items and waits for items in hand to finish.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        for worker in std::mem::take(&mut self.workers) {
+            if let Err(e) = worker.await {
+                tracing::error!(error = %e, "worker task ended abnormally");
+            }
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+struct Worker {
+    queue: SqliteWorkQueue,
+    handler: Arc<dyn ItemHandler>,
+    idle_poll: Duration,
+    stop: watch::Receiver<bool>,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        while !self.stopping() {
+            let woken = self.queue.woken();
+            tokio::pin!(woken);
+            // Registered before receiving, so work that arrives while we look is not missed.
+            woken.as_mut().enable();
+            match self.queue.receive().await {
+                Ok(Some(delivery)) if self.stopping() => {
+                    // Shutdown began while we were receiving: hand the item straight back.
+                    self.release(&delivery, Duration::ZERO).await;
+                }
+                Ok(Some(delivery)) => self.process(delivery).await,
+                Ok(None) => {
+                    tokio::select! {
+                        () = woken => {}
+                        () = tokio::time::sleep(self.idle_poll) => {}
+                        _ = self.stop.changed() => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retryable = e.retryable, "receiving work failed");
+                    tokio::select! {
+                        () = tokio::time::sleep(self.idle_poll) => {}
+                        _ = self.stop.changed() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        // Copied out, so the watch's read lock is never held across an await.
+        *self.stop.borrow()
+    }
+
+    async fn process(&self, delivery: Delivery) {
+        // A task of its own, so that a panic in the handler fails this item and nothing else.
+        let handler = Arc::clone(&self.handler);
+        let item = delivery.clone();
+        let outcome = tokio::spawn(async move { handler.handle(&item).await }).await;
+        match outcome {
+            Ok(Ok(())) => match self.queue.ack(&delivery.receipt).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
+                    group_id = %delivery.group_id,
+                    dedup_id = %delivery.dedup_id,
+                    "receipt went stale before the ack (visibility timeout too short?); \
+                     the item will run again"
+                ),
+                Err(e) => tracing::warn!(
+                    group_id = %delivery.group_id,
+                    dedup_id = %delivery.dedup_id,
+                    error = %e,
+                    "ack failed; the item will run again after the visibility timeout"
+                ),
+            },
+            Ok(Err(failure)) => {
+                let delay = failure.retry_after.unwrap_or_else(|| backoff(delivery.receive_count));
+                tracing::warn!(
+                    group_id = %delivery.group_id,
+                    dedup_id = %delivery.dedup_id,
+                    receive_count = delivery.receive_count,
+                    error = %failure.message,
+                    retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    "work item failed"
+                );
+                self.release(&delivery, delay).await;
+            }
+            Err(e) => {
+                tracing::error!(
+                    group_id = %delivery.group_id,
+                    dedup_id = %delivery.dedup_id,
+                    receive_count = delivery.receive_count,
+                    panicked = e.is_panic(),
+                    "work item handler crashed"
+                );
+                self.release(&delivery, backoff(delivery.receive_count)).await;
+            }
+        }
+    }
+
+    /// Failing to release is not fatal: the visibility timeout redelivers the item anyway.
+    async fn release(&self, delivery: &Delivery, delay: Duration) {
+        match self.queue.release(&delivery.receipt, delay).await {
+            Ok(true) => {}
+            Ok(false) => tracing::debug!(
+                group_id = %delivery.group_id,
+                dedup_id = %delivery.dedup_id,
+                "receipt went stale before the release"
+            ),
+            Err(e) => tracing::warn!(
+                group_id = %delivery.group_id,
+                dedup_id = %delivery.dedup_id,
+                error = %e,
+                "release failed; the item will run again after the visibility timeout"
+            ),
+        }
+    }
+}
+
+/// min(2^(receive_count-1) s, 60 s): quick first retries, then at most a minute apart.
+fn backoff(receive_count: u32) -> Duration {
+    let secs = 1u64.checked_shl(receive_count.saturating_sub(1)).unwrap_or(u64::MAX).min(60);
+    Duration::from_secs(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn it_backs_off_exponentially_up_to_a_minute() {
+        let secs: Vec<u64> = [0, 1, 2, 3, 6, 7, 64, 200].map(|n| backoff(n).as_secs()).to_vec();
+        assert_eq!(secs, [1, 1, 2, 4, 32, 60, 60, 60]);
+    }
+}

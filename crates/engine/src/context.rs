@@ -45,7 +45,11 @@ pub fn allowed_tools(agent: &Agent, session: &Session) -> Vec<SystemTool> {
 pub fn tool_specs(tools: &[SystemTool]) -> Vec<ToolSpec> {
     tools
         .iter()
-        .map(|t| ToolSpec { name: t.name().to_owned(), description: t.description().to_owned(), input_schema: t.parameters() })
+        .map(|t| ToolSpec {
+            name: t.name().to_owned(),
+            description: t.description().to_owned(),
+            input_schema: t.parameters(),
+        })
         .collect()
 }
 

@@ -122,9 +122,7 @@ impl Executor {
                 }
                 Err(StoreError::Duplicate(_)) => {
                     // Another worker recorded the same source meanwhile.
-                    if let Some(done) =
-                        deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await?
-                    {
+                    if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
                         return Ok(ExecOutcome::AlreadyRecorded(Box::new(done)));
                     }
                     return Err(ExecError::new(ErrorKind::Store, "duplicate source without a record", true));
@@ -310,7 +308,11 @@ impl Executor {
                     idempotency_key: key,
                     latency_ms: elapsed_ms(call_started),
                 });
-                results.push(ContentBlock::ToolResult { tool_use_id, content: outcome.output, is_error: outcome.is_error });
+                results.push(ContentBlock::ToolResult {
+                    tool_use_id,
+                    content: outcome.output,
+                    is_error: outcome.is_error,
+                });
             }
             let tool_turn = Message { role: Role::User, content: results };
             request.messages.push(tool_turn.clone());
@@ -323,7 +325,8 @@ impl Executor {
 
         state.session.append_transcript(new_messages);
         state.session.turn_count += 1;
-        if state.session.is_active() && status != ExecutionStatus::Failed && state.session.turn_count >= agent.max_turns {
+        if state.session.is_active() && status != ExecutionStatus::Failed && state.session.turn_count >= agent.max_turns
+        {
             let key = format!("{}/max-turns", item.source_id);
             let reason = format!("the agent reached its limit of {} turns", agent.max_turns);
             match agent.handoff_behavior {
@@ -350,9 +353,15 @@ impl Executor {
         if record.status == ExecutionStatus::Failed {
             let key = format!("{}/failed", item.source_id);
             let message = record.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
-            system_tools::publish(deps, &key, detail_type::EXECUTION_FAILED, &state.session, json!({
-                "executionId": record.execution_id, "error": message,
-            }))
+            system_tools::publish(
+                deps,
+                &key,
+                detail_type::EXECUTION_FAILED,
+                &state.session,
+                json!({
+                    "executionId": record.execution_id, "error": message,
+                }),
+            )
             .await
             .map_err(|e| ExecError::new(ErrorKind::Internal, e.to_string(), e.retryable))?;
         }

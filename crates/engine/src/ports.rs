@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_domain::message::{ContentBlock, Message};
 use switchboard_domain::{
-    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ModelConfig, OutboundEvent, Session, SessionId,
-    TenantId, TokenUsage, Trigger, TriggerId,
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ModelConfig, OutboundEvent, Session, SessionId, TenantId,
+    TokenUsage, Trigger, TriggerId,
 };
 
 use crate::error::{BusError, ConversationError, ModelError, QueueError, StoreError};
@@ -36,8 +36,7 @@ pub trait ConfigStore: Send + Sync {
     async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError>;
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError>;
     /// Active triggers for `event_type`, already in evaluation order (priority, then id).
-    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType)
-    -> Result<Arc<[Trigger]>, StoreError>;
+    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError>;
 }
 
 /// Everything one turn writes, committed atomically: the sessions it changed (each conditional
@@ -63,8 +62,11 @@ pub trait SessionStore: Send + Sync {
     /// The newest session of a conversation, whatever its status.
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError>;
     /// Every session of a conversation, oldest first (the `SessionsByConversation` index).
-    async fn sessions_for_conversation(&self, tenant: &TenantId, conversation_id: &str)
-    -> Result<Vec<Session>, StoreError>;
+    async fn sessions_for_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Vec<Session>, StoreError>;
     /// Writes the turn or nothing. Fails with [`StoreError::VersionConflict`] when a session
     /// changed since it was read (or a second active session would appear for the
     /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
@@ -83,10 +85,16 @@ pub struct Page<T> {
 /// Reading execution records. Expired records are never returned.
 #[async_trait]
 pub trait ExecutionLog: Send + Sync {
-    async fn execution_for_source(&self, tenant: &TenantId, source_id: &str)
-    -> Result<Option<ExecutionRecord>, StoreError>;
-    async fn get_execution(&self, tenant: &TenantId, execution: ExecutionId)
-    -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn execution_for_source(
+        &self,
+        tenant: &TenantId,
+        source_id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn get_execution(
+        &self,
+        tenant: &TenantId,
+        execution: ExecutionId,
+    ) -> Result<Option<ExecutionRecord>, StoreError>;
     async fn list_executions(
         &self,
         tenant: &TenantId,
@@ -193,8 +201,12 @@ pub trait ConversationLog: Send + Sync {
         text: &str,
     ) -> Result<bool, StoreError>;
     /// The conversation's messages, oldest first, at most `limit`.
-    async fn messages(&self, tenant: &TenantId, conversation_id: &str, limit: usize)
-    -> Result<Vec<LoggedMessage>, StoreError>;
+    async fn messages(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, StoreError>;
 }
 
 /// Reading back published events. The embedded profile keeps them in its event log (the
@@ -202,8 +214,12 @@ pub trait ConversationLog: Send + Sync {
 #[async_trait]
 pub trait EventLog: Send + Sync {
     /// A tenant's events with a sequence number above `after`, oldest first.
-    async fn events_after(&self, tenant: &TenantId, after: i64, limit: usize)
-    -> Result<Vec<(i64, OutboundEvent)>, StoreError>;
+    async fn events_after(
+        &self,
+        tenant: &TenantId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, OutboundEvent)>, StoreError>;
 }
 
 /// A tool as offered to the model.

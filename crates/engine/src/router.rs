@@ -106,7 +106,9 @@ impl Router {
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
                 // next trigger in priority order may still answer.
-                _ => warn!(trigger_id = %trigger.trigger_id, agent_id = %trigger.agent_id, "trigger's agent is missing or not active; skipped"),
+                _ => {
+                    warn!(trigger_id = %trigger.trigger_id, agent_id = %trigger.agent_id, "trigger's agent is missing or not active; skipped")
+                }
             }
         }
         Ok(RouteOutcome::NoMatch)

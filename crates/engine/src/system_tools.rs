@@ -160,9 +160,7 @@ pub(crate) async fn run(
         },
         SystemTool::GetContext => match args::<GetContext>(tool, input) {
             Err(e) => e,
-            Ok(GetContext { key: Some(k) }) => {
-                ok(json!({ "key": k, "value": state.session.memory.get(&k).cloned() }))
-            }
+            Ok(GetContext { key: Some(k) }) => ok(json!({ "key": k, "value": state.session.memory.get(&k).cloned() })),
             Ok(GetContext { key: None }) => ok(json!({ "memory": state.session.memory })),
         },
         SystemTool::EndConversation => match args::<EndConversation>(tool, input) {
@@ -189,9 +187,15 @@ pub(crate) async fn run(
             Ok(a) if a.flow_id.trim().is_empty() => error("flowId must not be empty"),
             Ok(a) => {
                 let s = &state.session;
-                publish(deps, key, detail_type::FLOW_TRIGGER_REQUESTED, s, json!({
-                    "flowId": a.flow_id, "input": a.input.unwrap_or(serde_json::Value::Null),
-                }))
+                publish(
+                    deps,
+                    key,
+                    detail_type::FLOW_TRIGGER_REQUESTED,
+                    s,
+                    json!({
+                        "flowId": a.flow_id, "input": a.input.unwrap_or(serde_json::Value::Null),
+                    }),
+                )
                 .await?;
                 state.actions.push(Action::TriggerFlow { flow_id: a.flow_id });
                 ok(json!({ "requested": true }))
@@ -292,9 +296,15 @@ pub(crate) async fn handoff_to_human(
     s.handoff_reason = Some(reason.to_owned());
     s.ended_at = Some(now);
     let context = json!(s.memory);
-    publish(deps, key, detail_type::HANDOFF_HUMAN, s, json!({
-        "reason": reason, "priority": priority, "context": context,
-    }))
+    publish(
+        deps,
+        key,
+        detail_type::HANDOFF_HUMAN,
+        s,
+        json!({
+            "reason": reason, "priority": priority, "context": context,
+        }),
+    )
     .await?;
     state.actions.push(Action::HandoffToHuman { reason: reason.to_owned(), priority: priority.to_owned() });
     state.finished = true;
@@ -310,7 +320,9 @@ async fn handoff_to_agent(
 ) -> Result<ToolOutcome, ToolFault> {
     let from = &state.session;
     if from.handoff_depth >= MAX_HANDOFF_DEPTH {
-        return Ok(error(format!("no further handoffs: depth {MAX_HANDOFF_DEPTH} reached; hand off to a human or end")));
+        return Ok(error(format!(
+            "no further handoffs: depth {MAX_HANDOFF_DEPTH} reached; hand off to a human or end"
+        )));
     }
     let Ok(target_id) = a.agent_id.parse::<AgentId>() else {
         return Ok(error(format!("'{}' is not an agent id", a.agent_id)));
@@ -354,9 +366,15 @@ async fn handoff_to_agent(
     s.status = SessionStatus::HandedOff;
     s.handed_off_to = Some(HandoffTarget::Agent { agent_id: target.agent_id, session_id: next.session_id });
     s.ended_at = Some(now);
-    publish(deps, key, detail_type::HANDOFF_AGENT, s, json!({
-        "toAgentId": target.agent_id, "toSessionId": next.session_id, "reason": a.reason,
-    }))
+    publish(
+        deps,
+        key,
+        detail_type::HANDOFF_AGENT,
+        s,
+        json!({
+            "toAgentId": target.agent_id, "toSessionId": next.session_id, "reason": a.reason,
+        }),
+    )
     .await?;
     state.actions.push(Action::HandoffToAgent {
         agent_id: target.agent_id,

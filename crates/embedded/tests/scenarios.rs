@@ -1,0 +1,575 @@
+//! Engine scenarios: the router and executor against the real embedded adapters (SQLite store,
+//! SQLite queue, local conversation log, in-process bus) with the scripted model — a
+//! deterministic test double. Items are drained by hand, so every step is deterministic.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionId, SessionStatus, TenantId};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{
+    ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, RouteError, RouteOutcome, SessionStore, SessionWrite,
+    StoreError, SystemClock, TurnCommit, WorkItem,
+};
+
+const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
+const BILLING: &str = "01JD0000PAYMENTS0AGENT0002";
+const THIRD: &str = "01JD0000THR1RD0AGENT000003";
+const FOURTH: &str = "01JD0000F0VRTH0AGENT000004";
+
+fn agent(id: &str, name: &str, prompt: &str, extra: Value) -> Value {
+    let mut a = json!({
+        "agentId": id, "name": name, "systemPrompt": prompt, "model": "test-model",
+        "tools": ["send_message", "set_context", "get_context", "handoff_to_human", "handoff_to_agent", "end_conversation"],
+        "maxTurns": 10, "maxIterations": 4
+    });
+    if let (Some(a), Value::Object(extra)) = (a.as_object_mut(), extra) {
+        a.extend(extra);
+    }
+    a
+}
+
+fn bundle(agents: Vec<Value>, triggers: Vec<Value>) -> String {
+    json!({ "tenantId": "t-1", "name": "Test tenant", "agents": agents, "triggers": triggers }).to_string()
+}
+
+fn trigger(id: &str, agent: &str, priority: i32, conditions: Value) -> Value {
+    json!({ "triggerId": id, "name": format!("trigger {id}"), "agentId": agent, "eventType": "message.new",
+            "priority": priority, "conditions": conditions })
+}
+
+fn default_bundle(front_extra: Value) -> String {
+    bundle(
+        vec![
+            agent(FRONT, "Front", "You are the front agent.", front_extra),
+            agent(BILLING, "Billing", "You are the billing agent.", json!({})),
+        ],
+        vec![trigger("01JD0000TR1GGER0CHAT000001", FRONT, 10, json!({}))],
+    )
+}
+
+struct World {
+    embedded: Embedded,
+    tenant: TenantId,
+    _dir: tempfile::TempDir,
+    n: u32,
+}
+
+impl World {
+    async fn new(bundle_json: &str, script: Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
+        let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
+        let b = Bundle::parse(bundle_json, &SystemClock).unwrap();
+        b.install(&embedded.store).await.unwrap();
+        Self { embedded, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }
+    }
+
+    fn event(&mut self, conversation: &str, text: &str) -> InboundEvent {
+        self.n += 1;
+        InboundEvent::parse(&json!({
+            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "t-1", "conversationId": conversation, "messageId": format!("m-{}", self.n),
+                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                        "message": {"direction": "inbound", "text": text} }
+        }))
+        .unwrap()
+    }
+
+    /// Sends a message and runs every queued item to completion with `executor`.
+    async fn say_with(
+        &mut self,
+        executor: &Executor,
+        conversation: &str,
+        text: &str,
+    ) -> (RouteOutcome, Vec<ExecOutcome>) {
+        let e = self.event(conversation, text);
+        let outcome = self.embedded.ingest(&e).await.unwrap();
+        (outcome, self.drain(executor).await)
+    }
+
+    async fn say(&mut self, conversation: &str, text: &str) -> (RouteOutcome, Vec<ExecOutcome>) {
+        let executor = self.embedded.executor.clone();
+        self.say_with(&executor, conversation, text).await
+    }
+
+    async fn drain(&self, executor: &Executor) -> Vec<ExecOutcome> {
+        let mut outcomes = vec![];
+        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
+            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+            outcomes.push(executor.execute(&item).await.unwrap());
+            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
+        }
+        outcomes
+    }
+
+    async fn replies(&self, conversation: &str) -> Vec<String> {
+        let log = self.embedded.store.messages(&self.tenant, conversation, 100).await.unwrap();
+        log.into_iter().filter(|m| m.direction == "outbound").map(|m| m.text).collect()
+    }
+
+    async fn events(&self) -> Vec<OutboundEvent> {
+        self.embedded.store.events(&self.tenant, 0, 100).await.unwrap().into_iter().map(|(_, e)| e).collect()
+    }
+
+    async fn session(&self, conversation: &str) -> Session {
+        self.embedded.store.latest_session(&self.tenant, conversation).await.unwrap().unwrap()
+    }
+}
+
+fn record(outcome: &ExecOutcome) -> &switchboard_domain::ExecutionRecord {
+    match outcome {
+        ExecOutcome::Recorded(r) | ExecOutcome::AlreadyRecorded(r) => r,
+        other => panic!("expected a record, got {other:?}"),
+    }
+}
+
+fn says(text: &str) -> Value {
+    json!({ "rules": [ { "then": { "text": text } } ] })
+}
+
+#[tokio::test]
+async fn it_answers_a_plain_message_with_a_reply() {
+    // given an agent whose model answers with plain text
+    let mut w = World::new(&default_bundle(json!({})), says("Hello from the test double")).await;
+    // when a customer writes
+    let (routed, outcomes) = w.say("c-1", "hi").await;
+    // then the text is sent as a reply and one successful execution is recorded
+    assert!(matches!(routed, RouteOutcome::Enqueued { duplicate: false, .. }));
+    assert_eq!(w.replies("c-1").await, ["Hello from the test double"]);
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    assert_eq!((r.iterations, r.tool_calls.len()), (1, 0));
+    assert!(r.token_usage.input_tokens > 0 && r.token_usage.output_tokens > 0);
+    assert_eq!(w.session("c-1").await.turn_count, 1);
+}
+
+#[tokio::test]
+async fn it_runs_tools_and_feeds_their_results_back() {
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "set_context" }, "then": { "text": "Noted your order." } },
+        { "then": { "toolCalls": [ { "name": "set_context", "input": { "key": "order", "value": "1234" } } ] } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let (_, outcomes) = w.say("c-1", "order 1234 please").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    assert_eq!(r.iterations, 2);
+    assert_eq!(r.tool_calls[0].name, "set_context");
+    assert!(!r.tool_calls[0].is_error);
+    assert_eq!(w.session("c-1").await.memory.get("order"), Some(&json!("1234")));
+    assert_eq!(w.replies("c-1").await, ["Noted your order."]);
+    // the next turn sees the memory in its system prompt and the earlier exchange in its history
+    let (_, outcomes) = w.say("c-1", "thanks").await;
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Success);
+    let s = w.session("c-1").await;
+    assert_eq!(s.turn_count, 2);
+    assert!(s.transcript.len() >= 5, "transcript keeps both turns: {:?}", s.transcript.len());
+}
+
+#[tokio::test]
+async fn it_stops_at_max_iterations_without_replying() {
+    // given a model that never stops calling tools
+    let script = json!({ "rules": [ { "then": { "toolCalls": [ { "name": "get_context", "input": {} } ] } } ] });
+    let mut w = World::new(&default_bundle(json!({ "maxIterations": 3 })), script).await;
+    let (_, outcomes) = w.say("c-1", "loop forever").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::MaxIterations);
+    assert_eq!(r.iterations, 3);
+    assert_eq!(r.tool_calls.len(), 3);
+    assert!(r.error.is_some());
+    assert!(w.replies("c-1").await.is_empty());
+}
+
+#[tokio::test]
+async fn it_hands_off_to_a_human_and_stops_routing_the_conversation() {
+    let script = json!({ "rules": [
+        { "then": { "toolCalls": [
+            { "name": "send_message", "input": { "text": "Connecting you." } },
+            { "name": "handoff_to_human", "input": { "reason": "asked for a person", "priority": "high" } }
+        ] } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let (_, outcomes) = w.say("c-1", "a human please").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::HandedOff);
+    let s = w.session("c-1").await;
+    assert!(s.is_human_owned());
+    let events = w.events().await;
+    let handoff = events.iter().find(|e| e.detail_type == "session.handoff.human").unwrap();
+    assert_eq!(handoff.detail["reason"], "asked for a person");
+    assert_eq!(handoff.detail["priority"], "high");
+    assert_eq!(handoff.detail["sessionId"], json!(s.session_id));
+    // when the customer writes again
+    let (routed, outcomes) = w.say("c-1", "hello?").await;
+    // then no agent is asked: the human owns the conversation
+    assert_eq!(routed, RouteOutcome::HumanOwned { session_id: s.session_id });
+    assert!(outcomes.is_empty());
+    assert_eq!(w.replies("c-1").await, ["Connecting you."]);
+}
+
+#[tokio::test]
+async fn an_item_queued_before_a_human_took_over_is_skipped_with_a_record() {
+    let script = json!({ "rules": [
+        { "when": { "userText": { "contains": "human" } }, "then": { "toolCalls": [
+            { "name": "handoff_to_human", "input": { "reason": "asked" } } ] } },
+        { "then": { "text": "should never be sent" } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    // given two messages routed before either runs
+    let first = w.event("c-1", "human please");
+    let second = w.event("c-1", "are you there");
+    w.embedded.ingest(&first).await.unwrap();
+    w.embedded.ingest(&second).await.unwrap();
+    // when both run in order
+    let executor = w.embedded.executor.clone();
+    let outcomes = w.drain(&executor).await;
+    // then the second is skipped: nothing is sent into a human-owned conversation
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::HandedOff);
+    assert_eq!(record(&outcomes[1]).status, ExecutionStatus::Skipped);
+    assert!(w.replies("c-1").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_redelivered_event_yields_one_reply_and_one_record() {
+    let mut w = World::new(&default_bundle(json!({})), says("only once")).await;
+    let e = w.event("c-1", "hi");
+    // the same event arrives twice (EventBridge delivers at least once)
+    w.embedded.ingest(&e).await.unwrap();
+    let again = w.embedded.ingest(&e).await.unwrap();
+    assert!(matches!(again, RouteOutcome::Enqueued { duplicate: true, .. }));
+    let executor = w.embedded.executor.clone();
+    let outcomes = w.drain(&executor).await;
+    assert_eq!(outcomes.len(), 1);
+    // and the same work item is executed again, as after a redelivery
+    let item = WorkItem {
+        tenant_id: w.tenant.clone(),
+        source_id: e.id.clone(),
+        conversation_id: "c-1".into(),
+        message_id: e.detail.message_id.clone(),
+        text: "hi".into(),
+        trigger_id: None,
+        agent_id: FRONT.parse().unwrap(),
+        continuation: false,
+        detail: e.raw_detail.clone(),
+    };
+    let replay = executor.execute(&item).await.unwrap();
+    assert!(matches!(replay, ExecOutcome::AlreadyRecorded(_)));
+    assert_eq!(w.replies("c-1").await, ["only once"]);
+    let s = w.session("c-1").await;
+    let page = w.embedded.store.list_executions(&w.tenant, s.session_id, None, 10).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+}
+
+/// A session store that fails or races the first commit, then behaves.
+struct Flaky {
+    inner: Arc<dyn SessionStore>,
+    mode: Mode,
+    commits: AtomicU32,
+}
+
+enum Mode {
+    /// The process "dies" after the side effects and before the commit.
+    CrashBeforeCommit,
+    /// Someone else writes the session between read and commit.
+    ConcurrentWrite,
+}
+
+#[async_trait]
+impl SessionStore for Flaky {
+    async fn get_session(&self, t: &TenantId, s: SessionId) -> Result<Option<Session>, StoreError> {
+        self.inner.get_session(t, s).await
+    }
+    async fn latest_session(&self, t: &TenantId, c: &str) -> Result<Option<Session>, StoreError> {
+        self.inner.latest_session(t, c).await
+    }
+    async fn sessions_for_conversation(&self, t: &TenantId, c: &str) -> Result<Vec<Session>, StoreError> {
+        self.inner.sessions_for_conversation(t, c).await
+    }
+    async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
+        if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
+            match self.mode {
+                Mode::CrashBeforeCommit => {
+                    return Err(StoreError::Unavailable { message: "simulated crash".into(), retryable: true });
+                }
+                Mode::ConcurrentWrite => {
+                    // an operator's write lands first, bumping the version
+                    let w = &commit.sessions[0];
+                    let mut current =
+                        self.inner.get_session(&w.session.tenant_id, w.session.session_id).await?.unwrap();
+                    let expected = current.version;
+                    current.version += 1;
+                    current.memory.insert("operatorNote".into(), json!("vip"));
+                    let mut marker = commit.execution.clone();
+                    marker.execution_id = switchboard_domain::ExecutionId::generate();
+                    marker.source_id = "operator-write".into();
+                    self.inner
+                        .commit_turn(&TurnCommit {
+                            sessions: vec![SessionWrite { session: current, expected_version: Some(expected) }],
+                            execution: marker,
+                        })
+                        .await?;
+                }
+            }
+        }
+        self.inner.commit_turn(commit).await
+    }
+}
+
+fn flaky_executor(w: &World, mode: Mode) -> Executor {
+    let deps = w.embedded.executor.deps().clone();
+    let sessions: Arc<dyn SessionStore> =
+        Arc::new(Flaky { inner: deps.sessions.clone(), mode, commits: AtomicU32::new(0) });
+    Executor::new(Deps { sessions, ..deps })
+}
+
+#[tokio::test]
+async fn a_crash_after_replying_does_not_reply_twice_on_redelivery() {
+    let mut w = World::new(&default_bundle(json!({})), says("exactly once")).await;
+    w.say("c-1", "first").await; // the session exists, so the next turn updates it
+    let executor = flaky_executor(&w, Mode::CrashBeforeCommit);
+    let e = w.event("c-1", "second");
+    w.embedded.ingest(&e).await.unwrap();
+    // when the first attempt dies before committing
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    let err = executor.execute(&item).await.unwrap_err();
+    assert!(err.retryable);
+    // and the item is delivered again
+    let outcome = executor.execute(&item).await.unwrap();
+    // then the reply went out once, and one record exists for the event
+    assert_eq!(record(&outcome).status, ExecutionStatus::Success);
+    assert_eq!(w.replies("c-1").await, ["exactly once", "exactly once"]);
+    let dup = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap();
+    assert!(dup.is_some());
+    assert_eq!(w.session("c-1").await.turn_count, 2);
+}
+
+#[tokio::test]
+async fn a_version_conflict_is_retried_on_the_fresh_session() {
+    let mut w = World::new(&default_bundle(json!({})), says("retried")).await;
+    w.say("c-1", "first").await;
+    let executor = flaky_executor(&w, Mode::ConcurrentWrite);
+    let (_, outcomes) = w.say_with(&executor, "c-1", "second").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    // the turn was re-run on top of the operator's write: nothing of it is lost
+    let s = w.session("c-1").await;
+    assert_eq!(s.memory.get("operatorNote"), Some(&json!("vip")));
+    assert_eq!(s.turn_count, 2);
+    // and the reply was sent once (the second run reused the first run's idempotency key)
+    assert_eq!(w.replies("c-1").await, ["retried", "retried"]);
+}
+
+#[tokio::test]
+async fn reaching_max_turns_escalates_to_a_human() {
+    let mut w = World::new(&default_bundle(json!({ "maxTurns": 2 })), says("ok")).await;
+    w.say("c-1", "one").await;
+    let (_, outcomes) = w.say("c-1", "two").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::HandedOff);
+    assert!(w.session("c-1").await.is_human_owned());
+    let events = w.events().await;
+    let e = events.iter().find(|e| e.detail_type == "session.handoff.human").unwrap();
+    assert!(e.detail["reason"].as_str().unwrap().contains("2 turns"));
+}
+
+#[tokio::test]
+async fn reaching_max_turns_ends_the_session_when_configured_to() {
+    let mut w = World::new(&default_bundle(json!({ "maxTurns": 1, "handoffBehavior": "end" })), says("bye")).await;
+    let (_, outcomes) = w.say("c-1", "one").await;
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Ended);
+    assert_eq!(w.session("c-1").await.status, SessionStatus::Completed);
+    assert!(w.events().await.iter().any(|e| e.detail_type == "session.ended"));
+    // a new message starts a new session
+    let (_, outcomes) = w.say("c-1", "hello again").await;
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Ended);
+    let sessions = w.embedded.store.sessions_for_conversation(&w.tenant, "c-1").await.unwrap();
+    assert_eq!(sessions.len(), 2);
+}
+
+#[tokio::test]
+async fn it_hands_off_to_another_agent_who_answers_the_same_message() {
+    let script = json!({ "rules": [
+        { "when": { "systemContains": "billing agent" }, "then": { "text": "Billing here." } },
+        { "then": { "toolCalls": [ { "name": "handoff_to_agent",
+            "input": { "agentId": BILLING, "reason": "billing", "context": { "topic": "refund" } } } ] } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let (_, outcomes) = w.say("c-1", "refund please").await;
+    assert_eq!(outcomes.len(), 2, "the handoff queues a continuation for the billing agent");
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::HandedOff);
+    let second = record(&outcomes[1]);
+    assert_eq!(second.status, ExecutionStatus::Success);
+    assert_eq!(second.agent_id.to_string(), BILLING);
+    assert!(second.source_id.ends_with("#h1"));
+    assert_eq!(w.replies("c-1").await, ["Billing here."]);
+    let s = w.session("c-1").await;
+    assert_eq!(s.agent_id.to_string(), BILLING);
+    assert_eq!(s.handoff_depth, 1);
+    assert!(s.parent_session_id.is_some());
+    assert_eq!(s.handoff_context.as_ref().unwrap().relevant_info, json!({ "topic": "refund" }));
+    assert!(w.events().await.iter().any(|e| e.detail_type == "session.handoff.agent"));
+}
+
+#[tokio::test]
+async fn handoffs_stop_at_depth_three() {
+    // given four agents that each hand off to the next
+    let chain = |from: &str, to: &str| {
+        json!({ "when": { "systemContains": from }, "then": { "toolCalls": [ { "name": "handoff_to_agent",
+            "input": { "agentId": to, "reason": "next" } } ] } })
+    };
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "handoff_to_agent" }, "then": { "text": "I cannot hand this on." } },
+        chain("agent A", BILLING), chain("agent B", THIRD), chain("agent C", FOURTH), chain("agent D", FRONT)
+    ] });
+    let agents = vec![
+        agent(FRONT, "A", "You are agent A.", json!({})),
+        agent(BILLING, "B", "You are agent B.", json!({})),
+        agent(THIRD, "C", "You are agent C.", json!({})),
+        agent(FOURTH, "D", "You are agent D.", json!({})),
+    ];
+    let mut w =
+        World::new(&bundle(agents, vec![trigger("01JD0000TR1GGER0CHAT000001", FRONT, 1, json!({}))]), script).await;
+    let (_, outcomes) = w.say("c-1", "go").await;
+    // then A→B→C→D happen, and D (depth 3) is refused the handoff tool
+    assert_eq!(outcomes.len(), 4);
+    let last = record(&outcomes[3]);
+    assert_eq!(last.agent_id.to_string(), FOURTH);
+    assert!(last.tool_calls[0].is_error);
+    assert!(last.tool_calls[0].output["error"].as_str().unwrap().contains("not available"));
+    assert_eq!(w.session("c-1").await.handoff_depth, 3);
+    assert_eq!(w.replies("c-1").await, ["I cannot hand this on."]);
+}
+
+#[tokio::test]
+async fn a_tool_the_agent_was_not_given_is_refused_to_the_model() {
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "end_conversation" }, "then": { "text": "I could not end it." } },
+        { "then": { "toolCalls": [ { "name": "end_conversation", "input": {} } ] } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({ "tools": ["send_message"] })), script).await;
+    let (_, outcomes) = w.say("c-1", "end it").await;
+    let r = record(&outcomes[0]);
+    assert!(r.tool_calls[0].is_error);
+    assert!(w.session("c-1").await.is_active());
+    assert_eq!(w.replies("c-1").await, ["I could not end it."]);
+}
+
+#[tokio::test]
+async fn bad_tool_arguments_go_back_to_the_model_as_an_error() {
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "set_context" }, "then": { "text": "Sorry." } },
+        { "then": { "toolCalls": [ { "name": "set_context", "input": { "key": "k", "colour": "red" } } ] } }
+    ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let (_, outcomes) = w.say("c-1", "x").await;
+    let r = record(&outcomes[0]);
+    assert!(r.tool_calls[0].is_error);
+    assert!(r.tool_calls[0].output["error"].as_str().unwrap().contains("invalid arguments"));
+    assert!(w.session("c-1").await.memory.is_empty());
+}
+
+#[tokio::test]
+async fn a_model_that_rejects_the_request_fails_the_execution_with_a_record_and_an_event() {
+    // no rule matches: the scripted model rejects the request, like a model refusing it
+    let script = json!({ "rules": [ { "when": { "userText": { "equals": "never" } }, "then": { "text": "x" } } ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let (_, outcomes) = w.say("c-1", "hello").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    assert_eq!(r.error.as_ref().unwrap().kind, switchboard_domain::ErrorKind::Model);
+    assert!(w.events().await.iter().any(|e| e.detail_type == "execution.failed"));
+    assert!(w.replies("c-1").await.is_empty());
+}
+
+#[tokio::test]
+async fn triggers_are_tried_in_priority_order_and_the_first_match_wins() {
+    let agents = vec![agent(FRONT, "Front", "front", json!({})), agent(BILLING, "Billing", "billing", json!({}))];
+    let triggers = vec![
+        trigger("01JD0000TR1GGER0CHAT000001", FRONT, 50, json!({})),
+        trigger(
+            "01JD0000TR1GGER0PAY0000002",
+            BILLING,
+            5,
+            json!({ "all": [ { "field": "message.text", "operator": "contains", "value": "invoice", "caseInsensitive": true } ] }),
+        ),
+    ];
+    let mut w = World::new(&bundle(agents, triggers), says("ok")).await;
+    let (a, _) = w.say("c-1", "Where is my INVOICE?").await;
+    let (b, _) = w.say("c-2", "hello").await;
+    assert!(matches!(a, RouteOutcome::Enqueued { agent_id, .. } if agent_id.to_string() == BILLING));
+    assert!(matches!(b, RouteOutcome::Enqueued { agent_id, .. } if agent_id.to_string() == FRONT));
+}
+
+#[tokio::test]
+async fn no_matching_trigger_means_no_work() {
+    let agents = vec![agent(FRONT, "Front", "front", json!({}))];
+    let triggers = vec![trigger(
+        "01JD0000TR1GGER0CHAT000001",
+        FRONT,
+        1,
+        json!({ "all": [ { "field": "channel.platform", "operator": "eq", "value": "whatsapp" } ] }),
+    )];
+    let mut w = World::new(&bundle(agents, triggers), says("ok")).await;
+    let (routed, outcomes) = w.say("c-1", "hi").await;
+    assert_eq!(routed, RouteOutcome::NoMatch);
+    assert!(outcomes.is_empty());
+}
+
+#[tokio::test]
+async fn a_trigger_whose_agent_is_inactive_is_skipped_for_the_next_one() {
+    let agents = vec![
+        agent(FRONT, "Front", "front", json!({ "status": "inactive" })),
+        agent(BILLING, "Billing", "billing", json!({})),
+    ];
+    let triggers = vec![
+        trigger("01JD0000TR1GGER0CHAT000001", FRONT, 1, json!({})),
+        trigger("01JD0000TR1GGER0PAY0000002", BILLING, 2, json!({})),
+    ];
+    let mut w = World::new(&bundle(agents, triggers), says("ok")).await;
+    let (routed, _) = w.say("c-1", "hi").await;
+    assert!(matches!(routed, RouteOutcome::Enqueued { agent_id, .. } if agent_id.to_string() == BILLING));
+}
+
+#[tokio::test]
+async fn outbound_messages_and_unknown_tenants_are_not_routed() {
+    let w = World::new(&default_bundle(json!({})), says("ok")).await;
+    let mut outbound = json!({
+        "id": "evt-out", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "t-1", "conversationId": "c-1", "messageId": "m-out",
+                    "channel": {}, "conversation": {}, "message": {"direction": "outbound", "text": "our reply"} }
+    });
+    let e = InboundEvent::parse(&outbound).unwrap();
+    assert_eq!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::NotInbound);
+    outbound["detail"]["tenantId"] = json!("nobody");
+    let e = InboundEvent::parse(&outbound).unwrap();
+    assert!(matches!(w.embedded.ingest(&e).await, Err(RouteError::UnknownTenant(_))));
+    // nothing was stored for the unknown tenant
+    let nobody: TenantId = "nobody".parse().unwrap();
+    assert!(w.embedded.store.messages(&nobody, "c-1", 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_bundle_with_a_trigger_naming_a_missing_agent_is_refused_with_its_pointer() {
+    let bad = bundle(
+        vec![agent(FRONT, "Front", "front", json!({}))],
+        vec![trigger("01JD0000TR1GGER0CHAT000001", BILLING, 1, json!({}))],
+    );
+    let err = Bundle::parse(&bad, &SystemClock).unwrap_err();
+    assert_eq!(err.0[0].pointer, "/triggers/0/agentId");
+    let bad_condition = bundle(
+        vec![agent(FRONT, "Front", "front", json!({}))],
+        vec![trigger(
+            "01JD0000TR1GGER0CHAT000001",
+            FRONT,
+            1,
+            json!({ "all": [ { "field": "x", "operator": "resembles", "value": 1 } ] }),
+        )],
+    );
+    let err = Bundle::parse(&bad_condition, &SystemClock).unwrap_err();
+    assert!(err.0[0].pointer.starts_with("/triggers/0/conditions"), "{err}");
+}
