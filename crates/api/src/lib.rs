@@ -10,9 +10,10 @@ pub mod problem;
 mod routes;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_domain::InboundEvent;
+use switchboard_domain::{ExecutionRecord, InboundEvent};
 use switchboard_engine::{
     ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore,
 };
@@ -24,6 +25,17 @@ pub use routes::router;
 #[async_trait]
 pub trait Ingest: Send + Sync {
     async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError>;
+
+    /// Ingests, then waits at most `wait` for the execution the event caused. Profiles that
+    /// cannot observe completion (AWS: the executor is another Lambda) just ingest.
+    async fn ingest_and_wait(
+        &self,
+        event: &InboundEvent,
+        wait: Duration,
+    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
+        let _ = wait;
+        Ok((self.ingest(event).await?, None))
+    }
 }
 
 /// What the routes need.

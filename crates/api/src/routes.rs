@@ -61,7 +61,32 @@ async fn known_tenant(state: &ApiState, raw: &str) -> Result<TenantId, Problem> 
     if state.config.tenant_exists(&t).await? { Ok(t) } else { Err(Problem::not_found(format!("no tenant '{raw}'"))) }
 }
 
-async fn post_event(State(state): State<ApiState>, req: Request) -> Result<Response, Problem> {
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostEventQuery {
+    /// Seconds to wait for the resulting execution (embedded profile), 1 to 60.
+    wait: Option<u64>,
+}
+
+/// Longest `?wait=` accepted.
+const MAX_WAIT_SECS: u64 = 60;
+
+async fn post_event(
+    State(state): State<ApiState>,
+    q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
+    req: Request,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let wait = match q.wait {
+        None => None,
+        Some(s) if (1..=MAX_WAIT_SECS).contains(&s) => Some(std::time::Duration::from_secs(s)),
+        Some(_) => {
+            return Err(Problem::invalid(switchboard_domain::ValidationErrors::single(
+                "/query/wait",
+                format!("must be between 1 and {MAX_WAIT_SECS} seconds"),
+            )));
+        }
+    };
     let is_json = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -74,8 +99,11 @@ async fn post_event(State(state): State<ApiState>, req: Request) -> Result<Respo
         .await
         .map_err(|_| Problem::too_large(MAX_EVENT_BYTES))?;
     let event = InboundEvent::parse_bytes(&bytes).map_err(Problem::invalid)?;
-    let outcome = state.ingest.ingest(&event).await?;
-    let body = match outcome {
+    let (outcome, execution) = match wait {
+        Some(w) => state.ingest.ingest_and_wait(&event, w).await?,
+        None => (state.ingest.ingest(&event).await?, None),
+    };
+    let mut body = match outcome {
         RouteOutcome::Enqueued { trigger_id, agent_id, duplicate } => json!({
             "eventId": event.id, "outcome": if duplicate { "duplicate" } else { "enqueued" },
             "triggerId": trigger_id, "agentId": agent_id,
@@ -86,6 +114,9 @@ async fn post_event(State(state): State<ApiState>, req: Request) -> Result<Respo
         }
         RouteOutcome::NotInbound => json!({ "eventId": event.id, "outcome": "not_inbound" }),
     };
+    if let (Some(e), Some(obj)) = (execution, body.as_object_mut()) {
+        obj.insert("execution".into(), json!(e));
+    }
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 

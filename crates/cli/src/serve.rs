@@ -4,13 +4,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
 use switchboard_api::{ApiState, Ingest};
-use switchboard_domain::InboundEvent;
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_domain::{ExecutionRecord, InboundEvent};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig, ScriptedModel};
 use switchboard_engine::{Model, RouteError, RouteOutcome, SystemClock};
 
 #[derive(Debug, Args)]
@@ -31,6 +32,13 @@ pub struct ServeArgs {
     /// Worker tasks draining the queue.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
+    /// Seconds an item stays invisible while a worker has it; after that (say the process died)
+    /// it is delivered again.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=43_200))]
+    visibility_timeout: u64,
+    /// Deliveries of one item before it moves to the dead-letter table.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_receives: u32,
 }
 
 pub(crate) struct EmbeddedIngest(pub Arc<Embedded>);
@@ -39,6 +47,22 @@ pub(crate) struct EmbeddedIngest(pub Arc<Embedded>);
 impl Ingest for EmbeddedIngest {
     async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         self.0.ingest(event).await
+    }
+
+    async fn ingest_and_wait(
+        &self,
+        event: &InboundEvent,
+        wait: Duration,
+    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
+        let completions = self.0.subscribe_completions();
+        let outcome = self.0.ingest(event).await?;
+        let record = match outcome {
+            RouteOutcome::Enqueued { .. } => {
+                self.0.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
+            }
+            _ => None,
+        };
+        Ok((outcome, record))
     }
 }
 
@@ -63,7 +87,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let model: Arc<dyn Model> =
         Arc::new(ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?);
-    let options = EmbeddedOptions { workers: usize::from(args.workers), ..EmbeddedOptions::default() };
+    let options = EmbeddedOptions {
+        workers: usize::from(args.workers),
+        queue: QueueConfig {
+            visibility_timeout: Duration::from_secs(args.visibility_timeout),
+            max_receives: args.max_receives,
+            ..QueueConfig::default()
+        },
+        ..EmbeddedOptions::default()
+    };
     let embedded =
         Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
     for path in &args.tenants {

@@ -6,10 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_domain::{ErrorKind, InboundEvent};
+use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, Executor, Model, RouteError, RouteOutcome, Router, WorkItem,
+    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, RouteError, RouteOutcome,
+    Router, StoreError, WorkItem,
 };
+use tokio::sync::broadcast;
 use tracing::{error, warn};
 
 use crate::bus::InProcessBus;
@@ -56,6 +58,14 @@ pub struct Embedded {
     pub executor: Executor,
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
+    completions: broadcast::Sender<Completion>,
+}
+
+/// A work item that finished (recorded, already recorded, or dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub tenant_id: TenantId,
+    pub source_id: String,
 }
 
 impl Embedded {
@@ -95,6 +105,7 @@ impl Embedded {
             executor: Executor::new(deps),
             options,
             pool: Mutex::new(None),
+            completions: broadcast::channel(1024).0,
         })
     }
 
@@ -102,7 +113,8 @@ impl Embedded {
     pub fn start_workers(&self) {
         let Ok(mut pool) = self.pool.lock() else { return };
         if pool.is_none() {
-            let handler = Arc::new(ExecuteItems { executor: self.executor.clone() });
+            let handler =
+                Arc::new(ExecuteItems { executor: self.executor.clone(), completions: self.completions.clone() });
             *pool = Some(WorkerPool::start(self.queue.clone(), handler, self.options.workers, self.options.idle_poll));
         }
     }
@@ -113,6 +125,34 @@ impl Embedded {
         if let Some(pool) = pool {
             pool.shutdown().await;
         }
+    }
+
+    /// Completions from now on; subscribe before routing to wait for an item without polling.
+    pub fn subscribe_completions(&self) -> broadcast::Receiver<Completion> {
+        self.completions.subscribe()
+    }
+
+    /// Waits (at most `timeout`) until the source has an execution record, using a completion
+    /// subscription taken before the event was routed.
+    pub async fn wait_for_execution(
+        &self,
+        mut completions: broadcast::Receiver<Completion>,
+        tenant: &TenantId,
+        source_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let wait = async {
+            loop {
+                if let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
+                    return Ok(Some(r));
+                }
+                match completions.recv().await {
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.unwrap_or(Ok(None))
     }
 
     /// Takes in one inbound event: logs the customer's message in the conversation log and routes
@@ -132,6 +172,7 @@ impl Embedded {
 /// Runs queued work items through the executor.
 struct ExecuteItems {
     executor: Executor,
+    completions: broadcast::Sender<Completion>,
 }
 
 #[async_trait]
@@ -143,12 +184,16 @@ impl ItemHandler for ExecuteItems {
             error!(dedup_id = %delivery.dedup_id, error = %e, "work item body is not a valid work item");
             ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
         })?;
+        let done = Completion { tenant_id: item.tenant_id.clone(), source_id: item.source_id.clone() };
         match self.executor.execute(&item).await {
-            Ok(ExecOutcome::Dropped { reason }) => {
-                warn!(source = %item.source_id, %reason, "work item dropped");
+            Ok(outcome) => {
+                if let ExecOutcome::Dropped { reason } = outcome {
+                    warn!(source = %item.source_id, %reason, "work item dropped");
+                }
+                // Nobody waiting is fine.
+                let _ = self.completions.send(done);
                 Ok(())
             }
-            Ok(_) => Ok(()),
             Err(e) => {
                 let level_error = !e.retryable || e.kind == ErrorKind::Config;
                 if level_error {

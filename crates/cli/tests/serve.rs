@@ -1,0 +1,279 @@
+//! End to end over real HTTP: starts the `switchboard serve` binary on a free loopback port with
+//! the example tenant and the scripted model (a test double), drives it like a client would, and
+//! stops it. Waiting uses `POST /events?wait=`, which returns when the execution is recorded.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/support")
+}
+
+/// A running server; killed (by its own PID) when dropped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
+            .arg("--tenant")
+            .arg(examples().join("tenant.json"))
+            .arg("--scripted-model")
+            .arg(examples().join("script.json"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start switchboard serve");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Self { base: base.to_owned(), child }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn event(id: &str, tenant: &str, conversation: &str, text: &str) -> Value {
+    json!({
+        "version": "0", "id": id, "source": "conversations-service", "detail-type": "message.new",
+        "detail": {
+            "tenantId": tenant, "conversationId": conversation, "messageId": format!("msg-{id}"),
+            "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+            "message": { "direction": "inbound", "text": text }
+        }
+    })
+}
+
+async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (u16, Value, String) {
+    let res = client.post(url).json(body).send().await.unwrap();
+    let status = res.status().as_u16();
+    let ctype = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    (status, res.json().await.unwrap(), ctype)
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let res = client.get(url).send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_message_posted_over_http_is_answered_and_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = reqwest::Client::new();
+
+    // when a customer's message arrives as an EventBridge envelope
+    let (status, body, _) =
+        post(&client, &server.url("/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
+    // then it is accepted, routed, and (waiting for it) executed
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["outcome"], "enqueued");
+    assert_eq!(body["execution"]["status"], "success");
+    let session_id = body["execution"]["sessionId"].as_str().unwrap().to_owned();
+
+    // and the conversation shows the customer's message and the reply
+    let (status, convo) = get(&client, &server.url("/tenants/acme/conversations/c-1/messages")).await;
+    assert_eq!(status, 200);
+    let texts: Vec<_> = convo["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(
+        texts,
+        ["Where is my order #1234?", "Thanks! Order 1234 shipped yesterday and should arrive on Thursday."]
+    );
+
+    // and the session and its executions can be read
+    let (status, session) = get(&client, &server.url(&format!("/tenants/acme/sessions/{session_id}"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(session["memory"]["orderNumber"], "1234");
+    let (_, page) = get(&client, &server.url(&format!("/tenants/acme/sessions/{session_id}/executions"))).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    let execution_id = page["items"][0]["executionId"].as_str().unwrap();
+    let (status, one) = get(&client, &server.url(&format!("/tenants/acme/executions/{execution_id}"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(one["toolCalls"][0]["name"], "set_context");
+
+    // the same event again changes nothing
+    let (status, again, _) =
+        post(&client, &server.url("/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
+    assert_eq!(status, 202);
+    assert_eq!(again["outcome"], "duplicate");
+    let (_, convo) = get(&client, &server.url("/tenants/acme/conversations/c-1/messages")).await;
+    assert_eq!(convo["messages"].as_array().unwrap().len(), 2);
+
+    // another tenant's path never shows acme's records
+    let (status, problem) = get(&client, &server.url(&format!("/tenants/other/sessions/{session_id}"))).await;
+    assert_eq!(status, 404);
+    assert_eq!(problem["type"], "urn:switchboard:problem:not-found");
+}
+
+#[tokio::test]
+async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    let (_, body, _) =
+        post(&client, &server.url("/events?wait=30"), &event("h-1", "acme", "c-h", "I want a human now")).await;
+    assert_eq!(body["execution"]["status"], "handed_off");
+    let (status, events) = get(&client, &server.url("/tenants/acme/events")).await;
+    assert_eq!(status, 200);
+    let handoff = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"]["detailType"] == "session.handoff.human")
+        .unwrap();
+    assert_eq!(handoff["event"]["detail"]["conversationId"], "c-h");
+    assert_eq!(handoff["event"]["detail"]["priority"], "high");
+    let (status, next, _) = post(&client, &server.url("/events"), &event("h-2", "acme", "c-h", "hello?")).await;
+    assert_eq!(status, 202);
+    assert_eq!(next["outcome"], "human_owned");
+}
+
+#[tokio::test]
+async fn bad_input_gets_problem_json_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    let url = server.url("/events");
+
+    // malformed JSON
+    let res = client.post(&url).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    let p: Value = res.json().await.unwrap();
+    assert_eq!(p["type"], "urn:switchboard:problem:invalid-input");
+    assert_eq!(p["errors"][0]["pointer"], "");
+
+    // a missing field and a wrong type, both named
+    let mut bad = event("b-1", "acme", "c-b", "hi");
+    bad["detail"].as_object_mut().unwrap().remove("conversationId");
+    bad["detail"]["message"]["text"] = json!(42);
+    let (status, p, ctype) = post(&client, &url, &bad).await;
+    assert_eq!((status, ctype.as_str()), (400, "application/problem+json"));
+    let pointers: Vec<_> = p["errors"].as_array().unwrap().iter().map(|e| e["pointer"].as_str().unwrap()).collect();
+    assert_eq!(pointers, ["/detail/conversationId", "/detail/message/text"]);
+
+    // text over the documented cap
+    let (status, p, _) = post(&client, &url, &event("b-2", "acme", "c-b", &"x".repeat(16 * 1024 + 1))).await;
+    assert_eq!(status, 400);
+    assert_eq!(p["errors"][0]["pointer"], "/detail/message/text");
+
+    // an unknown tenant
+    let (status, p, _) = post(&client, &url, &event("b-3", "nobody", "c-b", "hi")).await;
+    assert_eq!(status, 422);
+    assert_eq!(p["errors"][0]["pointer"], "/detail/tenantId");
+
+    // not JSON at all, too large, a bad query, an unknown route, a wrong method
+    let res = client.post(&url).header("content-type", "text/plain").body("hi").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 415);
+    let res =
+        client.post(&url).header("content-type", "application/json").body(vec![b' '; 300 * 1024]).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+    let (status, p, _) = post(&client, &server.url("/events?wait=999"), &event("b-4", "acme", "c-b", "hi")).await;
+    assert_eq!((status, p["errors"][0]["pointer"].as_str()), (400, Some("/query/wait")));
+    let (status, p) = get(&client, &server.url("/nope")).await;
+    assert_eq!((status, p["type"].as_str()), (404, Some("urn:switchboard:problem:not-found")));
+    let res = client.delete(&url).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+
+    // and none of it stored anything
+    let (_, convo) = get(&client, &server.url("/tenants/acme/conversations/c-b/messages")).await;
+    assert_eq!(convo["messages"].as_array().unwrap().len(), 0);
+    // the server is still up
+    let (status, _) = get(&client, &server.url("/health")).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_message_survives_the_process_being_killed() {
+    // given a server that accepted a message
+    let dir = tempfile::tempdir().unwrap();
+    let first = Server::start(dir.path(), &["--visibility-timeout", "1"]);
+    let client = reqwest::Client::new();
+    let (status, _, _) = post(&client, &first.url("/events"), &event("k-1", "acme", "c-k", "Hi there")).await;
+    assert_eq!(status, 202);
+    // when the process is killed at once (the item may be queued, in flight or done)
+    drop(first);
+    // then a restarted server on the same data directory finishes it, exactly once
+    let second = Server::start(dir.path(), &["--visibility-timeout", "1"]);
+    let (status, again, _) =
+        post(&client, &second.url("/events?wait=30"), &event("k-1", "acme", "c-k", "Hi there")).await;
+    assert_eq!(status, 202);
+    assert_eq!(again["execution"]["status"], "success", "{again}");
+    let (_, convo) = get(&client, &second.url("/tenants/acme/conversations/c-k/messages")).await;
+    let outbound = convo["messages"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").count();
+    assert_eq!(outbound, 1);
+}
+
+#[test]
+fn serve_without_a_model_says_which_flag_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scripted-model"));
+}
+
+#[test]
+fn serve_with_a_broken_tenant_file_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("tenant.json");
+    std::fs::write(
+        &bad,
+        r#"{"tenantId":"t","name":"T","agents":[{"agentId":"not-a-ulid","name":"a","systemPrompt":"p","model":"m"}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tenant")
+        .arg(&bad)
+        .arg("--scripted-model")
+        .arg(examples().join("script.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/agents/0/agentId"), "{stderr}");
+}
+
+#[test]
+fn the_demo_shows_replies_and_a_human_handoff() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard")).arg("demo").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("SCRIPTED TEST DOUBLE"));
+    assert!(stdout.contains("agent    › Thanks! Order 1234 shipped yesterday"));
+    assert!(stdout.contains("event session.handoff.human"));
+    assert!(stdout.contains("not routed: a human operator owns this conversation"));
+    assert!(stdout.contains("event session.handoff.agent"));
+    assert!(stdout.contains("0 dead-lettered"));
+}
