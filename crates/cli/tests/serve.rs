@@ -277,3 +277,20 @@ fn the_demo_shows_replies_and_a_human_handoff() {
     assert!(stdout.contains("event session.handoff.agent"));
     assert!(stdout.contains("0 dead-lettered"));
 }
+
+#[test]
+fn serve_with_a_data_dir_that_is_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&file)
+        .arg("--scripted-model")
+        .arg(examples().join("script.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--data-dir") && stderr.contains("not-a-dir"), "{stderr}");
+}

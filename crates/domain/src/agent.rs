@@ -226,3 +226,46 @@ pub(crate) fn check_name(errors: &mut ValidationErrors, pointer: &str, name: &st
         errors.push(pointer, format!("must be 1 to {MAX_NAME_LEN} characters, not blank"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> Agent {
+        serde_json::from_value(serde_json::json!({
+            "tenantId": "t-1", "agentId": "01JD0000SVPP0RT0AGENT00001", "name": "A", "systemPrompt": "p",
+            "model": "m", "tools": ["send_message"], "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_follow_the_brief() {
+        let a = agent();
+        assert_eq!(
+            (a.max_turns, a.handoff_behavior, a.agent_type, a.status),
+            (10, HandoffBehavior::Escalate, AgentType::Standard, AgentStatus::Active)
+        );
+        assert_eq!((a.model_config.temperature, a.model_config.max_tokens), (0.7, 1024));
+        assert_eq!((a.history.max_messages, a.history.max_tokens), (20, 4000));
+        assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let mut a = agent();
+        a.name = " ".into();
+        a.model_config.temperature = 1.5;
+        a.max_iterations = 0;
+        a.tools = vec!["send_message".into(), "rm_rf".into(), "send_message".into()];
+        let pointers: Vec<_> = a.validate().unwrap_err().0.into_iter().map(|e| e.pointer).collect();
+        assert_eq!(pointers, ["/name", "/modelConfig/temperature", "/maxIterations", "/tools/1", "/tools/2"]);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let mut v = serde_json::to_value(agent()).unwrap();
+        v["colour"] = serde_json::json!("red");
+        assert!(serde_json::from_value::<Agent>(v).is_err());
+    }
+}

@@ -109,12 +109,16 @@ impl Embedded {
         })
     }
 
+    /// What the workers run for each delivery: parse the work item, execute it.
+    pub fn item_handler(&self) -> Arc<dyn ItemHandler> {
+        Arc::new(ExecuteItems { executor: self.executor.clone(), completions: self.completions.clone() })
+    }
+
     /// Starts the worker pool (once).
     pub fn start_workers(&self) {
         let Ok(mut pool) = self.pool.lock() else { return };
         if pool.is_none() {
-            let handler =
-                Arc::new(ExecuteItems { executor: self.executor.clone(), completions: self.completions.clone() });
+            let handler = self.item_handler();
             *pool = Some(WorkerPool::start(self.queue.clone(), handler, self.options.workers, self.options.idle_poll));
         }
     }

@@ -237,3 +237,83 @@ impl Model for ScriptedModel {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_domain::ModelConfig;
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            system: "You are a test agent.".into(),
+            messages,
+            tools: vec![],
+            config: ModelConfig::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_matching_rule_answers_and_says_it_is_scripted() {
+        let m = ScriptedModel::from_json(
+            r#"{"rules":[{"when":{"userText":{"contains":"HELLO"}},"then":{"text":"hi {{userText}}"}},{"then":{"text":"fallback"}}]}"#,
+        )
+        .unwrap();
+        let r = m.converse(&request(vec![Message::user_text("well hello")])).await.unwrap();
+        assert_eq!(r.content, vec![ContentBlock::Text { text: "hi well hello".into() }]);
+        assert_eq!(r.model, SCRIPTED_MODEL_ID);
+        assert_eq!(r.stop_reason, StopReason::EndTurn);
+        let r = m.converse(&request(vec![Message::user_text("bye")])).await.unwrap();
+        assert_eq!(r.content, vec![ContentBlock::Text { text: "fallback".into() }]);
+    }
+
+    #[tokio::test]
+    async fn after_tool_matches_the_tool_whose_result_is_newest() {
+        let m = ScriptedModel::from_json(
+            r#"{"rules":[{"when":{"afterTool":"get_context"},"then":{"text":"got it"}},
+                         {"then":{"toolCalls":[{"name":"get_context"}]}}]}"#,
+        )
+        .unwrap();
+        let first = m.converse(&request(vec![Message::user_text("x")])).await.unwrap();
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        let Some(ContentBlock::ToolUse { tool_use_id, .. }) = first.content.first().cloned() else { panic!() };
+        let result = Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult { tool_use_id, content: serde_json::json!({}), is_error: false }],
+        };
+        let second = m
+            .converse(&request(vec![
+                Message::user_text("x"),
+                Message { role: Role::Assistant, content: first.content },
+                result,
+            ]))
+            .await
+            .unwrap();
+        assert_eq!(second.content, vec![ContentBlock::Text { text: "got it".into() }]);
+    }
+
+    #[tokio::test]
+    async fn no_matching_rule_is_a_rejection_not_a_panic() {
+        let m = ScriptedModel::from_json(r#"{"rules":[{"when":{"model":"other"},"then":{"text":"x"}}]}"#).unwrap();
+        let err = m.converse(&request(vec![Message::user_text("x")])).await.unwrap_err();
+        assert!(matches!(err, ModelError::Rejected(_)));
+        assert!(!err.retryable());
+    }
+
+    #[test]
+    fn a_broken_script_is_refused_with_the_reason() {
+        assert!(matches!(ScriptedModel::from_json("{"), Err(ScriptError::Parse { .. })));
+        assert!(matches!(
+            ScriptedModel::from_json(r#"{"rules":[{"when":{"userText":{"matches":"("}},"then":{}}]}"#),
+            Err(ScriptError::Regex { rule: 0, .. })
+        ));
+        assert!(matches!(
+            ScriptedModel::from_json(r#"{"rules":[{"then":{},"oops":1}]}"#),
+            Err(ScriptError::Parse { .. })
+        ));
+        assert!(matches!(
+            ScriptedModel::from_file(std::path::Path::new("/nonexistent/script.json")),
+            Err(ScriptError::Read { .. })
+        ));
+    }
+}
