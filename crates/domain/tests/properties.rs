@@ -1,0 +1,93 @@
+//! Properties of event parsing and history truncation over generated inputs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use switchboard_domain::InboundEvent;
+use switchboard_domain::message::{ContentBlock, Message, Role, history_window};
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        ".{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("id".to_owned()),
+                    Just("source".to_owned()),
+                    Just("detail-type".to_owned()),
+                    Just("detail".to_owned()),
+                    Just("tenantId".to_owned()),
+                    Just("message".to_owned()),
+                    Just("text".to_owned()),
+                    "[a-z]{1,6}",
+                ],
+                inner,
+                0..6
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A message of a random kind: user text, assistant text, assistant tool call, tool result.
+fn arb_message() -> impl Strategy<Value = Message> {
+    (0u8..4, ".{0,40}").prop_map(|(kind, text)| match kind {
+        0 => Message::user_text(text),
+        1 => Message::assistant_text(text),
+        2 => Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                tool_use_id: "t".into(),
+                name: "get_context".into(),
+                input: json!({}),
+            }],
+        },
+        _ => Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult { tool_use_id: "t".into(), content: json!(text), is_error: false }],
+        },
+    })
+}
+
+proptest! {
+    #[test]
+    fn parsing_any_json_never_panics_and_errors_always_name_a_field(v in arb_json()) {
+        if let Err(errors) = InboundEvent::parse(&v) {
+            prop_assert!(!errors.0.is_empty());
+            for e in &errors.0 {
+                prop_assert!(e.pointer.is_empty() || e.pointer.starts_with('/'));
+                prop_assert!(!e.detail.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn parsing_any_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = InboundEvent::parse_bytes(&bytes);
+    }
+
+    #[test]
+    fn the_history_window_is_a_bounded_suffix_that_opens_on_a_user_turn(
+        history in prop::collection::vec(arb_message(), 0..40),
+        max_messages in 0usize..25,
+        max_tokens in 0u32..400,
+    ) {
+        let window = history_window(&history, max_messages, max_tokens);
+        // a suffix of the history
+        prop_assert!(history.ends_with(window));
+        // within both budgets
+        prop_assert!(window.len() <= max_messages);
+        prop_assert!(window.iter().map(Message::estimated_tokens).sum::<u32>() <= max_tokens);
+        // never opening on an assistant turn or a tool result (whose call would be cut off)
+        if let Some(first) = window.first() {
+            prop_assert_eq!(first.role, Role::User);
+            prop_assert!(!first.has_tool_results());
+        }
+    }
+}
