@@ -229,17 +229,23 @@ async fn a_message_survives_the_process_being_killed() {
     assert_eq!(outbound, 1);
 }
 
-#[test]
-fn serve_without_a_model_says_which_flag_is_missing() {
-    let dir = tempfile::tempdir().unwrap();
+/// Runs `switchboard serve` with `args`, expecting it to refuse to start; returns its stderr.
+fn serve_refuses(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
         .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--scripted-model"));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn serve_without_a_model_says_which_flag_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = serve_refuses(&["--data-dir".as_ref(), dir.path().as_os_str()]);
+    assert!(stderr.contains("--scripted-model"), "{stderr}");
 }
 
 #[test]
@@ -251,18 +257,28 @@ fn serve_with_a_broken_tenant_file_names_the_field() {
         r#"{"tenantId":"t","name":"T","agents":[{"agentId":"not-a-ulid","name":"a","systemPrompt":"p","model":"m"}]}"#,
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .arg("--tenant")
-        .arg(&bad)
-        .arg("--scripted-model")
-        .arg(examples().join("script.json"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let data = dir.path().join("data");
+    let script = examples().join("script.json");
+    let stderr = serve_refuses(&[
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+        "--tenant".as_ref(),
+        bad.as_os_str(),
+        "--scripted-model".as_ref(),
+        script.as_os_str(),
+    ]);
     assert!(stderr.contains("/agents/0/agentId"), "{stderr}");
+}
+
+#[test]
+fn serve_with_a_data_dir_that_is_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let script = examples().join("script.json");
+    let stderr =
+        serve_refuses(&["--data-dir".as_ref(), file.as_os_str(), "--scripted-model".as_ref(), script.as_os_str()]);
+    assert!(stderr.contains("--data-dir") && stderr.contains("not-a-dir"), "{stderr}");
 }
 
 #[test]
@@ -276,21 +292,4 @@ fn the_demo_shows_replies_and_a_human_handoff() {
     assert!(stdout.contains("not routed: a human operator owns this conversation"));
     assert!(stdout.contains("event session.handoff.agent"));
     assert!(stdout.contains("0 dead-lettered"));
-}
-
-#[test]
-fn serve_with_a_data_dir_that_is_a_file_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("not-a-dir");
-    std::fs::write(&file, "x").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&file)
-        .arg("--scripted-model")
-        .arg(examples().join("script.json"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--data-dir") && stderr.contains("not-a-dir"), "{stderr}");
 }

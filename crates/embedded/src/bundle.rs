@@ -65,6 +65,16 @@ fn record<T: for<'de> Deserialize<'de>>(
     }
 }
 
+/// Adds a record's own validation errors under the record's pointer in the file.
+fn nest(errors: &mut ValidationErrors, pointer: &str, result: Result<(), ValidationErrors>) {
+    if let Err(e) = result {
+        errors.0.extend(e.0.into_iter().map(|mut f| {
+            f.pointer = format!("{pointer}{}", f.pointer);
+            f
+        }));
+    }
+}
+
 impl Bundle {
     pub fn parse(text: &str, clock: &dyn Clock) -> Result<Self, ValidationErrors> {
         let file: BundleFile = match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)) {
@@ -86,12 +96,7 @@ impl Bundle {
                 if agent.tenant_id != file.tenant_id {
                     errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
                 }
-                if let Err(e) = agent.validate() {
-                    errors.0.extend(e.0.into_iter().map(|mut f| {
-                        f.pointer = format!("{pointer}{}", f.pointer);
-                        f
-                    }));
-                }
+                nest(&mut errors, &pointer, agent.validate());
                 agents.push(agent);
             }
         }
@@ -106,12 +111,7 @@ impl Bundle {
                     errors
                         .push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
                 }
-                if let Err(e) = trigger.validate() {
-                    errors.0.extend(e.0.into_iter().map(|mut f| {
-                        f.pointer = format!("{pointer}{}", f.pointer);
-                        f
-                    }));
-                }
+                nest(&mut errors, &pointer, trigger.validate());
                 triggers.push(trigger);
             }
         }
