@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_domain::{ExecutionRecord, InboundEvent};
+use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
 use switchboard_engine::{
     ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore,
 };
@@ -38,6 +38,14 @@ pub trait Ingest: Send + Sync {
     }
 }
 
+/// Events as they are published, with their event-log sequence numbers (embedded profile).
+pub type LiveEvents = futures::stream::BoxStream<'static, (i64, OutboundEvent)>;
+
+/// Opens a live feed of every tenant's published events; the route filters by tenant.
+pub trait EventFeed: Send + Sync {
+    fn subscribe(&self) -> LiveEvents;
+}
+
 /// What the routes need.
 #[derive(Clone)]
 pub struct ApiState {
@@ -49,6 +57,8 @@ pub struct ApiState {
     pub conversations: Option<Arc<dyn ConversationLog>>,
     /// Present in the embedded profile only.
     pub events: Option<Arc<dyn EventLog>>,
+    /// Present in the embedded profile only.
+    pub live: Option<Arc<dyn EventFeed>>,
 }
 
 impl std::fmt::Debug for ApiState {

@@ -30,6 +30,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/events", get(list_events))
+        .route("/tenants/{tenant}/events/stream", get(stream_events))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .layer(middleware::from_fn(log_requests))
@@ -229,3 +230,38 @@ async fn list_events(
     let items: Vec<_> = events.into_iter().map(|(seq, e)| json!({ "seq": seq, "event": e })).collect();
     Ok(Json(json!({ "events": items })).into_response())
 }
+
+/// Server-Sent Events for an operator UI: first the tenant's logged events after `after` (or the
+/// `Last-Event-ID` a reconnecting browser sends), then live ones as they are published. Each SSE
+/// event carries the log sequence number as its id and the detail-type as its event name.
+async fn stream_events(
+    State(state): State<ApiState>,
+    Path(tenant_raw): Path<String>,
+    headers: axum::http::HeaderMap,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures::StreamExt;
+
+    let q = query(q)?;
+    let t = known_tenant(&state, &tenant_raw).await?;
+    let (Some(log), Some(live)) = (&state.events, &state.live) else {
+        return Err(Problem::not_found("this deployment has no event stream; subscribe to EventBridge"));
+    };
+    let last_seen = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
+    let after = last_seen.or(q.after).unwrap_or(0);
+    // Subscribe before reading the log so nothing published in between is missed; the live
+    // part then skips what the replay already sent.
+    let live = live.subscribe();
+    let replay = log.events_after(&t, after, MAX_REPLAY).await?;
+    let replayed_up_to = replay.last().map_or(after, |(seq, _)| *seq);
+    let tenant = t.clone();
+    let live = live.filter(move |(seq, e)| futures::future::ready(*seq > replayed_up_to && e.tenant_id == tenant));
+    let stream = futures::stream::iter(replay)
+        .chain(live)
+        .map(|(seq, e)| Event::default().id(seq.to_string()).event(e.detail_type.clone()).json_data(&e));
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Most logged events one stream replays before going live.
+const MAX_REPLAY: usize = 1000;

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
-use switchboard_api::{ApiState, Ingest};
+use switchboard_api::{ApiState, EventFeed, Ingest, LiveEvents};
 use switchboard_domain::{ExecutionRecord, InboundEvent};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig, ScriptedModel};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, InProcessBus, QueueConfig, ScriptedModel};
 use switchboard_engine::{Model, RouteError, RouteOutcome, SystemClock};
 
 #[derive(Debug, Args)]
@@ -75,6 +75,15 @@ pub(crate) fn api_state(embedded: &Arc<Embedded>) -> ApiState {
         executions: store.clone(),
         conversations: Some(store.clone()),
         events: Some(store),
+        live: Some(Arc::new(BusFeed(embedded.bus.clone()))),
+    }
+}
+
+struct BusFeed(InProcessBus);
+
+impl EventFeed for BusFeed {
+    fn subscribe(&self) -> LiveEvents {
+        self.0.live_stream()
     }
 }
 

@@ -229,6 +229,48 @@ async fn a_message_survives_the_process_being_killed() {
     assert_eq!(outbound, 1);
 }
 
+/// Reads a streaming response until `needle` has arrived; the timeout only guards against a hang.
+async fn read_until(res: &mut reqwest::Response, needle: &str) -> String {
+    let mut seen = String::new();
+    let read = async {
+        while !seen.contains(needle) {
+            match res.chunk().await.unwrap() {
+                Some(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), read).await.expect("stream stalled");
+    seen
+}
+
+#[tokio::test]
+async fn an_operator_stream_receives_the_human_handoff_live_and_on_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    // given an operator UI connected to the tenant's stream
+    let mut live = client.get(server.url("/tenants/acme/events/stream")).send().await.unwrap();
+    assert_eq!(live.status().as_u16(), 200);
+    assert_eq!(live.headers()["content-type"], "text/event-stream");
+    // when a customer asks for a person
+    let (_, body, _) =
+        post(&client, &server.url("/events?wait=30"), &event("s-1", "acme", "c-s", "a human please")).await;
+    assert_eq!(body["execution"]["status"], "handed_off");
+    // then the handoff arrives on the stream, named and with its detail
+    let seen = read_until(&mut live, "\"conversationId\":\"c-s\"").await;
+    assert!(seen.contains("event: session.handoff.human"), "{seen}");
+    drop(live);
+    // and a reconnecting client gets it again from the log
+    let mut again =
+        client.get(server.url("/tenants/acme/events/stream")).header("last-event-id", "0").send().await.unwrap();
+    let replay = read_until(&mut again, "session.handoff.human").await;
+    assert!(replay.contains("id: 1"), "{replay}");
+    // while another tenant's stream is refused
+    let res = client.get(server.url("/tenants/nobody/events/stream")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 404);
+}
+
 /// Runs `switchboard serve` with `args`, expecting it to refuse to start; returns its stderr.
 fn serve_refuses(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))

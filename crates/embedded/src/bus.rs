@@ -28,6 +28,23 @@ impl InProcessBus {
     pub fn subscribe(&self) -> broadcast::Receiver<(i64, OutboundEvent)> {
         self.live.subscribe()
     }
+
+    /// The same as a stream. A subscriber that falls behind skips what it missed (the event log
+    /// still has it) rather than stalling publishers.
+    pub fn live_stream(&self) -> futures::stream::BoxStream<'static, (i64, OutboundEvent)> {
+        let rx = self.live.subscribe();
+        Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(item) => return Some((item, rx)),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "live event subscriber fell behind");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }))
+    }
 }
 
 #[async_trait]
