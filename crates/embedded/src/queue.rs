@@ -218,7 +218,7 @@ impl SqliteWorkQueue {
             .await
             .map_err(queue_error)?;
         if outcome == Enqueued::Queued {
-            self.wake();
+            self.wake_one();
         }
         Ok(outcome)
     }
@@ -274,7 +274,8 @@ impl SqliteWorkQueue {
             .map_err(queue_error)?;
         if deleted {
             self.signals.settled.notify_waiters();
-            self.wake();
+            // At most one item (the group's next head) became deliverable.
+            self.wake_one();
         }
         Ok(deleted)
     }
@@ -302,7 +303,7 @@ impl SqliteWorkQueue {
             .await
             .map_err(queue_error)?;
         if released {
-            self.wake();
+            self.wake_one();
         }
         Ok(released)
     }
@@ -359,6 +360,12 @@ impl SqliteWorkQueue {
     /// which advanced a manual clock can wake them).
     pub fn wake(&self) {
         self.signals.work.notify_waiters();
+    }
+
+    /// Wakes one idle worker (or lets the next one to wait go straight on): enough when one item
+    /// became deliverable, and it spares the others a receive that would find nothing.
+    fn wake_one(&self) {
+        self.signals.work.notify_one();
     }
 
     /// A wake-up to wait for. Enable it before looking for work, or a wake in between is lost.

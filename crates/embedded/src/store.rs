@@ -153,10 +153,9 @@ impl SqliteStore {
         let (t, n, now) = (tenant.to_string(), name.to_owned(), self.clock.now().to_rfc3339());
         self.db
             .call(move |c| {
-                Ok(c.execute(
-                    "INSERT OR IGNORE INTO tenants (tenant_id, name, created_at) VALUES (?1, ?2, ?3)",
-                    params![t, n, now],
-                )? > 0)
+                Ok(c.prepare_cached("INSERT OR IGNORE INTO tenants (tenant_id, name, created_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![t, n, now])?
+                    > 0)
             })
             .await
             .map_err(store_err)
@@ -171,11 +170,11 @@ impl SqliteStore {
         self.db
             .call(move |c| {
                 let (body, status) = (body?, status?);
-                c.execute(
+                c.prepare_cached(
                     "INSERT INTO agents (tenant_id, agent_id, status, body) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (tenant_id, agent_id) DO UPDATE SET status = excluded.status, body = excluded.body",
-                    params![t, id, status, body],
-                )?;
+                )?
+                .execute(params![t, id, status, body])?;
                 Ok(())
             })
             .await
@@ -201,11 +200,8 @@ impl SqliteStore {
         self.db
             .call(move |c| {
                 let body = body?;
-                c.execute(
-                    "INSERT INTO triggers (tenant_id, trigger_id, agent_id, body) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (tenant_id, trigger_id) DO UPDATE SET agent_id = excluded.agent_id, body = excluded.body",
-                    params![t, id, agent, body],
-                )?;
+                c.prepare_cached("INSERT INTO triggers (tenant_id, trigger_id, agent_id, body) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (tenant_id, trigger_id) DO UPDATE SET agent_id = excluded.agent_id, body = excluded.body")?.execute(params![t, id, agent, body])?;
                 Ok(())
             })
             .await
@@ -260,10 +256,7 @@ impl SqliteStore {
         self.db
             .call(move |c| {
                 let body = body?;
-                let n = c.execute(
-                    "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![id, t, kind, body, now],
-                )?;
+                let n = c.prepare_cached("INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![id, t, kind, body, now])?;
                 Ok((n > 0).then(|| c.last_insert_rowid()))
             })
             .await
@@ -316,16 +309,14 @@ impl SqliteStore {
             .call(move |c| {
                 let tx = c.transaction()?;
                 let existing: Option<String> = tx
-                    .query_row("SELECT message_id FROM messages WHERE idempotency_key = ?1", params![key], |r| r.get(0))
+                    .prepare_cached("SELECT message_id FROM messages WHERE idempotency_key = ?1")?
+                    .query_row(params![key], |r| r.get(0))
                     .optional()?;
                 if let Some(id) = existing {
                     return Ok((id, true));
                 }
-                tx.execute(
-                    "INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
-                     VALUES (?1, ?2, ?3, 'outbound', ?4, ?5, ?6)",
-                    params![t, conv, message_id, text, key, now],
-                )?;
+                tx.prepare_cached("INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
+                     VALUES (?1, ?2, ?3, 'outbound', ?4, ?5, ?6)")?.execute(params![t, conv, message_id, text, key, now])?;
                 tx.commit()?;
                 Ok((message_id, false))
             })
@@ -460,16 +451,18 @@ impl SessionStore for SqliteStore {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                 for (t, sid, conv, status, version, expected, body) in &writes {
                     let changed = match expected {
-                        None => tx.execute(
-                            "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
+                        None => tx
+                            .prepare_cached(
+                                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
                              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                            params![t, sid, conv, status, version, body],
-                        ),
-                        Some(expected) => tx.execute(
-                            "UPDATE sessions SET status = ?3, version = ?4, body = ?5
+                            )?
+                            .execute(params![t, sid, conv, status, version, body]),
+                        Some(expected) => tx
+                            .prepare_cached(
+                                "UPDATE sessions SET status = ?3, version = ?4, body = ?5
                              WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
-                            params![t, sid, status, version, body, expected],
-                        ),
+                            )?
+                            .execute(params![t, sid, status, version, body, expected]),
                     };
                     match changed {
                         Ok(1) => {}
@@ -483,11 +476,13 @@ impl SessionStore for SqliteStore {
                     }
                 }
                 let (t, id, sid, source, expires, body) = &exec;
-                match tx.execute(
-                    "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
+                match tx
+                    .prepare_cached(
+                        "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![t, id, sid, source, expires, body],
-                ) {
+                    )?
+                    .execute(params![t, id, sid, source, expires, body])
+                {
                     Ok(_) => {}
                     Err(e) if is_constraint(&e) => {
                         return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
@@ -598,11 +593,8 @@ impl ConversationLog for SqliteStore {
         );
         self.db
             .call(move |conn| {
-                Ok(conn.execute(
-                    "INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
-                     VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)",
-                    params![t, c, m, text, now],
-                )? > 0)
+                Ok(conn.prepare_cached("INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
+                     VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)")?.execute(params![t, c, m, text, now])? > 0)
             })
             .await
             .map_err(store_err)
