@@ -62,3 +62,69 @@ pub fn messages(agent: &Agent, session: &Session, new_message: &Message) -> Vec<
     out.push(new_message.clone());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_domain::{AgentId, HandoffContext, SessionId};
+
+    fn agent() -> Agent {
+        serde_json::from_value(serde_json::json!({
+            "tenantId": "t-1", "agentId": "01JD0000SVPP0RT0AGENT00001", "name": "A", "systemPrompt": "  Be kind.  ",
+            "model": "m", "tools": ["send_message", "handoff_to_agent", "end_conversation"],
+            "history": { "maxMessages": 3, "maxTokens": 1000 },
+            "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn session() -> Session {
+        Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), chrono::Utc::now())
+    }
+
+    #[test]
+    fn a_fresh_session_gets_the_agent_prompt_alone() {
+        assert_eq!(system_prompt(&agent(), &session()), "Be kind.");
+    }
+
+    #[test]
+    fn memory_and_handoff_context_are_added_to_the_prompt() {
+        let mut s = session();
+        s.memory.insert("orderNumber".into(), serde_json::json!("1234"));
+        s.handoff_context = Some(HandoffContext {
+            from_agent_id: AgentId::generate(),
+            from_session_id: SessionId::generate(),
+            reason: "billing question".into(),
+            relevant_info: serde_json::json!({ "topic": "refund" }),
+        });
+        let p = system_prompt(&agent(), &s);
+        assert!(p.contains("Reason: billing question"));
+        assert!(p.contains(r#"{"topic":"refund"}"#));
+        assert!(p.contains(r#"- orderNumber: "1234""#));
+    }
+
+    #[test]
+    fn only_granted_tools_are_offered_and_agent_handoff_is_withheld_at_the_last_level() {
+        let mut s = session();
+        assert_eq!(
+            allowed_tools(&agent(), &s),
+            [SystemTool::SendMessage, SystemTool::HandoffToAgent, SystemTool::EndConversation]
+        );
+        s.handoff_depth = MAX_HANDOFF_DEPTH;
+        assert_eq!(allowed_tools(&agent(), &s), [SystemTool::SendMessage, SystemTool::EndConversation]);
+        assert!(system_prompt(&agent(), &s).contains("No further agent handoff"));
+    }
+
+    #[test]
+    fn the_new_message_is_always_in_the_window_even_when_it_alone_exceeds_the_budget() {
+        let mut s = session();
+        s.append_transcript((0..6).map(|i| Message::user_text(format!("old {i}"))));
+        let huge = Message::user_text("x".repeat(10_000));
+        let window = messages(&agent(), &s, &huge);
+        assert_eq!(window.last(), Some(&huge));
+        assert_eq!(window.len(), 1, "no room left for history");
+        let small = Message::user_text("new");
+        let window = messages(&agent(), &s, &small);
+        assert_eq!(window.len(), 3, "maxMessages counts the new message");
+    }
+}
