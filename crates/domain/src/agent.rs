@@ -2,8 +2,6 @@
 //! can be checked on the record alone; references to other records (tools, agents, skills of the
 //! same tenant) are checked by whoever stores it.
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -151,6 +149,9 @@ pub struct Agent {
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Bumped on every update; the API's `ETag`, checked against `If-Match`.
+    #[serde(default)]
+    pub version: u64,
 }
 
 fn default_max_turns() -> u32 {
@@ -200,15 +201,10 @@ impl Agent {
         if self.history.max_tokens < 100 {
             errors.push("/history/maxTokens", "must be at least 100");
         }
-        let mut seen = HashSet::new();
-        for (i, tool) in self.tools.iter().enumerate() {
-            if !seen.insert(tool) {
-                errors.push(format!("/tools/{i}"), format!("lists '{tool}' twice"));
-            } else if tool.parse::<SystemTool>().is_err() && tool.parse::<crate::ids::ToolId>().is_err() {
-                errors.push(
-                    format!("/tools/{i}"),
-                    format!("'{tool}' is neither a system tool ({}) nor a custom tool id", SystemTool::names()),
-                );
+        crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
+        for (i, sub) in self.sub_agents.iter().enumerate() {
+            if *sub == self.agent_id {
+                errors.push(format!("/subAgents/{i}"), "an agent cannot be its own sub-agent");
             }
         }
         errors.into_result()

@@ -9,6 +9,7 @@ pub mod condition;
 pub mod event;
 pub mod execution;
 pub mod ids;
+pub mod input;
 pub mod limits;
 pub mod message;
 pub mod session;

@@ -3,9 +3,12 @@
 use std::fmt;
 use std::str::FromStr;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{TenantId, ToolId};
+use crate::limits::MAX_DESCRIPTION_LEN;
+use crate::validation::ValidationErrors;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -160,12 +163,128 @@ pub enum ToolHandler {
 pub struct Tool {
     pub tenant_id: TenantId,
     pub tool_id: ToolId,
+    #[serde(rename = "type", default = "custom")]
+    pub tool_type: ToolType,
     pub name: String,
     pub description: String,
+    /// JSON Schema of the arguments (an object schema).
     pub parameters: serde_json::Value,
     pub handler: ToolHandler,
     #[serde(default)]
     pub status: crate::trigger::TriggerStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default)]
+    pub version: u64,
+}
+
+fn custom() -> ToolType {
+    ToolType::Custom
+}
+
+/// Longest webhook timeout a tool may ask for.
+pub const MAX_TOOL_TIMEOUT_MS: u32 = 30_000;
+
+impl Tool {
+    /// Checks the record on its own. The webhook URL is checked for shape here; where it may
+    /// connect to (no private or metadata addresses) is checked when it is called.
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        if self.tool_type != ToolType::Custom {
+            errors.push("/type", "only custom tools can be created; system tools are built in");
+        }
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && self.name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic());
+        if !name_ok {
+            errors.push("/name", "must be 1 to 64 letters, digits, '_' or '-', starting with a letter");
+        } else if self.name.parse::<SystemTool>().is_ok()
+            || self.name.starts_with("transition_to_")
+            || self.name == "load_skill"
+        {
+            errors.push("/name", format!("'{}' is reserved for a system tool", self.name));
+        }
+        if self.description.trim().is_empty() || self.description.chars().count() > MAX_DESCRIPTION_LEN {
+            errors.push("/description", format!("must be 1 to {MAX_DESCRIPTION_LEN} characters"));
+        }
+        check_parameters_schema(&mut errors, &self.parameters);
+        match &self.handler {
+            ToolHandler::Webhook { url, timeout_ms } => {
+                if !(url.starts_with("https://") || url.starts_with("http://"))
+                    || url.len() > 2048
+                    || url.contains(char::is_whitespace)
+                {
+                    errors.push("/handler/url", "must be an http(s) URL of at most 2048 characters");
+                }
+                if *timeout_ms == 0 || *timeout_ms > MAX_TOOL_TIMEOUT_MS {
+                    errors.push("/handler/timeoutMs", format!("must be between 1 and {MAX_TOOL_TIMEOUT_MS}"));
+                }
+            }
+        }
+        errors.into_result()
+    }
+}
+
+/// A tool's `parameters` must be an object schema the model providers accept: `type: object`,
+/// `properties` an object of schemas, `required` a list of listed property names. Deeper keywords
+/// are passed through to the model unchecked.
+fn check_parameters_schema(errors: &mut ValidationErrors, schema: &serde_json::Value) {
+    let Some(obj) = schema.as_object() else {
+        errors.push("/parameters", "must be a JSON Schema object");
+        return;
+    };
+    if obj.get("type").and_then(|t| t.as_str()) != Some("object") {
+        errors.push("/parameters/type", "must be \"object\"");
+    }
+    let props = match obj.get("properties") {
+        None => None,
+        Some(serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if !v.is_object() && !v.is_boolean() {
+                    errors.push(
+                        format!("/parameters/properties/{}", k.replace('~', "~0").replace('/', "~1")),
+                        "must be a schema (an object)",
+                    );
+                }
+            }
+            Some(p)
+        }
+        Some(_) => {
+            errors.push("/parameters/properties", "must be an object");
+            None
+        }
+    };
+    match obj.get("required") {
+        None => {}
+        Some(serde_json::Value::Array(names)) => {
+            for (i, n) in names.iter().enumerate() {
+                match n.as_str() {
+                    Some(name) if props.is_some_and(|p| p.contains_key(name)) => {}
+                    _ => errors.push(format!("/parameters/required/{i}"), "must name a property listed in properties"),
+                }
+            }
+        }
+        Some(_) => errors.push("/parameters/required", "must be an array of property names"),
+    }
+    if schema.to_string().len() > 16 * 1024 {
+        errors.push("/parameters", "must be at most 16 KiB of JSON");
+    }
+}
+
+/// Checks a list of tool references: system tool names or custom tool ids, no repeats.
+pub(crate) fn check_tool_refs(errors: &mut ValidationErrors, pointer: &str, tools: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, tool) in tools.iter().enumerate() {
+        if !seen.insert(tool) {
+            errors.push(format!("{pointer}/{i}"), format!("lists '{tool}' twice"));
+        } else if tool.parse::<SystemTool>().is_err() && tool.parse::<ToolId>().is_err() {
+            errors.push(
+                format!("{pointer}/{i}"),
+                format!("'{tool}' is neither a system tool ({}) nor a custom tool id", SystemTool::names()),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,9 @@ pub struct Trigger {
     pub status: TriggerStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Bumped on every update; the API's `ETag`, checked against `If-Match`.
+    #[serde(default)]
+    pub version: u64,
 }
 
 fn default_priority() -> i32 {

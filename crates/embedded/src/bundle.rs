@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use switchboard_domain::input::record_with_defaults;
 use switchboard_domain::{Agent, TenantId, Trigger, ValidationErrors};
 use switchboard_engine::Clock;
 
@@ -44,22 +45,17 @@ pub enum BundleError {
 /// Fills in what a bundle may leave out (tenant, timestamps), then deserializes with the path of
 /// the first bad field.
 fn record<T: for<'de> Deserialize<'de>>(
-    mut v: Value,
+    v: Value,
     tenant: &TenantId,
     now: &str,
     pointer: &str,
     errors: &mut ValidationErrors,
 ) -> Option<T> {
-    if let Value::Object(o) = &mut v {
-        o.entry("tenantId").or_insert_with(|| json!(tenant));
-        o.entry("createdAt").or_insert_with(|| json!(now));
-        o.entry("updatedAt").or_insert_with(|| json!(now));
-    }
-    match serde_path_to_error::deserialize::<_, T>(v) {
+    let defaults = [("tenantId", json!(tenant)), ("createdAt", json!(now)), ("updatedAt", json!(now))];
+    match record_with_defaults(v, &defaults, pointer) {
         Ok(t) => Some(t),
         Err(e) => {
-            let path = e.path().iter().map(|s| format!("/{s}")).collect::<String>().replace("/.", "/");
-            errors.push(format!("{pointer}{path}"), e.into_inner().to_string());
+            errors.0.extend(e.0);
             None
         }
     }

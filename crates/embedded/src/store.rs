@@ -15,8 +15,8 @@ use switchboard_domain::{
     TenantId, Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage, Page, SessionStore, StoreError,
-    TurnCommit,
+    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage,
+    Page, SessionStore, StoreError, TurnCommit,
 };
 
 use crate::db::{Db, DbError};
@@ -27,20 +27,21 @@ CREATE TABLE tenants (
     name       TEXT NOT NULL,
     created_at TEXT NOT NULL
 ) STRICT;
-CREATE TABLE agents (
+-- Agents, triggers, tools and skills: one row per record, the record as JSON. `version` is the
+-- optimistic-concurrency token (the API's ETag).
+CREATE TABLE config_records (
     tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
-    agent_id  TEXT NOT NULL,
-    status    TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    version   INTEGER NOT NULL,
     body      TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, agent_id)
+    PRIMARY KEY (tenant_id, kind, id)
 ) STRICT;
-CREATE TABLE triggers (
-    tenant_id  TEXT NOT NULL REFERENCES tenants (tenant_id),
-    trigger_id TEXT NOT NULL,
-    agent_id   TEXT NOT NULL,
-    body       TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, trigger_id),
-    FOREIGN KEY (tenant_id, agent_id) REFERENCES agents (tenant_id, agent_id)
+-- Embedded API keys: only a SHA-256 of each key is kept. A NULL tenant is an admin key.
+CREATE TABLE api_keys (
+    key_hash   TEXT PRIMARY KEY,
+    tenant_id  TEXT REFERENCES tenants (tenant_id),
+    created_at TEXT NOT NULL
 ) STRICT;
 CREATE TABLE sessions (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -161,26 +162,11 @@ impl SqliteStore {
             .map_err(store_err)
     }
 
-    /// Creates or replaces an agent after validating it.
+    /// Creates or replaces an agent after validating it (tenant bundles: no version check).
     pub async fn put_agent(&self, agent: &Agent) -> Result<(), ConfigWriteError> {
         agent.validate()?;
         self.require_tenant(&agent.tenant_id).await?;
-        let (t, id, status) = (agent.tenant_id.to_string(), agent.agent_id.to_string(), to_json(&agent.status));
-        let body = to_json(agent);
-        self.db
-            .call(move |c| {
-                let (body, status) = (body?, status?);
-                c.prepare_cached(
-                    "INSERT INTO agents (tenant_id, agent_id, status, body) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (tenant_id, agent_id) DO UPDATE SET status = excluded.status, body = excluded.body",
-                )?
-                .execute(params![t, id, status, body])?;
-                Ok(())
-            })
-            .await
-            .map_err(store_err)?;
-        self.invalidate(&agent.tenant_id);
-        Ok(())
+        self.upsert(ConfigRecord::Agent(agent.clone())).await
     }
 
     /// Creates or replaces a trigger after validating it; its agent must exist in the same tenant.
@@ -194,20 +180,52 @@ impl SqliteStore {
             )
             .into());
         }
-        let (t, id, agent) =
-            (trigger.tenant_id.to_string(), trigger.trigger_id.to_string(), trigger.agent_id.to_string());
-        let body = to_json(trigger);
+        self.upsert(ConfigRecord::Trigger(trigger.clone())).await
+    }
+
+    /// Writes a record whatever version is stored, as the next version.
+    async fn upsert(&self, record: ConfigRecord) -> Result<(), ConfigWriteError> {
+        let current = self.get_config(record.tenant_id(), record.kind(), &record.id()).await?;
+        let next = current.as_ref().map_or(1, |c| c.version() + 1);
+        let record = with_version(record, next);
+        self.put_config(&record, current.map(|c| c.version())).await?;
+        Ok(())
+    }
+
+    /// Stores the SHA-256 of an API key for `tenant` (`None`: an admin key).
+    pub async fn add_api_key(&self, key_hash: &str, tenant: Option<&TenantId>) -> Result<(), StoreError> {
+        let (h, t, now) = (key_hash.to_owned(), tenant.map(ToString::to_string), self.clock.now().to_rfc3339());
         self.db
             .call(move |c| {
-                let body = body?;
-                c.prepare_cached("INSERT INTO triggers (tenant_id, trigger_id, agent_id, body) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (tenant_id, trigger_id) DO UPDATE SET agent_id = excluded.agent_id, body = excluded.body")?.execute(params![t, id, agent, body])?;
+                c.prepare_cached("INSERT INTO api_keys (key_hash, tenant_id, created_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![h, t, now])?;
                 Ok(())
             })
             .await
+            .map_err(store_err)
+    }
+
+    /// Whom a key hash belongs to: `Some(None)` an admin, `Some(Some(t))` tenant `t`, `None` nobody.
+    pub async fn api_key_owner(&self, key_hash: &str) -> Result<Option<Option<TenantId>>, StoreError> {
+        let h = key_hash.to_owned();
+        let row: Option<Option<String>> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT tenant_id FROM api_keys WHERE key_hash = ?1")?
+                    .query_row(params![h], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
             .map_err(store_err)?;
-        self.invalidate(&trigger.tenant_id);
-        Ok(())
+        Ok(row.map(|t| t.and_then(|t| t.parse().ok())))
+    }
+
+    /// Whether any admin key exists.
+    pub async fn has_admin_key(&self) -> Result<bool, StoreError> {
+        self.db
+            .call(|c| Ok(c.prepare_cached("SELECT 1 FROM api_keys WHERE tenant_id IS NULL")?.exists([])?))
+            .await
+            .map_err(store_err)
     }
 
     async fn require_tenant(&self, tenant: &TenantId) -> Result<(), ConfigWriteError> {
@@ -340,9 +358,11 @@ impl ConfigStore for SqliteStore {
         let body: Option<String> = self
             .db
             .call(move |c| {
-                Ok(c.prepare_cached("SELECT body FROM agents WHERE tenant_id = ?1 AND agent_id = ?2")?
-                    .query_row(params![t, a], |r| r.get(0))
-                    .optional()?)
+                Ok(c.prepare_cached(
+                    "SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = 'agent' AND id = ?2",
+                )?
+                .query_row(params![t, a], |r| r.get(0))
+                .optional()?)
             })
             .await
             .map_err(store_err)?;
@@ -358,7 +378,8 @@ impl ConfigStore for SqliteStore {
         let bodies: Vec<String> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached("SELECT body FROM triggers WHERE tenant_id = ?1")?;
+                let mut stmt =
+                    c.prepare_cached("SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = 'trigger'")?;
                 let rows = stmt.query_map(params![t], |r| r.get(0))?.collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
             })
@@ -630,5 +651,171 @@ impl ConversationLog for SqliteStore {
                 Ok(LoggedMessage { message_id, direction, text, created_at })
             })
             .collect()
+    }
+}
+
+fn with_version(record: ConfigRecord, version: u64) -> ConfigRecord {
+    match record {
+        ConfigRecord::Agent(mut r) => {
+            r.version = version;
+            ConfigRecord::Agent(r)
+        }
+        ConfigRecord::Trigger(mut r) => {
+            r.version = version;
+            ConfigRecord::Trigger(r)
+        }
+        ConfigRecord::Tool(mut r) => {
+            r.version = version;
+            ConfigRecord::Tool(r)
+        }
+        ConfigRecord::Skill(mut r) => {
+            r.version = version;
+            ConfigRecord::Skill(r)
+        }
+    }
+}
+
+fn decode(kind: ConfigKind, body: &str) -> Result<ConfigRecord, StoreError> {
+    Ok(match kind {
+        ConfigKind::Agent => ConfigRecord::Agent(from_json(body)?),
+        ConfigKind::Trigger => ConfigRecord::Trigger(from_json(body)?),
+        ConfigKind::Tool => ConfigRecord::Tool(from_json(body)?),
+        ConfigKind::Skill => ConfigRecord::Skill(from_json(body)?),
+    })
+}
+
+#[async_trait]
+impl ConfigAdmin for SqliteStore {
+    async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
+        SqliteStore::create_tenant(self, tenant, name).await
+    }
+
+    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
+        let tenant = record.tenant_id().clone();
+        let (t, kind, id) = (tenant.to_string(), record.kind().as_str(), record.id());
+        let version = i64::try_from(record.version()).unwrap_or(i64::MAX);
+        let expected = expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+        let body = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let written = self
+            .db
+            .call(move |c| {
+                let result = match expected {
+                    None => c
+                        .prepare_cached(
+                            "INSERT INTO config_records (tenant_id, kind, id, version, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        )?
+                        .execute(params![t, kind, id, version, body]),
+                    Some(expected) => c
+                        .prepare_cached(
+                            "UPDATE config_records SET version = ?4, body = ?5
+                             WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3 AND version = ?6",
+                        )?
+                        .execute(params![t, kind, id, version, body, expected]),
+                };
+                match result {
+                    Ok(1) => Ok(true),
+                    Ok(_) => Ok(false),
+                    Err(e) if is_constraint(&e) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await
+            .map_err(store_err)?;
+        self.invalidate(&tenant);
+        if written {
+            Ok(())
+        } else {
+            Err(StoreError::VersionConflict(format!(
+                "{} {} changed or already exists",
+                record.kind().as_str(),
+                record.id()
+            )))
+        }
+    }
+
+    async fn get_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+    ) -> Result<Option<ConfigRecord>, StoreError> {
+        let (t, k, id) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
+                    .query_row(params![t, k, id], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| decode(kind, &b)).transpose()
+    }
+
+    async fn list_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ConfigRecord>, StoreError> {
+        let (t, k, after) = (tenant.to_string(), kind.as_str(), cursor.unwrap_or("").to_owned());
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<(String, String)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT id, body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
+                )?;
+                let rows =
+                    stmt.query_map(params![t, k, after, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let more = rows.len() > limit;
+        let mut items = Vec::with_capacity(rows.len().min(limit));
+        let mut last = None;
+        for (id, body) in rows.into_iter().take(limit) {
+            items.push(decode(kind, &body)?);
+            last = Some(id);
+        }
+        Ok(Page { items, next_cursor: if more { last } else { None } })
+    }
+
+    async fn delete_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let (t, k, id_owned) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);
+        let outcome: Option<i64> = self
+            .db
+            .call(move |c| {
+                let tx = c.transaction()?;
+                let current: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT version FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3",
+                    )?
+                    .query_row(params![t, k, id_owned], |r| r.get(0))
+                    .optional()?;
+                if current == Some(expected) {
+                    tx.prepare_cached("DELETE FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
+                        .execute(params![t, k, id_owned])?;
+                    tx.commit()?;
+                }
+                Ok(current)
+            })
+            .await
+            .map_err(store_err)?;
+        self.invalidate(tenant);
+        match outcome {
+            None => Ok(false),
+            Some(v) if v == expected => Ok(true),
+            Some(_) => Err(StoreError::VersionConflict(format!("{} {id} changed", kind.as_str()))),
+        }
     }
 }
