@@ -6,6 +6,8 @@
 //! This slice serves event intake and reads; configuration CRUD, auth keys and rate limits come
 //! with the full API.
 
+pub mod auth;
+mod config;
 pub mod problem;
 mod routes;
 
@@ -15,9 +17,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
 use switchboard_engine::{
-    ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore,
+    ConfigAdmin, ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore, WorkItem,
 };
 
+pub use auth::{Authenticator, Caller, RateLimiter};
 pub use problem::Problem;
 pub use routes::router;
 
@@ -46,11 +49,21 @@ pub trait EventFeed: Send + Sync {
     fn subscribe(&self) -> LiveEvents;
 }
 
+/// Runs an agent on a conversation on demand (`agents/{id}/invoke`), through the same engine and
+/// per-conversation ordering as inbound messages, and waits for the execution.
+#[async_trait]
+pub trait Invoker: Send + Sync {
+    /// `None` when `wait` passed before the execution was recorded.
+    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError>;
+}
+
 /// What the routes need.
 #[derive(Clone)]
 pub struct ApiState {
     pub ingest: Arc<dyn Ingest>,
+    pub invoker: Arc<dyn Invoker>,
     pub config: Arc<dyn ConfigStore>,
+    pub admin: Arc<dyn ConfigAdmin>,
     pub sessions: Arc<dyn SessionStore>,
     pub executions: Arc<dyn ExecutionLog>,
     /// Present in the embedded profile only.
@@ -59,6 +72,10 @@ pub struct ApiState {
     pub events: Option<Arc<dyn EventLog>>,
     /// Present in the embedded profile only.
     pub live: Option<Arc<dyn EventFeed>>,
+    /// API-key authentication (embedded). `None` behind API Gateway's IAM auth.
+    pub auth: Option<Arc<dyn Authenticator>>,
+    /// Per-tenant request rate limit.
+    pub limiter: Option<Arc<RateLimiter>>,
 }
 
 impl std::fmt::Debug for ApiState {

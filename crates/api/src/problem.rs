@@ -17,6 +17,8 @@ pub struct Problem {
     pub title: &'static str,
     pub detail: String,
     pub errors: Vec<FieldError>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -32,7 +34,7 @@ struct Body<'a> {
 
 impl Problem {
     fn new(status: StatusCode, kind: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, kind, title, detail: detail.into(), errors: vec![] }
+        Self { status, kind, title, detail: detail.into(), errors: vec![], retry_after: None }
     }
 
     pub fn invalid(errors: ValidationErrors) -> Self {
@@ -82,6 +84,50 @@ impl Problem {
         )
     }
 
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "send an API key as 'Authorization: Bearer <key>'",
+        )
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
+    }
+
+    pub fn precondition_required() -> Self {
+        Self::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "precondition-required",
+            "Precondition required",
+            "send If-Match with the record's ETag so that a concurrent change is not overwritten",
+        )
+    }
+
+    pub fn precondition_failed(current: u64) -> Self {
+        Self::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition-failed",
+            "Precondition failed",
+            format!("the record changed; its current ETag is \"{current}\": read it again and retry"),
+        )
+    }
+
+    /// 429; the response carries `Retry-After` with `retry_after_secs`.
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after_secs),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many requests",
+                format!("this tenant's request limit is reached; retry in {retry_after_secs} s"),
+            )
+        }
+    }
+
     pub fn unavailable() -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -112,7 +158,14 @@ impl IntoResponse for Problem {
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut res = (self.status, json).into_response();
-        res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        let headers = res.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         res
     }
 }

@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -13,16 +14,38 @@ use serde::Deserialize;
 use serde_json::json;
 use switchboard_domain::limits::MAX_EVENT_BYTES;
 use switchboard_domain::{ExecutionId, InboundEvent, SessionId, TenantId};
-use switchboard_engine::RouteOutcome;
+use switchboard_engine::{ConfigKind, RouteOutcome, WorkItem};
 
+use crate::auth::Caller;
+use crate::config;
 use crate::{ApiState, Problem};
 
 /// Largest page a list returns.
 const MAX_PAGE: usize = 100;
 
 pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+    let mut app = Router::new();
+    for kind in [ConfigKind::Agent, ConfigKind::Trigger, ConfigKind::Tool, ConfigKind::Skill] {
+        let seg = config::segment(kind);
+        app = app
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}"),
+                get(move |s: State<ApiState>, c: Caller, p: Path<String>, q| config::list(kind, s, c, p, q)).post(
+                    move |s: State<ApiState>, c: Caller, p: Path<String>, b: Bytes| config::create(kind, s, c, p, b),
+                ),
+            )
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}/{{id}}"),
+                get(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>| config::get_one(kind, s, c, p))
+                    .put(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap, b: Bytes| {
+                        config::replace(kind, s, c, p, h, b)
+                    })
+                    .delete(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap| {
+                        config::delete(kind, s, c, p, h)
+                    }),
+            );
+    }
+    app.route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
         .route("/events", post(post_event))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
@@ -33,6 +56,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/events/stream", get(stream_events))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
+        .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn(log_requests))
         .with_state(state)
 }
@@ -52,14 +77,15 @@ async fn log_requests(req: Request, next: Next) -> Response {
     res
 }
 
-fn tenant(raw: &str) -> Result<TenantId, Problem> {
-    raw.parse().map_err(|_| Problem::not_found(format!("no tenant '{raw}'")))
-}
-
-/// Makes sure the tenant exists, so that a typo answers "no tenant" rather than an empty list.
-async fn known_tenant(state: &ApiState, raw: &str) -> Result<TenantId, Problem> {
-    let t = tenant(raw)?;
-    if state.config.tenant_exists(&t).await? { Ok(t) } else { Err(Problem::not_found(format!("no tenant '{raw}'"))) }
+/// The tenant of the path, if the caller may see it and it exists; otherwise the same 404 either
+/// way, so that tenants cannot be discovered.
+pub(crate) async fn known_tenant(state: &ApiState, caller: &Caller, raw: &str) -> Result<TenantId, Problem> {
+    let no_tenant = || Problem::not_found(format!("no tenant '{raw}'"));
+    let t: TenantId = raw.parse().map_err(|_| no_tenant())?;
+    if !caller.may_access(&t) {
+        return Err(no_tenant());
+    }
+    if state.config.tenant_exists(&t).await? { Ok(t) } else { Err(no_tenant()) }
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +100,7 @@ const MAX_WAIT_SECS: u64 = 60;
 
 async fn post_event(
     State(state): State<ApiState>,
+    caller: Caller,
     q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
     req: Request,
 ) -> Result<Response, Problem> {
@@ -100,6 +127,9 @@ async fn post_event(
         .await
         .map_err(|_| Problem::too_large(MAX_EVENT_BYTES))?;
     let event = InboundEvent::parse_bytes(&bytes).map_err(Problem::invalid)?;
+    if !caller.may_access(&event.detail.tenant_id) {
+        return Err(Problem::unknown_tenant("/detail/tenantId", event.detail.tenant_id.as_str()));
+    }
     let (outcome, execution) = match wait {
         Some(w) => state.ingest.ingest_and_wait(&event, w).await?,
         None => (state.ingest.ingest(&event).await?, None),
@@ -135,7 +165,7 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
     match limit {
         None => Ok(50),
         Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
@@ -147,7 +177,7 @@ fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
 }
 
 /// Query strings are parsed by hand so that a bad one is a problem+json, not plain text.
-fn query<T: for<'de> Deserialize<'de>>(
+pub(crate) fn query<T: for<'de> Deserialize<'de>>(
     q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
 ) -> Result<T, Problem> {
     q.map(|Query(v)| v)
@@ -156,9 +186,10 @@ fn query<T: for<'de> Deserialize<'de>>(
 
 async fn conversation_messages(
     State(state): State<ApiState>,
+    caller: Caller,
     Path((tenant_raw, conversation)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let Some(log) = &state.conversations else {
         return Err(Problem::not_found("this deployment keeps no conversation log"));
     };
@@ -168,18 +199,20 @@ async fn conversation_messages(
 
 async fn conversation_sessions(
     State(state): State<ApiState>,
+    caller: Caller,
     Path((tenant_raw, conversation)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let sessions = state.sessions.sessions_for_conversation(&t, &conversation).await?;
     Ok(Json(json!({ "conversationId": conversation, "sessions": sessions })).into_response())
 }
 
 async fn get_session(
     State(state): State<ApiState>,
+    caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
     match state.sessions.get_session(&t, id).await? {
         Some(s) => Ok(Json(s).into_response()),
@@ -189,12 +222,13 @@ async fn get_session(
 
 async fn list_executions(
     State(state): State<ApiState>,
+    caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let limit = page_limit(q.limit)?;
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
     if state.sessions.get_session(&t, id).await?.is_none() {
         return Err(Problem::not_found(format!("no session '{session}'")));
@@ -205,9 +239,10 @@ async fn list_executions(
 
 async fn get_execution(
     State(state): State<ApiState>,
+    caller: Caller,
     Path((tenant_raw, execution)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let id: ExecutionId = execution.parse().map_err(|_| Problem::not_found(format!("no execution '{execution}'")))?;
     match state.executions.get_execution(&t, id).await? {
         Some(e) => Ok(Json(e).into_response()),
@@ -217,12 +252,13 @@ async fn get_execution(
 
 async fn list_events(
     State(state): State<ApiState>,
+    caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let limit = page_limit(q.limit)?;
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let Some(log) = &state.events else {
         return Err(Problem::not_found("this deployment keeps no event log; subscribe to EventBridge"));
     };
@@ -236,6 +272,7 @@ async fn list_events(
 /// event carries the log sequence number as its id and the detail-type as its event name.
 async fn stream_events(
     State(state): State<ApiState>,
+    caller: Caller,
     Path(tenant_raw): Path<String>,
     headers: axum::http::HeaderMap,
     q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
@@ -244,7 +281,7 @@ async fn stream_events(
     use futures::StreamExt;
 
     let q = query(q)?;
-    let t = known_tenant(&state, &tenant_raw).await?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let (Some(log), Some(live)) = (&state.events, &state.live) else {
         return Err(Problem::not_found("this deployment has no event stream; subscribe to EventBridge"));
     };
@@ -265,3 +302,88 @@ async fn stream_events(
 
 /// Most logged events one stream replays before going live.
 const MAX_REPLAY: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InvokeBody {
+    conversation_id: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// How long an invoke waits for its execution.
+const INVOKE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `POST /tenants/{t}/agents/{id}/invoke`: runs the agent on a conversation now, in the
+/// conversation's turn (it queues behind messages already waiting), and answers with the
+/// execution. An `Idempotency-Key` header makes a retried call return the first result.
+async fn invoke(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, agent_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
+    use switchboard_domain::{AgentId, AgentStatus, ValidationErrors, ids::check_external_id};
+
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let no_agent = || Problem::not_found(format!("no agent '{agent_raw}'"));
+    let agent_id: AgentId = agent_raw.parse().map_err(|_| no_agent())?;
+    let agent = state.config.get_agent(&t, agent_id).await?.ok_or_else(no_agent)?;
+    let body: InvokeBody =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body)).map_err(|e| {
+            let pointer = switchboard_domain::input::pointer_of(e.path());
+            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+        })?;
+    let mut errors = ValidationErrors::default();
+    if let Err(e) = check_external_id(&body.conversation_id) {
+        errors.push("/conversationId", e.to_string());
+    }
+    if body.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE_TEXT_BYTES) {
+        errors.push("/message", format!("must be at most {MAX_MESSAGE_TEXT_BYTES} bytes"));
+    }
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(k) = &key
+        && check_external_id(k).is_err()
+    {
+        errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
+    }
+    errors.into_result().map_err(Problem::invalid)?;
+    if agent.status != AgentStatus::Active {
+        return Err(Problem::conflict(format!("agent {agent_id} is not active")));
+    }
+    if let Some(s) = state.sessions.latest_session(&t, &body.conversation_id).await? {
+        if s.is_human_owned() {
+            return Err(Problem::conflict("a human operator owns this conversation; hand it back first"));
+        }
+        if s.is_active() && s.agent_id != agent_id {
+            return Err(Problem::conflict(format!(
+                "the conversation is with agent {} (session {}); hand it off first",
+                s.agent_id, s.session_id
+            )));
+        }
+    }
+    let source_id = format!("invoke-{}", key.unwrap_or_else(|| ulid::Ulid::generate().to_string()));
+    let text = body.message.unwrap_or_else(|| "[invoked without a message]".to_owned());
+    let item = WorkItem {
+        tenant_id: t,
+        source_id: source_id.clone(),
+        conversation_id: body.conversation_id.clone(),
+        message_id: source_id.clone(),
+        text,
+        trigger_id: None,
+        agent_id,
+        continuation: false,
+        detail: json!({ "invoke": true, "metadata": body.metadata }),
+    };
+    match state.invoker.invoke(item, INVOKE_WAIT).await? {
+        Some(r) => Ok(Json(json!({
+            "sessionId": r.session_id, "executionId": r.execution_id, "status": r.status, "actions": r.actions,
+        }))
+        .into_response()),
+        None => Ok((StatusCode::ACCEPTED, Json(json!({ "sourceId": source_id, "status": "queued" }))).into_response()),
+    }
+}

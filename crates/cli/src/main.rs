@@ -3,6 +3,7 @@
 
 mod demo;
 mod serve;
+mod tenants;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,13 +28,16 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the example tenant offline on a fresh temporary data directory and print the result.
     Demo(demo::DemoArgs),
+    /// Manage tenants in a data directory (works beside a running server).
+    #[command(subcommand)]
+    Tenants(tenants::TenantsCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Serve(_) => "info",
-        Command::Demo(_) => "warn",
+        Command::Demo(_) | Command::Tenants(_) => "warn",
     };
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Tenants(cmd) => tenants::run(cmd).await,
         }
     });
     match result {

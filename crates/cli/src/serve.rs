@@ -9,10 +9,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
-use switchboard_api::{ApiState, EventFeed, Ingest, LiveEvents};
+use switchboard_api::{ApiState, Authenticator, Caller, EventFeed, Ingest, Invoker, LiveEvents, RateLimiter};
 use switchboard_domain::{ExecutionRecord, InboundEvent};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, InProcessBus, QueueConfig, ScriptedModel};
-use switchboard_engine::{Model, RouteError, RouteOutcome, SystemClock};
+use switchboard_embedded::keys::{generate_api_key, hash_api_key};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, InProcessBus, QueueConfig, ScriptedModel, SqliteStore};
+use switchboard_engine::{Model, RouteError, RouteOutcome, StoreError, SystemClock, WorkItem, WorkQueue};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -39,6 +40,36 @@ pub struct ServeArgs {
     /// Deliveries of one item before it moves to the dead-letter table.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_receives: u32,
+    /// API requests per minute per tenant before answering 429.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    rate_limit: u32,
+}
+
+/// The admin key file inside the data directory.
+pub(crate) const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// Makes sure an admin key exists; a new one is written to `<data-dir>/admin.key` (mode 0600),
+/// the only place it is ever shown.
+async fn ensure_admin_key(embedded: &Embedded) -> anyhow::Result<()> {
+    if embedded.store.has_admin_key().await? {
+        return Ok(());
+    }
+    let key = generate_api_key()?;
+    let path = embedded.data_dir.join(ADMIN_KEY_FILE);
+    write_secret(&path, &key).with_context(|| format!("writing {}", path.display()))?;
+    embedded.store.add_api_key(&hash_api_key(&key), None).await?;
+    eprintln!("switchboard: created an admin API key in {}", path.display());
+    Ok(())
+}
+
+fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    writeln!(file, "{secret}")
 }
 
 pub(crate) struct EmbeddedIngest(pub Arc<Embedded>);
@@ -66,10 +97,38 @@ impl Ingest for EmbeddedIngest {
     }
 }
 
-pub(crate) fn api_state(embedded: &Arc<Embedded>) -> ApiState {
+#[async_trait]
+impl Invoker for EmbeddedIngest {
+    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
+        // Queued in the conversation's group like any message, so it runs in turn; the source id
+        // deduplicates a retried call with the same Idempotency-Key.
+        let completions = self.0.subscribe_completions();
+        self.0.queue.enqueue(&item, &item.source_id).await?;
+        Ok(self.0.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
+    }
+}
+
+/// API keys checked against their hashes in the store.
+struct StoreKeys(SqliteStore);
+
+#[async_trait]
+impl Authenticator for StoreKeys {
+    async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError> {
+        Ok(self.0.api_key_owner(&hash_api_key(key)).await?.map(|owner| match owner {
+            None => Caller::Admin,
+            Some(t) => Caller::Tenant(t),
+        }))
+    }
+}
+
+pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize) -> ApiState {
     let store = Arc::new(embedded.store.clone());
     ApiState {
         ingest: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
+        invoker: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
+        admin: store.clone(),
+        auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
+        limiter: Some(Arc::new(RateLimiter::new(requests_per_minute))),
         config: store.clone(),
         sessions: store.clone(),
         executions: store.clone(),
@@ -112,6 +171,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
+    ensure_admin_key(&embedded).await?;
     embedded.start_workers();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
@@ -123,7 +183,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.data_dir.display(),
         script.display()
     );
-    let app = switchboard_api::router(api_state(&embedded));
+    let app = switchboard_api::router(api_state(&embedded, usize::try_from(args.rate_limit).unwrap_or(usize::MAX)));
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

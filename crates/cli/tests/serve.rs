@@ -17,6 +17,8 @@ fn examples() -> PathBuf {
 struct Server {
     child: Child,
     base: String,
+    /// The admin key the server created in its data directory on first start.
+    admin_key: String,
 }
 
 impl Server {
@@ -41,7 +43,19 @@ impl Server {
         BufReader::new(stdout).read_line(&mut line).unwrap();
         let base =
             line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Self { base: base.to_owned(), child }
+        let admin_key = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
+        Self { base: base.to_owned(), child, admin_key }
+    }
+
+    /// A client that sends `key` (the admin key unless given).
+    fn client_with(&self, key: &str) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {key}").parse().unwrap());
+        reqwest::Client::builder().default_headers(headers).build().unwrap()
+    }
+
+    fn client(&self) -> reqwest::Client {
+        self.client_with(&self.admin_key)
     }
 
     fn url(&self, path: &str) -> String {
@@ -84,7 +98,7 @@ async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
 async fn a_message_posted_over_http_is_answered_and_readable() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let client = reqwest::Client::new();
+    let client = server.client();
 
     // when a customer's message arrives as an EventBridge envelope
     let (status, body, _) =
@@ -133,7 +147,7 @@ async fn a_message_posted_over_http_is_answered_and_readable() {
 async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let client = reqwest::Client::new();
+    let client = server.client();
     let (_, body, _) =
         post(&client, &server.url("/events?wait=30"), &event("h-1", "acme", "c-h", "I want a human now")).await;
     assert_eq!(body["execution"]["status"], "handed_off");
@@ -156,7 +170,7 @@ async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human(
 async fn bad_input_gets_problem_json_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let client = reqwest::Client::new();
+    let client = server.client();
     let url = server.url("/events");
 
     // malformed JSON
@@ -213,7 +227,7 @@ async fn a_message_survives_the_process_being_killed() {
     // given a server that accepted a message
     let dir = tempfile::tempdir().unwrap();
     let first = Server::start(dir.path(), &["--visibility-timeout", "1"]);
-    let client = reqwest::Client::new();
+    let client = first.client();
     let (status, _, _) = post(&client, &first.url("/events"), &event("k-1", "acme", "c-k", "Hi there")).await;
     assert_eq!(status, 202);
     // when the process is killed at once (the item may be queued, in flight or done)
@@ -248,7 +262,7 @@ async fn read_until(res: &mut reqwest::Response, needle: &str) -> String {
 async fn an_operator_stream_receives_the_human_handoff_live_and_on_reconnect() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let client = reqwest::Client::new();
+    let client = server.client();
     // given an operator UI connected to the tenant's stream
     let mut live = client.get(server.url("/tenants/acme/events/stream")).send().await.unwrap();
     assert_eq!(live.status().as_u16(), 200);

@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod bus;
 pub mod conversations;
 pub mod db;
+pub mod keys;
 pub mod queue;
 pub mod runtime;
 pub mod scripted;

@@ -1,0 +1,81 @@
+//! `switchboard tenants …`: tenant administration straight on a data directory. Creating a tenant
+//! also creates its API key, printed once; only its hash is stored.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use switchboard_domain::TenantId;
+use switchboard_domain::limits::MAX_NAME_LEN;
+use switchboard_embedded::keys::{generate_api_key, hash_api_key};
+use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::SystemClock;
+
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// Create a tenant and print its API key (shown once).
+    Create(CreateArgs),
+    /// Issue another API key for an existing tenant (the old ones keep working).
+    Key(KeyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Tenant id: 1 to 63 of letters, digits, '-', '_' or '.'.
+    id: String,
+    /// Display name.
+    #[arg(long)]
+    name: String,
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    data_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    id: String,
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    data_dir: PathBuf,
+}
+
+fn open(data_dir: &std::path::Path) -> anyhow::Result<Embedded> {
+    // No model runs here; the scripted model with no rules only satisfies the constructor.
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[]}"#)?);
+    Embedded::open(data_dir, model, Arc::new(SystemClock), EmbeddedOptions::default()).context("--data-dir")
+}
+
+fn parse_id(raw: &str) -> anyhow::Result<TenantId> {
+    raw.parse().map_err(|e| anyhow::anyhow!("tenant id '{raw}': {e}"))
+}
+
+pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
+    match cmd {
+        TenantsCommand::Create(args) => {
+            let id = parse_id(&args.id)?;
+            if args.name.trim().is_empty() || args.name.chars().count() > MAX_NAME_LEN {
+                bail!("--name: must be 1 to {MAX_NAME_LEN} characters, not blank");
+            }
+            let embedded = open(&args.data_dir)?;
+            if !embedded.store.create_tenant(&id, &args.name).await? {
+                bail!("tenant '{id}' already exists (use `switchboard tenants key {id}` for another key)");
+            }
+            issue_key(&embedded, &id).await
+        }
+        TenantsCommand::Key(args) => {
+            let id = parse_id(&args.id)?;
+            let embedded = open(&args.data_dir)?;
+            if !switchboard_engine::ConfigStore::tenant_exists(&embedded.store, &id).await? {
+                bail!("no tenant '{id}' in {}", args.data_dir.display());
+            }
+            issue_key(&embedded, &id).await
+        }
+    }
+}
+
+async fn issue_key(embedded: &Embedded, id: &TenantId) -> anyhow::Result<()> {
+    let key = generate_api_key()?;
+    embedded.store.add_api_key(&hash_api_key(&key), Some(id)).await?;
+    println!("{key}");
+    eprintln!("API key for tenant '{id}' (shown once; send it as 'Authorization: Bearer <key>')");
+    Ok(())
+}

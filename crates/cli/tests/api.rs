@@ -1,0 +1,445 @@
+//! The internal API over real HTTP against `switchboard serve`: keys and tenancy, CRUD with
+//! ETags, validation with pointers, references, manual invoke, rate limits, and a cross-tenant
+//! corpus that must leak nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/support")
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+}
+
+struct Server {
+    child: Child,
+    base: String,
+    admin: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = bin()
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0", "--workers", "2", "--scripted-model"])
+            .arg(examples().join("script.json"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+        let admin = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
+        Self { child, base, admin }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `switchboard tenants create` on the data directory; returns the printed key.
+fn create_tenant(data_dir: &Path, id: &str) -> String {
+    let out = bin()
+        .args(["tenants", "create", id, "--name", &format!("Tenant {id}"), "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+struct Api<'a> {
+    server: &'a Server,
+    key: String,
+    client: Client,
+}
+
+struct Reply {
+    status: StatusCode,
+    body: Value,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl<'a> Api<'a> {
+    fn new(server: &'a Server, key: &str) -> Self {
+        Api { server, key: key.to_owned(), client: Client::new() }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Reply {
+        let mut req = self.client.request(method, format!("{}{path}", self.server.base)).bearer_auth(&self.key);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let (status, headers) = (res.status(), res.headers().clone());
+        let text = res.text().await.unwrap();
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        Reply { status, body, headers }
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.call(Method::GET, path, None, &[]).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(body), &[]).await
+    }
+}
+
+fn agent_body(name: &str) -> Value {
+    json!({ "name": name, "systemPrompt": "You help.", "model": "anthropic.claude-3-haiku", "tools": ["send_message"] })
+}
+
+fn pointers(r: &Reply) -> Vec<String> {
+    r.body["errors"]
+        .as_array()
+        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn keys_decide_who_may_see_which_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let acme = create_tenant(dir.path(), "acme");
+    let _globex = create_tenant(dir.path(), "globex");
+
+    // no key, a wrong key: 401 with a challenge
+    let res = Client::new().get(format!("{}/tenants/acme/agents", server.base)).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers()["www-authenticate"], "Bearer");
+    assert_eq!(Api::new(&server, "sbk_wrong").get("/tenants/acme/agents").await.status, 401);
+    // the tenant's own key works on its own tenant
+    assert_eq!(Api::new(&server, &acme).get("/tenants/acme/agents").await.status, 200);
+    // and answers as if another tenant did not exist
+    let other = Api::new(&server, &acme).get("/tenants/globex/agents").await;
+    assert_eq!(other.status, 404);
+    assert_eq!(other.body["detail"], "no tenant 'globex'");
+    assert_eq!(Api::new(&server, &acme).get("/tenants/nobody/agents").await.body, other.body.as_object().map(|_| {
+        json!({"type": "urn:switchboard:problem:not-found", "title": "Not found", "status": 404, "detail": "no tenant 'nobody'"})
+    }).unwrap());
+    // an event for another tenant is refused like an unknown tenant
+    let event = json!({ "id": "e-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "globex", "conversationId": "c", "messageId": "m", "channel": {}, "conversation": {},
+                    "message": { "direction": "inbound", "text": "hi" } } });
+    let r = Api::new(&server, &acme).post("/events", event).await;
+    assert_eq!((r.status, pointers(&r)), (StatusCode::UNPROCESSABLE_ENTITY, vec!["/detail/tenantId".to_owned()]));
+    // health needs no key
+    assert_eq!(Client::new().get(format!("{}/health", server.base)).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn an_agent_is_created_read_listed_replaced_and_deleted_with_etags() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(dir.path(), "acme"));
+
+    let created = api.post("/tenants/acme/agents", agent_body("Support")).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.headers["etag"], "\"1\"");
+    let id = created.body["agentId"].as_str().unwrap().to_owned();
+    assert_eq!(created.headers["location"], format!("/tenants/acme/agents/{id}").as_str());
+    assert_eq!(created.body["maxTurns"], 10, "brief defaults applied");
+
+    let got = api.get(&format!("/tenants/acme/agents/{id}")).await;
+    assert_eq!((got.status, got.body["name"].as_str()), (StatusCode::OK, Some("Support")));
+
+    api.post("/tenants/acme/agents", json!({ "name": "Draft", "systemPrompt": "p", "model": "m", "status": "draft" }))
+        .await;
+    let drafts = api.get("/tenants/acme/agents?status=draft").await;
+    assert_eq!(drafts.body["items"].as_array().unwrap().len(), 1);
+    let page = api.get("/tenants/acme/agents?limit=1").await;
+    assert_eq!(page.body["items"].as_array().unwrap().len(), 1);
+    let next = page.body["nextCursor"].as_str().unwrap();
+    let page2 = api.get(&format!("/tenants/acme/agents?limit=1&cursor={next}")).await;
+    assert_eq!(page2.body["items"].as_array().unwrap().len(), 1);
+    assert_ne!(page.body["items"][0]["agentId"], page2.body["items"][0]["agentId"]);
+
+    let path = format!("/tenants/acme/agents/{id}");
+    let mut changed = agent_body("Support v2");
+    // without If-Match: 428; with a stale one: 412; with the current one: 200 and a new ETag
+    assert_eq!(api.call(Method::PUT, &path, Some(changed.clone()), &[]).await.status, 428);
+    assert_eq!(api.call(Method::PUT, &path, Some(changed.clone()), &[("if-match", "\"7\"")]).await.status, 412);
+    let replaced = api.call(Method::PUT, &path, Some(changed.clone()), &[("if-match", "\"1\"")]).await;
+    assert_eq!((replaced.status, replaced.headers["etag"].to_str().unwrap()), (StatusCode::OK, "\"2\""));
+    assert_eq!(replaced.body["createdAt"], created.body["createdAt"]);
+    changed["name"] = json!("lost update");
+    assert_eq!(api.call(Method::PUT, &path, Some(changed), &[("if-match", "\"1\"")]).await.status, 412);
+
+    assert_eq!(api.call(Method::DELETE, &path, None, &[]).await.status, 204);
+    assert_eq!(api.get(&path).await.status, 404);
+    assert_eq!(api.call(Method::DELETE, &path, None, &[]).await.status, 404);
+}
+
+#[tokio::test]
+async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(dir.path(), "acme"));
+
+    let mut b = agent_body("A");
+    b["colour"] = json!("red");
+    let r = api.post("/tenants/acme/agents", b).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["errors"][0]["detail"].as_str().unwrap().contains("unknown field `colour`"));
+    let mut b = agent_body("A");
+    b["agentId"] = json!("01JD0000SVPP0RT0AGENT00001");
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", b).await), ["/agentId"]);
+    let mut b = agent_body("A");
+    b["modelConfig"] = json!({ "temperature": 3 });
+    b["maxIterations"] = json!(0);
+    b["tools"] = json!(["send_message", "teleport"]);
+    assert_eq!(
+        pointers(&api.post("/tenants/acme/agents", b).await),
+        ["/modelConfig/temperature", "/maxIterations", "/tools/1"]
+    );
+    let mut b = agent_body("A");
+    b["modelConfig"] = json!({ "temperature": "warm" });
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", b).await), ["/modelConfig/temperature"]);
+    let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "application/json")]).await;
+    assert_eq!(r.status, 400);
+    // a trigger with a bad operator, a bad regex, and an agent that does not exist
+    let agent = api.post("/tenants/acme/agents", agent_body("A")).await.body["agentId"].clone();
+    let trig = |conditions: Value, agent: &Value| json!({ "name": "t", "agentId": agent, "eventType": "message.new", "conditions": conditions });
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            trig(json!({ "all": [ { "field": "x", "operator": "resembles", "value": 1 } ] }), &agent),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(pointers(&r)[0].starts_with("/conditions"), "{}", r.body);
+    assert!(r.body["errors"][0]["detail"].as_str().unwrap().contains("/all/0/operator"), "{}", r.body);
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            trig(json!({ "field": "message.text", "operator": "matches", "value": "(" }), &agent),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    let r = api.post("/tenants/acme/triggers", trig(json!({}), &json!("01JD0000PAYMENTS0AGENT0002"))).await;
+    assert_eq!(pointers(&r), ["/agentId"]);
+    // nothing of the refused triggers was stored
+    assert_eq!(api.get("/tenants/acme/triggers").await.body["items"].as_array().unwrap().len(), 0);
+    // bad queries
+    assert_eq!(pointers(&api.get("/tenants/acme/agents?limit=0").await), ["/query/limit"]);
+    assert_eq!(pointers(&api.get("/tenants/acme/agents?status=sleepy").await), ["/query/status"]);
+    assert_eq!(pointers(&api.get("/tenants/acme/triggers?type=router").await), ["/query/type"]);
+    assert_eq!(api.get("/tenants/acme/agents?bogus=1").await.status, 400);
+}
+
+#[tokio::test]
+async fn references_must_exist_and_block_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(dir.path(), "acme"));
+    // a custom webhook tool, listed after the built-in system tools
+    let tool = api
+        .post("/tenants/acme/tools", json!({
+            "name": "lookup_order", "description": "Finds an order",
+            "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"] },
+            "handler": { "type": "webhook", "url": "https://example.invalid/hook", "timeoutMs": 5000 }
+        }))
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let tool_id = tool.body["toolId"].as_str().unwrap().to_owned();
+    let tools = api.get("/tenants/acme/tools").await.body["items"].clone();
+    assert_eq!(tools[0]["name"], "send_message");
+    assert_eq!(tools[0]["type"], "system");
+    assert!(tools.as_array().unwrap().iter().any(|t| t["toolId"] == tool_id.as_str()));
+    let bad_schema = api
+        .post(
+            "/tenants/acme/tools",
+            json!({
+                "name": "send_message", "description": "d", "parameters": { "type": "object", "required": ["x"] },
+                "handler": { "type": "webhook", "url": "ftp://x", "timeoutMs": 60000 }
+            }),
+        )
+        .await;
+    assert_eq!(pointers(&bad_schema), ["/name", "/parameters/required/0", "/handler/url", "/handler/timeoutMs"]);
+    // a skill using the tool, and an agent using both
+    let skill = api
+        .post("/tenants/acme/skills", json!({ "name": "orders", "description": "Order lookups", "prompt": "Look orders up.", "tools": [tool_id] }))
+        .await;
+    assert_eq!(skill.status, 201, "{}", skill.body);
+    let skill_id = skill.body["skillId"].as_str().unwrap().to_owned();
+    let mut a = agent_body("A");
+    a["tools"] = json!(["send_message", tool_id]);
+    a["skills"] = json!([skill_id]);
+    let agent = api.post("/tenants/acme/agents", a).await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent_id = agent.body["agentId"].as_str().unwrap().to_owned();
+    let trigger = api
+        .post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent_id, "eventType": "message.new" }))
+        .await;
+    let trigger_id = trigger.body["triggerId"].as_str().unwrap().to_owned();
+    // an agent naming a missing skill is refused
+    let mut bad = agent_body("B");
+    bad["skills"] = json!(["01JD0000SK1LL0000000000001"]);
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", bad).await), ["/skills/0"]);
+    // what is still used cannot be deleted
+    for (path, used_by) in [
+        (format!("/tenants/acme/agents/{agent_id}"), "trigger"),
+        (format!("/tenants/acme/tools/{tool_id}"), "agent"),
+        (format!("/tenants/acme/skills/{skill_id}"), "agent"),
+    ] {
+        let r = api.call(Method::DELETE, &path, None, &[]).await;
+        assert_eq!(r.status, 409, "{path}");
+        assert!(r.body["detail"].as_str().unwrap().contains(used_by), "{}", r.body);
+    }
+    // once the users are gone, it can
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/triggers/{trigger_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/agents/{agent_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/skills/{skill_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/tools/{tool_id}"), None, &[]).await.status, 204);
+}
+
+#[tokio::test]
+async fn a_trigger_created_over_the_api_routes_the_next_message_and_invoke_runs_an_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(dir.path(), "acme"));
+    let agent = api.post("/tenants/acme/agents", agent_body("Echo")).await.body["agentId"].as_str().unwrap().to_owned();
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": format!("m-{id}"), "channel": {},
+                        "conversation": {}, "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    assert_eq!(api.post("/events", event("e-1")).await.body["outcome"], "no_match");
+    api.post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent, "eventType": "message.new" })).await;
+    // no waiting for a cache to expire: the write invalidated it
+    let routed = api.post("/events?wait=30", event("e-2")).await;
+    assert_eq!(routed.body["outcome"], "enqueued");
+    assert_eq!(routed.body["execution"]["status"], "success");
+
+    // manual invoke on another conversation, retried with the same Idempotency-Key
+    let path = format!("/tenants/acme/agents/{agent}/invoke");
+    let body =
+        json!({ "conversationId": "c-2", "message": "Where is my order #1234?", "metadata": { "source": "crm" } });
+    let first = api.call(Method::POST, &path, Some(body.clone()), &[("idempotency-key", "crm-77")]).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["status"], "success");
+    assert_eq!(first.body["actions"][0]["type"], "reply");
+    let again = api.call(Method::POST, &path, Some(body), &[("idempotency-key", "crm-77")]).await;
+    assert_eq!(again.body["executionId"], first.body["executionId"]);
+    let convo = api.get("/tenants/acme/conversations/c-2/messages").await;
+    assert_eq!(convo.body["messages"].as_array().unwrap().len(), 1, "one reply, no inbound line for an invoke");
+    // invoke refuses bad input and conversations that belong to someone else
+    assert_eq!(pointers(&api.post(&path, json!({ "conversationId": "bad id!" })).await), ["/conversationId"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "conversationId": "c", "extra": 1 })).await), ["/extra"]);
+    let other =
+        api.post("/tenants/acme/agents", agent_body("Other")).await.body["agentId"].as_str().unwrap().to_owned();
+    let r = api.post(&format!("/tenants/acme/agents/{other}/invoke"), json!({ "conversationId": "c-2" })).await;
+    assert_eq!(r.status, 409);
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--rate-limit", "3"]);
+    let api = Api::new(&server, &create_tenant(dir.path(), "acme"));
+    for _ in 0..3 {
+        assert_eq!(api.get("/tenants/acme/agents").await.status, 200);
+    }
+    let limited = api.get("/tenants/acme/agents").await;
+    assert_eq!(limited.status, 429);
+    let retry: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry));
+    assert_eq!(limited.body["type"], "urn:switchboard:problem:rate-limited");
+}
+
+#[tokio::test]
+async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let intruder = Api::new(&server, &create_tenant(dir.path(), "intruder"));
+    // given acme data of every kind
+    let tool = admin
+        .post(
+            "/tenants/acme/tools",
+            json!({ "name": "t1", "description": "d", "parameters": { "type": "object" },
+            "handler": { "type": "webhook", "url": "https://example.invalid", "timeoutMs": 1000 } }),
+        )
+        .await
+        .body["toolId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let skill = admin
+        .post("/tenants/acme/skills", json!({ "name": "s1", "description": "d", "prompt": "p" }))
+        .await
+        .body["skillId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = admin
+        .post("/events?wait=30", json!({ "id": "x-1", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-x", "messageId": "m-x", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "a human please" } } }))
+        .await;
+    let session = run.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let execution = run.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let agent = "01JD0000SVPP0RT0AGENT00001";
+    let trigger = "01JD0000TR1GGER0CHAT000001";
+    // when the intruder uses acme's ids, under acme's path and under its own
+    let mut corpus: Vec<(Method, String, Option<Value>)> = Vec::new();
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        for (kind, id) in
+            [("agents", agent), ("triggers", trigger), ("tools", tool.as_str()), ("skills", skill.as_str())]
+        {
+            corpus.push((Method::GET, format!("{base}/{kind}/{id}"), None));
+            corpus.push((Method::PUT, format!("{base}/{kind}/{id}"), Some(agent_body("x"))));
+            corpus.push((Method::DELETE, format!("{base}/{kind}/{id}"), None));
+        }
+        corpus.push((Method::POST, format!("{base}/agents/{agent}/invoke"), Some(json!({ "conversationId": "c-x" }))));
+        corpus.push((Method::GET, format!("{base}/sessions/{session}"), None));
+        corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
+        corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
+        corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
+        corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
+    }
+    for kind in ["agents", "triggers", "tools", "skills", "events"] {
+        corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
+        corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
+    }
+    corpus.push((Method::GET, "/tenants/acme/events/stream".into(), None));
+    let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
+    for (method, path, body) in corpus {
+        let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;
+        let own_tenant_listing = path.starts_with("/tenants/intruder/conversations");
+        // then nothing is found, nothing is changed, and no acme data appears in any answer
+        if own_tenant_listing {
+            assert_eq!(r.status, 200, "{method} {path}");
+        } else {
+            assert!(matches!(r.status.as_u16(), 404 | 405), "{method} {path} → {} {}", r.status, r.body);
+        }
+        let text = r.body.to_string();
+        // (an id the intruder sent itself may be echoed in "no agent '…'"; nothing else may appear)
+        for s in secrets.iter().filter(|s| !path.contains(**s)) {
+            assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
+        }
+    }
+    // and acme's records are intact
+    assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
+    assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+}
