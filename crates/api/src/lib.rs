@@ -17,7 +17,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
 use switchboard_engine::{
-    ConfigAdmin, ConfigStore, ConversationLog, EventLog, ExecutionLog, RouteError, RouteOutcome, SessionStore, WorkItem,
+    ConfigAdmin, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, RouteError, RouteOutcome,
+    SessionStore, WorkItem,
 };
 
 pub use auth::{Authenticator, Caller, RateLimiter};
@@ -62,6 +63,8 @@ pub trait Invoker: Send + Sync {
 pub struct ApiState {
     pub ingest: Arc<dyn Ingest>,
     pub invoker: Arc<dyn Invoker>,
+    /// The engine, for operations that run synchronously in the request (session handoff).
+    pub executor: Executor,
     pub config: Arc<dyn ConfigStore>,
     pub admin: Arc<dyn ConfigAdmin>,
     pub sessions: Arc<dyn SessionStore>,

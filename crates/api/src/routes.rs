@@ -57,6 +57,7 @@ pub fn router(state: ApiState) -> Router {
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
+        .route("/tenants/{tenant}/sessions/{session}/handoff", post(handoff))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn(log_requests))
         .with_state(state)
@@ -385,5 +386,85 @@ async fn invoke(
         }))
         .into_response()),
         None => Ok((StatusCode::ACCEPTED, Json(json!({ "sourceId": source_id, "status": "queued" }))).into_response()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TargetType {
+    Agent,
+    Human,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HandoffBody {
+    target_type: TargetType,
+    #[serde(default)]
+    target_agent_id: Option<String>,
+    reason: String,
+}
+
+/// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
+/// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
+async fn handoff(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, session)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    use switchboard_domain::{AgentId, SessionId, ValidationErrors};
+    use switchboard_engine::{HandoffError, HandoffTo};
+
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let no_session = || Problem::not_found(format!("no session '{session}'"));
+    let session_id: SessionId = session.parse().map_err(|_| no_session())?;
+    let body: HandoffBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+        .map_err(|e| {
+            let pointer = switchboard_domain::input::pointer_of(e.path());
+            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+        })?;
+    let mut errors = ValidationErrors::default();
+    if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
+        errors.push("/reason", "must be 1 to 1000 characters");
+    }
+    let to = match (body.target_type, body.target_agent_id) {
+        (TargetType::Human, None) => Some(HandoffTo::Human),
+        (TargetType::Human, Some(_)) => {
+            errors.push("/targetAgentId", "must be left out when targetType is human");
+            None
+        }
+        (TargetType::Agent, None) => {
+            errors.push("/targetAgentId", "is required when targetType is agent");
+            None
+        }
+        (TargetType::Agent, Some(raw)) => match raw.parse::<AgentId>() {
+            Ok(id) => Some(HandoffTo::Agent(id)),
+            Err(_) => {
+                errors.push("/targetAgentId", format!("'{raw}' is not an agent id"));
+                None
+            }
+        },
+    };
+    errors.into_result().map_err(Problem::invalid)?;
+    let Some(to) = to else { return Err(Problem::internal()) };
+    match state.executor.hand_off(&t, session_id, to, body.reason.trim()).await {
+        Ok(done) => Ok(Json(json!({
+            "newSessionId": done.new_session_id,
+            "status": "handed_off",
+            "executionId": done.execution.execution_id,
+        }))
+        .into_response()),
+        Err(HandoffError::NoSession(_)) => Err(no_session()),
+        Err(HandoffError::UnknownAgent(a)) => Err(Problem::invalid(ValidationErrors::single(
+            "/targetAgentId",
+            format!("no active agent '{a}' in this tenant"),
+        ))),
+        Err(e @ (HandoffError::NotAllowed(_) | HandoffError::Conflict)) => Err(Problem::conflict(e.to_string())),
+        Err(HandoffError::Store(e)) => Err(e.into()),
+        Err(HandoffError::Bus(e)) => {
+            tracing::error!(error = %e, "event bus failed during a handoff");
+            Err(if e.retryable { Problem::unavailable() } else { Problem::internal() })
+        }
     }
 }

@@ -126,6 +126,7 @@ pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize) ->
     ApiState {
         ingest: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
         invoker: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
+        executor: embedded.executor.clone(),
         admin: store.clone(),
         auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
         limiter: Some(Arc::new(RateLimiter::new(requests_per_minute))),

@@ -413,6 +413,11 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         }
         corpus.push((Method::POST, format!("{base}/agents/{agent}/invoke"), Some(json!({ "conversationId": "c-x" }))));
         corpus.push((Method::GET, format!("{base}/sessions/{session}"), None));
+        corpus.push((
+            Method::POST,
+            format!("{base}/sessions/{session}/handoff"),
+            Some(json!({ "targetType": "agent", "targetAgentId": agent, "reason": "x" })),
+        ));
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
@@ -442,4 +447,61 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn an_operator_takes_a_conversation_over_and_hands_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let event = |id: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-op", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let first = api.post("/events?wait=30", event("o-1", "Hi there")).await;
+    let session = first.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let path = format!("/tenants/acme/sessions/{session}/handoff");
+
+    // bad requests name the field
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "agent", "reason": "x" })).await), ["/targetAgentId"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "robot", "reason": "x" })).await), ["/targetType"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "human", "reason": " " })).await), ["/reason"]);
+    let r = api
+        .post(&path, json!({ "targetType": "agent", "targetAgentId": "01JD0000F0VRTH0AGENT000004", "reason": "x" }))
+        .await;
+    assert_eq!(pointers(&r), ["/targetAgentId"]);
+
+    // an operator takes the conversation: the event goes out and agents stop answering
+    let taken = api.post(&path, json!({ "targetType": "human", "reason": "VIP customer" })).await;
+    assert_eq!(taken.status, 200, "{}", taken.body);
+    assert!(taken.body["newSessionId"].is_null());
+    let events = api.get("/tenants/acme/events").await.body["events"].clone();
+    let handoff =
+        events.as_array().unwrap().iter().find(|e| e["event"]["detailType"] == "session.handoff.human").unwrap();
+    assert_eq!(handoff["event"]["detail"]["reason"], "VIP customer");
+    assert_eq!(api.post("/events", event("o-2", "hello?")).await.body["outcome"], "human_owned");
+    assert_eq!(api.post(&path, json!({ "targetType": "human", "reason": "again" })).await.status, 409);
+
+    // and hands it back to the billing specialist, who answers the next message
+    let back = api
+        .post(&path, json!({ "targetType": "agent", "targetAgentId": "01JD0000PAYMENTS0AGENT0002", "reason": "refund approved" }))
+        .await;
+    assert_eq!(back.status, 200, "{}", back.body);
+    let new_session = back.body["newSessionId"].as_str().unwrap().to_owned();
+    let next = api.post("/events?wait=30", event("o-3", "so?")).await;
+    assert_eq!(next.body["execution"]["sessionId"], new_session.as_str());
+    assert_eq!(next.body["execution"]["agentId"], "01JD0000PAYMENTS0AGENT0002");
+    let s = api.get(&format!("/tenants/acme/sessions/{new_session}")).await.body;
+    assert_eq!((s["handoffDepth"].as_u64(), s["parentSessionId"].as_str()), (Some(0), Some(session.as_str())));
+    // every move is in the old session's execution history
+    let history = api.get(&format!("/tenants/acme/sessions/{session}/executions")).await.body["items"].clone();
+    let kinds: Vec<_> = history.as_array().unwrap().iter().map(|e| e["actions"][0]["type"].clone()).collect();
+    assert!(kinds.contains(&json!("handoff_to_human")) && kinds.contains(&json!("handoff_to_agent")), "{kinds:?}");
+    // the old session can no longer be handed anywhere
+    assert_eq!(api.post(&path, json!({ "targetType": "human", "reason": "late" })).await.status, 409);
+    // nor can another tenant touch it
+    let other = Api::new(&server, &create_tenant(dir.path(), "other"));
+    assert_eq!(other.post(&path, json!({ "targetType": "human", "reason": "x" })).await.status, 404);
 }

@@ -11,8 +11,10 @@ pub use ports::*;
 
 pub mod context;
 pub mod executor;
+pub mod handoff;
 pub mod router;
 mod system_tools;
 
 pub use executor::{ExecError, ExecOutcome, Executor};
+pub use handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use router::{RouteError, RouteOutcome, Router};
