@@ -1,6 +1,7 @@
 //! The `switchboard` command: `serve` runs the embedded profile behind the HTTP API, `demo` runs
 //! an example tenant end to end offline and prints what happened.
 
+mod client;
 mod demo;
 mod serve;
 mod tenants;
@@ -31,13 +32,49 @@ enum Command {
     /// Manage tenants in a data directory (works beside a running server).
     #[command(subcommand)]
     Tenants(tenants::TenantsCommand),
+    /// Agents of a tenant, on a running server.
+    Agents(ConfigArgs),
+    /// Triggers of a tenant, on a running server.
+    Triggers(ConfigArgs),
+    /// Tools of a tenant (system tools are listed read-only), on a running server.
+    Tools(ConfigArgs),
+    /// Skills of a tenant, on a running server.
+    Skills(ConfigArgs),
+    /// Sessions of a tenant, on a running server.
+    Sessions(SessionArgs),
+    /// Execution records of a tenant, on a running server.
+    Executions(ExecutionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ConfigArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(subcommand)]
+    verb: client::ConfigVerb,
+}
+
+#[derive(Debug, clap::Args)]
+struct SessionArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(subcommand)]
+    verb: client::SessionVerb,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExecutionArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(subcommand)]
+    verb: client::ExecutionVerb,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Serve(_) => "info",
-        Command::Demo(_) | Command::Tenants(_) => "warn",
+        _ => "warn",
     };
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
@@ -55,6 +92,12 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Tenants(cmd) => tenants::run(cmd).await,
+            Command::Agents(a) => client::config("agents", &a.remote, a.verb).await,
+            Command::Triggers(a) => client::config("triggers", &a.remote, a.verb).await,
+            Command::Tools(a) => client::config("tools", &a.remote, a.verb).await,
+            Command::Skills(a) => client::config("skills", &a.remote, a.verb).await,
+            Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
+            Command::Executions(a) => client::executions(&a.remote, a.verb).await,
         }
     });
     match result {

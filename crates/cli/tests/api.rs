@@ -3,65 +3,11 @@
 //! corpus that must leak nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
 
+use common::{Server, create_tenant, examples};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/support")
-}
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-}
-
-struct Server {
-    child: Child,
-    base: String,
-    admin: String,
-}
-
-impl Server {
-    fn start(data_dir: &Path, extra: &[&str]) -> Self {
-        let mut child = bin()
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--workers", "2", "--scripted-model"])
-            .arg(examples().join("script.json"))
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
-        let admin = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
-        Self { child, base, admin }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `switchboard tenants create` on the data directory; returns the printed key.
-fn create_tenant(data_dir: &Path, id: &str) -> String {
-    let out = bin()
-        .args(["tenants", "create", id, "--name", &format!("Tenant {id}"), "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 struct Api<'a> {
     server: &'a Server,

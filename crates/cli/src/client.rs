@@ -1,0 +1,400 @@
+//! `switchboard agents|triggers|tools|skills|sessions|executions …`: the internal API from the
+//! command line, against a running server (`--endpoint`, with an API key). Input from
+//! `-f file.json|yaml`, output as a table or `--json`; an API error is shown with every field at
+//! fault, and the exit status is non-zero.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// Where and as whom to call.
+#[derive(Debug, Args)]
+pub struct Remote {
+    /// Base URL of a `switchboard serve`.
+    #[arg(long, env = "SWITCHBOARD_ENDPOINT", default_value = "http://127.0.0.1:8080", global = true)]
+    endpoint: String,
+    /// API key (an admin key or the tenant's key).
+    #[arg(long, env = "SWITCHBOARD_API_KEY", hide_env_values = true, global = true)]
+    api_key: Option<String>,
+    /// Tenant to act on.
+    #[arg(long, short = 't', env = "SWITCHBOARD_TENANT", global = true)]
+    tenant: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigVerb {
+    /// List records (all pages).
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        /// Agents only: standard, supervisor or router.
+        #[arg(long = "type")]
+        kind: Option<String>,
+    },
+    /// Show one record.
+    Get { id: String },
+    /// Create a record from a JSON or YAML file.
+    Create {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Replace a record with a JSON or YAML file (reads its ETag first, then sends If-Match).
+    Update {
+        id: String,
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Delete a record.
+    Delete { id: String },
+    /// Agents only: run the agent on a conversation now and show what it did.
+    Invoke {
+        id: String,
+        #[arg(long)]
+        conversation: String,
+        #[arg(long)]
+        message: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Target {
+    Human,
+    Agent,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionVerb {
+    Get {
+        id: String,
+    },
+    /// The sessions of a conversation, oldest first.
+    List {
+        #[arg(long)]
+        conversation: String,
+    },
+    /// Hand the conversation to a human or an agent (or back from a human to an agent).
+    Handoff {
+        id: String,
+        #[arg(long, value_enum)]
+        to: Target,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutionVerb {
+    Get {
+        id: String,
+    },
+    /// The executions of a session.
+    List {
+        #[arg(long)]
+        session: String,
+    },
+}
+
+/// A failed call, rendered for a person.
+fn problem_message(status: StatusCode, body: &Value) -> String {
+    let mut out = format!(
+        "{} {}: {}",
+        status.as_u16(),
+        body["title"].as_str().unwrap_or(status.canonical_reason().unwrap_or("error")),
+        body["detail"].as_str().unwrap_or("")
+    );
+    if let Some(errors) = body["errors"].as_array() {
+        for e in errors {
+            let pointer = e["pointer"].as_str().filter(|p| !p.is_empty()).unwrap_or("(body)");
+            out.push_str(&format!("\n  {pointer}: {}", e["detail"].as_str().unwrap_or("")));
+        }
+    }
+    out
+}
+
+struct Api {
+    base: String,
+    key: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(remote: &Remote) -> anyhow::Result<Self> {
+        let Some(key) = remote.api_key.clone() else {
+            bail!(
+                "--api-key (or SWITCHBOARD_API_KEY) is required: an admin key from <data-dir>/admin.key or a tenant key"
+            );
+        };
+        Ok(Self { base: remote.endpoint.trim_end_matches('/').to_owned(), key, http: reqwest::Client::new() })
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<&str>,
+    ) -> anyhow::Result<(Value, Option<String>)> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        if let Some(tag) = if_match {
+            req = req.header("if-match", tag);
+        }
+        let res = req.send().await.with_context(|| format!("cannot reach {} (--endpoint)", self.base))?;
+        let status = res.status();
+        let etag = res.headers().get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = res.text().await?;
+        let value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            bail!("{}", problem_message(status, &value));
+        }
+        Ok((value, etag))
+    }
+}
+
+/// Reads a record from a `.json`, `.yaml` or `.yml` file.
+fn read_record(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("-f {}", path.display()))?;
+    let is_yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    if is_yaml {
+        serde_norway::from_str(&text).with_context(|| format!("-f {}: not valid YAML", path.display()))
+    } else {
+        serde_json::from_str(&text).with_context(|| format!("-f {}: not valid JSON", path.display()))
+    }
+}
+
+fn tenant(remote: &Remote) -> anyhow::Result<&str> {
+    remote.tenant.as_deref().context("--tenant (or SWITCHBOARD_TENANT) is required")
+}
+
+/// Columns for a table of `segment` records: (header, JSON field).
+fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
+    match segment {
+        "agents" => &[("ID", "agentId"), ("NAME", "name"), ("TYPE", "type"), ("STATUS", "status"), ("MODEL", "model")],
+        "triggers" => &[
+            ("ID", "triggerId"),
+            ("NAME", "name"),
+            ("AGENT", "agentId"),
+            ("PRIORITY", "priority"),
+            ("STATUS", "status"),
+        ],
+        "tools" => &[("ID", "toolId"), ("NAME", "name"), ("TYPE", "type"), ("DESCRIPTION", "description")],
+        "skills" => &[("ID", "skillId"), ("NAME", "name"), ("STATUS", "status"), ("DESCRIPTION", "description")],
+        "sessions" => &[
+            ("ID", "sessionId"),
+            ("AGENT", "agentId"),
+            ("STATUS", "status"),
+            ("TURNS", "turnCount"),
+            ("STARTED", "startedAt"),
+        ],
+        _ => &[
+            ("ID", "executionId"),
+            ("STATUS", "status"),
+            ("ITERATIONS", "iterations"),
+            ("TOKENS", "tokenUsage"),
+            ("LATENCY MS", "latencyMs"),
+        ],
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.chars().take(60).collect(),
+        Value::Object(o) if o.contains_key("inputTokens") => {
+            format!("{}", o["inputTokens"].as_u64().unwrap_or(0) + o["outputTokens"].as_u64().unwrap_or(0))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn print_table(segment: &str, items: &[Value]) {
+    let cols = columns(segment);
+    let rows: Vec<Vec<String>> = items.iter().map(|i| cols.iter().map(|(_, f)| cell(&i[*f])).collect()).collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(c, (h, _))| rows.iter().map(|r| r[c].chars().count()).chain([h.len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: Vec<String>| {
+        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_owned()
+    };
+    println!("{}", line(cols.iter().map(|(h, _)| (*h).to_owned()).collect()));
+    for r in rows {
+        println!("{}", line(r));
+    }
+}
+
+fn print_value(v: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// `switchboard agents|triggers|tools|skills <verb>`
+pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote)?;
+    let base = format!("/tenants/{}/{segment}", tenant(remote)?);
+    match verb {
+        ConfigVerb::List { status, kind } => {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut query = vec!["limit=100".to_owned()];
+                query.extend(status.as_ref().map(|s| format!("status={s}")));
+                query.extend(kind.as_ref().map(|k| format!("type={k}")));
+                query.extend(cursor.as_ref().map(|c| format!("cursor={c}")));
+                let (page, _) = api.call(Method::GET, &format!("{base}?{}", query.join("&")), None, None).await?;
+                items.extend(page["items"].as_array().cloned().unwrap_or_default());
+                match page["nextCursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => break,
+                }
+            }
+            if remote.json {
+                print_value(&json!(items))
+            } else {
+                print_table(segment, &items);
+                Ok(())
+            }
+        }
+        ConfigVerb::Get { id } => print_value(&api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.0),
+        ConfigVerb::Create { file } => {
+            let (created, _) = api.call(Method::POST, &base, Some(&read_record(&file)?), None).await?;
+            if remote.json {
+                print_value(&created)
+            } else {
+                let id = columns(segment)[0].1;
+                println!("created {} {}", segment.trim_end_matches('s'), cell(&created[id]));
+                Ok(())
+            }
+        }
+        ConfigVerb::Update { id, file } => {
+            let record = read_record(&file)?;
+            let (_, etag) = api.call(Method::GET, &format!("{base}/{id}"), None, None).await?;
+            let (updated, etag) =
+                api.call(Method::PUT, &format!("{base}/{id}"), Some(&record), etag.as_deref()).await?;
+            if remote.json {
+                print_value(&updated)
+            } else {
+                println!(
+                    "updated {} {id} (version {})",
+                    segment.trim_end_matches('s'),
+                    etag.unwrap_or_default().trim_matches('"')
+                );
+                Ok(())
+            }
+        }
+        ConfigVerb::Delete { id } => {
+            api.call(Method::DELETE, &format!("{base}/{id}"), None, None).await?;
+            println!("deleted {} {id}", segment.trim_end_matches('s'));
+            Ok(())
+        }
+        ConfigVerb::Invoke { id, conversation, message } => {
+            if segment != "agents" {
+                bail!("invoke works on agents only");
+            }
+            let body = json!({ "conversationId": conversation, "message": message });
+            let (result, _) = api.call(Method::POST, &format!("{base}/{id}/invoke"), Some(&body), None).await?;
+            if remote.json {
+                print_value(&result)
+            } else {
+                println!(
+                    "session {} · execution {} · {}",
+                    cell(&result["sessionId"]),
+                    cell(&result["executionId"]),
+                    cell(&result["status"])
+                );
+                for a in result["actions"].as_array().cloned().unwrap_or_default() {
+                    println!(
+                        "  → {} {}",
+                        cell(&a["type"]),
+                        cell(a.get("text").unwrap_or(a.get("reason").unwrap_or(&Value::Null)))
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `switchboard sessions <verb>`
+pub async fn sessions(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote)?;
+    let t = tenant(remote)?;
+    match verb {
+        SessionVerb::Get { id } => {
+            print_value(&api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0)
+        }
+        SessionVerb::List { conversation } => {
+            let (v, _) = api
+                .call(Method::GET, &format!("/tenants/{t}/conversations/{conversation}/sessions"), None, None)
+                .await?;
+            let items = v["sessions"].as_array().cloned().unwrap_or_default();
+            if remote.json {
+                print_value(&json!(items))
+            } else {
+                print_table("sessions", &items);
+                Ok(())
+            }
+        }
+        SessionVerb::Handoff { id, to, agent, reason } => {
+            let body = match to {
+                Target::Human => json!({ "targetType": "human", "reason": reason }),
+                Target::Agent => json!({ "targetType": "agent", "targetAgentId": agent, "reason": reason }),
+            };
+            let (v, _) =
+                api.call(Method::POST, &format!("/tenants/{t}/sessions/{id}/handoff"), Some(&body), None).await?;
+            if remote.json {
+                print_value(&v)
+            } else {
+                match v["newSessionId"].as_str() {
+                    Some(s) => println!("handed off; new session {s}"),
+                    None => println!("handed off to a human"),
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `switchboard executions <verb>`
+pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote)?;
+    let t = tenant(remote)?;
+    match verb {
+        ExecutionVerb::Get { id } => {
+            print_value(&api.call(Method::GET, &format!("/tenants/{t}/executions/{id}"), None, None).await?.0)
+        }
+        ExecutionVerb::List { session } => {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let q = cursor.as_ref().map(|c| format!("&cursor={c}")).unwrap_or_default();
+                let (page, _) = api
+                    .call(Method::GET, &format!("/tenants/{t}/sessions/{session}/executions?limit=100{q}"), None, None)
+                    .await?;
+                items.extend(page["items"].as_array().cloned().unwrap_or_default());
+                match page["nextCursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => break,
+                }
+            }
+            if remote.json {
+                print_value(&json!(items))
+            } else {
+                print_table("executions", &items);
+                Ok(())
+            }
+        }
+    }
+}
