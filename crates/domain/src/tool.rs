@@ -153,9 +153,64 @@ pub struct UnknownSystemTool;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolHandler {
-    #[serde(rename_all = "camelCase")]
-    Webhook { url: String, timeout_ms: u32 },
+    Webhook(WebhookHandler),
 }
+
+/// A tenant's HTTPS endpoint, called with a signed JSON `POST`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookHandler {
+    pub url: String,
+    /// Name of the tenant secret that signs the request (Secrets Manager / the secrets file).
+    /// Without one, requests are sent unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<String>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u32,
+    /// Extra request headers the tenant wants sent (e.g. an API version). Only names outside
+    /// the reserved set are allowed; see [`RESERVED_HEADERS`].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub retry_policy: RetryPolicy,
+    /// Send the conversation id (personal data) in the request body.
+    #[serde(default)]
+    pub include_pii: bool,
+}
+
+fn default_timeout_ms() -> u32 {
+    10_000
+}
+
+/// Retries of a webhook call: only on connect errors, 429 and 5xx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub backoff_ms: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_retries: 2, backoff_ms: 200 }
+    }
+}
+
+/// Request headers a tool may not set: framing, routing, and Switchboard's own signature headers.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+];
+
+/// Most retries a webhook tool may ask for.
+pub const MAX_TOOL_RETRIES: u32 = 5;
 
 /// A tenant-defined tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,15 +265,36 @@ impl Tool {
         }
         check_parameters_schema(&mut errors, &self.parameters);
         match &self.handler {
-            ToolHandler::Webhook { url, timeout_ms } => {
+            ToolHandler::Webhook(h) => {
+                let url = &h.url;
                 if !(url.starts_with("https://") || url.starts_with("http://"))
                     || url.len() > 2048
                     || url.contains(char::is_whitespace)
                 {
                     errors.push("/handler/url", "must be an http(s) URL of at most 2048 characters");
                 }
-                if *timeout_ms == 0 || *timeout_ms > MAX_TOOL_TIMEOUT_MS {
+                if h.timeout_ms == 0 || h.timeout_ms > MAX_TOOL_TIMEOUT_MS {
                     errors.push("/handler/timeoutMs", format!("must be between 1 and {MAX_TOOL_TIMEOUT_MS}"));
+                }
+                if h.retry_policy.max_retries > MAX_TOOL_RETRIES || h.retry_policy.backoff_ms > 10_000 {
+                    errors.push(
+                        "/handler/retryPolicy",
+                        format!("maxRetries must be at most {MAX_TOOL_RETRIES} and backoffMs at most 10000"),
+                    );
+                }
+                if let Some(r) = &h.secret_ref
+                    && (r.is_empty() || r.len() > 128 || r.contains(char::is_whitespace))
+                {
+                    errors.push("/handler/secretRef", "must be a secret name of 1 to 128 characters");
+                }
+                for (name, value) in &h.headers {
+                    let lower = name.to_ascii_lowercase();
+                    let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                    if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("switchboard-") {
+                        errors.push(format!("/handler/headers/{name}"), "is not a header a tool may set");
+                    } else if value.contains(['\r', '\n']) || value.len() > 1024 {
+                        errors.push(format!("/handler/headers/{name}"), "must be one line of at most 1024 bytes");
+                    }
                 }
             }
         }

@@ -74,9 +74,11 @@ CREATE TABLE messages (
     message_id      TEXT NOT NULL,
     direction       TEXT NOT NULL,
     text            TEXT NOT NULL,
-    idempotency_key TEXT UNIQUE,
+    idempotency_key TEXT,
     created_at      TEXT NOT NULL,
-    UNIQUE (tenant_id, message_id)
+    UNIQUE (tenant_id, message_id),
+    -- Per tenant: two tenants may well see the same event id.
+    UNIQUE (tenant_id, idempotency_key)
 ) STRICT;
 CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
 CREATE TABLE events (
@@ -327,8 +329,8 @@ impl SqliteStore {
             .call(move |c| {
                 let tx = c.transaction()?;
                 let existing: Option<String> = tx
-                    .prepare_cached("SELECT message_id FROM messages WHERE idempotency_key = ?1")?
-                    .query_row(params![key], |r| r.get(0))
+                    .prepare_cached("SELECT message_id FROM messages WHERE tenant_id = ?1 AND idempotency_key = ?2")?
+                    .query_row(params![t, key], |r| r.get(0))
                     .optional()?;
                 if let Some(id) = existing {
                     return Ok((id, true));

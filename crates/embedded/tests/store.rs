@@ -12,7 +12,7 @@ use switchboard_domain::{
 };
 use switchboard_embedded::queue::QueueConfig;
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{Clock, ExecutionLog, SessionStore, SessionWrite, StoreError, TurnCommit};
+use switchboard_engine::{Clock, ConversationLog, ExecutionLog, SessionStore, SessionWrite, StoreError, TurnCommit};
 
 #[derive(Debug)]
 struct ManualClock(Mutex<DateTime<Utc>>);
@@ -194,4 +194,22 @@ async fn a_work_item_that_cannot_be_parsed_ends_in_the_dead_letters() {
     let dead = e.queue.dead_letters(10).await.unwrap();
     assert_eq!(dead.iter().map(|d| d.dedup_id.as_str()).collect::<Vec<_>>(), ["bad-1", "bad-2"]);
     assert_eq!(e.queue.stats().await.unwrap().dead, 2);
+}
+
+#[tokio::test]
+async fn two_tenants_with_the_same_event_id_both_get_their_reply() {
+    let clock = clock();
+    let (e, _dir) = open(clock.clone(), 5);
+    let (a, b): (TenantId, TenantId) = ("t-a".parse().unwrap(), "t-b".parse().unwrap());
+    // the same idempotency key (derived from the same event id) in two tenants
+    let (id_a, dup_a) = e.store.record_reply(&a, "c-1", "hello A", "evt-1/0").await.unwrap();
+    let (id_b, dup_b) = e.store.record_reply(&b, "c-1", "hello B", "evt-1/0").await.unwrap();
+    assert!(!dup_a && !dup_b, "neither is a repeat");
+    assert_ne!(id_a, id_b);
+    // and within one tenant the key still deduplicates
+    let (again, dup) = e.store.record_reply(&a, "c-1", "hello A", "evt-1/0").await.unwrap();
+    assert!(dup);
+    assert_eq!(again, id_a);
+    let texts: Vec<_> = e.store.messages(&b, "c-1", 10).await.unwrap().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, ["hello B"]);
 }

@@ -1,0 +1,324 @@
+//! `BedrockModel`: one model call through the Bedrock Converse API, mapping the engine's
+//! messages, tool specs and model config to Converse and back. Throttling, 5xx and timeouts are
+//! retried here with exponential backoff and full jitter (the client's own SDK retry is off, so
+//! every attempt is counted once); what still fails reaches the engine as a [`ModelError`].
+//! No streaming, no fallback chain and no circuit breaker in this adapter.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::error::SdkError;
+use aws_sdk_bedrockruntime::operation::converse::{ConverseError, ConverseOutput};
+use aws_sdk_bedrockruntime::types::{
+    ContentBlock as BContent, ConversationRole, ConverseOutput as BOutput, InferenceConfiguration, Message as BMessage,
+    StopReason as BStop, SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
+    ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
+};
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::{Document, Number};
+use switchboard_domain::TokenUsage;
+use switchboard_domain::message::{ContentBlock, Message, Role};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
+
+/// How often and how patiently a call is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// The ceiling of the first retry's delay; it doubles with every retry.
+    pub base: Duration,
+    /// The largest ceiling.
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 4, base: Duration::from_millis(250), cap: Duration::from_secs(8) }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `retry` (0 for the first): "full jitter", a uniformly
+    /// random point in `[0, min(cap, base * 2^retry))` where `unit` is uniform in `[0, 1)`.
+    /// Spreading retries over the whole window keeps throttled callers from retrying in step.
+    pub fn backoff(&self, retry: u32, unit: f64) -> Duration {
+        let ceiling = self.base.saturating_mul(2u32.saturating_pow(retry.min(31))).min(self.cap);
+        ceiling.mul_f64(unit.clamp(0.0, 1.0))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BedrockModel {
+    client: Client,
+    retry: RetryPolicy,
+}
+
+impl BedrockModel {
+    pub fn new(client: Client) -> Self {
+        Self { client, retry: RetryPolicy::default() }
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+}
+
+/// A failed attempt and whether another may succeed.
+#[derive(Debug)]
+struct Attempt {
+    error: ModelError,
+    retry: bool,
+}
+
+#[async_trait]
+impl Model for BedrockModel {
+    #[tracing::instrument(skip_all, fields(model = %request.model))]
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let messages = request.messages.iter().map(to_bedrock_message).collect::<Result<Vec<_>, _>>()?;
+        let tools = tool_config(request)?;
+        let inference = InferenceConfiguration::builder()
+            .max_tokens(i32::try_from(request.config.max_tokens).unwrap_or(i32::MAX))
+            .temperature(request.config.temperature)
+            .set_top_p(request.config.top_p)
+            .set_stop_sequences(
+                (!request.config.stop_sequences.is_empty()).then(|| request.config.stop_sequences.clone()),
+            )
+            .build();
+        let system =
+            (!request.system.trim().is_empty()).then(|| vec![SystemContentBlock::Text(request.system.clone())]);
+        let call = self
+            .client
+            .converse()
+            .model_id(&request.model)
+            .set_system(system)
+            .set_messages(Some(messages))
+            .set_tool_config(tools)
+            .inference_config(inference);
+        let mut retry = 0;
+        loop {
+            let failure = match call.clone().send().await {
+                Ok(out) => return from_output(request, &out),
+                Err(e) => classify(&e),
+            };
+            if !failure.retry || retry + 1 >= self.retry.max_attempts {
+                tracing::warn!(attempts = retry + 1, error = %failure.error, "model call failed");
+                return Err(failure.error);
+            }
+            let delay = self.retry.backoff(retry, fastrand::f64());
+            tracing::info!(retry, delay_ms = delay.as_millis() as u64, error = %failure.error, "retrying model call");
+            tokio::time::sleep(delay).await;
+            retry += 1;
+        }
+    }
+}
+
+fn classify(err: &SdkError<ConverseError>) -> Attempt {
+    let text = DisplayErrorContext(err).to_string();
+    let attempt = |error, retry| Attempt { error, retry };
+    match err {
+        SdkError::ServiceError(service) => match service.err() {
+            ConverseError::ThrottlingException(_) => attempt(ModelError::Throttled(text), true),
+            ConverseError::ServiceUnavailableException(_)
+            | ConverseError::InternalServerException(_)
+            | ConverseError::ModelNotReadyException(_) => attempt(ModelError::Unavailable(text), true),
+            ConverseError::ModelTimeoutException(_) => attempt(ModelError::Timeout, true),
+            ConverseError::ValidationException(_)
+            | ConverseError::AccessDeniedException(_)
+            | ConverseError::ResourceNotFoundException(_) => attempt(ModelError::Rejected(text), false),
+            ConverseError::ModelErrorException(_) => attempt(ModelError::Unavailable(text), false),
+            _ => match service.raw().status().as_u16() {
+                429 => attempt(ModelError::Throttled(text), true),
+                s if s >= 500 => attempt(ModelError::Unavailable(text), true),
+                _ => attempt(ModelError::Rejected(text), false),
+            },
+        },
+        SdkError::TimeoutError(_) => attempt(ModelError::Timeout, true),
+        SdkError::DispatchFailure(d) if d.is_timeout() => attempt(ModelError::Timeout, true),
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => attempt(ModelError::Unavailable(text), true),
+        _ => attempt(ModelError::Rejected(text), false),
+    }
+}
+
+fn rejected(e: impl std::fmt::Display) -> ModelError {
+    ModelError::Rejected(format!("building the Converse request: {e}"))
+}
+
+fn to_bedrock_message(m: &Message) -> Result<BMessage, ModelError> {
+    let role = match m.role {
+        Role::User => ConversationRole::User,
+        Role::Assistant => ConversationRole::Assistant,
+    };
+    let has_other = m.content.iter().any(|b| !matches!(b, ContentBlock::Text { .. }));
+    let mut content = Vec::with_capacity(m.content.len());
+    for block in &m.content {
+        content.push(match block {
+            // Converse refuses blank text blocks; beside a tool block one adds nothing.
+            ContentBlock::Text { text } if text.trim().is_empty() && has_other => continue,
+            ContentBlock::Text { text } => BContent::Text(text.clone()),
+            ContentBlock::ToolUse { tool_use_id, name, input } => BContent::ToolUse(
+                ToolUseBlock::builder()
+                    .tool_use_id(tool_use_id)
+                    .name(name)
+                    .input(to_document(input))
+                    .build()
+                    .map_err(rejected)?,
+            ),
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => BContent::ToolResult(
+                ToolResultBlock::builder()
+                    .tool_use_id(tool_use_id)
+                    .content(tool_result_content(content))
+                    .status(if *is_error { ToolResultStatus::Error } else { ToolResultStatus::Success })
+                    .build()
+                    .map_err(rejected)?,
+            ),
+        });
+    }
+    BMessage::builder().role(role).set_content(Some(content)).build().map_err(rejected)
+}
+
+/// Text stays text; an object goes as JSON; anything else (array, number, …) as its JSON text,
+/// since some models accept only objects in a `json` block.
+fn tool_result_content(v: &serde_json::Value) -> ToolResultContentBlock {
+    match v {
+        serde_json::Value::String(s) => ToolResultContentBlock::Text(s.clone()),
+        serde_json::Value::Object(_) => ToolResultContentBlock::Json(to_document(v)),
+        other => ToolResultContentBlock::Text(other.to_string()),
+    }
+}
+
+fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, ModelError> {
+    if request.tools.is_empty() {
+        // Converse refuses an empty tool list.
+        return Ok(None);
+    }
+    let mut tools = Vec::with_capacity(request.tools.len());
+    for t in &request.tools {
+        let spec = ToolSpecification::builder()
+            .name(&t.name)
+            .description(&t.description)
+            .input_schema(ToolInputSchema::Json(to_document(&t.input_schema)))
+            .build()
+            .map_err(rejected)?;
+        tools.push(Tool::ToolSpec(spec));
+    }
+    ToolConfiguration::builder().set_tools(Some(tools)).build().map(Some).map_err(rejected)
+}
+
+fn from_output(request: &ModelRequest, out: &ConverseOutput) -> Result<ModelResponse, ModelError> {
+    let mut content = Vec::new();
+    if let Some(BOutput::Message(message)) = out.output() {
+        for block in message.content() {
+            match block {
+                BContent::Text(text) => content.push(ContentBlock::Text { text: text.clone() }),
+                BContent::ToolUse(u) => content.push(ContentBlock::ToolUse {
+                    tool_use_id: u.tool_use_id().to_owned(),
+                    name: u.name().to_owned(),
+                    input: from_document(u.input()),
+                }),
+                // Reasoning, citations, images: nothing the engine acts on.
+                _ => {}
+            }
+        }
+    }
+    let stop_reason = match out.stop_reason() {
+        BStop::EndTurn => StopReason::EndTurn,
+        BStop::ToolUse => StopReason::ToolUse,
+        BStop::MaxTokens | BStop::ModelContextWindowExceeded => StopReason::MaxTokens,
+        BStop::StopSequence => StopReason::StopSequence,
+        BStop::ContentFiltered | BStop::GuardrailIntervened => StopReason::ContentFiltered,
+        BStop::MalformedModelOutput | BStop::MalformedToolUse => {
+            return Err(ModelError::Unavailable(format!("the model's output was malformed ({})", out.stop_reason())));
+        }
+        other => {
+            tracing::warn!(stop_reason = %other, "unknown Converse stop reason; treating it as end_turn");
+            StopReason::EndTurn
+        }
+    };
+    let usage = out
+        .usage()
+        .map(|u| TokenUsage {
+            input_tokens: u64::try_from(u.input_tokens()).unwrap_or(0),
+            output_tokens: u64::try_from(u.output_tokens()).unwrap_or(0),
+        })
+        .unwrap_or_default();
+    Ok(ModelResponse { content, stop_reason, usage, model: request.model.clone() })
+}
+
+/// JSON to a Smithy document. Integers stay integers (non-negative as `PosInt`, negative as
+/// `NegInt`); everything else numeric is a float.
+pub fn to_document(v: &serde_json::Value) -> Document {
+    match v {
+        serde_json::Value::Null => Document::Null,
+        serde_json::Value::Bool(b) => Document::Bool(*b),
+        serde_json::Value::Number(num) => Document::Number(if let Some(u) = num.as_u64() {
+            Number::PosInt(u)
+        } else if let Some(i) = num.as_i64() {
+            Number::NegInt(i)
+        } else {
+            Number::Float(num.as_f64().unwrap_or(0.0))
+        }),
+        serde_json::Value::String(s) => Document::String(s.clone()),
+        serde_json::Value::Array(a) => Document::Array(a.iter().map(to_document).collect()),
+        serde_json::Value::Object(o) => {
+            Document::Object(o.iter().map(|(k, v)| (k.clone(), to_document(v))).collect::<HashMap<_, _>>())
+        }
+    }
+}
+
+/// A Smithy document to JSON. A float JSON cannot hold (NaN, infinity) becomes `null`.
+pub fn from_document(d: &Document) -> serde_json::Value {
+    match d {
+        Document::Null => serde_json::Value::Null,
+        Document::Bool(b) => serde_json::Value::Bool(*b),
+        Document::Number(Number::PosInt(u)) => serde_json::Value::from(*u),
+        Document::Number(Number::NegInt(i)) => serde_json::Value::from(*i),
+        Document::Number(Number::Float(f)) => {
+            serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+        }
+        Document::String(s) => serde_json::Value::String(s.clone()),
+        Document::Array(a) => serde_json::Value::Array(a.iter().map(from_document).collect()),
+        Document::Object(o) => {
+            serde_json::Value::Object(o.iter().map(|(k, v)| (k.clone(), from_document(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn documents_round_trip_every_kind_of_json_number() {
+        let v = json!({
+            "zero": 0, "big": u64::MAX, "negative": -42, "most_negative": i64::MIN, "float": 0.25,
+            "exp": 1.5e300, "nested": [{"a": null, "b": true, "c": "x"}, [], {}]
+        });
+        assert_eq!(from_document(&to_document(&v)), v);
+        assert!(matches!(to_document(&json!(-1)), Document::Number(Number::NegInt(-1))));
+        assert!(matches!(to_document(&json!(7)), Document::Number(Number::PosInt(7))));
+        assert!(matches!(to_document(&json!(7.0)), Document::Number(Number::Float(_))));
+    }
+
+    #[test]
+    fn non_finite_floats_become_null() {
+        assert_eq!(from_document(&Document::Number(Number::Float(f64::NAN))), serde_json::Value::Null);
+    }
+
+    #[test]
+    fn backoff_is_full_jitter_under_a_doubling_capped_ceiling() {
+        let p = RetryPolicy { max_attempts: 5, base: Duration::from_millis(100), cap: Duration::from_millis(1000) };
+        assert_eq!(p.backoff(0, 0.0), Duration::ZERO);
+        assert_eq!(p.backoff(0, 0.5), Duration::from_millis(50));
+        assert_eq!(p.backoff(1, 0.5), Duration::from_millis(100));
+        assert_eq!(p.backoff(2, 0.5), Duration::from_millis(200));
+        // capped, however many retries
+        assert_eq!(p.backoff(4, 0.5), Duration::from_millis(500));
+        assert_eq!(p.backoff(60, 0.5), Duration::from_millis(500));
+        // never beyond the ceiling, even for a bad unit
+        assert!(p.backoff(3, 7.0) <= Duration::from_millis(800));
+    }
+}

@@ -1,0 +1,81 @@
+//! `EventBridgeBus`: publishes outbound events to EventBridge under the source `switchboard`,
+//! one `PutEvents` entry per event, and treats a failed entry as a failed publish (PutEvents
+//! answers 200 even when entries fail). It does not retry beyond the SDK's own retries: the
+//! engine replays the turn and consumers drop repeats by the event `id`.
+
+use async_trait::async_trait;
+use aws_sdk_eventbridge::Client;
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use switchboard_domain::OutboundEvent;
+use switchboard_domain::event::OUTBOUND_SOURCE;
+use switchboard_engine::{BusError, EventBus};
+
+use crate::errors::describe;
+
+/// EventBridge's largest `PutEvents` entry (256 KiB); the emulator accepts more.
+pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
+
+/// Entry error codes worth another try.
+const RETRYABLE_ENTRY_CODES: &[&str] = &["InternalFailure", "ThrottlingException", "InternalException"];
+
+#[derive(Debug, Clone)]
+pub struct EventBridgeBus {
+    client: Client,
+    bus_name: String,
+}
+
+impl EventBridgeBus {
+    pub fn new(client: Client, bus_name: impl Into<String>) -> Self {
+        Self { client, bus_name: bus_name.into() }
+    }
+}
+
+/// The `detail` published: the event's own detail with its `id` and `tenantId` added, so that
+/// consumers can drop repeats and route by tenant.
+pub fn detail_json(event: &OutboundEvent) -> serde_json::Value {
+    let mut detail = match &event.detail {
+        serde_json::Value::Object(map) => map.clone(),
+        serde_json::Value::Null => serde_json::Map::new(),
+        other => serde_json::Map::from_iter([("data".to_owned(), other.clone())]),
+    };
+    detail.insert("id".into(), event.id.clone().into());
+    detail.insert("tenantId".into(), event.tenant_id.to_string().into());
+    serde_json::Value::Object(detail)
+}
+
+#[async_trait]
+impl EventBus for EventBridgeBus {
+    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
+        let detail = detail_json(event).to_string();
+        // The entry size as EventBridge counts it: source, detail-type, detail, bus name.
+        let size = OUTBOUND_SOURCE.len() + event.detail_type.len() + detail.len() + self.bus_name.len();
+        if size > MAX_ENTRY_BYTES {
+            return Err(BusError {
+                message: format!("event {} is {size} bytes, more than EventBridge's {MAX_ENTRY_BYTES}", event.id),
+                retryable: false,
+            });
+        }
+        let entry = PutEventsRequestEntry::builder()
+            .event_bus_name(&self.bus_name)
+            .source(OUTBOUND_SOURCE)
+            .detail_type(&event.detail_type)
+            .detail(detail)
+            .build();
+        let out = self.client.put_events().entries(entry).send().await.map_err(|e| {
+            let f = describe("PutEvents", &e);
+            tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "eventbridge put failed");
+            BusError { message: f.message, retryable: f.retryable }
+        })?;
+        if out.failed_entry_count() > 0 {
+            let failed = out.entries().iter().find(|e| e.error_code().is_some());
+            let code = failed.and_then(|e| e.error_code()).unwrap_or("unknown");
+            let message = failed.and_then(|e| e.error_message()).unwrap_or("no message");
+            tracing::warn!(code, event_id = %event.id, "eventbridge rejected the entry");
+            return Err(BusError {
+                message: format!("PutEvents: entry for event {} failed: {code}: {message}", event.id),
+                retryable: RETRYABLE_ENTRY_CODES.contains(&code),
+            });
+        }
+        Ok(())
+    }
+}

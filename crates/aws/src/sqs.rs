@@ -1,0 +1,73 @@
+//! `SqsWorkQueue`: the router's side of the SQS FIFO work queue. Items go to their
+//! conversation's message group with the event id as deduplication id, and SQS's limits are
+//! checked here (the emulator is lenient). Receiving is the Lambda event source mapping's job,
+//! not this adapter's.
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use switchboard_engine::{Enqueued, QueueError, WorkItem, WorkQueue};
+
+use crate::errors::describe;
+
+/// SQS's largest message body (256 KiB).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// SQS's longest `MessageGroupId` and `MessageDeduplicationId`.
+pub const MAX_ID_LEN: usize = 128;
+
+#[derive(Debug, Clone)]
+pub struct SqsWorkQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsWorkQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        Self { client, queue_url: queue_url.into() }
+    }
+}
+
+/// SQS accepts 1–128 characters of printable ASCII in group and deduplication ids.
+fn check_id(what: &str, id: &str) -> Result<(), QueueError> {
+    let ok = !id.is_empty() && id.len() <= MAX_ID_LEN && id.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(QueueError {
+            message: format!("{what} must be 1 to {MAX_ID_LEN} printable ASCII characters"),
+            retryable: false,
+        })
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqsWorkQueue {
+    /// Always answers [`Enqueued::Queued`]: SQS accepts a deduplicated send without saying so.
+    /// Once-only processing rests on the store's idempotency records, not on this answer.
+    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError> {
+        let body = serde_json::to_string(item)
+            .map_err(|e| QueueError { message: format!("encode work item: {e}"), retryable: false })?;
+        if body.len() > MAX_BODY_BYTES {
+            return Err(QueueError {
+                message: format!("work item is {} bytes, more than SQS's {MAX_BODY_BYTES}", body.len()),
+                retryable: false,
+            });
+        }
+        let group = item.group_id();
+        check_id("message group id", &group)?;
+        check_id("deduplication id", dedup_id)?;
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(group)
+            .message_deduplication_id(dedup_id)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                let f = describe("SendMessage", &e);
+                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "sqs send failed");
+                QueueError { message: f.message, retryable: f.retryable }
+            })?;
+        Ok(Enqueued::Queued)
+    }
+}

@@ -1,0 +1,218 @@
+//! `BedrockModel` through the real `aws-sdk-bedrockruntime` client against a fake Converse
+//! server: the request shape, the mapping of the answer, retries of throttling and 5xx, and
+//! which failures end as `Throttled` and `Rejected`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::{FakeBedrock, Reply};
+use serde_json::json;
+use switchboard_aws::{BedrockModel, RetryPolicy};
+use switchboard_domain::message::{ContentBlock, Message, Role};
+use switchboard_domain::{ModelConfig, TokenUsage};
+use switchboard_engine::{Model, ModelError, ModelRequest, StopReason, ToolSpec};
+
+const MODEL_ID: &str = "anthropic.claude-3-haiku-20240307-v1:0";
+
+/// Millisecond backoff, so that retry tests take no noticeable time.
+fn fast(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy { max_attempts, base: Duration::from_millis(1), cap: Duration::from_millis(4) }
+}
+
+fn simple_request() -> ModelRequest {
+    ModelRequest {
+        model: MODEL_ID.into(),
+        system: String::new(),
+        messages: vec![Message::user_text("hi")],
+        tools: vec![],
+        config: ModelConfig::default(),
+    }
+}
+
+async fn model(fake: &FakeBedrock, retry: RetryPolicy) -> BedrockModel {
+    BedrockModel::new(fake.client(None).await).with_retry(retry)
+}
+
+#[tokio::test]
+async fn it_sends_the_converse_shape_and_maps_a_tool_use_answer() {
+    // given a fake Converse server that asks for a tool
+    let fake = FakeBedrock::start(vec![Reply::tool_use(
+        "tu-9",
+        "lookup_order",
+        json!({"orderId": "A-1", "qty": 2, "w": 0.5}),
+    )])
+    .await;
+    let schema = json!({
+        "type": "object",
+        "properties": {"orderId": {"type": "string", "maxLength": 64}, "qty": {"type": "integer", "minimum": -5},
+                       "w": {"type": "number", "multipleOf": 0.25}},
+        "required": ["orderId"], "additionalProperties": false
+    });
+    let request = ModelRequest {
+        model: MODEL_ID.into(),
+        system: "You are the support agent.".into(),
+        messages: vec![
+            Message::user_text("where is my order?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    tool_use_id: "tu-1".into(),
+                    name: "get_context".into(),
+                    input: json!({"key": "order", "n": -3, "big": 18_446_744_073_709_551_615u64, "f": 1.5}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult {
+                        tool_use_id: "tu-1".into(),
+                        content: json!({"value": null, "found": false}),
+                        is_error: false,
+                    },
+                    ContentBlock::Text { text: "any news?".into() },
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    tool_use_id: "tu-2".into(),
+                    name: "lookup_order".into(),
+                    input: json!({}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "tu-2".into(),
+                    content: json!("order service down"),
+                    is_error: true,
+                }],
+            },
+        ],
+        tools: vec![ToolSpec {
+            name: "lookup_order".into(),
+            description: "Finds an order.".into(),
+            input_schema: schema.clone(),
+        }],
+        config: ModelConfig {
+            temperature: 0.25,
+            max_tokens: 512,
+            top_p: Some(0.5),
+            stop_sequences: vec!["STOP".into()],
+        },
+    };
+    // when the model is called
+    let response = model(&fake, fast(1)).await.converse(&request).await.unwrap();
+    // then the answer is mapped block by block
+    assert_eq!(
+        response.content,
+        vec![
+            ContentBlock::Text { text: "Let me reply.".into() },
+            ContentBlock::ToolUse {
+                tool_use_id: "tu-9".into(),
+                name: "lookup_order".into(),
+                input: json!({"orderId": "A-1", "qty": 2, "w": 0.5}),
+            },
+        ]
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(response.usage, TokenUsage { input_tokens: 20, output_tokens: 9 });
+    assert_eq!(response.model, MODEL_ID);
+    // and the request had the Converse shape
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let (model_id, body) = &requests[0];
+    assert_eq!(model_id, MODEL_ID);
+    assert_eq!(body["system"], json!([{"text": "You are the support agent."}]));
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [{"text": "where is my order?"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tu-1", "name": "get_context",
+                "input": {"key": "order", "n": -3, "big": 18_446_744_073_709_551_615u64, "f": 1.5}}}]},
+            {"role": "user", "content": [
+                {"toolResult": {"toolUseId": "tu-1", "content": [{"json": {"value": null, "found": false}}],
+                                "status": "success"}},
+                {"text": "any news?"}
+            ]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tu-2", "name": "lookup_order", "input": {}}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "tu-2",
+                "content": [{"text": "order service down"}], "status": "error"}}]}
+        ])
+    );
+    assert_eq!(
+        body["toolConfig"],
+        json!({"tools": [{"toolSpec": {"name": "lookup_order", "description": "Finds an order.",
+                                        "inputSchema": {"json": schema}}}]})
+    );
+    assert_eq!(
+        body["inferenceConfig"],
+        json!({"maxTokens": 512, "temperature": 0.25, "topP": 0.5, "stopSequences": ["STOP"]})
+    );
+}
+
+#[tokio::test]
+async fn it_leaves_out_an_empty_system_prompt_and_tool_list() {
+    let fake = FakeBedrock::start(vec![Reply::text("Hello!")]).await;
+    let response = model(&fake, fast(1)).await.converse(&simple_request()).await.unwrap();
+    assert_eq!(response.content, vec![ContentBlock::Text { text: "Hello!".into() }]);
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    let (_, body) = &fake.requests()[0];
+    assert!(body.get("system").is_none(), "{body}");
+    assert!(body.get("toolConfig").is_none(), "{body}");
+    assert_eq!(body["inferenceConfig"]["maxTokens"], json!(1024));
+}
+
+#[tokio::test]
+async fn throttling_and_5xx_are_retried_until_an_answer_comes() {
+    // given a server that throttles, then is unavailable, then answers
+    let fake = FakeBedrock::start(vec![
+        Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again."),
+        Reply::Error(503, "ServiceUnavailableException", "Service unavailable"),
+        Reply::text("Finally."),
+    ])
+    .await;
+    // when the model is called with room for four attempts
+    let response = model(&fake, fast(4)).await.converse(&simple_request()).await.unwrap();
+    // then the third attempt's answer is returned
+    assert_eq!(response.content, vec![ContentBlock::Text { text: "Finally.".into() }]);
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_throttle_that_persists_ends_as_throttled_after_every_attempt() {
+    let throttle = Reply::Error(429, "ThrottlingException", "Too many requests");
+    let fake = FakeBedrock::start(vec![throttle.clone(), throttle.clone(), throttle.clone(), throttle]).await;
+    let err = model(&fake, fast(3)).await.converse(&simple_request()).await.unwrap_err();
+    assert!(matches!(&err, ModelError::Throttled(m) if m.contains("ThrottlingException")), "{err:?}");
+    assert!(err.retryable());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_validation_error_is_rejected_at_once() {
+    let fake = FakeBedrock::start(vec![
+        Reply::Error(400, "ValidationException", "The provided model identifier is invalid."),
+        Reply::text("never reached"),
+    ])
+    .await;
+    let err = model(&fake, fast(4)).await.converse(&simple_request()).await.unwrap_err();
+    // the code and message are kept, not a bare "service error"
+    assert!(
+        matches!(&err, ModelError::Rejected(m) if m.contains("ValidationException") && m.contains("model identifier")),
+        "{err:?}"
+    );
+    assert!(!err.retryable());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_unknown_5xx_is_unavailable_and_retried() {
+    let fake = FakeBedrock::start(vec![]).await; // every call: 500 "script exhausted"
+    let err = model(&fake, fast(2)).await.converse(&simple_request()).await.unwrap_err();
+    assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+}

@@ -1,0 +1,380 @@
+//! Test harness for the AWS adapters: one moto server per test binary, fresh tables and queues
+//! per test (unique names, so tests share the server), a manual clock, a fake Bedrock Converse
+//! server and an SDK interceptor that counts requests.
+//!
+//! moto's lifetime: it runs under a tiny Python watchdog whose stdin is a pipe held by this
+//! process. When the test binary exits for any reason (even a crash or SIGKILL) the pipe closes,
+//! the watchdog reads EOF and terminates moto. Nothing outlives `cargo test`.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use chrono::{DateTime, Utc};
+use switchboard_aws::AwsNames;
+use switchboard_aws::dynamo::SESSIONS_BY_CONVERSATION;
+use switchboard_engine::Clock;
+
+// ---- moto -----------------------------------------------------------------------------------------
+
+/// Terminates moto when this process's end closes the watchdog's stdin.
+const WATCHDOG: &str = "import subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    sys.stdin.buffer.read()
+finally:
+    p.terminate()
+    try:
+        p.wait(5)
+    except Exception:
+        p.kill()
+";
+
+#[derive(Debug)]
+pub struct Moto {
+    pub endpoint: String,
+    /// Held so the watchdog's stdin stays open until the process ends.
+    _watchdog: Mutex<Child>,
+}
+
+static MOTO: OnceLock<Moto> = OnceLock::new();
+
+fn moto_path() -> PathBuf {
+    match std::env::var_os("SWITCHBOARD_MOTO_SERVER") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv-emulator/bin/moto_server"),
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// `GET /moto-api/` answers once the server is up.
+fn moto_ready(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"GET /moto-api/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
+
+/// The binary's moto server, started on first use.
+pub fn moto() -> &'static Moto {
+    MOTO.get_or_init(|| {
+        let server = moto_path();
+        assert!(
+            server.exists(),
+            "moto server not found at {}: run ./scripts/test.sh, which installs it into .venv-emulator \
+             (or set SWITCHBOARD_MOTO_SERVER to a moto_server executable)",
+            server.display()
+        );
+        let python = server.parent().map(|d| d.join("python3")).filter(|p| p.exists()).unwrap_or("python3".into());
+        let port = free_port();
+        let child = Command::new(python)
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the moto watchdog");
+        // Waiting for a process to start (not for work): bounded at 60 s.
+        let mut ready = false;
+        for _ in 0..600 {
+            if moto_ready(port) {
+                ready = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(ready, "moto did not answer on 127.0.0.1:{port} within 60 s");
+        Moto { endpoint: format!("http://127.0.0.1:{port}"), _watchdog: Mutex::new(child) }
+    })
+}
+
+// ---- resources ------------------------------------------------------------------------------------
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", ulid::Ulid::generate().to_string().to_lowercase())
+}
+
+fn attr(name: &str) -> AttributeDefinition {
+    AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
+}
+
+fn key(name: &str, kind: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder().attribute_name(name).key_type(kind).build().unwrap()
+}
+
+async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str, gsi: Option<GlobalSecondaryIndex>) {
+    let mut req = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("PK"))
+        .attribute_definitions(attr("SK"))
+        .key_schema(key("PK", KeyType::Hash))
+        .key_schema(key("SK", KeyType::Range));
+    if let Some(gsi) = gsi {
+        req = req
+            .attribute_definitions(attr("conversationKey"))
+            .attribute_definitions(attr("startKey"))
+            .global_secondary_indexes(gsi);
+    }
+    req.send().await.unwrap();
+}
+
+/// Creates the three tables (keys, GSI and TTL as the template will), a FIFO queue and an event
+/// bus, all with fresh names.
+pub async fn provision(config: &aws_config::SdkConfig) -> AwsNames {
+    let dynamodb = aws_sdk_dynamodb::Client::new(config);
+    let names = AwsNames {
+        config_table: unique("config"),
+        sessions_table: unique("sessions"),
+        executions_table: unique("executions"),
+        work_queue_url: String::new(),
+        event_bus: unique("bus"),
+    };
+    create_table(&dynamodb, &names.config_table, None).await;
+    let gsi = GlobalSecondaryIndex::builder()
+        .index_name(SESSIONS_BY_CONVERSATION)
+        .key_schema(key("conversationKey", KeyType::Hash))
+        .key_schema(key("startKey", KeyType::Range))
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()
+        .unwrap();
+    create_table(&dynamodb, &names.sessions_table, Some(gsi)).await;
+    create_table(&dynamodb, &names.executions_table, None).await;
+    dynamodb
+        .update_time_to_live()
+        .table_name(&names.executions_table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder().attribute_name("expiresAt").enabled(true).build().unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(config);
+    let queue = sqs
+        .create_queue()
+        .queue_name(format!("{}.fifo", unique("work")))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap();
+    let eventbridge = aws_sdk_eventbridge::Client::new(config);
+    eventbridge.create_event_bus().name(&names.event_bus).send().await.unwrap();
+    AwsNames { work_queue_url: queue.queue_url.unwrap(), ..names }
+}
+
+/// Receives and deletes every message in the queue: `(group id, dedup id, body)`.
+pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, String, String)> {
+    use aws_sdk_sqs::types::MessageSystemAttributeName as A;
+    let mut out = Vec::new();
+    loop {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(A::All)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return out;
+        }
+        for m in messages {
+            let attrs = m.attributes.clone().unwrap_or_default();
+            out.push((
+                attrs.get(&A::MessageGroupId).cloned().unwrap_or_default(),
+                attrs.get(&A::MessageDeduplicationId).cloned().unwrap_or_default(),
+                m.body.clone().unwrap_or_default(),
+            ));
+            sqs.delete_message().queue_url(url).receipt_handle(m.receipt_handle.unwrap()).send().await.unwrap();
+        }
+    }
+}
+
+// ---- clock ------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+pub struct ManualClock(Mutex<DateTime<Utc>>);
+
+impl ManualClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new("2026-11-23T07:00:00Z".parse().unwrap())))
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        *self.0.lock().unwrap() += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+// ---- request counting ---------------------------------------------------------------------------
+
+/// Counts every HTTP attempt an SDK client makes, by `Service.Operation`.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCounter(Arc<Mutex<Vec<String>>>);
+
+impl RequestCounter {
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let op = cfg.load::<Metadata>().map_or("?".to_owned(), |m| format!("{}.{}", m.service(), m.name()));
+        self.0.lock().unwrap().push(op);
+        Ok(())
+    }
+}
+
+// ---- fake Bedrock Converse ---------------------------------------------------------------------------
+
+/// One scripted answer of the fake Converse server.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Ok(serde_json::Value),
+    /// HTTP status, `x-amzn-errortype`, message.
+    Error(u16, &'static str, &'static str),
+}
+
+impl Reply {
+    pub fn text(text: &str) -> Self {
+        Reply::Ok(serde_json::json!({
+            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 11, "outputTokens": 7, "totalTokens": 18},
+            "metrics": {"latencyMs": 5}
+        }))
+    }
+
+    pub fn tool_use(id: &str, name: &str, input: serde_json::Value) -> Self {
+        Reply::Ok(serde_json::json!({
+            "output": {"message": {"role": "assistant", "content": [
+                {"text": "Let me reply."},
+                {"toolUse": {"toolUseId": id, "name": name, "input": input}}
+            ]}},
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29},
+            "metrics": {"latencyMs": 5}
+        }))
+    }
+}
+
+#[derive(Debug, Default)]
+struct FakeState {
+    script: VecDeque<Reply>,
+    /// `(model id, request body)` of every call received.
+    requests: Vec<(String, serde_json::Value)>,
+}
+
+/// A Converse endpoint on 127.0.0.1 answering from a script; the server task ends with the test's
+/// runtime.
+#[derive(Debug, Clone)]
+pub struct FakeBedrock {
+    pub endpoint: String,
+    state: Arc<Mutex<FakeState>>,
+    pub calls: Arc<AtomicUsize>,
+}
+
+impl FakeBedrock {
+    pub async fn start(script: Vec<Reply>) -> Self {
+        use axum::extract::{Path, State};
+        use axum::http::{HeaderName, HeaderValue, StatusCode};
+        use axum::response::{IntoResponse, Response};
+
+        type Shared = (Arc<Mutex<FakeState>>, Arc<AtomicUsize>);
+        async fn converse(
+            State((state, calls)): State<Shared>,
+            Path(model_id): Path<String>,
+            body: axum::body::Bytes,
+        ) -> Response {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let json: serde_json::Value = match serde_json::from_slice(&body) {
+                Ok(v) => v,
+                Err(e) => return (StatusCode::BAD_REQUEST, format!("not JSON: {e}")).into_response(),
+            };
+            let next = {
+                let mut s = state.lock().unwrap();
+                s.requests.push((model_id, json));
+                s.script.pop_front()
+            };
+            match next {
+                Some(Reply::Ok(v)) => axum::Json(v).into_response(),
+                Some(Reply::Error(status, kind, message)) => {
+                    let mut r =
+                        (StatusCode::from_u16(status).unwrap(), axum::Json(serde_json::json!({ "message": message })))
+                            .into_response();
+                    r.headers_mut().insert(HeaderName::from_static("x-amzn-errortype"), HeaderValue::from_static(kind));
+                    r
+                }
+                None => (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response(),
+            }
+        }
+
+        let state = Arc::new(Mutex::new(FakeState { script: script.into(), requests: vec![] }));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let app = axum::Router::new()
+            .route("/model/{model_id}/converse", axum::routing::post(converse))
+            .with_state((Arc::clone(&state), Arc::clone(&calls)));
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { endpoint, state, calls }
+    }
+
+    pub fn requests(&self) -> Vec<(String, serde_json::Value)> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// A Bedrock client pointed at this server: static test credentials, no SDK retry.
+    pub async fn client(&self, counter: Option<RequestCounter>) -> aws_sdk_bedrockruntime::Client {
+        let sdk = switchboard_aws::AwsSettings::emulator(self.endpoint.clone()).load().await;
+        let mut conf = switchboard_aws::AwsClients::new(&sdk).bedrock.config().to_builder();
+        if let Some(counter) = counter {
+            conf = conf.interceptor(counter);
+        }
+        aws_sdk_bedrockruntime::Client::from_conf(conf.build())
+    }
+}

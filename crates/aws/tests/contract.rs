@@ -1,0 +1,615 @@
+//! The adapter contract suite: one set of behaviours, run against the embedded adapters
+//! (SQLite store and queue) and the AWS adapters (DynamoDB and SQS on the moto emulator), so
+//! that the two profiles cannot drift. Each behaviour is a plain async function over a
+//! [`Subject`]; the `contract!` macro runs every one on both.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
+use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
+use switchboard_domain::{
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, SessionStatus,
+    TenantId, TokenUsage, Trigger, TriggerId,
+};
+use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{
+    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecutionLog, SessionStore, SessionWrite, StoreError,
+    TurnCommit, WorkItem, WorkQueue,
+};
+
+use common::ManualClock;
+
+// ---- the subject under test -----------------------------------------------------------------------
+
+/// Writes that are not part of a port (the API's, later): the same on both profiles.
+#[async_trait]
+trait Admin: Send + Sync {
+    async fn create_tenant(&self, t: &TenantId);
+    async fn put_agent(&self, a: &Agent);
+    async fn put_trigger(&self, t: &Trigger);
+}
+
+/// Reads the queue back as its consumer would: `(group id, dedup id, body)`, oldest first.
+#[async_trait]
+trait QueueProbe: Send + Sync {
+    async fn drain(&self) -> Vec<(String, String, String)>;
+}
+
+struct Subject {
+    clock: Arc<ManualClock>,
+    config: Arc<dyn ConfigStore>,
+    config_admin: Arc<dyn ConfigAdmin>,
+    sessions: Arc<dyn SessionStore>,
+    executions: Arc<dyn ExecutionLog>,
+    queue: Arc<dyn WorkQueue>,
+    admin: Arc<dyn Admin>,
+    probe: Arc<dyn QueueProbe>,
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+#[async_trait]
+impl Admin for switchboard_embedded::SqliteStore {
+    async fn create_tenant(&self, t: &TenantId) {
+        switchboard_embedded::SqliteStore::create_tenant(self, t, "Tenant").await.unwrap();
+    }
+    async fn put_agent(&self, a: &Agent) {
+        switchboard_embedded::SqliteStore::put_agent(self, a).await.unwrap();
+    }
+    async fn put_trigger(&self, t: &Trigger) {
+        switchboard_embedded::SqliteStore::put_trigger(self, t).await.unwrap();
+    }
+}
+
+#[async_trait]
+impl Admin for DynamoStore {
+    async fn create_tenant(&self, t: &TenantId) {
+        DynamoStore::create_tenant(self, t, "Tenant").await.unwrap();
+    }
+    async fn put_agent(&self, a: &Agent) {
+        DynamoStore::put_agent(self, a).await.unwrap();
+    }
+    async fn put_trigger(&self, t: &Trigger) {
+        DynamoStore::put_trigger(self, t).await.unwrap();
+    }
+}
+
+#[async_trait]
+impl QueueProbe for switchboard_embedded::SqliteWorkQueue {
+    async fn drain(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        while let Some(d) = self.receive().await.unwrap() {
+            self.ack(&d.receipt).await.unwrap();
+            out.push((d.group_id, d.dedup_id, d.body));
+        }
+        out
+    }
+}
+
+#[derive(Debug)]
+struct SqsProbe(aws_sdk_sqs::Client, String);
+
+#[async_trait]
+impl QueueProbe for SqsProbe {
+    async fn drain(&self) -> Vec<(String, String, String)> {
+        common::drain_queue(&self.0, &self.1).await
+    }
+}
+
+async fn embedded() -> Subject {
+    let clock = ManualClock::new();
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    let store = Arc::new(e.store.clone());
+    let queue = Arc::new(e.queue.clone());
+    Subject {
+        clock,
+        config: store.clone(),
+        config_admin: store.clone(),
+        sessions: store.clone(),
+        executions: store.clone(),
+        queue: queue.clone(),
+        admin: store,
+        probe: queue,
+        _keep: Box::new((dir, e)),
+    }
+}
+
+async fn aws() -> Subject {
+    let clock = ManualClock::new();
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let names = common::provision(&sdk).await;
+    let clients = AwsClients::new(&sdk);
+    let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()));
+    Subject {
+        clock,
+        config: store.clone(),
+        config_admin: store.clone(),
+        sessions: store.clone(),
+        executions: store.clone(),
+        queue: Arc::new(SqsWorkQueue::new(clients.sqs.clone(), names.work_queue_url.clone())),
+        admin: store,
+        probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url)),
+        _keep: Box::new(()),
+    }
+}
+
+macro_rules! contract {
+    ($($behaviour:ident),* $(,)?) => {
+        mod embedded_profile {
+            $(#[tokio::test] async fn $behaviour() { super::$behaviour(&super::embedded().await).await; })*
+        }
+        mod aws_profile {
+            $(#[tokio::test] async fn $behaviour() { super::$behaviour(&super::aws().await).await; })*
+        }
+    };
+}
+
+contract!(
+    a_turn_creates_then_updates_a_session,
+    a_stale_version_conflicts_and_writes_nothing,
+    a_second_active_session_conflicts_but_a_handoff_commits,
+    a_recorded_source_is_a_duplicate_and_writes_nothing,
+    latest_session_is_the_active_one_else_the_newest,
+    sessions_of_a_conversation_come_oldest_first,
+    executions_page_with_a_cursor_across_pages,
+    expired_executions_are_never_returned,
+    another_tenants_ids_return_nothing,
+    triggers_come_active_and_in_evaluation_order,
+    the_queue_groups_by_conversation_and_deduplicates,
+    config_writes_are_conditional_on_version_and_list_in_pages,
+);
+
+// ---- fixtures ------------------------------------------------------------------------------------------
+
+fn tenant(s: &str) -> TenantId {
+    s.parse().unwrap()
+}
+
+fn agent(t: &TenantId) -> Agent {
+    serde_json::from_value(json!({
+        "tenantId": t, "agentId": AgentId::generate(), "name": "Support", "systemPrompt": "Be kind.",
+        "model": "m", "tools": ["send_message"], "modelConfig": {"temperature": 0.3, "maxTokens": 300},
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap()
+}
+
+fn trigger(t: &TenantId, a: AgentId, id: TriggerId, priority: i32, event: &str, status: &str) -> Trigger {
+    serde_json::from_value(json!({
+        "tenantId": t, "triggerId": id, "name": format!("p{priority}"), "agentId": a, "eventType": event,
+        "priority": priority, "status": status,
+        "conditions": {"all": [{"field": "message.text", "operator": "contains", "value": "help"}]},
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap()
+}
+
+/// An execution id minted from `at`, so that id order is time order (as in production).
+fn execution_id(at: DateTime<Utc>) -> ExecutionId {
+    ExecutionId(ulid::Ulid::from_parts(u64::try_from(at.timestamp_millis()).unwrap(), rand_bits()))
+}
+
+fn rand_bits() -> u128 {
+    ulid::Ulid::generate().random()
+}
+
+fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
+    ExecutionRecord {
+        tenant_id: s.tenant_id.clone(),
+        execution_id: execution_id(now),
+        session_id: s.session_id,
+        agent_id: s.agent_id,
+        trigger_id: None,
+        source_id: source.into(),
+        input: json!({"text": "hello", "n": 3, "ratio": 0.5, "neg": -7, "nested": {"list": [1, "two", null]}}),
+        status: ExecutionStatus::Success,
+        error: None,
+        iterations: 1,
+        model_calls: vec![],
+        tool_calls: vec![],
+        actions: vec![],
+        token_usage: TokenUsage { input_tokens: 10, output_tokens: 5 },
+        latency_ms: 12,
+        created_at: now,
+        expires_at: now + Duration::days(30),
+    }
+}
+
+fn start(t: &TenantId, conversation: &str, now: DateTime<Utc>) -> Session {
+    Session::start(t.clone(), conversation.into(), AgentId::generate(), now)
+}
+
+fn create(s: &Session, source: &str, now: DateTime<Utc>) -> TurnCommit {
+    TurnCommit {
+        sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
+        execution: record(s, source, now),
+    }
+}
+
+/// The next version of `s`, as the executor writes it.
+fn bump(s: &Session, now: DateTime<Utc>) -> Session {
+    let mut next = s.clone();
+    next.version += 1;
+    next.turn_count += 1;
+    next.updated_at = now;
+    next.memory.insert("k".into(), json!({"v": next.version}));
+    next
+}
+
+fn update(s: &Session, source: &str, now: DateTime<Utc>) -> (Session, TurnCommit) {
+    let next = bump(s, now);
+    let commit = TurnCommit {
+        sessions: vec![SessionWrite { session: next.clone(), expected_version: Some(s.version) }],
+        execution: record(&next, source, now),
+    };
+    (next, commit)
+}
+
+fn ids(sessions: &[Session]) -> Vec<SessionId> {
+    sessions.iter().map(|s| s.session_id).collect()
+}
+
+// ---- behaviours -------------------------------------------------------------------------------------------
+
+async fn a_turn_creates_then_updates_a_session(x: &Subject) {
+    // given a new session committed with its first execution
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let s = start(&t, "c-1", now);
+    let first = create(&s, "evt-1", now);
+    x.sessions.commit_turn(&first).await.unwrap();
+    assert_eq!(x.sessions.get_session(&t, s.session_id).await.unwrap(), Some(s.clone()));
+    assert_eq!(x.executions.execution_for_source(&t, "evt-1").await.unwrap(), Some(first.execution.clone()));
+    // when the next turn updates it on the version it read
+    x.clock.advance(Duration::seconds(5));
+    let (next, second) = update(&s, "evt-2", x.clock.now());
+    x.sessions.commit_turn(&second).await.unwrap();
+    // then both are stored exactly as written
+    assert_eq!(x.sessions.get_session(&t, s.session_id).await.unwrap(), Some(next));
+    assert_eq!(
+        x.executions.get_execution(&t, second.execution.execution_id).await.unwrap(),
+        Some(second.execution.clone())
+    );
+}
+
+async fn a_stale_version_conflicts_and_writes_nothing(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let s = start(&t, "c-1", now);
+    x.sessions.commit_turn(&create(&s, "evt-1", now)).await.unwrap();
+    let (v1, commit) = update(&s, "evt-2", now);
+    x.sessions.commit_turn(&commit).await.unwrap();
+    // when a turn that read version 0 commits after version 1 was written
+    let (_, stale) = update(&s, "evt-3", now);
+    let err = x.sessions.commit_turn(&stale).await.unwrap_err();
+    // then it conflicts, and neither the session nor the execution was written
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    assert_eq!(x.sessions.get_session(&t, s.session_id).await.unwrap(), Some(v1));
+    assert_eq!(x.executions.execution_for_source(&t, "evt-3").await.unwrap(), None);
+    assert_eq!(x.executions.get_execution(&t, stale.execution.execution_id).await.unwrap(), None);
+}
+
+async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let first = start(&t, "c-1", now);
+    x.sessions.commit_turn(&create(&first, "evt-1", now)).await.unwrap();
+    // when a second active session starts in the same conversation
+    x.clock.advance(Duration::seconds(1));
+    let rival = start(&t, "c-1", x.clock.now());
+    let err = x.sessions.commit_turn(&create(&rival, "evt-2", x.clock.now())).await.unwrap_err();
+    // then it loses like a stale write, and nothing of it is stored
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    assert_eq!(x.sessions.get_session(&t, rival.session_id).await.unwrap(), None);
+    assert_eq!(x.executions.execution_for_source(&t, "evt-2").await.unwrap(), None);
+    // but a handoff (the active session ends, its successor starts) commits in one turn
+    let mut handed = bump(&first, x.clock.now());
+    handed.status = SessionStatus::HandedOff;
+    let mut next = start(&t, "c-1", x.clock.now());
+    next.parent_session_id = Some(first.session_id);
+    next.handoff_depth = 1;
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![
+                SessionWrite { session: handed.clone(), expected_version: Some(first.version) },
+                SessionWrite { session: next.clone(), expected_version: None },
+            ],
+            execution: record(&handed, "evt-3", x.clock.now()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(next.clone()));
+    // and once that one completes, a new active session may start again
+    let mut done = bump(&next, x.clock.now());
+    done.status = SessionStatus::Completed;
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: done.clone(), expected_version: Some(next.version) }],
+            execution: record(&done, "evt-4", x.clock.now()),
+        })
+        .await
+        .unwrap();
+    x.clock.advance(Duration::seconds(1));
+    let again = start(&t, "c-1", x.clock.now());
+    x.sessions.commit_turn(&create(&again, "evt-5", x.clock.now())).await.unwrap();
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(again));
+}
+
+async fn a_recorded_source_is_a_duplicate_and_writes_nothing(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let s = start(&t, "c-1", now);
+    let first = create(&s, "evt-1", now);
+    x.sessions.commit_turn(&first).await.unwrap();
+    // when another turn (here in another conversation) records the same source
+    let other = start(&t, "c-2", now);
+    let err = x.sessions.commit_turn(&create(&other, "evt-1", now)).await.unwrap_err();
+    // then it is a duplicate, and its session was not written
+    assert!(matches!(err, StoreError::Duplicate(_)), "{err:?}");
+    assert_eq!(x.sessions.get_session(&t, other.session_id).await.unwrap(), None);
+    assert_eq!(x.sessions.latest_session(&t, "c-2").await.unwrap(), None);
+    assert_eq!(x.executions.execution_for_source(&t, "evt-1").await.unwrap(), Some(first.execution));
+    // and the same source in another tenant is another source
+    let t2 = tenant("t-2");
+    x.sessions.commit_turn(&create(&start(&t2, "c-1", now), "evt-1", now)).await.unwrap();
+}
+
+async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
+    let t = tenant("t-1");
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), None);
+    let active = start(&t, "c-1", x.clock.now());
+    x.sessions.commit_turn(&create(&active, "evt-1", x.clock.now())).await.unwrap();
+    // given a newer session that is not active
+    x.clock.advance(Duration::minutes(1));
+    let mut newer = start(&t, "c-1", x.clock.now());
+    newer.status = SessionStatus::Failed;
+    x.sessions.commit_turn(&create(&newer, "evt-2", x.clock.now())).await.unwrap();
+    // then the active one wins
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(active.clone()));
+    // and once none is active, the newest does
+    let mut ended = bump(&active, x.clock.now());
+    ended.status = SessionStatus::Completed;
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: ended, expected_version: Some(active.version) }],
+            execution: record(&active, "evt-3", x.clock.now()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(newer));
+}
+
+async fn sessions_of_a_conversation_come_oldest_first(x: &Subject) {
+    let t = tenant("t-1");
+    let mut written = Vec::new();
+    for i in 0..4 {
+        let mut s = start(&t, "c-1", x.clock.now());
+        if i < 3 {
+            s.status = SessionStatus::Completed;
+        }
+        x.sessions.commit_turn(&create(&s, &format!("evt-{i}"), x.clock.now())).await.unwrap();
+        written.push(s);
+        x.clock.advance(Duration::seconds(30));
+    }
+    x.sessions.commit_turn(&create(&start(&t, "c-2", x.clock.now()), "evt-x", x.clock.now())).await.unwrap();
+    let got = x.sessions.sessions_for_conversation(&t, "c-1").await.unwrap();
+    assert_eq!(ids(&got), ids(&written));
+    assert_eq!(got, written);
+    assert!(x.sessions.sessions_for_conversation(&t, "c-9").await.unwrap().is_empty());
+}
+
+async fn executions_page_with_a_cursor_across_pages(x: &Subject) {
+    let t = tenant("t-1");
+    let mut s = start(&t, "c-1", x.clock.now());
+    x.sessions.commit_turn(&create(&s, "evt-0", x.clock.now())).await.unwrap();
+    let mut expected = vec![x.executions.execution_for_source(&t, "evt-0").await.unwrap().unwrap()];
+    for i in 1..5 {
+        x.clock.advance(Duration::seconds(1));
+        let (next, commit) = update(&s, &format!("evt-{i}"), x.clock.now());
+        x.sessions.commit_turn(&commit).await.unwrap();
+        expected.push(commit.execution);
+        s = next;
+    }
+    // when listing two at a time
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = x.executions.list_executions(&t, s.session_id, cursor.as_deref(), 2).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    // then every record comes once, oldest first, in three pages
+    assert_eq!(seen, expected);
+    assert_eq!(pages, 3);
+    // and a page that holds the rest exactly has no cursor
+    let all = x.executions.list_executions(&t, s.session_id, None, 5).await.unwrap();
+    assert_eq!((all.items.len(), all.next_cursor), (5, None));
+}
+
+async fn expired_executions_are_never_returned(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let s = start(&t, "c-1", now);
+    let mut commit = create(&s, "evt-old", now);
+    commit.execution.expires_at = now + Duration::milliseconds(1500);
+    x.sessions.commit_turn(&commit).await.unwrap();
+    let (_, mut fresh) = update(&s, "evt-new", now + Duration::seconds(1));
+    fresh.execution.expires_at = now + Duration::days(30);
+    x.sessions.commit_turn(&fresh).await.unwrap();
+    assert_eq!(x.executions.list_executions(&t, s.session_id, None, 10).await.unwrap().items.len(), 2);
+    // when the clock passes the first record's expiry (by less than a second)
+    x.clock.advance(Duration::milliseconds(1600));
+    // then it is gone from every read, and the live one stays
+    assert_eq!(x.executions.execution_for_source(&t, "evt-old").await.unwrap(), None);
+    assert_eq!(x.executions.get_execution(&t, commit.execution.execution_id).await.unwrap(), None);
+    let page = x.executions.list_executions(&t, s.session_id, None, 10).await.unwrap();
+    assert_eq!(page.items, vec![fresh.execution.clone()]);
+    assert_eq!(x.executions.execution_for_source(&t, "evt-new").await.unwrap(), Some(fresh.execution));
+}
+
+async fn another_tenants_ids_return_nothing(x: &Subject) {
+    let (a, b) = (tenant("t-a"), tenant("t-b"));
+    x.admin.create_tenant(&a).await;
+    x.admin.create_tenant(&b).await;
+    let agent_a = agent(&a);
+    x.admin.put_agent(&agent_a).await;
+    x.admin.put_trigger(&trigger(&a, agent_a.agent_id, TriggerId::generate(), 1, "message.new", "active")).await;
+    let s = start(&a, "c-1", x.clock.now());
+    let commit = create(&s, "evt-1", x.clock.now());
+    x.sessions.commit_turn(&commit).await.unwrap();
+    // tenant b asks for tenant a's ids
+    assert_eq!(x.sessions.get_session(&b, s.session_id).await.unwrap(), None);
+    assert_eq!(x.sessions.latest_session(&b, "c-1").await.unwrap(), None);
+    assert!(x.sessions.sessions_for_conversation(&b, "c-1").await.unwrap().is_empty());
+    assert_eq!(x.executions.execution_for_source(&b, "evt-1").await.unwrap(), None);
+    assert_eq!(x.executions.get_execution(&b, commit.execution.execution_id).await.unwrap(), None);
+    assert!(x.executions.list_executions(&b, s.session_id, None, 10).await.unwrap().items.is_empty());
+    assert_eq!(x.config.get_agent(&b, agent_a.agent_id).await.unwrap(), None);
+    assert!(x.config.active_triggers(&b, EventType::MessageNew).await.unwrap().is_empty());
+    // while tenant a sees its own
+    let stored = Agent { version: 1, ..agent_a.clone() };
+    assert_eq!(x.config.get_agent(&a, agent_a.agent_id).await.unwrap(), Some(stored));
+    assert_eq!(x.config.active_triggers(&a, EventType::MessageNew).await.unwrap().len(), 1);
+}
+
+async fn triggers_come_active_and_in_evaluation_order(x: &Subject) {
+    let t = tenant("t-1");
+    assert!(!x.config.tenant_exists(&t).await.unwrap());
+    x.admin.create_tenant(&t).await;
+    assert!(x.config.tenant_exists(&t).await.unwrap());
+    let a = agent(&t);
+    x.admin.put_agent(&a).await;
+    let mut tids: Vec<TriggerId> = (0..6).map(|_| TriggerId::generate()).collect();
+    tids.sort();
+    let written = [
+        trigger(&t, a.agent_id, tids[0], 5, "message.new", "active"),
+        trigger(&t, a.agent_id, tids[1], 1, "message.new", "active"),
+        trigger(&t, a.agent_id, tids[2], 5, "message.new", "active"),
+        trigger(&t, a.agent_id, tids[3], 3, "message.new", "inactive"),
+        trigger(&t, a.agent_id, tids[4], 0, "schedule", "active"),
+        trigger(&t, a.agent_id, tids[5], -2, "message.new", "active"),
+    ];
+    for tr in written.iter().rev() {
+        x.admin.put_trigger(tr).await;
+    }
+    let got = x.config.active_triggers(&t, EventType::MessageNew).await.unwrap();
+    let order: Vec<TriggerId> = got.iter().map(|t| t.trigger_id).collect();
+    assert_eq!(order, vec![tids[5], tids[1], tids[0], tids[2]]);
+    // stored as written, at version 1
+    assert_eq!(got[0], Trigger { version: 1, ..written[5].clone() });
+    let schedule = x.config.active_triggers(&t, EventType::Schedule).await.unwrap();
+    assert_eq!(schedule.len(), 1);
+}
+
+async fn the_queue_groups_by_conversation_and_deduplicates(x: &Subject) {
+    let item = |conversation: &str, source: &str| WorkItem {
+        tenant_id: tenant("t-1"),
+        source_id: source.into(),
+        conversation_id: conversation.into(),
+        message_id: format!("m-{source}"),
+        text: "hello".into(),
+        trigger_id: Some(TriggerId::generate()),
+        agent_id: AgentId::generate(),
+        continuation: false,
+        detail: json!({"message": {"text": "hello", "n": 1.5}}),
+    };
+    let (a1, b1, a2) = (item("c-a", "evt-1"), item("c-b", "evt-2"), item("c-a", "evt-3"));
+    x.queue.enqueue(&a1, "evt-1").await.unwrap();
+    x.queue.enqueue(&b1, "evt-2").await.unwrap();
+    // a repeat of the first event (its dedup id) adds nothing
+    x.queue.enqueue(&a1, "evt-1").await.unwrap();
+    x.queue.enqueue(&a2, "evt-3").await.unwrap();
+    let got = x.probe.drain().await;
+    let mut seen: Vec<(String, String, WorkItem)> =
+        got.into_iter().map(|(g, d, body)| (g, d, serde_json::from_str(&body).unwrap())).collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    // within a group, enqueue order holds
+    let group_a: Vec<&WorkItem> = seen.iter().filter(|(g, ..)| *g == a1.group_id()).map(|(.., i)| i).collect();
+    assert_eq!(group_a, vec![&a1, &a2]);
+    seen.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(seen[0], ("t-1:c-a".to_owned(), "evt-1".to_owned(), a1.clone()));
+    assert_eq!(seen[1], ("t-1:c-b".to_owned(), "evt-2".to_owned(), b1));
+    assert_eq!(seen[2], ("t-1:c-a".to_owned(), "evt-3".to_owned(), a2));
+}
+
+async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject) {
+    let t = tenant("t-1");
+    let a = agent(&t);
+    let rec = |a: &Agent, v: u64| {
+        let mut a = a.clone();
+        a.version = v;
+        ConfigRecord::Agent(a)
+    };
+    // a tenant that does not exist takes no records
+    let err = x.config_admin.put_config(&rec(&a, 1), None).await.unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    assert!(x.config_admin.create_tenant(&t, "Tenant").await.unwrap());
+    assert!(!x.config_admin.create_tenant(&t, "Again").await.unwrap());
+    // create once; a second create of the same id conflicts
+    x.config_admin.put_config(&rec(&a, 1), None).await.unwrap();
+    let err = x.config_admin.put_config(&rec(&a, 1), None).await.unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    // replace on the version read; a stale replace conflicts
+    x.config_admin.put_config(&rec(&a, 2), Some(1)).await.unwrap();
+    let err = x.config_admin.put_config(&rec(&a, 3), Some(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    let id = a.agent_id.to_string();
+    assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), Some(rec(&a, 2)));
+    assert_eq!(
+        x.config.get_agent(&t, a.agent_id).await.unwrap(),
+        Some(match rec(&a, 2) {
+            ConfigRecord::Agent(a) => a,
+            _ => unreachable!(),
+        })
+    );
+    // the bundle path writes the next version whatever is stored
+    x.admin.put_agent(&a).await;
+    assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), Some(rec(&a, 3)));
+    // lists come in id order, in pages
+    let mut more: Vec<Agent> = (0..4).map(|_| agent(&t)).collect();
+    for m in &more {
+        x.config_admin.put_config(&rec(m, 1), None).await.unwrap();
+    }
+    more.push(match rec(&a, 3) {
+        ConfigRecord::Agent(a) => a,
+        _ => unreachable!(),
+    });
+    more.sort_by_key(|m| m.agent_id);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = x.config_admin.list_config(&t, ConfigKind::Agent, cursor.as_deref(), 2).await.unwrap();
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items.into_iter().map(|r| match r {
+            ConfigRecord::Agent(a) => a.agent_id,
+            other => panic!("{other:?}"),
+        }));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, more.iter().map(|m| m.agent_id).collect::<Vec<_>>());
+    assert!(x.config_admin.list_config(&t, ConfigKind::Trigger, None, 10).await.unwrap().items.is_empty());
+    // deletes are conditional too
+    let err = x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    assert!(x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3).await.unwrap());
+    assert!(!x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3).await.unwrap());
+    assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), None);
+    assert_eq!(x.config.get_agent(&t, a.agent_id).await.unwrap(), None);
+}
