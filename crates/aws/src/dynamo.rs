@@ -34,8 +34,8 @@ use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
-    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, Trigger,
-    TriggerStatus, ValidationErrors,
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, Tool, ToolId,
+    Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecutionLog, Page, SessionStore, StoreError, TurnCommit,
@@ -671,6 +671,13 @@ impl ConfigStore for DynamoStore {
             cache.insert(k, (now, a.clone()));
         }
         Ok(found)
+    }
+
+    async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
+            Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
     }
 
     async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError> {

@@ -86,6 +86,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         bus: Arc::new(EventBridgeBus::new(eventbridge, names.event_bus.clone())),
         conversations: conversations.clone(),
         model: Arc::new(model),
+        webhooks: Arc::new(switchboard_engine::NoWebhooks),
         clock: clock.clone(),
     });
     let item = WorkItem {

@@ -75,6 +75,24 @@ pub struct ToolCallRecord {
     /// Key that makes the call's side effect happen at most once.
     pub idempotency_key: String,
     pub latency_ms: u64,
+    /// For webhook tools: what the call did (never the secret or the bodies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookAudit>,
+}
+
+/// The audit of one webhook tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookAudit {
+    pub host: String,
+    /// HTTP status of the last attempt, if any response came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    pub attempts: u32,
+    pub response_bytes: u64,
+    pub truncated: bool,
+    /// `ok`, `http_error`, `invalid_arguments`, `blocked`, `timeout`, `connect_error`, `secret_error`.
+    pub outcome: String,
 }
 
 /// An effect on the outside world that the execution caused.

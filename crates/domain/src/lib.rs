@@ -12,6 +12,7 @@ pub mod ids;
 pub mod input;
 pub mod limits;
 pub mod message;
+pub mod schema;
 pub mod session;
 pub mod skill;
 pub mod tool;
@@ -23,11 +24,12 @@ pub use condition::{ConditionError, Conditions};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
     Action, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage, ToolCallRecord,
+    WebhookAudit,
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};
 pub use session::{HandoffContext, HandoffTarget, Session, SessionStatus};
 pub use skill::Skill;
-pub use tool::{SystemTool, Tool, ToolHandler, ToolType};
+pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
 pub use trigger::{EventType, Trigger, TriggerStatus};
 pub use validation::{FieldError, ValidationErrors};

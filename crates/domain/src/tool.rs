@@ -346,6 +346,14 @@ fn check_parameters_schema(errors: &mut ValidationErrors, schema: &serde_json::V
     if schema.to_string().len() > 16 * 1024 {
         errors.push("/parameters", "must be at most 16 KiB of JSON");
     }
+    let mut deeper = ValidationErrors::default();
+    crate::schema::check_supported(schema, "/parameters", &mut deeper);
+    // The shallow checks above already reported these pointers.
+    for e in deeper.0 {
+        if !errors.0.iter().any(|seen| seen.pointer == e.pointer) {
+            errors.0.push(e);
+        }
+    }
 }
 
 /// Checks a list of tool references: system tool names or custom tool ids, no repeats.

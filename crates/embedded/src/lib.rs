@@ -10,6 +10,7 @@ pub mod keys;
 pub mod queue;
 pub mod runtime;
 pub mod scripted;
+pub mod secrets;
 pub mod store;
 pub mod worker;
 
@@ -20,4 +21,5 @@ pub use db::Db;
 pub use queue::{QueueConfig, SqliteWorkQueue};
 pub use runtime::{Embedded, EmbeddedOptions};
 pub use scripted::{SCRIPTED_MODEL_ID, ScriptedModel};
+pub use secrets::FileSecrets;
 pub use store::SqliteStore;

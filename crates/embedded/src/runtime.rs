@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, RouteError, RouteOutcome,
-    Router, StoreError, WorkItem,
+    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, NoWebhooks, RouteError,
+    RouteOutcome, Router, StoreError, WebhookCaller, WorkItem,
 };
 use tokio::sync::broadcast;
 use tracing::{error, warn};
@@ -24,18 +24,35 @@ use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "switchboard.db";
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EmbeddedOptions {
     /// Worker tasks draining the queue (different conversations run in parallel).
     pub workers: usize,
     pub queue: QueueConfig,
     /// How often an idle worker looks for items whose visibility timeout passed.
     pub idle_poll: Duration,
+    /// Calls tenant webhook tools; without one, webhook tools answer the model with an error.
+    pub webhooks: Arc<dyn WebhookCaller>,
+}
+
+impl std::fmt::Debug for EmbeddedOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedOptions")
+            .field("workers", &self.workers)
+            .field("queue", &self.queue)
+            .field("idle_poll", &self.idle_poll)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        Self { workers: 4, queue: QueueConfig::default(), idle_poll: Duration::from_millis(500) }
+        Self {
+            workers: 4,
+            queue: QueueConfig::default(),
+            idle_poll: Duration::from_millis(500),
+            webhooks: Arc::new(NoWebhooks),
+        }
     }
 }
 
@@ -93,6 +110,7 @@ impl Embedded {
             bus: Arc::new(bus.clone()),
             conversations: Arc::new(LocalConversations::new(store.clone())),
             model,
+            webhooks: Arc::clone(&options.webhooks),
             clock,
         };
         let router = Router::new(store_arc.clone(), store_arc, queue_arc);

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
     Agent, AgentId, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus,
-    TenantId, Trigger, TriggerStatus, ValidationErrors,
+    TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage,
@@ -369,6 +369,13 @@ impl ConfigStore for SqliteStore {
             .await
             .map_err(store_err)?;
         body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
+            Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
     }
 
     async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError> {

@@ -573,3 +573,134 @@ async fn a_bundle_with_a_trigger_naming_a_missing_agent_is_refused_with_its_poin
     let err = Bundle::parse(&bad_condition, &SystemClock).unwrap_err();
     assert!(err.0[0].pointer.starts_with("/triggers/0/conditions"), "{err}");
 }
+
+/// A webhook caller that records requests and answers from a script (the real HTTP caller is
+/// tested on its own against a loopback receiver).
+struct RecordingWebhooks {
+    calls: std::sync::Mutex<Vec<switchboard_engine::WebhookRequest>>,
+    answer: Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError>,
+}
+
+#[async_trait]
+impl switchboard_engine::WebhookCaller for RecordingWebhooks {
+    async fn call(
+        &self,
+        request: &switchboard_engine::WebhookRequest,
+    ) -> Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError> {
+        self.calls.lock().unwrap().push(request.clone());
+        self.answer.clone()
+    }
+}
+
+const LOOKUP: &str = "01JD0000H00KS000000000000A";
+
+async fn world_with_webhook(
+    answer: Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError>,
+    arguments: Value,
+) -> (World, Arc<RecordingWebhooks>) {
+    let hooks = Arc::new(RecordingWebhooks { calls: Default::default(), answer });
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "lookup_order" }, "then": { "text": "Checked your order." } },
+        { "then": { "toolCalls": [ { "name": "lookup_order", "input": arguments } ] } }
+    ] });
+    let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
+    let options = EmbeddedOptions { webhooks: hooks.clone(), ..EmbeddedOptions::default() };
+    let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), options).unwrap();
+    let b = default_bundle(json!({ "tools": ["send_message", LOOKUP] }));
+    let b = Bundle::parse(&b, &SystemClock).unwrap();
+    embedded.store.create_tenant(&b.tenant_id, "t").await.unwrap();
+    let tool: switchboard_domain::Tool = serde_json::from_value(json!({
+        "tenantId": "t-1", "toolId": LOOKUP, "name": "lookup_order", "description": "Looks an order up",
+        "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"],
+                        "additionalProperties": false },
+        "handler": { "type": "webhook", "url": "https://hooks.example.com/orders?sig=x", "secretRef": "orders" },
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z", "version": 1
+    }))
+    .unwrap();
+    tool.validate().unwrap();
+    use switchboard_engine::ConfigAdmin;
+    embedded.store.put_config(&switchboard_engine::ConfigRecord::Tool(tool), None).await.unwrap();
+    b.install(&embedded.store).await.unwrap();
+    (World { embedded, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }, hooks)
+}
+
+fn http(status: u16, body: &str) -> switchboard_engine::WebhookResponse {
+    switchboard_engine::WebhookResponse {
+        status,
+        body: body.as_bytes().to_vec(),
+        truncated: false,
+        attempts: 1,
+        host: "hooks.example.com".into(),
+    }
+}
+
+#[tokio::test]
+async fn it_calls_a_webhook_tool_and_feeds_its_answer_back() {
+    let (mut w, hooks) =
+        world_with_webhook(Ok(http(200, r#"{"status":"shipped"}"#)), json!({ "orderId": "123" })).await;
+    let (_, outcomes) = w.say("c-1", "where is 123?").await;
+    let r = record(&outcomes[0]);
+    // then the tool was called once, signed by the adapter, with a body that says what and why
+    let calls = hooks.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    let body: Value = serde_json::from_slice(&calls[0].body).unwrap();
+    assert_eq!(body["tool"], "lookup_order");
+    assert_eq!(body["arguments"], json!({ "orderId": "123" }));
+    assert_eq!(body["idempotencyKey"], calls[0].idempotency_key.as_str());
+    assert_eq!(body["executionId"], json!(r.execution_id));
+    assert!(body.get("conversationId").is_none(), "no personal data unless the tool opts in");
+    assert_eq!(calls[0].handler.secret_ref.as_deref(), Some("orders"));
+    // and its answer went back to the model, and into the audit
+    let call = &r.tool_calls[0];
+    assert_eq!((call.is_error, call.output.clone()), (false, json!({ "status": "shipped" })));
+    assert_eq!(call.idempotency_key, calls[0].idempotency_key);
+    let audit = call.webhook.as_ref().unwrap();
+    assert_eq!((audit.host.as_str(), audit.status, audit.outcome.as_str()), ("hooks.example.com", Some(200), "ok"));
+    assert_eq!(w.replies("c-1").await, ["Checked your order."]);
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_tools_schema_never_reach_the_webhook() {
+    let (mut w, hooks) = world_with_webhook(Ok(http(200, "{}")), json!({ "orderId": 123, "admin": true })).await;
+    let (_, outcomes) = w.say("c-1", "x").await;
+    let call = &record(&outcomes[0]).tool_calls[0];
+    assert!(hooks.calls.lock().unwrap().is_empty());
+    assert!(call.is_error);
+    assert_eq!(call.output["problems"], json!(["/admin: is not allowed", "/orderId: must be string (got integer)"]));
+    assert_eq!(call.webhook.as_ref().unwrap().outcome, "invalid_arguments");
+}
+
+#[tokio::test]
+async fn a_failing_webhook_is_an_error_for_the_model_not_a_failed_execution() {
+    for (answer, outcome) in [
+        (Err(switchboard_engine::WebhookError::Timeout { attempts: 3 }), "timeout"),
+        (Err(switchboard_engine::WebhookError::Blocked("private address".into())), "blocked"),
+        (Ok(http(503, "busy")), "http_error"),
+    ] {
+        let (mut w, _) = world_with_webhook(answer, json!({ "orderId": "1" })).await;
+        let (_, outcomes) = w.say("c-1", "x").await;
+        let r = record(&outcomes[0]);
+        assert_eq!(r.status, ExecutionStatus::Success, "{outcome}");
+        assert!(r.tool_calls[0].is_error);
+        assert_eq!(r.tool_calls[0].webhook.as_ref().unwrap().outcome, outcome);
+        assert_eq!(w.replies("c-1").await, ["Checked your order."]);
+    }
+}
+
+#[tokio::test]
+async fn a_redelivered_item_calls_the_webhook_again_with_the_same_idempotency_key() {
+    let (mut w, hooks) = world_with_webhook(Ok(http(200, "{}")), json!({ "orderId": "1" })).await;
+    w.say("c-1", "first").await;
+    let executor = flaky_executor(&w, Mode::CrashBeforeCommit);
+    let e = w.event("c-1", "second");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    assert!(executor.execute(&item).await.is_err());
+    executor.execute(&item).await.unwrap();
+    let keys: Vec<_> = hooks.calls.lock().unwrap().iter().map(|c| c.idempotency_key.clone()).collect();
+    assert_eq!(keys.len(), 3);
+    assert_eq!(keys[1], keys[2], "the receiver can drop the repeat");
+    assert_ne!(keys[0], keys[1]);
+}

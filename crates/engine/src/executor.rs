@@ -18,8 +18,9 @@ use tracing::{info, warn};
 
 use crate::context;
 use crate::error::StoreError;
-use crate::ports::{Deps, ModelRequest, SessionWrite, TurnCommit, WorkItem};
+use crate::ports::{Deps, ModelRequest, SessionWrite, ToolSpec, TurnCommit, WorkItem};
 use crate::system_tools::{self, ToolFault, TurnState};
+use crate::webhook_tools;
 
 /// How often a turn is re-run after losing a session version race before giving up (and
 /// leaving the item to be redelivered).
@@ -214,11 +215,18 @@ impl Executor {
         let mut record = self.blank_record(item, &session, started);
         let user = Message::user_text(item.text.clone());
         let tools = context::allowed_tools(agent, &session);
+        let custom = webhook_tools::load(deps, agent).await?;
+        let mut specs = context::tool_specs(&tools);
+        specs.extend(custom.iter().map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.parameters.clone(),
+        }));
         let mut request = ModelRequest {
             model: agent.model.clone(),
             system: context::system_prompt(agent, &session),
             messages: context::messages(agent, &session, &user),
-            tools: context::tool_specs(&tools),
+            tools: specs,
             config: agent.model_config.clone(),
         };
         let mut state = TurnState { session, new_session: None, actions: vec![], replies_sent: 0, finished: false };
@@ -286,14 +294,26 @@ impl Executor {
                 let key = format!("{}/{calls}", item.source_id);
                 calls += 1;
                 let call_started = Instant::now();
+                let mut webhook = None;
                 let outcome = match name.parse::<SystemTool>() {
                     Ok(tool) if tools.contains(&tool) && !state.finished => {
                         system_tools::run(deps, item, &mut state, tool, &input, &key).await?
                     }
-                    Ok(_) if state.finished => system_tools::ToolOutcome {
+                    _ if state.finished => system_tools::ToolOutcome {
                         output: json!({"error": "the conversation already left this agent in this turn"}),
                         is_error: true,
                     },
+                    Err(_) if custom.iter().any(|t| t.name == name) => {
+                        let tool = custom
+                            .iter()
+                            .find(|t| t.name == name)
+                            .ok_or_else(|| ExecError::new(ErrorKind::Internal, "custom tool vanished", false))?;
+                        let (outcome, audit) =
+                            webhook_tools::run(deps, item, &state.session, record.execution_id, tool, &input, &key)
+                                .await;
+                        webhook = Some(audit);
+                        outcome
+                    }
                     _ => system_tools::ToolOutcome {
                         output: json!({"error": format!("tool '{name}' is not available to this agent")}),
                         is_error: true,
@@ -307,6 +327,7 @@ impl Executor {
                     is_error: outcome.is_error,
                     idempotency_key: key,
                     latency_ms: elapsed_ms(call_started),
+                    webhook,
                 });
                 results.push(ContentBlock::ToolResult {
                     tool_use_id,

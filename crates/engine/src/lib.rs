@@ -14,6 +14,7 @@ pub mod executor;
 pub mod handoff;
 pub mod router;
 mod system_tools;
+mod webhook_tools;
 
 pub use executor::{ExecError, ExecOutcome, Executor};
 pub use handoff::{HandoffDone, HandoffError, HandoffTo};

@@ -1,0 +1,106 @@
+//! Custom tools: a tenant's webhook, called through the `WebhookCaller` port. The model's
+//! arguments are validated against the tool's schema before any call; every outcome — a bad
+//! argument, a refusal, a timeout, an HTTP error — goes back to the model as the tool result and
+//! into the execution record's audit, never to the customer and never as a failed execution.
+
+use serde_json::{Value, json};
+use switchboard_domain::{ExecutionId, Session, Tool, ToolHandler, WebhookAudit};
+use tracing::info;
+
+use crate::ports::{Deps, WebhookError, WebhookRequest, WorkItem};
+use crate::system_tools::ToolOutcome;
+
+/// Calls `tool` with the model's `input`; `key` is the call's idempotency key.
+pub(crate) async fn run(
+    deps: &Deps,
+    item: &WorkItem,
+    session: &Session,
+    execution_id: ExecutionId,
+    tool: &Tool,
+    input: &Value,
+    key: &str,
+) -> (ToolOutcome, WebhookAudit) {
+    let ToolHandler::Webhook(handler) = &tool.handler;
+    let host = handler.url.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
+    let host = host.rsplit('@').next().unwrap_or(host).to_owned();
+    let audit = |outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool| WebhookAudit {
+        host: host.clone(),
+        status,
+        attempts,
+        response_bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+        truncated,
+        outcome: outcome.to_owned(),
+    };
+    if let Err(problems) = switchboard_domain::schema::validate(&tool.parameters, input) {
+        let output = json!({ "error": format!("invalid arguments for {}", tool.name), "problems": problems });
+        return (ToolOutcome { output, is_error: true }, audit("invalid_arguments", None, 0, 0, false));
+    }
+    let mut body = json!({
+        "tool": tool.name,
+        "arguments": input,
+        "tenantId": item.tenant_id,
+        "sessionId": session.session_id,
+        "executionId": execution_id,
+        "idempotencyKey": key,
+    });
+    if handler.include_pii
+        && let Some(b) = body.as_object_mut()
+    {
+        b.insert("conversationId".into(), json!(item.conversation_id));
+    }
+    let request = WebhookRequest {
+        tenant_id: item.tenant_id.clone(),
+        tool_name: tool.name.clone(),
+        handler: handler.clone(),
+        body: body.to_string().into_bytes(),
+        idempotency_key: key.to_owned(),
+    };
+    match deps.webhooks.call(&request).await {
+        Ok(res) => {
+            let parsed: Value = serde_json::from_slice(&res.body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&res.body).into_owned()));
+            let ok = (200..300).contains(&res.status) && !res.truncated;
+            let outcome = if ok { "ok" } else { "http_error" };
+            info!(tool = %tool.name, host = %res.host, status = res.status, attempts = res.attempts, "webhook tool called");
+            let output = if res.truncated {
+                json!({ "error": "the tool's response was larger than 1 MiB and was cut off", "status": res.status })
+            } else if ok {
+                parsed
+            } else {
+                json!({ "error": format!("the tool answered HTTP {}", res.status), "body": parsed })
+            };
+            let audit = WebhookAudit {
+                host: res.host.clone(),
+                ..audit(outcome, Some(res.status), res.attempts, res.body.len(), res.truncated)
+            };
+            (ToolOutcome { output, is_error: !ok }, audit)
+        }
+        Err(e) => {
+            let (outcome, attempts) = match &e {
+                WebhookError::Blocked(_) => ("blocked", 0),
+                WebhookError::Timeout { attempts } => ("timeout", *attempts),
+                WebhookError::Connect { attempts, .. } => ("connect_error", *attempts),
+                WebhookError::Secret(_) => ("secret_error", 0),
+                WebhookError::Invalid(_) => ("invalid_request", 0),
+            };
+            info!(tool = %tool.name, %host, outcome, "webhook tool call failed");
+            let output = json!({ "error": format!("the tool could not be called: {e}") });
+            (ToolOutcome { output, is_error: true }, audit(outcome, None, attempts, 0, false))
+        }
+    }
+}
+
+/// The agent's active custom tools, in the order it lists them. A tool id that no longer names
+/// an active tool of the tenant is left out (and logged): the agent runs without it.
+pub(crate) async fn load(deps: &Deps, agent: &switchboard_domain::Agent) -> Result<Vec<Tool>, crate::StoreError> {
+    let mut tools = Vec::new();
+    for id in agent.tools.iter().filter_map(|t| t.parse::<switchboard_domain::ToolId>().ok()) {
+        match deps.config.get_tool(&agent.tenant_id, id).await? {
+            Some(t) if t.status == switchboard_domain::TriggerStatus::Active => tools.push(t),
+            _ => {
+                tracing::warn!(agent_id = %agent.agent_id, tool_id = %id, "agent lists a tool that is missing or inactive")
+            }
+        }
+    }
+    Ok(tools)
+}
