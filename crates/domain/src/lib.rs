@@ -18,6 +18,7 @@ pub mod skill;
 pub mod tool;
 pub mod trigger;
 pub mod validation;
+pub mod webhook;
 
 pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, HistoryConfig, ModelConfig};
 pub use condition::{ConditionError, Conditions};

@@ -1,0 +1,933 @@
+//! The contracts in `contracts/` against the real server: starts `switchboard serve` on a loopback
+//! port, drives a realistic session over HTTP, and checks every answer against
+//! `contracts/openapi.yaml` (route, status, content type, headers, body), every request body the
+//! server accepted against the documented request schema, every inbound envelope against
+//! `events/message.new.schema.json`, and every published event against its own schema. A route,
+//! status, query parameter, field or enum value the contracts do not describe fails the test, and
+//! so does a documented operation the server does not serve.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+/// The base URI the OpenAPI document is validated under; the event schemas' `$id`s sit beside it.
+const OPENAPI_URI: &str = "https://example.invalid/switchboard/contracts/openapi.yaml";
+const EVENTS_URI: &str = "https://example.invalid/switchboard/contracts/events/";
+/// The outbound detail-types the engine publishes today, each with a schema in `contracts/events/`.
+const OUTBOUND: [&str; 5] =
+    ["session.handoff.human", "session.handoff.agent", "session.ended", "flow.trigger.requested", "execution.failed"];
+const SUPPORT_AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
+const BILLING_AGENT: &str = "01JD0000PAYMENTS0AGENT0002";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn examples() -> PathBuf {
+    repo().join("examples/support")
+}
+
+// ------------------------------------------------------------------------------------------
+// The contracts
+// ------------------------------------------------------------------------------------------
+
+/// Serves the contract files to the validator by URI (no network, no file system lookups).
+struct ContractFiles(HashMap<String, Value>);
+
+impl jsonschema::Retrieve for ContractFiles {
+    fn retrieve(&self, uri: &jsonschema::Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        self.0.get(uri.as_str()).cloned().ok_or_else(|| format!("no contract file {uri}").into())
+    }
+}
+
+struct Spec {
+    /// `openapi.yaml` as JSON.
+    doc: Value,
+    /// Event schemas by URI (their `$id`).
+    files: HashMap<String, Value>,
+    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+impl Spec {
+    fn load() -> Self {
+        let dir = repo().join("contracts");
+        let yaml = std::fs::read_to_string(dir.join("openapi.yaml")).unwrap();
+        let doc: Value = serde_norway::from_str(&yaml).expect("openapi.yaml is valid YAML");
+        assert_eq!(doc["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true), "OpenAPI 3.1");
+        let mut files = HashMap::new();
+        for entry in std::fs::read_dir(dir.join("events")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            assert!(name.ends_with(".schema.json"), "unexpected file {name} in contracts/events");
+            let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            assert_eq!(schema["$id"], json!(format!("{EVENTS_URI}{name}")), "$id of {name}");
+            assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name}");
+            if let Err(e) = jsonschema::meta::validate(&schema) {
+                panic!("{name} is not a valid JSON Schema: {e}");
+            }
+            files.insert(format!("{EVENTS_URI}{name}"), schema);
+        }
+        Self { doc, files, validators: Mutex::new(HashMap::new()) }
+    }
+
+    fn event_schema(&self, name: &str) -> &Value {
+        self.files.get(&format!("{EVENTS_URI}{name}.schema.json")).unwrap_or_else(|| panic!("no schema for {name}"))
+    }
+
+    /// A validator for a schema taken from `openapi.yaml` (its `$ref`s resolve in the document)
+    /// or for an event schema.
+    fn validator(&self, schema: &Value) -> Arc<jsonschema::Validator> {
+        let key = schema.to_string();
+        if let Some(v) = self.validators.lock().unwrap().get(&key) {
+            return v.clone();
+        }
+        let root = if schema.get("$id").is_some() {
+            schema.clone()
+        } else {
+            json!({ "$id": OPENAPI_URI, "components": self.doc["components"], "allOf": [schema] })
+        };
+        let validator = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .with_retriever(ContractFiles(self.files.clone()))
+            .build(&root)
+            .unwrap_or_else(|e| panic!("schema {schema} does not compile: {e}"));
+        let validator = Arc::new(validator);
+        self.validators.lock().unwrap().insert(key, validator.clone());
+        validator
+    }
+
+    fn errors(&self, schema: &Value, instance: &Value) -> Vec<String> {
+        self.validator(schema).iter_errors(instance).map(|e| format!("{} at '{}'", e, e.instance_path())).collect()
+    }
+
+    fn check(&self, schema: &Value, instance: &Value, what: &str) {
+        let errors = self.errors(schema, instance);
+        assert!(errors.is_empty(), "{what} does not match its contract:\n  {}\n{instance:#}", errors.join("\n  "));
+    }
+
+    /// Follows `$ref`s inside the document (responses, parameters, headers).
+    fn deref<'a>(&'a self, mut v: &'a Value) -> &'a Value {
+        while let Some(r) = v.get("$ref").and_then(Value::as_str) {
+            let pointer = r.strip_prefix('#').unwrap_or_else(|| panic!("external $ref {r} outside a schema"));
+            v = self.doc.pointer(pointer).unwrap_or_else(|| panic!("dangling $ref {r}"));
+        }
+        v
+    }
+
+    /// The documented path template a concrete path falls under (the most literal one).
+    fn template(&self, path: &str) -> Option<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let mut best: Option<(usize, String)> = None;
+        for template in self.doc["paths"].as_object().unwrap().keys() {
+            let parts: Vec<&str> = template.split('/').collect();
+            if parts.len() != segments.len() {
+                continue;
+            }
+            let mut literal = 0;
+            let fits = parts.iter().zip(&segments).all(|(p, s)| {
+                if p.starts_with('{') && p.ends_with('}') {
+                    !s.is_empty()
+                } else {
+                    literal += 1;
+                    p == s
+                }
+            });
+            if fits && best.as_ref().is_none_or(|(n, _)| literal > *n) {
+                best = Some((literal, template.clone()));
+            }
+        }
+        best.map(|(_, t)| t)
+    }
+
+    fn operation(&self, method: &Method, template: &str) -> Option<&Value> {
+        self.doc["paths"][template].get(method.as_str().to_lowercase())
+    }
+
+    /// Every documented (method, path template).
+    fn operations(&self) -> BTreeSet<(String, String)> {
+        let mut out = BTreeSet::new();
+        for (template, item) in self.doc["paths"].as_object().unwrap() {
+            for method in ["get", "put", "post", "delete", "patch", "head", "options"] {
+                if item.get(method).is_some() {
+                    out.insert((method.to_uppercase(), template.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Names of the query parameters an operation documents (path-level ones included).
+    fn query_params(&self, template: &str, op: &Value) -> BTreeSet<String> {
+        let path_level = self.doc["paths"][template]["parameters"].as_array().cloned().unwrap_or_default();
+        let own = op["parameters"].as_array().cloned().unwrap_or_default();
+        path_level
+            .iter()
+            .chain(own.iter())
+            .map(|p| self.deref(p))
+            .filter(|p| p["in"] == "query")
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The server and a client that checks every exchange
+// ------------------------------------------------------------------------------------------
+
+/// A running `switchboard serve`; killed through its `Child` when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    admin: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line {line:?}")).to_owned();
+        let admin = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
+        Self { child, base, admin }
+    }
+
+    /// The example tenant and its scripted model (a deterministic test double).
+    fn example(data_dir: &Path) -> Self {
+        let tenant = examples().join("tenant.json");
+        let script = examples().join("script.json");
+        Self::start(data_dir, &["--tenant", tenant.to_str().unwrap(), "--scripted-model", script.to_str().unwrap()])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `switchboard tenants create` on the data directory; returns the printed key.
+fn create_tenant(data_dir: &Path, id: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["tenants", "create", id, "--name", &format!("Tenant {id}"), "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Raw(&'static str, Vec<u8>),
+}
+
+struct Reply {
+    status: StatusCode,
+    body: Value,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl Reply {
+    fn pointers(&self) -> Vec<String> {
+        self.body["errors"]
+            .as_array()
+            .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    fn str(&self, pointer: &str) -> String {
+        self.body
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no {pointer} in {}", self.body))
+            .to_owned()
+    }
+}
+
+/// An HTTP client that validates every exchange against the contracts and remembers which
+/// documented operations it exercised.
+struct Api<'a> {
+    spec: &'a Spec,
+    base: String,
+    key: Option<String>,
+    client: Client,
+    /// Shared with the clients made by `with_key`.
+    seen: Arc<Mutex<BTreeSet<(String, String)>>>,
+}
+
+impl<'a> Api<'a> {
+    fn new(spec: &'a Spec, server: &Server, key: Option<&str>) -> Self {
+        Api {
+            spec,
+            base: server.base.clone(),
+            key: key.map(str::to_owned),
+            client: Client::new(),
+            seen: Arc::default(),
+        }
+    }
+
+    fn with_key(&self, key: Option<&str>) -> Api<'a> {
+        Api {
+            spec: self.spec,
+            base: self.base.clone(),
+            key: key.map(str::to_owned),
+            client: self.client.clone(),
+            seen: self.seen.clone(),
+        }
+    }
+
+    /// The documented operation for a request; panics on an undocumented route.
+    fn operation(&self, method: &Method, path: &str) -> (String, &'a Value) {
+        let spec = self.spec;
+        let template = spec.template(path).unwrap_or_else(|| panic!("{method} {path}: path not in openapi.yaml"));
+        let op = spec
+            .operation(method, &template)
+            .unwrap_or_else(|| panic!("{method} {path}: {method} {template} not in openapi.yaml"));
+        self.seen.lock().unwrap().insert((method.as_str().to_owned(), template.clone()));
+        (template, op)
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: &Body,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut req = self.client.request(method, format!("{}{path_and_query}", self.base));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req = match body {
+            Body::None => req,
+            Body::Json(v) => req.json(v),
+            Body::Raw(ctype, bytes) => req.header("content-type", *ctype).body(bytes.clone()),
+        };
+        req.send().await.unwrap()
+    }
+
+    async fn call(&self, method: Method, path_and_query: &str, body: Body, headers: &[(&str, &str)]) -> Reply {
+        let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        let (template, op) = self.operation(&method, path);
+        let what = format!("{method} {path_and_query}");
+        let res = self.send(method.clone(), path_and_query, &body, headers).await;
+        let (status, res_headers) = (res.status(), res.headers().clone());
+        let text = res.text().await.unwrap();
+        let spec = self.spec;
+
+        // the status is documented for this operation
+        let response = op["responses"]
+            .get(status.as_str())
+            .map(|r| spec.deref(r))
+            .unwrap_or_else(|| panic!("{what} answered {status}, not documented for {method} {template}: {text}"));
+        // the documented headers are there and well-formed
+        for (name, header) in response["headers"].as_object().into_iter().flatten() {
+            let header = spec.deref(header);
+            let value = res_headers.get(name.as_str()).map(|v| v.to_str().unwrap().to_owned());
+            match value {
+                None => assert!(header["required"] != true, "{what} ({status}): header {name} is missing"),
+                Some(v) => {
+                    let schema = spec.deref(&header["schema"]);
+                    let typed = if schema.pointer("/type") == Some(&json!("integer")) {
+                        json!(v.parse::<i64>().unwrap_or_else(|_| panic!("{what}: header {name}: {v:?}")))
+                    } else {
+                        json!(v)
+                    };
+                    spec.check(&header["schema"], &typed, &format!("{what} ({status}) header {name}"));
+                }
+            }
+        }
+        // the body has a documented content type and matches its schema
+        let body_value = match response.get("content").and_then(Value::as_object) {
+            None => {
+                assert!(text.is_empty(), "{what} ({status}): no body documented, got {text}");
+                Value::Null
+            }
+            Some(content) => {
+                let ctype = res_headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().split(';').next().unwrap().trim().to_owned())
+                    .unwrap_or_default();
+                let media = content.get(&ctype).unwrap_or_else(|| {
+                    panic!("{what} ({status}): content type {ctype:?} not documented ({:?})", content.keys())
+                });
+                let value = if ctype.ends_with("json") {
+                    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what} ({status}): not JSON ({e}): {text}"))
+                } else {
+                    Value::String(text)
+                };
+                spec.check(&media["schema"], &value, &format!("{what} ({status}) body"));
+                value
+            }
+        };
+        // what the server accepted is what the contract documents
+        if status.is_success() {
+            let documented = spec.query_params(&template, op);
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let name = pair.split('=').next().unwrap();
+                assert!(documented.contains(name), "{what}: query parameter {name} not documented");
+            }
+            if let Body::Json(sent) = &body {
+                let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+                assert!(!schema.is_null(), "{what}: the server took a body the contract does not document");
+                spec.check(schema, sent, &format!("{what} request body"));
+            }
+        }
+        Reply { status, body: body_value, headers: res_headers }
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.call(Method::GET, path, Body::None, &[]).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Body::Json(body), &[]).await
+    }
+
+    /// Reads `count` events from the SSE stream (the replay of what is logged), checking the
+    /// documented content type and each event's `data` against `OutboundEvent`.
+    async fn stream(&self, path_and_query: &str, headers: &[(&str, &str)], count: usize) -> Vec<(i64, Value)> {
+        let path = path_and_query.split('?').next().unwrap();
+        let (template, op) = self.operation(&Method::GET, path);
+        let mut res = self.send(Method::GET, path_and_query, &Body::None, headers).await;
+        assert_eq!(res.status(), 200, "GET {path_and_query}");
+        let ctype = res.headers()["content-type"].to_str().unwrap().to_owned();
+        let media = &op["responses"]["200"]["content"]["text/event-stream"];
+        assert!(ctype.starts_with("text/event-stream") && media.is_object(), "GET {template}: {ctype}");
+        let data_schema = &media["x-sse-data"];
+        let mut buffer = String::new();
+        let mut events = Vec::new();
+        let read = async {
+            while events.len() < count {
+                let chunk = res.chunk().await.unwrap().expect("the stream ended early");
+                buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+                while let Some(end) = buffer.find("\n\n") {
+                    let frame: String = buffer.drain(..end + 2).collect();
+                    let (mut id, mut name, mut data) = (None, None, None);
+                    for line in frame.lines() {
+                        if let Some(v) = line.strip_prefix("id:") {
+                            id = Some(v.trim().parse::<i64>().unwrap());
+                        } else if let Some(v) = line.strip_prefix("event:") {
+                            name = Some(v.trim().to_owned());
+                        } else if let Some(v) = line.strip_prefix("data:") {
+                            data = Some(serde_json::from_str::<Value>(v.trim()).unwrap());
+                        }
+                    }
+                    let Some(data) = data else { continue }; // a keep-alive comment
+                    self.spec.check(data_schema, &data, &format!("SSE event of {path_and_query}"));
+                    assert_eq!(name.as_deref(), data["detailType"].as_str(), "SSE event name is the detail-type");
+                    events.push((id.expect("every SSE event has an id"), data));
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("the stream replayed too few events");
+        events
+    }
+
+    fn seen(&self) -> BTreeSet<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Helpers
+// ------------------------------------------------------------------------------------------
+
+fn envelope(id: &str, tenant: &str, conversation: &str, text: &str) -> Value {
+    json!({
+        "version": "0", "id": id, "source": "conversations-service", "detail-type": "message.new",
+        "time": "2026-11-23T07:00:00Z",
+        "detail": {
+            "tenantId": tenant, "conversationId": conversation, "messageId": format!("m-{id}"),
+            "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+            "message": { "direction": "inbound", "text": text }
+        }
+    })
+}
+
+/// Posts an inbound envelope and waits for its execution. The envelope must match
+/// `message.new.schema.json` (and, being accepted, the OpenAPI request body).
+async fn deliver(api: &Api<'_>, event: Value) -> Reply {
+    api.spec.check(api.spec.event_schema("message.new"), &event, "inbound envelope");
+    let r = api.post("/events?wait=30", event).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    r
+}
+
+/// Checks every published event of a tenant against its own schema; returns them.
+async fn published(api: &Api<'_>, tenant: &str) -> Vec<(i64, Value)> {
+    let r = api.get(&format!("/tenants/{tenant}/events?limit=100")).await;
+    assert_eq!(r.status, 200);
+    let events: Vec<(i64, Value)> =
+        r.body["events"].as_array().unwrap().iter().map(|e| (e["seq"].as_i64().unwrap(), e["event"].clone())).collect();
+    for (seq, event) in &events {
+        let kind = event["detailType"].as_str().unwrap();
+        assert!(OUTBOUND.contains(&kind), "event {seq} has a detail-type with no schema: {kind}");
+        api.spec.check(api.spec.event_schema(kind), event, &format!("published {kind} (seq {seq})"));
+        assert_eq!(event["tenantId"], tenant);
+    }
+    events
+}
+
+fn kinds(events: &[(i64, Value)]) -> BTreeSet<String> {
+    events.iter().map(|(_, e)| e["detailType"].as_str().unwrap().to_owned()).collect()
+}
+
+// ------------------------------------------------------------------------------------------
+// Tests
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::example(dir.path());
+    let api = Api::new(&spec, &server, Some(&server.admin));
+
+    // -- messages: an answer, a human handoff, an agent handoff, an end --------------------
+    let r = deliver(&api, envelope("e-order-1", "acme", "c-order", "Where is my order #1234?")).await;
+    assert_eq!((r.str("/outcome"), r.str("/execution/status")), ("enqueued".into(), "success".into()));
+    let order_session = r.str("/execution/sessionId");
+    let order_execution = r.str("/execution/executionId");
+    let r = deliver(&api, envelope("e-order-2", "acme", "c-order", "Great, thanks a lot!")).await;
+    assert_eq!(r.str("/execution/status"), "ended");
+
+    let r = deliver(&api, envelope("e-human-1", "acme", "c-human", "Can I talk to a human please?")).await;
+    assert_eq!(r.str("/execution/status"), "handed_off");
+    let r = deliver(&api, envelope("e-human-2", "acme", "c-human", "Hello? Anyone there?")).await;
+    assert_eq!(r.str("/outcome"), "human_owned");
+
+    let r = deliver(&api, envelope("e-bill-1", "acme", "c-bill", "I was charged twice for my tent")).await;
+    assert_eq!(r.str("/execution/status"), "handed_off");
+    // the next message queues behind the billing specialist's continuation, so once it is
+    // answered the handoff has run too
+    let r = deliver(&api, envelope("e-bill-2", "acme", "c-bill", "Any news on that?")).await;
+    assert_eq!((r.str("/execution/agentId"), r.str("/execution/status")), (BILLING_AGENT.into(), "success".into()));
+
+    // a repeat, a message no trigger takes, an outbound echo
+    let r = deliver(&api, envelope("e-order-1", "acme", "c-order", "Where is my order #1234?")).await;
+    assert_eq!((r.str("/outcome"), r.str("/execution/executionId")), ("duplicate".into(), order_execution.clone()));
+    let mut sms = envelope("e-sms-1", "acme", "c-sms", "hello");
+    sms["detail"]["channel"]["platform"] = json!("sms");
+    assert_eq!(deliver(&api, sms).await.str("/outcome"), "no_match");
+    let mut echo = envelope("e-echo-1", "acme", "c-order", "Our reply");
+    echo["detail"]["message"]["direction"] = json!("outbound");
+    echo["detail"]["extra"] = json!({ "kept": "for trigger conditions" });
+    assert_eq!(deliver(&api, echo).await.str("/outcome"), "not_inbound");
+
+    // -- manual invoke ------------------------------------------------------------------------
+    let invoke = format!("/tenants/acme/agents/{SUPPORT_AGENT}/invoke");
+    let body =
+        json!({ "conversationId": "c-invoke", "message": "Where is my order #77?", "metadata": { "source": "crm" } });
+    let first = api.call(Method::POST, &invoke, Body::Json(body.clone()), &[("idempotency-key", "crm-1")]).await;
+    assert_eq!((first.status, first.str("/status")), (StatusCode::OK, "success".into()));
+    let again = api.call(Method::POST, &invoke, Body::Json(body), &[("idempotency-key", "crm-1")]).await;
+    assert_eq!(again.str("/executionId"), first.str("/executionId"));
+    assert_eq!(api.post(&invoke, json!({ "conversationId": "c-invoke-2" })).await.status, 200);
+    assert_eq!(api.post(&invoke, json!({ "conversationId": "c-human" })).await.status, 409);
+    assert_eq!(api.post(&invoke, json!({ "conversationId": "bad id!" })).await.pointers(), ["/conversationId"]);
+
+    // -- handoffs over the API: back from the human to an agent, then to a human again --------
+    let human = api.get("/tenants/acme/conversations/c-human/sessions").await.body["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let handoff = |s: &str| format!("/tenants/acme/sessions/{s}/handoff");
+    let back = api
+        .post(
+            &handoff(&human),
+            json!({ "targetType": "agent", "targetAgentId": SUPPORT_AGENT, "reason": "Resolved by phone" }),
+        )
+        .await;
+    assert_eq!(back.status, 200, "{}", back.body);
+    let agent_session = back.str("/newSessionId");
+    let r = api.post(&handoff(&agent_session), json!({ "targetType": "human", "reason": "VIP customer" })).await;
+    assert_eq!((r.status, &r.body["newSessionId"]), (StatusCode::OK, &Value::Null));
+    let execution = r.str("/executionId");
+    assert_eq!(api.get(&format!("/tenants/acme/executions/{execution}")).await.str("/status"), "handed_off");
+    let r = api.post(&handoff(&agent_session), json!({ "targetType": "human", "reason": "again" })).await;
+    assert_eq!(r.status, 409);
+    let r = api.post(&handoff(&agent_session), json!({ "targetType": "agent", "reason": "x" })).await;
+    assert_eq!(r.pointers(), ["/targetAgentId"]);
+    let r = api.post(&handoff("01ARZ3NDEKTSV4RRFFQ69G5FAV"), json!({ "targetType": "human", "reason": "x" })).await;
+    assert_eq!(r.status, 404);
+
+    // -- configuration CRUD -------------------------------------------------------------------
+    let tool = api
+        .post("/tenants/acme/tools", json!({
+            "name": "lookup_order", "description": "Finds an order by number",
+            "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"] },
+            "handler": { "type": "webhook", "url": "https://example.invalid/hooks/order", "timeoutMs": 5000 }
+        }))
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let tool_id = tool.str("/toolId");
+    let skill = api
+        .post("/tenants/acme/skills", json!({
+            "name": "orders", "description": "Order lookups", "prompt": "Look orders up by number.", "tools": [tool_id]
+        }))
+        .await;
+    assert_eq!(skill.status, 201);
+    let skill_id = skill.str("/skillId");
+    let child_skill = api
+        .post("/tenants/acme/skills", json!({
+            "name": "returns", "description": "Returns", "prompt": "Explain returns.", "parentSkill": skill_id, "status": "inactive"
+        }))
+        .await;
+    assert_eq!(child_skill.status, 201);
+    let agent_body = json!({
+        "name": "Returns desk", "description": "Handles returns.", "type": "standard",
+        "systemPrompt": "You handle returns.", "model": "anthropic.claude-3-haiku",
+        "modelConfig": { "temperature": 0.3, "maxTokens": 800, "topP": 0.9, "stopSequences": ["END"] },
+        "tools": ["send_message", "trigger_flow", tool_id], "skills": [skill_id],
+        "steps": [{ "stepId": "greet", "name": "Greet", "systemPrompt": "Say hello.", "isInitial": true }],
+        "maxTurns": 12, "handoffBehavior": "end", "maxIterations": 6,
+        "history": { "maxMessages": 10, "maxTokens": 2000 }, "status": "active"
+    });
+    let agent = api.post("/tenants/acme/agents", agent_body.clone()).await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent_id = agent.str("/agentId");
+    assert_eq!(agent.headers["location"], format!("/tenants/acme/agents/{agent_id}").as_str());
+    let sub = api
+        .post(
+            "/tenants/acme/agents",
+            json!({
+                "name": "Supervisor", "systemPrompt": "You supervise.", "model": "m", "type": "supervisor",
+                "subAgents": [agent_id], "status": "draft"
+            }),
+        )
+        .await;
+    assert_eq!(sub.status, 201);
+    let trigger_body = json!({
+        "name": "Returns over SMS", "agentId": agent_id, "eventType": "message.new", "priority": 50,
+        "status": "inactive",
+        "conditions": { "all": [
+            { "field": "channel.platform", "operator": "eq", "value": "sms" },
+            { "any": [
+                { "field": "message.text", "operator": "matches", "value": "return|refund", "caseInsensitive": true },
+                { "field": "conversation.tags", "operator": "contains", "value": "returns" },
+                { "field": "message.text", "operator": "in", "value": ["RETURN", "REFUND"] },
+                { "field": "conversation.priority", "operator": "gte", "value": 3 },
+                { "field": "conversation.closedAt", "operator": "not_exists" }
+            ] }
+        ] }
+    });
+    let trigger = api.post("/tenants/acme/triggers", trigger_body.clone()).await;
+    assert_eq!(trigger.status, 201, "{}", trigger.body);
+    let trigger_id = trigger.str("/triggerId");
+    let leaf_trigger = api
+        .post(
+            "/tenants/acme/triggers",
+            json!({
+                "name": "Leaf at the root", "agentId": agent_id, "eventType": "manual", "status": "inactive",
+                "conditions": { "field": "message.text", "operator": "exists" }
+            }),
+        )
+        .await;
+    assert_eq!(leaf_trigger.status, 201, "{}", leaf_trigger.body);
+
+    // reads and lists
+    for (kind, id) in [("agents", &agent_id), ("triggers", &trigger_id), ("tools", &tool_id), ("skills", &skill_id)] {
+        let r = api.get(&format!("/tenants/acme/{kind}/{id}")).await;
+        assert_eq!((r.status, r.headers["etag"].to_str().unwrap()), (StatusCode::OK, "\"1\""), "{kind}");
+        let list = api.get(&format!("/tenants/acme/{kind}")).await;
+        assert_eq!(list.status, 200);
+    }
+    let page = api.get("/tenants/acme/agents?limit=1&status=active&type=standard").await;
+    let cursor = page.str("/nextCursor");
+    api.get(&format!("/tenants/acme/agents?limit=1&cursor={cursor}")).await;
+    api.get("/tenants/acme/triggers?status=inactive&limit=5").await;
+    api.get("/tenants/acme/skills?status=active").await;
+    let tools = api.get("/tenants/acme/tools?status=active").await;
+    assert_eq!(tools.body["items"][0]["type"], "system");
+
+    // replace with If-Match, delete with and without it
+    let path = format!("/tenants/acme/agents/{agent_id}");
+    let mut changed = agent_body.clone();
+    changed["name"] = json!("Returns desk v2");
+    let r = api.call(Method::PUT, &path, Body::Json(changed.clone()), &[("if-match", "\"1\"")]).await;
+    assert_eq!((r.status, r.headers["etag"].to_str().unwrap()), (StatusCode::OK, "\"2\""));
+    assert_eq!(api.call(Method::PUT, &path, Body::Json(changed.clone()), &[]).await.status, 428);
+    assert_eq!(api.call(Method::PUT, &path, Body::Json(changed), &[("if-match", "\"1\"")]).await.status, 412);
+    let mut t = trigger_body.clone();
+    t["priority"] = json!(60);
+    let trigger_path = format!("/tenants/acme/triggers/{trigger_id}");
+    assert_eq!(api.call(Method::PUT, &trigger_path, Body::Json(t), &[("if-match", "1")]).await.status, 200);
+    let tool_path = format!("/tenants/acme/tools/{tool_id}");
+    let mut tb = json!({
+        "name": "lookup_order", "description": "Finds an order (v2)", "parameters": { "type": "object" },
+        "handler": {
+            "type": "webhook", "url": "https://example.invalid/hooks/order2", "timeoutMs": 3000,
+            "secretRef": "orders-hook", "headers": { "X-Api-Version": "2" },
+            "retryPolicy": { "maxRetries": 3, "backoffMs": 500 }, "includePii": true
+        }
+    });
+    assert_eq!(api.call(Method::PUT, &tool_path, Body::Json(tb.clone()), &[("if-match", "W/\"1\"")]).await.status, 200);
+    tb["type"] = json!("custom");
+    assert_eq!(api.call(Method::PUT, &tool_path, Body::Json(tb), &[("if-match", "\"2\"")]).await.status, 200);
+    let skill_path = format!("/tenants/acme/skills/{skill_id}");
+    let sb = json!({ "name": "orders", "description": "Order lookups (v2)", "prompt": "Look orders up.", "tools": ["get_context"] });
+    assert_eq!(api.call(Method::PUT, &skill_path, Body::Json(sb), &[("if-match", "\"1\"")]).await.status, 200);
+
+    // what is still used cannot be deleted (409); a stale If-Match is 412; then in order
+    assert_eq!(api.call(Method::DELETE, &path, Body::None, &[]).await.status, 409);
+    assert_eq!(api.call(Method::DELETE, &tool_path, Body::None, &[]).await.status, 409);
+    assert_eq!(api.call(Method::DELETE, &skill_path, Body::None, &[]).await.status, 409);
+    assert_eq!(api.call(Method::DELETE, &trigger_path, Body::None, &[("if-match", "\"1\"")]).await.status, 412);
+    assert_eq!(api.call(Method::DELETE, &trigger_path, Body::None, &[("if-match", "\"2\"")]).await.status, 204);
+    let leaf_path = format!("/tenants/acme/triggers/{}", leaf_trigger.str("/triggerId"));
+    assert_eq!(api.call(Method::DELETE, &leaf_path, Body::None, &[]).await.status, 204);
+    let sub_path = format!("/tenants/acme/agents/{}", sub.str("/agentId"));
+    assert_eq!(api.call(Method::DELETE, &sub_path, Body::None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &path, Body::None, &[]).await.status, 204);
+    let child_path = format!("/tenants/acme/skills/{}", child_skill.str("/skillId"));
+    assert_eq!(api.call(Method::DELETE, &child_path, Body::None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &skill_path, Body::None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &tool_path, Body::None, &[]).await.status, 204);
+    assert_eq!(api.get(&tool_path).await.status, 404);
+
+    // -- conversations, sessions, executions ------------------------------------------------
+    for c in ["c-order", "c-human", "c-bill", "c-invoke", "c-nothing"] {
+        assert_eq!(api.get(&format!("/tenants/acme/conversations/{c}/messages")).await.status, 200);
+    }
+    let sessions = api.get("/tenants/acme/conversations/c-bill/sessions").await;
+    let list = sessions.body["sessions"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "the front-line session and the billing specialist's");
+    assert!(list.iter().any(|s| s["handoffContext"]["reason"] == "Billing question" && s["handoffDepth"] == 1));
+    api.get("/tenants/acme/conversations/c-human/sessions").await;
+    for s in list.iter().map(|s| s["sessionId"].as_str().unwrap()).chain([order_session.as_str()]) {
+        assert_eq!(api.get(&format!("/tenants/acme/sessions/{s}")).await.status, 200);
+        let page = api.get(&format!("/tenants/acme/sessions/{s}/executions?limit=1")).await;
+        for e in page.body["items"].as_array().unwrap() {
+            let id = e["executionId"].as_str().unwrap();
+            assert_eq!(api.get(&format!("/tenants/acme/executions/{id}")).await.status, 200);
+        }
+        if let Some(cursor) = page.body["nextCursor"].as_str() {
+            api.get(&format!("/tenants/acme/sessions/{s}/executions?cursor={cursor}")).await;
+        }
+    }
+
+    // -- errors -----------------------------------------------------------------------------
+    let anonymous = api.with_key(None);
+    assert_eq!(anonymous.get("/tenants/acme/agents").await.status, 401);
+    assert_eq!(anonymous.get("/health").await.status, 200, "health needs no key");
+    assert_eq!(api.with_key(Some("sbk_wrong")).post("/events", json!({})).await.status, 401);
+    assert_eq!(api.get("/tenants/nobody/agents").await.status, 404);
+    assert_eq!(api.get(&format!("/tenants/acme/agents/{}", "01ARZ3NDEKTSV4RRFFQ69G5FAV")).await.status, 404);
+    assert_eq!(api.get("/tenants/acme/agents/not-a-ulid").await.status, 404);
+    assert_eq!(api.get("/tenants/acme/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV/executions").await.status, 404);
+    assert_eq!(api.get("/tenants/acme/agents?bogus=1").await.status, 400);
+    assert_eq!(api.get("/tenants/acme/agents?limit=0").await.pointers(), ["/query/limit"]);
+    assert_eq!(api.get("/tenants/acme/events?after=x").await.status, 400);
+    let mut bad = agent_body.clone();
+    bad["colour"] = json!("red");
+    bad["tools"] = json!(["send_message"]);
+    bad["skills"] = json!([]);
+    assert_eq!(api.post("/tenants/acme/agents", bad).await.status, 400);
+    let r = api.call(Method::POST, "/tenants/acme/agents", Body::Raw("application/json", b"{nope".to_vec()), &[]).await;
+    assert_eq!(r.pointers(), [""]);
+    // Bodies one byte over a limit: the server reads all of them before refusing, so the
+    // answer never races the client's upload.
+    let huge = vec![b' '; 2 * 1024 * 1024 + 1];
+    let r = api.call(Method::POST, "/tenants/acme/agents", Body::Raw("application/json", huge), &[]).await;
+    assert_eq!(r.status, 413);
+    let r = api
+        .call(
+            Method::POST,
+            "/events",
+            Body::Raw("text/plain", envelope("e-x", "acme", "c", "hi").to_string().into()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 415);
+    let mut big = envelope("e-big", "acme", "c-big", "x");
+    big["detail"]["padding"] = json!("");
+    let pad = 256 * 1024 + 1 - big.to_string().len();
+    big["detail"]["padding"] = json!("y".repeat(pad));
+    let big = big.to_string().into_bytes();
+    assert_eq!(big.len(), 256 * 1024 + 1);
+    assert_eq!(api.call(Method::POST, "/events", Body::Raw("application/json", big), &[]).await.status, 413);
+    assert_eq!(api.post("/events?wait=0", envelope("e-w", "acme", "c", "hi")).await.pointers(), ["/query/wait"]);
+    let r = api.post("/events", envelope("e-nobody", "nobody", "c", "hi")).await;
+    assert_eq!((r.status, r.pointers()), (StatusCode::UNPROCESSABLE_ENTITY, vec!["/detail/tenantId".to_owned()]));
+
+    // the caps of message.new.schema.json are the server's: what one refuses, so does the other
+    let schema = spec.event_schema("message.new");
+    type Spoil = fn(&mut Value);
+    let cases: [(&str, Spoil); 6] = [
+        ("/id", |e| e["id"] = json!("e".repeat(64))),
+        ("/detail/conversationId", |e| e["detail"]["conversationId"] = json!("c#1")),
+        ("/detail/tenantId", |e| e["detail"]["tenantId"] = json!("")),
+        ("/detail/message/text", |e| e["detail"]["message"]["text"] = json!("x".repeat(16 * 1024 + 1))),
+        ("/detail/message/direction", |e| e["detail"]["message"]["direction"] = json!("sideways")),
+        ("/source", |e| e["source"] = json!("elsewhere")),
+    ];
+    for (pointer, spoil) in cases {
+        let mut e = envelope("e-bad", "acme", "c-bad", "hi");
+        spoil(&mut e);
+        assert!(!spec.errors(schema, &e).is_empty(), "the schema takes what the server refuses at {pointer}");
+        assert_eq!(api.post("/events", e).await.pointers(), [pointer]);
+    }
+    let text = format!("{:<width$}", "Where is my order #1234?", width = 16 * 1024);
+    let mut at_cap = envelope(&"e".repeat(63), "acme", &"c".repeat(63), &text);
+    at_cap["detail"]["messageId"] = json!("m.1_2-3");
+    assert_eq!(deliver(&api, at_cap).await.str("/outcome"), "enqueued");
+
+    // -- events out: the log and the operator stream --------------------------------------
+    let events = published(&api, "acme").await;
+    assert_eq!(
+        kinds(&events),
+        ["session.ended", "session.handoff.agent", "session.handoff.human"].map(String::from).into()
+    );
+    let by_api = events.iter().filter(|(_, e)| e["detail"]["requestedBy"] == "api").count();
+    assert_eq!(by_api, 2, "the two handoffs over the API say so");
+    let streamed = api.stream("/tenants/acme/events/stream", &[], events.len()).await;
+    assert_eq!(streamed, events, "the stream replays the log");
+    let first = events[0].0.to_string();
+    let resumed =
+        api.stream("/tenants/acme/events/stream?after=0", &[("last-event-id", &first)], events.len() - 1).await;
+    assert_eq!(resumed, events[1..], "Last-Event-ID resumes after that event");
+    api.get(&format!("/tenants/acme/events?after={}&limit=1", events[0].0)).await;
+
+    // -- every documented operation was exercised, and every one is served -------------------
+    let missing: Vec<_> = spec.operations().difference(&api.seen()).cloned().collect();
+    assert!(missing.is_empty(), "documented but not exercised: {missing:?}");
+}
+
+/// The router's own 404 (`no such route`) and 405 mean the route is not served.
+fn is_router_fallback(status: StatusCode, body: &str) -> bool {
+    status == StatusCode::METHOD_NOT_ALLOWED || (status == StatusCode::NOT_FOUND && body.contains("no such route"))
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_served() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::example(dir.path());
+    let api = Api::new(&spec, &server, Some(&server.admin));
+    let client = Client::new();
+
+    // the detector works: an unknown path and an unknown method hit the router's fallbacks
+    let r =
+        client.get(format!("{}/tenants/acme/nonsense", server.base)).bearer_auth(&server.admin).send().await.unwrap();
+    let (status, text) = (r.status(), r.text().await.unwrap());
+    assert!(is_router_fallback(status, &text), "{status} {text}");
+    let r = client.delete(format!("{}/health", server.base)).send().await.unwrap();
+    let (status, text) = (r.status(), r.text().await.unwrap());
+    assert!(is_router_fallback(status, &text), "{status} {text}");
+
+    for (method, template) in spec.operations() {
+        let path = template
+            .replace("{tenantId}", "acme")
+            .replace("{conversationId}", "c-probe")
+            .replace("{agentId}", SUPPORT_AGENT)
+            .split('/')
+            .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        if path.ends_with("/events/stream") {
+            // endless: only the head is read
+            let res = client.get(format!("{}{path}", server.base)).bearer_auth(&server.admin).send().await.unwrap();
+            assert_eq!(res.status(), 200, "GET {path}");
+            continue;
+        }
+        let body = if matches!(method, Method::POST | Method::PUT) {
+            Body::Raw("application/json", b"{}".to_vec())
+        } else {
+            Body::None
+        };
+        // answered, and with a documented status and body (checked by `call`)
+        let r = api.call(method.clone(), &path, body, &[]).await;
+        assert!(!is_router_fallback(r.status, &r.body.to_string()), "{method} {path} is not served: {}", r.body);
+    }
+}
+
+#[tokio::test]
+async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    // a scripted model (test double) that starts a flow and refuses everything else
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({ "description": "contract test double", "rules": [
+            { "when": { "userText": { "contains": "returns flow" } },
+              "then": { "toolCalls": [ { "name": "trigger_flow", "input": { "flowId": "returns", "input": { "orderId": "1234" } } } ] } },
+            { "when": { "afterTool": "trigger_flow" }, "then": { "text": "I have started your return." } }
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--scripted-model", script.to_str().unwrap(), "--rate-limit", "20"]);
+    let key = create_tenant(&data, "flows");
+    let api = Api::new(&spec, &server, Some(&key));
+
+    let agent = api
+        .post(
+            "/tenants/flows/agents",
+            json!({
+                "name": "Flows", "systemPrompt": "You start flows.", "model": "contract-model",
+                "tools": ["send_message", "trigger_flow"]
+            }),
+        )
+        .await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent_id = agent.str("/agentId");
+    let trigger = api
+        .post(
+            "/tenants/flows/triggers",
+            json!({ "name": "everything", "agentId": agent_id, "eventType": "message.new" }),
+        )
+        .await;
+    assert_eq!(trigger.status, 201, "{}", trigger.body);
+
+    let r = deliver(&api, envelope("f-1", "flows", "c-flow", "Please start the returns flow")).await;
+    assert_eq!(r.str("/execution/status"), "success");
+    assert_eq!(r.body["execution"]["actions"][0], json!({ "type": "trigger_flow", "flowId": "returns" }));
+    let r = deliver(&api, envelope("f-2", "flows", "c-fail", "Something the script has no rule for")).await;
+    assert_eq!((r.str("/execution/status"), r.str("/execution/error/kind")), ("failed".into(), "model".into()));
+    let failed = r.str("/execution/executionId");
+    assert_eq!(api.get(&format!("/tenants/flows/executions/{failed}")).await.status, 200);
+
+    let events = published(&api, "flows").await;
+    assert_eq!(kinds(&events), ["execution.failed", "flow.trigger.requested"].map(String::from).into());
+    let failure = events.iter().find(|(_, e)| e["detailType"] == "execution.failed").unwrap();
+    assert_eq!(failure.1["detail"]["executionId"], failed.as_str());
+
+    // a tenant key sees only its own tenant; past the rate limit, 429 with Retry-After
+    let mut limited = None;
+    for _ in 0..25 {
+        let r = api.get("/tenants/acme/agents").await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status, 404);
+    }
+    let limited = limited.expect("the rate limit answers 429");
+    assert!(limited.headers.contains_key("retry-after"));
+}
