@@ -10,10 +10,16 @@ use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
 use switchboard_api::{ApiState, Authenticator, Caller, EventFeed, Ingest, Invoker, LiveEvents, RateLimiter};
+use switchboard_domain::TenantId;
 use switchboard_domain::{ExecutionRecord, InboundEvent};
 use switchboard_embedded::keys::{generate_api_key, hash_api_key};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, InProcessBus, QueueConfig, ScriptedModel, SqliteStore};
-use switchboard_engine::{Model, RouteError, RouteOutcome, StoreError, SystemClock, WorkItem, WorkQueue};
+use switchboard_embedded::{
+    Bundle, Embedded, EmbeddedOptions, FileSecrets, InProcessBus, QueueConfig, ScriptedModel, SqliteStore,
+};
+use switchboard_engine::{
+    Model, RouteError, RouteOutcome, SecretError, Secrets, StoreError, SystemClock, WorkItem, WorkQueue,
+};
+use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -40,6 +46,14 @@ pub struct ServeArgs {
     /// Deliveries of one item before it moves to the dead-letter table.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_receives: u32,
+    /// Tenant secrets that sign webhook tool calls: a JSON file
+    /// `{"<tenant>": {"<secretRef>": "<value>"}}`, re-read when it changes. Keep it chmod 600.
+    #[arg(long, env = "SWITCHBOARD_SECRETS_FILE", value_name = "FILE")]
+    secrets_file: Option<PathBuf>,
+    /// Local development only: let webhook tools call http:// URLs and loopback or private
+    /// addresses (the cloud metadata address stays refused).
+    #[arg(long)]
+    allow_private_webhooks: bool,
     /// API requests per minute per tenant before answering 429.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     rate_limit: u32,
@@ -108,6 +122,17 @@ impl Invoker for EmbeddedIngest {
     }
 }
 
+/// The secrets source when no `--secrets-file` is given: every secret is missing, so a tool that
+/// names one is refused (and the model told why) rather than called unsigned.
+struct NoSecrets;
+
+#[async_trait]
+impl Secrets for NoSecrets {
+    async fn get_secret(&self, _tenant: &TenantId, _name: &str) -> Result<Option<String>, SecretError> {
+        Ok(None)
+    }
+}
+
 /// API keys checked against their hashes in the store.
 struct StoreKeys(SqliteStore);
 
@@ -156,8 +181,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let model: Arc<dyn Model> =
         Arc::new(ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?);
+    let secrets: Arc<dyn Secrets> = match &args.secrets_file {
+        Some(path) => Arc::new(FileSecrets::open(path).map_err(|e| anyhow::anyhow!("--secrets-file: {}", e.message))?),
+        None => Arc::new(NoSecrets),
+    };
+    let policy = WebhookPolicy { allow_http: args.allow_private_webhooks, allow_private: args.allow_private_webhooks };
+    if args.allow_private_webhooks {
+        tracing::warn!(
+            "webhook tools may call http:// and private addresses (--allow-private-webhooks): development only"
+        );
+    }
+    let webhooks =
+        Arc::new(HttpWebhookCaller::new(policy, secrets).map_err(|e| anyhow::anyhow!("webhook client: {e}"))?);
     let options = EmbeddedOptions {
         workers: usize::from(args.workers),
+        webhooks,
         queue: QueueConfig {
             visibility_timeout: Duration::from_secs(args.visibility_timeout),
             max_receives: args.max_receives,

@@ -24,12 +24,17 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_with_script(data_dir, &examples().join("script.json"), extra)
+    }
+
+    /// Starts with another scripted-model file.
+    pub fn start_with_script(data_dir: &Path, script: &Path, extra: &[&str]) -> Self {
         let mut child = bin()
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0", "--workers", "2", "--scripted-model"])
-            .arg(examples().join("script.json"))
+            .arg(script)
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
