@@ -108,6 +108,8 @@ async fn an_agent_is_created_read_listed_replaced_and_deleted_with_etags() {
 
     let got = api.get(&format!("/tenants/acme/agents/{id}")).await;
     assert_eq!((got.status, got.body["name"].as_str()), (StatusCode::OK, Some("Support")));
+    // ULIDs are case-insensitive
+    assert_eq!(api.get(&format!("/tenants/acme/agents/{}", id.to_lowercase())).await.status, 200);
 
     api.post("/tenants/acme/agents", json!({ "name": "Draft", "systemPrompt": "p", "model": "m", "status": "draft" }))
         .await;
@@ -173,8 +175,18 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
         )
         .await;
     assert_eq!(r.status, 400);
-    assert!(pointers(&r)[0].starts_with("/conditions"), "{}", r.body);
-    assert!(r.body["errors"][0]["detail"].as_str().unwrap().contains("/all/0/operator"), "{}", r.body);
+    assert_eq!(pointers(&r), ["/conditions/all/0/operator"], "{}", r.body);
+    // a trigger that could never fire is refused rather than stored
+    let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "schedule" })).await;
+    assert_eq!(pointers(&r), ["/eventType"]);
+    // every write takes JSON only, and an oversized body is a problem+json too
+    let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "text/plain")]).await;
+    assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (415, "application/problem+json"));
+    // (its own connection: the server answers before reading the whole upload and closes it)
+    let big = json!({ "name": "x".repeat(3 * 1024 * 1024) });
+    let own = Api { server: api.server, key: api.key.clone(), client: Client::new() };
+    let r = own.post("/tenants/acme/agents", big).await;
+    assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (413, "application/problem+json"));
     let r = api
         .post(
             "/tenants/acme/triggers",

@@ -62,7 +62,22 @@ impl Trigger {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
         check_name(&mut errors, "/name", &self.name);
+        if self.event_type != EventType::MessageNew {
+            // Accepting a trigger that can never fire would be a silent failure.
+            errors.push("/eventType", "only message.new triggers are routed so far");
+        }
         errors.into_result()
+    }
+}
+
+/// Checks the `conditions` of a trigger body (JSON) on their own, so that a bad condition is
+/// reported with its full pointer (`/conditions/all/1/operator`) rather than as a whole.
+pub fn check_conditions(body: &serde_json::Value, prefix: &str) -> Result<(), ValidationErrors> {
+    match body.get("conditions") {
+        Some(c) => Conditions::parse(c)
+            .map(|_| ())
+            .map_err(|e| ValidationErrors::single(format!("{prefix}/conditions{}", e.pointer), e.message)),
+        None => Ok(()),
     }
 }
 

@@ -99,6 +99,10 @@ impl Bundle {
         let mut triggers = Vec::new();
         for (i, v) in file.triggers.into_iter().enumerate() {
             let pointer = format!("/triggers/{i}");
+            if let Err(e) = switchboard_domain::trigger::check_conditions(&v, &pointer) {
+                errors.0.extend(e.0);
+                continue;
+            }
             if let Some(trigger) = record::<Trigger>(v, &file.tenant_id, &now, &pointer, &mut errors) {
                 if trigger.tenant_id != file.tenant_id {
                     errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");

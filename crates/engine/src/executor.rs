@@ -250,7 +250,10 @@ impl Executor {
             record.token_usage.add(response.usage);
             record.model_calls.push(ModelCallRecord {
                 model: response.model.clone(),
-                stop_reason: format!("{:?}", response.stop_reason),
+                stop_reason: serde_json::to_value(response.stop_reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
                 usage: response.usage,
                 latency_ms: elapsed_ms(call_started),
             });

@@ -1,0 +1,145 @@
+//! Who is calling, and may they touch this tenant. The embedded profile authenticates API keys
+//! (`Authorization: Bearer <key>`; the store keeps only their SHA-256); on AWS, API Gateway's IAM
+//! auth and path-scoped policies do it before the request reaches the Lambda, which then runs
+//! without an authenticator. A caller that may not see a tenant gets the same 404 as for a
+//! tenant that does not exist, so tenants cannot be discovered.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use switchboard_domain::TenantId;
+use switchboard_engine::StoreError;
+
+use crate::{ApiState, Problem};
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// May act on every tenant (the embedded admin key, or any caller IAM let through on AWS).
+    Admin,
+    /// May act on this tenant only.
+    Tenant(TenantId),
+}
+
+impl Caller {
+    pub fn may_access(&self, tenant: &TenantId) -> bool {
+        match self {
+            Caller::Admin => true,
+            Caller::Tenant(t) => t == tenant,
+        }
+    }
+}
+
+/// Resolves API keys to callers.
+#[async_trait]
+pub trait Authenticator: Send + Sync {
+    /// `None` for an unknown key.
+    async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError>;
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Without an authenticator (AWS behind IAM) every request that arrives was allowed in.
+        Ok(parts.extensions.get::<Caller>().cloned().unwrap_or(Caller::Admin))
+    }
+}
+
+/// Authenticates every request but `/health`, then applies the per-tenant rate limit.
+pub(crate) async fn authenticate(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+    if req.uri().path() == "/health" {
+        return next.run(req).await;
+    }
+    if let Some(auth) = &state.auth {
+        let key = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let caller = match key {
+            None => return Problem::unauthorized().into_response(),
+            Some(key) => match auth.authenticate(key).await {
+                Ok(Some(caller)) => caller,
+                Ok(None) => return Problem::unauthorized().into_response(),
+                Err(e) => return Problem::from(e).into_response(),
+            },
+        };
+        req.extensions_mut().insert(caller);
+    }
+    if let Some(limiter) = &state.limiter {
+        let tenant = req.uri().path().strip_prefix("/tenants/").and_then(|rest| rest.split('/').next());
+        let caller = req.extensions().get::<Caller>().cloned().unwrap_or(Caller::Admin);
+        // Only tenants the caller may see are counted: a path it cannot see answers 404 anyway,
+        // and counting it would let made-up names grow the limiter's table.
+        let visible = tenant.and_then(|t| t.parse::<TenantId>().ok()).filter(|t| match &caller {
+            Caller::Admin => true,
+            Caller::Tenant(own) => own == t,
+        });
+        if let Some(tenant) = visible
+            && let Err(retry_after) = limiter.check(tenant.as_str())
+        {
+            return Problem::rate_limited(retry_after.as_secs().max(1)).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Per-tenant requests per minute, as a sliding window of request times.
+#[derive(Debug)]
+pub struct RateLimiter {
+    per_minute: usize,
+    windows: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+impl RateLimiter {
+    pub fn new(per_minute: usize) -> Self {
+        Self { per_minute: per_minute.max(1), windows: Mutex::new(HashMap::new()) }
+    }
+
+    /// Counts a request for `tenant`, or says how long until one is allowed.
+    pub fn check(&self, tenant: &str) -> Result<(), Duration> {
+        self.check_at(tenant, Instant::now())
+    }
+
+    pub(crate) fn check_at(&self, tenant: &str, now: Instant) -> Result<(), Duration> {
+        const WINDOW: Duration = Duration::from_secs(60);
+        let Ok(mut windows) = self.windows.lock() else { return Ok(()) };
+        let window = windows.entry(tenant.to_owned()).or_default();
+        while window.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+            window.pop_front();
+        }
+        if window.len() >= self.per_minute {
+            let oldest = window.front().copied().unwrap_or(now);
+            return Err(WINDOW.saturating_sub(now.duration_since(oldest)));
+        }
+        window.push_back(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_slides() {
+        let limiter = RateLimiter::new(2);
+        let start = Instant::now();
+        assert!(limiter.check_at("t", start).is_ok());
+        assert!(limiter.check_at("t", start + Duration::from_secs(10)).is_ok());
+        // a third request within the minute waits until the first one leaves the window
+        assert_eq!(limiter.check_at("t", start + Duration::from_secs(20)), Err(Duration::from_secs(40)));
+        // another tenant is not affected
+        assert!(limiter.check_at("u", start + Duration::from_secs(20)).is_ok());
+        assert!(limiter.check_at("t", start + Duration::from_secs(60)).is_ok());
+    }
+}

@@ -1,0 +1,391 @@
+//! Tenant configuration over HTTP: agents, triggers, tools and skills, one set of handlers for
+//! all four kinds. Create is `POST` (the server assigns the id), replace is `PUT` with `If-Match`
+//! (the record's version as its `ETag`), delete refuses while another record refers to the
+//! target. Bodies are strict: unknown fields and server-owned fields (ids, tenant, timestamps,
+//! version) are refused with a pointer to the field. References must name records of the same
+//! tenant.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_domain::input::record_from_input;
+use switchboard_domain::{
+    AgentId, AgentStatus, AgentType, SkillId, SystemTool, TenantId, ToolId, TriggerId, TriggerStatus, ValidationErrors,
+};
+use switchboard_engine::{ConfigKind, ConfigRecord, StoreError};
+
+use crate::auth::Caller;
+use crate::routes::{known_tenant, page_limit, query};
+use crate::{ApiState, Problem};
+
+/// The URL segment of each kind.
+pub(crate) fn segment(kind: ConfigKind) -> &'static str {
+    match kind {
+        ConfigKind::Agent => "agents",
+        ConfigKind::Trigger => "triggers",
+        ConfigKind::Tool => "tools",
+        ConfigKind::Skill => "skills",
+    }
+}
+
+fn id_field(kind: ConfigKind) -> &'static str {
+    match kind {
+        ConfigKind::Agent => "agentId",
+        ConfigKind::Trigger => "triggerId",
+        ConfigKind::Tool => "toolId",
+        ConfigKind::Skill => "skillId",
+    }
+}
+
+fn new_id(kind: ConfigKind) -> String {
+    match kind {
+        ConfigKind::Agent => AgentId::generate().to_string(),
+        ConfigKind::Trigger => TriggerId::generate().to_string(),
+        ConfigKind::Tool => ToolId::generate().to_string(),
+        ConfigKind::Skill => SkillId::generate().to_string(),
+    }
+}
+
+/// The canonical (upper-case) form of `id` if it has the shape of an id of `kind`; anything else
+/// cannot exist (404). ULIDs are case-insensitive, so `01jd…` finds `01JD…`.
+fn canonical_id(kind: ConfigKind, id: &str) -> Option<String> {
+    match kind {
+        ConfigKind::Agent => id.parse::<AgentId>().ok().map(|i| i.to_string()),
+        ConfigKind::Trigger => id.parse::<TriggerId>().ok().map(|i| i.to_string()),
+        ConfigKind::Tool => id.parse::<ToolId>().ok().map(|i| i.to_string()),
+        ConfigKind::Skill => id.parse::<SkillId>().ok().map(|i| i.to_string()),
+    }
+}
+
+fn not_found(kind: ConfigKind, id: &str) -> Problem {
+    Problem::not_found(format!("no {} '{id}'", kind.as_str()))
+}
+
+fn etag(version: u64) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{version}\"")).unwrap_or(HeaderValue::from_static("\"0\""))
+}
+
+fn with_etag(status: StatusCode, record: &ConfigRecord) -> Response {
+    let mut res = (status, Json(record)).into_response();
+    res.headers_mut().insert(header::ETAG, etag(record.version()));
+    res
+}
+
+/// The version an `If-Match` header names (`"3"`, `3` or `W/"3"`).
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
+    let Some(raw) = headers.get(header::IF_MATCH) else { return Ok(None) };
+    let text = raw.to_str().unwrap_or_default().trim();
+    let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
+    text.parse::<u64>().map(Some).map_err(|_| {
+        Problem::invalid(ValidationErrors::single("/headers/If-Match", "must be the ETag of the record, e.g. \"3\""))
+    })
+}
+
+/// Parses a body into a record of `kind` with the server-owned fields set, then validates it.
+fn build(
+    kind: ConfigKind,
+    tenant: &TenantId,
+    id: &str,
+    body: Value,
+    created_at: &str,
+    version: u64,
+) -> Result<ConfigRecord, ValidationErrors> {
+    let now = chrono::Utc::now().to_rfc3339();
+    let server = [
+        ("tenantId", json!(tenant)),
+        (id_field(kind), json!(id)),
+        ("createdAt", json!(created_at)),
+        ("updatedAt", json!(now)),
+        ("version", json!(version)),
+    ];
+    if kind == ConfigKind::Trigger {
+        switchboard_domain::trigger::check_conditions(&body, "")?;
+    }
+    let record = match kind {
+        ConfigKind::Agent => ConfigRecord::Agent(record_from_input(body, &server, "")?),
+        ConfigKind::Trigger => ConfigRecord::Trigger(record_from_input(body, &server, "")?),
+        ConfigKind::Tool => ConfigRecord::Tool(record_from_input(body, &server, "")?),
+        ConfigKind::Skill => ConfigRecord::Skill(record_from_input(body, &server, "")?),
+    };
+    match &record {
+        ConfigRecord::Agent(a) => a.validate()?,
+        ConfigRecord::Trigger(t) => t.validate()?,
+        ConfigRecord::Tool(t) => t.validate()?,
+        ConfigRecord::Skill(s) => s.validate()?,
+    }
+    Ok(record)
+}
+
+async fn exists(state: &ApiState, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<bool, StoreError> {
+    Ok(state.admin.get_config(tenant, kind, id).await?.is_some())
+}
+
+/// Checks that every record `record` names belongs to the same tenant.
+async fn check_references(state: &ApiState, record: &ConfigRecord) -> Result<(), Problem> {
+    let t = record.tenant_id();
+    // Custom tools are named by id; system tools by name and always exist.
+    let custom_tools = |list: &[String]| -> Vec<(String, ConfigKind, String)> {
+        list.iter()
+            .enumerate()
+            .filter(|(_, name)| name.parse::<SystemTool>().is_err())
+            .map(|(i, id)| (format!("/tools/{i}"), ConfigKind::Tool, id.clone()))
+            .collect()
+    };
+    let mut wanted: Vec<(String, ConfigKind, String)> = Vec::new();
+    match record {
+        ConfigRecord::Agent(a) => {
+            wanted.extend(custom_tools(&a.tools));
+            for (i, sub) in a.sub_agents.iter().enumerate() {
+                wanted.push((format!("/subAgents/{i}"), ConfigKind::Agent, sub.to_string()));
+            }
+            for (i, skill) in a.skills.iter().enumerate() {
+                wanted.push((format!("/skills/{i}"), ConfigKind::Skill, skill.to_string()));
+            }
+        }
+        ConfigRecord::Trigger(tr) => wanted.push(("/agentId".into(), ConfigKind::Agent, tr.agent_id.to_string())),
+        ConfigRecord::Tool(_) => {}
+        ConfigRecord::Skill(s) => {
+            wanted.extend(custom_tools(&s.tools));
+            if let Some(parent) = s.parent_skill {
+                wanted.push(("/parentSkill".into(), ConfigKind::Skill, parent.to_string()));
+            }
+        }
+    }
+    let mut errors = ValidationErrors::default();
+    for (pointer, kind, id) in wanted {
+        if !exists(state, t, kind, &id).await? {
+            errors.push(pointer, format!("no {} '{id}' in this tenant", kind.as_str()));
+        }
+    }
+    errors.into_result().map_err(Problem::invalid)
+}
+
+/// Every record of a kind (for reference scans; tenants hold hundreds, not millions).
+async fn all_of(state: &ApiState, tenant: &TenantId, kind: ConfigKind) -> Result<Vec<ConfigRecord>, StoreError> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = state.admin.list_config(tenant, kind, cursor.as_deref(), 100).await?;
+        out.extend(page.items);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Records that refer to the record `kind`/`id`, described for a 409.
+async fn referrers(state: &ApiState, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    match kind {
+        ConfigKind::Agent => {
+            for r in all_of(state, tenant, ConfigKind::Trigger).await? {
+                if let ConfigRecord::Trigger(t) = r
+                    && t.agent_id.to_string() == id
+                {
+                    found.push(format!("trigger {}", t.trigger_id));
+                }
+            }
+            for r in all_of(state, tenant, ConfigKind::Agent).await? {
+                if let ConfigRecord::Agent(a) = r
+                    && a.sub_agents.iter().any(|s| s.to_string() == id)
+                {
+                    found.push(format!("agent {} (sub-agent)", a.agent_id));
+                }
+            }
+        }
+        ConfigKind::Tool | ConfigKind::Skill => {
+            for r in all_of(state, tenant, ConfigKind::Agent).await? {
+                if let ConfigRecord::Agent(a) = r {
+                    let uses = match kind {
+                        ConfigKind::Tool => a.tools.iter().any(|t| t == id),
+                        _ => a.skills.iter().any(|s| s.to_string() == id),
+                    };
+                    if uses {
+                        found.push(format!("agent {}", a.agent_id));
+                    }
+                }
+            }
+            for r in all_of(state, tenant, ConfigKind::Skill).await? {
+                if let ConfigRecord::Skill(s) = r {
+                    let uses = match kind {
+                        ConfigKind::Tool => s.tools.iter().any(|t| t == id),
+                        _ => s.parent_skill.is_some_and(|p| p.to_string() == id),
+                    };
+                    if uses {
+                        found.push(format!("skill {}", s.skill_id));
+                    }
+                }
+            }
+        }
+        ConfigKind::Trigger => {}
+    }
+    Ok(found)
+}
+
+fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("not valid JSON: {e}"))))
+}
+
+/// `POST /tenants/{t}/{kind}`
+pub(crate) async fn create(
+    kind: ConfigKind,
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id = new_id(kind);
+    let record =
+        build(kind, &t, &id, body_json(&body)?, &chrono::Utc::now().to_rfc3339(), 1).map_err(Problem::invalid)?;
+    check_references(&state, &record).await?;
+    state.admin.put_config(&record, None).await?;
+    let mut res = with_etag(StatusCode::CREATED, &record);
+    if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/{}/{id}", segment(kind))) {
+        res.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(res)
+}
+
+/// `GET /tenants/{t}/{kind}/{id}`
+pub(crate) async fn get_one(
+    kind: ConfigKind,
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, id)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
+    match state.admin.get_config(&t, kind, &id).await? {
+        Some(r) => Ok(with_etag(StatusCode::OK, &r)),
+        None => Err(not_found(kind, &id)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+    status: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+/// `GET /tenants/{t}/{kind}`: a page in creation order. `status` (and for agents `type`) filter
+/// the page, so a filtered page may hold fewer than `limit` items; follow `nextCursor` to the end.
+/// The tool list opens with the built-in system tools (read-only) on its first page.
+pub(crate) async fn list(
+    kind: ConfigKind,
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let status_filter = match (&q.status, kind) {
+        (None, _) => None,
+        (Some(s), ConfigKind::Agent) => Some(
+            serde_json::from_value::<AgentStatus>(json!(s))
+                .map(|s| json!(s))
+                .map_err(|_| bad_query("/query/status", "must be active, inactive or draft"))?,
+        ),
+        (Some(s), _) => Some(
+            serde_json::from_value::<TriggerStatus>(json!(s))
+                .map(|s| json!(s))
+                .map_err(|_| bad_query("/query/status", "must be active or inactive"))?,
+        ),
+    };
+    let type_filter = match (&q.kind, kind) {
+        (None, _) => None,
+        (Some(k), ConfigKind::Agent) => Some(
+            serde_json::from_value::<AgentType>(json!(k))
+                .map(|k| json!(k))
+                .map_err(|_| bad_query("/query/type", "must be standard, supervisor or router"))?,
+        ),
+        (Some(_), _) => return Err(bad_query("/query/type", "only agents can be filtered by type")),
+    };
+    let page = state.admin.list_config(&t, kind, q.cursor.as_deref(), limit).await?;
+    let mut items: Vec<Value> = Vec::new();
+    if kind == ConfigKind::Tool && q.cursor.is_none() && q.status.as_deref().is_none_or(|s| s == "active") {
+        items.extend(SystemTool::ALL.iter().map(|t| {
+            json!({ "type": "system", "name": t.name(), "description": t.description(), "parameters": t.parameters() })
+        }));
+    }
+    for r in page.items {
+        let v = json!(r);
+        if status_filter.as_ref().is_some_and(|s| v["status"] != *s)
+            || type_filter.as_ref().is_some_and(|k| v["type"] != *k)
+        {
+            continue;
+        }
+        items.push(v);
+    }
+    Ok(Json(json!({ "items": items, "nextCursor": page.next_cursor })).into_response())
+}
+
+fn bad_query(pointer: &str, detail: &str) -> Problem {
+    Problem::invalid(ValidationErrors::single(pointer, detail))
+}
+
+/// `PUT /tenants/{t}/{kind}/{id}` with `If-Match`.
+pub(crate) async fn replace(
+    kind: ConfigKind,
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
+    let Some(expected) = if_match(&headers)? else {
+        return Err(Problem::precondition_required());
+    };
+    let current = state.admin.get_config(&t, kind, &id).await?.ok_or_else(|| not_found(kind, &id))?;
+    if current.version() != expected {
+        return Err(Problem::precondition_failed(current.version()));
+    }
+    let created_at = json!(current)["createdAt"].as_str().unwrap_or_default().to_owned();
+    let record = build(kind, &t, &id, body_json(&body)?, &created_at, expected + 1).map_err(Problem::invalid)?;
+    check_references(&state, &record).await?;
+    match state.admin.put_config(&record, Some(expected)).await {
+        Ok(()) => Ok(with_etag(StatusCode::OK, &record)),
+        Err(StoreError::VersionConflict(_)) => Err(Problem::precondition_failed(expected)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `DELETE /tenants/{t}/{kind}/{id}` (`If-Match` optional); 409 while something refers to it.
+pub(crate) async fn delete(
+    kind: ConfigKind,
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
+    let current = state.admin.get_config(&t, kind, &id).await?.ok_or_else(|| not_found(kind, &id))?;
+    let expected = if_match(&headers)?.unwrap_or(current.version());
+    if expected != current.version() {
+        return Err(Problem::precondition_failed(current.version()));
+    }
+    let users = referrers(&state, &t, kind, &id).await?;
+    if !users.is_empty() {
+        return Err(Problem::conflict(format!("{} {id} is still used by {}", kind.as_str(), users.join(", "))));
+    }
+    match state.admin.delete_config(&t, kind, &id, expected).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Ok(false) => Err(not_found(kind, &id)),
+        Err(StoreError::VersionConflict(_)) => Err(Problem::precondition_failed(expected)),
+        Err(e) => Err(e.into()),
+    }
+}

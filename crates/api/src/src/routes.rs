@@ -1,0 +1,504 @@
+//! Route handlers. Each parses its path and body itself so that every failure is a problem+json
+//! naming the field at fault.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use switchboard_domain::limits::MAX_EVENT_BYTES;
+use switchboard_domain::{ExecutionId, InboundEvent, SessionId, TenantId};
+use switchboard_engine::{ConfigKind, RouteOutcome, WorkItem};
+
+use crate::auth::Caller;
+use crate::config;
+use crate::{ApiState, Problem};
+
+/// Largest page a list returns.
+const MAX_PAGE: usize = 100;
+
+pub fn router(state: ApiState) -> Router {
+    let mut app = Router::new();
+    for kind in [ConfigKind::Agent, ConfigKind::Trigger, ConfigKind::Tool, ConfigKind::Skill] {
+        let seg = config::segment(kind);
+        app = app
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}"),
+                get(move |s: State<ApiState>, c: Caller, p: Path<String>, q| config::list(kind, s, c, p, q)).post(
+                    move |s: State<ApiState>, c: Caller, p: Path<String>, b: Bytes| config::create(kind, s, c, p, b),
+                ),
+            )
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}/{{id}}"),
+                get(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>| config::get_one(kind, s, c, p))
+                    .put(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap, b: Bytes| {
+                        config::replace(kind, s, c, p, h, b)
+                    })
+                    .delete(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap| {
+                        config::delete(kind, s, c, p, h)
+                    }),
+            );
+    }
+    app.route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+        .route("/events", post(post_event))
+        .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
+        .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
+        .route("/tenants/{tenant}/sessions/{session}", get(get_session))
+        .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
+        .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
+        .route("/tenants/{tenant}/events", get(list_events))
+        .route("/tenants/{tenant}/events/stream", get(stream_events))
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
+        .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
+        .route("/tenants/{tenant}/sessions/{session}/handoff", post(handoff))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
+        .layer(middleware::from_fn(log_requests))
+        .with_state(state)
+}
+
+/// One log line per request: method, route, status, latency. Bodies never go to the log. Also
+/// the API's outer rules: a body sent with `POST`/`PUT` must be JSON (415 otherwise), and an
+/// error the framework produced itself (a body over its limit, say) is turned into problem+json
+/// so that every error has the same shape.
+async fn log_requests(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let started = Instant::now();
+    let writes = method == axum::http::Method::POST || method == axum::http::Method::PUT;
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+    let res = if writes && !json { Problem::unsupported_media_type().into_response() } else { next.run(req).await };
+    let res = as_problem(res);
+    let status = res.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status >= 500 {
+        tracing::error!(%method, %path, status, latency_ms = ms, "request failed");
+    } else {
+        tracing::info!(%method, %path, status, latency_ms = ms, "request");
+    }
+    res
+}
+
+/// Rewrites a plain-text error response from the framework into problem+json.
+fn as_problem(res: Response) -> Response {
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    if !status.is_client_error() && !status.is_server_error() || is_problem {
+        return res;
+    }
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::too_large(MAX_BODY_BYTES).into_response(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Problem::unsupported_media_type().into_response(),
+        StatusCode::METHOD_NOT_ALLOWED => Problem::method_not_allowed().into_response(),
+        s if s.is_server_error() => Problem::internal().into_response(),
+        _ => Problem::invalid(switchboard_domain::ValidationErrors::single("", "the request could not be read"))
+            .into_response(),
+    }
+}
+
+/// The framework's own body limit for the routes that take a JSON body (events have their own).
+const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// The tenant of the path, if the caller may see it and it exists; otherwise the same 404 either
+/// way, so that tenants cannot be discovered.
+pub(crate) async fn known_tenant(state: &ApiState, caller: &Caller, raw: &str) -> Result<TenantId, Problem> {
+    let no_tenant = || Problem::not_found(format!("no tenant '{raw}'"));
+    let t: TenantId = raw.parse().map_err(|_| no_tenant())?;
+    if !caller.may_access(&t) {
+        return Err(no_tenant());
+    }
+    if state.config.tenant_exists(&t).await? { Ok(t) } else { Err(no_tenant()) }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostEventQuery {
+    /// Seconds to wait for the resulting execution (embedded profile), 1 to 60.
+    wait: Option<u64>,
+}
+
+/// Longest `?wait=` accepted.
+const MAX_WAIT_SECS: u64 = 60;
+
+async fn post_event(
+    State(state): State<ApiState>,
+    caller: Caller,
+    q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
+    req: Request,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let wait = match q.wait {
+        None => None,
+        Some(s) if (1..=MAX_WAIT_SECS).contains(&s) => Some(std::time::Duration::from_secs(s)),
+        Some(_) => {
+            return Err(Problem::invalid(switchboard_domain::ValidationErrors::single(
+                "/query/wait",
+                format!("must be between 1 and {MAX_WAIT_SECS} seconds"),
+            )));
+        }
+    };
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+    if !is_json {
+        return Err(Problem::unsupported_media_type());
+    }
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_EVENT_BYTES)
+        .await
+        .map_err(|_| Problem::too_large(MAX_EVENT_BYTES))?;
+    let event = InboundEvent::parse_bytes(&bytes).map_err(Problem::invalid)?;
+    if !caller.may_access(&event.detail.tenant_id) {
+        return Err(Problem::unknown_tenant("/detail/tenantId", event.detail.tenant_id.as_str()));
+    }
+    let (outcome, execution) = match wait {
+        Some(w) => state.ingest.ingest_and_wait(&event, w).await?,
+        None => (state.ingest.ingest(&event).await?, None),
+    };
+    let mut body = match outcome {
+        RouteOutcome::Enqueued { trigger_id, agent_id, duplicate } => json!({
+            "eventId": event.id, "outcome": if duplicate { "duplicate" } else { "enqueued" },
+            "triggerId": trigger_id, "agentId": agent_id,
+        }),
+        RouteOutcome::NoMatch => json!({ "eventId": event.id, "outcome": "no_match" }),
+        RouteOutcome::HumanOwned { session_id } => {
+            json!({ "eventId": event.id, "outcome": "human_owned", "sessionId": session_id })
+        }
+        RouteOutcome::NotInbound => json!({ "eventId": event.id, "outcome": "not_inbound" }),
+    };
+    if let (Some(e), Some(obj)) = (execution, body.as_object_mut()) {
+        obj.insert("execution".into(), json!(e));
+    }
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+    limit: Option<usize>,
+}
+
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
+    match limit {
+        None => Ok(50),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(_) => Err(Problem::invalid(switchboard_domain::ValidationErrors::single(
+            "/query/limit",
+            format!("must be between 1 and {MAX_PAGE}"),
+        ))),
+    }
+}
+
+/// Query strings are parsed by hand so that a bad one is a problem+json, not plain text.
+pub(crate) fn query<T: for<'de> Deserialize<'de>>(
+    q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, Problem> {
+    q.map(|Query(v)| v)
+        .map_err(|e| Problem::invalid(switchboard_domain::ValidationErrors::single("/query", e.body_text())))
+}
+
+async fn conversation_messages(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, conversation)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let Some(log) = &state.conversations else {
+        return Err(Problem::not_found("this deployment keeps no conversation log"));
+    };
+    let messages = log.messages(&t, &conversation, 1000).await?;
+    Ok(Json(json!({ "conversationId": conversation, "messages": messages })).into_response())
+}
+
+async fn conversation_sessions(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, conversation)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let sessions = state.sessions.sessions_for_conversation(&t, &conversation).await?;
+    Ok(Json(json!({ "conversationId": conversation, "sessions": sessions })).into_response())
+}
+
+async fn get_session(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, session)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
+    match state.sessions.get_session(&t, id).await? {
+        Some(s) => Ok(Json(s).into_response()),
+        None => Err(Problem::not_found(format!("no session '{session}'"))),
+    }
+}
+
+async fn list_executions(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, session)): Path<(String, String)>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
+    if state.sessions.get_session(&t, id).await?.is_none() {
+        return Err(Problem::not_found(format!("no session '{session}'")));
+    }
+    let page = state.executions.list_executions(&t, id, q.cursor.as_deref(), limit).await?;
+    Ok(Json(page).into_response())
+}
+
+async fn get_execution(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, execution)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let id: ExecutionId = execution.parse().map_err(|_| Problem::not_found(format!("no execution '{execution}'")))?;
+    match state.executions.get_execution(&t, id).await? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(Problem::not_found(format!("no execution '{execution}'"))),
+    }
+}
+
+async fn list_events(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let Some(log) = &state.events else {
+        return Err(Problem::not_found("this deployment keeps no event log; subscribe to EventBridge"));
+    };
+    let events = log.events_after(&t, q.after.unwrap_or(0), limit).await?;
+    let items: Vec<_> = events.into_iter().map(|(seq, e)| json!({ "seq": seq, "event": e })).collect();
+    Ok(Json(json!({ "events": items })).into_response())
+}
+
+/// Server-Sent Events for an operator UI: first the tenant's logged events after `after` (or the
+/// `Last-Event-ID` a reconnecting browser sends), then live ones as they are published. Each SSE
+/// event carries the log sequence number as its id and the detail-type as its event name.
+async fn stream_events(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    headers: axum::http::HeaderMap,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures::StreamExt;
+
+    let q = query(q)?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let (Some(log), Some(live)) = (&state.events, &state.live) else {
+        return Err(Problem::not_found("this deployment has no event stream; subscribe to EventBridge"));
+    };
+    let last_seen = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
+    let after = last_seen.or(q.after).unwrap_or(0);
+    // Subscribe before reading the log so nothing published in between is missed; the live
+    // part then skips what the replay already sent.
+    let live = live.subscribe();
+    let replay = log.events_after(&t, after, MAX_REPLAY).await?;
+    let replayed_up_to = replay.last().map_or(after, |(seq, _)| *seq);
+    let tenant = t.clone();
+    let live = live.filter(move |(seq, e)| futures::future::ready(*seq > replayed_up_to && e.tenant_id == tenant));
+    let stream = futures::stream::iter(replay)
+        .chain(live)
+        .map(|(seq, e)| Event::default().id(seq.to_string()).event(e.detail_type.clone()).json_data(&e));
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Most logged events one stream replays before going live.
+const MAX_REPLAY: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InvokeBody {
+    conversation_id: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// How long an invoke waits for its execution.
+const INVOKE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `POST /tenants/{t}/agents/{id}/invoke`: runs the agent on a conversation now, in the
+/// conversation's turn (it queues behind messages already waiting), and answers with the
+/// execution. An `Idempotency-Key` header makes a retried call return the first result.
+async fn invoke(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, agent_raw)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
+    use switchboard_domain::{AgentId, AgentStatus, ValidationErrors, ids::check_external_id};
+
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let no_agent = || Problem::not_found(format!("no agent '{agent_raw}'"));
+    let agent_id: AgentId = agent_raw.parse().map_err(|_| no_agent())?;
+    let agent = state.config.get_agent(&t, agent_id).await?.ok_or_else(no_agent)?;
+    let body: InvokeBody =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body)).map_err(|e| {
+            let pointer = switchboard_domain::input::pointer_of(e.path());
+            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+        })?;
+    let mut errors = ValidationErrors::default();
+    if let Err(e) = check_external_id(&body.conversation_id) {
+        errors.push("/conversationId", e.to_string());
+    }
+    if body.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE_TEXT_BYTES) {
+        errors.push("/message", format!("must be at most {MAX_MESSAGE_TEXT_BYTES} bytes"));
+    }
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(k) = &key
+        && check_external_id(k).is_err()
+    {
+        errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
+    }
+    errors.into_result().map_err(Problem::invalid)?;
+    if agent.status != AgentStatus::Active {
+        return Err(Problem::conflict(format!("agent {agent_id} is not active")));
+    }
+    if let Some(s) = state.sessions.latest_session(&t, &body.conversation_id).await? {
+        if s.is_human_owned() {
+            return Err(Problem::conflict("a human operator owns this conversation; hand it back first"));
+        }
+        if s.is_active() && s.agent_id != agent_id {
+            return Err(Problem::conflict(format!(
+                "the conversation is with agent {} (session {}); hand it off first",
+                s.agent_id, s.session_id
+            )));
+        }
+    }
+    let source_id = format!("invoke-{}", key.unwrap_or_else(|| ulid::Ulid::generate().to_string()));
+    let text = body.message.unwrap_or_else(|| "[invoked without a message]".to_owned());
+    let item = WorkItem {
+        tenant_id: t,
+        source_id: source_id.clone(),
+        conversation_id: body.conversation_id.clone(),
+        message_id: source_id.clone(),
+        text,
+        trigger_id: None,
+        agent_id,
+        continuation: false,
+        detail: json!({ "invoke": true, "metadata": body.metadata }),
+    };
+    match state.invoker.invoke(item, INVOKE_WAIT).await? {
+        Some(r) => Ok(Json(json!({
+            "sessionId": r.session_id, "executionId": r.execution_id, "status": r.status, "actions": r.actions,
+        }))
+        .into_response()),
+        None => Ok((StatusCode::ACCEPTED, Json(json!({ "sourceId": source_id, "status": "queued" }))).into_response()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TargetType {
+    Agent,
+    Human,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HandoffBody {
+    target_type: TargetType,
+    #[serde(default)]
+    target_agent_id: Option<String>,
+    reason: String,
+}
+
+/// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
+/// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
+async fn handoff(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, session)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    use switchboard_domain::{AgentId, SessionId, ValidationErrors};
+    use switchboard_engine::{HandoffError, HandoffTo};
+
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let no_session = || Problem::not_found(format!("no session '{session}'"));
+    let session_id: SessionId = session.parse().map_err(|_| no_session())?;
+    let body: HandoffBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+        .map_err(|e| {
+            let pointer = switchboard_domain::input::pointer_of(e.path());
+            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+        })?;
+    let mut errors = ValidationErrors::default();
+    if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
+        errors.push("/reason", "must be 1 to 1000 characters");
+    }
+    let to = match (body.target_type, body.target_agent_id) {
+        (TargetType::Human, None) => Some(HandoffTo::Human),
+        (TargetType::Human, Some(_)) => {
+            errors.push("/targetAgentId", "must be left out when targetType is human");
+            None
+        }
+        (TargetType::Agent, None) => {
+            errors.push("/targetAgentId", "is required when targetType is agent");
+            None
+        }
+        (TargetType::Agent, Some(raw)) => match raw.parse::<AgentId>() {
+            Ok(id) => Some(HandoffTo::Agent(id)),
+            Err(_) => {
+                errors.push("/targetAgentId", format!("'{raw}' is not an agent id"));
+                None
+            }
+        },
+    };
+    errors.into_result().map_err(Problem::invalid)?;
+    let Some(to) = to else { return Err(Problem::internal()) };
+    match state.executor.hand_off(&t, session_id, to, body.reason.trim()).await {
+        Ok(done) => Ok(Json(json!({
+            "newSessionId": done.new_session_id,
+            "status": "handed_off",
+            "executionId": done.execution.execution_id,
+        }))
+        .into_response()),
+        Err(HandoffError::NoSession(_)) => Err(no_session()),
+        Err(HandoffError::UnknownAgent(a)) => Err(Problem::invalid(ValidationErrors::single(
+            "/targetAgentId",
+            format!("no active agent '{a}' in this tenant"),
+        ))),
+        Err(e @ (HandoffError::NotAllowed(_) | HandoffError::Conflict)) => Err(Problem::conflict(e.to_string())),
+        Err(HandoffError::Store(e)) => Err(e.into()),
+        Err(HandoffError::Bus(e)) => {
+            tracing::error!(error = %e, "event bus failed during a handoff");
+            Err(if e.retryable { Problem::unavailable() } else { Problem::internal() })
+        }
+    }
+}
