@@ -77,8 +77,15 @@ pub(crate) async fn authenticate(State(state): State<ApiState>, mut req: Request
     }
     if let Some(limiter) = &state.limiter {
         let tenant = req.uri().path().strip_prefix("/tenants/").and_then(|rest| rest.split('/').next());
-        if let Some(tenant) = tenant
-            && let Err(retry_after) = limiter.check(tenant)
+        let caller = req.extensions().get::<Caller>().cloned().unwrap_or(Caller::Admin);
+        // Only tenants the caller may see are counted: a path it cannot see answers 404 anyway,
+        // and counting it would let made-up names grow the limiter's table.
+        let visible = tenant.and_then(|t| t.parse::<TenantId>().ok()).filter(|t| match &caller {
+            Caller::Admin => true,
+            Caller::Tenant(own) => own == t,
+        });
+        if let Some(tenant) = visible
+            && let Err(retry_after) = limiter.check(tenant.as_str())
         {
             return Problem::rate_limited(retry_after.as_secs().max(1)).into_response();
         }

@@ -49,13 +49,14 @@ fn new_id(kind: ConfigKind) -> String {
     }
 }
 
-/// Whether `id` has the shape of an id of `kind` (anything else cannot exist: 404).
-fn valid_id(kind: ConfigKind, id: &str) -> bool {
+/// The canonical (upper-case) form of `id` if it has the shape of an id of `kind`; anything else
+/// cannot exist (404). ULIDs are case-insensitive, so `01jd…` finds `01JD…`.
+fn canonical_id(kind: ConfigKind, id: &str) -> Option<String> {
     match kind {
-        ConfigKind::Agent => id.parse::<AgentId>().is_ok(),
-        ConfigKind::Trigger => id.parse::<TriggerId>().is_ok(),
-        ConfigKind::Tool => id.parse::<ToolId>().is_ok(),
-        ConfigKind::Skill => id.parse::<SkillId>().is_ok(),
+        ConfigKind::Agent => id.parse::<AgentId>().ok().map(|i| i.to_string()),
+        ConfigKind::Trigger => id.parse::<TriggerId>().ok().map(|i| i.to_string()),
+        ConfigKind::Tool => id.parse::<ToolId>().ok().map(|i| i.to_string()),
+        ConfigKind::Skill => id.parse::<SkillId>().ok().map(|i| i.to_string()),
     }
 }
 
@@ -100,6 +101,9 @@ fn build(
         ("updatedAt", json!(now)),
         ("version", json!(version)),
     ];
+    if kind == ConfigKind::Trigger {
+        switchboard_domain::trigger::check_conditions(&body, "")?;
+    }
     let record = match kind {
         ConfigKind::Agent => ConfigRecord::Agent(record_from_input(body, &server, "")?),
         ConfigKind::Trigger => ConfigRecord::Trigger(record_from_input(body, &server, "")?),
@@ -256,9 +260,7 @@ pub(crate) async fn get_one(
     Path((tenant_raw, id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
-    if !valid_id(kind, &id) {
-        return Err(not_found(kind, &id));
-    }
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
     match state.admin.get_config(&t, kind, &id).await? {
         Some(r) => Ok(with_etag(StatusCode::OK, &r)),
         None => Err(not_found(kind, &id)),
@@ -343,9 +345,7 @@ pub(crate) async fn replace(
     body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
-    if !valid_id(kind, &id) {
-        return Err(not_found(kind, &id));
-    }
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
     let Some(expected) = if_match(&headers)? else {
         return Err(Problem::precondition_required());
     };
@@ -372,9 +372,7 @@ pub(crate) async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
-    if !valid_id(kind, &id) {
-        return Err(not_found(kind, &id));
-    }
+    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
     let current = state.admin.get_config(&t, kind, &id).await?.ok_or_else(|| not_found(kind, &id))?;
     let expected = if_match(&headers)?.unwrap_or(current.version());
     if expected != current.version() {

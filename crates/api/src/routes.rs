@@ -63,11 +63,21 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// One log line per request: method, route, status, latency. Bodies never go to the log.
+/// One log line per request: method, route, status, latency. Bodies never go to the log. Also
+/// the API's outer rules: a body sent with `POST`/`PUT` must be JSON (415 otherwise), and an
+/// error the framework produced itself (a body over its limit, say) is turned into problem+json
+/// so that every error has the same shape.
 async fn log_requests(req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let started = Instant::now();
-    let res = next.run(req).await;
+    let writes = method == axum::http::Method::POST || method == axum::http::Method::PUT;
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+    let res = if writes && !json { Problem::unsupported_media_type().into_response() } else { next.run(req).await };
+    let res = as_problem(res);
     let status = res.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if status >= 500 {
@@ -77,6 +87,30 @@ async fn log_requests(req: Request, next: Next) -> Response {
     }
     res
 }
+
+/// Rewrites a plain-text error response from the framework into problem+json.
+fn as_problem(res: Response) -> Response {
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    if !status.is_client_error() && !status.is_server_error() || is_problem {
+        return res;
+    }
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::too_large(MAX_BODY_BYTES).into_response(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Problem::unsupported_media_type().into_response(),
+        StatusCode::METHOD_NOT_ALLOWED => Problem::method_not_allowed().into_response(),
+        s if s.is_server_error() => Problem::internal().into_response(),
+        _ => Problem::invalid(switchboard_domain::ValidationErrors::single("", "the request could not be read"))
+            .into_response(),
+    }
+}
+
+/// The framework's own body limit for the routes that take a JSON body (events have their own).
+const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// The tenant of the path, if the caller may see it and it exists; otherwise the same 404 either
 /// way, so that tenants cannot be discovered.
