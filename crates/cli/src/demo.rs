@@ -1,6 +1,7 @@
 //! `switchboard demo`: the example tenant from `examples/support/`, run offline on a fresh
 //! temporary data directory with the scripted model (a deterministic test double, not an AI).
-//! Three conversations: an order question answered and closed, a customer who asks for a person
+//! The example order system (a webhook receiver that verifies signatures) runs in-process.
+//! Three conversations: an order question answered (through the signed webhook) and closed, a customer who asks for a person
 //! (human handoff; their next message is left to the human), and a billing question handed to a
 //! specialist agent.
 
@@ -11,13 +12,27 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
-use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
+use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent, TenantId, ToolHandler};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::executor::describe;
-use switchboard_engine::{ConversationLog, ExecutionLog, RouteOutcome, SessionStore, SystemClock};
+use switchboard_engine::{
+    ConversationLog, ExecutionLog, RouteOutcome, SecretError, Secrets, SessionStore, SystemClock,
+};
+use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 const TENANT_BUNDLE: &str = include_str!("../../../examples/support/tenant.json");
 const SCRIPT: &str = include_str!("../../../examples/support/script.json");
+const SECRETS: &str = include_str!("../../../examples/support/secrets.json");
+
+/// The example secrets file, in memory.
+struct ExampleSecrets(serde_json::Value);
+
+#[async_trait::async_trait]
+impl Secrets for ExampleSecrets {
+    async fn get_secret(&self, tenant: &TenantId, name: &str) -> Result<Option<String>, SecretError> {
+        Ok(self.0[tenant.as_str()][name].as_str().map(str::to_owned))
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -59,12 +74,29 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let temp = tempfile::tempdir().context("creating a temporary data directory")?;
     let data_dir = args.keep_data.clone().unwrap_or_else(|| temp.path().to_owned());
     let model = Arc::new(ScriptedModel::from_json(SCRIPT).context("examples/support/script.json")?);
-    let embedded = Arc::new(
-        Embedded::open(&data_dir, model, Arc::new(SystemClock), EmbeddedOptions::default())
-            .context("opening the data directory")?,
+    // The example order system runs on this machine, so the demo allows webhook calls to
+    // loopback, as `serve --allow-private-webhooks` would; signatures are checked all the same.
+    let secrets: serde_json::Value = serde_json::from_str(SECRETS).context("examples/support/secrets.json")?;
+    let receiver = crate::receiver::start(
+        "127.0.0.1:0".parse()?,
+        secrets["acme"]["orders"].as_str().unwrap_or_default().to_owned(),
+    )
+    .await?;
+    let policy = WebhookPolicy { allow_http: true, allow_private: true };
+    let webhooks = Arc::new(
+        HttpWebhookCaller::new(policy, Arc::new(ExampleSecrets(secrets))).map_err(|e| anyhow::anyhow!("{e}"))?,
     );
-    let bundle =
+    let options = EmbeddedOptions { webhooks, ..EmbeddedOptions::default() };
+    let embedded = Arc::new(
+        Embedded::open(&data_dir, model, Arc::new(SystemClock), options).context("opening the data directory")?,
+    );
+    let mut bundle =
         Bundle::parse(TENANT_BUNDLE, &SystemClock).map_err(|e| anyhow::anyhow!("examples/support/tenant.json: {e}"))?;
+    // Point the order-status tool at the receiver's port.
+    for tool in &mut bundle.tools {
+        let ToolHandler::Webhook(h) = &mut tool.handler;
+        h.url = receiver.url.clone();
+    }
     bundle.install(&embedded.store).await.context("installing the example tenant")?;
     let mut events = embedded.bus.subscribe();
     embedded.start_workers();
@@ -77,7 +109,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         bundle.agents.len(),
         bundle.triggers.len()
     );
-    println!("Model: SCRIPTED TEST DOUBLE (deterministic rules from examples/support/script.json; not an AI)\n");
+    println!("Model: SCRIPTED TEST DOUBLE (deterministic rules from examples/support/script.json; not an AI)");
+    println!("Order system (example webhook receiver, verifies signatures): {}\n", receiver.url);
 
     let mut n = 0;
     let mut routing = Vec::new();
@@ -149,6 +182,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         stats.ready,
         stats.dead
     );
+    let tally = &receiver.tally;
+    println!(
+        "Order system: verified {} signed webhook call(s), rejected {}",
+        tally.verified.load(std::sync::atomic::Ordering::Relaxed),
+        tally.rejected.load(std::sync::atomic::Ordering::Relaxed)
+    );
     if let Some(dir) = &args.keep_data {
         println!(
             "Data kept in {} — try: switchboard serve --data-dir {} --scripted-model examples/support/script.json",
@@ -172,6 +211,18 @@ fn print_execution(r: &ExecutionRecord) {
         r.token_usage.output_tokens,
         r.latency_ms
     );
+    for call in &r.tool_calls {
+        if let Some(w) = &call.webhook {
+            println!(
+                "       ↔ webhook {} → {} · HTTP {} · {} attempt(s) · {}",
+                call.name,
+                w.host,
+                w.status.map_or("-".to_owned(), |s| s.to_string()),
+                w.attempts,
+                w.outcome
+            );
+        }
+    }
     for a in &r.actions {
         println!("       → {}", describe(a));
     }

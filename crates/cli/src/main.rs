@@ -3,6 +3,7 @@
 
 mod client;
 mod demo;
+mod receiver;
 mod serve;
 mod tenants;
 
@@ -44,6 +45,8 @@ enum Command {
     Sessions(SessionArgs),
     /// Execution records of a tenant, on a running server.
     Executions(ExecutionArgs),
+    /// Run the example tenant's order system: a webhook receiver that verifies signatures.
+    ExampleReceiver(receiver::ReceiverArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
             Command::Skills(a) => client::config("skills", &a.remote, a.verb).await,
             Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
             Command::Executions(a) => client::executions(&a.remote, a.verb).await,
+            Command::ExampleReceiver(a) => receiver::run(a).await,
         }
     });
     match result {

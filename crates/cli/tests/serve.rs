@@ -348,4 +348,6 @@ fn the_demo_shows_replies_and_a_human_handoff() {
     assert!(stdout.contains("not routed: a human operator owns this conversation"));
     assert!(stdout.contains("event session.handoff.agent"));
     assert!(stdout.contains("0 dead-lettered"));
+    assert!(stdout.contains("↔ webhook order_status") && stdout.contains("HTTP 200"), "{stdout}");
+    assert!(stdout.contains("verified 1 signed webhook call(s), rejected 0"), "{stdout}");
 }

@@ -1,4 +1,4 @@
-//! Tenant bundles: one JSON file holding a tenant with its agents and triggers, loaded into the
+//! Tenant bundles: one JSON file holding a tenant with its tools, agents and triggers, loaded into the
 //! store in one go (the demo's example tenant, or `switchboard serve --tenant FILE`). Everything
 //! is validated before anything is written; errors carry a JSON pointer into the file.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::input::record_with_defaults;
-use switchboard_domain::{Agent, TenantId, Trigger, ValidationErrors};
+use switchboard_domain::{Agent, TenantId, Tool, ToolId, Trigger, ValidationErrors};
 use switchboard_engine::Clock;
 
 use crate::store::{ConfigWriteError, SqliteStore};
@@ -21,6 +21,8 @@ struct BundleFile {
     agents: Vec<Value>,
     #[serde(default)]
     triggers: Vec<Value>,
+    #[serde(default)]
+    tools: Vec<Value>,
 }
 
 /// A parsed and validated bundle.
@@ -30,6 +32,8 @@ pub struct Bundle {
     pub name: String,
     pub agents: Vec<Agent>,
     pub triggers: Vec<Trigger>,
+    /// Custom (webhook) tools; agents name them by id.
+    pub tools: Vec<Tool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +100,23 @@ impl Bundle {
                 agents.push(agent);
             }
         }
+        let mut tools = Vec::new();
+        for (i, v) in file.tools.into_iter().enumerate() {
+            let pointer = format!("/tools/{i}");
+            if let Some(tool) = record::<Tool>(v, &file.tenant_id, &now, &pointer, &mut errors) {
+                nest(&mut errors, &pointer, tool.validate());
+                tools.push(tool);
+            }
+        }
+        for (i, agent) in agents.iter().enumerate() {
+            for (j, t) in agent.tools.iter().enumerate() {
+                if let Ok(id) = t.parse::<ToolId>()
+                    && !tools.iter().any(|tool| tool.tool_id == id)
+                {
+                    errors.push(format!("/agents/{i}/tools/{j}"), format!("no tool '{id}' in this bundle"));
+                }
+            }
+        }
         let mut triggers = Vec::new();
         for (i, v) in file.triggers.into_iter().enumerate() {
             let pointer = format!("/triggers/{i}");
@@ -116,7 +137,7 @@ impl Bundle {
             }
         }
         errors.into_result()?;
-        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers })
+        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers, tools })
     }
 
     pub fn from_file(path: &Path, clock: &dyn Clock) -> Result<Self, BundleError> {
@@ -128,6 +149,9 @@ impl Bundle {
     /// Writes the tenant, then its agents, then its triggers (upserts: loading twice is harmless).
     pub async fn install(&self, store: &SqliteStore) -> Result<(), ConfigWriteError> {
         store.create_tenant(&self.tenant_id, &self.name).await?;
+        for t in &self.tools {
+            store.put_tool(t).await?;
+        }
         for a in &self.agents {
             store.put_agent(a).await?;
         }

@@ -171,6 +171,13 @@ impl SqliteStore {
         self.upsert(ConfigRecord::Agent(agent.clone())).await
     }
 
+    /// Creates or replaces a custom tool after validating it (tenant bundles: no version check).
+    pub async fn put_tool(&self, tool: &Tool) -> Result<(), ConfigWriteError> {
+        tool.validate()?;
+        self.require_tenant(&tool.tenant_id).await?;
+        self.upsert(ConfigRecord::Tool(tool.clone())).await
+    }
+
     /// Creates or replaces a trigger after validating it; its agent must exist in the same tenant.
     pub async fn put_trigger(&self, trigger: &Trigger) -> Result<(), ConfigWriteError> {
         trigger.validate()?;

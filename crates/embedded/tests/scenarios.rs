@@ -570,6 +570,9 @@ async fn a_bundle_with_a_trigger_naming_a_missing_agent_is_refused_with_its_poin
             json!({ "all": [ { "field": "x", "operator": "resembles", "value": 1 } ] }),
         )],
     );
+    let missing_tool =
+        bundle(vec![agent(FRONT, "Front", "front", json!({ "tools": ["send_message", LOOKUP] }))], vec![]);
+    assert_eq!(Bundle::parse(&missing_tool, &SystemClock).unwrap_err().0[0].pointer, "/agents/0/tools/1");
     let err = Bundle::parse(&bad_condition, &SystemClock).unwrap_err();
     assert!(err.0[0].pointer.starts_with("/triggers/0/conditions"), "{err}");
 }
@@ -607,20 +610,15 @@ async fn world_with_webhook(
     let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
     let options = EmbeddedOptions { webhooks: hooks.clone(), ..EmbeddedOptions::default() };
     let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), options).unwrap();
-    let b = default_bundle(json!({ "tools": ["send_message", LOOKUP] }));
-    let b = Bundle::parse(&b, &SystemClock).unwrap();
-    embedded.store.create_tenant(&b.tenant_id, "t").await.unwrap();
-    let tool: switchboard_domain::Tool = serde_json::from_value(json!({
-        "tenantId": "t-1", "toolId": LOOKUP, "name": "lookup_order", "description": "Looks an order up",
+    let tool = json!({
+        "toolId": LOOKUP, "name": "lookup_order", "description": "Looks an order up",
         "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"],
                         "additionalProperties": false },
-        "handler": { "type": "webhook", "url": "https://hooks.example.com/orders?sig=x", "secretRef": "orders" },
-        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z", "version": 1
-    }))
-    .unwrap();
-    tool.validate().unwrap();
-    use switchboard_engine::ConfigAdmin;
-    embedded.store.put_config(&switchboard_engine::ConfigRecord::Tool(tool), None).await.unwrap();
+        "handler": { "type": "webhook", "url": "https://hooks.example.com/orders?sig=x", "secretRef": "orders" }
+    });
+    let mut b: Value = serde_json::from_str(&default_bundle(json!({ "tools": ["send_message", LOOKUP] }))).unwrap();
+    b["tools"] = json!([tool]);
+    let b = Bundle::parse(&b.to_string(), &SystemClock).unwrap();
     b.install(&embedded.store).await.unwrap();
     (World { embedded, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }, hooks)
 }
