@@ -7,13 +7,14 @@
 //! so does a documented operation the server does not serve.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{Server, create_tenant, examples};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -28,10 +29,6 @@ const BILLING_AGENT: &str = "01JD0000PAYMENTS0AGENT0002";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn examples() -> PathBuf {
-    repo().join("examples/support")
 }
 
 // ------------------------------------------------------------------------------------------
@@ -181,57 +178,9 @@ impl Spec {
 // The server and a client that checks every exchange
 // ------------------------------------------------------------------------------------------
 
-/// A running `switchboard serve`; killed through its `Child` when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    admin: String,
-}
-
-impl Server {
-    fn start(data_dir: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
-            .args(extra)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let base =
-            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line {line:?}")).to_owned();
-        let admin = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
-        Self { child, base, admin }
-    }
-
-    /// The example tenant and its scripted model (a deterministic test double).
-    fn example(data_dir: &Path) -> Self {
-        let tenant = examples().join("tenant.json");
-        let script = examples().join("script.json");
-        Self::start(data_dir, &["--tenant", tenant.to_str().unwrap(), "--scripted-model", script.to_str().unwrap()])
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `switchboard tenants create` on the data directory; returns the printed key.
-fn create_tenant(data_dir: &Path, id: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["tenants", "create", id, "--name", &format!("Tenant {id}"), "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+/// The example tenant and its scripted model (a deterministic test double).
+fn example_server(data_dir: &Path) -> Server {
+    Server::start(data_dir, &["--tenant", examples().join("tenant.json").to_str().unwrap()])
 }
 
 enum Body {
@@ -503,7 +452,7 @@ fn kinds(events: &[(i64, Value)]) -> BTreeSet<String> {
 async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let spec = Spec::load();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::example(dir.path());
+    let server = example_server(dir.path());
     let api = Api::new(&spec, &server, Some(&server.admin));
 
     // -- messages: an answer, a human handoff, an agent handoff, an end --------------------
@@ -825,7 +774,7 @@ fn is_router_fallback(status: StatusCode, body: &str) -> bool {
 async fn every_documented_operation_is_served() {
     let spec = Spec::load();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::example(dir.path());
+    let server = example_server(dir.path());
     let api = Api::new(&spec, &server, Some(&server.admin));
     let client = Client::new();
 
@@ -882,7 +831,7 @@ async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
     )
     .unwrap();
     let data = dir.path().join("data");
-    let server = Server::start(&data, &["--scripted-model", script.to_str().unwrap(), "--rate-limit", "20"]);
+    let server = Server::start_with_script(&data, &script, &["--rate-limit", "20"]);
     let key = create_tenant(&data, "flows");
     let api = Api::new(&spec, &server, Some(&key));
 

@@ -3,71 +3,31 @@
 //! stops it. Waiting uses `POST /events?wait=`, which returns when the execution is recorded.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
 
+use std::path::Path;
+use std::process::Command;
+
+use common::{Server, examples};
 use serde_json::{Value, json};
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/support")
+/// The example tenant and its scripted model (a deterministic test double), plus `extra` flags.
+fn start(data_dir: &Path, extra: &[&str]) -> Server {
+    let tenant = examples().join("tenant.json");
+    let mut args = vec!["--tenant", tenant.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Server::start(data_dir, &args)
 }
 
-/// A running server; killed (by its own PID) when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    /// The admin key the server created in its data directory on first start.
-    admin_key: String,
+/// A client that sends the admin key.
+fn client(server: &Server) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {}", server.admin).parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
 }
 
-impl Server {
-    fn start(data_dir: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
-            .arg("--tenant")
-            .arg(examples().join("tenant.json"))
-            .arg("--scripted-model")
-            .arg(examples().join("script.json"))
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start switchboard serve");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let base =
-            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let admin_key = std::fs::read_to_string(data_dir.join("admin.key")).unwrap().trim().to_owned();
-        Self { base: base.to_owned(), child, admin_key }
-    }
-
-    /// A client that sends `key` (the admin key unless given).
-    fn client_with(&self, key: &str) -> reqwest::Client {
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("authorization", format!("Bearer {key}").parse().unwrap());
-        reqwest::Client::builder().default_headers(headers).build().unwrap()
-    }
-
-    fn client(&self) -> reqwest::Client {
-        self.client_with(&self.admin_key)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn at(server: &Server, path: &str) -> String {
+    format!("{}{path}", server.base)
 }
 
 fn event(id: &str, tenant: &str, conversation: &str, text: &str) -> Value {
@@ -97,12 +57,12 @@ async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
 #[tokio::test]
 async fn a_message_posted_over_http_is_answered_and_readable() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let client = server.client();
+    let server = start(dir.path(), &[]);
+    let client = client(&server);
 
     // when a customer's message arrives as an EventBridge envelope
     let (status, body, _) =
-        post(&client, &server.url("/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
+        post(&client, &at(&server, "/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
     // then it is accepted, routed, and (waiting for it) executed
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["outcome"], "enqueued");
@@ -110,7 +70,7 @@ async fn a_message_posted_over_http_is_answered_and_readable() {
     let session_id = body["execution"]["sessionId"].as_str().unwrap().to_owned();
 
     // and the conversation shows the customer's message and the reply
-    let (status, convo) = get(&client, &server.url("/tenants/acme/conversations/c-1/messages")).await;
+    let (status, convo) = get(&client, &at(&server, "/tenants/acme/conversations/c-1/messages")).await;
     assert_eq!(status, 200);
     let texts: Vec<_> = convo["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert_eq!(
@@ -119,26 +79,26 @@ async fn a_message_posted_over_http_is_answered_and_readable() {
     );
 
     // and the session and its executions can be read
-    let (status, session) = get(&client, &server.url(&format!("/tenants/acme/sessions/{session_id}"))).await;
+    let (status, session) = get(&client, &at(&server, &format!("/tenants/acme/sessions/{session_id}"))).await;
     assert_eq!(status, 200);
     assert_eq!(session["memory"]["orderNumber"], "1234");
-    let (_, page) = get(&client, &server.url(&format!("/tenants/acme/sessions/{session_id}/executions"))).await;
+    let (_, page) = get(&client, &at(&server, &format!("/tenants/acme/sessions/{session_id}/executions"))).await;
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
     let execution_id = page["items"][0]["executionId"].as_str().unwrap();
-    let (status, one) = get(&client, &server.url(&format!("/tenants/acme/executions/{execution_id}"))).await;
+    let (status, one) = get(&client, &at(&server, &format!("/tenants/acme/executions/{execution_id}"))).await;
     assert_eq!(status, 200);
     assert_eq!(one["toolCalls"][0]["name"], "set_context");
 
     // the same event again changes nothing
     let (status, again, _) =
-        post(&client, &server.url("/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
+        post(&client, &at(&server, "/events?wait=30"), &event("e-1", "acme", "c-1", "Where is my order #1234?")).await;
     assert_eq!(status, 202);
     assert_eq!(again["outcome"], "duplicate");
-    let (_, convo) = get(&client, &server.url("/tenants/acme/conversations/c-1/messages")).await;
+    let (_, convo) = get(&client, &at(&server, "/tenants/acme/conversations/c-1/messages")).await;
     assert_eq!(convo["messages"].as_array().unwrap().len(), 2);
 
     // another tenant's path never shows acme's records
-    let (status, problem) = get(&client, &server.url(&format!("/tenants/other/sessions/{session_id}"))).await;
+    let (status, problem) = get(&client, &at(&server, &format!("/tenants/other/sessions/{session_id}"))).await;
     assert_eq!(status, 404);
     assert_eq!(problem["type"], "urn:switchboard:problem:not-found");
 }
@@ -146,12 +106,12 @@ async fn a_message_posted_over_http_is_answered_and_readable() {
 #[tokio::test]
 async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let client = server.client();
+    let server = start(dir.path(), &[]);
+    let client = client(&server);
     let (_, body, _) =
-        post(&client, &server.url("/events?wait=30"), &event("h-1", "acme", "c-h", "I want a human now")).await;
+        post(&client, &at(&server, "/events?wait=30"), &event("h-1", "acme", "c-h", "I want a human now")).await;
     assert_eq!(body["execution"]["status"], "handed_off");
-    let (status, events) = get(&client, &server.url("/tenants/acme/events")).await;
+    let (status, events) = get(&client, &at(&server, "/tenants/acme/events")).await;
     assert_eq!(status, 200);
     let handoff = events["events"]
         .as_array()
@@ -161,7 +121,7 @@ async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human(
         .unwrap();
     assert_eq!(handoff["event"]["detail"]["conversationId"], "c-h");
     assert_eq!(handoff["event"]["detail"]["priority"], "high");
-    let (status, next, _) = post(&client, &server.url("/events"), &event("h-2", "acme", "c-h", "hello?")).await;
+    let (status, next, _) = post(&client, &at(&server, "/events"), &event("h-2", "acme", "c-h", "hello?")).await;
     assert_eq!(status, 202);
     assert_eq!(next["outcome"], "human_owned");
 }
@@ -169,9 +129,9 @@ async fn a_human_handoff_is_published_and_the_conversation_is_left_to_the_human(
 #[tokio::test]
 async fn bad_input_gets_problem_json_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let client = server.client();
-    let url = server.url("/events");
+    let server = start(dir.path(), &[]);
+    let client = client(&server);
+    let url = at(&server, "/events");
 
     // malformed JSON
     let res = client.post(&url).header("content-type", "application/json").body("{not json").send().await.unwrap();
@@ -206,19 +166,19 @@ async fn bad_input_gets_problem_json_naming_the_field() {
     let res =
         client.post(&url).header("content-type", "application/json").body(vec![b' '; 300 * 1024]).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 413);
-    let (status, p, _) = post(&client, &server.url("/events?wait=999"), &event("b-4", "acme", "c-b", "hi")).await;
+    let (status, p, _) = post(&client, &at(&server, "/events?wait=999"), &event("b-4", "acme", "c-b", "hi")).await;
     assert_eq!((status, p["errors"][0]["pointer"].as_str()), (400, Some("/query/wait")));
-    let (status, p) = get(&client, &server.url("/nope")).await;
+    let (status, p) = get(&client, &at(&server, "/nope")).await;
     assert_eq!((status, p["type"].as_str()), (404, Some("urn:switchboard:problem:not-found")));
     let res = client.delete(&url).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 405);
     assert_eq!(res.headers()["content-type"], "application/problem+json");
 
     // and none of it stored anything
-    let (_, convo) = get(&client, &server.url("/tenants/acme/conversations/c-b/messages")).await;
+    let (_, convo) = get(&client, &at(&server, "/tenants/acme/conversations/c-b/messages")).await;
     assert_eq!(convo["messages"].as_array().unwrap().len(), 0);
     // the server is still up
-    let (status, _) = get(&client, &server.url("/health")).await;
+    let (status, _) = get(&client, &at(&server, "/health")).await;
     assert_eq!(status, 200);
 }
 
@@ -226,19 +186,19 @@ async fn bad_input_gets_problem_json_naming_the_field() {
 async fn a_message_survives_the_process_being_killed() {
     // given a server that accepted a message
     let dir = tempfile::tempdir().unwrap();
-    let first = Server::start(dir.path(), &["--visibility-timeout", "1"]);
-    let client = first.client();
-    let (status, _, _) = post(&client, &first.url("/events"), &event("k-1", "acme", "c-k", "Hi there")).await;
+    let first = start(dir.path(), &["--visibility-timeout", "1"]);
+    let client = client(&first);
+    let (status, _, _) = post(&client, &at(&first, "/events"), &event("k-1", "acme", "c-k", "Hi there")).await;
     assert_eq!(status, 202);
     // when the process is killed at once (the item may be queued, in flight or done)
     drop(first);
     // then a restarted server on the same data directory finishes it, exactly once
-    let second = Server::start(dir.path(), &["--visibility-timeout", "1"]);
+    let second = start(dir.path(), &["--visibility-timeout", "1"]);
     let (status, again, _) =
-        post(&client, &second.url("/events?wait=30"), &event("k-1", "acme", "c-k", "Hi there")).await;
+        post(&client, &at(&second, "/events?wait=30"), &event("k-1", "acme", "c-k", "Hi there")).await;
     assert_eq!(status, 202);
     assert_eq!(again["execution"]["status"], "success", "{again}");
-    let (_, convo) = get(&client, &second.url("/tenants/acme/conversations/c-k/messages")).await;
+    let (_, convo) = get(&client, &at(&second, "/tenants/acme/conversations/c-k/messages")).await;
     let outbound = convo["messages"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").count();
     assert_eq!(outbound, 1);
 }
@@ -261,15 +221,15 @@ async fn read_until(res: &mut reqwest::Response, needle: &str) -> String {
 #[tokio::test]
 async fn an_operator_stream_receives_the_human_handoff_live_and_on_reconnect() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let client = server.client();
+    let server = start(dir.path(), &[]);
+    let client = client(&server);
     // given an operator UI connected to the tenant's stream
-    let mut live = client.get(server.url("/tenants/acme/events/stream")).send().await.unwrap();
+    let mut live = client.get(at(&server, "/tenants/acme/events/stream")).send().await.unwrap();
     assert_eq!(live.status().as_u16(), 200);
     assert_eq!(live.headers()["content-type"], "text/event-stream");
     // when a customer asks for a person
     let (_, body, _) =
-        post(&client, &server.url("/events?wait=30"), &event("s-1", "acme", "c-s", "a human please")).await;
+        post(&client, &at(&server, "/events?wait=30"), &event("s-1", "acme", "c-s", "a human please")).await;
     assert_eq!(body["execution"]["status"], "handed_off");
     // then the handoff arrives on the stream, named and with its detail
     let seen = read_until(&mut live, "\"conversationId\":\"c-s\"").await;
@@ -277,11 +237,11 @@ async fn an_operator_stream_receives_the_human_handoff_live_and_on_reconnect() {
     drop(live);
     // and a reconnecting client gets it again from the log
     let mut again =
-        client.get(server.url("/tenants/acme/events/stream")).header("last-event-id", "0").send().await.unwrap();
+        client.get(at(&server, "/tenants/acme/events/stream")).header("last-event-id", "0").send().await.unwrap();
     let replay = read_until(&mut again, "session.handoff.human").await;
     assert!(replay.contains("id: 1"), "{replay}");
     // while another tenant's stream is refused
-    let res = client.get(server.url("/tenants/nobody/events/stream")).send().await.unwrap();
+    let res = client.get(at(&server, "/tenants/nobody/events/stream")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 404);
 }
 
