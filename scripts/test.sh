@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
-# end-to-end HTTP tests, and the AWS adapters against a local AWS emulator. Needs the Rust
+# end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
+# cfn-lint of template.yaml and the cargo-lambda build of the four functions. Needs the Rust
 # toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator (moto,
 # from PyPI) into .venv-emulator on first run.
 set -euo pipefail
@@ -20,5 +21,22 @@ if [ ! -x .venv-emulator/bin/moto_server ]; then
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
 
+echo "== build tools (cfn-lint, cargo-lambda, zig; from PyPI, for the AWS deployables)"
+# A second git-ignored venv, installed only when something is missing.
+if [ ! -x .venv-tools/bin/cfn-lint ] || [ ! -x .venv-tools/bin/cargo-lambda ] || [ ! -x .venv-tools/bin/python-zig ]; then
+    python3 -m venv .venv-tools
+    .venv-tools/bin/pip install --quiet 'cfn-lint==1.58.0' 'cargo-lambda==1.9.2' 'ziglang==0.17.1'
+fi
+
+echo "== cfn-lint template.yaml"
+.venv-tools/bin/cfn-lint template.yaml
+
 echo "== cargo test"
 cargo test --workspace --locked
+
+echo "== cargo lambda build --release --x86-64 (the four Lambda functions)"
+# x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
+# The release profile in Cargo.toml is explicit, so cargo-lambda does not force fat settings.
+PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked \
+    -p switchboard-fn-event-router -p switchboard-fn-agent-executor \
+    -p switchboard-fn-internal-api -p switchboard-fn-archiver

@@ -1,17 +1,23 @@
 //! The AWS profile's adapters: DynamoDB store, SQS FIFO work queue, EventBridge bus and the
 //! Bedrock Converse model, behind the engine's ports. The only crate that names `aws-sdk-*`;
-//! the engine never sees an SDK type. Lambda entry points, S3, Secrets Manager and the
-//! Conversations Service client are not here yet.
+//! the engine never sees an SDK type. Also the S3 archive, Secrets Manager reader and the
+//! SigV4-signed Conversations Service client. Lambda entry points live in `functions/`.
 
 pub mod bedrock;
 pub mod config;
+pub mod conversations;
 pub mod dynamo;
 mod errors;
 pub mod eventbridge;
+pub mod s3;
+pub mod secrets;
 pub mod sqs;
 
 pub use bedrock::{BedrockModel, RetryPolicy};
 pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
+pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::{ConfigWriteError, DynamoStore};
 pub use eventbridge::EventBridgeBus;
+pub use s3::{ArchiveError, S3Archive};
+pub use secrets::SecretsManagerSecrets;
 pub use sqs::SqsWorkQueue;

@@ -378,3 +378,131 @@ impl FakeBedrock {
         aws_sdk_bedrockruntime::Client::from_conf(conf.build())
     }
 }
+
+// ---- fake Conversations Service ------------------------------------------------------------------
+
+/// One reply as the fake Conversations Service received it.
+#[derive(Debug, Clone)]
+pub struct ReceivedReply {
+    pub conversation_id: String,
+    pub text: String,
+    pub idempotency_key: String,
+    pub authorization: String,
+    pub amz_date: String,
+}
+
+#[derive(Debug, Default)]
+struct ConversationsState {
+    /// Statuses to answer before accepting (e.g. `[503, 429]`).
+    failures: VecDeque<u16>,
+    /// Every request that reached the server, failed ones included.
+    attempts: usize,
+    accepted: Vec<ReceivedReply>,
+    by_key: std::collections::HashMap<String, String>,
+}
+
+/// `POST /conversations/{id}/messages` on 127.0.0.1: refuses a request without a SigV4
+/// `Authorization` for `execute-api` or without an `Idempotency-Key` (400), answers scripted
+/// failures first, then `201 {"messageId"}`, or `200 {"messageId", "duplicate": true}` for a key
+/// it has seen.
+#[derive(Debug, Clone)]
+pub struct FakeConversations {
+    pub base_url: String,
+    state: Arc<Mutex<ConversationsState>>,
+}
+
+/// `AWS4-HMAC-SHA256 Credential=<key>/<yyyymmdd>/<region>/execute-api/aws4_request,
+/// SignedHeaders=…;idempotency-key;…, Signature=<64 hex>`.
+pub fn is_sigv4_for_execute_api(authorization: &str) -> bool {
+    let Some(rest) = authorization.strip_prefix("AWS4-HMAC-SHA256 Credential=") else { return false };
+    let mut parts = rest.split(", ");
+    let (Some(credential), Some(signed), Some(signature)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let scope: Vec<&str> = credential.split('/').collect();
+    let signed_ok = signed
+        .strip_prefix("SignedHeaders=")
+        .is_some_and(|h| h.split(';').any(|x| x == "idempotency-key") && h.split(';').any(|x| x == "host"));
+    let signature_ok =
+        signature.strip_prefix("Signature=").is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+    scope.len() == 5
+        && scope[1].len() == 8
+        && scope[3] == "execute-api"
+        && scope[4] == "aws4_request"
+        && signed_ok
+        && signature_ok
+}
+
+impl FakeConversations {
+    pub async fn start(failures: Vec<u16>) -> Self {
+        use axum::extract::{Path, State};
+        use axum::http::{HeaderMap, StatusCode};
+        use axum::response::{IntoResponse, Response};
+
+        async fn post(
+            State(state): State<Arc<Mutex<ConversationsState>>>,
+            Path(conversation_id): Path<String>,
+            headers: HeaderMap,
+            body: axum::body::Bytes,
+        ) -> Response {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let mut s = state.lock().unwrap();
+            s.attempts += 1;
+            let authorization = header("authorization");
+            let idempotency_key = header("idempotency-key");
+            if !is_sigv4_for_execute_api(&authorization)
+                || idempotency_key.is_empty()
+                || header("x-amz-date").is_empty()
+            {
+                return (StatusCode::BAD_REQUEST, "missing signature or idempotency key").into_response();
+            }
+            if let Some(status) = s.failures.pop_front() {
+                return (StatusCode::from_u16(status).unwrap(), "scripted failure").into_response();
+            }
+            let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
+                return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+            };
+            let Some(text) = json.get("text").and_then(|t| t.as_str()) else {
+                return (StatusCode::BAD_REQUEST, "no text").into_response();
+            };
+            if let Some(id) = s.by_key.get(&idempotency_key) {
+                return axum::Json(serde_json::json!({"messageId": id, "duplicate": true})).into_response();
+            }
+            let id = format!("out-{}", s.by_key.len() + 1);
+            s.by_key.insert(idempotency_key.clone(), id.clone());
+            s.accepted.push(ReceivedReply {
+                conversation_id,
+                text: text.to_owned(),
+                idempotency_key,
+                authorization,
+                amz_date: header("x-amz-date"),
+            });
+            (StatusCode::CREATED, axum::Json(serde_json::json!({"messageId": id}))).into_response()
+        }
+
+        let state = Arc::new(Mutex::new(ConversationsState { failures: failures.into(), ..Default::default() }));
+        let app = axum::Router::new()
+            .route("/prod/conversations/{conversation_id}/messages", axum::routing::post(post))
+            .with_state(Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let base_url = format!("http://{}/prod", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { base_url, state }
+    }
+
+    pub fn accepted(&self) -> Vec<ReceivedReply> {
+        self.state.lock().unwrap().accepted.clone()
+    }
+
+    pub fn attempts(&self) -> usize {
+        self.state.lock().unwrap().attempts
+    }
+}
+
+/// Creates an S3 bucket with a fresh name.
+pub async fn create_bucket(config: &aws_config::SdkConfig) -> String {
+    let bucket = unique("archive");
+    let s3 = switchboard_aws::S3Archive::client(config, true);
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    bucket
+}

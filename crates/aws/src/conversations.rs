@@ -1,0 +1,202 @@
+//! `ConversationsApi`: the engine's `Conversations` port over the Conversations Service's HTTPS
+//! API. A reply is `POST <base>/conversations/{id}/messages` with JSON `{"text": …}`, an
+//! `Idempotency-Key` header (the service answers a repeated key with the first message) and a
+//! SigV4 signature for `execute-api` made with the credentials of the shared SDK config. 5xx,
+//! 429, timeouts and connection failures are retried with backoff, each attempt re-signed.
+//! It sends nothing else (no reads, no attachments).
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use serde::Deserialize;
+use switchboard_domain::TenantId;
+use switchboard_engine::{ConversationError, Conversations, Sent};
+
+/// The SigV4 service name of API Gateway.
+pub const SIGNING_SERVICE: &str = "execute-api";
+
+/// Limits of one `send_reply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConversationsLimits {
+    /// Requests in all, retries included.
+    pub max_attempts: u32,
+    /// Each attempt, connect included.
+    pub attempt_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// First backoff; doubles each retry, plus up to 50 % jitter.
+    pub backoff: Duration,
+}
+
+impl Default for ConversationsLimits {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            attempt_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+            backoff: Duration::from_millis(200),
+        }
+    }
+}
+
+/// The service's answer: the message id, and whether the key had been used before.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendResponse {
+    message_id: String,
+    #[serde(default)]
+    duplicate: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConversationsApi {
+    http: reqwest::Client,
+    base_url: String,
+    region: String,
+    credentials: Option<SharedCredentialsProvider>,
+    limits: ConversationsLimits,
+}
+
+impl ConversationsApi {
+    /// A client for the service at `base_url` (for example
+    /// `https://abc.execute-api.eu-west-1.amazonaws.com/prod`), signing with the region and
+    /// credentials of `config`.
+    pub fn new(
+        config: &SdkConfig,
+        base_url: impl Into<String>,
+        limits: ConversationsLimits,
+    ) -> Result<Self, ConversationError> {
+        let http = reqwest::Client::builder()
+            .timeout(limits.attempt_timeout)
+            .connect_timeout(limits.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ConversationError { message: format!("build the HTTP client: {e}"), retryable: false })?;
+        Ok(Self {
+            http,
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            region: config.region().map_or_else(|| "us-east-1".to_owned(), |r| r.to_string()),
+            credentials: config.credentials_provider(),
+            limits,
+        })
+    }
+
+    /// The URL a reply to `conversation_id` is posted to (the id percent-encoded as one segment).
+    pub fn messages_url(&self, conversation_id: &str) -> Result<String, ConversationError> {
+        let mut url = url::Url::parse(&self.base_url)
+            .map_err(|e| ConversationError { message: format!("base URL: {e}"), retryable: false })?;
+        url.path_segments_mut()
+            .map_err(|()| ConversationError { message: "base URL cannot have a path".into(), retryable: false })?
+            .pop_if_empty()
+            .extend(["conversations", conversation_id, "messages"]);
+        Ok(url.to_string())
+    }
+
+    /// The SigV4 headers (`authorization`, `x-amz-date`, and `x-amz-security-token` with
+    /// temporary credentials) for one attempt.
+    async fn signature(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Vec<(String, String)>, ConversationError> {
+        let unsigned = |m: String| ConversationError { message: m, retryable: false };
+        let provider = self.credentials.as_ref().ok_or_else(|| unsigned("no AWS credentials to sign with".into()))?;
+        let credentials = provider
+            .provide_credentials()
+            .await
+            .map_err(|e| ConversationError { message: format!("load AWS credentials: {e}"), retryable: true })?;
+        let identity = credentials.into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name(SIGNING_SERVICE)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| unsigned(format!("signing parameters: {e}")))?
+            .into();
+        let request = SignableRequest::new("POST", url, headers.iter().copied(), SignableBody::Bytes(body))
+            .map_err(|e| unsigned(format!("sign the request: {e}")))?;
+        let (instructions, _) =
+            sign(request, &params).map_err(|e| unsigned(format!("sign the request: {e}")))?.into_parts();
+        Ok(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
+    }
+
+    fn backoff(&self, retry: u32) -> Duration {
+        let base = self.limits.backoff.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)));
+        base + base.mul_f64(fastrand::f64() * 0.5)
+    }
+}
+
+#[async_trait]
+impl Conversations for ConversationsApi {
+    #[tracing::instrument(skip(self, text, idempotency_key), fields(tenant = %tenant))]
+    async fn send_reply(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        let url = self.messages_url(conversation_id)?;
+        let body = serde_json::to_vec(&serde_json::json!({ "text": text }))
+            .map_err(|e| ConversationError { message: format!("encode the reply: {e}"), retryable: false })?;
+        let host = url::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| u.port().map_or_else(|| h.to_owned(), |p| format!("{h}:{p}"))));
+        let host = host.unwrap_or_default();
+        let mut last = ConversationError { message: "no attempt made".into(), retryable: true };
+        for attempt in 1..=self.limits.max_attempts.max(1) {
+            if attempt > 1 {
+                tokio::time::sleep(self.backoff(attempt - 1)).await;
+            }
+            // Every header that is sent is signed, the idempotency key included.
+            let headers =
+                [("host", host.as_str()), ("content-type", "application/json"), ("idempotency-key", idempotency_key)];
+            let signed = self.signature(&url, &headers, &body).await?;
+            let mut request = self
+                .http
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("idempotency-key", idempotency_key)
+                .body(body.clone());
+            for (name, value) in &signed {
+                request = request.header(name.as_str(), value.as_str());
+            }
+            let response = match request.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    let kind = if e.is_timeout() { "timed out" } else { "failed" };
+                    tracing::warn!(attempt, kind, "conversations request failed");
+                    last = ConversationError { message: format!("POST {url}: {kind}: {e}"), retryable: true };
+                    continue;
+                }
+            };
+            let status = response.status();
+            if status.is_success() {
+                let bytes = response.bytes().await.map_err(|e| ConversationError {
+                    message: format!("POST {url}: reading the answer: {e}"),
+                    retryable: true,
+                })?;
+                let answer: SendResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
+                    message: format!("POST {url}: unexpected answer: {e}"),
+                    retryable: false,
+                })?;
+                return Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate });
+            }
+            let retryable = status.as_u16() == 429 || status.is_server_error();
+            // The body may quote the reply: keep it out of the logs, and cap what is kept.
+            let detail: String = response.text().await.unwrap_or_default().chars().take(300).collect();
+            tracing::warn!(attempt, status = status.as_u16(), retryable, "conversations service refused the reply");
+            last = ConversationError { message: format!("POST {url}: HTTP {status}: {detail}"), retryable };
+            if !retryable {
+                break;
+            }
+        }
+        Err(last)
+    }
+}

@@ -1,0 +1,84 @@
+//! `S3Archive`: bytes put and read back under one bucket and key prefix (execution archives,
+//! large payloads). Keys are the caller's; this adapter only prefixes them. It neither lists nor
+//! deletes: the bucket's lifecycle rule expires objects.
+
+use aws_config::SdkConfig;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::primitives::ByteStream;
+
+use crate::errors::describe;
+
+/// A failed archive operation, described with the AWS error code and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("archive: {message}")]
+pub struct ArchiveError {
+    pub message: String,
+    pub retryable: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Archive {
+    client: Client,
+    bucket: String,
+    prefix: String,
+}
+
+impl S3Archive {
+    /// `prefix` is prepended to every key as given (use `""` or a value ending in `/`).
+    pub fn new(client: Client, bucket: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Self { client, bucket: bucket.into(), prefix: prefix.into() }
+    }
+
+    /// An S3 client from the shared SDK config. `force_path_style` is for emulators (moto),
+    /// which cannot serve virtual-host-style bucket names on 127.0.0.1.
+    pub fn client(config: &SdkConfig, force_path_style: bool) -> Client {
+        Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(force_path_style).build())
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The full object key of `key`.
+    pub fn object_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// Writes (or overwrites) the object: putting the same key twice is how retried batches
+    /// stay idempotent.
+    pub async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), ArchiveError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.object_key(key))
+            .content_type(content_type)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(|e| {
+                let f = describe("PutObject", &e);
+                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "s3 put failed");
+                ArchiveError { message: f.message, retryable: f.retryable }
+            })?;
+        Ok(())
+    }
+
+    /// The object's bytes, or `None` when there is no such key.
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        let out = match self.client.get_object().bucket(&self.bucket).key(self.object_key(key)).send().await {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
+            Err(e) => {
+                let f = describe("GetObject", &e);
+                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "s3 get failed");
+                return Err(ArchiveError { message: f.message, retryable: f.retryable });
+            }
+        };
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| ArchiveError { message: format!("GetObject: reading the body: {e}"), retryable: true })?;
+        Ok(Some(bytes.into_bytes().to_vec()))
+    }
+}

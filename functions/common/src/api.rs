@@ -1,0 +1,101 @@
+//! internal-api: the axum router of `crates/api` behind API Gateway (REST, `AWS_IAM` auth), so
+//! the function itself authenticates nobody (`auth: None`): API Gateway has already checked the
+//! caller's SigV4 signature against an IAM policy scoped to `/tenants/<id>/*`. Intake routes to
+//! the work queue; `agents/{id}/invoke` enqueues the work item and answers without the
+//! execution (the executor is another function, so this one cannot wait for it). There is no
+//! conversation log or event log on AWS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lambda_http::RequestExt;
+use lambda_http::request::RequestContext;
+use switchboard_api::{ApiState, Ingest, Invoker, RateLimiter};
+use switchboard_domain::{ExecutionRecord, InboundEvent};
+use switchboard_engine::{RouteError, RouteOutcome, Router, WorkItem, WorkQueue};
+use tower::ServiceExt;
+use tower::util::MapRequest;
+
+use crate::env::Wiring;
+
+/// `POST /events`: the router, as the event-router function runs it.
+#[derive(Debug, Clone)]
+pub struct RouterIngest(pub Router);
+
+#[async_trait]
+impl Ingest for RouterIngest {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        self.0.route(event).await
+    }
+}
+
+/// `agents/{id}/invoke` on AWS: enqueues in the conversation's FIFO group (dedup id = the
+/// item's source id) and always answers `None` ("not finished within the wait"): the
+/// agent-executor function runs it; the caller reads the execution later.
+#[derive(Clone)]
+pub struct QueueInvoker(pub Arc<dyn WorkQueue>);
+
+impl std::fmt::Debug for QueueInvoker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueInvoker").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Invoker for QueueInvoker {
+    async fn invoke(&self, item: WorkItem, _wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
+        self.0.enqueue(&item, &item.source_id).await?;
+        Ok(None)
+    }
+}
+
+/// The API's state on the AWS adapters. `limiter`: an optional per-container rate limit (API
+/// Gateway usage plans are the real one).
+pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
+    ApiState {
+        ingest: Arc::new(RouterIngest(wiring.router.clone())),
+        invoker: Arc::new(QueueInvoker(wiring.queue.clone())),
+        executor: wiring.executor.clone(),
+        config: wiring.store.clone(),
+        admin: wiring.store.clone(),
+        sessions: wiring.store.clone(),
+        executions: wiring.store.clone(),
+        conversations: None,
+        events: None,
+        live: None,
+        auth: None,
+        limiter,
+    }
+}
+
+/// `lambda_http` puts the REST API's stage in front of the path (`/prod/tenants/…`); the API's
+/// routes start at `/tenants`, so the stage segment is taken off again.
+pub fn strip_stage(mut request: lambda_http::Request) -> lambda_http::Request {
+    let stage = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
+        _ => None,
+    };
+    let Some(stage) = stage else { return request };
+    let prefix = format!("/{stage}");
+    let path_and_query = request.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+    let Some(rest) = path_and_query.strip_prefix(&prefix).filter(|r| r.starts_with('/')) else { return request };
+    let mut parts = request.uri().clone().into_parts();
+    if let Ok(p) = rest.parse() {
+        parts.path_and_query = Some(p);
+        if let Ok(uri) = lambda_http::http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    request
+}
+
+/// The API as the Lambda runtime calls it: stage stripped, then the `crates/api` router.
+pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request) -> lambda_http::Request> {
+    switchboard_api::router(state).map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)
+}
+
+/// Serves the API through the Lambda runtime (API Gateway REST proxy events).
+pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
+    lambda_http::run(app(state(wiring, None))).await
+}

@@ -1,0 +1,99 @@
+//! archiver: the executions table's DynamoDB stream → S3, as gzip-compressed JSON Lines. Only
+//! `INSERT` and `MODIFY` records with a `NewImage` of an execution item (`SK = EXEC#…`, which
+//! carries the record under `body`) are archived; source and id pointers and `REMOVE`s (TTL
+//! expiry) are skipped. A batch becomes one object per (tenant, day):
+//! `tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.jsonl.gz`. The key depends only on
+//! the batch's records, so a retried batch overwrites the same object instead of duplicating it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use lambda_runtime::LambdaEvent;
+use switchboard_aws::{ArchiveError, S3Archive};
+
+/// What one batch wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArchiveSummary {
+    /// Object keys written, in key order.
+    pub objects: Vec<String>,
+    pub archived: usize,
+    pub skipped: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiverError {
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error("compress: {0}")]
+    Compress(#[from] std::io::Error),
+}
+
+/// One archivable record: its (tenant, day) and JSON line.
+fn line(record: &EventRecord) -> Result<Option<(String, String, String)>, String> {
+    if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") || record.change.new_image.is_empty() {
+        return Ok(None);
+    }
+    let image: serde_json::Value =
+        serde_dynamo::from_item(record.change.new_image.clone()).map_err(|e| format!("NewImage: {e}"))?;
+    let is_execution = image.get("SK").and_then(|v| v.as_str()).is_some_and(|sk| sk.starts_with("EXEC#"));
+    let Some(body) = image.get("body").filter(|_| is_execution) else { return Ok(None) };
+    let tenant = body.get("tenantId").and_then(|v| v.as_str()).ok_or("execution has no tenantId")?;
+    // The day the execution was created (UTC), which is stable across retries of the batch.
+    let created = body.get("createdAt").and_then(|v| v.as_str()).ok_or("execution has no createdAt")?;
+    let day = created.get(..10).ok_or("createdAt is not an RFC 3339 time")?;
+    let line = serde_json::json!({
+        "eventName": record.event_name,
+        "sequenceNumber": record.change.sequence_number,
+        "execution": body,
+    });
+    Ok(Some((tenant.to_owned(), day.to_owned(), line.to_string())))
+}
+
+/// Archives one stream batch.
+#[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, records = event.payload.records.len()))]
+pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<ArchiveSummary, ArchiverError> {
+    let mut summary = ArchiveSummary::default();
+    // (tenant, day) → (first sequence number, lines)
+    let mut objects: BTreeMap<(String, String), (String, Vec<String>)> = BTreeMap::new();
+    for record in &event.payload.records {
+        match line(record) {
+            Ok(Some((tenant, day, json))) => {
+                let sequence = record.change.sequence_number.clone().unwrap_or_else(|| record.event_id.clone());
+                objects.entry((tenant, day)).or_insert_with(|| (sequence, Vec::new())).1.push(json);
+                summary.archived += 1;
+            }
+            Ok(None) => summary.skipped += 1,
+            Err(why) => {
+                // Not retryable: a record that cannot be read now never will be. Logged and
+                // skipped so the shard is not blocked behind it.
+                tracing::error!(event_id = %record.event_id, reason = %why, "stream record not archivable");
+                summary.skipped += 1;
+            }
+        }
+    }
+    for ((tenant, day), (first_sequence, lines)) in objects {
+        let key = format!("tenant={tenant}/date={day}/{first_sequence}.jsonl.gz");
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        for l in &lines {
+            gz.write_all(l.as_bytes())?;
+            gz.write_all(b"\n")?;
+        }
+        archive.put(&key, gz.finish()?, "application/gzip").await?;
+        tracing::info!(key = %key, lines = lines.len(), "archived");
+        summary.objects.push(archive.object_key(&key));
+    }
+    Ok(summary)
+}
+
+impl From<ArchiverError> for lambda_runtime::Diagnostic {
+    fn from(e: ArchiverError) -> Self {
+        let error_type = match e {
+            ArchiverError::Archive(_) => "ArchiveFailed",
+            ArchiverError::Compress(_) => "CompressFailed",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}

@@ -1,0 +1,176 @@
+//! What every function reads once per container: its environment ([`FunctionEnv`]) and the
+//! adapters built from one shared SDK config ([`Wiring`], the AWS twin of the embedded
+//! profile's `Embedded::open`). Nothing here is per request.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use switchboard_aws::{
+    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
+    EventBridgeBus, S3Archive, SqsWorkQueue,
+};
+use switchboard_domain::TenantId;
+use switchboard_engine::{
+    ConversationError, Conversations, Deps, Executor, Model, ModelError, ModelRequest, ModelResponse, NoWebhooks,
+    Router, Sent, SystemClock,
+};
+
+/// `SWITCHBOARD_INIT_ONLY=1` makes a binary exit right after building its clients (used to
+/// measure start-up; see `docs/benchmarks.md`).
+pub const INIT_ONLY_VAR: &str = "SWITCHBOARD_INIT_ONLY";
+
+/// A function's configuration, from its environment (set by `template.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionEnv {
+    pub names: AwsNames,
+    /// `SWITCHBOARD_ARCHIVE_BUCKET` (archiver).
+    pub archive_bucket: Option<String>,
+    /// `SWITCHBOARD_CONVERSATIONS_URL`: the Conversations Service API (executor, internal-api).
+    pub conversations_url: Option<String>,
+    /// `SWITCHBOARD_DEFAULT_MODEL_ID`: used when a request names no model.
+    pub default_model: Option<String>,
+    /// `SWITCHBOARD_S3_PATH_STYLE=1` for emulators.
+    pub s3_path_style: bool,
+}
+
+impl FunctionEnv {
+    /// Reads the table, queue and bus names ([`AwsNames::from_env`]) and the optional settings.
+    pub fn from_env() -> Result<Self, String> {
+        let opt = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        Ok(Self {
+            names: AwsNames::from_env()?,
+            archive_bucket: opt("SWITCHBOARD_ARCHIVE_BUCKET"),
+            conversations_url: opt("SWITCHBOARD_CONVERSATIONS_URL"),
+            default_model: opt("SWITCHBOARD_DEFAULT_MODEL_ID"),
+            s3_path_style: opt("SWITCHBOARD_S3_PATH_STYLE").is_some_and(|v| v == "1" || v == "true"),
+        })
+    }
+
+    /// The archiver needs only the bucket (`SWITCHBOARD_ARCHIVE_BUCKET`), not the tables.
+    pub fn archive_from_env(sdk: &SdkConfig) -> Result<S3Archive, String> {
+        let bucket = std::env::var("SWITCHBOARD_ARCHIVE_BUCKET")
+            .map_err(|_| "environment variable SWITCHBOARD_ARCHIVE_BUCKET is not set".to_owned())?;
+        let path_style = std::env::var("SWITCHBOARD_S3_PATH_STYLE").is_ok_and(|v| v == "1" || v == "true");
+        Ok(S3Archive::new(S3Archive::client(sdk, path_style), bucket, "executions/"))
+    }
+}
+
+/// The SDK config of a Lambda container: region and credentials from the function's role,
+/// data-plane timeouts and standard retries ([`AwsSettings::load`]). `AWS_ENDPOINT_URL`, when
+/// set, points every client at an emulator.
+pub async fn load_sdk_config() -> SdkConfig {
+    AwsSettings::default().load().await
+}
+
+/// Whether the binary should stop once its clients are built.
+pub fn init_only() -> bool {
+    std::env::var(INIT_ONLY_VAR).is_ok_and(|v| v == "1")
+}
+
+/// A model adapter that fills in the deployment's default model id when a request names none.
+#[derive(Clone)]
+pub struct DefaultModel {
+    inner: Arc<dyn Model>,
+    default: Option<String>,
+}
+
+impl std::fmt::Debug for DefaultModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultModel").field("default", &self.default).finish_non_exhaustive()
+    }
+}
+
+impl DefaultModel {
+    pub fn new(inner: Arc<dyn Model>, default: Option<String>) -> Self {
+        Self { inner, default }
+    }
+}
+
+#[async_trait]
+impl Model for DefaultModel {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        match &self.default {
+            Some(default) if request.model.trim().is_empty() => {
+                let mut request = request.clone();
+                request.model = default.clone();
+                self.inner.converse(&request).await
+            }
+            _ => self.inner.converse(request).await,
+        }
+    }
+}
+
+/// The Conversations port when no service URL is configured: every send fails (not retryable),
+/// so the item ends in the DLQ rather than pretending a reply went out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoConversations;
+
+#[async_trait]
+impl Conversations for NoConversations {
+    async fn send_reply(
+        &self,
+        _tenant: &TenantId,
+        _conversation_id: &str,
+        _text: &str,
+        _idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        Err(ConversationError {
+            message: "SWITCHBOARD_CONVERSATIONS_URL is not set: this function cannot send replies".into(),
+            retryable: false,
+        })
+    }
+}
+
+/// The engine wired to the AWS adapters, built once per container from one SDK config.
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    pub store: Arc<DynamoStore>,
+    pub queue: Arc<SqsWorkQueue>,
+    pub deps: Deps,
+    pub router: Router,
+    pub executor: Executor,
+}
+
+impl Wiring {
+    /// Clients from `sdk`; the Conversations client signs with the same credentials.
+    pub fn new(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
+        let clients = AwsClients::new(sdk);
+        let conversations: Arc<dyn Conversations> = match &env.conversations_url {
+            Some(url) => Arc::new(
+                ConversationsApi::new(sdk, url.clone(), ConversationsLimits::default()).map_err(|e| e.to_string())?,
+            ),
+            None => Arc::new(NoConversations),
+        };
+        let model = Arc::new(BedrockModel::new(clients.bedrock.clone()));
+        Ok(Self::with(clients, env, conversations, model))
+    }
+
+    /// Wiring with explicit clients, Conversations adapter and model (tests, benchmarks).
+    pub fn with(
+        clients: AwsClients,
+        env: &FunctionEnv,
+        conversations: Arc<dyn Conversations>,
+        model: Arc<dyn Model>,
+    ) -> Self {
+        let clock = Arc::new(SystemClock);
+        let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), clock.clone()));
+        let queue = Arc::new(SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()));
+        let model: Arc<dyn Model> = Arc::new(DefaultModel::new(model, env.default_model.clone()));
+        let deps = Deps {
+            config: store.clone(),
+            sessions: store.clone(),
+            executions: store.clone(),
+            queue: queue.clone(),
+            bus: Arc::new(EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone())),
+            conversations,
+            model,
+            // Webhook tools need the signing caller of crates/webhooks; until it is wired here,
+            // they answer the model with an error (as in an embedded runtime without webhooks).
+            webhooks: Arc::new(NoWebhooks),
+            clock,
+        };
+        let router = Router::new(store.clone(), store.clone(), queue.clone());
+        Self { store, queue, executor: Executor::new(deps.clone()), deps, router }
+    }
+}

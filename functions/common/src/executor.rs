@@ -1,0 +1,131 @@
+//! agent-executor: an SQS FIFO batch → [`SqsBatchResponse`] with per-item failures
+//! (`ReportBatchItemFailures`). Messages are grouped by `MessageGroupId`; groups run
+//! concurrently, items of one group in order. When an item fails or panics, it and every later
+//! item of its group in this batch are reported failed and the later ones are not run, so the
+//! conversation's order holds on redelivery. A body that is not a work item fails only itself.
+//! Once-only side effects rest on the engine's idempotency records, not on this module.
+
+use std::panic::AssertUnwindSafe;
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::FutureExt;
+use lambda_runtime::LambdaEvent;
+use switchboard_engine::{ExecOutcome, Executor, WorkItem};
+
+/// What became of one message (kept for tests and logs; Lambda sees only the failures).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemResult {
+    Done,
+    Failed(String),
+    /// Not run: an earlier item of the same group failed in this batch.
+    Skipped,
+}
+
+/// Runs a batch and reports the failed items' message ids.
+#[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, messages = event.payload.records.len()))]
+pub async fn handle(executor: &Executor, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
+    let results = run_batch(executor, event.payload.records).await;
+    let mut response = SqsBatchResponse::default();
+    for (message_id, result) in results {
+        if result != ItemResult::Done {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = message_id;
+            response.batch_item_failures.push(failure);
+        }
+    }
+    response
+}
+
+/// Runs every message; returns `(message id, result)` in the batch's order.
+pub async fn run_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec<(String, ItemResult)> {
+    // Groups in order of first appearance; each keeps its messages' batch positions.
+    let mut groups: Vec<(String, Vec<(usize, SqsMessage)>)> = Vec::new();
+    let total = records.len();
+    for (position, message) in records.into_iter().enumerate() {
+        let group = message.attributes.get("MessageGroupId").cloned().unwrap_or_default();
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, items)) => items.push((position, message)),
+            None => groups.push((group, vec![(position, message)])),
+        }
+    }
+    let runs = groups.into_iter().map(|(group, items)| run_group(executor, group, items));
+    let mut results: Vec<Option<(String, ItemResult)>> = vec![None; total];
+    for group_results in futures::future::join_all(runs).await {
+        for (position, id, result) in group_results {
+            if let Some(slot) = results.get_mut(position) {
+                *slot = Some((id, result));
+            }
+        }
+    }
+    results.into_iter().flatten().collect()
+}
+
+async fn run_group(
+    executor: &Executor,
+    group: String,
+    items: Vec<(usize, SqsMessage)>,
+) -> Vec<(usize, String, ItemResult)> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut failed = false;
+    for (position, message) in items {
+        let id = message.message_id.clone().unwrap_or_default();
+        if failed {
+            tracing::warn!(message_id = %id, group = %group, "not run: an earlier item of its group failed");
+            out.push((position, id, ItemResult::Skipped));
+            continue;
+        }
+        let item = match parse_body(&message) {
+            Ok(item) => item,
+            Err(why) => {
+                // Its own failure only: it is not part of the conversation's order. After the
+                // queue's maxReceiveCount it lands in the dead-letter queue.
+                tracing::error!(message_id = %id, group = %group, reason = %why, "malformed work item");
+                out.push((position, id, ItemResult::Failed(why)));
+                continue;
+            }
+        };
+        let result = match AssertUnwindSafe(executor.execute(&item)).catch_unwind().await {
+            Ok(Ok(outcome)) => {
+                log_outcome(&id, &outcome);
+                ItemResult::Done
+            }
+            Ok(Err(e)) => {
+                tracing::error!(message_id = %id, group = %group, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
+                ItemResult::Failed(e.to_string())
+            }
+            Err(panic) => {
+                let why = panic_message(panic.as_ref());
+                tracing::error!(message_id = %id, group = %group, reason = %why, "item panicked");
+                ItemResult::Failed(format!("panic: {why}"))
+            }
+        };
+        failed = result != ItemResult::Done;
+        out.push((position, id, result));
+    }
+    out
+}
+
+fn parse_body(message: &SqsMessage) -> Result<WorkItem, String> {
+    let body = message.body.as_deref().ok_or("message has no body")?;
+    serde_json::from_str(body).map_err(|e| format!("body is not a work item: {e}"))
+}
+
+fn log_outcome(message_id: &str, outcome: &ExecOutcome) {
+    match outcome {
+        ExecOutcome::Recorded(r) => {
+            tracing::info!(message_id, execution_id = %r.execution_id, status = ?r.status, "item executed");
+        }
+        ExecOutcome::AlreadyRecorded(r) => {
+            tracing::info!(message_id, execution_id = %r.execution_id, "item already recorded; nothing done again");
+        }
+        ExecOutcome::Dropped { reason } => tracing::info!(message_id, reason = %reason, "item dropped"),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}

@@ -1,0 +1,12 @@
+//! The handler logic of Switchboard's four Lambda functions, kept out of the thin `main`s in
+//! `functions/*` so that it can be driven in tests with real event JSON
+//! (`LambdaEvent::new(payload, Context::default())`). It builds adapters from the environment
+//! once per container; it does not start the Lambda runtime (the binaries do).
+
+pub mod api;
+pub mod archiver;
+pub mod env;
+pub mod executor;
+pub mod router;
+
+pub use env::{FunctionEnv, Wiring};

@@ -1,0 +1,60 @@
+//! event-router: one EventBridge event (`conversations-service` / `message.new`) → parsed as an
+//! [`InboundEvent`] → [`Router::route`]. A malformed event is logged with why and returned as an
+//! error, so EventBridge retries it and then sends it to the rule target's dead-letter queue.
+//! It runs no agent.
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use lambda_runtime::LambdaEvent;
+use switchboard_domain::InboundEvent;
+use switchboard_engine::{RouteError, RouteOutcome, Router};
+
+/// Why an event was not routed.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterFnError {
+    #[error("malformed event: {0}")]
+    Malformed(String),
+    #[error("routing failed (retryable: {retryable}): {source}")]
+    Route {
+        #[source]
+        source: RouteError,
+        retryable: bool,
+    },
+}
+
+/// Routes one EventBridge event.
+#[tracing::instrument(skip_all, fields(request_id = %event.context.request_id))]
+pub async fn handle(router: &Router, event: LambdaEvent<EventBridgeEvent>) -> Result<RouteOutcome, RouterFnError> {
+    // `InboundEvent::parse` validates the envelope as EventBridge sends it (`detail-type`, …).
+    let envelope = serde_json::to_value(&event.payload).map_err(|e| {
+        tracing::error!(reason = %e, "event could not be re-encoded");
+        RouterFnError::Malformed(e.to_string())
+    })?;
+    let inbound = InboundEvent::parse(&envelope).map_err(|errors| {
+        let why = errors.to_string();
+        tracing::error!(event_id = event.payload.id.as_deref().unwrap_or("-"), reason = %why, "malformed event");
+        RouterFnError::Malformed(why)
+    })?;
+    match router.route(&inbound).await {
+        Ok(outcome) => {
+            tracing::info!(event_id = %inbound.id, outcome = ?outcome, "routed");
+            Ok(outcome)
+        }
+        Err(source) => {
+            let retryable = source.retryable();
+            tracing::error!(event_id = %inbound.id, retryable, reason = %source, "routing failed");
+            Err(RouterFnError::Route { source, retryable })
+        }
+    }
+}
+
+/// The error type Lambda logs and reports: `Malformed` or `Route` (with the retryable flag in
+/// the message), never a bare "service error".
+impl From<RouterFnError> for lambda_runtime::Diagnostic {
+    fn from(e: RouterFnError) -> Self {
+        let error_type = match e {
+            RouterFnError::Malformed(_) => "MalformedEvent",
+            RouterFnError::Route { .. } => "RouteFailed",
+        };
+        lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
+    }
+}

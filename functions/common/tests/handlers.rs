@@ -1,0 +1,449 @@
+//! The Lambda handlers driven with real event JSON (`tests/fixtures/`) through
+//! `LambdaEvent::new(payload, Context::default())`, on the AWS adapters against the moto
+//! emulator, a fake Bedrock Converse server and a fake Conversations Service (the harness of
+//! `crates/aws/tests/common`, included by path). Ends with one message end to end:
+//! `PutEvents` → rule → SQS → router → work queue → executor → reply, DynamoDB, S3 archive and
+//! a handoff event on the bus, with the AWS requests of router and executor counted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../../../crates/aws/tests/common/mod.rs"]
+mod common;
+
+use std::io::Read;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use common::{FakeBedrock, FakeConversations, Reply, RequestCounter};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{Value, json};
+use switchboard_aws::{AwsClients, AwsNames, AwsSettings, ConversationsApi, ConversationsLimits, S3Archive};
+use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Trigger};
+use switchboard_engine::{ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore};
+use switchboard_functions::executor::ItemResult;
+use switchboard_functions::{FunctionEnv, Wiring, api, archiver, executor, router};
+use tower::ServiceExt;
+
+const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn event<T: serde::de::DeserializeOwned>(payload: Value) -> LambdaEvent<T> {
+    LambdaEvent::new(serde_json::from_value(payload).unwrap(), Context::default())
+}
+
+/// Panics when the conversation mentions `PANIC`; otherwise asks the inner model.
+struct PanicOnMarker(Arc<dyn Model>);
+
+#[async_trait]
+impl Model for PanicOnMarker {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if serde_json::to_string(&request.messages).unwrap().contains("PANIC") {
+            panic!("scripted panic in the model adapter");
+        }
+        self.0.converse(request).await
+    }
+}
+
+/// Every client counting its requests into `counter`.
+fn counted_clients(
+    sdk: &aws_config::SdkConfig,
+    bedrock: aws_sdk_bedrockruntime::Client,
+    counter: &RequestCounter,
+) -> AwsClients {
+    AwsClients {
+        dynamodb: aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone()).build(),
+        ),
+        sqs: aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build(),
+        ),
+        eventbridge: aws_sdk_eventbridge::Client::from_conf(
+            aws_sdk_eventbridge::config::Builder::from(sdk).interceptor(counter.clone()).build(),
+        ),
+        bedrock,
+    }
+}
+
+struct World {
+    sdk: aws_config::SdkConfig,
+    names: AwsNames,
+    wiring: Wiring,
+    bedrock: FakeBedrock,
+    conversations: FakeConversations,
+    counter: RequestCounter,
+}
+
+/// Fresh tables and queues, tenant `t-1` with the support agent and a trigger on "help".
+async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let names = common::provision(&sdk).await;
+    let counter = RequestCounter::default();
+    let bedrock = FakeBedrock::start(script).await;
+    let conversations = FakeConversations::start(vec![]).await;
+    let env = FunctionEnv {
+        names: names.clone(),
+        archive_bucket: None,
+        conversations_url: Some(conversations.base_url.clone()),
+        default_model: Some("anthropic.claude-3-haiku-20240307-v1:0".into()),
+        s3_path_style: true,
+    };
+    let clients = counted_clients(&sdk, bedrock.client(Some(counter.clone())).await, &counter);
+    let model: Arc<dyn Model> = Arc::new(switchboard_aws::BedrockModel::new(clients.bedrock.clone()));
+    let model: Arc<dyn Model> = if panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
+    let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
+    let wiring = Wiring::with(clients, &env, Arc::new(api), model);
+    let tenant: TenantId = "t-1".parse().unwrap();
+    wiring.store.create_tenant(&tenant, "Acme").await.unwrap();
+    let agent: Agent = serde_json::from_value(json!({
+        "tenantId": "t-1", "agentId": AGENT, "name": "Support", "systemPrompt": "Be brief.",
+        "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message", "handoff_to_human"],
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    wiring.store.put_agent(&agent).await.unwrap();
+    let trigger: Trigger = serde_json::from_value(json!({
+        "tenantId": "t-1", "triggerId": "01JDQ8ZJ5V3V7Y9K2M4N6P8R1A", "name": "help", "agentId": AGENT,
+        "eventType": "message.new", "priority": 10, "status": "active",
+        "conditions": {"all": [{"field": "message.text", "operator": "contains", "value": "help"}]},
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    wiring.store.put_trigger(&trigger).await.unwrap();
+    counter.take();
+    World { sdk, names, wiring, bedrock, conversations, counter }
+}
+
+fn by_operation(requests: &[String]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for op in requests {
+        match out.iter_mut().find(|(o, _)| o == op) {
+            Some((_, n)) => *n += 1,
+            None => out.push((op.clone(), 1)),
+        }
+    }
+    out
+}
+
+// ---- agent-executor --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other_group_succeeds() {
+    // given a batch: group A = [panics, second], group B = [poison body, a good message]
+    let w = world(
+        vec![
+            Reply::tool_use("tu-1", "send_message", json!({"text": "Your order ships tomorrow."})),
+            Reply::text("Done."),
+        ],
+        true,
+    )
+    .await;
+    let payload = fixture("sqs-batch-two-groups-and-poison.json");
+    let ids: Vec<String> =
+        payload["Records"].as_array().unwrap().iter().map(|r| r["messageId"].as_str().unwrap().to_owned()).collect();
+
+    // when the executor handles it
+    let records: SqsEvent = serde_json::from_value(payload.clone()).unwrap();
+    let results = executor::run_batch(&w.wiring.executor, records.records).await;
+    let response = executor::handle(&w.wiring.executor, event(payload)).await;
+
+    // then A's first item failed with the panic and A's second was not run
+    assert!(matches!(&results[0].1, ItemResult::Failed(why) if why.contains("panic")), "{results:?}");
+    assert_eq!(results[2].1, ItemResult::Skipped);
+    // and the poison body failed only itself: B's good message after it succeeded
+    assert!(matches!(&results[1].1, ItemResult::Failed(why) if why.contains("not a work item")), "{results:?}");
+    assert_eq!(results[3].1, ItemResult::Done);
+    // and Lambda is told exactly those three
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, vec![ids[0].as_str(), ids[1].as_str(), ids[2].as_str()]);
+    // and B's reply went out once (the second handling found it recorded), A's items left no record
+    let tenant: TenantId = "t-1".parse().unwrap();
+    assert_eq!(w.conversations.accepted().len(), 1);
+    assert_eq!(w.conversations.accepted()[0].conversation_id, "c-b");
+    assert!(w.wiring.store.execution_for_source(&tenant, "evt-b1").await.unwrap().is_some());
+    assert!(w.wiring.store.execution_for_source(&tenant, "evt-a1").await.unwrap().is_none());
+    assert!(w.wiring.store.execution_for_source(&tenant, "evt-a2").await.unwrap().is_none());
+}
+
+// ---- event-router ------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one() {
+    let w = world(vec![], false).await;
+    // given the EventBridge envelope of a customer asking for help
+    let outcome = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    // then one work item is queued in the conversation's group, dedup id = event id
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let queued = common::drain_queue(&sqs, &w.names.work_queue_url).await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, "t-1:c-1");
+    assert_eq!(queued[0].1, "6a7e8feb-b491-4cf7-a9f1-bf3703467718");
+    // given an envelope without a tenant
+    let mut bad = fixture("eventbridge-message-new.json");
+    bad["detail"].as_object_mut().unwrap().remove("tenantId");
+    let err = router::handle(&w.wiring.router, event(bad)).await.unwrap_err();
+    // then it is an error saying why (EventBridge retries, then dead-letters it)
+    assert!(matches!(err, router::RouterFnError::Malformed(ref why) if why.contains("tenantId")), "{err}");
+    let diagnostic = lambda_runtime::Diagnostic::from(err);
+    assert_eq!(diagnostic.error_type, "MalformedEvent");
+}
+
+// ---- internal-api ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_internal_api_answers_an_api_gateway_rest_request() {
+    let w = world(vec![], false).await;
+    // given an IAM-signed API Gateway proxy request for the agent (stage `prod`)
+    let body = serde_json::to_string(&fixture("apigw-rest-get-agent.json")).unwrap();
+    let request = lambda_http::request::from_str(&body).unwrap();
+    // when the function's app serves it
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    // then the agent comes back from DynamoDB, with no API key asked for
+    assert_eq!(response.status(), 200);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let agent: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(agent["agentId"], json!(AGENT));
+    assert_eq!(agent["name"], json!("Support"));
+}
+
+// ---- archiver ------------------------------------------------------------------------------------------
+
+fn gunzip_lines(bytes: &[u8]) -> Vec<Value> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes).read_to_string(&mut text).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+async fn object(sdk: &aws_config::SdkConfig, bucket: &str, key: &str) -> Vec<u8> {
+    let got = S3Archive::client(sdk, true).get_object().bucket(bucket).key(key).send().await.unwrap();
+    got.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+#[tokio::test]
+async fn the_archiver_writes_one_gzip_json_lines_object_per_tenant_and_day_and_a_retry_overwrites_it() {
+    // given a stream batch: t-1 insert, a pointer item, t-2 insert, t-1 modify, a TTL remove
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let bucket = common::create_bucket(&sdk).await;
+    let archive = S3Archive::new(S3Archive::client(&sdk, true), bucket.clone(), "executions/");
+    let payload = fixture("dynamodb-stream-executions.json");
+    // when the archiver handles it twice (a retried batch)
+    let first = archiver::handle(&archive, event::<StreamEvent>(payload.clone())).await.unwrap();
+    let second = archiver::handle(&archive, event::<StreamEvent>(payload)).await.unwrap();
+    // then one object per (tenant, day), keyed by its first sequence number, the same both times
+    assert_eq!(
+        first.objects,
+        vec![
+            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.jsonl.gz".to_owned(),
+            "executions/tenant=t-2/date=2026-11-23/111100000000000000000003.jsonl.gz".to_owned(),
+        ]
+    );
+    assert_eq!(second, first);
+    assert_eq!((first.archived, first.skipped), (3, 2));
+    let listed = S3Archive::client(&sdk, true).list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert_eq!(listed.contents().len(), 2);
+    // and the t-1 object holds its insert and modify as JSON lines
+    let lines = gunzip_lines(&object(&sdk, &bucket, &first.objects[0]).await);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["eventName"], json!("INSERT"));
+    assert_eq!(lines[0]["execution"]["executionId"], json!("01JDQA00000000000000000EX1"));
+    assert_eq!(lines[1]["eventName"], json!("MODIFY"));
+    assert_eq!(lines[1]["execution"]["tokenUsage"]["inputTokens"], json!(31));
+}
+
+// ---- end to end ---------------------------------------------------------------------------------------
+
+async fn queue_with_arn(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
+    let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap();
+    let arn = attrs.attributes.unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+    (url, arn)
+}
+
+async fn rule_to_queue(eb: &aws_sdk_eventbridge::Client, bus: &str, name: &str, pattern: Value, arn: &str) {
+    eb.put_rule().name(name).event_bus_name(bus).event_pattern(pattern.to_string()).send().await.unwrap();
+    let target = aws_sdk_eventbridge::types::Target::builder().id("q").arn(arn).build().unwrap();
+    eb.put_targets().rule(name).event_bus_name(bus).targets(target).send().await.unwrap();
+}
+
+async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    let got = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    got.messages.unwrap_or_default()
+}
+
+/// The Lambda event source mapping's view of received FIFO messages.
+fn as_sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> Value {
+    use aws_sdk_sqs::types::MessageSystemAttributeName as A;
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let attrs = m.attributes.clone().unwrap_or_default();
+            json!({
+                "messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body,
+                "attributes": {
+                    "MessageGroupId": attrs.get(&A::MessageGroupId),
+                    "MessageDeduplicationId": attrs.get(&A::MessageDeduplicationId),
+                    "ApproximateReceiveCount": attrs.get(&A::ApproximateReceiveCount),
+                },
+                "messageAttributes": {}, "md5OfBody": m.md5_of_body, "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:work.fifo", "awsRegion": "us-east-1"
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver_and_the_handoff_rule() {
+    // given the deployed shape on the emulator: an intake bus with the message.new rule → SQS
+    // (standing in for the event-router target), and a rule on Switchboard's bus for human
+    // handoffs → SQS; a model that replies and hands off to a human
+    let two_tools = Reply::Ok(json!({
+        "output": {"message": {"role": "assistant", "content": [
+            {"toolUse": {"toolUseId": "tu-1", "name": "send_message", "input": {"text": "Connecting you to a person."}}},
+            {"toolUse": {"toolUseId": "tu-2", "name": "handoff_to_human", "input": {"reason": "asked for a person", "priority": "high"}}}
+        ]}},
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29},
+        "metrics": {"latencyMs": 5}
+    }));
+    let w = world(vec![two_tools, Reply::text("Done.")], false).await;
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let eb = aws_sdk_eventbridge::Client::new(&w.sdk);
+    let suffix = ulid::Ulid::generate().to_string().to_lowercase();
+    let intake_bus = format!("intake-{suffix}");
+    eb.create_event_bus().name(&intake_bus).send().await.unwrap();
+    let (intake_url, intake_arn) = queue_with_arn(&sqs, &format!("intake-{suffix}")).await;
+    let (handoff_url, handoff_arn) = queue_with_arn(&sqs, &format!("handoffs-{suffix}")).await;
+    rule_to_queue(
+        &eb,
+        &intake_bus,
+        &format!("message-new-{suffix}"),
+        json!({"source": ["conversations-service"], "detail-type": ["message.new"]}),
+        &intake_arn,
+    )
+    .await;
+    rule_to_queue(
+        &eb,
+        &w.names.event_bus,
+        &format!("handoff-{suffix}"),
+        json!({"source": ["switchboard"], "detail-type": ["session.handoff.human"]}),
+        &handoff_arn,
+    )
+    .await;
+
+    // when the Conversations Service publishes a new message
+    let detail = fixture("eventbridge-message-new.json")["detail"].clone();
+    let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+        .event_bus_name(&intake_bus)
+        .source("conversations-service")
+        .detail_type("message.new")
+        .detail(detail.to_string())
+        .build();
+    let put = eb.put_events().entries(entry).send().await.unwrap();
+    assert_eq!(put.failed_entry_count(), 0);
+
+    // then the rule delivered it, and the router handler enqueues one work item
+    let delivered = receive_all(&sqs, &intake_url).await;
+    assert_eq!(delivered.len(), 1);
+    let envelope: Value = serde_json::from_str(delivered[0].body().unwrap()).unwrap();
+    let event_id = envelope["id"].as_str().unwrap().to_owned();
+    w.counter.take();
+    let routed = router::handle(&w.wiring.router, event::<EventBridgeEvent>(envelope)).await.unwrap();
+    let router_requests = w.counter.take();
+    assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
+
+    // and the executor handler runs the batch it finds on the work queue, without failures
+    let work = receive_all(&sqs, &w.names.work_queue_url).await;
+    assert_eq!(work.len(), 1);
+    let response = executor::handle(&w.wiring.executor, event::<SqsEvent>(as_sqs_event(&work))).await;
+    let executor_requests = w.counter.take();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    for m in &work {
+        sqs.delete_message()
+            .queue_url(&w.names.work_queue_url)
+            .receipt_handle(m.receipt_handle().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+
+    // then the fake Conversations Service got the reply, signed, with an idempotency key
+    let replies = w.conversations.accepted();
+    assert_eq!(replies.len(), 1);
+    assert_eq!((replies[0].conversation_id.as_str(), replies[0].text.as_str()), ("c-1", "Connecting you to a person."));
+    assert!(replies[0].idempotency_key.starts_with(&event_id), "{}", replies[0].idempotency_key);
+    assert!(common::is_sigv4_for_execute_api(&replies[0].authorization));
+    assert_eq!(w.bedrock.requests().len(), 1);
+    // and the session (handed to a human) and the execution are in DynamoDB
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let session = w.wiring.store.latest_session(&tenant, "c-1").await.unwrap().unwrap();
+    assert!(session.is_human_owned(), "{:?}", session.status);
+    assert_ne!(session.status, SessionStatus::Active);
+    let record = w.wiring.store.execution_for_source(&tenant, &event_id).await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::HandedOff);
+
+    // and the human handoff event reached the second rule's queue
+    let handoffs = receive_all(&sqs, &handoff_url).await;
+    assert_eq!(handoffs.len(), 1);
+    let handoff: Value = serde_json::from_str(handoffs[0].body().unwrap()).unwrap();
+    assert_eq!(handoff["detail-type"], json!("session.handoff.human"));
+    assert_eq!(handoff["detail"]["tenantId"], json!("t-1"));
+
+    // and the archiver, given the stream record of that execution item, writes it to S3
+    let dynamodb = aws_sdk_dynamodb::Client::new(&w.sdk);
+    let items = dynamodb
+        .query()
+        .table_name(&w.names.executions_table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("SESSION#{}", record.session_id)),
+        )
+        .send()
+        .await
+        .unwrap();
+    let item = items.items().first().cloned().unwrap();
+    let image = serde_json::to_value(serde_dynamo::Item::from(item)).unwrap();
+    let stream = json!({"Records": [{
+        "eventID": "1", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {"ApproximateCreationDateTime": 1763881201, "Keys": {}, "NewImage": image,
+                     "SequenceNumber": "4200000000000000000001", "SizeBytes": 900, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    }]});
+    let bucket = common::create_bucket(&w.sdk).await;
+    let archive = S3Archive::new(S3Archive::client(&w.sdk, true), bucket.clone(), "executions/");
+    let summary = archiver::handle(&archive, event::<StreamEvent>(stream)).await.unwrap();
+    let day = record.created_at.format("%Y-%m-%d").to_string();
+    assert_eq!(summary.objects, vec![format!("executions/tenant=t-1/date={day}/4200000000000000000001.jsonl.gz")]);
+    let lines = gunzip_lines(&object(&w.sdk, &bucket, &summary.objects[0]).await);
+    assert_eq!(lines[0]["execution"]["executionId"], json!(record.execution_id.to_string()));
+
+    // the AWS requests this one message cost
+    println!(
+        "AWS requests per inbound message: router {} {:?}; executor {} {:?}",
+        router_requests.len(),
+        by_operation(&router_requests),
+        executor_requests.len(),
+        by_operation(&executor_requests)
+    );
+    assert!((1..=10).contains(&router_requests.len()), "{router_requests:?}");
+    assert!((3..=20).contains(&executor_requests.len()), "{executor_requests:?}");
+}
