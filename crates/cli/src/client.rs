@@ -162,6 +162,26 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Every item of a paged list, following `nextCursor`; `path` already has a query string.
+    async fn all_pages(&self, path: &str) -> anyhow::Result<Vec<Value>> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page_path = match &cursor {
+                Some(c) => format!("{path}&cursor={c}"),
+                None => path.to_owned(),
+            };
+            let (page, _) = self.call(Method::GET, &page_path, None, None).await?;
+            items.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return Ok(items),
+            }
+        }
+    }
+}
+
 /// Reads a record from a `.json`, `.yaml` or `.yml` file.
 fn read_record(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("-f {}", path.display()))?;
@@ -246,20 +266,10 @@ pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow:
     let base = format!("/tenants/{}/{segment}", tenant(remote)?);
     match verb {
         ConfigVerb::List { status, kind } => {
-            let mut items = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut query = vec!["limit=100".to_owned()];
-                query.extend(status.as_ref().map(|s| format!("status={s}")));
-                query.extend(kind.as_ref().map(|k| format!("type={k}")));
-                query.extend(cursor.as_ref().map(|c| format!("cursor={c}")));
-                let (page, _) = api.call(Method::GET, &format!("{base}?{}", query.join("&")), None, None).await?;
-                items.extend(page["items"].as_array().cloned().unwrap_or_default());
-                match page["nextCursor"].as_str() {
-                    Some(c) => cursor = Some(c.to_owned()),
-                    None => break,
-                }
-            }
+            let mut query = vec!["limit=100".to_owned()];
+            query.extend(status.as_ref().map(|s| format!("status={s}")));
+            query.extend(kind.as_ref().map(|k| format!("type={k}")));
+            let items = api.all_pages(&format!("{base}?{}", query.join("&"))).await?;
             if remote.json {
                 print_value(&json!(items))
             } else {
@@ -376,19 +386,7 @@ pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<
             print_value(&api.call(Method::GET, &format!("/tenants/{t}/executions/{id}"), None, None).await?.0)
         }
         ExecutionVerb::List { session } => {
-            let mut items = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let q = cursor.as_ref().map(|c| format!("&cursor={c}")).unwrap_or_default();
-                let (page, _) = api
-                    .call(Method::GET, &format!("/tenants/{t}/sessions/{session}/executions?limit=100{q}"), None, None)
-                    .await?;
-                items.extend(page["items"].as_array().cloned().unwrap_or_default());
-                match page["nextCursor"].as_str() {
-                    Some(c) => cursor = Some(c.to_owned()),
-                    None => break,
-                }
-            }
+            let items = api.all_pages(&format!("/tenants/{t}/sessions/{session}/executions?limit=100")).await?;
             if remote.json {
                 print_value(&json!(items))
             } else {
