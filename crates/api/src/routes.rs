@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use switchboard_domain::limits::MAX_EVENT_BYTES;
-use switchboard_domain::{ExecutionId, InboundEvent, SessionId, TenantId};
+use switchboard_domain::{ExecutionId, InboundEvent, Priority, SessionId, TenantId};
 use switchboard_engine::{ConfigKind, RouteOutcome, WorkItem};
 
 use crate::auth::Caller;
@@ -437,6 +437,9 @@ struct HandoffBody {
     #[serde(default)]
     target_agent_id: Option<String>,
     reason: String,
+    /// Only with `targetType: human`; `normal` when left out.
+    #[serde(default)]
+    priority: Option<Priority>,
 }
 
 /// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
@@ -462,8 +465,11 @@ async fn handoff(
     if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
         errors.push("/reason", "must be 1 to 1000 characters");
     }
+    if body.priority.is_some() && matches!(body.target_type, TargetType::Agent) {
+        errors.push("/priority", "applies only when targetType is human");
+    }
     let to = match (body.target_type, body.target_agent_id) {
-        (TargetType::Human, None) => Some(HandoffTo::Human),
+        (TargetType::Human, None) => Some(HandoffTo::Human(body.priority.unwrap_or_default())),
         (TargetType::Human, Some(_)) => {
             errors.push("/targetAgentId", "must be left out when targetType is human");
             None

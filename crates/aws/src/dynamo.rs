@@ -34,8 +34,8 @@ use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
-    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, Tool, ToolId,
-    Trigger, TriggerStatus, ValidationErrors,
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, Skill, SkillId,
+    TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecutionLog, Page, SessionStore, StoreError, TurnCommit,
@@ -676,6 +676,13 @@ impl ConfigStore for DynamoStore {
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
         match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
             Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Skill, &skill.to_string()).await? {
+            Some(ConfigRecord::Skill(s)) => Ok(Some(s)),
             _ => Ok(None),
         }
     }

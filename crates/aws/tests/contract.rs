@@ -224,6 +224,7 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         token_usage: TokenUsage { input_tokens: 10, output_tokens: 5 },
         latency_ms: 12,
         created_at: now,
+        children: vec![],
         expires_at: now + Duration::days(30),
     }
 }

@@ -882,3 +882,133 @@ async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
     let limited = limited.expect("the rate limit answers 429");
     assert!(limited.headers.contains_key("retry-after"));
 }
+
+#[tokio::test]
+async fn multi_agent_records_and_handoff_priorities_match_their_contracts() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    // a scripted model (test double) driving a stepped agent with a skill, a supervisor with a
+    // sub-agent, and a router whose pick is invalid (so its default takes over)
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({ "description": "contract test double", "rules": [
+            { "when": { "afterTool": "transition_to_help" }, "then": { "text": "Moved on." } },
+            { "when": { "systemContains": "Current step: Greet" }, "then": { "toolCalls": [
+                { "name": "load_skill", "input": { "name": "returns" } },
+                { "name": "transition_to_help", "input": { "reason": "asked about returns" } } ] } },
+            { "when": { "systemContains": "Working for a supervisor" }, "then": { "text": "Order 77 ships Monday." } },
+            { "when": { "afterTool": "ask_helper" }, "then": { "text": "Boss says: {{toolResult}}" } },
+            { "when": { "systemContains": "You are the boss" }, "then": { "toolCalls": [
+                { "name": "ask_helper", "input": { "task": "When does order 77 ship?", "context": { "order": 77 } } } ] } },
+            { "when": { "systemContains": "Agents you can route to" }, "then": { "toolCalls": [
+                { "name": "choose_agent", "input": { "agentId": "01JD0000NKN0WN0AGENT000009" } } ] } }
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start_with_script(&data, &script, &[]);
+    let key = create_tenant(&data, "team");
+    let api = Api::new(&spec, &server, Some(&key));
+    let create = |kind: &'static str, body: Value| {
+        let api = &api;
+        async move {
+            let r = api.post(&format!("/tenants/team/{kind}"), body).await;
+            assert_eq!(r.status, 201, "{kind}: {}", r.body);
+            r
+        }
+    };
+    let skill = create(
+        "skills",
+        json!({ "name": "returns", "description": "How returns work", "prompt": "Returns are free for 30 days." }),
+    )
+    .await
+    .str("/skillId");
+    let desk = create(
+        "agents",
+        json!({
+            "name": "Desk", "systemPrompt": "You run the desk.", "model": "m", "tools": ["send_message"],
+            "skills": [skill],
+            "steps": [
+                { "stepId": "greet", "name": "Greet", "systemPrompt": "Greet.", "tools": ["send_message"],
+                  "transitionTools": ["help"], "isInitial": true },
+                { "stepId": "help", "name": "Help", "systemPrompt": "Help.", "isFinal": true }
+            ]
+        }),
+    )
+    .await
+    .str("/agentId");
+    let helper = create(
+        "agents",
+        json!({ "name": "Helper", "description": "Knows shipping dates.",
+                                          "systemPrompt": "You know shipping.", "model": "m" }),
+    )
+    .await
+    .str("/agentId");
+    let boss = create(
+        "agents",
+        json!({ "name": "Boss", "type": "supervisor", "systemPrompt": "You are the boss.",
+                                        "model": "m", "tools": ["send_message"], "subAgents": [helper] }),
+    )
+    .await
+    .str("/agentId");
+    let router = create(
+        "agents",
+        json!({ "name": "Front", "type": "router", "systemPrompt": "Route well.",
+                                          "model": "m", "subAgents": [desk, boss], "defaultAgentId": desk }),
+    )
+    .await;
+    assert_eq!(router.body["defaultAgentId"], json!(desk));
+    let router = router.str("/agentId");
+    for (conversation, agent) in [("c-steps", &desk), ("c-boss", &boss), ("c-route", &router)] {
+        create(
+            "triggers",
+            json!({ "name": conversation, "agentId": agent, "eventType": "message.new",
+            "conditions": { "all": [ { "field": "conversationId", "operator": "eq", "value": conversation } ] } }),
+        )
+        .await;
+    }
+    // a router needs a default that is one of its candidates
+    let bad = api
+        .post(
+            "/tenants/team/agents",
+            json!({ "name": "R", "type": "router", "systemPrompt": "p", "model": "m",
+                                              "subAgents": [desk], "defaultAgentId": boss }),
+        )
+        .await;
+    assert_eq!(bad.pointers(), ["/defaultAgentId"]);
+
+    // steps and skills: the session shows the current step and the loaded skill
+    let r = deliver(&api, envelope("p-1", "team", "c-steps", "How do returns work?")).await;
+    assert_eq!(r.str("/execution/status"), "success", "{}", r.body);
+    let session_id = r.str("/execution/sessionId");
+    let session = api.get(&format!("/tenants/team/sessions/{session_id}")).await;
+    assert_eq!((session.str("/currentStep"), session.body["loadedSkills"].clone()), ("help".into(), json!([skill])));
+
+    // supervisor: the execution carries the sub-agent's run as a child
+    let r = deliver(&api, envelope("p-2", "team", "c-boss", "When does my order ship?")).await;
+    let execution = api.get(&format!("/tenants/team/executions/{}", r.str("/execution/executionId"))).await;
+    assert_eq!(execution.status, 200);
+    assert_eq!(execution.body["children"][0]["agentId"], json!(helper));
+    assert_eq!(execution.str("/children/0/result"), "Order 77 ships Monday.");
+
+    // router: an invalid pick falls back to the default agent, which answers in its own session
+    let r = deliver(&api, envelope("p-3", "team", "c-route", "Hello")).await;
+    assert_eq!(r.str("/execution/status"), "handed_off");
+    let sessions = api.get("/tenants/team/conversations/c-route/sessions").await;
+    assert_eq!(sessions.status, 200);
+
+    // human handoff with a priority; a priority for an agent target is refused with its pointer
+    let handoff = format!("/tenants/team/sessions/{session_id}/handoff");
+    let wrong = api
+        .post(&handoff, json!({ "targetType": "agent", "targetAgentId": boss, "reason": "r", "priority": "high" }))
+        .await;
+    assert_eq!(wrong.pointers(), ["/priority"]);
+    let done =
+        api.post(&handoff, json!({ "targetType": "human", "reason": "needs a person", "priority": "urgent" })).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let events = published(&api, "team").await;
+    let human = events.iter().find(|(_, e)| e["detailType"] == "session.handoff.human").unwrap();
+    assert_eq!(human.1["detail"]["priority"], "urgent");
+}

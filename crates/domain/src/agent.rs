@@ -94,15 +94,19 @@ impl Default for HistoryConfig {
     }
 }
 
-/// One step of a `standard` agent using the handoff pattern.
+/// One step of a `standard` agent using the handoff pattern. The model sees the step's prompt
+/// and tools, and one generated tool per edge (`transition_to_<stepId>`), so it can only move
+/// along the edges declared here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentStep {
     pub step_id: String,
     pub name: String,
     pub system_prompt: String,
+    /// Tools offered in this step, drawn from the agent's `tools`.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// The steps this step may move to (step ids).
     #[serde(default)]
     pub transition_tools: Vec<String>,
     #[serde(default)]
@@ -136,6 +140,9 @@ pub struct Agent {
     pub skills: Vec<SkillId>,
     #[serde(default)]
     pub steps: Vec<AgentStep>,
+    /// A router's fallback when the classification names no valid candidate; one of `subAgents`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent_id: Option<AgentId>,
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
     #[serde(default)]
@@ -202,18 +209,177 @@ impl Agent {
             errors.push("/history/maxTokens", "must be at least 100");
         }
         crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
+        let mut seen = std::collections::HashSet::new();
         for (i, sub) in self.sub_agents.iter().enumerate() {
             if *sub == self.agent_id {
                 errors.push(format!("/subAgents/{i}"), "an agent cannot be its own sub-agent");
+            } else if !seen.insert(sub) {
+                errors.push(format!("/subAgents/{i}"), format!("lists '{sub}' twice"));
             }
         }
+        self.check_pattern(&mut errors);
+        check_steps(&mut errors, &self.steps, &self.tools);
         errors.into_result()
+    }
+
+    /// What each agent type needs: a supervisor delegates to `subAgents`; a router picks among
+    /// `subAgents` and falls back to `defaultAgentId`; steps belong to standard agents.
+    fn check_pattern(&self, errors: &mut ValidationErrors) {
+        match self.agent_type {
+            AgentType::Standard => {
+                if !self.sub_agents.is_empty() {
+                    errors.push("/subAgents", "only supervisor and router agents have sub-agents");
+                }
+            }
+            AgentType::Supervisor | AgentType::Router => {
+                if self.sub_agents.is_empty() {
+                    errors.push("/subAgents", "a supervisor or router needs at least one sub-agent");
+                }
+                if !self.steps.is_empty() {
+                    errors.push("/steps", "only standard agents have steps");
+                }
+            }
+        }
+        match (self.agent_type, self.default_agent_id) {
+            (AgentType::Router, None) => {
+                errors.push("/defaultAgentId", "a router needs a default agent for when its pick is invalid")
+            }
+            (AgentType::Router, Some(d)) if !self.sub_agents.contains(&d) => {
+                errors.push("/defaultAgentId", "must be one of subAgents")
+            }
+            (AgentType::Standard | AgentType::Supervisor, Some(_)) => {
+                errors.push("/defaultAgentId", "only router agents have a default agent")
+            }
+            _ => {}
+        }
     }
 
     /// Whether the agent may call the named system tool.
     pub fn allows(&self, tool: SystemTool) -> bool {
         self.tools.iter().any(|t| t == tool.name())
     }
+
+    /// The step the session is in: `current`, or the initial step when none is recorded (or the
+    /// recorded one no longer exists after an edit). `None` for agents without steps.
+    pub fn step(&self, current: Option<&str>) -> Option<&AgentStep> {
+        current
+            .and_then(|id| self.steps.iter().find(|s| s.step_id == id))
+            .or_else(|| self.steps.iter().find(|s| s.is_initial))
+    }
+}
+
+/// The name of the generated tool that moves to `step_id`.
+pub fn transition_tool_name(step_id: &str) -> String {
+    format!("{TRANSITION_PREFIX}{step_id}")
+}
+
+/// Prefix of the generated step-transition tools.
+pub const TRANSITION_PREFIX: &str = "transition_to_";
+
+/// Longest step id: keeps `transition_to_<stepId>` within the 64 characters tool names allow.
+pub const MAX_STEP_ID_LEN: usize = 64 - TRANSITION_PREFIX.len();
+
+/// A step graph must have ids usable in tool names, exactly one initial step, edges only to
+/// known steps, every step reachable from the initial one, and tools drawn from the agent's.
+fn check_steps(errors: &mut ValidationErrors, steps: &[AgentStep], agent_tools: &[String]) {
+    if steps.is_empty() {
+        return;
+    }
+    let ids: std::collections::HashSet<&str> = steps.iter().map(|s| s.step_id.as_str()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("/steps/{i}");
+        let id = &step.step_id;
+        if id.is_empty()
+            || id.len() > MAX_STEP_ID_LEN
+            || !id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            errors.push(format!("{at}/stepId"), format!("must be 1 to {MAX_STEP_ID_LEN} of a-z, 0-9, '_'"));
+        } else if !seen.insert(id.as_str()) {
+            errors.push(format!("{at}/stepId"), format!("'{id}' is used by two steps"));
+        }
+        check_name(errors, &format!("{at}/name"), &step.name);
+        if step.system_prompt.trim().is_empty() || step.system_prompt.len() > MAX_PROMPT_BYTES {
+            errors.push(format!("{at}/systemPrompt"), format!("must be 1 to {MAX_PROMPT_BYTES} bytes, not blank"));
+        }
+        crate::tool::check_tool_refs(errors, &format!("{at}/tools"), &step.tools);
+        for (j, tool) in step.tools.iter().enumerate() {
+            if !agent_tools.contains(tool) {
+                errors.push(format!("{at}/tools/{j}"), format!("'{tool}' is not one of the agent's tools"));
+            } else if tool == SystemTool::EndConversation.name() && !step.is_final {
+                errors.push(format!("{at}/tools/{j}"), "only a final step may end the conversation");
+            }
+        }
+        let mut targets = std::collections::HashSet::new();
+        for (j, target) in step.transition_tools.iter().enumerate() {
+            if !ids.contains(target.as_str()) {
+                errors.push(format!("{at}/transitionTools/{j}"), format!("no step '{target}'"));
+            } else if target == id {
+                errors.push(format!("{at}/transitionTools/{j}"), "a step cannot transition to itself");
+            } else if !targets.insert(target) {
+                errors.push(format!("{at}/transitionTools/{j}"), format!("lists '{target}' twice"));
+            }
+        }
+    }
+    let initial: Vec<usize> = steps.iter().enumerate().filter(|(_, s)| s.is_initial).map(|(i, _)| i).collect();
+    match initial.as_slice() {
+        [] => errors.push("/steps", "exactly one step must have isInitial: true; none has"),
+        [start] => {
+            let mut reached = std::collections::HashSet::from([steps[*start].step_id.as_str()]);
+            let mut todo = vec![&steps[*start]];
+            while let Some(step) = todo.pop() {
+                for target in &step.transition_tools {
+                    if let Some(next) = steps.iter().find(|s| &s.step_id == target)
+                        && reached.insert(next.step_id.as_str())
+                    {
+                        todo.push(next);
+                    }
+                }
+            }
+            for (i, step) in steps.iter().enumerate() {
+                if !reached.contains(step.step_id.as_str()) {
+                    errors.push(
+                        format!("/steps/{i}"),
+                        format!("step '{}' cannot be reached from the initial step", step.step_id),
+                    );
+                }
+            }
+        }
+        [_, rest @ ..] => {
+            for i in rest {
+                errors.push(format!("/steps/{i}/isInitial"), "only one step may be the initial step");
+            }
+        }
+    }
+}
+
+impl Agent {
+    /// The name under which a supervisor sees `self` as a tool: `ask_` and the name in
+    /// lower-case letters, digits and '_' (at most 64 characters).
+    pub fn as_sub_agent_tool_name(&self) -> String {
+        sub_agent_tool_name(&self.name)
+    }
+}
+
+/// Prefix of the tools through which a supervisor calls its sub-agents.
+pub const SUB_AGENT_PREFIX: &str = "ask_";
+
+/// `ask_` + `name` folded to `[a-z0-9_]`, runs of anything else as one '_', cut to 64.
+pub fn sub_agent_tool_name(name: &str) -> String {
+    let mut out = String::from(SUB_AGENT_PREFIX);
+    for c in name.trim().chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let mut out: String = out.trim_end_matches('_').chars().take(64).collect();
+    if out.len() == SUB_AGENT_PREFIX.len() - 1 {
+        out.push_str("_agent");
+    }
+    out
 }
 
 pub(crate) fn check_name(errors: &mut ValidationErrors, pointer: &str, name: &str) {
@@ -256,6 +422,72 @@ mod tests {
         a.tools = vec!["send_message".into(), "rm_rf".into(), "send_message".into()];
         let pointers: Vec<_> = a.validate().unwrap_err().0.into_iter().map(|e| e.pointer).collect();
         assert_eq!(pointers, ["/name", "/modelConfig/temperature", "/maxIterations", "/tools/1", "/tools/2"]);
+    }
+
+    fn step(id: &str, to: &[&str]) -> AgentStep {
+        AgentStep {
+            step_id: id.into(),
+            name: id.into(),
+            system_prompt: format!("Do {id}."),
+            tools: vec![],
+            transition_tools: to.iter().map(|t| (*t).to_owned()).collect(),
+            is_initial: false,
+            is_final: false,
+        }
+    }
+
+    fn pointers(a: &Agent) -> Vec<String> {
+        a.validate().err().map(|e| e.0.into_iter().map(|e| e.pointer).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_step_graph_needs_one_initial_step_known_targets_and_reachable_steps() {
+        let mut a = agent();
+        a.tools = vec!["send_message".into(), "end_conversation".into()];
+        a.steps = vec![step("greet", &["collect"]), step("collect", &["done"]), step("done", &[])];
+        a.steps[0].is_initial = true;
+        a.steps[2].is_final = true;
+        a.steps[2].tools = vec!["end_conversation".into()];
+        assert!(a.validate().is_ok(), "{:?}", a.validate());
+
+        let mut b = a.clone();
+        b.steps[0].is_initial = false;
+        assert_eq!(pointers(&b), ["/steps"], "no initial step");
+        let mut b = a.clone();
+        b.steps[1].transition_tools = vec!["nowhere".into()];
+        assert_eq!(pointers(&b), ["/steps/1/transitionTools/0", "/steps/2"], "unknown target; 'done' now unreachable");
+        let mut b = a.clone();
+        b.steps[1].tools = vec!["end_conversation".into(), "trigger_flow".into()];
+        assert_eq!(pointers(&b), ["/steps/1/tools/0", "/steps/1/tools/1"], "not final; not an agent tool");
+        let mut b = a.clone();
+        b.steps[1].step_id = "Collect Info".into();
+        b.steps[2].is_initial = true;
+        assert!(pointers(&b).contains(&"/steps/1/stepId".to_owned()));
+        assert!(pointers(&b).contains(&"/steps/2/isInitial".to_owned()));
+    }
+
+    #[test]
+    fn each_agent_type_gets_what_its_pattern_needs() {
+        let sub = AgentId::generate();
+        let mut router = agent();
+        router.agent_type = AgentType::Router;
+        assert_eq!(pointers(&router), ["/subAgents", "/defaultAgentId"]);
+        router.sub_agents = vec![sub];
+        router.default_agent_id = Some(AgentId::generate());
+        assert_eq!(pointers(&router), ["/defaultAgentId"], "the default must be a candidate");
+        router.default_agent_id = Some(sub);
+        assert!(router.validate().is_ok());
+        let mut standard = agent();
+        standard.sub_agents = vec![sub];
+        standard.default_agent_id = Some(sub);
+        assert_eq!(pointers(&standard), ["/subAgents", "/defaultAgentId"]);
+    }
+
+    #[test]
+    fn sub_agent_tool_names_are_safe_for_every_model() {
+        assert_eq!(sub_agent_tool_name("Billing Desk (EU)"), "ask_billing_desk_eu");
+        assert_eq!(sub_agent_tool_name("  ***  "), "ask_agent");
+        assert_eq!(sub_agent_tool_name(&"x".repeat(100)).len(), 64);
     }
 
     #[test]

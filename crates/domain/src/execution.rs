@@ -140,9 +140,37 @@ pub struct ExecutionRecord {
     pub model_calls: Vec<ModelCallRecord>,
     pub tool_calls: Vec<ToolCallRecord>,
     pub actions: Vec<Action>,
+    /// Everything this execution used, its sub-agents' calls included.
     pub token_usage: TokenUsage,
     pub latency_ms: u64,
+    /// A supervisor's sub-agent runs, one per call, in call order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildExecution>,
     pub created_at: DateTime<Utc>,
     /// After this the record may be deleted from the primary store; readers ignore expired ones.
     pub expires_at: DateTime<Utc>,
+}
+
+/// One sub-agent run requested by a supervisor: its own loop in its own context, recorded inside
+/// the supervisor's execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildExecution {
+    /// The supervisor's tool call this run answered.
+    pub tool_use_id: String,
+    pub agent_id: AgentId,
+    /// `success`, `max_iterations` or `failed`.
+    pub status: ExecutionStatus,
+    /// What the supervisor passed: the task and any context.
+    pub input: serde_json::Value,
+    /// The sub-agent's final answer, returned to the supervisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ExecutionError>,
+    pub iterations: u32,
+    pub model_calls: Vec<ModelCallRecord>,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub token_usage: TokenUsage,
+    pub latency_ms: u64,
 }

@@ -24,12 +24,12 @@ pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, Histo
 pub use condition::{ConditionError, Conditions};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
-    Action, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage, ToolCallRecord,
-    WebhookAudit,
+    Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage,
+    ToolCallRecord, WebhookAudit,
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};
-pub use session::{HandoffContext, HandoffTarget, Session, SessionStatus};
+pub use session::{HandoffContext, HandoffTarget, Priority, Session, SessionStatus};
 pub use skill::Skill;
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
 pub use trigger::{EventType, Trigger, TriggerStatus};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, SessionId, TenantId};
+use crate::ids::{AgentId, SessionId, SkillId, TenantId};
 use crate::limits::MAX_STORED_TRANSCRIPT;
 use crate::message::{Message, Role};
 
@@ -29,6 +29,28 @@ pub enum HandoffTarget {
     Agent { agent_id: AgentId, session_id: SessionId },
 }
 
+/// How urgently a human operator should pick a conversation up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Urgent,
+}
+
+impl Priority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
+}
+
 /// What a handing-off agent tells the next one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -38,6 +60,9 @@ pub struct HandoffContext {
     pub reason: String,
     #[serde(default)]
     pub relevant_info: serde_json::Value,
+    /// The handing-off agent's summary of the conversation so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +91,12 @@ pub struct Session {
     /// Agent-to-agent handoffs that led to this session (0 for the first agent).
     #[serde(default)]
     pub handoff_depth: u32,
+    /// The step of a stepped agent the conversation is in (`None`: the initial step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<String>,
+    /// Skills loaded with `load_skill`, in load order (a parent before its child).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_skills: Vec<SkillId>,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -90,6 +121,8 @@ impl Session {
             handed_off_to: None,
             handoff_context: None,
             handoff_depth: 0,
+            current_step: None,
+            loaded_skills: Vec::new(),
             version: 0,
             started_at: now,
             updated_at: now,

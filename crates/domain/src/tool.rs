@@ -96,7 +96,8 @@ impl SystemTool {
                 "properties": {
                     "agentId": {"type": "string"},
                     "reason": {"type": "string", "minLength": 1},
-                    "context": {"type": "object"}
+                    "summary": {"type": "string", "description": "The conversation so far, for the next agent."},
+                    "context": {"type": "object", "description": "Facts the next agent needs."}
                 },
                 "required": ["agentId", "reason"],
                 "additionalProperties": false
@@ -255,8 +256,9 @@ impl Tool {
         if !name_ok {
             errors.push("/name", "must be 1 to 64 letters, digits, '_' or '-', starting with a letter");
         } else if self.name.parse::<SystemTool>().is_ok()
-            || self.name.starts_with("transition_to_")
-            || self.name == "load_skill"
+            || self.name.starts_with(crate::agent::TRANSITION_PREFIX)
+            || self.name.starts_with(crate::agent::SUB_AGENT_PREFIX)
+            || self.name == LOAD_SKILL
         {
             errors.push("/name", format!("'{}' is reserved for a system tool", self.name));
         }
@@ -357,6 +359,9 @@ fn check_parameters_schema(errors: &mut ValidationErrors, schema: &serde_json::V
 }
 
 /// Checks a list of tool references: system tool names or custom tool ids, no repeats.
+/// The generated tool through which an agent with skills loads one.
+pub const LOAD_SKILL: &str = "load_skill";
+
 pub(crate) fn check_tool_refs(errors: &mut ValidationErrors, pointer: &str, tools: &[String]) {
     let mut seen = std::collections::HashSet::new();
     for (i, tool) in tools.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! Tenant bundles: one JSON file holding a tenant with its tools, agents and triggers, loaded into the
+//! Tenant bundles: one JSON file holding a tenant with its tools, skills, agents and triggers, loaded into the
 //! store in one go (the demo's example tenant, or `switchboard serve --tenant FILE`). Everything
 //! is validated before anything is written; errors carry a JSON pointer into the file.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::input::record_with_defaults;
-use switchboard_domain::{Agent, TenantId, Tool, ToolId, Trigger, ValidationErrors};
+use switchboard_domain::{Agent, Skill, TenantId, Tool, ToolId, Trigger, ValidationErrors};
 use switchboard_engine::Clock;
 
 use crate::store::{ConfigWriteError, SqliteStore};
@@ -23,6 +23,8 @@ struct BundleFile {
     triggers: Vec<Value>,
     #[serde(default)]
     tools: Vec<Value>,
+    #[serde(default)]
+    skills: Vec<Value>,
 }
 
 /// A parsed and validated bundle.
@@ -34,6 +36,8 @@ pub struct Bundle {
     pub triggers: Vec<Trigger>,
     /// Custom (webhook) tools; agents name them by id.
     pub tools: Vec<Tool>,
+    /// Skills agents load on demand; agents name them by id.
+    pub skills: Vec<Skill>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,12 +112,41 @@ impl Bundle {
                 tools.push(tool);
             }
         }
-        for (i, agent) in agents.iter().enumerate() {
-            for (j, t) in agent.tools.iter().enumerate() {
+        let mut skills = Vec::new();
+        for (i, v) in file.skills.into_iter().enumerate() {
+            let pointer = format!("/skills/{i}");
+            if let Some(skill) = record::<Skill>(v, &file.tenant_id, &now, &pointer, &mut errors) {
+                nest(&mut errors, &pointer, skill.validate());
+                skills.push(skill);
+            }
+        }
+        let missing_tools = |errors: &mut ValidationErrors, pointer: &str, names: &[String]| {
+            for (j, t) in names.iter().enumerate() {
                 if let Ok(id) = t.parse::<ToolId>()
                     && !tools.iter().any(|tool| tool.tool_id == id)
                 {
-                    errors.push(format!("/agents/{i}/tools/{j}"), format!("no tool '{id}' in this bundle"));
+                    errors.push(format!("{pointer}/tools/{j}"), format!("no tool '{id}' in this bundle"));
+                }
+            }
+        };
+        for (i, skill) in skills.iter().enumerate() {
+            missing_tools(&mut errors, &format!("/skills/{i}"), &skill.tools);
+            if let Some(parent) = skill.parent_skill
+                && !skills.iter().any(|s| s.skill_id == parent)
+            {
+                errors.push(format!("/skills/{i}/parentSkill"), format!("no skill '{parent}' in this bundle"));
+            }
+        }
+        for (i, agent) in agents.iter().enumerate() {
+            missing_tools(&mut errors, &format!("/agents/{i}"), &agent.tools);
+            for (j, id) in agent.skills.iter().enumerate() {
+                if !skills.iter().any(|s| s.skill_id == *id) {
+                    errors.push(format!("/agents/{i}/skills/{j}"), format!("no skill '{id}' in this bundle"));
+                }
+            }
+            for (j, id) in agent.sub_agents.iter().enumerate() {
+                if !agents.iter().any(|a| a.agent_id == *id) {
+                    errors.push(format!("/agents/{i}/subAgents/{j}"), format!("no agent '{id}' in this bundle"));
                 }
             }
         }
@@ -137,7 +170,7 @@ impl Bundle {
             }
         }
         errors.into_result()?;
-        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers, tools })
+        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers, tools, skills })
     }
 
     pub fn from_file(path: &Path, clock: &dyn Clock) -> Result<Self, BundleError> {
@@ -151,6 +184,9 @@ impl Bundle {
         store.create_tenant(&self.tenant_id, &self.name).await?;
         for t in &self.tools {
             store.put_tool(t).await?;
+        }
+        for s in &self.skills {
+            store.put_skill(s).await?;
         }
         for a in &self.agents {
             store.put_agent(a).await?;

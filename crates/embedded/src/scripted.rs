@@ -15,7 +15,8 @@
 //! `when` keys (all optional, all must hold): `userText` (`equals` / `contains` / `matches`,
 //! case-insensitive) on the newest user text; `afterTool` (the newest turn is a result of that
 //! tool); `model` (the agent's model id equals); `systemContains` (the system prompt contains).
-//! An empty `when` always matches. No matching rule is an error (`Rejected`), like a model
+//! An empty `when` always matches. In `text`, `{{userText}}` is the newest user text and
+//! `{{toolResult}}` the newest tool result(s). No matching rule is an error (`Rejected`), like a model
 //! refusing a request.
 
 use std::path::Path;
@@ -167,6 +168,22 @@ fn latest(messages: &[Message]) -> (String, Option<String>) {
     (user_text, after_tool)
 }
 
+/// The newest tool result, as text (a JSON string as is, anything else as compact JSON);
+/// several results of one turn are joined with "; ".
+fn tool_result(messages: &[Message]) -> String {
+    let Some(last) = messages.last().filter(|m| m.has_tool_results()) else { return String::new() };
+    let parts: Vec<String> = last
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content: serde_json::Value::String(s), .. } => Some(s.clone()),
+            ContentBlock::ToolResult { content, .. } => Some(content.to_string()),
+            _ => None,
+        })
+        .collect();
+    parts.join("; ")
+}
+
 impl Rule {
     fn matches(&self, request: &ModelRequest, user_text: &str, after_tool: Option<&str>) -> bool {
         let w = &self.when;
@@ -213,7 +230,11 @@ impl Model for ScriptedModel {
         };
         let mut content = Vec::new();
         if let Some(text) = &rule.then.text {
-            content.push(ContentBlock::Text { text: text.replace("{{userText}}", &user_text) });
+            content.push(ContentBlock::Text {
+                text: text
+                    .replace("{{userText}}", &user_text)
+                    .replace("{{toolResult}}", &tool_result(&request.messages)),
+            });
         }
         // Tool-use ids are derived from the position in the conversation, so a replay produces
         // the same ids.

@@ -11,8 +11,8 @@ use rusqlite::{ErrorCode, OptionalExtension, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
-    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus,
-    TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
+    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus, Skill,
+    SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage,
@@ -176,6 +176,13 @@ impl SqliteStore {
         tool.validate()?;
         self.require_tenant(&tool.tenant_id).await?;
         self.upsert(ConfigRecord::Tool(tool.clone())).await
+    }
+
+    /// Creates or replaces a skill after validating it (tenant bundles: no version check).
+    pub async fn put_skill(&self, skill: &Skill) -> Result<(), ConfigWriteError> {
+        skill.validate()?;
+        self.require_tenant(&skill.tenant_id).await?;
+        self.upsert(ConfigRecord::Skill(skill.clone())).await
     }
 
     /// Creates or replaces a trigger after validating it; its agent must exist in the same tenant.
@@ -381,6 +388,13 @@ impl ConfigStore for SqliteStore {
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
         match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
             Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Skill, &skill.to_string()).await? {
+            Some(ConfigRecord::Skill(s)) => Ok(Some(s)),
             _ => Ok(None),
         }
     }

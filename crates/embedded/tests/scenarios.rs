@@ -205,9 +205,11 @@ async fn it_hands_off_to_a_human_and_stops_routing_the_conversation() {
     assert_eq!(handoff.detail["sessionId"], json!(s.session_id));
     // when the customer writes again
     let (routed, outcomes) = w.say("c-1", "hello?").await;
-    // then no agent is asked: the human owns the conversation
+    // then no agent is asked: the human owns the conversation; the message is recorded
     assert_eq!(routed, RouteOutcome::HumanOwned { session_id: s.session_id });
-    assert!(outcomes.is_empty());
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Skipped);
+    assert_eq!(w.session("c-1").await.transcript.last().map(|m| m.text()), Some("hello?".to_owned()));
     assert_eq!(w.replies("c-1").await, ["Connecting you."]);
 }
 

@@ -57,6 +57,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         token_usage: TokenUsage::default(),
         latency_ms: 1,
         created_at: now,
+        children: vec![],
         expires_at: now + chrono::Duration::days(30),
     }
 }

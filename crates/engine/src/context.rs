@@ -3,16 +3,33 @@
 
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::message::{Message, history_window};
-use switchboard_domain::{Agent, Session, SystemTool};
+use switchboard_domain::{Agent, Session};
 
-use crate::ports::ToolSpec;
+use crate::toolbox::Toolbox;
 
-/// The system prompt for `agent` working `session`.
-pub fn system_prompt(agent: &Agent, session: &Session) -> String {
+/// The system prompt for `agent` working `session`: the agent's prompt, then the current step's,
+/// the loaded skills', what a handing-off agent passed on, the session memory, and a note at the
+/// last handoff level.
+pub fn system_prompt(agent: &Agent, session: &Session, tools: &Toolbox) -> String {
     let mut prompt = agent.system_prompt.trim().to_owned();
+    if let Some(step) = &tools.step {
+        prompt.push_str(&format!("\n\n## Current step: {}\n{}", step.name, step.system_prompt.trim()));
+        if step.is_final {
+            prompt.push_str("\nThis is the final step: end the conversation once it is done.");
+        }
+    }
+    for skill in &tools.loaded {
+        prompt.push_str(&format!("\n\n## Skill: {}\n{}", skill.name, skill.prompt.trim()));
+    }
     if let Some(h) = &session.handoff_context {
-        prompt.push_str("\n\n## Handoff\nThis conversation was handed to you by another agent. Reason: ");
-        prompt.push_str(&h.reason);
+        prompt.push_str(&format!(
+            "\n\n## Handoff\nAgent {} handed this conversation to you. Reason: {}",
+            h.from_agent_id, h.reason
+        ));
+        if let Some(summary) = &h.summary {
+            prompt.push_str("\nSummary so far: ");
+            prompt.push_str(summary);
+        }
         if !h.relevant_info.is_null() {
             prompt.push_str("\nWhat they passed on: ");
             prompt.push_str(&h.relevant_info.to_string());
@@ -32,27 +49,6 @@ pub fn system_prompt(agent: &Agent, session: &Session) -> String {
     prompt
 }
 
-/// The system tools this agent may call in this session. Handoff to another agent is withheld
-/// at the last handoff level (see docs/decisions.md).
-pub fn allowed_tools(agent: &Agent, session: &Session) -> Vec<SystemTool> {
-    SystemTool::ALL
-        .into_iter()
-        .filter(|t| agent.allows(*t))
-        .filter(|t| !(session.handoff_depth >= MAX_HANDOFF_DEPTH && *t == SystemTool::HandoffToAgent))
-        .collect()
-}
-
-pub fn tool_specs(tools: &[SystemTool]) -> Vec<ToolSpec> {
-    tools
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name().to_owned(),
-            description: t.description().to_owned(),
-            input_schema: t.parameters(),
-        })
-        .collect()
-}
-
 /// The messages for the model: as much recent history as the agent's window allows, then the
 /// new message, which is always included.
 pub fn messages(agent: &Agent, session: &Session, new_message: &Message) -> Vec<Message> {
@@ -66,7 +62,7 @@ pub fn messages(agent: &Agent, session: &Session, new_message: &Message) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_domain::{AgentId, HandoffContext, SessionId};
+    use switchboard_domain::{AgentId, HandoffContext, SessionId, Skill, SystemTool};
 
     fn agent() -> Agent {
         serde_json::from_value(serde_json::json!({
@@ -78,13 +74,25 @@ mod tests {
         .unwrap()
     }
 
+    fn no_tools() -> Toolbox {
+        Toolbox {
+            system: vec![SystemTool::SendMessage],
+            custom: vec![],
+            step: None,
+            transitions: vec![],
+            skills: vec![],
+            loaded: vec![],
+            sub_agents: vec![],
+        }
+    }
+
     fn session() -> Session {
         Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), chrono::Utc::now())
     }
 
     #[test]
     fn a_fresh_session_gets_the_agent_prompt_alone() {
-        assert_eq!(system_prompt(&agent(), &session()), "Be kind.");
+        assert_eq!(system_prompt(&agent(), &session(), &no_tools()), "Be kind.");
     }
 
     #[test]
@@ -96,23 +104,42 @@ mod tests {
             from_session_id: SessionId::generate(),
             reason: "billing question".into(),
             relevant_info: serde_json::json!({ "topic": "refund" }),
+            summary: Some("Wants a refund for order 1234.".into()),
         });
-        let p = system_prompt(&agent(), &s);
+        let p = system_prompt(&agent(), &s, &no_tools());
+        assert!(p.contains("Summary so far: Wants a refund for order 1234."));
         assert!(p.contains("Reason: billing question"));
         assert!(p.contains(r#"{"topic":"refund"}"#));
         assert!(p.contains(r#"- orderNumber: "1234""#));
     }
 
     #[test]
-    fn only_granted_tools_are_offered_and_agent_handoff_is_withheld_at_the_last_level() {
+    fn the_step_and_loaded_skills_follow_the_agent_prompt_and_the_last_level_is_announced() {
+        let mut a = agent();
+        a.steps = vec![switchboard_domain::AgentStep {
+            step_id: "wrap_up".into(),
+            name: "Wrap up".into(),
+            system_prompt: "Confirm and say goodbye.".into(),
+            tools: vec![],
+            transition_tools: vec![],
+            is_initial: true,
+            is_final: true,
+        }];
+        let mut tools = no_tools();
+        tools.step = a.steps.first().cloned();
+        tools.loaded = vec![serde_json::from_value::<Skill>(serde_json::json!({
+            "tenantId": "t-1", "skillId": "01JD0000SK1110000000000001", "name": "returns", "description": "Returns",
+            "prompt": "Returns take 30 days.", "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap()];
         let mut s = session();
-        assert_eq!(
-            allowed_tools(&agent(), &s),
-            [SystemTool::SendMessage, SystemTool::HandoffToAgent, SystemTool::EndConversation]
-        );
         s.handoff_depth = MAX_HANDOFF_DEPTH;
-        assert_eq!(allowed_tools(&agent(), &s), [SystemTool::SendMessage, SystemTool::EndConversation]);
-        assert!(system_prompt(&agent(), &s).contains("No further agent handoff"));
+        let p = system_prompt(&a, &s, &tools);
+        let step_at = p.find("## Current step: Wrap up\nConfirm and say goodbye.").unwrap();
+        let skill_at = p.find("## Skill: returns\nReturns take 30 days.").unwrap();
+        assert!(p.starts_with("Be kind.") && step_at < skill_at);
+        assert!(p.contains("This is the final step"));
+        assert!(p.contains("No further agent handoff"));
     }
 
     #[test]

@@ -11,15 +11,18 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{
-    Action, Agent, AgentStatus, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus,
-    HandoffBehavior, ModelCallRecord, Session, SessionStatus, SystemTool, TokenUsage, ToolCallRecord,
+    Action, Agent, AgentStatus, AgentType, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus,
+    HandoffBehavior, ModelCallRecord, Session, SessionStatus, TokenUsage, ToolCallRecord,
 };
 use tracing::{info, warn};
 
 use crate::context;
 use crate::error::StoreError;
-use crate::ports::{Deps, ModelRequest, SessionWrite, ToolSpec, TurnCommit, WorkItem};
-use crate::system_tools::{self, ToolFault, TurnState};
+use crate::ports::{Deps, ModelRequest, ModelResponse, SessionWrite, TurnCommit, WorkItem};
+use crate::router_agent;
+use crate::supervisor::{self, SubAgentCall};
+use crate::system_tools::{self, AgentHandoff, ToolFault, ToolOutcome, TurnState};
+use crate::toolbox::{self, Resolved, Toolbox};
 use crate::webhook_tools;
 
 /// How often a turn is re-run after losing a session version race before giving up (and
@@ -37,7 +40,7 @@ pub struct ExecError {
 }
 
 impl ExecError {
-    fn new(kind: ErrorKind, message: impl Into<String>, retryable: bool) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, retryable: bool) -> Self {
         Self { kind, message: message.into(), retryable }
     }
 }
@@ -94,9 +97,16 @@ impl Executor {
             let prepared = self.prepare(item).await?;
             let (commit, record) = match prepared {
                 Prepared::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
-                Prepared::Skip(session, reason) => {
+                Prepared::Skip(mut session, reason) => {
+                    // The human operator owns the conversation: no agent answers, but the message
+                    // joins the session's transcript, so an agent it is handed back to sees it.
                     let record = self.skipped_record(item, &session, &reason, started);
-                    (TurnCommit { sessions: vec![], execution: record.clone() }, record)
+                    let expected = session.version;
+                    session.append_transcript([Message::user_text(item.text.clone())]);
+                    session.version += 1;
+                    session.updated_at = deps.clock.now();
+                    let write = SessionWrite { session, expected_version: Some(expected) };
+                    (TurnCommit { sessions: vec![write], execution: record.clone() }, record)
                 }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
@@ -199,6 +209,7 @@ impl Executor {
             token_usage: TokenUsage::default(),
             latency_ms: elapsed_ms(started),
             created_at: now,
+            children: vec![],
             expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
         }
     }
@@ -214,19 +225,12 @@ impl Executor {
         let deps = &self.deps;
         let mut record = self.blank_record(item, &session, started);
         let user = Message::user_text(item.text.clone());
-        let tools = context::allowed_tools(agent, &session);
-        let custom = webhook_tools::load(deps, agent).await?;
-        let mut specs = context::tool_specs(&tools);
-        specs.extend(custom.iter().map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.parameters.clone(),
-        }));
+        let mut tools = Toolbox::build(deps, agent, &session).await?;
         let mut request = ModelRequest {
             model: agent.model.clone(),
-            system: context::system_prompt(agent, &session),
+            system: context::system_prompt(agent, &session, &tools),
             messages: context::messages(agent, &session, &user),
-            tools: specs,
+            tools: tools.specs(),
             config: agent.model_config.clone(),
         };
         let mut state = TurnState { session, new_session: None, actions: vec![], replies_sent: 0, finished: false };
@@ -235,7 +239,32 @@ impl Executor {
         let mut status = ExecutionStatus::MaxIterations;
         let mut failure = None;
 
-        while record.iterations < agent.max_iterations {
+        if agent.agent_type == AgentType::Router {
+            let key = format!("{}/route", item.source_id);
+            let pick = router_agent::classify(deps, agent, request.messages.clone(), &mut record, &key).await?;
+            let target = pick.target;
+            let outcome = match target {
+                Some(target) => {
+                    let context = pick.fallback.map(|why| json!({ "routerFallback": why }));
+                    let handoff = AgentHandoff { target, reason: pick.reason, summary: None, context };
+                    Some(system_tools::handoff_to_agent(deps, item, &mut state, handoff, &key).await?)
+                }
+                None => None,
+            };
+            match outcome {
+                Some(o) if !o.is_error => status = ExecutionStatus::Success,
+                other => {
+                    status = ExecutionStatus::Failed;
+                    let message = other.map_or_else(
+                        || "the router has no valid pick and its default agent is not active".to_owned(),
+                        |o| o.output.to_string(),
+                    );
+                    failure = Some(ExecutionError { kind: ErrorKind::Config, message, retryable: false });
+                }
+            }
+        }
+
+        while !state.finished && status == ExecutionStatus::MaxIterations && record.iterations < agent.max_iterations {
             record.iterations += 1;
             let call_started = Instant::now();
             let response = match deps.model.converse(&request).await {
@@ -248,15 +277,7 @@ impl Executor {
                 }
             };
             record.token_usage.add(response.usage);
-            record.model_calls.push(ModelCallRecord {
-                model: response.model.clone(),
-                stop_reason: serde_json::to_value(response.stop_reason)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                usage: response.usage,
-                latency_ms: elapsed_ms(call_started),
-            });
+            record.model_calls.push(model_call_record(&response, call_started));
             let assistant = Message { role: Role::Assistant, content: response.content };
             let uses: Vec<(String, String, serde_json::Value)> = assistant
                 .content
@@ -292,32 +313,80 @@ impl Executor {
                 break;
             }
 
-            let mut results = Vec::with_capacity(uses.len());
-            for (tool_use_id, name, input) in uses {
-                let key = format!("{}/{calls}", item.source_id);
-                calls += 1;
+            // Every call gets its key in call order. Sub-agent calls only read the session, so
+            // they run first and concurrently; the other tools run one by one, in order.
+            let keyed: Vec<(String, String, serde_json::Value, String)> = uses
+                .into_iter()
+                .map(|(id, name, input)| {
+                    let key = format!("{}/{calls}", item.source_id);
+                    calls += 1;
+                    (id, name, input, key)
+                })
+                .collect();
+            let sub_calls = keyed.iter().filter_map(|(id, name, input, key)| match tools.resolve(name) {
+                Resolved::SubAgent(agent) if !state.finished => Some(supervisor::run(
+                    deps,
+                    item,
+                    &state.session,
+                    record.execution_id,
+                    SubAgentCall { tool_use_id: id.clone(), agent, input: input.clone(), key: key.clone() },
+                )),
+                _ => None,
+            });
+            let mut sub_results = futures::future::join_all(sub_calls).await.into_iter();
+            let mut results = Vec::with_capacity(keyed.len());
+            let mut reconfigure = false;
+            for (tool_use_id, name, input, key) in keyed {
                 let call_started = Instant::now();
                 let mut webhook = None;
-                let outcome = match name.parse::<SystemTool>() {
-                    Ok(tool) if tools.contains(&tool) && !state.finished => {
-                        system_tools::run(deps, item, &mut state, tool, &input, &key).await?
+                let resolved = tools.resolve(&name);
+                // Sub-agent results come in call order; take this call's even if it is discarded.
+                let sub_result = match resolved {
+                    Resolved::SubAgent(_) => Some(sub_results.next().ok_or_else(|| {
+                        ExecError::new(ErrorKind::Internal, "a sub-agent result is missing", false)
+                    })??),
+                    _ => None,
+                };
+                // A child that ran is recorded (and its tokens counted) even if its answer is
+                // discarded because a terminal tool came first.
+                let sub_outcome = sub_result.map(|(outcome, child)| {
+                    if let Some(child) = child {
+                        record.token_usage.add(child.token_usage);
+                        record.children.push(child);
                     }
-                    _ if state.finished => system_tools::ToolOutcome {
+                    outcome
+                });
+                let outcome = match resolved {
+                    _ if state.finished => ToolOutcome {
                         output: json!({"error": "the conversation already left this agent in this turn"}),
                         is_error: true,
                     },
-                    Err(_) if custom.iter().any(|t| t.name == name) => {
-                        let tool = custom
-                            .iter()
-                            .find(|t| t.name == name)
-                            .ok_or_else(|| ExecError::new(ErrorKind::Internal, "custom tool vanished", false))?;
+                    Resolved::System(tool) => system_tools::run(deps, item, &mut state, tool, &input, &key).await?,
+                    Resolved::Custom(tool) => {
                         let (outcome, audit) =
                             webhook_tools::run(deps, item, &state.session, record.execution_id, tool, &input, &key)
                                 .await;
                         webhook = Some(audit);
                         outcome
                     }
-                    _ => system_tools::ToolOutcome {
+                    Resolved::SubAgent(_) => sub_outcome.unwrap_or_else(|| ToolOutcome {
+                        output: json!({"error": "the sub-agent did not run"}),
+                        is_error: true,
+                    }),
+                    Resolved::Transition(step) => {
+                        let from = state.session.current_step.clone();
+                        state.session.current_step = Some(step.step_id.clone());
+                        reconfigure = true;
+                        info!(from = ?from, to = %step.step_id, "step transition");
+                        ToolOutcome { output: json!({ "step": step.step_id, "name": step.name }), is_error: false }
+                    }
+                    Resolved::LoadSkill => {
+                        let outcome = toolbox::load_skill(deps, &tools, &mut state.session, &input).await?;
+                        reconfigure |= !outcome.is_error;
+                        outcome
+                    }
+                    Resolved::RefusedTransition(why) => ToolOutcome { output: json!({ "error": why }), is_error: true },
+                    Resolved::Unknown => ToolOutcome {
                         output: json!({"error": format!("tool '{name}' is not available to this agent")}),
                         is_error: true,
                     },
@@ -344,6 +413,11 @@ impl Executor {
             if state.finished {
                 status = ExecutionStatus::Success;
                 break;
+            }
+            if reconfigure {
+                tools = Toolbox::build(deps, agent, &state.session).await?;
+                request.system = context::system_prompt(agent, &state.session, &tools);
+                request.tools = tools.specs();
             }
         }
 
@@ -410,7 +484,20 @@ struct Turn {
     record: ExecutionRecord,
 }
 
-fn elapsed_ms(since: Instant) -> u64 {
+/// The record of one model call.
+pub(crate) fn model_call_record(response: &ModelResponse, started: Instant) -> ModelCallRecord {
+    ModelCallRecord {
+        model: response.model.clone(),
+        stop_reason: serde_json::to_value(response.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        usage: response.usage,
+        latency_ms: elapsed_ms(started),
+    }
+}
+
+pub(crate) fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

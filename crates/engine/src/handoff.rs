@@ -10,7 +10,7 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::{EXECUTION_TTL_DAYS, MAX_HANDOFF_DEPTH};
 use switchboard_domain::{
     Action, AgentId, AgentStatus, ExecutionId, ExecutionRecord, ExecutionStatus, HandoffContext, HandoffTarget,
-    Session, SessionId, SessionStatus, TenantId, TokenUsage,
+    Priority, Session, SessionId, SessionStatus, TenantId, TokenUsage,
 };
 
 use crate::error::{BusError, StoreError};
@@ -21,7 +21,7 @@ use crate::system_tools::publish;
 /// Where the conversation should go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandoffTo {
-    Human,
+    Human(Priority),
     Agent(AgentId),
 }
 
@@ -85,10 +85,10 @@ impl Executor {
         let expected = session.version;
         let mut new_session = None;
         let action = match to {
-            HandoffTo::Human if human_owned => {
+            HandoffTo::Human(_) if human_owned => {
                 return Err(HandoffError::NotAllowed("a human already owns this conversation".into()));
             }
-            HandoffTo::Human => {
+            HandoffTo::Human(priority) => {
                 session.status = SessionStatus::HandedOff;
                 session.handed_off_to = Some(HandoffTarget::Human);
                 session.handoff_reason = Some(reason.to_owned());
@@ -99,11 +99,12 @@ impl Executor {
                     detail_type::HANDOFF_HUMAN,
                     &session,
                     json!({
-                        "reason": reason, "priority": "normal", "context": session.memory, "requestedBy": "api",
+                        "reason": reason, "priority": priority.as_str(), "context": session.memory,
+                        "requestedBy": "api",
                     }),
                 )
                 .await?;
-                Action::HandoffToHuman { reason: reason.to_owned(), priority: "normal".into() }
+                Action::HandoffToHuman { reason: reason.to_owned(), priority: priority.as_str().into() }
             }
             HandoffTo::Agent(target) => {
                 if target == session.agent_id && !human_owned {
@@ -130,6 +131,7 @@ impl Executor {
                     from_session_id: session.session_id,
                     reason: reason.to_owned(),
                     relevant_info: json!({ "requestedBy": if human_owned { "human operator" } else { "api" } }),
+                    summary: None,
                 });
                 if !human_owned {
                     session.status = SessionStatus::HandedOff;
@@ -171,6 +173,7 @@ impl Executor {
             token_usage: TokenUsage::default(),
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             created_at: now,
+            children: vec![],
             expires_at: now + chrono::Duration::days(EXECUTION_TTL_DAYS),
         };
         let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];

@@ -9,11 +9,14 @@ pub mod ports;
 pub use error::{BusError, ConversationError, ModelError, QueueError, StoreError};
 pub use ports::*;
 
-pub mod context;
+mod context;
 pub mod executor;
 pub mod handoff;
 pub mod router;
+mod router_agent;
+mod supervisor;
 mod system_tools;
+mod toolbox;
 mod webhook_tools;
 
 pub use executor::{ExecError, ExecOutcome, Executor};

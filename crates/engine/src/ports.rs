@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use switchboard_domain::message::{ContentBlock, Message};
 use switchboard_domain::{
     Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ModelConfig, OutboundEvent, Session, SessionId, Skill,
-    TenantId, TokenUsage, Tool, ToolId, Trigger, TriggerId, WebhookHandler,
+    SkillId, TenantId, TokenUsage, Tool, ToolId, Trigger, TriggerId, WebhookHandler,
 };
 
 use crate::error::{BusError, ConversationError, ModelError, QueueError, StoreError};
@@ -37,6 +37,8 @@ pub trait ConfigStore: Send + Sync {
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError>;
     /// A custom tool of the tenant.
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError>;
+    /// A skill of the tenant.
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError>;
     /// Active triggers for `event_type`, already in evaluation order (priority, then id).
     async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError>;
 }

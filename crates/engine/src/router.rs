@@ -76,7 +76,22 @@ impl Router {
         if let Some(latest) = self.sessions.latest_session(&d.tenant_id, &d.conversation_id).await?
             && latest.is_human_owned()
         {
-            debug!(session_id = %latest.session_id, "conversation owned by a human; not routed");
+            // No trigger is consulted and no agent will answer; the item still goes through the
+            // conversation's queue group so that the message joins the session transcript in
+            // order (an agent the conversation is handed back to sees it) with a skip record.
+            debug!(session_id = %latest.session_id, "conversation owned by a human; recorded, not answered");
+            let item = WorkItem {
+                tenant_id: d.tenant_id.clone(),
+                source_id: event.id.clone(),
+                conversation_id: d.conversation_id.clone(),
+                message_id: d.message_id.clone(),
+                text: d.text.clone(),
+                trigger_id: None,
+                agent_id: latest.agent_id,
+                continuation: false,
+                detail: event.raw_detail.clone(),
+            };
+            self.queue.enqueue(&item, &event.id).await?;
             return Ok(RouteOutcome::HumanOwned { session_id: latest.session_id });
         }
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;

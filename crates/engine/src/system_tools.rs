@@ -7,7 +7,8 @@ use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::{MAX_HANDOFF_DEPTH, MAX_MEMORY_KEYS, MAX_MEMORY_VALUE_BYTES, MAX_REPLY_TEXT_BYTES};
 use switchboard_domain::{
-    Action, AgentId, AgentStatus, HandoffContext, HandoffTarget, OutboundEvent, Session, SessionStatus, SystemTool,
+    Action, AgentId, AgentStatus, HandoffContext, HandoffTarget, OutboundEvent, Priority, Session, SessionStatus,
+    SystemTool,
 };
 
 use crate::error::{BusError, ConversationError, StoreError};
@@ -82,31 +83,13 @@ struct HandoffToHuman {
     priority: Option<Priority>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
-enum Priority {
-    Low,
-    Normal,
-    High,
-    Urgent,
-}
-
-impl Priority {
-    fn as_str(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-            Priority::Urgent => "urgent",
-        }
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct HandoffToAgent {
     agent_id: String,
     reason: String,
+    #[serde(default)]
+    summary: Option<String>,
     #[serde(default)]
     context: Option<serde_json::Value>,
 }
@@ -180,7 +163,13 @@ pub(crate) async fn run(
         },
         SystemTool::HandoffToAgent => match args::<HandoffToAgent>(tool, input) {
             Err(e) => e,
-            Ok(a) => handoff_to_agent(deps, item, state, a, key).await?,
+            Ok(a) => match a.agent_id.parse::<AgentId>() {
+                Err(_) => error(format!("'{}' is not an agent id", a.agent_id)),
+                Ok(target) => {
+                    let handoff = AgentHandoff { target, reason: a.reason, summary: a.summary, context: a.context };
+                    handoff_to_agent(deps, item, state, handoff, key).await?
+                }
+            },
         },
         SystemTool::TriggerFlow => match args::<TriggerFlow>(tool, input) {
             Err(e) => e,
@@ -311,11 +300,21 @@ pub(crate) async fn handoff_to_human(
     Ok(())
 }
 
-async fn handoff_to_agent(
+/// An agent-to-agent handoff from inside a turn (the tool, or a router's pick).
+pub(crate) struct AgentHandoff {
+    pub target: AgentId,
+    pub reason: String,
+    pub summary: Option<String>,
+    pub context: Option<serde_json::Value>,
+}
+
+/// Starts the target's session (committed with the turn), queues the continuation that lets it
+/// answer the same message, and hands the current session off.
+pub(crate) async fn handoff_to_agent(
     deps: &Deps,
     item: &WorkItem,
     state: &mut TurnState,
-    a: HandoffToAgent,
+    a: AgentHandoff,
     key: &str,
 ) -> Result<ToolOutcome, ToolFault> {
     let from = &state.session;
@@ -324,9 +323,7 @@ async fn handoff_to_agent(
             "no further handoffs: depth {MAX_HANDOFF_DEPTH} reached; hand off to a human or end"
         )));
     }
-    let Ok(target_id) = a.agent_id.parse::<AgentId>() else {
-        return Ok(error(format!("'{}' is not an agent id", a.agent_id)));
-    };
+    let target_id = a.target;
     if target_id == from.agent_id {
         return Ok(error("cannot hand off to the agent that is already answering"));
     }
@@ -345,6 +342,7 @@ async fn handoff_to_agent(
         from_session_id: from.session_id,
         reason: a.reason.clone(),
         relevant_info: a.context.unwrap_or(serde_json::Value::Null),
+        summary: a.summary,
     });
 
     // The continuation is queued before the turn commits; if the commit never happens, the

@@ -1,0 +1,548 @@
+//! The multi-agent patterns — steps, skills, supervisor, router — and the human handoff
+//! lifecycle, run by the engine against the real embedded adapters with the scripted model (a
+//! deterministic test double). A recording wrapper keeps every model request, so each test
+//! asserts the exact sequence of model calls as well as the tool calls, sessions and events.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use switchboard_domain::{
+    ExecutionRecord, ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionStatus, TenantId,
+};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{
+    ConversationLog, ExecOutcome, Executor, HandoffTo, Model, ModelError, ModelRequest, ModelResponse, SessionStore,
+    SystemClock, WorkItem,
+};
+
+const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
+const BILLING: &str = "01JD0000PAYMENTS0AGENT0002";
+const SHIPPING: &str = "01JD0000SH1PP1NG0AGENT0003";
+const POLICIES: &str = "01JD0000SK1110P011C1ES0001";
+const RETURNS: &str = "01JD0000SK1110RETVRNS00002";
+
+/// One model request as the engine made it.
+#[derive(Debug, Clone)]
+struct Call {
+    system: String,
+    tools: Vec<String>,
+    messages: Vec<String>,
+}
+
+impl Call {
+    fn offers(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t == tool)
+    }
+}
+
+/// Wraps the scripted model and keeps every request.
+struct Recording {
+    inner: ScriptedModel,
+    calls: Mutex<Vec<Call>>,
+}
+
+#[async_trait]
+impl Model for Recording {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.calls.lock().unwrap().push(Call {
+            system: request.system.clone(),
+            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+            messages: request.messages.iter().map(|m| m.text()).collect(),
+        });
+        self.inner.converse(request).await
+    }
+}
+
+struct World {
+    embedded: Embedded,
+    model: Arc<Recording>,
+    tenant: TenantId,
+    _dir: tempfile::TempDir,
+    n: u32,
+}
+
+fn agent(id: &str, name: &str, prompt: &str, extra: Value) -> Value {
+    let mut a = json!({ "agentId": id, "name": name, "systemPrompt": prompt, "model": "test-model",
+                        "tools": ["send_message", "handoff_to_human", "handoff_to_agent", "set_context"] });
+    if let (Some(a), Value::Object(extra)) = (a.as_object_mut(), extra) {
+        a.extend(extra);
+    }
+    a
+}
+
+fn bundle(agents: Vec<Value>, skills: Vec<Value>, entry: &str) -> String {
+    json!({ "tenantId": "t-1", "name": "Patterns", "agents": agents, "skills": skills,
+            "triggers": [ { "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": entry,
+                            "eventType": "message.new", "priority": 1, "conditions": {} } ] })
+    .to_string()
+}
+
+impl World {
+    async fn new(bundle_json: &str, script: Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = ScriptedModel::from_json(&script.to_string()).unwrap();
+        let model = Arc::new(Recording { inner, calls: Mutex::new(vec![]) });
+        let embedded =
+            Embedded::open(dir.path(), model.clone(), Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
+        Bundle::parse(bundle_json, &SystemClock).unwrap().install(&embedded.store).await.unwrap();
+        Self { embedded, model, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }
+    }
+
+    async fn say(&mut self, text: &str) -> Vec<ExecutionRecord> {
+        self.n += 1;
+        let event = InboundEvent::parse(&json!({
+            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "t-1", "conversationId": "c-1", "messageId": format!("m-{}", self.n),
+                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                        "message": {"direction": "inbound", "text": text} }
+        }))
+        .unwrap();
+        self.embedded.ingest(&event).await.unwrap();
+        self.drain(&self.embedded.executor.clone()).await
+    }
+
+    async fn drain(&self, executor: &Executor) -> Vec<ExecutionRecord> {
+        let mut records = vec![];
+        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
+            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+            match executor.execute(&item).await.unwrap() {
+                ExecOutcome::Recorded(r) => records.push(*r),
+                other => panic!("expected a new record, got {other:?}"),
+            }
+            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
+        }
+        records
+    }
+
+    /// Model requests made since the last call of `take_calls`.
+    fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.model.calls.lock().unwrap())
+    }
+
+    async fn replies(&self) -> Vec<String> {
+        let log = self.embedded.store.messages(&self.tenant, "c-1", 100).await.unwrap();
+        log.into_iter().filter(|m| m.direction == "outbound").map(|m| m.text).collect()
+    }
+
+    async fn events(&self) -> Vec<OutboundEvent> {
+        self.embedded.store.events(&self.tenant, 0, 100).await.unwrap().into_iter().map(|(_, e)| e).collect()
+    }
+
+    async fn sessions(&self) -> Vec<Session> {
+        self.embedded.store.sessions_for_conversation(&self.tenant, "c-1").await.unwrap()
+    }
+
+    async fn session(&self) -> Session {
+        self.embedded.store.latest_session(&self.tenant, "c-1").await.unwrap().unwrap()
+    }
+}
+
+fn tool_names(r: &ExecutionRecord) -> Vec<&str> {
+    r.tool_calls.iter().map(|c| c.name.as_str()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+fn stepped_agent() -> Value {
+    agent(
+        FRONT,
+        "Returns desk",
+        "You run the returns desk.",
+        json!({ "tools": ["send_message", "set_context", "handoff_to_human"], "steps": [
+            { "stepId": "greet", "name": "Greet", "systemPrompt": "Greet the customer and ask what they need.",
+              "tools": ["send_message"], "transitionTools": ["collect"], "isInitial": true },
+            { "stepId": "collect", "name": "Collect", "systemPrompt": "Collect the order number.",
+              "tools": ["send_message", "set_context"], "transitionTools": ["done"] },
+            { "stepId": "done", "name": "Done", "systemPrompt": "Confirm the return and say goodbye.",
+              "tools": ["send_message"], "isFinal": true }
+        ] }),
+    )
+}
+
+#[tokio::test]
+async fn a_stepped_agent_moves_only_along_declared_edges_and_its_final_step_ends_the_conversation() {
+    let script = json!({ "rules": [
+        { "when": { "systemContains": "Current step: Greet", "afterTool": "transition_to_done" },
+          "then": { "text": "Let us start with your order first." } },
+        { "when": { "systemContains": "Current step: Greet", "userText": { "contains": "skip" } },
+          "then": { "toolCalls": [ { "name": "transition_to_done", "input": {} } ] } },
+        { "when": { "systemContains": "Current step: Greet", "userText": { "contains": "return" } },
+          "then": { "toolCalls": [ { "name": "transition_to_collect", "input": { "reason": "wants a return" } } ] } },
+        { "when": { "systemContains": "Current step: Collect", "afterTool": "transition_to_collect" },
+          "then": { "text": "What is the order number?" } },
+        { "when": { "systemContains": "Current step: Collect", "afterTool": "set_context" },
+          "then": { "toolCalls": [ { "name": "transition_to_done", "input": {} } ] } },
+        { "when": { "systemContains": "Current step: Collect" },
+          "then": { "toolCalls": [ { "name": "set_context", "input": { "key": "order", "value": "4711" } } ] } },
+        { "when": { "systemContains": "Current step: Done", "afterTool": "transition_to_done" },
+          "then": { "toolCalls": [ { "name": "send_message", "input": { "text": "Return booked. Goodbye!" } },
+                                   { "name": "end_conversation", "input": { "summary": "return booked" } } ] } }
+    ] });
+    let mut w = World::new(&bundle(vec![stepped_agent()], vec![], FRONT), script).await;
+
+    // A transition the step does not declare is refused and fed back to the model.
+    let r = w.say("skip everything").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].offers("transition_to_collect") && !calls[0].offers("transition_to_done"));
+    assert!(!calls[0].offers("set_context"), "greet offers only its own tools");
+    assert_eq!(tool_names(&r[0]), ["transition_to_done"]);
+    assert!(r[0].tool_calls[0].is_error);
+    assert!(r[0].tool_calls[0].output["error"].as_str().unwrap().contains("cannot move to 'done'"));
+    assert_eq!(w.session().await.current_step, None, "still in the initial step");
+
+    // Greet → Collect within one turn: the second call already has the new step's prompt and tools.
+    let r = w.say("I want a return").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].system.contains("Current step: Greet") && calls[1].system.contains("Current step: Collect"));
+    assert_eq!(calls[1].tools, ["send_message", "set_context", "transition_to_done"]);
+    assert_eq!(tool_names(&r[0]), ["transition_to_collect"]);
+    assert_eq!(w.session().await.current_step.as_deref(), Some("collect"));
+
+    // Collect → Done; the final step offers end_conversation although the agent does not list it.
+    let r = w.say("order 4711").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 3);
+    assert!(!calls[1].offers("end_conversation"));
+    assert!(calls[2].system.contains("Current step: Done") && calls[2].offers("end_conversation"));
+    assert_eq!(tool_names(&r[0]), ["set_context", "transition_to_done", "send_message", "end_conversation"]);
+    assert_eq!(r[0].status, ExecutionStatus::Ended);
+    let s = w.session().await;
+    assert_eq!((s.status, s.current_step.as_deref()), (SessionStatus::Completed, Some("done")));
+    assert_eq!(s.memory["order"], json!("4711"));
+    assert_eq!(
+        w.replies().await,
+        ["Let us start with your order first.", "What is the order number?", "Return booked. Goodbye!"]
+    );
+    assert!(w.events().await.iter().any(|e| e.detail_type == "session.ended"));
+}
+
+#[tokio::test]
+async fn a_bundle_with_a_broken_step_graph_is_refused_with_pointers() {
+    let mut a = stepped_agent();
+    a["steps"][1]["transitionTools"] = json!(["nowhere"]);
+    a["steps"][0]["isInitial"] = json!(false);
+    let errors = Bundle::parse(&bundle(vec![a], vec![], FRONT), &SystemClock).unwrap_err();
+    let pointers: Vec<_> = errors.0.iter().map(|e| e.pointer.as_str()).collect();
+    assert_eq!(pointers, ["/agents/0/steps/1/transitionTools/0", "/agents/0/steps"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Skills
+
+fn skills() -> Vec<Value> {
+    vec![
+        json!({ "skillId": POLICIES, "name": "policies", "description": "Store policies",
+                "prompt": "Policies: be generous." }),
+        json!({ "skillId": RETURNS, "name": "returns", "description": "How returns work",
+                "prompt": "Returns are free within 30 days.", "parentSkill": POLICIES, "tools": ["trigger_flow"] }),
+    ]
+}
+
+#[tokio::test]
+async fn loading_a_skill_loads_its_parent_first_and_keeps_both_for_the_rest_of_the_session() {
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "load_skill", "systemContains": "## Skill: returns" },
+          "then": { "text": "Returns are free within 30 days." } },
+        { "when": { "afterTool": "load_skill" }, "then": { "text": "I could not load that." } },
+        { "when": { "userText": { "contains": "bogus" } },
+          "then": { "toolCalls": [ { "name": "load_skill", "input": { "name": "astrology" } } ] } },
+        { "when": { "userText": { "contains": "return" } },
+          "then": { "toolCalls": [ { "name": "load_skill", "input": { "name": "returns" } } ] } },
+        { "then": { "text": "Anything else?" } }
+    ] });
+    let front = agent(FRONT, "Front", "You are the front desk.", json!({ "skills": [POLICIES, RETURNS] }));
+    let mut w = World::new(&bundle(vec![front], skills(), FRONT), script).await;
+
+    let r = w.say("bogus skill please").await;
+    w.take_calls();
+    assert!(r[0].tool_calls[0].is_error);
+    assert!(r[0].tool_calls[0].output["error"].as_str().unwrap().contains("available: policies, returns"));
+    assert!(w.session().await.loaded_skills.is_empty());
+
+    let r = w.say("how do returns work?").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].offers("load_skill") && !calls[0].offers("trigger_flow"));
+    assert!(!calls[0].system.contains("## Skill:"));
+    let (policies, returns) =
+        (calls[1].system.find("## Skill: policies").unwrap(), calls[1].system.find("## Skill: returns").unwrap());
+    assert!(policies < returns, "the parent's prompt comes first");
+    assert!(calls[1].offers("trigger_flow"), "the skill's tools are offered from the next call on");
+    assert_eq!(r[0].tool_calls[0].output, json!({ "loaded": ["policies", "returns"], "tools": ["trigger_flow"] }));
+    let s = w.session().await;
+    assert_eq!(s.loaded_skills.iter().map(|i| i.to_string()).collect::<Vec<_>>(), [POLICIES, RETURNS]);
+
+    // The next turn starts with both skills loaded.
+    w.say("thanks").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0].system.contains("## Skill: returns") && calls[0].offers("trigger_flow"));
+    assert_eq!(w.replies().await, ["I could not load that.", "Returns are free within 30 days.", "Anything else?"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Supervisor
+
+fn supervisor_bundle() -> String {
+    let sup = agent(
+        FRONT,
+        "Concierge",
+        "You supervise specialists.",
+        json!({ "type": "supervisor", "subAgents": [BILLING, SHIPPING], "tools": ["send_message"] }),
+    );
+    let billing =
+        agent(BILLING, "Billing", "You are the billing specialist.", json!({ "description": "Refunds and invoices." }));
+    let shipping = agent(SHIPPING, "Shipping", "You are the shipping specialist.", json!({}));
+    bundle(vec![sup, billing, shipping], vec![], FRONT)
+}
+
+fn supervisor_script() -> Value {
+    json!({ "rules": [
+        { "when": { "systemContains": "billing specialist" }, "then": { "text": "Refund of 20 EUR issued." } },
+        { "when": { "systemContains": "shipping specialist" }, "then": { "text": "The parcel arrives Monday." } },
+        { "when": { "afterTool": "ask_shipping" }, "then": { "text": "Summary: {{toolResult}}" } },
+        { "then": { "toolCalls": [
+            { "name": "ask_billing", "input": { "task": "Refund order 4711", "context": { "order": "4711" } } },
+            { "name": "ask_shipping", "input": { "task": "Where is order 4711?" } } ] } }
+    ] })
+}
+
+#[tokio::test]
+async fn a_supervisor_calls_its_sub_agents_as_tools_in_isolated_contexts_and_records_them_as_children() {
+    let mut w = World::new(&supervisor_bundle(), supervisor_script()).await;
+    let r = w.say("refund my order and tell me where it is").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 4, "supervisor, two sub-agents, supervisor");
+    assert_eq!(calls[0].tools, ["send_message", "ask_billing", "ask_shipping"]);
+    // Each sub-agent sees only its task (and the context passed), never the conversation.
+    let sub_calls: Vec<&Call> = calls[1..3].iter().collect();
+    for c in &sub_calls {
+        assert_eq!(c.messages.len(), 1);
+        assert!(!c.messages[0].contains("refund my order"));
+        assert!(c.tools.is_empty(), "a sub-agent gets its webhook tools only");
+    }
+    assert!(sub_calls.iter().any(|c| c.messages[0] == "Refund order 4711\n\nContext: {\"order\":\"4711\"}"));
+
+    let record = &r[0];
+    assert_eq!(record.status, ExecutionStatus::Success);
+    let children: Vec<(String, Option<&str>)> =
+        record.children.iter().map(|c| (c.agent_id.to_string(), c.result.as_deref())).collect();
+    assert_eq!(
+        children,
+        [
+            (BILLING.to_owned(), Some("Refund of 20 EUR issued.")),
+            (SHIPPING.to_owned(), Some("The parcel arrives Monday."))
+        ]
+    );
+    let own: u64 = record.model_calls.iter().map(|m| m.usage.total()).sum();
+    let theirs: u64 = record.children.iter().map(|c| c.token_usage.total()).sum();
+    assert!(theirs > 0);
+    assert_eq!(record.token_usage.total(), own + theirs, "children's tokens count in the supervisor's total");
+    assert_eq!(
+        w.replies().await,
+        [
+            r#"Summary: {"agent":"Billing","result":"Refund of 20 EUR issued."}; {"agent":"Shipping","result":"The parcel arrives Monday."}"#
+        ]
+    );
+    assert_eq!(w.sessions().await.len(), 1, "sub-agents do not take the conversation");
+}
+
+/// Holds the first sub-agent's answer until the second has answered: if the calls ran one after
+/// the other the first would wait forever (the test's timeout then fails it); run concurrently,
+/// they finish in the reverse order and each result must still reach its own call.
+struct ReverseOrder {
+    inner: ScriptedModel,
+    second_done: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl Model for ReverseOrder {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if request.system.contains("billing specialist") {
+            self.second_done.notified().await;
+        }
+        let response = self.inner.converse(request).await;
+        if request.system.contains("shipping specialist") {
+            self.second_done.notify_one();
+        }
+        response
+    }
+}
+
+#[tokio::test]
+async fn sub_agent_calls_of_one_turn_run_concurrently_and_results_match_their_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ReverseOrder {
+        inner: ScriptedModel::from_json(&supervisor_script().to_string()).unwrap(),
+        second_done: tokio::sync::Notify::new(),
+    });
+    let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
+    Bundle::parse(&supervisor_bundle(), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
+    let event = InboundEvent::parse(&json!({
+        "id": "evt-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "t-1", "conversationId": "c-1", "messageId": "m-1",
+                    "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                    "message": {"direction": "inbound", "text": "both please"} }
+    }))
+    .unwrap();
+    embedded.ingest(&event).await.unwrap();
+    let d = embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), embedded.executor.execute(&item))
+        .await
+        .expect("sub-agent calls ran one after the other")
+        .unwrap();
+    let ExecOutcome::Recorded(record) = outcome else { panic!("{outcome:?}") };
+    let by_call: Vec<(&str, &str)> =
+        record.tool_calls.iter().map(|c| (c.name.as_str(), c.output["result"].as_str().unwrap())).collect();
+    assert_eq!(by_call, [("ask_billing", "Refund of 20 EUR issued."), ("ask_shipping", "The parcel arrives Monday.")]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Router
+
+fn router_bundle() -> String {
+    let router = agent(
+        FRONT,
+        "Router",
+        "You route customers.",
+        json!({ "type": "router", "subAgents": [BILLING, SHIPPING], "defaultAgentId": SHIPPING }),
+    );
+    let billing = agent(BILLING, "Billing", "You are the billing specialist.", json!({ "description": "Invoices." }));
+    let shipping =
+        agent(SHIPPING, "Shipping", "You are the shipping specialist.", json!({ "description": "Parcels." }));
+    bundle(vec![router, billing, shipping], vec![], FRONT)
+}
+
+fn router_script() -> Value {
+    json!({ "rules": [
+        { "when": { "systemContains": "billing specialist" }, "then": { "text": "Billing here." } },
+        { "when": { "systemContains": "shipping specialist" }, "then": { "text": "Shipping here." } },
+        { "when": { "userText": { "contains": "invoice" } },
+          "then": { "toolCalls": [ { "name": "choose_agent", "input": { "agentId": BILLING, "reason": "invoice" } } ] } },
+        { "when": { "userText": { "contains": "mystery" } },
+          "then": { "toolCalls": [ { "name": "choose_agent", "input": { "agentId": "01JD0000NKN0WN0AGENT000009" } } ] } },
+        { "then": { "text": "I am not sure." } }
+    ] })
+}
+
+#[tokio::test]
+async fn a_router_classifies_once_and_the_chosen_agent_keeps_the_conversation() {
+    let mut w = World::new(&router_bundle(), router_script()).await;
+    let r = w.say("my invoice is wrong").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 2, "one classification, then the chosen agent");
+    assert_eq!(calls[0].tools, ["choose_agent"]);
+    assert!(calls[0].system.contains(&format!("- {BILLING} (Billing): Invoices.")));
+    assert!(calls[1].system.contains("billing specialist"));
+    assert_eq!((r[0].agent_id.to_string(), r[0].status), (FRONT.to_owned(), ExecutionStatus::HandedOff));
+    assert_eq!(tool_names(&r[0]), ["choose_agent"]);
+    assert!(!r[0].tool_calls[0].is_error);
+    assert_eq!((r[1].agent_id.to_string(), r[1].status), (BILLING.to_owned(), ExecutionStatus::Success));
+    let sessions = w.sessions().await;
+    assert_eq!(sessions.len(), 2);
+    let s = w.session().await;
+    assert_eq!(s.agent_id.to_string(), BILLING);
+    assert_eq!(s.parent_session_id, Some(sessions[0].session_id));
+
+    // The next message goes straight to the chosen agent; the router is not asked again.
+    w.say("and another thing").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0].system.contains("billing specialist"));
+    assert_eq!(w.replies().await, ["Billing here.", "Billing here."]);
+}
+
+#[tokio::test]
+async fn an_invalid_pick_or_no_pick_falls_back_to_the_default_agent() {
+    for text in ["a mystery question", "hello"] {
+        let mut w = World::new(&router_bundle(), router_script()).await;
+        let r = w.say(text).await;
+        assert_eq!(r.len(), 2, "{text}");
+        let choice = &r[0].tool_calls[0];
+        assert!(choice.is_error, "{text}: the fallback is marked in the record");
+        assert_eq!(choice.output["agentId"], json!(SHIPPING));
+        assert!(choice.output["fallback"].is_string());
+        assert_eq!(r[1].agent_id.to_string(), SHIPPING);
+        assert_eq!(w.replies().await, ["Shipping here."], "{text}");
+        let s = w.session().await;
+        assert_eq!(s.handoff_context.unwrap().relevant_info["routerFallback"], choice.output["fallback"]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handoffs
+
+#[tokio::test]
+async fn an_agent_handoff_carries_reason_summary_and_memory_into_the_next_agents_prompt() {
+    let script = json!({ "rules": [
+        { "when": { "systemContains": "billing specialist" }, "then": { "text": "Billing here." } },
+        { "when": { "afterTool": "set_context" }, "then": { "toolCalls": [ { "name": "handoff_to_agent",
+            "input": { "agentId": BILLING, "reason": "refund", "summary": "Customer wants 20 EUR back." } } ] } },
+        { "then": { "toolCalls": [ { "name": "set_context", "input": { "key": "order", "value": "4711" } } ] } }
+    ] });
+    let agents = vec![
+        agent(FRONT, "Front", "You are the front desk.", json!({})),
+        agent(BILLING, "Billing", "You are the billing specialist.", json!({})),
+    ];
+    let mut w = World::new(&bundle(agents, vec![], FRONT), script).await;
+    w.say("refund please").await;
+    let calls = w.take_calls();
+    let billing = calls.last().unwrap();
+    assert!(billing.system.contains(&format!("Agent {FRONT} handed this conversation to you. Reason: refund")));
+    assert!(billing.system.contains("Summary so far: Customer wants 20 EUR back."));
+    assert!(billing.system.contains(r#"- order: "4711""#));
+    let s = w.session().await;
+    assert_eq!((s.handoff_depth, s.status), (1, SessionStatus::Active));
+    let parent = w.sessions().await.into_iter().find(|p| Some(p.session_id) == s.parent_session_id).unwrap();
+    assert_eq!(parent.status, SessionStatus::HandedOff);
+}
+
+#[tokio::test]
+async fn a_human_owned_conversation_records_messages_without_replies_then_resumes_with_them() {
+    let script = json!({ "rules": [
+        { "when": { "userText": { "contains": "person" } }, "then": { "toolCalls": [ { "name": "handoff_to_human",
+            "input": { "reason": "asked for a person", "priority": "high" } } ] } },
+        { "then": { "text": "Agent back: {{userText}}" } }
+    ] });
+    let front = agent(FRONT, "Front", "You are the front desk.", json!({}));
+    let mut w = World::new(&bundle(vec![front], vec![], FRONT), script).await;
+    w.say("remember order 4711").await;
+    w.say("I want a person").await;
+    let handoff = w.events().await.into_iter().find(|e| e.detail_type == "session.handoff.human").unwrap();
+    assert_eq!(handoff.detail["priority"], json!("high"));
+    assert_eq!(handoff.detail["reason"], json!("asked for a person"));
+    w.take_calls();
+
+    // While the human owns it: recorded, skipped, no model call, no reply.
+    for text in ["hello? anyone", "my address changed"] {
+        let r = w.say(text).await;
+        assert_eq!(r[0].status, ExecutionStatus::Skipped);
+    }
+    assert!(w.take_calls().is_empty());
+    assert_eq!(w.replies().await, ["Agent back: remember order 4711"]);
+    let human = w.session().await;
+    assert!(human.is_human_owned());
+    assert_eq!(human.transcript.last().unwrap().text(), "my address changed");
+
+    // The operator hands it back; the agent answers the next message with the human-era messages in its history.
+    let done = w
+        .embedded
+        .executor
+        .hand_off(&w.tenant, human.session_id, HandoffTo::Agent(FRONT.parse().unwrap()), "resolved")
+        .await
+        .unwrap();
+    assert!(done.new_session_id.is_some());
+    w.say("thanks").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    let history = &calls[0].messages;
+    let at = |t: &str| history.iter().position(|m| m == t).unwrap_or_else(|| panic!("{t} missing from {history:?}"));
+    assert!(at("hello? anyone") < at("my address changed") && at("my address changed") < at("thanks"));
+    assert_eq!(w.replies().await.last().unwrap(), "Agent back: thanks");
+}

@@ -1,0 +1,136 @@
+//! The router pattern: a `router` agent answers nothing itself. One classification call picks
+//! which of its candidates (`subAgents`) should take the conversation — the model must call
+//! `choose_agent` with one of the listed ids — and the conversation is handed to that agent,
+//! which answers the same message in its own session. An invalid pick (no call, an id that is
+//! not a candidate, a refused request) falls back to the router's `defaultAgentId`.
+
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_domain::message::{ContentBlock, Message};
+use switchboard_domain::{Agent, AgentId, AgentStatus, ExecutionRecord, ToolCallRecord};
+
+use crate::executor::{ExecError, elapsed_ms, model_call_record};
+use crate::ports::{Deps, ModelRequest, ToolSpec};
+
+/// The one tool of the classification call.
+pub(crate) const CHOOSE_AGENT: &str = "choose_agent";
+
+/// The router's decision.
+pub(crate) struct Pick {
+    /// `None` when neither the pick nor the default agent can take the conversation.
+    pub target: Option<AgentId>,
+    pub reason: String,
+    /// Why the model's pick was not used, when the default was.
+    pub fallback: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Choice {
+    agent_id: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Makes the classification call for `messages` (the history window and the new message) and
+/// records it — model call and `choose_agent` call — in `record`.
+pub(crate) async fn classify(
+    deps: &Deps,
+    router: &Agent,
+    messages: Vec<Message>,
+    record: &mut ExecutionRecord,
+    key: &str,
+) -> Result<Pick, ExecError> {
+    let mut candidates = Vec::new();
+    for id in &router.sub_agents {
+        if let Some(a) = deps.config.get_agent(&router.tenant_id, *id).await?
+            && a.status == AgentStatus::Active
+        {
+            candidates.push(a);
+        }
+    }
+    let mut system = router.system_prompt.trim().to_owned();
+    system.push_str("\n\n## Agents you can route to\n");
+    for a in &candidates {
+        let about = if a.description.trim().is_empty() { a.name.as_str() } else { a.description.as_str() };
+        system.push_str(&format!("- {} ({}): {about}\n", a.agent_id, a.name));
+    }
+    system.push_str(&format!("Call {CHOOSE_AGENT} with the id of the agent that should answer this conversation."));
+    let ids: Vec<String> = candidates.iter().map(|a| a.agent_id.to_string()).collect();
+    let request = ModelRequest {
+        model: router.model.clone(),
+        system,
+        messages,
+        tools: vec![ToolSpec {
+            name: CHOOSE_AGENT.to_owned(),
+            description: "Pick the agent that should take this conversation.".to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "agentId": { "type": "string", "enum": ids },
+                    "reason": { "type": "string" }
+                },
+                "required": ["agentId"],
+                "additionalProperties": false
+            }),
+        }],
+        config: router.model_config.clone(),
+    };
+    let started = Instant::now();
+    record.iterations = 1;
+    let (tool_use_id, input, verdict) = match deps.model.converse(&request).await {
+        Err(e) if e.retryable() => {
+            return Err(ExecError::new(switchboard_domain::ErrorKind::Model, e.to_string(), true));
+        }
+        Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {e}"))),
+        Ok(response) => {
+            record.token_usage.add(response.usage);
+            record.model_calls.push(model_call_record(&response, started));
+            let call = response.content.iter().find_map(|b| match b {
+                ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENT => {
+                    Some((tool_use_id.clone(), input.clone()))
+                }
+                _ => None,
+            });
+            match call {
+                None => (String::new(), Value::Null, Err(format!("the model did not call {CHOOSE_AGENT}"))),
+                Some((id, input)) => {
+                    let verdict = match serde_json::from_value::<Choice>(input.clone()) {
+                        Err(e) => Err(format!("invalid {CHOOSE_AGENT} arguments: {e}")),
+                        Ok(c) => match candidates.iter().find(|a| a.agent_id.to_string() == c.agent_id) {
+                            Some(a) => Ok((a.agent_id, c.reason.unwrap_or_else(|| format!("routed to {}", a.name)))),
+                            None => Err(format!("'{}' is not one of the candidates", c.agent_id)),
+                        },
+                    };
+                    (id, input, verdict)
+                }
+            }
+        }
+    };
+    let default = router.default_agent_id.filter(|d| candidates.iter().any(|a| a.agent_id == *d));
+    let pick = match verdict {
+        Ok((target, reason)) => Pick { target: Some(target), reason, fallback: None },
+        Err(why) => {
+            tracing::warn!(router = %router.agent_id, %why, "router pick invalid; using the default agent");
+            Pick { target: default, reason: format!("router fallback: {why}"), fallback: Some(why) }
+        }
+    };
+    let output = match (&pick.target, &pick.fallback) {
+        (Some(t), None) => json!({ "agentId": t }),
+        (Some(t), Some(why)) => json!({ "agentId": t, "fallback": why }),
+        (None, _) => json!({ "error": "no valid pick and the default agent is not active" }),
+    };
+    record.tool_calls.push(ToolCallRecord {
+        tool_use_id,
+        name: CHOOSE_AGENT.to_owned(),
+        input,
+        is_error: pick.fallback.is_some(),
+        output,
+        idempotency_key: key.to_owned(),
+        latency_ms: elapsed_ms(started),
+        webhook: None,
+    });
+    Ok(pick)
+}

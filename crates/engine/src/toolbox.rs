@@ -1,0 +1,275 @@
+//! The tools one model call is offered and what a called name resolves to. Besides the system
+//! tools and the tenant's webhook tools, the engine generates tools for the multi-agent
+//! patterns: `transition_to_<stepId>` for each edge of the current step, `load_skill` for an
+//! agent with skills (plus the tools of the skills it loaded), and `ask_<name>` for each of a
+//! supervisor's sub-agents. The toolbox is rebuilt whenever a call changes it (a transition, a
+//! loaded skill), so the next model call in the same turn sees the new set.
+
+use serde_json::{Value, json};
+use switchboard_domain::agent::transition_tool_name;
+use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
+use switchboard_domain::tool::LOAD_SKILL;
+use switchboard_domain::{Agent, AgentStatus, AgentStep, AgentType, Session, Skill, SystemTool, Tool, TriggerStatus};
+
+use crate::error::StoreError;
+use crate::ports::{Deps, ToolSpec};
+use crate::system_tools::ToolOutcome;
+
+/// What a tool name the model called stands for.
+pub(crate) enum Resolved<'a> {
+    System(SystemTool),
+    Custom(&'a Tool),
+    /// A declared edge of the current step, to this step.
+    Transition(&'a AgentStep),
+    LoadSkill,
+    SubAgent(&'a Agent),
+    /// `transition_to_…` along an edge the current step does not declare.
+    RefusedTransition(String),
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Toolbox {
+    pub system: Vec<SystemTool>,
+    pub custom: Vec<Tool>,
+    /// The step the session is in, for stepped agents.
+    pub step: Option<AgentStep>,
+    /// The steps the current one may move to.
+    pub transitions: Vec<AgentStep>,
+    /// The agent's active skills, loadable by name.
+    pub skills: Vec<Skill>,
+    /// Skills the session has loaded, in load order.
+    pub loaded: Vec<Skill>,
+    /// A supervisor's active sub-agents with the tool name each is called by.
+    pub sub_agents: Vec<(String, Agent)>,
+}
+
+impl Toolbox {
+    /// The tools `agent` has in `session` right now.
+    pub async fn build(deps: &Deps, agent: &Agent, session: &Session) -> Result<Self, StoreError> {
+        let tenant = &agent.tenant_id;
+        let step = agent.step(session.current_step.as_deref()).cloned();
+        let mut names: Vec<String> = match &step {
+            Some(s) => s.tools.clone(),
+            None => agent.tools.clone(),
+        };
+        // A final step may always end the conversation: that is what makes it final.
+        if step.as_ref().is_some_and(|s| s.is_final) {
+            names.push(SystemTool::EndConversation.name().to_owned());
+        }
+        let mut loaded = Vec::new();
+        for id in &session.loaded_skills {
+            match deps.config.get_skill(tenant, *id).await? {
+                Some(s) if s.status == TriggerStatus::Active => {
+                    names.extend(s.tools.iter().cloned());
+                    loaded.push(s);
+                }
+                _ => tracing::warn!(skill_id = %id, "a loaded skill is missing or inactive; its tools are withheld"),
+            }
+        }
+        let mut unique = std::collections::HashSet::new();
+        names.retain(|n| unique.insert(n.clone()));
+
+        let system = SystemTool::ALL
+            .into_iter()
+            .filter(|t| names.iter().any(|n| n == t.name()))
+            .filter(|t| !(session.handoff_depth >= MAX_HANDOFF_DEPTH && *t == SystemTool::HandoffToAgent))
+            .collect();
+        let mut custom = Vec::new();
+        for id in names.iter().filter_map(|t| t.parse::<switchboard_domain::ToolId>().ok()) {
+            match deps.config.get_tool(tenant, id).await? {
+                Some(t) if t.status == TriggerStatus::Active => custom.push(t),
+                _ => tracing::warn!(agent_id = %agent.agent_id, tool_id = %id, "a listed tool is missing or inactive"),
+            }
+        }
+        let transitions = step
+            .iter()
+            .flat_map(|s| &s.transition_tools)
+            .filter_map(|id| agent.steps.iter().find(|s| &s.step_id == id).cloned())
+            .collect();
+        let mut skills = Vec::new();
+        for id in &agent.skills {
+            match deps.config.get_skill(tenant, *id).await? {
+                Some(s) if s.status == TriggerStatus::Active => skills.push(s),
+                _ => {
+                    tracing::warn!(agent_id = %agent.agent_id, skill_id = %id, "a listed skill is missing or inactive")
+                }
+            }
+        }
+        let mut sub_agents: Vec<(String, Agent)> = Vec::new();
+        if agent.agent_type == AgentType::Supervisor {
+            for id in &agent.sub_agents {
+                match deps.config.get_agent(tenant, *id).await? {
+                    Some(a) if a.status == AgentStatus::Active => {
+                        let base = a.as_sub_agent_tool_name();
+                        let mut name = base.clone();
+                        let mut n = 2;
+                        while sub_agents.iter().any(|(taken, _)| *taken == name) {
+                            let suffix = format!("_{n}");
+                            name = format!("{}{suffix}", &base[..base.len().min(64 - suffix.len())]);
+                            n += 1;
+                        }
+                        sub_agents.push((name, a));
+                    }
+                    _ => {
+                        tracing::warn!(agent_id = %agent.agent_id, sub_agent = %id, "a sub-agent is missing or inactive")
+                    }
+                }
+            }
+        }
+        Ok(Self { system, custom, step, transitions, skills, loaded, sub_agents })
+    }
+
+    /// The tool specs for the model, in a stable order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = self
+            .system
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                input_schema: t.parameters(),
+            })
+            .collect();
+        specs.extend(self.custom.iter().map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.parameters.clone(),
+        }));
+        specs.extend(self.transitions.iter().map(|s| ToolSpec {
+            name: transition_tool_name(&s.step_id),
+            description: format!("Move the conversation to the step '{}' when this step's work is done.", s.name),
+            input_schema: json!({
+                "type": "object",
+                "properties": { "reason": { "type": "string", "description": "Why the conversation moves on." } },
+                "additionalProperties": false
+            }),
+        }));
+        if !self.skills.is_empty() {
+            let mut description = String::from(
+                "Load a skill: its instructions and tools stay available for the rest of the conversation. Skills:",
+            );
+            for s in &self.skills {
+                description.push_str(&format!("\n- {}: {}", s.name, s.description));
+            }
+            let names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();
+            specs.push(ToolSpec {
+                name: LOAD_SKILL.to_owned(),
+                description,
+                input_schema: json!({
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "enum": names } },
+                    "required": ["name"],
+                    "additionalProperties": false
+                }),
+            });
+        }
+        specs.extend(self.sub_agents.iter().map(|(name, a)| ToolSpec {
+            name: name.clone(),
+            description: if a.description.trim().is_empty() {
+                format!("Ask the {} agent to do a task and return its answer.", a.name)
+            } else {
+                a.description.clone()
+            },
+            input_schema: sub_agent_schema(),
+        }));
+        specs
+    }
+
+    pub fn resolve(&self, name: &str) -> Resolved<'_> {
+        if let Ok(t) = name.parse::<SystemTool>() {
+            return if self.system.contains(&t) { Resolved::System(t) } else { Resolved::Unknown };
+        }
+        if let Some(t) = self.custom.iter().find(|t| t.name == name) {
+            return Resolved::Custom(t);
+        }
+        if let Some(target) = name.strip_prefix(switchboard_domain::agent::TRANSITION_PREFIX) {
+            if let Some(s) = self.transitions.iter().find(|s| s.step_id == target) {
+                return Resolved::Transition(s);
+            }
+            let from = self.step.as_ref().map_or("(none)", |s| s.step_id.as_str());
+            return Resolved::RefusedTransition(format!(
+                "the step '{from}' cannot move to '{target}'; allowed: {}",
+                if self.transitions.is_empty() {
+                    "none".to_owned()
+                } else {
+                    self.transitions.iter().map(|s| s.step_id.as_str()).collect::<Vec<_>>().join(", ")
+                }
+            ));
+        }
+        if name == LOAD_SKILL && !self.skills.is_empty() {
+            return Resolved::LoadSkill;
+        }
+        if let Some((_, a)) = self.sub_agents.iter().find(|(n, _)| n == name) {
+            return Resolved::SubAgent(a);
+        }
+        Resolved::Unknown
+    }
+}
+
+/// What a supervisor passes to a sub-agent.
+pub(crate) fn sub_agent_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "task": { "type": "string", "description": "What the sub-agent should do, self-contained." },
+            "context": { "type": "object", "description": "Facts the sub-agent needs; it sees nothing else." }
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    })
+}
+
+/// Deepest chain of parent skills followed when loading one.
+const MAX_SKILL_DEPTH: usize = 5;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadSkill {
+    name: String,
+}
+
+/// `load_skill`: adds the named skill — its parents first, root first — to the session's loaded
+/// skills. Its prompt and tools are in the next model call and every later turn.
+pub(crate) async fn load_skill(
+    deps: &Deps,
+    tools: &Toolbox,
+    session: &mut Session,
+    input: &Value,
+) -> Result<ToolOutcome, StoreError> {
+    let error = |message: String| ToolOutcome { output: json!({ "error": message }), is_error: true };
+    let name = match serde_json::from_value::<LoadSkill>(input.clone()) {
+        Ok(a) => a.name,
+        Err(e) => return Ok(error(format!("invalid arguments for {LOAD_SKILL}: {e}"))),
+    };
+    let Some(skill) = tools.skills.iter().find(|s| s.name == name) else {
+        let known: Vec<&str> = tools.skills.iter().map(|s| s.name.as_str()).collect();
+        return Ok(error(format!("no skill '{name}'; available: {}", known.join(", "))));
+    };
+    let mut chain = vec![skill.clone()];
+    while let Some(parent_id) = chain.last().and_then(|s| s.parent_skill) {
+        if chain.len() > MAX_SKILL_DEPTH || chain.iter().any(|s| s.skill_id == parent_id) {
+            return Ok(error(format!("the skill '{name}' has a parent chain that is too deep or circular")));
+        }
+        match deps.config.get_skill(&session.tenant_id, parent_id).await? {
+            Some(p) if p.status == TriggerStatus::Active => chain.push(p),
+            _ => return Ok(error(format!("the parent skill {parent_id} of '{name}' is not available"))),
+        }
+    }
+    let mut loaded = Vec::new();
+    let mut new_tools = Vec::new();
+    for s in chain.into_iter().rev() {
+        if !session.loaded_skills.contains(&s.skill_id) {
+            session.loaded_skills.push(s.skill_id);
+            loaded.push(s.name.clone());
+            new_tools.extend(s.tools.iter().cloned());
+        }
+    }
+    if loaded.is_empty() {
+        return Ok(ToolOutcome {
+            output: json!({ "loaded": [], "note": format!("'{name}' is already loaded") }),
+            is_error: false,
+        });
+    }
+    Ok(ToolOutcome { output: json!({ "loaded": loaded, "tools": new_tools }), is_error: false })
+}
