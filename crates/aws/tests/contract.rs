@@ -170,6 +170,7 @@ contract!(
     triggers_come_active_and_in_evaluation_order,
     the_queue_groups_by_conversation_and_deduplicates,
     config_writes_are_conditional_on_version_and_list_in_pages,
+    skills_read_back_by_id_only_in_their_tenant,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -619,4 +620,21 @@ async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject)
     assert!(!x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3).await.unwrap());
     assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), None);
     assert_eq!(x.config.get_agent(&t, a.agent_id).await.unwrap(), None);
+}
+
+async fn skills_read_back_by_id_only_in_their_tenant(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    for t in [&t, &other] {
+        assert!(x.config_admin.create_tenant(t, "Tenant").await.unwrap());
+    }
+    let skill: switchboard_domain::Skill = serde_json::from_value(json!({
+        "tenantId": t, "skillId": switchboard_domain::SkillId::generate(), "name": "returns",
+        "description": "How returns work", "prompt": "Returns are free.", "tools": ["trigger_flow"],
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z", "version": 1
+    }))
+    .unwrap();
+    x.config_admin.put_config(&ConfigRecord::Skill(skill.clone()), None).await.unwrap();
+    assert_eq!(x.config.get_skill(&t, skill.skill_id).await.unwrap(), Some(skill.clone()));
+    assert_eq!(x.config.get_skill(&other, skill.skill_id).await.unwrap(), None);
+    assert_eq!(x.config.get_skill(&t, switchboard_domain::SkillId::generate()).await.unwrap(), None);
 }

@@ -546,3 +546,70 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     assert!(at("hello? anyone") < at("my address changed") && at("my address changed") < at("thanks"));
     assert_eq!(w.replies().await.last().unwrap(), "Agent back: thanks");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Failure paths
+
+#[tokio::test]
+async fn a_sub_agent_cannot_use_system_tools_and_its_failures_are_errors_for_the_supervisor() {
+    let script = json!({ "rules": [
+        { "when": { "systemContains": "billing specialist", "afterTool": "send_message" },
+          "then": { "text": "Could not message the customer." } },
+        { "when": { "systemContains": "billing specialist" },
+          "then": { "toolCalls": [ { "name": "send_message", "input": { "text": "Hi customer!" } } ] } },
+        { "when": { "afterTool": "ask_shipping" }, "then": { "text": "Done: {{toolResult}}" } },
+        { "when": { "systemContains": "You supervise" }, "then": { "toolCalls": [
+            { "name": "ask_billing", "input": { "task": "Refund order 4711" } },
+            { "name": "ask_billing", "input": { "context": { "no": "task" } } },
+            { "name": "ask_shipping", "input": { "task": "Where is it?" } } ] } }
+    ] });
+    let mut w = World::new(&supervisor_bundle(), script).await;
+    let r = w.say("help").await;
+    let record = &r[0];
+    // the billing child tried send_message: refused inside the child, never sent
+    let billing = &record.children[0];
+    assert_eq!(billing.tool_calls[0].name, "send_message");
+    assert!(billing.tool_calls[0].is_error);
+    assert_eq!(billing.result.as_deref(), Some("Could not message the customer."));
+    // a call without a task never starts a child
+    assert!(record.tool_calls[1].is_error);
+    assert!(record.tool_calls[1].output["error"].as_str().unwrap().contains("invalid arguments"));
+    // the shipping specialist has no rule in this script: the model refuses, the child fails
+    let shipping = &record.children[1];
+    assert_eq!(shipping.status, ExecutionStatus::Failed);
+    assert!(record.tool_calls[2].is_error);
+    assert_eq!(record.children.len(), 2);
+    assert_eq!(record.status, ExecutionStatus::Success, "the supervisor carries on with the errors");
+    let replies = w.replies().await;
+    assert_eq!(replies.len(), 1);
+    assert!(replies[0].contains("the Shipping agent did not finish"), "{}", replies[0]);
+}
+
+#[tokio::test]
+async fn a_router_whose_pick_and_default_both_fail_records_a_failed_execution() {
+    let mut bundle: Value = serde_json::from_str(&router_bundle()).unwrap();
+    bundle["agents"][2]["status"] = json!("inactive"); // the default, Shipping
+    let mut w = World::new(&bundle.to_string(), router_script()).await;
+    let r = w.say("a mystery question").await;
+    assert_eq!(r.len(), 1, "nobody to hand to");
+    assert_eq!(r[0].status, ExecutionStatus::Failed);
+    assert_eq!(r[0].error.as_ref().unwrap().kind, switchboard_domain::ErrorKind::Config);
+    assert!(w.events().await.iter().any(|e| e.detail_type == "execution.failed"));
+    assert!(w.replies().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_skill_whose_parent_is_inactive_is_not_loaded() {
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "load_skill" }, "then": { "text": "{{toolResult}}" } },
+        { "then": { "toolCalls": [ { "name": "load_skill", "input": { "name": "returns" } } ] } }
+    ] });
+    let mut skills = skills();
+    skills[0]["status"] = json!("inactive");
+    let front = agent(FRONT, "Front", "You are the front desk.", json!({ "skills": [RETURNS] }));
+    let mut w = World::new(&bundle(vec![front], skills, FRONT), script).await;
+    let r = w.say("returns?").await;
+    assert!(r[0].tool_calls[0].is_error);
+    assert!(w.replies().await[0].contains(&format!("the parent skill {POLICIES} of 'returns' is not available")));
+    assert!(w.session().await.loaded_skills.is_empty());
+}
