@@ -62,6 +62,19 @@ impl Message {
     }
 
     /// Whether this turn carries tool results (and so must stay glued to the turn before it).
+    /// The tool calls of an assistant message, in order: `(tool use id, tool name, input)`.
+    pub fn tool_uses(&self) -> Vec<(String, String, serde_json::Value)> {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { tool_use_id, name, input } => {
+                    Some((tool_use_id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn has_tool_results(&self) -> bool {
         self.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }))
     }

@@ -279,16 +279,7 @@ impl Executor {
             record.token_usage.add(response.usage);
             record.model_calls.push(model_call_record(&response, call_started));
             let assistant = Message { role: Role::Assistant, content: response.content };
-            let uses: Vec<(String, String, serde_json::Value)> = assistant
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolUse { tool_use_id, name, input } => {
-                        Some((tool_use_id.clone(), name.clone(), input.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
+            let uses = assistant.tool_uses();
             let final_text = assistant.text();
             request.messages.push(assistant.clone());
             new_messages.push(assistant);

@@ -80,18 +80,7 @@ impl Router {
             // conversation's queue group so that the message joins the session transcript in
             // order (an agent the conversation is handed back to sees it) with a skip record.
             debug!(session_id = %latest.session_id, "conversation owned by a human; recorded, not answered");
-            let item = WorkItem {
-                tenant_id: d.tenant_id.clone(),
-                source_id: event.id.clone(),
-                conversation_id: d.conversation_id.clone(),
-                message_id: d.message_id.clone(),
-                text: d.text.clone(),
-                trigger_id: None,
-                agent_id: latest.agent_id,
-                continuation: false,
-                detail: event.raw_detail.clone(),
-            };
-            self.queue.enqueue(&item, &event.id).await?;
+            self.queue.enqueue(&work_item(event, latest.agent_id, None), &event.id).await?;
             return Ok(RouteOutcome::HumanOwned { session_id: latest.session_id });
         }
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
@@ -101,17 +90,7 @@ impl Router {
             remaining = &remaining[position + 1..];
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let item = WorkItem {
-                        tenant_id: d.tenant_id.clone(),
-                        source_id: event.id.clone(),
-                        conversation_id: d.conversation_id.clone(),
-                        message_id: d.message_id.clone(),
-                        text: d.text.clone(),
-                        trigger_id: Some(trigger.trigger_id),
-                        agent_id: agent.agent_id,
-                        continuation: false,
-                        detail: event.raw_detail.clone(),
-                    };
+                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id));
                     let outcome = self.queue.enqueue(&item, &event.id).await?;
                     return Ok(RouteOutcome::Enqueued {
                         trigger_id: trigger.trigger_id,
@@ -127,5 +106,21 @@ impl Router {
             }
         }
         Ok(RouteOutcome::NoMatch)
+    }
+}
+
+/// The work item for `event`, answered by `agent`.
+fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>) -> WorkItem {
+    let d = &event.detail;
+    WorkItem {
+        tenant_id: d.tenant_id.clone(),
+        source_id: event.id.clone(),
+        conversation_id: d.conversation_id.clone(),
+        message_id: d.message_id.clone(),
+        text: d.text.clone(),
+        trigger_id: trigger,
+        agent_id: agent,
+        continuation: false,
+        detail: event.raw_detail.clone(),
     }
 }

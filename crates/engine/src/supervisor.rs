@@ -106,16 +106,7 @@ pub(crate) async fn run(
         child.token_usage.add(response.usage);
         child.model_calls.push(model_call_record(&response, call_started));
         let assistant = Message { role: Role::Assistant, content: response.content };
-        let uses: Vec<(String, String, Value)> = assistant
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::ToolUse { tool_use_id, name, input } => {
-                    Some((tool_use_id.clone(), name.clone(), input.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+        let uses = assistant.tool_uses();
         let answer = assistant.text();
         request.messages.push(assistant);
         if uses.is_empty() {
