@@ -48,7 +48,7 @@ use crate::errors::describe;
 pub const SESSIONS_BY_CONVERSATION: &str = "SessionsByConversation";
 /// How long active triggers are served from memory.
 const TRIGGER_TTL: ChronoDuration = ChronoDuration::seconds(60);
-/// How long an agent is served from memory.
+/// How long an agent, a tool or a skill is served from memory.
 const AGENT_TTL: ChronoDuration = ChronoDuration::minutes(5);
 
 type Item = HashMap<String, AttributeValue>;
@@ -64,6 +64,8 @@ pub enum ConfigWriteError {
 
 type TriggerCache = HashMap<(TenantId, EventType), (DateTime<Utc>, Arc<[Trigger]>)>;
 type AgentCache = HashMap<(TenantId, AgentId), (DateTime<Utc>, Agent)>;
+/// Tools and skills by kind and id; a miss is cached too (an agent may list a deleted tool).
+type RecordCache = HashMap<(TenantId, ConfigKind, String), (DateTime<Utc>, Option<ConfigRecord>)>;
 
 /// The AWS store. Cheap to clone; clones share the caches.
 #[derive(Debug, Clone)]
@@ -73,6 +75,7 @@ pub struct DynamoStore {
     clock: Arc<dyn Clock>,
     triggers: Arc<Mutex<TriggerCache>>,
     agents: Arc<Mutex<AgentCache>>,
+    records: Arc<Mutex<RecordCache>>,
 }
 
 // ---- keys -------------------------------------------------------------------------------------
@@ -241,7 +244,14 @@ enum TxRole {
 
 impl DynamoStore {
     pub fn new(client: Client, names: AwsNames, clock: Arc<dyn Clock>) -> Self {
-        Self { client, names: Arc::new(names), clock, triggers: Arc::default(), agents: Arc::default() }
+        Self {
+            client,
+            names: Arc::new(names),
+            clock,
+            triggers: Arc::default(),
+            agents: Arc::default(),
+            records: Arc::default(),
+        }
     }
 
     pub fn names(&self) -> &AwsNames {
@@ -255,6 +265,30 @@ impl DynamoStore {
         if let Ok(mut cache) = self.agents.lock() {
             cache.retain(|(t, _), _| t != tenant);
         }
+        if let Ok(mut cache) = self.records.lock() {
+            cache.retain(|(t, _, _), _| t != tenant);
+        }
+    }
+
+    /// A tool or skill, served from memory for [`AGENT_TTL`].
+    async fn cached_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: String,
+    ) -> Result<Option<ConfigRecord>, StoreError> {
+        let now = self.clock.now();
+        let k = (tenant.clone(), kind, id);
+        if let Some((_, hit)) =
+            self.records.lock().ok().and_then(|c| c.get(&k).filter(|(at, _)| now - *at < AGENT_TTL).cloned())
+        {
+            return Ok(hit);
+        }
+        let found = self.get_config(tenant, kind, &k.2).await?;
+        if let Ok(mut cache) = self.records.lock() {
+            cache.insert(k, (now, found.clone()));
+        }
+        Ok(found)
     }
 
     async fn get_item(&self, table: &str, key: Item, operation: &str) -> Result<Option<Item>, StoreError> {
@@ -674,14 +708,14 @@ impl ConfigStore for DynamoStore {
     }
 
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
-        match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
+        match self.cached_config(tenant, ConfigKind::Tool, tool.to_string()).await? {
             Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
             _ => Ok(None),
         }
     }
 
     async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError> {
-        match self.get_config(tenant, ConfigKind::Skill, &skill.to_string()).await? {
+        match self.cached_config(tenant, ConfigKind::Skill, skill.to_string()).await? {
             Some(ConfigRecord::Skill(s)) => Ok(Some(s)),
             _ => Ok(None),
         }

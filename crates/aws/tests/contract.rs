@@ -638,3 +638,34 @@ async fn skills_read_back_by_id_only_in_their_tenant(x: &Subject) {
     assert_eq!(x.config.get_skill(&other, skill.skill_id).await.unwrap(), None);
     assert_eq!(x.config.get_skill(&t, switchboard_domain::SkillId::generate()).await.unwrap(), None);
 }
+
+/// AWS only: a container serves agents, tools and skills from memory for five minutes, so a
+/// write made by another container shows once that time has passed (its own writes at once).
+#[tokio::test]
+async fn another_containers_config_writes_show_after_the_cache_ttl() {
+    let clock = ManualClock::new();
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let names = common::provision(&sdk).await;
+    let clients = AwsClients::new(&sdk);
+    let reader = DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone());
+    let writer = DynamoStore::new(clients.dynamodb.clone(), names, clock.clone());
+    let t = tenant("t-1");
+    assert!(writer.create_tenant(&t, "Tenant").await.unwrap());
+    let mut skill: switchboard_domain::Skill = serde_json::from_value(json!({
+        "tenantId": t, "skillId": switchboard_domain::SkillId::generate(), "name": "returns",
+        "description": "How returns work", "prompt": "Returns are free.",
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z", "version": 1
+    }))
+    .unwrap();
+    // a miss is remembered too
+    assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), None);
+    writer.put_config(&ConfigRecord::Skill(skill.clone()), None).await.unwrap();
+    assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), None, "served from memory");
+    clock.advance(chrono::Duration::minutes(5));
+    assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), Some(skill.clone()));
+    skill.prompt = "Returns cost 5 EUR.".into();
+    skill.version = 2;
+    writer.put_config(&ConfigRecord::Skill(skill.clone()), Some(1)).await.unwrap();
+    assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 1);
+    assert_eq!(writer.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 2, "own writes at once");
+}
