@@ -28,7 +28,8 @@ struct Cli {
 enum Command {
     /// Run the embedded profile (one SQLite file, no AWS account) behind the HTTP API.
     Serve(serve::ServeArgs),
-    /// Run the example tenant offline on a fresh temporary data directory and print the result.
+    /// Run an example tenant (`--example`, default `support`) offline on a fresh temporary data
+    /// directory and print what happened.
     Demo(demo::DemoArgs),
     /// Manage tenants in a data directory (works beside a running server).
     #[command(subcommand)]

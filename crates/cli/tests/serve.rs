@@ -296,18 +296,3 @@ fn serve_with_a_data_dir_that_is_a_file_says_so() {
         serve_refuses(&["--data-dir".as_ref(), file.as_os_str(), "--scripted-model".as_ref(), script.as_os_str()]);
     assert!(stderr.contains("--data-dir") && stderr.contains("not-a-dir"), "{stderr}");
 }
-
-#[test]
-fn the_demo_shows_replies_and_a_human_handoff() {
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard")).arg("demo").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("SCRIPTED TEST DOUBLE"));
-    assert!(stdout.contains("agent    › Thanks! Order 1234 shipped yesterday"));
-    assert!(stdout.contains("event session.handoff.human"));
-    assert!(stdout.contains("not routed: a human operator owns this conversation"));
-    assert!(stdout.contains("event session.handoff.agent"));
-    assert!(stdout.contains("0 dead-lettered"));
-    assert!(stdout.contains("↔ webhook order_status") && stdout.contains("HTTP 200"), "{stdout}");
-    assert!(stdout.contains("verified 1 signed webhook call(s), rejected 0"), "{stdout}");
-}

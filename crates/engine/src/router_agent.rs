@@ -113,7 +113,7 @@ pub(crate) async fn classify(
     let pick = match verdict {
         Ok((target, reason)) => Pick { target: Some(target), reason, fallback: None },
         Err(why) => {
-            tracing::warn!(router = %router.agent_id, %why, "router pick invalid; using the default agent");
+            tracing::info!(router = %router.agent_id, %why, "router pick invalid; using the default agent");
             Pick { target: default, reason: format!("router fallback: {why}"), fallback: Some(why) }
         }
     };
