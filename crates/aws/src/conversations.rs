@@ -10,14 +10,11 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use serde::Deserialize;
 use switchboard_domain::TenantId;
 use switchboard_engine::{ConversationError, Conversations, Sent};
 
-/// The SigV4 service name of API Gateway.
-pub const SIGNING_SERVICE: &str = "execute-api";
+use crate::sigv4::{self, EXECUTE_API, UnsignedRequest};
 
 /// Limits of one `send_reply`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +92,8 @@ impl ConversationsApi {
         Ok(url.to_string())
     }
 
-    /// The SigV4 headers (`authorization`, `x-amz-date`, and `x-amz-security-token` with
-    /// temporary credentials) for one attempt.
+    /// The SigV4 headers (`host`, `authorization`, `x-amz-date`, and `x-amz-security-token`
+    /// with temporary credentials) for one attempt.
     async fn signature(
         &self,
         url: &str,
@@ -109,21 +106,9 @@ impl ConversationsApi {
             .provide_credentials()
             .await
             .map_err(|e| ConversationError { message: format!("load AWS credentials: {e}"), retryable: true })?;
-        let identity = credentials.into();
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name(SIGNING_SERVICE)
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| unsigned(format!("signing parameters: {e}")))?
-            .into();
-        let request = SignableRequest::new("POST", url, headers.iter().copied(), SignableBody::Bytes(body))
-            .map_err(|e| unsigned(format!("sign the request: {e}")))?;
-        let (instructions, _) =
-            sign(request, &params).map_err(|e| unsigned(format!("sign the request: {e}")))?.into_parts();
-        Ok(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
+        let request = UnsignedRequest { method: "POST", url, headers, body };
+        sigv4::sign(request, &credentials, &self.region, EXECUTE_API, SystemTime::now())
+            .map_err(|e| unsigned(e.to_string()))
     }
 
     fn backoff(&self, retry: u32) -> Duration {
@@ -145,27 +130,18 @@ impl Conversations for ConversationsApi {
         let url = self.messages_url(conversation_id)?;
         let body = serde_json::to_vec(&serde_json::json!({ "text": text }))
             .map_err(|e| ConversationError { message: format!("encode the reply: {e}"), retryable: false })?;
-        let host = url::Url::parse(&url)
-            .ok()
-            .and_then(|u| u.host_str().map(|h| u.port().map_or_else(|| h.to_owned(), |p| format!("{h}:{p}"))));
-        let host = host.unwrap_or_default();
         let mut last = ConversationError { message: "no attempt made".into(), retryable: true };
         for attempt in 1..=self.limits.max_attempts.max(1) {
             if attempt > 1 {
                 tokio::time::sleep(self.backoff(attempt - 1)).await;
             }
-            // Every header that is sent is signed, the idempotency key included.
-            let headers =
-                [("host", host.as_str()), ("content-type", "application/json"), ("idempotency-key", idempotency_key)];
+            // Every header that is sent is signed, the idempotency key included; the signer adds
+            // the host it signed, so the one sent is the same.
+            let headers = [("content-type", "application/json"), ("idempotency-key", idempotency_key)];
             let signed = self.signature(&url, &headers, &body).await?;
-            let mut request = self
-                .http
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("idempotency-key", idempotency_key)
-                .body(body.clone());
-            for (name, value) in &signed {
-                request = request.header(name.as_str(), value.as_str());
+            let mut request = self.http.post(&url).body(body.clone());
+            for (name, value) in headers.iter().copied().chain(signed.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                request = request.header(name, value);
             }
             let response = match request.send().await {
                 Ok(r) => r,

@@ -1,7 +1,8 @@
 //! The AWS profile's adapters: DynamoDB store, SQS FIFO work queue, EventBridge bus and the
 //! Bedrock Converse model, behind the engine's ports. The only crate that names `aws-sdk-*`;
 //! the engine never sees an SDK type. Also the S3 archive, Secrets Manager reader and the
-//! SigV4-signed Conversations Service client. Lambda entry points live in `functions/`.
+//! SigV4-signed Conversations Service client, with the SigV4 signer it shares with the CLI.
+//! Lambda entry points live in `functions/`.
 
 pub mod bedrock;
 pub mod config;
@@ -11,6 +12,7 @@ mod errors;
 pub mod eventbridge;
 pub mod s3;
 pub mod secrets;
+pub mod sigv4;
 pub mod sqs;
 
 pub use bedrock::{BedrockModel, RetryPolicy};

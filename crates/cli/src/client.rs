@@ -1,7 +1,8 @@
 //! `switchboard agents|triggers|tools|skills|sessions|executions …`: the internal API from the
-//! command line, against a running server (`--endpoint`, with an API key). Input from
-//! `-f file.json|yaml`, output as a table or `--json`; an API error is shown with every field at
-//! fault, and the exit status is non-zero.
+//! command line, against a running server (`--endpoint`, with an API key) or the AWS profile's
+//! internal API behind API Gateway (`--aws-sigv4`). Input from `-f file.json|yaml`, output as a
+//! table or `--json`; an API error is shown with every field at fault, and the exit status is
+//! non-zero.
 
 use std::path::{Path, PathBuf};
 
@@ -13,12 +14,25 @@ use serde_json::{Value, json};
 /// Where and as whom to call.
 #[derive(Debug, Args)]
 pub struct Remote {
-    /// Base URL of a `switchboard serve`.
+    /// Base URL of a `switchboard serve`, or of an API Gateway stage with --aws-sigv4.
     #[arg(long, env = "SWITCHBOARD_ENDPOINT", default_value = "http://127.0.0.1:8080", global = true)]
     endpoint: String,
     /// API key (an admin key or the tenant's key).
     #[arg(long, env = "SWITCHBOARD_API_KEY", hide_env_values = true, global = true)]
     api_key: Option<String>,
+    /// Sign requests with SigV4 for API Gateway (`AWS_IAM` auth) instead of sending an API key;
+    /// credentials from the default AWS chain.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_AWS_SIGV4",
+        global = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    aws_sigv4: bool,
+    /// Region to sign for with --aws-sigv4 (default: AWS_REGION, then the AWS profile's).
+    #[arg(long, global = true)]
+    #[cfg_attr(not(feature = "aws"), allow(dead_code))]
+    region: Option<String>,
     /// Tenant to act on.
     #[arg(long, short = 't', env = "SWITCHBOARD_TENANT", global = true)]
     tenant: Option<String>,
@@ -104,11 +118,12 @@ pub enum ExecutionVerb {
 
 /// A failed call, rendered for a person.
 fn problem_message(status: StatusCode, body: &Value) -> String {
+    // API Gateway's own refusals (signature, IAM policy, throttling) are `{"message": …}`.
+    let detail = body["detail"].as_str().or(body["message"].as_str()).or(body.as_str()).unwrap_or("");
     let mut out = format!(
-        "{} {}: {}",
+        "{} {}: {detail}",
         status.as_u16(),
         body["title"].as_str().unwrap_or(status.canonical_reason().unwrap_or("error")),
-        body["detail"].as_str().unwrap_or("")
     );
     if let Some(errors) = body["errors"].as_array() {
         for e in errors {
@@ -119,20 +134,63 @@ fn problem_message(status: StatusCode, body: &Value) -> String {
     out
 }
 
+/// How requests prove who sends them.
+#[derive(Debug)]
+enum Auth {
+    /// `Authorization: Bearer <key>`, for `switchboard serve`.
+    ApiKey(String),
+    /// SigV4 for `execute-api`, for API Gateway with `AWS_IAM` auth.
+    #[cfg(feature = "aws")]
+    SigV4(crate::aws::Signer),
+}
+
+impl Auth {
+    async fn new(remote: &Remote) -> anyhow::Result<Self> {
+        if remote.aws_sigv4 {
+            #[cfg(feature = "aws")]
+            return Ok(Self::SigV4(crate::aws::Signer::from_default_chain(remote.region.as_deref()).await?));
+            #[cfg(not(feature = "aws"))]
+            bail!(
+                "--aws-sigv4 needs a switchboard built with the `aws` feature (on by default); \
+                 this one was built without it"
+            );
+        }
+        match remote.api_key.clone() {
+            Some(key) => Ok(Self::ApiKey(key)),
+            None => bail!(
+                "--api-key (or SWITCHBOARD_API_KEY) is required: an admin key from <data-dir>/admin.key or a tenant key \
+                 (or --aws-sigv4 for an API Gateway with IAM auth)"
+            ),
+        }
+    }
+
+    /// The headers to add to a request that also sends `headers`.
+    #[cfg_attr(not(feature = "aws"), allow(unused_variables))]
+    fn headers(
+        &self,
+        method: &Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        match self {
+            Self::ApiKey(key) => Ok(vec![("authorization".to_owned(), format!("Bearer {key}"))]),
+            #[cfg(feature = "aws")]
+            Self::SigV4(signer) => signer.sign(method.as_str(), url, headers, body),
+        }
+    }
+}
+
 struct Api {
     base: String,
-    key: String,
+    auth: Auth,
     http: reqwest::Client,
 }
 
 impl Api {
-    fn new(remote: &Remote) -> anyhow::Result<Self> {
-        let Some(key) = remote.api_key.clone() else {
-            bail!(
-                "--api-key (or SWITCHBOARD_API_KEY) is required: an admin key from <data-dir>/admin.key or a tenant key"
-            );
-        };
-        Ok(Self { base: remote.endpoint.trim_end_matches('/').to_owned(), key, http: reqwest::Client::new() })
+    async fn new(remote: &Remote) -> anyhow::Result<Self> {
+        let auth = Auth::new(remote).await?;
+        Ok(Self { base: remote.endpoint.trim_end_matches('/').to_owned(), auth, http: reqwest::Client::new() })
     }
 
     async fn call(
@@ -142,12 +200,28 @@ impl Api {
         body: Option<&Value>,
         if_match: Option<&str>,
     ) -> anyhow::Result<(Value, Option<String>)> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key);
-        if let Some(b) = body {
-            req = req.json(b);
+        // The URL as it will be sent (parsed once, so the signed string is the sent one) and the
+        // body's exact bytes: a signature covers both.
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base))
+            .with_context(|| format!("--endpoint {} is not a URL", self.base))?;
+        let body = body.map(serde_json::to_vec).transpose()?;
+        let mut headers: Vec<(&str, &str)> = Vec::new();
+        if body.is_some() {
+            headers.push(("content-type", "application/json"));
         }
         if let Some(tag) = if_match {
-            req = req.header("if-match", tag);
+            headers.push(("if-match", tag));
+        }
+        let auth = self.auth.headers(&method, url.as_str(), &headers, body.as_deref().unwrap_or_default())?;
+        let mut req = self.http.request(method, url);
+        for (name, value) in headers.iter().copied().chain(auth.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            let mut value = reqwest::header::HeaderValue::from_str(value)?;
+            // Kept out of debug output, as `bearer_auth` does.
+            value.set_sensitive(matches!(name, "authorization" | "x-amz-security-token"));
+            req = req.header(name, value);
+        }
+        if let Some(b) = body {
+            req = req.body(b);
         }
         let res = req.send().await.with_context(|| format!("cannot reach {} (--endpoint)", self.base))?;
         let status = res.status();
@@ -169,7 +243,7 @@ impl Api {
         let mut cursor: Option<String> = None;
         loop {
             let page_path = match &cursor {
-                Some(c) => format!("{path}&cursor={c}"),
+                Some(c) => format!("{path}&cursor={}", query_value(c)),
                 None => path.to_owned(),
             };
             let (page, _) = self.call(Method::GET, &page_path, None, None).await?;
@@ -180,6 +254,18 @@ impl Api {
             }
         }
     }
+}
+
+/// `value` percent-encoded for a query string: everything but the unreserved characters, so a
+/// SigV4 canonical query (which decodes and re-encodes) reads the same bytes as were sent.
+fn query_value(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Reads a record from a `.json`, `.yaml` or `.yml` file.
@@ -262,13 +348,13 @@ fn print_value(v: &Value) -> anyhow::Result<()> {
 
 /// `switchboard agents|triggers|tools|skills <verb>`
 pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Result<()> {
-    let api = Api::new(remote)?;
+    let api = Api::new(remote).await?;
     let base = format!("/tenants/{}/{segment}", tenant(remote)?);
     match verb {
         ConfigVerb::List { status, kind } => {
             let mut query = vec!["limit=100".to_owned()];
-            query.extend(status.as_ref().map(|s| format!("status={s}")));
-            query.extend(kind.as_ref().map(|k| format!("type={k}")));
+            query.extend(status.as_deref().map(|s| format!("status={}", query_value(s))));
+            query.extend(kind.as_deref().map(|k| format!("type={}", query_value(k))));
             let items = api.all_pages(&format!("{base}?{}", query.join("&"))).await?;
             if remote.json {
                 print_value(&json!(items))
@@ -339,7 +425,7 @@ pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow:
 
 /// `switchboard sessions <verb>`
 pub async fn sessions(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
-    let api = Api::new(remote)?;
+    let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     match verb {
         SessionVerb::Get { id } => {
@@ -379,7 +465,7 @@ pub async fn sessions(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> 
 
 /// `switchboard executions <verb>`
 pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<()> {
-    let api = Api::new(remote)?;
+    let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     match verb {
         ExecutionVerb::Get { id } => {

@@ -1,6 +1,8 @@
 //! The `switchboard` command: `serve` runs the embedded profile behind the HTTP API, `demo` runs
 //! an example tenant end to end offline and prints what happened.
 
+#[cfg(feature = "aws")]
+mod aws;
 mod client;
 mod demo;
 mod receiver;

@@ -128,3 +128,12 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         .unwrap();
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("cannot reach"));
 }
+
+#[cfg(not(feature = "aws"))]
+#[test]
+fn without_the_aws_feature_aws_sigv4_is_refused_with_a_clear_message() {
+    let out = bin().args(["agents", "list", "--tenant", "acme", "--aws-sigv4"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--aws-sigv4 needs a switchboard built with the `aws` feature"), "{stderr}");
+}
