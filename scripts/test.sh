@@ -34,6 +34,9 @@ echo "== cfn-lint template.yaml"
 echo "== cargo test"
 cargo test --workspace --locked
 
+echo "== cargo test: the CLI built without the aws feature"
+cargo test -p switchboard-cli --no-default-features --locked --test cli
+
 echo "== cargo lambda build --release --x86-64 (the four Lambda functions)"
 # x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
 # The release profile in Cargo.toml is explicit, so cargo-lambda does not force fat settings.
