@@ -3,27 +3,34 @@
 //! emulator, a fake Bedrock Converse server and a fake Conversations Service (the harness of
 //! `crates/aws/tests/common`, included by path). Ends with one message end to end:
 //! `PutEvents` → rule → SQS → router → work queue → executor → reply, DynamoDB, S3 archive and
-//! a handoff event on the bus, with the AWS requests of router and executor counted.
+//! a handoff event on the bus, with the AWS requests of router and executor counted. The
+//! executor's webhook tools call a loopback receiver, signed with a secret read from Secrets
+//! Manager.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "../../../crates/aws/tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use common::{FakeBedrock, FakeConversations, Reply, RequestCounter};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use switchboard_aws::{AwsClients, AwsNames, AwsSettings, ConversationsApi, ConversationsLimits, S3Archive};
-use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Trigger};
-use switchboard_engine::{ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore};
+use switchboard_aws::{
+    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, S3Archive,
+};
+use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
+use switchboard_engine::{
+    ConfigAdmin, ConfigRecord, ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore,
+};
 use switchboard_functions::executor::ItemResult;
 use switchboard_functions::{FunctionEnv, Wiring, api, archiver, executor, router};
+use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
 const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
@@ -67,6 +74,9 @@ fn counted_clients(
             aws_sdk_eventbridge::config::Builder::from(sdk).interceptor(counter.clone()).build(),
         ),
         bedrock,
+        secretsmanager: aws_sdk_secretsmanager::Client::from_conf(
+            aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(counter.clone()).build(),
+        ),
     }
 }
 
@@ -79,8 +89,24 @@ struct World {
     counter: RequestCounter,
 }
 
+/// How a test's world differs from the deployed wiring (the default: not at all).
+#[derive(Clone, Copy, Default)]
+struct Options {
+    /// The model panics when the conversation mentions `PANIC`.
+    panic_on_marker: bool,
+    /// Where webhook tools may connect (loopback receivers need `LOCAL_WEBHOOKS`).
+    webhooks: WebhookPolicy,
+}
+
+/// Webhooks to a receiver on 127.0.0.1 over plain HTTP: tests only (see `Wiring::with`).
+const LOCAL_WEBHOOKS: WebhookPolicy = WebhookPolicy { allow_http: true, allow_private: true };
+
 /// Fresh tables and queues, tenant `t-1` with the support agent and a trigger on "help".
 async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
+    world_with(script, Options { panic_on_marker, ..Options::default() }).await
+}
+
+async fn world_with(script: Vec<Reply>, options: Options) -> World {
     let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
     let names = common::provision(&sdk).await;
     let counter = RequestCounter::default();
@@ -94,10 +120,10 @@ async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
         s3_path_style: true,
     };
     let clients = counted_clients(&sdk, bedrock.client(Some(counter.clone())).await, &counter);
-    let model: Arc<dyn Model> = Arc::new(switchboard_aws::BedrockModel::new(clients.bedrock.clone()));
-    let model: Arc<dyn Model> = if panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
+    let model: Arc<dyn Model> = Arc::new(BedrockModel::new(clients.bedrock.clone()));
+    let model: Arc<dyn Model> = if options.panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
     let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
-    let wiring = Wiring::with(clients, &env, Arc::new(api), model);
+    let wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);
     let tenant: TenantId = "t-1".parse().unwrap();
     wiring.store.create_tenant(&tenant, "Acme").await.unwrap();
     let agent: Agent = serde_json::from_value(json!({
@@ -446,4 +472,208 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     );
     assert!((1..=10).contains(&router_requests.len()), "{router_requests:?}");
     assert!((3..=20).contains(&executor_requests.len()), "{executor_requests:?}");
+}
+
+// ---- the Lambda SQS poller, one message at a time ------------------------------------------------
+
+/// What the SQS event source mapping does, one message per receive (moto redelivers only the
+/// last of a group's timed-out batch otherwise): hand the message to the executor handler,
+/// delete it if it succeeded, make it visible again at once if it was reported failed. `None`
+/// when the queue had nothing to deliver.
+async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchResponse)> {
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let got = sqs
+        .receive_message()
+        .queue_url(&w.names.work_queue_url)
+        .max_number_of_messages(1)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .wait_time_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    let message = got.messages.unwrap_or_default().into_iter().next()?;
+    let batch = as_sqs_event(std::slice::from_ref(&message));
+    let response = executor::handle(&w.wiring.executor, event::<SqsEvent>(batch)).await;
+    let receipt = message.receipt_handle().unwrap();
+    let failed = response.batch_item_failures.iter().any(|f| Some(f.item_identifier.as_str()) == message.message_id());
+    if failed {
+        sqs.change_message_visibility()
+            .queue_url(&w.names.work_queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
+    } else {
+        sqs.delete_message().queue_url(&w.names.work_queue_url).receipt_handle(receipt).send().await.unwrap();
+    }
+    Some((message, response))
+}
+
+// ---- agent-executor: webhook tools on AWS --------------------------------------------------------
+
+const TOOL: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R2B";
+const SECRET: &str = "whsec-from-secrets-manager-0123456789";
+
+/// What the tenant's endpoint saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    verified: bool,
+    idempotency_key: String,
+    body: Value,
+}
+
+/// The tenant's webhook endpoint on a loopback port: verifies every request's signature with
+/// [`SECRET`] (`switchboard_domain::webhook::verify`) and answers an order status.
+struct Receiver {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        use switchboard_domain::webhook;
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let log = seen.clone();
+        let app = axum::Router::new().route(
+            "/orders",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let log = log.clone();
+                async move {
+                    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                    let now = chrono::Utc::now().timestamp();
+                    let verified = webhook::verify(
+                        SECRET.as_bytes(),
+                        &h(webhook::TIMESTAMP_HEADER),
+                        &h(webhook::SIGNATURE_HEADER),
+                        &body,
+                        now,
+                    )
+                    .is_ok();
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    log.lock().unwrap().push(Seen {
+                        verified,
+                        idempotency_key: h(webhook::IDEMPOTENCY_KEY_HEADER),
+                        body,
+                    });
+                    axum::Json(json!({"status": "shipped", "eta": "Thursday"}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/orders", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, seen, task }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The world of `world_with(…, webhooks)`, plus: the tenant's signing secret in Secrets Manager
+/// under `switchboard/t-1/<secretRef>` (the name `SecretsManagerSecrets` reads and the
+/// agent-executor's IAM policy allows), a webhook tool `lookup_order` at the receiver signed with
+/// it, and the agent given that tool. The model calls it, then answers with its result.
+async fn webhook_world(webhooks: WebhookPolicy) -> (World, Receiver) {
+    let script = vec![
+        Reply::tool_use("tu-1", "lookup_order", json!({"orderId": "1234"})),
+        Reply::text("Your order ships Thursday."),
+    ];
+    let w = world_with(script, Options { webhooks, ..Options::default() }).await;
+    let receiver = Receiver::start().await;
+    // Secret names are global on the shared emulator: a fresh secretRef per test.
+    let secret_ref = format!("orders-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    aws_sdk_secretsmanager::Client::new(&w.sdk)
+        .create_secret()
+        .name(format!("switchboard/t-1/{secret_ref}"))
+        .secret_string(SECRET)
+        .send()
+        .await
+        .unwrap();
+    let tool: Tool = serde_json::from_value(json!({
+        "tenantId": "t-1", "toolId": TOOL, "name": "lookup_order", "description": "Finds an order's status",
+        "parameters": {"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]},
+        "handler": {"type": "webhook", "url": receiver.url, "secretRef": secret_ref, "timeoutMs": 5000,
+                    "retryPolicy": {"maxRetries": 0, "backoffMs": 0}},
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    w.wiring.store.put_config(&ConfigRecord::Tool(tool), None).await.unwrap();
+    let agent: Agent = serde_json::from_value(json!({
+        "tenantId": "t-1", "agentId": AGENT, "name": "Orders", "systemPrompt": "You look orders up.",
+        "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message", TOOL],
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    w.wiring.store.put_agent(&agent).await.unwrap();
+    router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    w.counter.take();
+    (w, receiver)
+}
+
+#[tokio::test]
+async fn the_executor_signs_a_webhook_tool_call_with_the_tenants_secret_from_secrets_manager() {
+    // given a webhook tool whose receiver listens on loopback (allowed for this test only)
+    let (w, receiver) = webhook_world(LOCAL_WEBHOOKS).await;
+
+    // when the executor handler runs the customer's message
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    // then the receiver got one request whose signature verifies with the secret, which the
+    // executor read once from Secrets Manager
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].verified, "the signature did not verify with the tenant's secret");
+    assert_eq!(seen[0].body["tool"], json!("lookup_order"));
+    assert_eq!(seen[0].body["arguments"], json!({"orderId": "1234"}));
+    let requests = w.counter.take();
+    assert_eq!(requests.iter().filter(|op| op.ends_with("GetSecretValue")).count(), 1, "{requests:?}");
+    // and the model got the receiver's answer, and the customer the model's reply
+    let second_call = w.bedrock.requests()[1].1.to_string();
+    assert!(second_call.contains("shipped") && second_call.contains("Thursday"), "{second_call}");
+    let replies = w.conversations.accepted();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].text, "Your order ships Thursday.");
+    // and the execution record audits the call under the key the receiver saw, without the secret
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record =
+        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    let call = &record.tool_calls[0];
+    assert_eq!((call.name.as_str(), call.is_error), ("lookup_order", false));
+    assert_eq!(call.idempotency_key, seen[0].idempotency_key);
+    let audit = call.webhook.as_ref().unwrap();
+    assert_eq!((audit.host.as_str(), audit.status, audit.outcome.as_str()), ("127.0.0.1", Some(200), "ok"));
+    assert!(!serde_json::to_string(&record).unwrap().contains(SECRET));
+}
+
+#[tokio::test]
+async fn the_deployed_webhook_policy_refuses_a_loopback_receiver() {
+    // given the same tool under the policy deployed functions get (https, public addresses)
+    let (w, receiver) = webhook_world(WebhookPolicy::default()).await;
+
+    // when the executor handler runs the message
+    let (_, response) = poll_once(&w).await.unwrap();
+
+    // then the call was refused before any secret was read or request sent; the model was told,
+    // and the execution still succeeded
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    assert!(receiver.seen().is_empty());
+    let requests = w.counter.take();
+    assert!(!requests.iter().any(|op| op.ends_with("GetSecretValue")), "{requests:?}");
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record =
+        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    assert!(record.tool_calls[0].is_error);
+    assert_eq!(record.tool_calls[0].webhook.as_ref().unwrap().outcome, "blocked");
 }
