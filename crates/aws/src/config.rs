@@ -125,6 +125,8 @@ pub struct AwsClients {
     /// Model timeouts, and no SDK retry: [`crate::BedrockModel`] retries with its own backoff so
     /// that the attempts are counted in one place.
     pub bedrock: aws_sdk_bedrockruntime::Client,
+    /// Tenant secrets that sign webhook tool calls ([`crate::SecretsManagerSecrets`]).
+    pub secretsmanager: aws_sdk_secretsmanager::Client,
 }
 
 impl AwsClients {
@@ -138,6 +140,7 @@ impl AwsClients {
             sqs: aws_sdk_sqs::Client::new(config),
             eventbridge: aws_sdk_eventbridge::Client::new(config),
             bedrock: aws_sdk_bedrockruntime::Client::from_conf(bedrock),
+            secretsmanager: aws_sdk_secretsmanager::Client::new(config),
         }
     }
 }

@@ -2,19 +2,20 @@
 //! adapters built from one shared SDK config ([`Wiring`], the AWS twin of the embedded
 //! profile's `Embedded::open`). Nothing here is per request.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
-    EventBridgeBus, S3Archive, SqsWorkQueue,
+    EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue,
 };
 use switchboard_domain::TenantId;
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Executor, Model, ModelError, ModelRequest, ModelResponse, NoWebhooks,
-    Router, Sent, SystemClock,
+    ConversationError, Conversations, Deps, Executor, Model, ModelError, ModelRequest, ModelResponse, Router, Secrets,
+    Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
+use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 /// `SWITCHBOARD_INIT_ONLY=1` makes a binary exit right after building its clients (used to
 /// measure start-up; see `docs/benchmarks.md`).
@@ -122,6 +123,47 @@ impl Conversations for NoConversations {
     }
 }
 
+/// The webhook caller of a container, built on the first webhook call. Building its HTTPS client
+/// reads and parses the system's CA bundle (rustls-platform-verifier does it eagerly; ~45 ms in
+/// a debug build), which the event-router and internal-api never need, nor does an executor
+/// container whose tenants have no webhook tools.
+pub struct LazyWebhooks {
+    policy: WebhookPolicy,
+    secrets: Arc<dyn Secrets>,
+    caller: OnceLock<Result<HttpWebhookCaller, WebhookError>>,
+}
+
+impl std::fmt::Debug for LazyWebhooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyWebhooks")
+            .field("policy", &self.policy)
+            .field("built", &self.caller.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyWebhooks {
+    pub fn new(policy: WebhookPolicy, secrets: Arc<dyn Secrets>) -> Self {
+        Self { policy, secrets, caller: OnceLock::new() }
+    }
+}
+
+#[async_trait]
+impl WebhookCaller for LazyWebhooks {
+    async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
+        let caller = self.caller.get_or_init(|| {
+            HttpWebhookCaller::new(self.policy, self.secrets.clone()).inspect_err(|e| {
+                // Kept for the container's life: every webhook tool call answers with it.
+                tracing::error!(error = %e, "the webhook client could not be built");
+            })
+        });
+        match caller {
+            Ok(caller) => caller.call(request).await,
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
 /// The engine wired to the AWS adapters, built once per container from one SDK config.
 #[derive(Debug, Clone)]
 pub struct Wiring {
@@ -133,7 +175,9 @@ pub struct Wiring {
 }
 
 impl Wiring {
-    /// Clients from `sdk`; the Conversations client signs with the same credentials.
+    /// The deployed wiring: clients from `sdk`; the Conversations client signs with the same
+    /// credentials; webhook tools obey the production policy (`https` only, public addresses
+    /// only: [`WebhookPolicy::default`]).
     pub fn new(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
         let clients = AwsClients::new(sdk);
         let conversations: Arc<dyn Conversations> = match &env.conversations_url {
@@ -143,20 +187,34 @@ impl Wiring {
             None => Arc::new(NoConversations),
         };
         let model = Arc::new(BedrockModel::new(clients.bedrock.clone()));
-        Ok(Self::with(clients, env, conversations, model))
+        Ok(Self::with(clients, env, conversations, model, WebhookPolicy::default()))
     }
 
-    /// Wiring with explicit clients, Conversations adapter and model (tests, benchmarks).
+    /// [`Wiring::new`] from the function's environment ([`FunctionEnv::from_env`]).
+    pub fn from_env(sdk: &SdkConfig) -> Result<Self, String> {
+        Self::new(sdk, &FunctionEnv::from_env()?)
+    }
+
+    /// Wiring with explicit clients, Conversations adapter, model and webhook policy (tests,
+    /// benchmarks). Webhook tools are signed with the tenant's secret from Secrets Manager
+    /// (`switchboard/<tenant>/<secretRef>`, read through `clients.secretsmanager`).
+    ///
+    /// `webhooks` is the only way to let webhook tools reach `http://` or private addresses, and
+    /// it exists for tests whose receiver listens on loopback. Deployed functions always get the
+    /// default from [`Wiring::new`]; no environment variable opens it, so no configuration
+    /// mistake can point a tenant's webhook at the VPC or the metadata service.
     pub fn with(
         clients: AwsClients,
         env: &FunctionEnv,
         conversations: Arc<dyn Conversations>,
         model: Arc<dyn Model>,
+        webhooks: WebhookPolicy,
     ) -> Self {
         let clock = Arc::new(SystemClock);
         let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), clock.clone()));
         let queue = Arc::new(SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()));
         let model: Arc<dyn Model> = Arc::new(DefaultModel::new(model, env.default_model.clone()));
+        let secrets = Arc::new(SecretsManagerSecrets::new(clients.secretsmanager.clone()));
         let deps = Deps {
             config: store.clone(),
             sessions: store.clone(),
@@ -165,9 +223,7 @@ impl Wiring {
             bus: Arc::new(EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone())),
             conversations,
             model,
-            // Webhook tools need the signing caller of crates/webhooks; until it is wired here,
-            // they answer the model with an error (as in an embedded runtime without webhooks).
-            webhooks: Arc::new(NoWebhooks),
+            webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
         };
         let router = Router::new(store.clone(), store.clone(), queue.clone());

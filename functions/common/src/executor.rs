@@ -69,6 +69,8 @@ async fn run_group(
     let mut failed = false;
     for (position, message) in items {
         let id = message.message_id.clone().unwrap_or_default();
+        // How close the item is to the dead-letter queue (the queue's maxReceiveCount).
+        let receives = message.attributes.get("ApproximateReceiveCount").map_or("-", String::as_str);
         if failed {
             tracing::warn!(message_id = %id, group = %group, "not run: an earlier item of its group failed");
             out.push((position, id, ItemResult::Skipped));
@@ -79,7 +81,7 @@ async fn run_group(
             Err(why) => {
                 // Its own failure only: it is not part of the conversation's order. After the
                 // queue's maxReceiveCount it lands in the dead-letter queue.
-                tracing::error!(message_id = %id, group = %group, reason = %why, "malformed work item");
+                tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "malformed work item");
                 out.push((position, id, ItemResult::Failed(why)));
                 continue;
             }
@@ -90,12 +92,12 @@ async fn run_group(
                 ItemResult::Done
             }
             Ok(Err(e)) => {
-                tracing::error!(message_id = %id, group = %group, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
+                tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
                 ItemResult::Failed(e.to_string())
             }
             Err(panic) => {
                 let why = panic_message(panic.as_ref());
-                tracing::error!(message_id = %id, group = %group, reason = %why, "item panicked");
+                tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "item panicked");
                 ItemResult::Failed(format!("panic: {why}"))
             }
         };

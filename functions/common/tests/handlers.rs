@@ -3,27 +3,37 @@
 //! emulator, a fake Bedrock Converse server and a fake Conversations Service (the harness of
 //! `crates/aws/tests/common`, included by path). Ends with one message end to end:
 //! `PutEvents` → rule → SQS → router → work queue → executor → reply, DynamoDB, S3 archive and
-//! a handoff event on the bus, with the AWS requests of router and executor counted.
+//! a handoff event on the bus, with the AWS requests of router and executor counted. The
+//! executor's faults are driven through a real FIFO queue with the test acting as the Lambda
+//! poller (a poison body until the dead-letter queue; Bedrock throttling, then recovery), and
+//! its webhook tools call a loopback receiver, signed with a secret read from Secrets Manager.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "../../../crates/aws/tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use common::{FakeBedrock, FakeConversations, Reply, RequestCounter};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use switchboard_aws::{AwsClients, AwsNames, AwsSettings, ConversationsApi, ConversationsLimits, S3Archive};
-use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Trigger};
-use switchboard_engine::{ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore};
+use switchboard_aws::{
+    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, RetryPolicy, S3Archive,
+};
+use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
+use switchboard_engine::{
+    ConfigAdmin, ConfigRecord, ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore,
+};
 use switchboard_functions::executor::ItemResult;
 use switchboard_functions::{FunctionEnv, Wiring, api, archiver, executor, router};
+use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
 const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
@@ -67,22 +77,61 @@ fn counted_clients(
             aws_sdk_eventbridge::config::Builder::from(sdk).interceptor(counter.clone()).build(),
         ),
         bedrock,
+        secretsmanager: aws_sdk_secretsmanager::Client::from_conf(
+            aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(counter.clone()).build(),
+        ),
     }
 }
 
 struct World {
     sdk: aws_config::SdkConfig,
     names: AwsNames,
+    /// The work queue's dead-letter queue, when `Options::max_receives` asked for one.
+    dead_letters: Option<String>,
     wiring: Wiring,
     bedrock: FakeBedrock,
     conversations: FakeConversations,
     counter: RequestCounter,
 }
 
+/// How a test's world differs from the deployed wiring (the default: not at all).
+#[derive(Clone, Copy, Default)]
+struct Options {
+    /// The model panics when the conversation mentions `PANIC`.
+    panic_on_marker: bool,
+    /// Where webhook tools may connect (loopback receivers need `LOCAL_WEBHOOKS`).
+    webhooks: WebhookPolicy,
+    /// Model-call retries (the deployed default waits up to seconds between attempts).
+    model_retry: RetryPolicy,
+    /// A redrive policy on the work queue: the dead-letter queue receives an item after this
+    /// many receives.
+    max_receives: Option<u32>,
+}
+
+/// Webhooks to a receiver on 127.0.0.1 over plain HTTP: tests only (see `Wiring::with`).
+const LOCAL_WEBHOOKS: WebhookPolicy = WebhookPolicy { allow_http: true, allow_private: true };
+
+/// Millisecond backoff between model attempts, so that retry tests take no noticeable time.
+fn fast_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy { max_attempts, base: Duration::from_millis(1), cap: Duration::from_millis(4) }
+}
+
 /// Fresh tables and queues, tenant `t-1` with the support agent and a trigger on "help".
 async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
+    world_with(script, Options { panic_on_marker, ..Options::default() }).await
+}
+
+async fn world_with(script: Vec<Reply>, options: Options) -> World {
     let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
-    let names = common::provision(&sdk).await;
+    let mut names = common::provision(&sdk).await;
+    let dead_letters = match options.max_receives {
+        Some(max) => {
+            let (work, dlq) = common::fifo_queue_with_dead_letters(&sdk, max).await;
+            names.work_queue_url = work;
+            Some(dlq)
+        }
+        None => None,
+    };
     let counter = RequestCounter::default();
     let bedrock = FakeBedrock::start(script).await;
     let conversations = FakeConversations::start(vec![]).await;
@@ -94,10 +143,10 @@ async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
         s3_path_style: true,
     };
     let clients = counted_clients(&sdk, bedrock.client(Some(counter.clone())).await, &counter);
-    let model: Arc<dyn Model> = Arc::new(switchboard_aws::BedrockModel::new(clients.bedrock.clone()));
-    let model: Arc<dyn Model> = if panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
+    let model: Arc<dyn Model> = Arc::new(BedrockModel::new(clients.bedrock.clone()).with_retry(options.model_retry));
+    let model: Arc<dyn Model> = if options.panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
     let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
-    let wiring = Wiring::with(clients, &env, Arc::new(api), model);
+    let wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);
     let tenant: TenantId = "t-1".parse().unwrap();
     wiring.store.create_tenant(&tenant, "Acme").await.unwrap();
     let agent: Agent = serde_json::from_value(json!({
@@ -116,7 +165,7 @@ async fn world(script: Vec<Reply>, panic_on_marker: bool) -> World {
     .unwrap();
     wiring.store.put_trigger(&trigger).await.unwrap();
     counter.take();
-    World { sdk, names, wiring, bedrock, conversations, counter }
+    World { sdk, names, dead_letters, wiring, bedrock, conversations, counter }
 }
 
 fn by_operation(requests: &[String]) -> Vec<(String, usize)> {
@@ -446,4 +495,411 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     );
     assert!((1..=10).contains(&router_requests.len()), "{router_requests:?}");
     assert!((3..=20).contains(&executor_requests.len()), "{executor_requests:?}");
+}
+
+// ---- the Lambda SQS poller, one message at a time ------------------------------------------------
+
+/// What the SQS event source mapping does, one message per receive (moto redelivers only the
+/// last of a group's timed-out batch otherwise): hand the message to the executor handler,
+/// delete it if it succeeded, make it visible again at once if it was reported failed. `None`
+/// when the queue had nothing to deliver.
+async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchResponse)> {
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let got = sqs
+        .receive_message()
+        .queue_url(&w.names.work_queue_url)
+        .max_number_of_messages(1)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .wait_time_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    let message = got.messages.unwrap_or_default().into_iter().next()?;
+    let batch = as_sqs_event(std::slice::from_ref(&message));
+    let response = executor::handle(&w.wiring.executor, event::<SqsEvent>(batch)).await;
+    let receipt = message.receipt_handle().unwrap();
+    let failed = response.batch_item_failures.iter().any(|f| Some(f.item_identifier.as_str()) == message.message_id());
+    if failed {
+        sqs.change_message_visibility()
+            .queue_url(&w.names.work_queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
+    } else {
+        sqs.delete_message().queue_url(&w.names.work_queue_url).receipt_handle(receipt).send().await.unwrap();
+    }
+    Some((message, response))
+}
+
+fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
+    response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect()
+}
+
+fn receive_count(message: &aws_sdk_sqs::types::Message) -> String {
+    let attrs = message.attributes.clone().unwrap_or_default();
+    attrs.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount).cloned().unwrap_or_default()
+}
+
+/// Everything logged on this thread while the [`Capturing`] guard lives. The test runtime is
+/// single-threaded, so the handlers log on the test's thread. One process-wide subscriber
+/// routes each thread's lines to its capture (or nowhere): scoped subscribers
+/// (`tracing::subscriber::set_default`) lose events when a parallel test without one registers
+/// the same callsite first.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes to the current thread's capture, if any.
+struct ThreadCapture;
+
+impl std::io::Write for ThreadCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURE.with(|c| {
+            if let Some(logs) = &*c.borrow() {
+                logs.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Stops the capture on drop.
+struct Capturing;
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| c.borrow_mut().take());
+    }
+}
+
+impl Logs {
+    fn capture() -> (Self, Capturing) {
+        static SUBSCRIBER: std::sync::Once = std::sync::Once::new();
+        SUBSCRIBER.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::INFO)
+                .with_ansi(false)
+                .with_writer(|| ThreadCapture)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).unwrap();
+        });
+        let logs = Logs::default();
+        CAPTURE.with(|c| *c.borrow_mut() = Some(logs.clone()));
+        (logs, Capturing)
+    }
+
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines().filter(|l| l.contains(needle)).map(str::to_owned).collect()
+    }
+}
+
+// ---- agent-executor: faults ----------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_poison_body_fails_alone_on_every_receive_then_sits_in_the_dead_letter_queue_and_its_group_moves_on() {
+    let (logs, _guard) = Logs::capture();
+    // given a work queue that dead-letters after 2 receives, holding a body that is not a work
+    // item, and behind it in the same conversation's group a real message
+    let w =
+        world_with(vec![Reply::text("Happy to help.")], Options { max_receives: Some(2), ..Options::default() }).await;
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let poison = "{this is not a work item";
+    sqs.send_message()
+        .queue_url(&w.names.work_queue_url)
+        .message_group_id("t-1:c-1")
+        .message_deduplication_id("poison-1")
+        .message_body(poison)
+        .send()
+        .await
+        .unwrap();
+    let routed = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
+
+    // when the poller delivers until the queue has nothing more to give
+    let mut deliveries = Vec::new();
+    while let Some(delivery) = poll_once(&w).await {
+        deliveries.push(delivery);
+        assert!(deliveries.len() <= 5, "the poison item was never dead-lettered");
+    }
+
+    // then the poison came twice, reported failed each time, and then the real message once
+    let bodies: Vec<&str> = deliveries.iter().map(|(m, _)| m.body().unwrap()).collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    assert_eq!((bodies[0], bodies[1]), (poison, poison));
+    let poison_id = deliveries[0].0.message_id().unwrap().to_owned();
+    assert_eq!(deliveries[1].0.message_id(), Some(poison_id.as_str()));
+    assert_eq!((receive_count(&deliveries[0].0), receive_count(&deliveries[1].0)), ("1".into(), "2".into()));
+    assert_eq!(failed_ids(&deliveries[0].1), vec![poison_id.clone()]);
+    assert_eq!(failed_ids(&deliveries[1].1), vec![poison_id.clone()]);
+    assert!(deliveries[2].1.batch_item_failures.is_empty(), "{:?}", deliveries[2].1.batch_item_failures);
+    assert_eq!(w.conversations.accepted().len(), 1);
+    // and the poison is in the dead-letter queue, unchanged, and nowhere else
+    let dead = common::drain_queue(&sqs, w.dead_letters.as_deref().unwrap()).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].0.as_str(), dead[0].2.as_str()), ("t-1:c-1", poison));
+    // and each failure was logged with the message, its receive count and why
+    let lines = logs.lines_with("malformed work item");
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    for (line, receives) in lines.iter().zip(["receives=1", "receives=2"]) {
+        assert!(line.contains("ERROR"), "{line}");
+        assert!(line.contains(&format!("message_id={poison_id}")), "{line}");
+        assert!(line.contains(receives), "{line}");
+        assert!(line.contains("reason=body is not a work item: key must be a string"), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn persistent_bedrock_throttling_returns_the_item_and_the_recovered_model_replies_exactly_once() {
+    let (logs, _guard) = Logs::capture();
+    // given a model that throttles every attempt (3) of the first delivery, then answers
+    let throttle = Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.");
+    let script = vec![throttle.clone(), throttle.clone(), throttle, Reply::text("Happy to help.")];
+    let w = world_with(script, Options { model_retry: fast_retry(3), ..Options::default() }).await;
+    let routed = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718";
+
+    // when the poller delivers the item
+    let (first, response) = poll_once(&w).await.unwrap();
+    // then the model was tried three times, the item reported failed (so it stays queued), and
+    // nothing reached the customer or the execution log
+    assert_eq!(failed_ids(&response), vec![first.message_id().unwrap().to_owned()]);
+    assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(w.conversations.attempts(), 0);
+    assert!(w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().is_none());
+    let failure = logs.lines_with("item failed");
+    assert_eq!(failure.len(), 1, "{failure:#?}");
+    assert!(failure[0].contains("retryable=true") && failure[0].contains("ThrottlingException"), "{failure:#?}");
+
+    // when it is delivered again, the model having recovered
+    let (second, response) = poll_once(&w).await.unwrap();
+    assert_eq!(second.message_id(), first.message_id());
+    assert_eq!(receive_count(&second), "2");
+    // then it succeeds: one model call more, exactly one reply, exactly one execution
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(w.conversations.attempts(), 1);
+    let replies = w.conversations.accepted();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].text, "Happy to help.");
+    let record = w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    let executions = w.wiring.store.list_executions(&tenant, record.session_id, None, 100).await.unwrap();
+    assert_eq!(executions.items.len(), 1);
+    // and the poller deleted it: nothing is left to deliver
+    assert!(poll_once(&w).await.is_none());
+}
+
+#[tokio::test]
+async fn throttling_after_a_reply_went_out_does_not_send_it_twice_on_redelivery() {
+    // given a model that replies with send_message, then throttles every attempt (3), and on
+    // redelivery gives the same turn again
+    let throttle = Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.");
+    let reply = Reply::tool_use("tu-1", "send_message", json!({"text": "Your order ships tomorrow."}));
+    let script =
+        vec![reply.clone(), throttle.clone(), throttle.clone(), throttle, reply, Reply::text("Anything else?")];
+    let w = world_with(script, Options { model_retry: fast_retry(3), ..Options::default() }).await;
+    router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let tenant: TenantId = "t-1".parse().unwrap();
+
+    // when the first delivery fails on the throttled second model call
+    let (first, response) = poll_once(&w).await.unwrap();
+    assert_eq!(failed_ids(&response), vec![first.message_id().unwrap().to_owned()]);
+    // then the reply had already gone out once
+    assert_eq!((w.bedrock.calls.load(Ordering::SeqCst), w.conversations.attempts()), (4, 1));
+    let key = w.conversations.accepted()[0].idempotency_key.clone();
+
+    // when the redelivery runs the turn again
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    // then the same reply was sent under the same idempotency key and the service dropped it:
+    // the customer got one message; the closing text is not sent after a reply
+    assert_eq!((w.bedrock.calls.load(Ordering::SeqCst), w.conversations.attempts()), (6, 2));
+    let replies = w.conversations.accepted();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].idempotency_key, key);
+    let record = w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap();
+    let record = record.unwrap();
+    assert_eq!(record.tool_calls[0].idempotency_key, key);
+    let executions = w.wiring.store.list_executions(&tenant, record.session_id, None, 100).await.unwrap();
+    assert_eq!(executions.items.len(), 1);
+    assert!(poll_once(&w).await.is_none());
+}
+
+// ---- agent-executor: webhook tools on AWS --------------------------------------------------------
+
+const TOOL: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R2B";
+const SECRET: &str = "whsec-from-secrets-manager-0123456789";
+
+/// What the tenant's endpoint saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    verified: bool,
+    idempotency_key: String,
+    body: Value,
+}
+
+/// The tenant's webhook endpoint on a loopback port: verifies every request's signature with
+/// [`SECRET`] (`switchboard_domain::webhook::verify`) and answers an order status.
+struct Receiver {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        use switchboard_domain::webhook;
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let log = seen.clone();
+        let app = axum::Router::new().route(
+            "/orders",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let log = log.clone();
+                async move {
+                    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                    let now = chrono::Utc::now().timestamp();
+                    let verified = webhook::verify(
+                        SECRET.as_bytes(),
+                        &h(webhook::TIMESTAMP_HEADER),
+                        &h(webhook::SIGNATURE_HEADER),
+                        &body,
+                        now,
+                    )
+                    .is_ok();
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    log.lock().unwrap().push(Seen {
+                        verified,
+                        idempotency_key: h(webhook::IDEMPOTENCY_KEY_HEADER),
+                        body,
+                    });
+                    axum::Json(json!({"status": "shipped", "eta": "Thursday"}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/orders", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, seen, task }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The world of `world_with(…, webhooks)`, plus: the tenant's signing secret in Secrets Manager
+/// under `switchboard/t-1/<secretRef>` (the name `SecretsManagerSecrets` reads and the
+/// agent-executor's IAM policy allows), a webhook tool `lookup_order` at the receiver signed with
+/// it, and the agent given that tool. The model calls it, then answers with its result.
+async fn webhook_world(webhooks: WebhookPolicy) -> (World, Receiver) {
+    let script = vec![
+        Reply::tool_use("tu-1", "lookup_order", json!({"orderId": "1234"})),
+        Reply::text("Your order ships Thursday."),
+    ];
+    let w = world_with(script, Options { webhooks, ..Options::default() }).await;
+    let receiver = Receiver::start().await;
+    // Secret names are global on the shared emulator: a fresh secretRef per test.
+    let secret_ref = format!("orders-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    aws_sdk_secretsmanager::Client::new(&w.sdk)
+        .create_secret()
+        .name(format!("switchboard/t-1/{secret_ref}"))
+        .secret_string(SECRET)
+        .send()
+        .await
+        .unwrap();
+    let tool: Tool = serde_json::from_value(json!({
+        "tenantId": "t-1", "toolId": TOOL, "name": "lookup_order", "description": "Finds an order's status",
+        "parameters": {"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]},
+        "handler": {"type": "webhook", "url": receiver.url, "secretRef": secret_ref, "timeoutMs": 5000,
+                    "retryPolicy": {"maxRetries": 0, "backoffMs": 0}},
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    w.wiring.store.put_config(&ConfigRecord::Tool(tool), None).await.unwrap();
+    let agent: Agent = serde_json::from_value(json!({
+        "tenantId": "t-1", "agentId": AGENT, "name": "Orders", "systemPrompt": "You look orders up.",
+        "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message", TOOL],
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    w.wiring.store.put_agent(&agent).await.unwrap();
+    router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    w.counter.take();
+    (w, receiver)
+}
+
+#[tokio::test]
+async fn the_executor_signs_a_webhook_tool_call_with_the_tenants_secret_from_secrets_manager() {
+    // given a webhook tool whose receiver listens on loopback (allowed for this test only)
+    let (w, receiver) = webhook_world(LOCAL_WEBHOOKS).await;
+
+    // when the executor handler runs the customer's message
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    // then the receiver got one request whose signature verifies with the secret, which the
+    // executor read once from Secrets Manager
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].verified, "the signature did not verify with the tenant's secret");
+    assert_eq!(seen[0].body["tool"], json!("lookup_order"));
+    assert_eq!(seen[0].body["arguments"], json!({"orderId": "1234"}));
+    let requests = w.counter.take();
+    assert_eq!(requests.iter().filter(|op| op.ends_with("GetSecretValue")).count(), 1, "{requests:?}");
+    // and the model got the receiver's answer, and the customer the model's reply
+    let second_call = w.bedrock.requests()[1].1.to_string();
+    assert!(second_call.contains("shipped") && second_call.contains("Thursday"), "{second_call}");
+    let replies = w.conversations.accepted();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].text, "Your order ships Thursday.");
+    // and the execution record audits the call under the key the receiver saw, without the secret
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record =
+        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    let call = &record.tool_calls[0];
+    assert_eq!((call.name.as_str(), call.is_error), ("lookup_order", false));
+    assert_eq!(call.idempotency_key, seen[0].idempotency_key);
+    let audit = call.webhook.as_ref().unwrap();
+    assert_eq!((audit.host.as_str(), audit.status, audit.outcome.as_str()), ("127.0.0.1", Some(200), "ok"));
+    assert!(!serde_json::to_string(&record).unwrap().contains(SECRET));
+}
+
+#[tokio::test]
+async fn the_deployed_webhook_policy_refuses_a_loopback_receiver() {
+    // given the same tool under the policy deployed functions get (https, public addresses)
+    let (w, receiver) = webhook_world(WebhookPolicy::default()).await;
+
+    // when the executor handler runs the message
+    let (_, response) = poll_once(&w).await.unwrap();
+
+    // then the call was refused before any secret was read or request sent; the model was told,
+    // and the execution still succeeded
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    assert!(receiver.seen().is_empty());
+    let requests = w.counter.take();
+    assert!(!requests.iter().any(|op| op.ends_with("GetSecretValue")), "{requests:?}");
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record =
+        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    assert!(record.tool_calls[0].is_error);
+    assert_eq!(record.tool_calls[0].webhook.as_ref().unwrap().outcome, "blocked");
 }

@@ -189,6 +189,27 @@ pub async fn provision(config: &aws_config::SdkConfig) -> AwsNames {
     AwsNames { work_queue_url: queue.queue_url.unwrap(), ..names }
 }
 
+/// A fresh FIFO work queue whose redrive policy moves an item to a fresh FIFO dead-letter queue
+/// after `max_receives` receives, as the template's `WorkQueue` does (after 5): `(work queue
+/// URL, dead-letter queue URL)`.
+pub async fn fifo_queue_with_dead_letters(config: &aws_config::SdkConfig, max_receives: u32) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName as Q;
+    let sqs = aws_sdk_sqs::Client::new(config);
+    let fifo = |name: String| sqs.create_queue().queue_name(name).attributes(Q::FifoQueue, "true");
+    let dlq = fifo(format!("{}.fifo", unique("work-dlq"))).send().await.unwrap().queue_url.unwrap();
+    let attrs = sqs.get_queue_attributes().queue_url(&dlq).attribute_names(Q::QueueArn).send().await.unwrap();
+    let dlq_arn = attrs.attributes.unwrap()[&Q::QueueArn].clone();
+    let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives });
+    let work = fifo(format!("{}.fifo", unique("work")))
+        .attributes(Q::RedrivePolicy, redrive.to_string())
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    (work, dlq)
+}
+
 /// Receives and deletes every message in the queue: `(group id, dedup id, body)`.
 pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, String, String)> {
     use aws_sdk_sqs::types::MessageSystemAttributeName as A;
