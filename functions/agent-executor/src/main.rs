@@ -1,19 +1,9 @@
 //! agent-executor Lambda: SQS FIFO batches → the engine's executor, with per-item failures
 //! (handler in `switchboard_functions::executor`). Builds the SDK config and clients once.
 
-use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use switchboard_functions::{FunctionEnv, Wiring, env::init_only, executor};
+use switchboard_functions::{Wiring, executor, run_with};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let env = FunctionEnv::from_env()?;
-    let sdk = switchboard_functions::env::load_sdk_config().await;
-    let wiring = Wiring::new(&sdk, &env)?;
-    if init_only() {
-        return Ok(());
-    }
-    let executor = &wiring.executor;
-    run(service_fn(move |event: LambdaEvent<_>| async move { Ok::<_, Error>(executor::handle(executor, event).await) }))
-        .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    run_with(Wiring::from_env, executor::serve).await
 }

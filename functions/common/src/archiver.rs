@@ -11,7 +11,7 @@ use std::io::Write;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use lambda_runtime::LambdaEvent;
+use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::{ArchiveError, S3Archive};
 
 /// What one batch wrote.
@@ -50,6 +50,15 @@ fn line(record: &EventRecord) -> Result<Option<(String, String, String)>, String
         "execution": body,
     });
     Ok(Some((tenant.to_owned(), day.to_owned(), line.to_string())))
+}
+
+/// The archiver's runtime loop: every stream batch to [`handle`], until the runtime stops. An
+/// error goes back to Lambda, which retries (bisecting) the batch.
+pub async fn serve(archive: &S3Archive) -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        handle(archive, event).await.map(|summary| summary.archived)
+    }))
+    .await
 }
 
 /// Archives one stream batch.

@@ -1,6 +1,6 @@
-//! What every function reads once per container: its environment ([`FunctionEnv`]) and the
-//! adapters built from one shared SDK config ([`Wiring`], the AWS twin of the embedded
-//! profile's `Embedded::open`). Nothing here is per request.
+//! What every function does once per container: [`run_with`] (the whole `main`), its
+//! environment ([`FunctionEnv`]) and the adapters built from one shared SDK config ([`Wiring`],
+//! the AWS twin of the embedded profile's `Embedded::open`). Nothing here is per request.
 
 use std::sync::{Arc, OnceLock};
 
@@ -62,6 +62,27 @@ impl FunctionEnv {
 /// set, points every client at an emulator.
 pub async fn load_sdk_config() -> SdkConfig {
     AwsSettings::default().load().await
+}
+
+/// A Lambda function's whole `main`: tracing (`AWS_LAMBDA_LOG_FORMAT=JSON` honoured), the SDK
+/// config loaded once ([`load_sdk_config`]), the function's state built once from it by `setup`
+/// (clients and adapters, reused by every invocation), then `serve` — the Lambda runtime's loop
+/// — with a reference to that state. A `setup` error ends the process before the first
+/// invocation, so Lambda reports an init failure naming it. With `SWITCHBOARD_INIT_ONLY=1` it
+/// returns once the state is built (start-up measurements, `docs/benchmarks.md`).
+pub async fn run_with<S>(
+    setup: impl FnOnce(&SdkConfig) -> Result<S, String>,
+    serve: impl AsyncFnOnce(&S) -> Result<(), lambda_runtime::Error>,
+) -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let sdk = load_sdk_config().await;
+    let state = setup(&sdk)?;
+    if init_only() {
+        return Ok(());
+    }
+    // Boxed: the runtime's future nests deeply enough that one more layer of async fn would
+    // exceed the compiler's layout query depth in the binaries.
+    Box::pin(serve(&state)).await
 }
 
 /// Whether the binary should stop once its clients are built.

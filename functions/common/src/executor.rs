@@ -9,8 +9,10 @@ use std::panic::AssertUnwindSafe;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::FutureExt;
-use lambda_runtime::LambdaEvent;
+use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_engine::{ExecOutcome, Executor, WorkItem};
+
+use crate::env::Wiring;
 
 /// What became of one message (kept for tests and logs; Lambda sees only the failures).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +21,15 @@ pub enum ItemResult {
     Failed(String),
     /// Not run: an earlier item of the same group failed in this batch.
     Skipped,
+}
+
+/// The agent-executor's runtime loop: every SQS batch to [`handle`], until the runtime stops.
+pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
+    let executor = &wiring.executor;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, lambda_runtime::Error>(handle(executor, event).await)
+    }))
+    .await
 }
 
 /// Runs a batch and reports the failed items' message ids.

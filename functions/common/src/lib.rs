@@ -9,4 +9,4 @@ pub mod env;
 pub mod executor;
 pub mod router;
 
-pub use env::{FunctionEnv, Wiring};
+pub use env::{FunctionEnv, Wiring, run_with};

@@ -4,9 +4,11 @@
 //! It runs no agent.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lambda_runtime::LambdaEvent;
+use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
 use switchboard_engine::{RouteError, RouteOutcome, Router};
+
+use crate::env::Wiring;
 
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +21,16 @@ pub enum RouterFnError {
         source: RouteError,
         retryable: bool,
     },
+}
+
+/// The event-router's runtime loop: every EventBridge event to [`handle`], until the runtime
+/// stops. An error goes back to Lambda, so EventBridge retries the event.
+pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
+    let router = &wiring.router;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| async move {
+        handle(router, event).await.map(|_| ())
+    }))
+    .await
 }
 
 /// Routes one EventBridge event.

@@ -1,17 +1,9 @@
 //! internal-api Lambda: the internal HTTP API (`crates/api`) behind API Gateway with `AWS_IAM`
 //! auth (see `switchboard_functions::api`). Builds the SDK config and clients once.
 
-use lambda_runtime::Error;
-use switchboard_functions::{FunctionEnv, Wiring, api, env::init_only};
+use switchboard_functions::{Wiring, api, run_with};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let env = FunctionEnv::from_env()?;
-    let sdk = switchboard_functions::env::load_sdk_config().await;
-    let wiring = Wiring::new(&sdk, &env)?;
-    if init_only() {
-        return Ok(());
-    }
-    api::serve(&wiring).await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    run_with(Wiring::from_env, api::serve).await
 }
