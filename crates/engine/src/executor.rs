@@ -266,19 +266,14 @@ impl Executor {
 
         while !state.finished && status == ExecutionStatus::MaxIterations && record.iterations < agent.max_iterations {
             record.iterations += 1;
-            let call_started = Instant::now();
-            let response = match deps.model.converse(&request).await {
-                Ok(r) => r,
-                Err(e) if e.retryable() => return Err(ExecError::new(ErrorKind::Model, e.to_string(), true)),
+            let assistant = match converse(deps, &request, &mut record.token_usage, &mut record.model_calls).await? {
+                Ok(message) => message,
                 Err(e) => {
                     status = ExecutionStatus::Failed;
-                    failure = Some(ExecutionError { kind: ErrorKind::Model, message: e.to_string(), retryable: false });
+                    failure = Some(e);
                     break;
                 }
             };
-            record.token_usage.add(response.usage);
-            record.model_calls.push(model_call_record(&response, call_started));
-            let assistant = Message { role: Role::Assistant, content: response.content };
             let uses = assistant.tool_uses();
             let final_text = assistant.text();
             request.messages.push(assistant.clone());
@@ -473,6 +468,27 @@ struct Turn {
     session: Session,
     new_session: Option<Session>,
     record: ExecutionRecord,
+}
+
+/// One model call, counted into `usage` and recorded in `calls`; the answer as an assistant
+/// message. A retryable failure fails the item (it is redelivered); any other comes back as the
+/// error to record.
+pub(crate) async fn converse(
+    deps: &Deps,
+    request: &ModelRequest,
+    usage: &mut TokenUsage,
+    calls: &mut Vec<ModelCallRecord>,
+) -> Result<Result<Message, ExecutionError>, ExecError> {
+    let started = Instant::now();
+    match deps.model.converse(request).await {
+        Ok(response) => {
+            usage.add(response.usage);
+            calls.push(model_call_record(&response, started));
+            Ok(Ok(Message { role: Role::Assistant, content: response.content }))
+        }
+        Err(e) if e.retryable() => Err(ExecError::new(ErrorKind::Model, e.to_string(), true)),
+        Err(e) => Ok(Err(ExecutionError { kind: ErrorKind::Model, message: e.to_string(), retryable: false })),
+    }
 }
 
 /// The record of one model call.

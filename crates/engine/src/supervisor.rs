@@ -14,8 +14,8 @@ use switchboard_domain::{
     Agent, ChildExecution, ErrorKind, ExecutionError, ExecutionId, ExecutionStatus, Session, TokenUsage, ToolCallRecord,
 };
 
-use crate::executor::{ExecError, elapsed_ms, model_call_record};
-use crate::ports::{Deps, ModelRequest, ToolSpec, WorkItem};
+use crate::executor::{ExecError, converse, elapsed_ms};
+use crate::ports::{Deps, ModelRequest, WorkItem};
 use crate::system_tools::ToolOutcome;
 use crate::webhook_tools;
 
@@ -71,7 +71,7 @@ pub(crate) async fn run(
         text.push_str("\n\nContext: ");
         text.push_str(&Value::Object(context).to_string());
     }
-    let custom = webhook_tools::load(deps, sub).await?;
+    let custom = webhook_tools::load(deps, sub, &sub.tools).await?;
     let mut request = ModelRequest {
         model: sub.model.clone(),
         system: format!(
@@ -80,32 +80,20 @@ pub(crate) async fn run(
             sub.system_prompt.trim()
         ),
         messages: vec![Message::user_text(text)],
-        tools: custom
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema: t.parameters.clone(),
-            })
-            .collect(),
+        tools: custom.iter().map(webhook_tools::spec).collect(),
         config: sub.model_config.clone(),
     };
     let mut calls = 0usize;
     while child.iterations < sub.max_iterations {
         child.iterations += 1;
-        let call_started = Instant::now();
-        let response = match deps.model.converse(&request).await {
-            Ok(r) => r,
-            Err(e) if e.retryable() => return Err(ExecError::new(ErrorKind::Model, e.to_string(), true)),
+        let assistant = match converse(deps, &request, &mut child.token_usage, &mut child.model_calls).await? {
+            Ok(message) => message,
             Err(e) => {
                 child.status = ExecutionStatus::Failed;
-                child.error = Some(ExecutionError { kind: ErrorKind::Model, message: e.to_string(), retryable: false });
+                child.error = Some(e);
                 break;
             }
         };
-        child.token_usage.add(response.usage);
-        child.model_calls.push(model_call_record(&response, call_started));
-        let assistant = Message { role: Role::Assistant, content: response.content };
         let uses = assistant.tool_uses();
         let answer = assistant.text();
         request.messages.push(assistant);

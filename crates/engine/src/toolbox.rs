@@ -14,6 +14,7 @@ use switchboard_domain::{Agent, AgentStatus, AgentStep, AgentType, Session, Skil
 use crate::error::StoreError;
 use crate::ports::{Deps, ToolSpec};
 use crate::system_tools::ToolOutcome;
+use crate::webhook_tools;
 
 /// What a tool name the model called stands for.
 pub(crate) enum Resolved<'a> {
@@ -75,13 +76,7 @@ impl Toolbox {
             .filter(|t| names.iter().any(|n| n == t.name()))
             .filter(|t| !(session.handoff_depth >= MAX_HANDOFF_DEPTH && *t == SystemTool::HandoffToAgent))
             .collect();
-        let mut custom = Vec::new();
-        for id in names.iter().filter_map(|t| t.parse::<switchboard_domain::ToolId>().ok()) {
-            match deps.config.get_tool(tenant, id).await? {
-                Some(t) if t.status == TriggerStatus::Active => custom.push(t),
-                _ => tracing::warn!(agent_id = %agent.agent_id, tool_id = %id, "a listed tool is missing or inactive"),
-            }
-        }
+        let custom = webhook_tools::load(deps, agent, &names).await?;
         let transitions = step
             .iter()
             .flat_map(|s| &s.transition_tools)
@@ -131,11 +126,7 @@ impl Toolbox {
                 input_schema: t.parameters(),
             })
             .collect();
-        specs.extend(self.custom.iter().map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.parameters.clone(),
-        }));
+        specs.extend(self.custom.iter().map(webhook_tools::spec));
         specs.extend(self.transitions.iter().map(|s| ToolSpec {
             name: transition_tool_name(&s.step_id),
             description: format!("Move the conversation to the step '{}' when this step's work is done.", s.name),

@@ -4,10 +4,10 @@
 //! into the execution record's audit, never to the customer and never as a failed execution.
 
 use serde_json::{Value, json};
-use switchboard_domain::{ExecutionId, Session, Tool, ToolHandler, WebhookAudit};
+use switchboard_domain::{Agent, ExecutionId, Session, Tool, ToolHandler, ToolId, TriggerStatus, WebhookAudit};
 use tracing::info;
 
-use crate::ports::{Deps, WebhookError, WebhookRequest, WorkItem};
+use crate::ports::{Deps, ToolSpec, WebhookError, WebhookRequest, WorkItem};
 use crate::system_tools::ToolOutcome;
 
 /// Calls `tool` with the model's `input`; `key` is the call's idempotency key.
@@ -90,17 +90,21 @@ pub(crate) async fn run(
     }
 }
 
-/// The agent's active custom tools, in the order it lists them. A tool id that no longer names
-/// an active tool of the tenant is left out (and logged): the agent runs without it.
-pub(crate) async fn load(deps: &Deps, agent: &switchboard_domain::Agent) -> Result<Vec<Tool>, crate::StoreError> {
+/// The active custom tools among `names` (system tool names and custom tool ids, as an agent,
+/// step or skill lists them), in that order. An id that no longer names an active tool of the
+/// tenant is left out (and logged): the agent runs without it.
+pub(crate) async fn load(deps: &Deps, agent: &Agent, names: &[String]) -> Result<Vec<Tool>, crate::StoreError> {
     let mut tools = Vec::new();
-    for id in agent.tools.iter().filter_map(|t| t.parse::<switchboard_domain::ToolId>().ok()) {
+    for id in names.iter().filter_map(|t| t.parse::<ToolId>().ok()) {
         match deps.config.get_tool(&agent.tenant_id, id).await? {
-            Some(t) if t.status == switchboard_domain::TriggerStatus::Active => tools.push(t),
-            _ => {
-                tracing::warn!(agent_id = %agent.agent_id, tool_id = %id, "agent lists a tool that is missing or inactive")
-            }
+            Some(t) if t.status == TriggerStatus::Active => tools.push(t),
+            _ => tracing::warn!(agent_id = %agent.agent_id, tool_id = %id, "a listed tool is missing or inactive"),
         }
     }
     Ok(tools)
+}
+
+/// What the model is told about a custom tool.
+pub(crate) fn spec(tool: &Tool) -> ToolSpec {
+    ToolSpec { name: tool.name.clone(), description: tool.description.clone(), input_schema: tool.parameters.clone() }
 }
