@@ -3,8 +3,10 @@
 //! gateway policy can scope a caller to its tenants; every lookup is keyed by the tenant of the
 //! path, so another tenant's ids answer 404.
 //!
-//! This slice serves event intake and reads; configuration CRUD, auth keys and rate limits come
-//! with the full API.
+//! Every request passes one gate before routing (`routes::read_request`): its path must be in
+//! canonical form (no percent-encoding, no dot segments), so that authorisation, the rate limiter
+//! and the handlers read the same tenant; an announced oversize body is refused at once and a
+//! body must arrive within [`ApiState::body_timeout`].
 
 pub mod auth;
 mod config;
@@ -79,7 +81,12 @@ pub struct ApiState {
     pub auth: Option<Arc<dyn Authenticator>>,
     /// Per-tenant request rate limit.
     pub limiter: Option<Arc<RateLimiter>>,
+    /// How long a request body may take to arrive once its headers have (408 after that).
+    pub body_timeout: Duration,
 }
+
+/// The default for [`ApiState::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -66,6 +66,16 @@ impl Problem {
         )
     }
 
+    /// 408: the body did not arrive in time.
+    pub fn body_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request-timeout",
+            "Request timeout",
+            format!("the request body did not arrive within {} s", limit.as_secs_f64()),
+        )
+    }
+
     pub fn unsupported_media_type() -> Self {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -59,6 +59,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
         .route("/tenants/{tenant}/sessions/{session}/handoff", post(handoff))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), read_request))
         .layer(middleware::from_fn(log_requests))
         .with_state(state)
 }
@@ -111,6 +112,68 @@ fn as_problem(res: Response) -> Response {
 
 /// The framework's own body limit for the routes that take a JSON body (events have their own).
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// The gate in front of every route.
+///
+/// 1. The path must be canonical: no percent-encoded octet and no `.`/`..` segment. Every id in
+///    this API is made of letters, digits, `-`, `_` and `.`, which never need encoding, so no
+///    well-formed request is refused; and since nothing is decoded, the tenant segment that
+///    authorisation and the rate limiter read is byte for byte the one the handlers read
+///    (`/tenants/%74%61/…` would otherwise be counted as nobody and served as `ta`).
+/// 2. A body announced larger than the route's limit is refused with 413 before any of it is
+///    read; a body that does not arrive within the state's `body_timeout` gets 408. The body is
+///    read here, once, so handlers never wait on the network.
+pub(crate) async fn read_request(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    if let Err(problem) = canonical_path(req.uri().path()) {
+        return problem.into_response();
+    }
+    let limit = if req.uri().path() == "/events" { MAX_EVENT_BYTES } else { MAX_BODY_BYTES };
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return Problem::too_large(limit).into_response();
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => return Problem::body_timeout(state.body_timeout).into_response(),
+        Ok(Err(e)) if is_length_limit(&e) => return Problem::too_large(limit).into_response(),
+        Ok(Err(_)) => {
+            return Problem::invalid(switchboard_domain::ValidationErrors::single("", "the body could not be read"))
+                .into_response();
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// Refuses a path that is not in canonical form (see [`read_request`]).
+pub(crate) fn canonical_path(path: &str) -> Result<(), Problem> {
+    let bad = |detail: &str| {
+        Err(Problem::invalid(switchboard_domain::ValidationErrors::single("/path", format!("{detail}: {path}"))))
+    };
+    if path.contains('%') {
+        return bad("percent-encoded characters are not accepted in the path (ids never need them)");
+    }
+    if path.split('/').any(|segment| segment == "." || segment == "..") {
+        return bad("'.' and '..' segments are not accepted in the path");
+    }
+    Ok(())
+}
+
+/// Whether reading a body failed on its length limit (rather than on the connection).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
 
 /// The tenant of the path, if the caller may see it and it exists; otherwise the same 404 either
 /// way, so that tenants cannot be discovered.

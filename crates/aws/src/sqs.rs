@@ -1,5 +1,6 @@
 //! `SqsWorkQueue`: the router's side of the SQS FIFO work queue. Items go to their
-//! conversation's message group with the event id as deduplication id, and SQS's limits are
+//! conversation's message group with a hash of tenant and source id as deduplication id (a FIFO
+//! queue deduplicates queue-wide, across every tenant's groups), and SQS's limits are
 //! checked here (the emulator is lenient). Receiving is the Lambda event source mapping's job,
 //! not this adapter's.
 
@@ -43,7 +44,7 @@ fn check_id(what: &str, id: &str) -> Result<(), QueueError> {
 impl WorkQueue for SqsWorkQueue {
     /// Always answers [`Enqueued::Queued`]: SQS accepts a deduplicated send without saying so.
     /// Once-only processing rests on the store's idempotency records, not on this answer.
-    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError> {
+    async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
         let body = serde_json::to_string(item)
             .map_err(|e| QueueError { message: format!("encode work item: {e}"), retryable: false })?;
         if body.len() > MAX_BODY_BYTES {
@@ -54,7 +55,8 @@ impl WorkQueue for SqsWorkQueue {
         }
         let group = item.group_id();
         check_id("message group id", &group)?;
-        check_id("deduplication id", dedup_id)?;
+        let dedup_id = item.dedup_id();
+        check_id("deduplication id", &dedup_id)?;
         self.client
             .send_message()
             .queue_url(&self.queue_url)

@@ -169,6 +169,7 @@ contract!(
     another_tenants_ids_return_nothing,
     triggers_come_active_and_in_evaluation_order,
     the_queue_groups_by_conversation_and_deduplicates,
+    two_tenants_equal_source_ids_are_both_queued,
     config_writes_are_conditional_on_version_and_list_in_pages,
     skills_read_back_by_id_only_in_their_tenant,
 );
@@ -523,9 +524,9 @@ async fn triggers_come_active_and_in_evaluation_order(x: &Subject) {
     assert_eq!(schedule.len(), 1);
 }
 
-async fn the_queue_groups_by_conversation_and_deduplicates(x: &Subject) {
-    let item = |conversation: &str, source: &str| WorkItem {
-        tenant_id: tenant("t-1"),
+fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
+    WorkItem {
+        tenant_id: tenant(t),
         source_id: source.into(),
         conversation_id: conversation.into(),
         message_id: format!("m-{source}"),
@@ -534,13 +535,17 @@ async fn the_queue_groups_by_conversation_and_deduplicates(x: &Subject) {
         agent_id: AgentId::generate(),
         continuation: false,
         detail: json!({"message": {"text": "hello", "n": 1.5}}),
-    };
+    }
+}
+
+async fn the_queue_groups_by_conversation_and_deduplicates(x: &Subject) {
+    let item = |conversation: &str, source: &str| work_item("t-1", conversation, source);
     let (a1, b1, a2) = (item("c-a", "evt-1"), item("c-b", "evt-2"), item("c-a", "evt-3"));
-    x.queue.enqueue(&a1, "evt-1").await.unwrap();
-    x.queue.enqueue(&b1, "evt-2").await.unwrap();
+    x.queue.enqueue(&a1).await.unwrap();
+    x.queue.enqueue(&b1).await.unwrap();
     // a repeat of the first event (its dedup id) adds nothing
-    x.queue.enqueue(&a1, "evt-1").await.unwrap();
-    x.queue.enqueue(&a2, "evt-3").await.unwrap();
+    x.queue.enqueue(&a1).await.unwrap();
+    x.queue.enqueue(&a2).await.unwrap();
     let got = x.probe.drain().await;
     let mut seen: Vec<(String, String, WorkItem)> =
         got.into_iter().map(|(g, d, body)| (g, d, serde_json::from_str(&body).unwrap())).collect();
@@ -548,10 +553,26 @@ async fn the_queue_groups_by_conversation_and_deduplicates(x: &Subject) {
     // within a group, enqueue order holds
     let group_a: Vec<&WorkItem> = seen.iter().filter(|(g, ..)| *g == a1.group_id()).map(|(.., i)| i).collect();
     assert_eq!(group_a, vec![&a1, &a2]);
-    seen.sort_by(|x, y| x.1.cmp(&y.1));
-    assert_eq!(seen[0], ("t-1:c-a".to_owned(), "evt-1".to_owned(), a1.clone()));
-    assert_eq!(seen[1], ("t-1:c-b".to_owned(), "evt-2".to_owned(), b1));
-    assert_eq!(seen[2], ("t-1:c-a".to_owned(), "evt-3".to_owned(), a2));
+    // the deduplication id is the tenant-scoped hash of the source id
+    seen.sort_by(|x, y| x.2.source_id.cmp(&y.2.source_id));
+    assert_eq!(seen[0], ("t-1:c-a".to_owned(), a1.dedup_id(), a1.clone()));
+    assert_eq!(seen[1], ("t-1:c-b".to_owned(), b1.dedup_id(), b1));
+    assert_eq!(seen[2], ("t-1:c-a".to_owned(), a2.dedup_id(), a2));
+}
+
+async fn two_tenants_equal_source_ids_are_both_queued(x: &Subject) {
+    // given two tenants that number their events the same way, in same-named conversations
+    let (a, b) = (work_item("t-a", "c-1", "evt-1"), work_item("t-b", "c-1", "evt-1"));
+    assert_ne!(a.dedup_id(), b.dedup_id());
+    // when both enqueue, and each repeats its own event
+    for item in [&a, &b, &a, &b] {
+        x.queue.enqueue(item).await.unwrap();
+    }
+    // then each tenant's item is queued exactly once, in its own group
+    let mut seen: Vec<(String, WorkItem)> =
+        x.probe.drain().await.into_iter().map(|(g, _, body)| (g, serde_json::from_str(&body).unwrap())).collect();
+    seen.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(seen, vec![("t-a:c-1".to_owned(), a), ("t-b:c-1".to_owned(), b)]);
 }
 
 async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject) {

@@ -5,6 +5,7 @@
 mod aws;
 mod client;
 mod demo;
+mod http;
 mod receiver;
 mod serve;
 mod tenants;

@@ -26,7 +26,8 @@ pub struct ServeArgs {
     /// Directory for the SQLite file (created if missing).
     #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
     data_dir: PathBuf,
-    /// Address to listen on. Keep it on loopback: this slice has no API authentication yet.
+    /// Address to listen on. Every route but /health needs an API key; keep it on loopback or
+    /// behind TLS, since keys travel in plain HTTP here.
     #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// Tenant bundle(s) to load (upsert) at start, e.g. examples/support/tenant.json.
@@ -57,6 +58,10 @@ pub struct ServeArgs {
     /// API requests per minute per tenant before answering 429.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     rate_limit: u32,
+    /// Seconds a client has to send its request headers, and then its body; a slower one is
+    /// cut off (headers) or answered 408 (body).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    read_timeout: u64,
 }
 
 /// The admin key file inside the data directory.
@@ -117,7 +122,7 @@ impl Invoker for EmbeddedIngest {
         // Queued in the conversation's group like any message, so it runs in turn; the source id
         // deduplicates a retried call with the same Idempotency-Key.
         let completions = self.0.subscribe_completions();
-        self.0.queue.enqueue(&item, &item.source_id).await?;
+        self.0.queue.enqueue(&item).await?;
         Ok(self.0.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
     }
 }
@@ -146,7 +151,7 @@ impl Authenticator for StoreKeys {
     }
 }
 
-pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize) -> ApiState {
+pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_timeout: Duration) -> ApiState {
     let store = Arc::new(embedded.store.clone());
     ApiState {
         ingest: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
@@ -161,6 +166,7 @@ pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize) ->
         conversations: Some(store.clone()),
         events: Some(store),
         live: Some(Arc::new(BusFeed(embedded.bus.clone()))),
+        body_timeout,
     }
 }
 
@@ -222,12 +228,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.data_dir.display(),
         script.display()
     );
-    let app = switchboard_api::router(api_state(&embedded, usize::try_from(args.rate_limit).unwrap_or(usize::MAX)));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    let read_timeout = Duration::from_secs(args.read_timeout);
+    let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
+    let app = switchboard_api::router(api_state(&embedded, rate_limit, read_timeout));
+    crate::http::serve(listener, app, read_timeout, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     embedded.shutdown().await;
     Ok(())
 }

@@ -68,17 +68,33 @@ ulid_id!(
 pub enum IdError {
     #[error("must be a ULID (26 Crockford base32 characters)")]
     NotAUlid,
-    #[error("must be 1 to 63 characters of letters, digits, '-', '_' or '.'")]
+    #[error("must be 1 to 63 characters of letters, digits, '-', '_' or '.' (and not '.' or '..')")]
     BadExternalId,
 }
 
 /// Checks an id minted by another system (tenant, conversation, message): short, printable and
-/// safe to embed in a key such as `TENANT#<id>` or a queue group id.
+/// safe to embed in a key such as `TENANT#<id>`, a queue group id or a URL path segment. `.` and
+/// `..` are refused: as path segments, proxies and URL libraries rewrite them.
 pub fn check_external_id(s: &str) -> Result<(), IdError> {
     let ok = !s.is_empty()
         && s.len() <= MAX_EXTERNAL_ID_LEN
+        && s != "."
+        && s != ".."
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if ok { Ok(()) } else { Err(IdError::BadExternalId) }
+}
+
+/// A key for a client-chosen id within its tenant, for stores whose key space is shared by every
+/// tenant (a queue's deduplication ids, say): the lowercase hex SHA-256 of `<tenant>` and `<id>`
+/// joined by a newline, which neither may contain. 64 characters whatever the inputs, so it fits
+/// SQS's 128-character `MessageDeduplicationId`; two tenants' equal ids never share a key.
+pub fn tenant_scoped_key(tenant: &TenantId, id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(tenant.as_str().as_bytes());
+    hash.update(b"\n");
+    hash.update(id.as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A tenant: the unit of isolation. Every record and every request belongs to exactly one.
@@ -129,6 +145,24 @@ mod tests {
         assert_eq!("".parse::<TenantId>(), Err(IdError::BadExternalId));
         assert_eq!("a#b".parse::<TenantId>(), Err(IdError::BadExternalId));
         assert_eq!("x".repeat(64).parse::<TenantId>(), Err(IdError::BadExternalId));
+        // dot segments would be rewritten on their way through a URL
+        assert_eq!(".".parse::<TenantId>(), Err(IdError::BadExternalId));
+        assert_eq!("..".parse::<TenantId>(), Err(IdError::BadExternalId));
+        assert!("a.b".parse::<TenantId>().is_ok());
+        assert!("...".parse::<TenantId>().is_ok());
+    }
+
+    #[test]
+    fn scoped_keys_separate_tenants_and_fit_sqs() {
+        let (a, b): (TenantId, TenantId) = ("ta".parse().unwrap(), "tb".parse().unwrap());
+        assert_ne!(tenant_scoped_key(&a, "evt-1"), tenant_scoped_key(&b, "evt-1"));
+        assert_eq!(tenant_scoped_key(&a, "evt-1"), tenant_scoped_key(&a, "evt-1"));
+        // the separator cannot be forged: "t" + "a\nx" is not a valid tenant, and ids differ
+        let t: TenantId = "t".parse().unwrap();
+        assert_ne!(tenant_scoped_key(&t, "a"), tenant_scoped_key(&a, ""));
+        let key = tenant_scoped_key(&a, &"x".repeat(63));
+        assert_eq!(key.len(), 64);
+        assert!(key.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! - **Deduplication.** A dedup id seen within `dedup_window` makes the enqueue a no-op that
 //!   returns [`Enqueued::Duplicate`]. The window lives in its own table, so it holds after the
 //!   original was acked (unlike some SQS emulators), and is queue-wide as with SQS's default
-//!   deduplication scope.
+//!   deduplication scope. The engine's items use a tenant-scoped dedup id
+//!   ([`WorkItem::dedup_id`]), so only one tenant's own ids can collide.
 //! - **Time** comes from the injected [`Clock`], stored as integer milliseconds.
 //!
 //! # Why receive is cheap
@@ -403,10 +404,10 @@ impl SqliteWorkQueue {
 
 #[async_trait]
 impl WorkQueue for SqliteWorkQueue {
-    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError> {
+    async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
         let body = serde_json::to_string(item)
             .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })?;
-        self.enqueue_raw(&item.group_id(), dedup_id, &body).await
+        self.enqueue_raw(&item.group_id(), &item.dedup_id(), &body).await
     }
 }
 

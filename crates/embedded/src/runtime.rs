@@ -185,7 +185,11 @@ impl Embedded {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         }
         if d.direction == switchboard_domain::event::Direction::Inbound {
-            self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+            if !fresh {
+                tracing::info!(tenant = %d.tenant_id, conversation_id = %d.conversation_id, message_id = %d.message_id,
+                    event_id = %event.id, "message already in the conversation log; not logged twice");
+            }
         }
         self.router.route(event).await
     }
@@ -210,7 +214,8 @@ impl ItemHandler for ExecuteItems {
         match self.executor.execute(&item).await {
             Ok(outcome) => {
                 if let ExecOutcome::Dropped { reason } = outcome {
-                    warn!(source = %item.source_id, %reason, "work item dropped");
+                    warn!(tenant = %item.tenant_id, source = %item.source_id, conversation_id = %item.conversation_id,
+                        %reason, "work item dropped");
                 }
                 // Nobody waiting is fine.
                 let _ = self.completions.send(done);
@@ -219,9 +224,10 @@ impl ItemHandler for ExecuteItems {
             Err(e) => {
                 let level_error = !e.retryable || e.kind == ErrorKind::Config;
                 if level_error {
-                    error!(source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed");
+                    error!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed");
                 } else {
-                    warn!(source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed; will retry");
+                    warn!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message,
+                        "work item failed; will retry");
                 }
                 Err(ItemFailure { message: e.message, retry_after: None })
             }

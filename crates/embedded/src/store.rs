@@ -92,6 +92,45 @@ CREATE TABLE events (
 CREATE INDEX events_by_tenant ON events (tenant_id, seq);
 "#;
 
+/// Schema step 3: ids a client chooses are unique only where the brief's model says so. Message
+/// ids per conversation (two conversations of a tenant may both have a message `m-1`), outbound
+/// event ids per tenant. SQLite cannot drop a table constraint, so both tables are rebuilt with
+/// their rows and sequence numbers (the event stream's `Last-Event-ID` stays valid).
+pub const SCOPE_CLIENT_IDS: &str = r#"
+CREATE TABLE messages_v3 (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id       TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id      TEXT NOT NULL,
+    direction       TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    idempotency_key TEXT,
+    created_at      TEXT NOT NULL,
+    UNIQUE (tenant_id, conversation_id, message_id),
+    -- Reply keys derive from tenant-scoped source ids.
+    UNIQUE (tenant_id, idempotency_key)
+) STRICT;
+INSERT INTO messages_v3 (seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
+    SELECT seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v3 RENAME TO messages;
+CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
+CREATE TABLE events_v3 (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id    TEXT NOT NULL,
+    tenant_id   TEXT NOT NULL,
+    detail_type TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    UNIQUE (tenant_id, event_id)
+) STRICT;
+INSERT INTO events_v3 (seq, event_id, tenant_id, detail_type, body, created_at)
+    SELECT seq, event_id, tenant_id, detail_type, body, created_at FROM events;
+DROP TABLE events;
+ALTER TABLE events_v3 RENAME TO events;
+CREATE INDEX events_by_tenant ON events (tenant_id, seq);
+"#;
+
 /// Maps database failures onto the engine's store errors.
 fn store_err(e: DbError) -> StoreError {
     let retryable = e.retryable();
@@ -282,7 +321,8 @@ impl SqliteStore {
         bodies.iter().map(|b| from_json(b)).collect()
     }
 
-    /// Appends an outbound event to the event log; `false` if its id was already logged.
+    /// Appends an outbound event to the event log; `None` if the tenant had logged that event id
+    /// already (a replayed turn publishing again), which is logged here with tenant and id.
     pub async fn log_event(&self, event: &OutboundEvent) -> Result<Option<i64>, StoreError> {
         let (id, t, kind, now) =
             (event.id.clone(), event.tenant_id.to_string(), event.detail_type.clone(), self.clock.now().to_rfc3339());
@@ -295,6 +335,12 @@ impl SqliteStore {
             })
             .await
             .map_err(store_err)
+            .inspect(|seq| {
+                if seq.is_none() {
+                    tracing::info!(tenant = %event.tenant_id, event_id = %event.id, detail_type = %event.detail_type,
+                        "event already logged for this tenant; the repeat is not logged or streamed again");
+                }
+            })
     }
 
     /// A tenant's events after sequence number `after`, oldest first.

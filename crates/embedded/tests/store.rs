@@ -214,3 +214,123 @@ async fn two_tenants_with_the_same_event_id_both_get_their_reply() {
     let texts: Vec<_> = e.store.messages(&b, "c-1", 10).await.unwrap().into_iter().map(|m| m.text).collect();
     assert_eq!(texts, ["hello B"]);
 }
+
+#[tokio::test]
+async fn a_message_id_is_unique_per_conversation_not_per_tenant() {
+    let (e, _dir) = open(clock(), 5);
+    let t: TenantId = "t-a".parse().unwrap();
+    // the same message id arrives in two conversations of one tenant
+    assert!(e.store.record_inbound(&t, "c-1", "m-1", "first conversation").await.unwrap());
+    assert!(e.store.record_inbound(&t, "c-2", "m-1", "second conversation").await.unwrap());
+    // and a repeat within a conversation is recognised
+    assert!(!e.store.record_inbound(&t, "c-2", "m-1", "second conversation").await.unwrap());
+    for (conversation, text) in [("c-1", "first conversation"), ("c-2", "second conversation")] {
+        let texts: Vec<_> = e.store.messages(&t, conversation, 10).await.unwrap().into_iter().map(|m| m.text).collect();
+        assert_eq!(texts, [text], "{conversation}");
+    }
+}
+
+#[tokio::test]
+async fn an_outbound_event_id_is_unique_per_tenant() {
+    let (e, _dir) = open(clock(), 5);
+    let (a, b): (TenantId, TenantId) = ("t-a".parse().unwrap(), "t-b".parse().unwrap());
+    let event = |t: &TenantId| switchboard_domain::OutboundEvent {
+        id: "evt-1/0/session.handoff.human".into(),
+        detail_type: "session.handoff.human".into(),
+        tenant_id: t.clone(),
+        detail: json!({ "reason": format!("for {t}") }),
+    };
+    // the same id logged by two tenants: both are kept, each in its tenant's log
+    assert!(e.store.log_event(&event(&a)).await.unwrap().is_some());
+    assert!(e.store.log_event(&event(&b)).await.unwrap().is_some());
+    // a replayed publish within a tenant is not logged twice
+    assert!(e.store.log_event(&event(&a)).await.unwrap().is_none());
+    for t in [&a, &b] {
+        let got: Vec<_> = e.store.events(t, 0, 10).await.unwrap().into_iter().map(|(_, ev)| ev).collect();
+        assert_eq!(got, [event(t)]);
+    }
+}
+
+/// A data directory written by the schema before tenant-scoped client ids (user_version 2) opens,
+/// keeps its rows and event sequence numbers, and then takes ids that used to collide.
+#[tokio::test]
+async fn a_database_of_the_previous_schema_migrates_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
+    {
+        let conn = rusqlite::Connection::open(&db_path).unwrap();
+        conn.execute_batch(PREVIOUS_STORE_SCHEMA).unwrap();
+        conn.execute_batch(switchboard_embedded::queue::SCHEMA).unwrap();
+        conn.execute_batch(
+            "INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
+                 VALUES ('t-a', 'c-1', 'm-1', 'inbound', 'old question', NULL, '2026-11-01T00:00:00+00:00'),
+                        ('t-a', 'c-1', 'reply-1', 'outbound', 'old answer', 'evt-1/0', '2026-11-01T00:00:01+00:00');
+             INSERT INTO events (seq, event_id, tenant_id, detail_type, body, created_at)
+                 VALUES (41, 'evt-1/0/session.ended', 't-a', 'session.ended',
+                         '{\"id\":\"evt-1/0/session.ended\",\"detailType\":\"session.ended\",\"tenantId\":\"t-a\",\"detail\":{}}',
+                         '2026-11-01T00:00:02+00:00');
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    }
+    // when the current build opens it
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock(), EmbeddedOptions::default()).unwrap();
+    let t: TenantId = "t-a".parse().unwrap();
+    // then the old rows are there
+    let texts: Vec<_> = e.store.messages(&t, "c-1", 10).await.unwrap().into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, ["old question", "old answer"]);
+    let events = e.store.events(&t, 0, 10).await.unwrap();
+    assert_eq!(
+        events.iter().map(|(seq, ev)| (*seq, ev.id.as_str())).collect::<Vec<_>>(),
+        [(41, "evt-1/0/session.ended")]
+    );
+    // the reply's idempotency key still deduplicates
+    let (_, duplicate) = e.store.record_reply(&t, "c-1", "old answer", "evt-1/0").await.unwrap();
+    assert!(duplicate);
+    // ids that collided under the old constraints are now accepted
+    assert!(e.store.record_inbound(&t, "c-2", "m-1", "same id, other conversation").await.unwrap());
+    let other: TenantId = "t-b".parse().unwrap();
+    let reused = switchboard_domain::OutboundEvent {
+        id: "evt-1/0/session.ended".into(),
+        detail_type: "session.ended".into(),
+        tenant_id: other.clone(),
+        detail: json!({}),
+    };
+    let seq = e.store.log_event(&reused).await.unwrap().unwrap();
+    assert!(seq > 41, "sequence numbers continue after the migrated ones: {seq}");
+    // and the database is at the current version
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, i64::try_from(switchboard_embedded::db::MIGRATIONS.len()).unwrap());
+}
+
+/// The store's tables as the first schema step released them (the queue's step 2 is unchanged
+/// and applied from the crate): what a user's existing data directory holds.
+const PREVIOUS_STORE_SCHEMA: &str = r#"
+CREATE TABLE tenants (tenant_id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL) STRICT;
+CREATE TABLE config_records (
+    tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id), kind TEXT NOT NULL, id TEXT NOT NULL,
+    version INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant_id, kind, id)) STRICT;
+CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, tenant_id TEXT REFERENCES tenants (tenant_id), created_at TEXT NOT NULL) STRICT;
+CREATE TABLE sessions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL, status TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+    UNIQUE (tenant_id, session_id)) STRICT;
+CREATE INDEX sessions_by_conversation ON sessions (tenant_id, conversation_id, seq);
+CREATE UNIQUE INDEX one_active_session ON sessions (tenant_id, conversation_id) WHERE status = 'active';
+CREATE TABLE executions (
+    tenant_id TEXT NOT NULL, execution_id TEXT NOT NULL, session_id TEXT NOT NULL, source_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant_id, execution_id)) STRICT;
+CREATE UNIQUE INDEX executions_by_source ON executions (tenant_id, source_id);
+CREATE INDEX executions_by_session ON executions (tenant_id, session_id, execution_id);
+CREATE TABLE messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL, direction TEXT NOT NULL, text TEXT NOT NULL, idempotency_key TEXT,
+    created_at TEXT NOT NULL, UNIQUE (tenant_id, message_id), UNIQUE (tenant_id, idempotency_key)) STRICT;
+CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL,
+    detail_type TEXT NOT NULL, body TEXT NOT NULL, created_at TEXT NOT NULL) STRICT;
+CREATE INDEX events_by_tenant ON events (tenant_id, seq);
+"#;

@@ -89,6 +89,7 @@ impl Executor {
     pub async fn execute(&self, item: &WorkItem) -> Result<ExecOutcome, ExecError> {
         let deps = &self.deps;
         if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
+            info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
             return Ok(ExecOutcome::AlreadyRecorded(Box::new(done)));
         }
         let mut last_conflict = String::new();

@@ -236,6 +236,13 @@ impl WorkItem {
     pub fn group_id(&self) -> String {
         format!("{}:{}", self.tenant_id, self.conversation_id)
     }
+
+    /// The queue's deduplication id: the source id within its tenant, hashed so that it fits
+    /// SQS's `MessageDeduplicationId` (the deduplication scope of a FIFO queue is the whole queue,
+    /// so a bare event id would let one tenant's event silence another's).
+    pub fn dedup_id(&self) -> String {
+        switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &self.source_id)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,8 +256,9 @@ pub enum Enqueued {
 /// a worker pool in the embedded profile), so it is not part of the port.
 #[async_trait]
 pub trait WorkQueue: Send + Sync {
-    /// Enqueues `item` in its conversation's group with `dedup_id` as deduplication id.
-    async fn enqueue(&self, item: &WorkItem, dedup_id: &str) -> Result<Enqueued, QueueError>;
+    /// Enqueues `item` in its conversation's group ([`WorkItem::group_id`]), deduplicated on
+    /// [`WorkItem::dedup_id`] (its source id, scoped by its tenant).
+    async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError>;
 }
 
 /// Publishes events (EventBridge, or the in-process bus). Delivery is at least once; every event

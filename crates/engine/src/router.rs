@@ -6,7 +6,7 @@ use std::sync::Arc;
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::first_match;
 use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TriggerId};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::{QueueError, StoreError};
 use crate::ports::{ConfigStore, Enqueued, SessionStore, WorkItem, WorkQueue};
@@ -71,6 +71,7 @@ impl Router {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         }
         if d.direction != Direction::Inbound {
+            debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
             return Ok(RouteOutcome::NotInbound);
         }
         if let Some(latest) = self.sessions.latest_session(&d.tenant_id, &d.conversation_id).await?
@@ -80,7 +81,10 @@ impl Router {
             // conversation's queue group so that the message joins the session transcript in
             // order (an agent the conversation is handed back to sees it) with a skip record.
             debug!(session_id = %latest.session_id, "conversation owned by a human; recorded, not answered");
-            self.queue.enqueue(&work_item(event, latest.agent_id, None), &event.id).await?;
+            let queued = self.queue.enqueue(&work_item(event, latest.agent_id, None)).await?;
+            if queued == Enqueued::Duplicate {
+                info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+            }
             return Ok(RouteOutcome::HumanOwned { session_id: latest.session_id });
         }
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
@@ -91,7 +95,10 @@ impl Router {
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
                     let item = work_item(event, agent.agent_id, Some(trigger.trigger_id));
-                    let outcome = self.queue.enqueue(&item, &event.id).await?;
+                    let outcome = self.queue.enqueue(&item).await?;
+                    if outcome == Enqueued::Duplicate {
+                        info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+                    }
                     return Ok(RouteOutcome::Enqueued {
                         trigger_id: trigger.trigger_id,
                         agent_id: agent.agent_id,
@@ -105,6 +112,7 @@ impl Router {
                 }
             }
         }
+        info!(conversation_id = %d.conversation_id, triggers = triggers.len(), "no active trigger matched; not answered");
         Ok(RouteOutcome::NoMatch)
     }
 }

@@ -247,7 +247,9 @@ pub(crate) async fn publish(
         d.extend(extra);
     }
     let event = OutboundEvent {
-        id: format!("{id}/{kind}"),
+        // Prefixed with the tenant (which holds no '/'), so that the id is unique across tenants
+        // although the source ids it derives from are unique only within one.
+        id: format!("{}/{id}/{kind}", session.tenant_id),
         detail_type: kind.to_owned(),
         tenant_id: session.tenant_id.clone(),
         detail,
@@ -355,10 +357,7 @@ pub(crate) async fn handoff_to_agent(
         continuation: true,
         ..item.clone()
     };
-    deps.queue
-        .enqueue(&continuation, &continuation.source_id)
-        .await
-        .map_err(|e| ToolFault::Queue(e.message, e.retryable))?;
+    deps.queue.enqueue(&continuation).await.map_err(|e| ToolFault::Queue(e.message, e.retryable))?;
 
     let s = &mut state.session;
     s.status = SessionStatus::HandedOff;

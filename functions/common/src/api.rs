@@ -45,7 +45,7 @@ impl std::fmt::Debug for QueueInvoker {
 #[async_trait]
 impl Invoker for QueueInvoker {
     async fn invoke(&self, item: WorkItem, _wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
-        self.0.enqueue(&item, &item.source_id).await?;
+        self.0.enqueue(&item).await?;
         Ok(None)
     }
 }
@@ -66,6 +66,8 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         live: None,
         auth: None,
         limiter,
+        // API Gateway delivers the whole body in the event; nothing is read from a socket.
+        body_timeout: switchboard_api::DEFAULT_BODY_TIMEOUT,
     }
 }
 
