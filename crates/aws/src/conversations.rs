@@ -1,6 +1,8 @@
 //! `ConversationsApi`: the engine's `Conversations` port over the Conversations Service's HTTPS
-//! API. A reply is `POST <base>/conversations/{id}/messages` with JSON `{"text": …}`, an
-//! `Idempotency-Key` header (the service answers a repeated key with the first message) and a
+//! API. A reply is `POST <base>/tenants/{tenantId}/conversations/{id}/messages` with JSON
+//! `{"text": …}` (conversation ids are unique only within a tenant, so the tenant is part of the
+//! address), an `Idempotency-Key` header `<tenantId>/<key>` (unique across tenants, since the
+//! service may keep one key space per caller; it answers a repeated key with the first message) and a
 //! SigV4 signature for `execute-api` made with the credentials of the shared SDK config. 5xx,
 //! 429, timeouts and connection failures are retried with backoff, each attempt re-signed.
 //! It sends nothing else (no reads, no attachments).
@@ -82,13 +84,13 @@ impl ConversationsApi {
     }
 
     /// The URL a reply to `conversation_id` is posted to (the id percent-encoded as one segment).
-    pub fn messages_url(&self, conversation_id: &str) -> Result<String, ConversationError> {
+    pub fn messages_url(&self, tenant: &TenantId, conversation_id: &str) -> Result<String, ConversationError> {
         let mut url = url::Url::parse(&self.base_url)
             .map_err(|e| ConversationError { message: format!("base URL: {e}"), retryable: false })?;
         url.path_segments_mut()
             .map_err(|()| ConversationError { message: "base URL cannot have a path".into(), retryable: false })?
             .pop_if_empty()
-            .extend(["conversations", conversation_id, "messages"]);
+            .extend(["tenants", tenant.as_str(), "conversations", conversation_id, "messages"]);
         Ok(url.to_string())
     }
 
@@ -127,7 +129,9 @@ impl Conversations for ConversationsApi {
         text: &str,
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError> {
-        let url = self.messages_url(conversation_id)?;
+        let url = self.messages_url(tenant, conversation_id)?;
+        let idempotency_key = format!("{tenant}/{idempotency_key}");
+        let idempotency_key = idempotency_key.as_str();
         let body = serde_json::to_vec(&serde_json::json!({ "text": text }))
             .map_err(|e| ConversationError { message: format!("encode the reply: {e}"), retryable: false })?;
         let mut last = ConversationError { message: "no attempt made".into(), retryable: true };

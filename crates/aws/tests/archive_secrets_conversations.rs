@@ -70,8 +70,12 @@ async fn a_reply_is_posted_signed_with_its_idempotency_key_and_retried_on_5xx_an
     assert!(!sent.duplicate);
     let got = fake.accepted();
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].conversation_id.as_str(), got[0].text.as_str()), ("c 1/x", "Hello there"));
-    assert_eq!(got[0].idempotency_key, "evt-1#0");
+    assert_eq!(
+        (got[0].tenant_id.as_str(), got[0].conversation_id.as_str(), got[0].text.as_str()),
+        ("t-1", "c 1/x", "Hello there")
+    );
+    // the key is sent with its tenant: the service's key space may be shared by every tenant
+    assert_eq!(got[0].idempotency_key, "t-1/evt-1#0");
     assert!(got[0].authorization.starts_with("AWS4-HMAC-SHA256 Credential=test/"), "{}", got[0].authorization);
     assert!(got[0].authorization.contains("/us-east-1/execute-api/aws4_request"));
     assert_eq!(got[0].amz_date.len(), 16);

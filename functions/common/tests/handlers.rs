@@ -27,9 +27,10 @@ use serde_json::{Value, json};
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, RetryPolicy, S3Archive,
 };
-use switchboard_domain::{Agent, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
+use switchboard_domain::{Agent, EventType, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
 use switchboard_engine::{
-    ConfigAdmin, ConfigRecord, ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore,
+    ConfigAdmin, ConfigRecord, ConfigStore, ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome,
+    SessionStore,
 };
 use switchboard_functions::executor::ItemResult;
 use switchboard_functions::{FunctionEnv, Wiring, api, archiver, executor, router};
@@ -226,13 +227,18 @@ async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one(
     let w = world(vec![], false).await;
     // given the EventBridge envelope of a customer asking for help
     let outcome = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
-    // then one work item is queued in the conversation's group, dedup id = event id
+    // then one work item is queued in the conversation's group, deduplicated on the event id
+    // within its tenant
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
     let sqs = aws_sdk_sqs::Client::new(&w.sdk);
     let queued = common::drain_queue(&sqs, &w.names.work_queue_url).await;
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].0, "t-1:c-1");
-    assert_eq!(queued[0].1, "6a7e8feb-b491-4cf7-a9f1-bf3703467718");
+    let tenant: TenantId = "t-1".parse().unwrap();
+    assert_eq!(
+        queued[0].1,
+        switchboard_domain::ids::tenant_scoped_key(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718")
+    );
     // given an envelope without a tenant
     let mut bad = fixture("eventbridge-message-new.json");
     bad["detail"].as_object_mut().unwrap().remove("tenantId");
@@ -244,6 +250,53 @@ async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one(
 }
 
 // ---- internal-api ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn two_tenants_numbering_their_events_alike_are_both_answered() {
+    let step = |text: &str| Reply::tool_use("tu-1", "send_message", json!({ "text": text }));
+    let w =
+        world(vec![step("Hello t-1."), Reply::text("Done."), step("Hello t-2."), Reply::text("Done.")], false).await;
+    // given a second tenant with the same agent and trigger ids as the first
+    let (t1, t2): (TenantId, TenantId) = ("t-1".parse().unwrap(), "t-2".parse().unwrap());
+    w.wiring.store.create_tenant(&t2, "Other").await.unwrap();
+    let agent = w.wiring.store.get_agent(&t1, AGENT.parse().unwrap()).await.unwrap().unwrap();
+    w.wiring.store.put_agent(&Agent { tenant_id: t2.clone(), ..agent }).await.unwrap();
+    let trigger = w.wiring.store.active_triggers(&t1, EventType::MessageNew).await.unwrap()[0].clone();
+    w.wiring.store.put_trigger(&Trigger { tenant_id: t2.clone(), ..trigger }).await.unwrap();
+    // when both send an event with the same EventBridge id, conversation and message ids
+    let first = fixture("eventbridge-message-new.json");
+    let mut second = first.clone();
+    second["detail"]["tenantId"] = json!("t-2");
+    for envelope in [first.clone(), second, first.clone()] {
+        let outcome = router::handle(&w.wiring.router, event(envelope)).await.unwrap();
+        assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
+    }
+    // then SQS holds one item per tenant (the first tenant's repeat was deduplicated), and each
+    // is answered
+    let mut handled = 0;
+    while let Some((_, response)) = poll_once(&w).await {
+        assert!(response.batch_item_failures.is_empty());
+        handled += 1;
+    }
+    assert_eq!(handled, 2);
+    let id = first["id"].as_str().unwrap();
+    // each reply went to its own tenant's conversation, under its own tenant's key
+    let replies: Vec<(String, String, String)> =
+        w.conversations.accepted().into_iter().map(|r| (r.tenant_id, r.conversation_id, r.text)).collect();
+    let conversation = first["detail"]["conversationId"].as_str().unwrap();
+    assert_eq!(
+        replies,
+        [("t-1", conversation, "Hello t-1."), ("t-2", conversation, "Hello t-2.")].map(|(t, c, x)| (
+            t.to_owned(),
+            c.to_owned(),
+            x.to_owned()
+        ))
+    );
+    for t in [&t1, &t2] {
+        let record = w.wiring.store.execution_for_source(t, id).await.unwrap().unwrap();
+        assert_eq!((&record.tenant_id, record.status), (t, ExecutionStatus::Success));
+    }
+}
 
 #[tokio::test]
 async fn the_internal_api_answers_an_api_gateway_rest_request() {
@@ -439,7 +492,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let replies = w.conversations.accepted();
     assert_eq!(replies.len(), 1);
     assert_eq!((replies[0].conversation_id.as_str(), replies[0].text.as_str()), ("c-1", "Connecting you to a person."));
-    assert!(replies[0].idempotency_key.starts_with(&event_id), "{}", replies[0].idempotency_key);
+    assert!(replies[0].idempotency_key.starts_with(&format!("t-1/{event_id}")), "{}", replies[0].idempotency_key);
     assert!(common::is_sigv4_for_execute_api(&replies[0].authorization));
     assert_eq!(w.bedrock.requests().len(), 1);
     // and the session (handed to a human) and the execution are in DynamoDB
@@ -730,7 +783,7 @@ async fn throttling_after_a_reply_went_out_does_not_send_it_twice_on_redelivery(
     assert_eq!(replies[0].idempotency_key, key);
     let record = w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap();
     let record = record.unwrap();
-    assert_eq!(record.tool_calls[0].idempotency_key, key);
+    assert_eq!(format!("t-1/{}", record.tool_calls[0].idempotency_key), key);
     let executions = w.wiring.store.list_executions(&tenant, record.session_id, None, 100).await.unwrap();
     assert_eq!(executions.items.len(), 1);
     assert!(poll_once(&w).await.is_none());

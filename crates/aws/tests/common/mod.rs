@@ -405,6 +405,7 @@ impl FakeBedrock {
 /// One reply as the fake Conversations Service received it.
 #[derive(Debug, Clone)]
 pub struct ReceivedReply {
+    pub tenant_id: String,
     pub conversation_id: String,
     pub text: String,
     pub idempotency_key: String,
@@ -422,7 +423,7 @@ struct ConversationsState {
     by_key: std::collections::HashMap<String, String>,
 }
 
-/// `POST /conversations/{id}/messages` on 127.0.0.1: refuses a request without a SigV4
+/// `POST /tenants/{tenantId}/conversations/{id}/messages` on 127.0.0.1: refuses a request without a SigV4
 /// `Authorization` for `execute-api` or without an `Idempotency-Key` (400), answers scripted
 /// failures first, then `201 {"messageId"}`, or `200 {"messageId", "duplicate": true}` for a key
 /// it has seen.
@@ -462,7 +463,7 @@ impl FakeConversations {
 
         async fn post(
             State(state): State<Arc<Mutex<ConversationsState>>>,
-            Path(conversation_id): Path<String>,
+            Path((tenant_id, conversation_id)): Path<(String, String)>,
             headers: HeaderMap,
             body: axum::body::Bytes,
         ) -> Response {
@@ -492,6 +493,7 @@ impl FakeConversations {
             let id = format!("out-{}", s.by_key.len() + 1);
             s.by_key.insert(idempotency_key.clone(), id.clone());
             s.accepted.push(ReceivedReply {
+                tenant_id,
                 conversation_id,
                 text: text.to_owned(),
                 idempotency_key,
@@ -503,7 +505,7 @@ impl FakeConversations {
 
         let state = Arc::new(Mutex::new(ConversationsState { failures: failures.into(), ..Default::default() }));
         let app = axum::Router::new()
-            .route("/prod/conversations/{conversation_id}/messages", axum::routing::post(post))
+            .route("/prod/tenants/{tenant_id}/conversations/{conversation_id}/messages", axum::routing::post(post))
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
         let base_url = format!("http://{}/prod", listener.local_addr().unwrap());
