@@ -10,14 +10,13 @@ use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
 use switchboard_api::{ApiState, Authenticator, Caller, EventFeed, Ingest, Invoker, LiveEvents, RateLimiter};
-use switchboard_domain::TenantId;
 use switchboard_domain::{ExecutionRecord, InboundEvent};
 use switchboard_embedded::keys::{generate_api_key, hash_api_key};
 use switchboard_embedded::{
     Bundle, Embedded, EmbeddedOptions, FileSecrets, InProcessBus, QueueConfig, ScriptedModel, SqliteStore,
 };
 use switchboard_engine::{
-    Model, RouteError, RouteOutcome, SecretError, Secrets, StoreError, SystemClock, WorkItem, WorkQueue,
+    Model, NoSecrets, RouteError, RouteOutcome, Secrets, StoreError, SystemClock, WorkItem, WorkQueue,
 };
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
@@ -124,17 +123,6 @@ impl Invoker for EmbeddedIngest {
         let completions = self.0.subscribe_completions();
         self.0.queue.enqueue(&item).await?;
         Ok(self.0.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
-    }
-}
-
-/// The secrets source when no `--secrets-file` is given: every secret is missing, so a tool that
-/// names one is refused (and the model told why) rather than called unsigned.
-struct NoSecrets;
-
-#[async_trait]
-impl Secrets for NoSecrets {
-    async fn get_secret(&self, _tenant: &TenantId, _name: &str) -> Result<Option<String>, SecretError> {
-        Ok(None)
     }
 }
 

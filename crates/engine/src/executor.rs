@@ -17,7 +17,7 @@ use switchboard_domain::{
 use tracing::{info, warn};
 
 use crate::context;
-use crate::error::StoreError;
+use crate::ports::StoreError;
 use crate::ports::{Deps, ModelRequest, ModelResponse, SessionWrite, TurnCommit, WorkItem};
 use crate::router_agent;
 use crate::supervisor::{self, SubAgentCall};

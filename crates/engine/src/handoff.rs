@@ -13,8 +13,8 @@ use switchboard_domain::{
     Priority, Session, SessionId, SessionStatus, TenantId, TokenUsage,
 };
 
-use crate::error::{BusError, StoreError};
 use crate::executor::Executor;
+use crate::ports::{BusError, StoreError};
 use crate::ports::{SessionWrite, TurnCommit};
 use crate::system_tools::publish;
 

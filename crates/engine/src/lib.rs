@@ -3,10 +3,8 @@
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
-pub mod error;
 pub mod ports;
 
-pub use error::{BusError, ConversationError, ModelError, QueueError, StoreError};
 pub use ports::*;
 
 mod context;

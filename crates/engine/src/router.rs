@@ -8,8 +8,8 @@ use switchboard_domain::trigger::first_match;
 use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TriggerId};
 use tracing::{debug, info, warn};
 
-use crate::error::{QueueError, StoreError};
 use crate::ports::{ConfigStore, Enqueued, SessionStore, WorkItem, WorkQueue};
+use crate::ports::{QueueError, StoreError};
 
 /// What the router did with an event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use switchboard_domain::{
     SystemTool,
 };
 
-use crate::error::{BusError, ConversationError, StoreError};
+use crate::ports::{BusError, ConversationError, StoreError};
 use crate::ports::{Deps, WorkItem};
 
 /// What a tool call gives back to the model; `is_error` tells it the call did not work.

@@ -11,7 +11,7 @@ use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::tool::LOAD_SKILL;
 use switchboard_domain::{Agent, AgentStatus, AgentStep, AgentType, Session, Skill, SystemTool, Tool, TriggerStatus};
 
-use crate::error::StoreError;
+use crate::ports::StoreError;
 use crate::ports::{Deps, ToolSpec};
 use crate::system_tools::ToolOutcome;
 use crate::webhook_tools;

@@ -1,0 +1,125 @@
+//! Tenant configuration: reading it on the hot path (cached by the adapters) and writing it
+//! conditionally on its version (the internal API, tenant bundles).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger};
+
+use super::{Page, StoreError};
+
+/// Tenant configuration: agents and triggers. Implementations may cache (triggers at most one
+/// minute, agents five) and must invalidate on their own writes.
+#[async_trait]
+pub trait ConfigStore: Send + Sync {
+    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError>;
+    async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError>;
+    /// A custom tool of the tenant.
+    async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError>;
+    /// A skill of the tenant.
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError>;
+    /// Active triggers for `event_type`, already in evaluation order (priority, then id).
+    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError>;
+}
+
+/// The kinds of tenant configuration record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigKind {
+    Agent,
+    Trigger,
+    Tool,
+    Skill,
+}
+
+impl ConfigKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::Agent => "agent",
+            ConfigKind::Trigger => "trigger",
+            ConfigKind::Tool => "tool",
+            ConfigKind::Skill => "skill",
+        }
+    }
+}
+
+/// One tenant configuration record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ConfigRecord {
+    Agent(Agent),
+    Trigger(Trigger),
+    Tool(Tool),
+    Skill(Skill),
+}
+
+impl ConfigRecord {
+    pub fn kind(&self) -> ConfigKind {
+        match self {
+            ConfigRecord::Agent(_) => ConfigKind::Agent,
+            ConfigRecord::Trigger(_) => ConfigKind::Trigger,
+            ConfigRecord::Tool(_) => ConfigKind::Tool,
+            ConfigRecord::Skill(_) => ConfigKind::Skill,
+        }
+    }
+
+    pub fn tenant_id(&self) -> &TenantId {
+        match self {
+            ConfigRecord::Agent(r) => &r.tenant_id,
+            ConfigRecord::Trigger(r) => &r.tenant_id,
+            ConfigRecord::Tool(r) => &r.tenant_id,
+            ConfigRecord::Skill(r) => &r.tenant_id,
+        }
+    }
+
+    pub fn id(&self) -> String {
+        match self {
+            ConfigRecord::Agent(r) => r.agent_id.to_string(),
+            ConfigRecord::Trigger(r) => r.trigger_id.to_string(),
+            ConfigRecord::Tool(r) => r.tool_id.to_string(),
+            ConfigRecord::Skill(r) => r.skill_id.to_string(),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        match self {
+            ConfigRecord::Agent(r) => r.version,
+            ConfigRecord::Trigger(r) => r.version,
+            ConfigRecord::Tool(r) => r.version,
+            ConfigRecord::Skill(r) => r.version,
+        }
+    }
+}
+
+/// Writing and listing tenant configuration (the internal API's CRUD). Writes are conditional:
+/// `expected_version` `None` creates (the id must be free), `Some(v)` replaces only if the stored
+/// version is still `v`. Implementations invalidate their own config caches on every write.
+#[async_trait]
+pub trait ConfigAdmin: Send + Sync {
+    /// Creates a tenant; `false` if it already existed.
+    async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError>;
+    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError>;
+    async fn get_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+    ) -> Result<Option<ConfigRecord>, StoreError>;
+    /// A page of a tenant's records of one kind, in id (creation) order.
+    async fn list_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ConfigRecord>, StoreError>;
+    /// Deletes if the stored version is `expected_version`; `false` if there was no such record.
+    async fn delete_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        expected_version: u64,
+    ) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,47 @@
+//! The ports: narrow traits the engine needs from the outside world, a file per port family with
+//! its error type. Each has an AWS adapter and an embedded adapter; the engine sees only these
+//! traits and domain types, never an SDK type.
+
+mod clock;
+mod config;
+mod conversations;
+mod events;
+mod model;
+mod queue;
+mod sessions;
+mod store;
+mod webhooks;
+
+use std::sync::Arc;
+
+pub use clock::{Clock, SystemClock};
+pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
+pub use conversations::{ConversationError, ConversationLog, Conversations, LoggedMessage, Sent};
+pub use events::{BusError, EventBus, EventLog};
+pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
+pub use queue::{Enqueued, QueueError, WorkItem, WorkQueue};
+pub use sessions::{ExecutionLog, SessionStore, SessionWrite, TurnCommit};
+pub use store::{Page, StoreError};
+pub use webhooks::{
+    NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+};
+
+/// Everything the engine needs, built once per process (or Lambda container).
+#[derive(Clone)]
+pub struct Deps {
+    pub config: Arc<dyn ConfigStore>,
+    pub sessions: Arc<dyn SessionStore>,
+    pub executions: Arc<dyn ExecutionLog>,
+    pub queue: Arc<dyn WorkQueue>,
+    pub bus: Arc<dyn EventBus>,
+    pub conversations: Arc<dyn Conversations>,
+    pub model: Arc<dyn Model>,
+    pub webhooks: Arc<dyn WebhookCaller>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Deps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deps").finish_non_exhaustive()
+    }
+}

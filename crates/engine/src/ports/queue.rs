@@ -1,0 +1,64 @@
+//! The work queue between event intake and the executor: one FIFO group per conversation.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use switchboard_domain::{AgentId, TenantId, TriggerId};
+
+/// A unit of agent work: one inbound message for one conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkItem {
+    pub tenant_id: TenantId,
+    /// Idempotency root of everything this item causes: the event id, plus `#h<n>` when the
+    /// item continues a conversation handed to another agent.
+    pub source_id: String,
+    pub conversation_id: String,
+    pub message_id: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<TriggerId>,
+    /// The agent the trigger chose; an active session of the conversation takes precedence.
+    pub agent_id: AgentId,
+    /// Set when the item continues a handoff: run only if this agent's session is active.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continuation: bool,
+    /// The event detail, for the execution record's input.
+    pub detail: serde_json::Value,
+}
+
+impl WorkItem {
+    /// The FIFO group: one conversation of one tenant.
+    pub fn group_id(&self) -> String {
+        format!("{}:{}", self.tenant_id, self.conversation_id)
+    }
+
+    /// The queue's deduplication id: the source id within its tenant, hashed so that it fits
+    /// SQS's `MessageDeduplicationId` (the deduplication scope of a FIFO queue is the whole queue,
+    /// so a bare event id would let one tenant's event silence another's).
+    pub fn dedup_id(&self) -> String {
+        switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &self.source_id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Queued,
+    /// The deduplication id was seen within the queue's deduplication window.
+    Duplicate,
+}
+
+/// Where the router puts work. Consuming is profile-specific (Lambda event source mapping on AWS,
+/// a worker pool in the embedded profile), so it is not part of the port.
+#[async_trait]
+pub trait WorkQueue: Send + Sync {
+    /// Enqueues `item` in its conversation's group ([`WorkItem::group_id`]), deduplicated on
+    /// [`WorkItem::dedup_id`] (its source id, scoped by its tenant).
+    async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("queue: {message}")]
+pub struct QueueError {
+    pub message: String,
+    pub retryable: bool,
+}

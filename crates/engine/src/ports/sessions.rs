@@ -1,0 +1,62 @@
+//! Sessions, their per-turn commits, and the execution records those commits write.
+
+use async_trait::async_trait;
+use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId};
+
+use super::{Page, StoreError};
+
+/// Everything one turn writes, committed atomically: the sessions it changed (each conditional
+/// on the version it read, `None` for a new session) and its execution record (conditional on
+/// no record existing for the same source). In DynamoDB this is one `TransactWriteItems`.
+#[derive(Debug, Clone)]
+pub struct TurnCommit {
+    pub sessions: Vec<SessionWrite>,
+    pub execution: ExecutionRecord,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionWrite {
+    pub session: Session,
+    /// The version read; `None` creates the session.
+    pub expected_version: Option<u64>,
+}
+
+/// Sessions and their per-turn commits.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError>;
+    /// The newest session of a conversation, whatever its status.
+    async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError>;
+    /// Every session of a conversation, oldest first (the `SessionsByConversation` index).
+    async fn sessions_for_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Vec<Session>, StoreError>;
+    /// Writes the turn or nothing. Fails with [`StoreError::VersionConflict`] when a session
+    /// changed since it was read (or a second active session would appear for the
+    /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
+    async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError>;
+}
+
+/// Reading execution records. Expired records are never returned.
+#[async_trait]
+pub trait ExecutionLog: Send + Sync {
+    async fn execution_for_source(
+        &self,
+        tenant: &TenantId,
+        source_id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn get_execution(
+        &self,
+        tenant: &TenantId,
+        execution: ExecutionId,
+    ) -> Result<Option<ExecutionRecord>, StoreError>;
+    async fn list_executions(
+        &self,
+        tenant: &TenantId,
+        session: SessionId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ExecutionRecord>, StoreError>;
+}

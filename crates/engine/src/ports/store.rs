@@ -1,0 +1,39 @@
+//! What every store port shares: its error, classified by whether trying again can help, and
+//! a page of a listing.
+
+use serde::{Deserialize, Serialize};
+
+/// A store failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A conditional write lost: someone else wrote first. Re-read and retry.
+    #[error("version conflict: {0}")]
+    VersionConflict(String),
+    /// The record (e.g. the execution for this source) already exists.
+    #[error("already recorded: {0}")]
+    Duplicate(String),
+    /// A stored record could not be read back (corrupt or from an incompatible version).
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+    #[error("store unavailable: {message}")]
+    Unavailable { message: String, retryable: bool },
+}
+
+impl StoreError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            StoreError::VersionConflict(_) => true,
+            StoreError::Duplicate(_) | StoreError::Corrupt(_) => false,
+            StoreError::Unavailable { retryable, .. } => *retryable,
+        }
+    }
+}
+
+/// A page of results and the cursor of the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}

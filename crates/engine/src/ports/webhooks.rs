@@ -1,0 +1,91 @@
+//! Tenant webhook tools: the signed call, and the tenant secrets that sign it.
+
+use async_trait::async_trait;
+use switchboard_domain::{TenantId, WebhookHandler};
+
+/// One call of a tenant's webhook tool. The engine builds the JSON body; the adapter signs it
+/// with the tenant secret named by `handler.secret_ref` (the engine never sees the secret),
+/// enforces the limits and the address rules, and retries as the handler's policy allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookRequest {
+    pub tenant_id: TenantId,
+    pub tool_name: String,
+    pub handler: WebhookHandler,
+    /// The exact bytes sent and signed.
+    pub body: Vec<u8>,
+    /// Stable across retries and redeliveries of the same tool call.
+    pub idempotency_key: String,
+}
+
+/// What the endpoint answered (any status: a 4xx is the tool's answer, for the model to read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+    /// The body was longer than the cap and was cut off.
+    pub truncated: bool,
+    /// Requests sent, retries included.
+    pub attempts: u32,
+    /// The host called (for the audit record; never the full URL with its query).
+    pub host: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookError {
+    /// The URL, or the address it resolved to, is not allowed (private, loopback, metadata…).
+    #[error("blocked: {0}")]
+    Blocked(String),
+    #[error("timed out after {attempts} attempt(s)")]
+    Timeout { attempts: u32 },
+    #[error("could not connect after {attempts} attempt(s): {message}")]
+    Connect { message: String, attempts: u32 },
+    /// The signing secret is missing or could not be read. The message never holds the secret.
+    #[error("secret: {0}")]
+    Secret(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Calls tenant webhooks. See [`WebhookRequest`].
+#[async_trait]
+pub trait WebhookCaller: Send + Sync {
+    async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError>;
+}
+
+/// The caller of a runtime configured without webhook tools: every call is refused, and the
+/// model is told so in the tool result.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoWebhooks;
+
+#[async_trait]
+impl WebhookCaller for NoWebhooks {
+    async fn call(&self, _request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
+        Err(WebhookError::Blocked("webhook tools are not enabled in this runtime".into()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("secrets: {message}")]
+pub struct SecretError {
+    pub message: String,
+    pub retryable: bool,
+}
+
+/// Tenant secrets (Secrets Manager on AWS, a secrets file in the embedded profile).
+/// Implementations may cache briefly; values must never be logged.
+#[async_trait]
+pub trait Secrets: Send + Sync {
+    async fn get_secret(&self, tenant: &TenantId, name: &str) -> Result<Option<String>, SecretError>;
+}
+
+/// The secrets source of a runtime configured without any: every secret is missing, so a tool
+/// that names one is refused (and the model told why) rather than called unsigned.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSecrets;
+
+#[async_trait]
+impl Secrets for NoSecrets {
+    async fn get_secret(&self, _tenant: &TenantId, _name: &str) -> Result<Option<String>, SecretError> {
+        Ok(None)
+    }
+}
