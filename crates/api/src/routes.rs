@@ -121,7 +121,8 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 ///    authorisation and the rate limiter read is byte for byte the one the handlers read
 ///    (`/tenants/%74%61/…` would otherwise be counted as nobody and served as `ta`).
 /// 2. A body announced larger than the route's limit is refused with 413 before any of it is
-///    read; a body that does not arrive within the state's `body_timeout` gets 408. The body is
+///    read (it is then drained for a bounded time so that the answer reaches a client still
+///    uploading); a body that does not arrive within the state's `body_timeout` gets 408. The body is
 ///    read here, once, so handlers never wait on the network.
 pub(crate) async fn read_request(State(state): State<ApiState>, req: Request, next: Next) -> Response {
     if let Err(problem) = canonical_path(req.uri().path()) {
@@ -133,20 +134,68 @@ pub(crate) async fn read_request(State(state): State<ApiState>, req: Request, ne
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
+    let (parts, body) = req.into_parts();
     if announced.is_some_and(|n| n > limit as u64) {
+        drain_in_background(body, state.body_timeout);
         return Problem::too_large(limit).into_response();
     }
-    let (parts, body) = req.into_parts();
-    let bytes = match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, limit)).await {
+    let bytes = match tokio::time::timeout(state.body_timeout, read_body(body, limit)).await {
         Err(_) => return Problem::body_timeout(state.body_timeout).into_response(),
-        Ok(Err(e)) if is_length_limit(&e) => return Problem::too_large(limit).into_response(),
-        Ok(Err(_)) => {
+        Ok(Err(BodyError::TooLarge(rest))) => {
+            drain_in_background(rest, state.body_timeout);
+            return Problem::too_large(limit).into_response();
+        }
+        Ok(Err(BodyError::Broken)) => {
             return Problem::invalid(switchboard_domain::ValidationErrors::single("", "the body could not be read"))
                 .into_response();
         }
         Ok(Ok(bytes)) => bytes,
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+enum BodyError {
+    /// Over the limit; the rest of the body, still unread.
+    TooLarge(axum::body::Body),
+    /// The connection failed while the body was read.
+    Broken,
+}
+
+/// Reads a whole body of at most `limit` bytes.
+async fn read_body(mut body: axum::body::Body, limit: usize) -> Result<Bytes, BodyError> {
+    use http_body_util::BodyExt;
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else { continue };
+        if buf.len() + data.len() > limit {
+            return Err(BodyError::TooLarge(body));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// Most bytes of a refused body read and thrown away after the answer.
+const DRAIN_BYTES: usize = 8 * 1024 * 1024;
+
+/// Keeps reading a refused body, for at most `timeout` and [`DRAIN_BYTES`], while the answer goes
+/// out. A connection closed with unread data makes the kernel reset it, and the reset can destroy
+/// the answer before the client reads it; draining for a bounded time (a "lingering close") lets
+/// a client that is still uploading see its 413.
+fn drain_in_background(mut body: axum::body::Body, timeout: std::time::Duration) {
+    use http_body_util::BodyExt;
+    tokio::spawn(async move {
+        let drain = async {
+            let mut seen = 0usize;
+            while let Some(Ok(frame)) = body.frame().await {
+                seen += frame.data_ref().map_or(0, |d| d.len());
+                if seen > DRAIN_BYTES {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, drain).await;
+    });
 }
 
 /// Refuses a path that is not in canonical form (see [`read_request`]).
@@ -161,18 +210,6 @@ pub(crate) fn canonical_path(path: &str) -> Result<(), Problem> {
         return bad("'.' and '..' segments are not accepted in the path");
     }
     Ok(())
-}
-
-/// Whether reading a body failed on its length limit (rather than on the connection).
-fn is_length_limit(e: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = err.source();
-    }
-    false
 }
 
 /// The tenant of the path, if the caller may see it and it exists; otherwise the same 404 either

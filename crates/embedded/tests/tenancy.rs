@@ -113,9 +113,9 @@ async fn run(a: &[Msg], b: &[Msg], order: &[bool]) -> (Vec<View>, Vec<View>) {
     let together = World::new(&TENANTS).await;
     let (mut ia, mut ib) = (a.iter(), b.iter());
     for &take_a in order {
-        match if take_a { ia.next().map(|m| (TENANTS[0], m)) } else { ib.next().map(|m| (TENANTS[1], m)) } {
-            Some((t, m)) => together.say(t, m).await,
-            None => {}
+        let next = if take_a { ia.next().map(|m| (TENANTS[0], m)) } else { ib.next().map(|m| (TENANTS[1], m)) };
+        if let Some((t, m)) = next {
+            together.say(t, m).await;
         }
     }
     for m in ia {
