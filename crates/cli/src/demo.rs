@@ -18,7 +18,7 @@ use switchboard_domain::{
     TenantId, ToolHandler,
 };
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::executor::describe;
+use switchboard_engine::execute::describe;
 use switchboard_engine::{
     ConversationLog, ExecutionLog, RouteOutcome, SecretError, Secrets, SessionStore, SystemClock,
 };

@@ -1,5 +1,5 @@
-//! The embedded profile assembled: one data directory, one SQLite file, the engine's router and
-//! executor wired to the SQLite adapters, and a worker pool draining the FIFO queue.
+//! The embedded profile assembled: one data directory, one SQLite file, the engine's event
+//! intake and executor wired to the SQLite adapters, and a worker pool draining the FIFO queue.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, NoWebhooks, RouteError,
-    RouteOutcome, Router, StoreError, WebhookCaller, WorkItem,
+    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Intake, Model, NoWebhooks,
+    RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem,
 };
 use tokio::sync::broadcast;
 use tracing::{error, warn};
@@ -71,7 +71,7 @@ pub struct Embedded {
     pub store: SqliteStore,
     pub queue: SqliteWorkQueue,
     pub bus: InProcessBus,
-    pub router: Router,
+    pub intake: Intake,
     pub executor: Executor,
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
@@ -113,13 +113,13 @@ impl Embedded {
             webhooks: Arc::clone(&options.webhooks),
             clock,
         };
-        let router = Router::new(store_arc.clone(), store_arc, queue_arc);
+        let intake = Intake::new(store_arc.clone(), store_arc, queue_arc);
         Ok(Self {
             data_dir: data_dir.to_owned(),
             store,
             queue,
             bus,
-            router,
+            intake,
             executor: Executor::new(deps),
             options,
             pool: Mutex::new(None),
@@ -191,7 +191,7 @@ impl Embedded {
                     event_id = %event.id, "message already in the conversation log; not logged twice");
             }
         }
-        self.router.route(event).await
+        self.intake.route(event).await
     }
 }
 

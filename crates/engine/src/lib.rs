@@ -1,22 +1,23 @@
-//! The engine: ports (the traits adapters implement) and the work itself — routing inbound
-//! events to agents and running one agent turn. Same code in the AWS and embedded profiles.
+//! The engine: ports (the traits adapters implement) and the work itself — taking in inbound
+//! events (`intake`) and running one agent turn (`execute`). Same code in the AWS and embedded
+//! profiles. See `docs/architecture.md` for where each behaviour lives.
+//!
+//! Rooms, lower ones never importing higher ones: `ports` and `fault` (errors of a turn);
+//! `model_call` (one model-call step); `tools` (the toolbox and its one dispatcher, a file per
+//! tool family); `patterns` (router classification, supervisor sub-agents); `execute` (the
+//! executor, the turn loop, records, context, handoffs over the API). `intake` needs ports only.
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
+pub mod execute;
+mod fault;
+pub mod intake;
+mod model_call;
+mod patterns;
 pub mod ports;
+mod tools;
 
+pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
+pub use execute::{ExecError, ExecOutcome, Executor};
+pub use intake::{Intake, RouteError, RouteOutcome};
 pub use ports::*;
-
-mod context;
-pub mod executor;
-pub mod handoff;
-pub mod router;
-mod router_agent;
-mod supervisor;
-mod system_tools;
-mod toolbox;
-mod webhook_tools;
-
-pub use executor::{ExecError, ExecOutcome, Executor};
-pub use handoff::{HandoffDone, HandoffError, HandoffTo};
-pub use router::{RouteError, RouteOutcome, Router};

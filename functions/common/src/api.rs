@@ -13,7 +13,7 @@ use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 use switchboard_api::{ApiState, Ingest, Invoker, RateLimiter};
 use switchboard_domain::{ExecutionRecord, InboundEvent};
-use switchboard_engine::{RouteError, RouteOutcome, Router, WorkItem, WorkQueue};
+use switchboard_engine::{Intake, RouteError, RouteOutcome, WorkItem, WorkQueue};
 use tower::ServiceExt;
 use tower::util::MapRequest;
 
@@ -21,10 +21,10 @@ use crate::env::Wiring;
 
 /// `POST /events`: the router, as the event-router function runs it.
 #[derive(Debug, Clone)]
-pub struct RouterIngest(pub Router);
+pub struct IntakeIngest(pub Intake);
 
 #[async_trait]
-impl Ingest for RouterIngest {
+impl Ingest for IntakeIngest {
     async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         self.0.route(event).await
     }
@@ -54,7 +54,7 @@ impl Invoker for QueueInvoker {
 /// Gateway usage plans are the real one).
 pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
     ApiState {
-        ingest: Arc::new(RouterIngest(wiring.router.clone())),
+        ingest: Arc::new(IntakeIngest(wiring.intake.clone())),
         invoker: Arc::new(QueueInvoker(wiring.queue.clone())),
         executor: wiring.executor.clone(),
         config: wiring.store.clone(),

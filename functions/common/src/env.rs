@@ -12,7 +12,7 @@ use switchboard_aws::{
 };
 use switchboard_domain::TenantId;
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Executor, Model, ModelError, ModelRequest, ModelResponse, Router, Secrets,
+    ConversationError, Conversations, Deps, Executor, Intake, Model, ModelError, ModelRequest, ModelResponse, Secrets,
     Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -191,7 +191,7 @@ pub struct Wiring {
     pub store: Arc<DynamoStore>,
     pub queue: Arc<SqsWorkQueue>,
     pub deps: Deps,
-    pub router: Router,
+    pub intake: Intake,
     pub executor: Executor,
 }
 
@@ -247,7 +247,7 @@ impl Wiring {
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
         };
-        let router = Router::new(store.clone(), store.clone(), queue.clone());
-        Self { store, queue, executor: Executor::new(deps.clone()), deps, router }
+        let intake = Intake::new(store.clone(), store.clone(), queue.clone());
+        Self { store, queue, executor: Executor::new(deps.clone()), deps, intake }
     }
 }

@@ -6,7 +6,7 @@
 pub mod api;
 pub mod archiver;
 pub mod env;
+pub mod event_router;
 pub mod executor;
-pub mod router;
 
 pub use env::{FunctionEnv, Wiring, run_with};

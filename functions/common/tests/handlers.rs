@@ -33,7 +33,7 @@ use switchboard_engine::{
     SessionStore,
 };
 use switchboard_functions::executor::ItemResult;
-use switchboard_functions::{FunctionEnv, Wiring, api, archiver, executor, router};
+use switchboard_functions::{FunctionEnv, Wiring, api, archiver, event_router, executor};
 use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
@@ -226,7 +226,7 @@ async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other
 async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one() {
     let w = world(vec![], false).await;
     // given the EventBridge envelope of a customer asking for help
-    let outcome = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     // then one work item is queued in the conversation's group, deduplicated on the event id
     // within its tenant
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
@@ -242,9 +242,9 @@ async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one(
     // given an envelope without a tenant
     let mut bad = fixture("eventbridge-message-new.json");
     bad["detail"].as_object_mut().unwrap().remove("tenantId");
-    let err = router::handle(&w.wiring.router, event(bad)).await.unwrap_err();
+    let err = event_router::handle(&w.wiring.intake, event(bad)).await.unwrap_err();
     // then it is an error saying why (EventBridge retries, then dead-letters it)
-    assert!(matches!(err, router::RouterFnError::Malformed(ref why) if why.contains("tenantId")), "{err}");
+    assert!(matches!(err, event_router::EventRouterError::Malformed(ref why) if why.contains("tenantId")), "{err}");
     let diagnostic = lambda_runtime::Diagnostic::from(err);
     assert_eq!(diagnostic.error_type, "MalformedEvent");
 }
@@ -268,7 +268,7 @@ async fn two_tenants_numbering_their_events_alike_are_both_answered() {
     let mut second = first.clone();
     second["detail"]["tenantId"] = json!("t-2");
     for envelope in [first.clone(), second, first.clone()] {
-        let outcome = router::handle(&w.wiring.router, event(envelope)).await.unwrap();
+        let outcome = event_router::handle(&w.wiring.intake, event(envelope)).await.unwrap();
         assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
     }
     // then SQS holds one item per tenant (the first tenant's repeat was deduplicated), and each
@@ -469,7 +469,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let envelope: Value = serde_json::from_str(delivered[0].body().unwrap()).unwrap();
     let event_id = envelope["id"].as_str().unwrap().to_owned();
     w.counter.take();
-    let routed = router::handle(&w.wiring.router, event::<EventBridgeEvent>(envelope)).await.unwrap();
+    let routed = event_router::handle(&w.wiring.intake, event::<EventBridgeEvent>(envelope)).await.unwrap();
     let router_requests = w.counter.take();
     assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
 
@@ -674,7 +674,7 @@ async fn a_poison_body_fails_alone_on_every_receive_then_sits_in_the_dead_letter
         .send()
         .await
         .unwrap();
-    let routed = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let routed = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
 
     // when the poller delivers until the queue has nothing more to give
@@ -717,7 +717,7 @@ async fn persistent_bedrock_throttling_returns_the_item_and_the_recovered_model_
     let throttle = Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.");
     let script = vec![throttle.clone(), throttle.clone(), throttle, Reply::text("Happy to help.")];
     let w = world_with(script, Options { model_retry: fast_retry(3), ..Options::default() }).await;
-    let routed = router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let routed = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
     let tenant: TenantId = "t-1".parse().unwrap();
     let event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718";
@@ -762,7 +762,7 @@ async fn throttling_after_a_reply_went_out_does_not_send_it_twice_on_redelivery(
     let script =
         vec![reply.clone(), throttle.clone(), throttle.clone(), throttle, reply, Reply::text("Anything else?")];
     let w = world_with(script, Options { model_retry: fast_retry(3), ..Options::default() }).await;
-    router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     let tenant: TenantId = "t-1".parse().unwrap();
 
     // when the first delivery fails on the throttled second model call
@@ -893,7 +893,7 @@ async fn webhook_world(webhooks: WebhookPolicy) -> (World, Receiver) {
     }))
     .unwrap();
     w.wiring.store.put_agent(&agent).await.unwrap();
-    router::handle(&w.wiring.router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     w.counter.take();
     (w, receiver)
 }

@@ -13,10 +13,10 @@ use switchboard_domain::{
     Priority, Session, SessionId, SessionStatus, TenantId, TokenUsage,
 };
 
-use crate::executor::Executor;
+use super::Executor;
 use crate::ports::{BusError, StoreError};
 use crate::ports::{SessionWrite, TurnCommit};
-use crate::system_tools::publish;
+use crate::tools::system::publish;
 
 /// Where the conversation should go.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::message::{Message, history_window};
 use switchboard_domain::{Agent, Session};
 
-use crate::toolbox::Toolbox;
+use crate::tools::Toolbox;
 
 /// The system prompt for `agent` working `session`: the agent's prompt, then the current step's,
 /// the loaded skills', what a handing-off agent passed on, the session memory, and a note at the
@@ -76,6 +76,7 @@ mod tests {
 
     fn no_tools() -> Toolbox {
         Toolbox {
+            owner: crate::tools::Owner::Agent,
             system: vec![SystemTool::SendMessage],
             custom: vec![],
             step: None,

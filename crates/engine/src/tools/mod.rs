@@ -1,20 +1,43 @@
-//! The tools one model call is offered and what a called name resolves to. Besides the system
-//! tools and the tenant's webhook tools, the engine generates tools for the multi-agent
-//! patterns: `transition_to_<stepId>` for each edge of the current step, `load_skill` for an
+//! The tools one model call is offered, what a called name resolves to, and the one dispatcher
+//! ([`Toolbox::call`]) that runs a call, for an agent's loop and a sub-agent's alike. Each tool
+//! family answers in its own file: `system` (send, hand off, end, flows, memory), `webhook` (the
+//! tenant's signed tools), `skills` (`load_skill`), `steps` (`transition_to_<step>`); sub-agents
+//! (`ask_<name>`) are run by the supervisor pattern, whose answers the dispatcher records.
+//!
+//! Besides the system tools and the tenant's webhook tools, the engine generates tools for the
+//! multi-agent patterns: `transition_to_<stepId>` for each edge of the current step, `load_skill` for an
 //! agent with skills (plus the tools of the skills it loaded), and `ask_<name>` for each of a
 //! supervisor's sub-agents. The toolbox is rebuilt whenever a call changes it (a transition, a
 //! loaded skill), so the next model call in the same turn sees the new set.
+
+mod call;
+pub(crate) mod skills;
+pub(crate) mod steps;
+pub(crate) mod system;
+pub(crate) mod webhook;
+
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use switchboard_domain::agent::transition_tool_name;
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::tool::LOAD_SKILL;
-use switchboard_domain::{Agent, AgentStatus, AgentStep, AgentType, Session, Skill, SystemTool, Tool, TriggerStatus};
+use switchboard_domain::{
+    Agent, AgentStatus, AgentStep, AgentType, Session, Skill, SystemTool, Tool, ToolCallRecord, TriggerStatus,
+};
 
-use crate::ports::StoreError;
-use crate::ports::{Deps, ToolSpec};
-use crate::system_tools::ToolOutcome;
-use crate::webhook_tools;
+pub(crate) use call::{CallContext, Called, ToolCall, ToolOutcome, TurnState};
+
+use crate::fault::ExecError;
+use crate::model_call::elapsed_ms;
+use crate::ports::{Deps, StoreError, ToolSpec};
+
+/// Whose toolbox it is; only the wording of a refusal differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    Agent,
+    SubAgent,
+}
 
 /// What a tool name the model called stands for.
 pub(crate) enum Resolved<'a> {
@@ -31,6 +54,7 @@ pub(crate) enum Resolved<'a> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Toolbox {
+    pub owner: Owner,
     pub system: Vec<SystemTool>,
     pub custom: Vec<Tool>,
     /// The step the session is in, for stepped agents.
@@ -76,7 +100,7 @@ impl Toolbox {
             .filter(|t| names.iter().any(|n| n == t.name()))
             .filter(|t| !(session.handoff_depth >= MAX_HANDOFF_DEPTH && *t == SystemTool::HandoffToAgent))
             .collect();
-        let custom = webhook_tools::load(deps, agent, &names).await?;
+        let custom = webhook::load(deps, agent, &names).await?;
         let transitions = step
             .iter()
             .flat_map(|s| &s.transition_tools)
@@ -112,7 +136,74 @@ impl Toolbox {
                 }
             }
         }
-        Ok(Self { system, custom, step, transitions, skills, loaded, sub_agents })
+        Ok(Self { owner: Owner::Agent, system, custom, step, transitions, skills, loaded, sub_agents })
+    }
+
+    /// A sub-agent's tools: its own webhook tools and nothing else. It cannot talk to the customer,
+    /// hand off or end the conversation; the supervisor does that with the answers it gets back.
+    pub async fn for_sub_agent(deps: &Deps, sub: &Agent) -> Result<Self, StoreError> {
+        Ok(Self {
+            owner: Owner::SubAgent,
+            system: vec![],
+            custom: webhook::load(deps, sub, &sub.tools).await?,
+            step: None,
+            transitions: vec![],
+            skills: vec![],
+            loaded: vec![],
+            sub_agents: vec![],
+        })
+    }
+
+    /// Runs one call. `answered` is a sub-agent's answer when the call was one (sub-agents run
+    /// before the other calls of their model turn, concurrently; see the supervisor pattern).
+    /// Once the conversation has left the agent in this turn, every later call is refused.
+    pub async fn call(
+        &self,
+        cx: CallContext<'_>,
+        state: &mut TurnState,
+        call: ToolCall,
+        answered: Option<ToolOutcome>,
+    ) -> Result<Called, ExecError> {
+        let started = Instant::now();
+        let ToolCall { tool_use_id, name, input, key } = call;
+        let mut webhook_audit = None;
+        let mut reconfigure = false;
+        let outcome = match self.resolve(&name) {
+            _ if state.finished => ToolOutcome::error("the conversation already left this agent in this turn"),
+            Resolved::System(tool) => system::run(cx.deps, cx.item, state, tool, &input, &key).await?,
+            Resolved::Custom(tool) => {
+                let (outcome, audit) =
+                    webhook::run(cx.deps, cx.item, &state.session, cx.execution_id, tool, &input, &key).await;
+                webhook_audit = Some(audit);
+                outcome
+            }
+            Resolved::SubAgent(_) => answered.unwrap_or_else(|| ToolOutcome::error("the sub-agent did not run")),
+            Resolved::Transition(step) => {
+                reconfigure = true;
+                steps::transition(&mut state.session, step)
+            }
+            Resolved::LoadSkill => {
+                let outcome = skills::load_skill(cx.deps, &self.skills, &mut state.session, &input).await?;
+                reconfigure = !outcome.is_error;
+                outcome
+            }
+            Resolved::RefusedTransition(why) => ToolOutcome::error(why),
+            Resolved::Unknown => ToolOutcome::error(match self.owner {
+                Owner::Agent => format!("tool '{name}' is not available to this agent"),
+                Owner::SubAgent => format!("tool '{name}' is not available to a sub-agent"),
+            }),
+        };
+        let record = ToolCallRecord {
+            tool_use_id,
+            name,
+            input,
+            output: outcome.output.clone(),
+            is_error: outcome.is_error,
+            idempotency_key: key,
+            latency_ms: elapsed_ms(started),
+            webhook: webhook_audit,
+        };
+        Ok(Called { outcome, record, reconfigure })
     }
 
     /// The tool specs for the model, in a stable order.
@@ -126,7 +217,7 @@ impl Toolbox {
                 input_schema: t.parameters(),
             })
             .collect();
-        specs.extend(self.custom.iter().map(webhook_tools::spec));
+        specs.extend(self.custom.iter().map(webhook::spec));
         specs.extend(self.transitions.iter().map(|s| ToolSpec {
             name: transition_tool_name(&s.step_id),
             description: format!("Move the conversation to the step '{}' when this step's work is done.", s.name),
@@ -209,58 +300,4 @@ pub(crate) fn sub_agent_schema() -> Value {
         "required": ["task"],
         "additionalProperties": false
     })
-}
-
-/// Deepest chain of parent skills followed when loading one.
-const MAX_SKILL_DEPTH: usize = 5;
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LoadSkill {
-    name: String,
-}
-
-/// `load_skill`: adds the named skill — its parents first, root first — to the session's loaded
-/// skills. Its prompt and tools are in the next model call and every later turn.
-pub(crate) async fn load_skill(
-    deps: &Deps,
-    tools: &Toolbox,
-    session: &mut Session,
-    input: &Value,
-) -> Result<ToolOutcome, StoreError> {
-    let error = |message: String| ToolOutcome { output: json!({ "error": message }), is_error: true };
-    let name = match serde_json::from_value::<LoadSkill>(input.clone()) {
-        Ok(a) => a.name,
-        Err(e) => return Ok(error(format!("invalid arguments for {LOAD_SKILL}: {e}"))),
-    };
-    let Some(skill) = tools.skills.iter().find(|s| s.name == name) else {
-        let known: Vec<&str> = tools.skills.iter().map(|s| s.name.as_str()).collect();
-        return Ok(error(format!("no skill '{name}'; available: {}", known.join(", "))));
-    };
-    let mut chain = vec![skill.clone()];
-    while let Some(parent_id) = chain.last().and_then(|s| s.parent_skill) {
-        if chain.len() > MAX_SKILL_DEPTH || chain.iter().any(|s| s.skill_id == parent_id) {
-            return Ok(error(format!("the skill '{name}' has a parent chain that is too deep or circular")));
-        }
-        match deps.config.get_skill(&session.tenant_id, parent_id).await? {
-            Some(p) if p.status == TriggerStatus::Active => chain.push(p),
-            _ => return Ok(error(format!("the parent skill {parent_id} of '{name}' is not available"))),
-        }
-    }
-    let mut loaded = Vec::new();
-    let mut new_tools = Vec::new();
-    for s in chain.into_iter().rev() {
-        if !session.loaded_skills.contains(&s.skill_id) {
-            session.loaded_skills.push(s.skill_id);
-            loaded.push(s.name.clone());
-            new_tools.extend(s.tools.iter().cloned());
-        }
-    }
-    if loaded.is_empty() {
-        return Ok(ToolOutcome {
-            output: json!({ "loaded": [], "note": format!("'{name}' is already loaded") }),
-            is_error: false,
-        });
-    }
-    Ok(ToolOutcome { output: json!({ "loaded": loaded, "tools": new_tools }), is_error: false })
 }

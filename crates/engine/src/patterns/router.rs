@@ -9,10 +9,46 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::message::{ContentBlock, Message};
-use switchboard_domain::{Agent, AgentId, AgentStatus, ExecutionRecord, ToolCallRecord};
+use switchboard_domain::{
+    Agent, AgentId, AgentStatus, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ToolCallRecord,
+};
 
-use crate::executor::{ExecError, elapsed_ms, model_call_record};
+use crate::fault::ExecError;
+use crate::model_call::{elapsed_ms, model_call_record};
 use crate::ports::{Deps, ModelRequest, ToolSpec};
+use crate::tools::system::{self, AgentHandoff};
+use crate::tools::{CallContext, TurnState};
+
+/// A router agent's whole turn: classify, then hand the conversation to the pick (or the
+/// default). The status the turn ends with, and its error if it failed.
+pub(crate) async fn route(
+    cx: CallContext<'_>,
+    router: &Agent,
+    state: &mut TurnState,
+    record: &mut ExecutionRecord,
+    messages: Vec<Message>,
+) -> Result<(ExecutionStatus, Option<ExecutionError>), ExecError> {
+    let key = format!("{}/route", cx.item.source_id);
+    let pick = classify(cx.deps, router, messages, record, &key).await?;
+    let outcome = match pick.target {
+        Some(target) => {
+            let context = pick.fallback.map(|why| json!({ "routerFallback": why }));
+            let handoff = AgentHandoff { target, reason: pick.reason, summary: None, context };
+            Some(system::handoff_to_agent(cx.deps, cx.item, state, handoff, &key).await?)
+        }
+        None => None,
+    };
+    Ok(match outcome {
+        Some(o) if !o.is_error => (ExecutionStatus::Success, None),
+        other => {
+            let message = other.map_or_else(
+                || "the router has no valid pick and its default agent is not active".to_owned(),
+                |o| o.output.to_string(),
+            );
+            (ExecutionStatus::Failed, Some(ExecutionError { kind: ErrorKind::Config, message, retryable: false }))
+        }
+    })
+}
 
 /// The one tool of the classification call.
 pub(crate) const CHOOSE_AGENT: &str = "choose_agent";
@@ -36,7 +72,7 @@ struct Choice {
 
 /// Makes the classification call for `messages` (the history window and the new message) and
 /// records it — model call and `choose_agent` call — in `record`.
-pub(crate) async fn classify(
+async fn classify(
     deps: &Deps,
     router: &Agent,
     messages: Vec<Message>,
@@ -82,7 +118,7 @@ pub(crate) async fn classify(
     record.iterations = 1;
     let (tool_use_id, input, verdict) = match deps.model.converse(&request).await {
         Err(e) if e.retryable() => {
-            return Err(ExecError::new(switchboard_domain::ErrorKind::Model, e.to_string(), true));
+            return Err(ExecError::new(ErrorKind::Model, e.to_string(), true));
         }
         Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {e}"))),
         Ok(response) => {

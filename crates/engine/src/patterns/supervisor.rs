@@ -10,14 +10,12 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::message::{ContentBlock, Message, Role};
-use switchboard_domain::{
-    Agent, ChildExecution, ErrorKind, ExecutionError, ExecutionId, ExecutionStatus, Session, TokenUsage, ToolCallRecord,
-};
+use switchboard_domain::{Agent, ChildExecution, ErrorKind, ExecutionError, ExecutionStatus, Session, TokenUsage};
 
-use crate::executor::{ExecError, converse, elapsed_ms};
-use crate::ports::{Deps, ModelRequest, WorkItem};
-use crate::system_tools::ToolOutcome;
-use crate::webhook_tools;
+use crate::fault::ExecError;
+use crate::model_call::{converse, elapsed_ms};
+use crate::ports::ModelRequest;
+use crate::tools::{CallContext, ToolCall, ToolOutcome, Toolbox, TurnState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,37 +25,28 @@ struct Task {
     context: Option<serde_json::Map<String, Value>>,
 }
 
-/// One sub-agent call as the supervisor's loop made it.
-pub(crate) struct SubAgentCall<'a> {
-    pub tool_use_id: String,
-    pub agent: &'a Agent,
-    pub input: Value,
-    /// The call's idempotency key; the sub-agent's own tool calls extend it.
-    pub key: String,
-}
-
 /// Runs one sub-agent to its final answer. A retryable model failure fails the whole item (it
 /// is redelivered, as for the supervisor's own calls); anything else is an error result for the
 /// supervisor, recorded in the child.
+/// `call.key` is the call's idempotency key; the sub-agent's own tool calls extend it.
 pub(crate) async fn run(
-    deps: &Deps,
-    item: &WorkItem,
+    cx: CallContext<'_>,
     session: &Session,
-    execution_id: ExecutionId,
-    call: SubAgentCall<'_>,
+    sub: &Agent,
+    call: &ToolCall,
 ) -> Result<(ToolOutcome, Option<ChildExecution>), ExecError> {
     let started = Instant::now();
-    let sub = call.agent;
+    let deps = cx.deps;
     let task = match serde_json::from_value::<Task>(call.input.clone()) {
         Ok(t) if !t.task.trim().is_empty() => t,
-        Ok(_) => return Ok((error("task must not be empty"), None)),
-        Err(e) => return Ok((error(format!("invalid arguments: {e}")), None)),
+        Ok(_) => return Ok((ToolOutcome::error("task must not be empty"), None)),
+        Err(e) => return Ok((ToolOutcome::error(format!("invalid arguments: {e}")), None)),
     };
     let mut child = ChildExecution {
-        tool_use_id: call.tool_use_id,
+        tool_use_id: call.tool_use_id.clone(),
         agent_id: sub.agent_id,
         status: ExecutionStatus::MaxIterations,
-        input: call.input,
+        input: call.input.clone(),
         result: None,
         error: None,
         iterations: 0,
@@ -71,7 +60,9 @@ pub(crate) async fn run(
         text.push_str("\n\nContext: ");
         text.push_str(&Value::Object(context).to_string());
     }
-    let custom = webhook_tools::load(deps, sub, &sub.tools).await?;
+    let tools = Toolbox::for_sub_agent(deps, sub).await?;
+    // The sub-agent only reads the session (its tools are webhooks): a scratch copy.
+    let mut scratch = TurnState::new(session.clone());
     let mut request = ModelRequest {
         model: sub.model.clone(),
         system: format!(
@@ -80,7 +71,7 @@ pub(crate) async fn run(
             sub.system_prompt.trim()
         ),
         messages: vec![Message::user_text(text)],
-        tools: custom.iter().map(webhook_tools::spec).collect(),
+        tools: tools.specs(),
         config: sub.model_config.clone(),
     };
     let mut calls = 0usize;
@@ -106,25 +97,13 @@ pub(crate) async fn run(
         for (tool_use_id, name, input) in uses {
             let key = format!("{}/{calls}", call.key);
             calls += 1;
-            let call_started = Instant::now();
-            let (outcome, webhook) = match custom.iter().find(|t| t.name == name) {
-                Some(tool) => {
-                    let (o, audit) = webhook_tools::run(deps, item, session, execution_id, tool, &input, &key).await;
-                    (o, Some(audit))
-                }
-                None => (error(format!("tool '{name}' is not available to a sub-agent")), None),
-            };
-            child.tool_calls.push(ToolCallRecord {
-                tool_use_id: tool_use_id.clone(),
-                name,
-                input,
-                output: outcome.output.clone(),
-                is_error: outcome.is_error,
-                idempotency_key: key,
-                latency_ms: elapsed_ms(call_started),
-                webhook,
+            let called = tools.call(cx, &mut scratch, ToolCall { tool_use_id, name, input, key }, None).await?;
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: called.record.tool_use_id.clone(),
+                content: called.outcome.output,
+                is_error: called.outcome.is_error,
             });
-            results.push(ContentBlock::ToolResult { tool_use_id, content: outcome.output, is_error: outcome.is_error });
+            child.tool_calls.push(called.record);
         }
         request.messages.push(Message { role: Role::User, content: results });
     }
@@ -137,13 +116,9 @@ pub(crate) async fn run(
     }
     child.latency_ms = elapsed_ms(started);
     let outcome = match (&child.result, &child.error) {
-        (Some(result), _) => ToolOutcome { output: json!({ "agent": sub.name, "result": result }), is_error: false },
-        (None, Some(e)) => error(format!("the {} agent did not finish: {}", sub.name, e.message)),
-        (None, None) => error(format!("the {} agent gave no answer", sub.name)),
+        (Some(result), _) => ToolOutcome::ok(json!({ "agent": sub.name, "result": result })),
+        (None, Some(e)) => ToolOutcome::error(format!("the {} agent did not finish: {}", sub.name, e.message)),
+        (None, None) => ToolOutcome::error(format!("the {} agent gave no answer", sub.name)),
     };
     Ok((outcome, Some(child)))
-}
-
-fn error(message: impl Into<String>) -> ToolOutcome {
-    ToolOutcome { output: json!({ "error": message.into() }), is_error: true }
 }

@@ -1,18 +1,18 @@
 //! event-router: one EventBridge event (`conversations-service` / `message.new`) → parsed as an
-//! [`InboundEvent`] → [`Router::route`]. A malformed event is logged with why and returned as an
+//! [`InboundEvent`] → [`Intake::route`]. A malformed event is logged with why and returned as an
 //! error, so EventBridge retries it and then sends it to the rule target's dead-letter queue.
 //! It runs no agent.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
-use switchboard_engine::{RouteError, RouteOutcome, Router};
+use switchboard_engine::{Intake, RouteError, RouteOutcome};
 
 use crate::env::Wiring;
 
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]
-pub enum RouterFnError {
+pub enum EventRouterError {
     #[error("malformed event: {0}")]
     Malformed(String),
     #[error("routing failed (retryable: {retryable}): {source}")]
@@ -26,27 +26,27 @@ pub enum RouterFnError {
 /// The event-router's runtime loop: every EventBridge event to [`handle`], until the runtime
 /// stops. An error goes back to Lambda, so EventBridge retries the event.
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
-    let router = &wiring.router;
+    let intake = &wiring.intake;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| async move {
-        handle(router, event).await.map(|_| ())
+        handle(intake, event).await.map(|_| ())
     }))
     .await
 }
 
 /// Routes one EventBridge event.
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id))]
-pub async fn handle(router: &Router, event: LambdaEvent<EventBridgeEvent>) -> Result<RouteOutcome, RouterFnError> {
+pub async fn handle(intake: &Intake, event: LambdaEvent<EventBridgeEvent>) -> Result<RouteOutcome, EventRouterError> {
     // `InboundEvent::parse` validates the envelope as EventBridge sends it (`detail-type`, …).
     let envelope = serde_json::to_value(&event.payload).map_err(|e| {
         tracing::error!(reason = %e, "event could not be re-encoded");
-        RouterFnError::Malformed(e.to_string())
+        EventRouterError::Malformed(e.to_string())
     })?;
     let inbound = InboundEvent::parse(&envelope).map_err(|errors| {
         let why = errors.to_string();
         tracing::error!(event_id = event.payload.id.as_deref().unwrap_or("-"), reason = %why, "malformed event");
-        RouterFnError::Malformed(why)
+        EventRouterError::Malformed(why)
     })?;
-    match router.route(&inbound).await {
+    match intake.route(&inbound).await {
         Ok(outcome) => {
             tracing::info!(event_id = %inbound.id, outcome = ?outcome, "routed");
             Ok(outcome)
@@ -54,18 +54,18 @@ pub async fn handle(router: &Router, event: LambdaEvent<EventBridgeEvent>) -> Re
         Err(source) => {
             let retryable = source.retryable();
             tracing::error!(event_id = %inbound.id, retryable, reason = %source, "routing failed");
-            Err(RouterFnError::Route { source, retryable })
+            Err(EventRouterError::Route { source, retryable })
         }
     }
 }
 
 /// The error type Lambda logs and reports: `Malformed` or `Route` (with the retryable flag in
 /// the message), never a bare "service error".
-impl From<RouterFnError> for lambda_runtime::Diagnostic {
-    fn from(e: RouterFnError) -> Self {
+impl From<EventRouterError> for lambda_runtime::Diagnostic {
+    fn from(e: EventRouterError) -> Self {
         let error_type = match e {
-            RouterFnError::Malformed(_) => "MalformedEvent",
-            RouterFnError::Route { .. } => "RouteFailed",
+            EventRouterError::Malformed(_) => "MalformedEvent",
+            EventRouterError::Route { .. } => "RouteFailed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }

@@ -1,4 +1,5 @@
-//! The system tools: what they do to the session and the outside world. Arguments are checked
+//! The system tools (`send_message`, the handoffs, `end_conversation`, `trigger_flow`,
+//! `set_context`, `get_context`): what they do to the session and the outside world. Arguments are checked
 //! against the tool's schema (typed, unknown fields refused); a bad call becomes an error result
 //! for the model, never a failure of the execution.
 
@@ -11,51 +12,9 @@ use switchboard_domain::{
     SystemTool,
 };
 
-use crate::ports::{BusError, ConversationError, StoreError};
-use crate::ports::{Deps, WorkItem};
-
-/// What a tool call gives back to the model; `is_error` tells it the call did not work.
-#[derive(Debug)]
-pub(crate) struct ToolOutcome {
-    pub output: serde_json::Value,
-    pub is_error: bool,
-}
-
-/// A failure that is not the model's fault and that must fail (and retry) the execution.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ToolFault {
-    #[error(transparent)]
-    Conversations(#[from] ConversationError),
-    #[error(transparent)]
-    Bus(#[from] BusError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("queue: {0}")]
-    Queue(String, bool),
-}
-
-impl ToolFault {
-    pub(crate) fn retryable(&self) -> bool {
-        match self {
-            ToolFault::Conversations(e) => e.retryable,
-            ToolFault::Bus(e) => e.retryable,
-            ToolFault::Store(e) => e.retryable(),
-            ToolFault::Queue(_, r) => *r,
-        }
-    }
-}
-
-/// State the tools change during one turn.
-#[derive(Debug)]
-pub(crate) struct TurnState {
-    pub session: Session,
-    /// A session created by `handoff_to_agent`, committed with the turn.
-    pub new_session: Option<Session>,
-    pub actions: Vec<Action>,
-    pub replies_sent: u32,
-    /// Set by a terminal tool: the loop stops after the current batch of calls.
-    pub finished: bool,
-}
+use super::call::{ToolOutcome, TurnState};
+use crate::fault::ToolFault;
+use crate::ports::{BusError, Deps, WorkItem};
 
 fn error(message: impl Into<String>) -> ToolOutcome {
     ToolOutcome { output: json!({ "error": message.into() }), is_error: true }

@@ -1,5 +1,7 @@
-//! The router: decides whether an inbound message goes to an agent, and to which, then enqueues
-//! one work item in the conversation's FIFO group. It runs no agent and sends nothing.
+//! Event intake: decides whether an inbound message goes to an agent, and to which (the tenant's
+//! triggers in priority order), then enqueues one work item in the conversation's FIFO group. It
+//! runs no agent and sends nothing. (Not to be confused with the router *pattern*, an agent that
+//! picks another agent: `crate::patterns::router`.)
 
 use std::sync::Arc;
 
@@ -45,19 +47,19 @@ impl RouteError {
 }
 
 #[derive(Clone)]
-pub struct Router {
+pub struct Intake {
     config: Arc<dyn ConfigStore>,
     sessions: Arc<dyn SessionStore>,
     queue: Arc<dyn WorkQueue>,
 }
 
-impl std::fmt::Debug for Router {
+impl std::fmt::Debug for Intake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Router").finish_non_exhaustive()
+        f.debug_struct("Intake").finish_non_exhaustive()
     }
 }
 
-impl Router {
+impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
         Self { config, sessions, queue }
     }

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use switchboard_domain::{Agent, ExecutionId, Session, Tool, ToolHandler, ToolId, TriggerStatus, WebhookAudit};
 use tracing::info;
 
+use super::call::ToolOutcome;
 use crate::ports::{Deps, ToolSpec, WebhookError, WebhookRequest, WorkItem};
-use crate::system_tools::ToolOutcome;
 
 /// Calls `tool` with the model's `input`; `key` is the call's idempotency key.
 pub(crate) async fn run(
@@ -93,7 +93,7 @@ pub(crate) async fn run(
 /// The active custom tools among `names` (system tool names and custom tool ids, as an agent,
 /// step or skill lists them), in that order. An id that no longer names an active tool of the
 /// tenant is left out (and logged): the agent runs without it.
-pub(crate) async fn load(deps: &Deps, agent: &Agent, names: &[String]) -> Result<Vec<Tool>, crate::StoreError> {
+pub(crate) async fn load(deps: &Deps, agent: &Agent, names: &[String]) -> Result<Vec<Tool>, crate::ports::StoreError> {
     let mut tools = Vec::new();
     for id in names.iter().filter_map(|t| t.parse::<ToolId>().ok()) {
         match deps.config.get_tool(&agent.tenant_id, id).await? {

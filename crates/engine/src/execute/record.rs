@@ -1,0 +1,65 @@
+//! The execution record of a work item: how a blank one starts, a skipped one reads, and how its
+//! actions are shown.
+
+use std::time::Instant;
+
+use chrono::Duration as ChronoDuration;
+use serde_json::json;
+use switchboard_domain::limits::EXECUTION_TTL_DAYS;
+use switchboard_domain::{
+    Action, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, Session, TokenUsage,
+};
+
+use crate::model_call::elapsed_ms;
+use crate::ports::{Deps, WorkItem};
+
+/// A record for `item` in `session` with nothing done yet (status `success` until the turn says
+/// otherwise), expiring after the retention period.
+pub(crate) fn blank(deps: &Deps, item: &WorkItem, session: &Session, started: Instant) -> ExecutionRecord {
+    let now = deps.clock.now();
+    ExecutionRecord {
+        tenant_id: item.tenant_id.clone(),
+        execution_id: ExecutionId::generate(),
+        session_id: session.session_id,
+        agent_id: session.agent_id,
+        trigger_id: item.trigger_id,
+        source_id: item.source_id.clone(),
+        input: json!({ "messageId": item.message_id, "text": item.text, "detail": item.detail }),
+        status: ExecutionStatus::Success,
+        error: None,
+        iterations: 0,
+        model_calls: vec![],
+        tool_calls: vec![],
+        actions: vec![],
+        token_usage: TokenUsage::default(),
+        latency_ms: elapsed_ms(started),
+        created_at: now,
+        children: vec![],
+        expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
+    }
+}
+
+/// The record of a message no agent answered, and why.
+pub(crate) fn skipped(
+    deps: &Deps,
+    item: &WorkItem,
+    session: &Session,
+    reason: &str,
+    started: Instant,
+) -> ExecutionRecord {
+    let mut r = blank(deps, item, session, started);
+    r.status = ExecutionStatus::Skipped;
+    r.error = Some(ExecutionError { kind: ErrorKind::Config, message: reason.to_owned(), retryable: false });
+    r
+}
+
+/// Actions of a record, for display.
+pub fn describe(action: &Action) -> String {
+    match action {
+        Action::Reply { text, .. } => format!("reply: {text}"),
+        Action::HandoffToHuman { reason, priority } => format!("handoff to human ({priority}): {reason}"),
+        Action::HandoffToAgent { agent_id, reason, .. } => format!("handoff to agent {agent_id}: {reason}"),
+        Action::EndConversation { summary } => format!("end: {}", summary.as_deref().unwrap_or("")),
+        Action::TriggerFlow { flow_id } => format!("flow requested: {flow_id}"),
+    }
+}

@@ -1,0 +1,255 @@
+//! One agent turn for one inbound message: a router agent's classification, then the loop of
+//! model calls and tool calls until a final answer, a terminal tool, a failure or
+//! `maxIterations`, then the turn's bookkeeping (transcript, `maxTurns`, status, the
+//! `execution.failed` event). Tool calls go through the toolbox's one dispatcher; a supervisor's
+//! sub-agent calls of one model turn run first, concurrently.
+
+use std::time::Instant;
+
+use serde_json::json;
+use switchboard_domain::event::detail_type;
+use switchboard_domain::message::{ContentBlock, Message, Role};
+use switchboard_domain::{
+    Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, Session,
+    SessionStatus,
+};
+use tracing::warn;
+
+use super::{context, record};
+use crate::fault::ExecError;
+use crate::model_call::{converse, elapsed_ms};
+use crate::patterns::{router, supervisor};
+use crate::ports::{Deps, ModelRequest, WorkItem};
+use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox, TurnState, system};
+
+/// What a turn leaves to commit.
+pub(super) struct Turn {
+    pub session: Session,
+    pub new_session: Option<Session>,
+    pub record: ExecutionRecord,
+}
+
+/// Runs the turn of `agent` in `session` for `item`.
+pub(super) async fn run(
+    deps: &Deps,
+    item: &WorkItem,
+    session: Session,
+    agent: &Agent,
+    started: Instant,
+) -> Result<Turn, ExecError> {
+    let record = record::blank(deps, item, &session, started);
+    let user = Message::user_text(item.text.clone());
+    let tools = Toolbox::build(deps, agent, &session).await?;
+    let request = ModelRequest {
+        model: agent.model.clone(),
+        system: context::system_prompt(agent, &session, &tools),
+        messages: context::messages(agent, &session, &user),
+        tools: tools.specs(),
+        config: agent.model_config.clone(),
+    };
+    let mut run = Loop {
+        cx: CallContext { deps, item, execution_id: record.execution_id },
+        agent,
+        tools,
+        request,
+        state: TurnState::new(session),
+        record,
+        new_messages: vec![user],
+        calls: 0,
+        status: ExecutionStatus::MaxIterations,
+        failure: None,
+    };
+    if agent.agent_type == AgentType::Router {
+        let routed =
+            router::route(run.cx, agent, &mut run.state, &mut run.record, run.request.messages.clone()).await?;
+        (run.status, run.failure) = routed;
+    }
+    while run.status == ExecutionStatus::MaxIterations
+        && !run.state.finished
+        && run.record.iterations < agent.max_iterations
+    {
+        run.step().await?;
+    }
+    run.finish(started).await
+}
+
+/// Where the loop stands.
+struct Loop<'a> {
+    cx: CallContext<'a>,
+    agent: &'a Agent,
+    tools: Toolbox,
+    request: ModelRequest,
+    state: TurnState,
+    record: ExecutionRecord,
+    /// What this turn adds to the session's transcript.
+    new_messages: Vec<Message>,
+    /// Tool calls so far: the `<n>` of each call's idempotency key `<source>/<n>`.
+    calls: usize,
+    /// `MaxIterations` while the loop goes on.
+    status: ExecutionStatus,
+    failure: Option<ExecutionError>,
+}
+
+impl Loop<'_> {
+    /// One model call, then its tool calls or its final answer.
+    async fn step(&mut self) -> Result<(), ExecError> {
+        self.record.iterations += 1;
+        let deps = self.cx.deps;
+        let answer = converse(deps, &self.request, &mut self.record.token_usage, &mut self.record.model_calls).await?;
+        let assistant = match answer {
+            Ok(message) => message,
+            Err(e) => {
+                self.fail(e);
+                return Ok(());
+            }
+        };
+        let uses = assistant.tool_uses();
+        let text = assistant.text();
+        self.request.messages.push(assistant.clone());
+        self.new_messages.push(assistant);
+        if uses.is_empty() { self.final_answer(&text).await } else { self.run_tools(uses).await }
+    }
+
+    fn fail(&mut self, error: ExecutionError) {
+        self.status = ExecutionStatus::Failed;
+        self.failure = Some(error);
+    }
+
+    /// A final answer is the reply, unless the agent already replied with the tool.
+    async fn final_answer(&mut self, text: &str) -> Result<(), ExecError> {
+        if self.state.replies_sent == 0 && !text.trim().is_empty() {
+            let key = format!("{}/{}", self.cx.item.source_id, self.calls);
+            let outcome = system::send_reply(self.cx.deps, self.cx.item, &mut self.state, text, &key).await?;
+            if outcome.is_error {
+                warn!(error = %outcome.output, "final answer could not be sent");
+                let message = outcome.output.to_string();
+                self.fail(ExecutionError { kind: ErrorKind::Tool, message, retryable: false });
+                return Ok(());
+            }
+        }
+        self.status = ExecutionStatus::Success;
+        Ok(())
+    }
+
+    /// Runs the calls of one model turn, each under its key in call order, and feeds the results
+    /// back. Sub-agent calls only read the session, so they run first and concurrently; the other
+    /// tools run one by one, in order.
+    async fn run_tools(&mut self, uses: Vec<(String, String, serde_json::Value)>) -> Result<(), ExecError> {
+        let source = &self.cx.item.source_id;
+        let calls: Vec<ToolCall> = uses
+            .into_iter()
+            .enumerate()
+            .map(|(i, (tool_use_id, name, input))| ToolCall {
+                tool_use_id,
+                name,
+                input,
+                key: format!("{source}/{}", self.calls + i),
+            })
+            .collect();
+        self.calls += calls.len();
+        let answers = self.ask_sub_agents(&calls).await?;
+        let mut results = Vec::with_capacity(calls.len());
+        let mut reconfigure = false;
+        for (call, answered) in calls.into_iter().zip(answers) {
+            let called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
+            reconfigure |= called.reconfigure;
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: called.record.tool_use_id.clone(),
+                content: called.outcome.output,
+                is_error: called.outcome.is_error,
+            });
+            self.record.tool_calls.push(called.record);
+        }
+        let tool_turn = Message { role: Role::User, content: results };
+        self.request.messages.push(tool_turn.clone());
+        self.new_messages.push(tool_turn);
+        if self.state.finished {
+            self.status = ExecutionStatus::Success;
+        } else if reconfigure {
+            // A transition or a loaded skill: the next model call already sees the new set.
+            self.tools = Toolbox::build(self.cx.deps, self.agent, &self.state.session).await?;
+            self.request.system = context::system_prompt(self.agent, &self.state.session, &self.tools);
+            self.request.tools = self.tools.specs();
+        }
+        Ok(())
+    }
+
+    /// Runs the sub-agent calls among `calls` concurrently; their answers, in call order (`None`
+    /// for the other calls). Each child that ran is recorded and its tokens counted, even if its
+    /// answer is then discarded because a terminal tool came first.
+    async fn ask_sub_agents(&mut self, calls: &[ToolCall]) -> Result<Vec<Option<ToolOutcome>>, ExecError> {
+        let (cx, tools, session) = (self.cx, &self.tools, &self.state.session);
+        let runs = calls.iter().map(|call| async move {
+            match tools.resolve(&call.name) {
+                Resolved::SubAgent(agent) => Some(supervisor::run(cx, session, agent, call).await),
+                _ => None,
+            }
+        });
+        let mut answers = Vec::with_capacity(calls.len());
+        for ran in futures::future::join_all(runs).await {
+            let Some(ran) = ran else {
+                answers.push(None);
+                continue;
+            };
+            let (outcome, child) = ran?;
+            if let Some(child) = child {
+                self.record.token_usage.add(child.token_usage);
+                self.record.children.push(child);
+            }
+            answers.push(Some(outcome));
+        }
+        Ok(answers)
+    }
+
+    /// The turn's bookkeeping once the loop has stopped.
+    async fn finish(mut self, started: Instant) -> Result<Turn, ExecError> {
+        let deps = self.cx.deps;
+        let s = &mut self.state.session;
+        s.append_transcript(std::mem::take(&mut self.new_messages));
+        s.turn_count += 1;
+        if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
+            self.end_for_max_turns().await?;
+        }
+        let record = &mut self.record;
+        record.status = match (self.status, self.state.session.status) {
+            (ExecutionStatus::Failed, _) => ExecutionStatus::Failed,
+            (_, SessionStatus::HandedOff) => ExecutionStatus::HandedOff,
+            (_, SessionStatus::Completed) => ExecutionStatus::Ended,
+            (s, _) => s,
+        };
+        record.error = self.failure.take();
+        if record.status == ExecutionStatus::MaxIterations {
+            record.error = Some(ExecutionError {
+                kind: ErrorKind::Model,
+                message: format!("no final answer after {} model calls", self.agent.max_iterations),
+                retryable: false,
+            });
+        }
+        if record.status == ExecutionStatus::Failed {
+            let key = format!("{}/failed", self.cx.item.source_id);
+            let message = record.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+            let detail = json!({ "executionId": record.execution_id, "error": message });
+            system::publish(deps, &key, detail_type::EXECUTION_FAILED, &self.state.session, detail).await?;
+        }
+        record.actions = std::mem::take(&mut self.state.actions);
+        record.session_id = self.state.session.session_id;
+        record.latency_ms = elapsed_ms(started);
+        self.state.session.updated_at = deps.clock.now();
+        self.state.session.version += 1;
+        Ok(Turn { session: self.state.session, new_session: self.state.new_session, record: self.record })
+    }
+
+    /// `maxTurns` reached: the agent's `handoffBehavior` decides.
+    async fn end_for_max_turns(&mut self) -> Result<(), ExecError> {
+        let (deps, agent) = (self.cx.deps, self.agent);
+        let key = format!("{}/max-turns", self.cx.item.source_id);
+        let reason = format!("the agent reached its limit of {} turns", agent.max_turns);
+        match agent.handoff_behavior {
+            HandoffBehavior::Escalate => {
+                system::handoff_to_human(deps, &mut self.state, &reason, "normal", &key).await?;
+            }
+            HandoffBehavior::End => system::end_session(deps, &mut self.state, Some(reason), &key).await?,
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,67 @@
+//! Why a turn cannot complete now. An [`ExecError`] fails the work item: a retryable one leaves
+//! it for redelivery, any other is still retried by the queue until its receive limit and then
+//! dead-lettered. A [`ToolFault`] is a tool's side effect that failed for reasons that are not the
+//! model's (the conversation system, the bus, the store, the queue): it fails the item too.
+//! Mistakes of the model are neither: they go back to it as tool results.
+
+use switchboard_domain::ErrorKind;
+
+use crate::ports::{BusError, ConversationError, StoreError};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct ExecError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl ExecError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, retryable: bool) -> Self {
+        Self { kind, message: message.into(), retryable }
+    }
+}
+
+impl From<StoreError> for ExecError {
+    fn from(e: StoreError) -> Self {
+        let retryable = e.retryable();
+        ExecError::new(ErrorKind::Store, e.to_string(), retryable)
+    }
+}
+
+impl From<ToolFault> for ExecError {
+    fn from(e: ToolFault) -> Self {
+        let retryable = e.retryable();
+        ExecError::new(ErrorKind::Tool, e.to_string(), retryable)
+    }
+}
+
+impl From<BusError> for ExecError {
+    fn from(e: BusError) -> Self {
+        ExecError::new(ErrorKind::Internal, e.to_string(), e.retryable)
+    }
+}
+
+/// A failure that is not the model's fault and that must fail (and retry) the execution.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolFault {
+    #[error(transparent)]
+    Conversations(#[from] ConversationError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("queue: {0}")]
+    Queue(String, bool),
+}
+
+impl ToolFault {
+    pub(crate) fn retryable(&self) -> bool {
+        match self {
+            ToolFault::Conversations(e) => e.retryable,
+            ToolFault::Bus(e) => e.retryable,
+            ToolFault::Store(e) => e.retryable(),
+            ToolFault::Queue(_, r) => *r,
+        }
+    }
+}
