@@ -2,8 +2,9 @@
 //! all four kinds. Create is `POST` (the server assigns the id), replace is `PUT` with `If-Match`
 //! (the record's version as its `ETag`), delete refuses while another record refers to the
 //! target. Bodies are strict: unknown fields and server-owned fields (ids, tenant, timestamps,
-//! version) are refused with a pointer to the field. References must name records of the same
-//! tenant.
+//! version) are refused with a pointer to the field. The rules of the write itself (validation,
+//! references within the tenant, versions, deletes of used records) are the engine's
+//! `ConfigService`; this module maps HTTP onto it.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -15,7 +16,7 @@ use switchboard_domain::input::record_from_input;
 use switchboard_domain::{
     AgentId, AgentStatus, AgentType, SkillId, SystemTool, TenantId, ToolId, TriggerId, TriggerStatus, ValidationErrors,
 };
-use switchboard_engine::{ConfigKind, ConfigRecord, StoreError};
+use switchboard_engine::{ConfigKind, ConfigRecord, ConfigWriteError};
 
 use crate::auth::Caller;
 use crate::routes::{known_tenant, page_limit, query};
@@ -84,7 +85,8 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
     })
 }
 
-/// Parses a body into a record of `kind` with the server-owned fields set, then validates it.
+/// Parses a body into a record of `kind` with the server-owned fields set (the configuration
+/// service validates it).
 fn build(
     kind: ConfigKind,
     tenant: &TenantId,
@@ -104,126 +106,25 @@ fn build(
     if kind == ConfigKind::Trigger {
         switchboard_domain::trigger::check_conditions(&body, "")?;
     }
-    let record = match kind {
+    Ok(match kind {
         ConfigKind::Agent => ConfigRecord::Agent(record_from_input(body, &server, "")?),
         ConfigKind::Trigger => ConfigRecord::Trigger(record_from_input(body, &server, "")?),
         ConfigKind::Tool => ConfigRecord::Tool(record_from_input(body, &server, "")?),
         ConfigKind::Skill => ConfigRecord::Skill(record_from_input(body, &server, "")?),
-    };
-    match &record {
-        ConfigRecord::Agent(a) => a.validate()?,
-        ConfigRecord::Trigger(t) => t.validate()?,
-        ConfigRecord::Tool(t) => t.validate()?,
-        ConfigRecord::Skill(s) => s.validate()?,
-    }
-    Ok(record)
+    })
 }
 
-async fn exists(state: &ApiState, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<bool, StoreError> {
-    Ok(state.admin.get_config(tenant, kind, id).await?.is_some())
-}
-
-/// Checks that every record `record` names belongs to the same tenant.
-async fn check_references(state: &ApiState, record: &ConfigRecord) -> Result<(), Problem> {
-    let t = record.tenant_id();
-    // Custom tools are named by id; system tools by name and always exist.
-    let custom_tools = |list: &[String]| -> Vec<(String, ConfigKind, String)> {
-        list.iter()
-            .enumerate()
-            .filter(|(_, name)| name.parse::<SystemTool>().is_err())
-            .map(|(i, id)| (format!("/tools/{i}"), ConfigKind::Tool, id.clone()))
-            .collect()
-    };
-    let mut wanted: Vec<(String, ConfigKind, String)> = Vec::new();
-    match record {
-        ConfigRecord::Agent(a) => {
-            wanted.extend(custom_tools(&a.tools));
-            for (i, sub) in a.sub_agents.iter().enumerate() {
-                wanted.push((format!("/subAgents/{i}"), ConfigKind::Agent, sub.to_string()));
-            }
-            for (i, skill) in a.skills.iter().enumerate() {
-                wanted.push((format!("/skills/{i}"), ConfigKind::Skill, skill.to_string()));
-            }
+/// The API's answer to a refused write of `kind`/`id`.
+fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
+    match e {
+        ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
+        ConfigWriteError::NotFound => not_found(kind, id),
+        ConfigWriteError::VersionMismatch { current } => Problem::precondition_failed(current),
+        ConfigWriteError::InUse(users) => {
+            Problem::conflict(format!("{} {id} is still used by {}", kind.as_str(), users.join(", ")))
         }
-        ConfigRecord::Trigger(tr) => wanted.push(("/agentId".into(), ConfigKind::Agent, tr.agent_id.to_string())),
-        ConfigRecord::Tool(_) => {}
-        ConfigRecord::Skill(s) => {
-            wanted.extend(custom_tools(&s.tools));
-            if let Some(parent) = s.parent_skill {
-                wanted.push(("/parentSkill".into(), ConfigKind::Skill, parent.to_string()));
-            }
-        }
+        ConfigWriteError::Store(e) => e.into(),
     }
-    let mut errors = ValidationErrors::default();
-    for (pointer, kind, id) in wanted {
-        if !exists(state, t, kind, &id).await? {
-            errors.push(pointer, format!("no {} '{id}' in this tenant", kind.as_str()));
-        }
-    }
-    errors.into_result().map_err(Problem::invalid)
-}
-
-/// Every record of a kind (for reference scans; tenants hold hundreds, not millions).
-async fn all_of(state: &ApiState, tenant: &TenantId, kind: ConfigKind) -> Result<Vec<ConfigRecord>, StoreError> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = state.admin.list_config(tenant, kind, cursor.as_deref(), 100).await?;
-        out.extend(page.items);
-        match page.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => return Ok(out),
-        }
-    }
-}
-
-/// Records that refer to the record `kind`/`id`, described for a 409.
-async fn referrers(state: &ApiState, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<Vec<String>, StoreError> {
-    let mut found = Vec::new();
-    match kind {
-        ConfigKind::Agent => {
-            for r in all_of(state, tenant, ConfigKind::Trigger).await? {
-                if let ConfigRecord::Trigger(t) = r
-                    && t.agent_id.to_string() == id
-                {
-                    found.push(format!("trigger {}", t.trigger_id));
-                }
-            }
-            for r in all_of(state, tenant, ConfigKind::Agent).await? {
-                if let ConfigRecord::Agent(a) = r
-                    && a.sub_agents.iter().any(|s| s.to_string() == id)
-                {
-                    found.push(format!("agent {} (sub-agent)", a.agent_id));
-                }
-            }
-        }
-        ConfigKind::Tool | ConfigKind::Skill => {
-            for r in all_of(state, tenant, ConfigKind::Agent).await? {
-                if let ConfigRecord::Agent(a) = r {
-                    let uses = match kind {
-                        ConfigKind::Tool => a.tools.iter().any(|t| t == id),
-                        _ => a.skills.iter().any(|s| s.to_string() == id),
-                    };
-                    if uses {
-                        found.push(format!("agent {}", a.agent_id));
-                    }
-                }
-            }
-            for r in all_of(state, tenant, ConfigKind::Skill).await? {
-                if let ConfigRecord::Skill(s) = r {
-                    let uses = match kind {
-                        ConfigKind::Tool => s.tools.iter().any(|t| t == id),
-                        _ => s.parent_skill.is_some_and(|p| p.to_string() == id),
-                    };
-                    if uses {
-                        found.push(format!("skill {}", s.skill_id));
-                    }
-                }
-            }
-        }
-        ConfigKind::Trigger => {}
-    }
-    Ok(found)
 }
 
 fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
@@ -243,8 +144,7 @@ pub(crate) async fn create(
     let id = new_id(kind);
     let record =
         build(kind, &t, &id, body_json(&body)?, &chrono::Utc::now().to_rfc3339(), 1).map_err(Problem::invalid)?;
-    check_references(&state, &record).await?;
-    state.admin.put_config(&record, None).await?;
+    state.config_service().create(&record).await.map_err(|e| refused(kind, &id, e))?;
     let mut res = with_etag(StatusCode::CREATED, &record);
     if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/{}/{id}", segment(kind))) {
         res.headers_mut().insert(header::LOCATION, loc);
@@ -355,12 +255,8 @@ pub(crate) async fn replace(
     }
     let created_at = json!(current)["createdAt"].as_str().unwrap_or_default().to_owned();
     let record = build(kind, &t, &id, body_json(&body)?, &created_at, expected + 1).map_err(Problem::invalid)?;
-    check_references(&state, &record).await?;
-    match state.admin.put_config(&record, Some(expected)).await {
-        Ok(()) => Ok(with_etag(StatusCode::OK, &record)),
-        Err(StoreError::VersionConflict(_)) => Err(Problem::precondition_failed(expected)),
-        Err(e) => Err(e.into()),
-    }
+    state.config_service().replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
+    Ok(with_etag(StatusCode::OK, &record))
 }
 
 /// `DELETE /tenants/{t}/{kind}/{id}` (`If-Match` optional); 409 while something refers to it.
@@ -373,19 +269,7 @@ pub(crate) async fn delete(
 ) -> Result<Response, Problem> {
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
-    let current = state.admin.get_config(&t, kind, &id).await?.ok_or_else(|| not_found(kind, &id))?;
-    let expected = if_match(&headers)?.unwrap_or(current.version());
-    if expected != current.version() {
-        return Err(Problem::precondition_failed(current.version()));
-    }
-    let users = referrers(&state, &t, kind, &id).await?;
-    if !users.is_empty() {
-        return Err(Problem::conflict(format!("{} {id} is still used by {}", kind.as_str(), users.join(", "))));
-    }
-    match state.admin.delete_config(&t, kind, &id, expected).await {
-        Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Ok(false) => Err(not_found(kind, &id)),
-        Err(StoreError::VersionConflict(_)) => Err(Problem::precondition_failed(expected)),
-        Err(e) => Err(e.into()),
-    }
+    let expected = if_match(&headers)?;
+    state.config_service().delete(&t, kind, &id, expected).await.map_err(|e| refused(kind, &id, e))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

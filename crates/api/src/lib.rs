@@ -19,8 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
 use switchboard_engine::{
-    ConfigAdmin, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, RouteError, RouteOutcome,
-    SessionStore, WorkItem,
+    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, RouteError,
+    RouteOutcome, SessionStore, WorkItem,
 };
 
 pub use auth::{Authenticator, Caller, RateLimiter};
@@ -87,6 +87,13 @@ pub struct ApiState {
 
 /// The default for [`ApiState::body_timeout`].
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl ApiState {
+    /// The configuration service over this state's stores.
+    pub fn config_service(&self) -> ConfigService {
+        ConfigService::new(self.config.clone(), self.admin.clone())
+    }
+}
 
 impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -35,7 +35,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
     Agent, AgentId, EventType, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, Skill, SkillId,
-    TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
+    TenantId, Tool, ToolId, Trigger, TriggerStatus,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecutionLog, Page, SessionStore, StoreError, TurnCommit,
@@ -52,15 +52,6 @@ const TRIGGER_TTL: ChronoDuration = ChronoDuration::seconds(60);
 const AGENT_TTL: ChronoDuration = ChronoDuration::minutes(5);
 
 type Item = HashMap<String, AttributeValue>;
-
-/// Why a configuration write was refused (the same split as the embedded store's).
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigWriteError {
-    #[error(transparent)]
-    Invalid(#[from] ValidationErrors),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
 
 type TriggerCache = HashMap<(TenantId, EventType), (DateTime<Utc>, Arc<[Trigger]>)>;
 type AgentCache = HashMap<(TenantId, AgentId), (DateTime<Utc>, Agent)>;
@@ -183,27 +174,6 @@ fn decode_config(kind: ConfigKind, item: &Item) -> Result<ConfigRecord, StoreErr
         ConfigKind::Tool => ConfigRecord::Tool(decode(item)?),
         ConfigKind::Skill => ConfigRecord::Skill(decode(item)?),
     })
-}
-
-fn with_version(record: ConfigRecord, version: u64) -> ConfigRecord {
-    match record {
-        ConfigRecord::Agent(mut r) => {
-            r.version = version;
-            ConfigRecord::Agent(r)
-        }
-        ConfigRecord::Trigger(mut r) => {
-            r.version = version;
-            ConfigRecord::Trigger(r)
-        }
-        ConfigRecord::Tool(mut r) => {
-            r.version = version;
-            ConfigRecord::Tool(r)
-        }
-        ConfigRecord::Skill(mut r) => {
-            r.version = version;
-            ConfigRecord::Skill(r)
-        }
-    }
 }
 
 fn status_str(s: SessionStatus) -> &'static str {
@@ -346,45 +316,6 @@ impl DynamoStore {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
             Err(e) => Err(unavailable("PutItem", &e)),
-        }
-    }
-
-    /// Creates or replaces an agent after validating it, as the next version (tenant bundles:
-    /// no version check).
-    pub async fn put_agent(&self, agent: &Agent) -> Result<(), ConfigWriteError> {
-        agent.validate()?;
-        self.require_tenant(&agent.tenant_id).await?;
-        self.upsert(ConfigRecord::Agent(agent.clone())).await
-    }
-
-    /// Creates or replaces a trigger after validating it; its agent must exist in the same tenant.
-    pub async fn put_trigger(&self, trigger: &Trigger) -> Result<(), ConfigWriteError> {
-        trigger.validate()?;
-        self.require_tenant(&trigger.tenant_id).await?;
-        if self.fetch_agent(&trigger.tenant_id, trigger.agent_id).await?.is_none() {
-            return Err(ValidationErrors::single(
-                "/agentId",
-                format!("no agent '{}' in tenant '{}'", trigger.agent_id, trigger.tenant_id),
-            )
-            .into());
-        }
-        self.upsert(ConfigRecord::Trigger(trigger.clone())).await
-    }
-
-    /// Writes a record whatever version is stored, as the next version.
-    async fn upsert(&self, record: ConfigRecord) -> Result<(), ConfigWriteError> {
-        let current = self.get_config(record.tenant_id(), record.kind(), &record.id()).await?;
-        let next = current.as_ref().map_or(1, |c| c.version() + 1);
-        let record = with_version(record, next);
-        self.put_config(&record, current.map(|c| c.version())).await?;
-        Ok(())
-    }
-
-    async fn require_tenant(&self, tenant: &TenantId) -> Result<(), ConfigWriteError> {
-        if self.tenant_exists(tenant).await? {
-            Ok(())
-        } else {
-            Err(ValidationErrors::single("/tenantId", format!("no tenant '{tenant}'")).into())
         }
     }
 

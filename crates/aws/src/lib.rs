@@ -18,7 +18,7 @@ pub mod sqs;
 pub use bedrock::{BedrockModel, RetryPolicy};
 pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
-pub use dynamo::{ConfigWriteError, DynamoStore};
+pub use dynamo::DynamoStore;
 pub use eventbridge::EventBridgeBus;
 pub use s3::{ArchiveError, S3Archive};
 pub use secrets::SecretsManagerSecrets;

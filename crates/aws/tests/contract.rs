@@ -19,21 +19,13 @@ use switchboard_domain::{
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecutionLog, SessionStore, SessionWrite, StoreError,
-    TurnCommit, WorkItem, WorkQueue,
+    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, ExecutionLog,
+    SessionStore, SessionWrite, StoreError, TurnCommit, WorkItem, WorkQueue,
 };
 
 use common::ManualClock;
 
 // ---- the subject under test -----------------------------------------------------------------------
-
-/// Writes that are not part of a port (the API's, later): the same on both profiles.
-#[async_trait]
-trait Admin: Send + Sync {
-    async fn create_tenant(&self, t: &TenantId);
-    async fn put_agent(&self, a: &Agent);
-    async fn put_trigger(&self, t: &Trigger);
-}
 
 /// Reads the queue back as its consumer would: `(group id, dedup id, body)`, oldest first.
 #[async_trait]
@@ -48,41 +40,10 @@ struct Subject {
     sessions: Arc<dyn SessionStore>,
     executions: Arc<dyn ExecutionLog>,
     queue: Arc<dyn WorkQueue>,
-    admin: Arc<dyn Admin>,
+    /// Configuration writes with their rules, over this subject's stores (as the API makes them).
+    service: ConfigService,
     probe: Arc<dyn QueueProbe>,
     _keep: Box<dyn Any + Send + Sync>,
-}
-
-#[async_trait]
-impl Admin for switchboard_embedded::SqliteStore {
-    async fn create_tenant(&self, t: &TenantId) {
-        switchboard_embedded::SqliteStore::create_tenant(self, t, "Tenant").await.unwrap();
-    }
-    async fn put_agent(&self, a: &Agent) {
-        switchboard_embedded::SqliteStore::put_agent(self, a).await.unwrap();
-    }
-    // Raw write: the suite stores triggers of other event types (refused by the API's
-    // validation today) to prove the store never returns them for message.new.
-    async fn put_trigger(&self, t: &Trigger) {
-        let first_version = Trigger { version: 1, ..t.clone() };
-        ConfigAdmin::put_config(self, &ConfigRecord::Trigger(first_version), None).await.unwrap();
-    }
-}
-
-#[async_trait]
-impl Admin for DynamoStore {
-    async fn create_tenant(&self, t: &TenantId) {
-        DynamoStore::create_tenant(self, t, "Tenant").await.unwrap();
-    }
-    async fn put_agent(&self, a: &Agent) {
-        DynamoStore::put_agent(self, a).await.unwrap();
-    }
-    // Raw write: the suite stores triggers of other event types (refused by the API's
-    // validation today) to prove the store never returns them for message.new.
-    async fn put_trigger(&self, t: &Trigger) {
-        let first_version = Trigger { version: 1, ..t.clone() };
-        ConfigAdmin::put_config(self, &ConfigRecord::Trigger(first_version), None).await.unwrap();
-    }
 }
 
 #[async_trait]
@@ -121,7 +82,7 @@ async fn embedded() -> Subject {
         sessions: store.clone(),
         executions: store.clone(),
         queue: queue.clone(),
-        admin: store,
+        service: ConfigService::new(store.clone(), store),
         probe: queue,
         _keep: Box::new((dir, e)),
     }
@@ -140,7 +101,7 @@ async fn aws() -> Subject {
         sessions: store.clone(),
         executions: store.clone(),
         queue: Arc::new(SqsWorkQueue::new(clients.sqs.clone(), names.work_queue_url.clone())),
-        admin: store,
+        service: ConfigService::new(store.clone(), store),
         probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url)),
         _keep: Box::new(()),
     }
@@ -172,9 +133,18 @@ contract!(
     two_tenants_equal_source_ids_are_both_queued,
     config_writes_are_conditional_on_version_and_list_in_pages,
     skills_read_back_by_id_only_in_their_tenant,
+    the_config_service_keeps_references_within_the_tenant,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
+
+/// A trigger written straight to the store, past the configuration service: the suite stores
+/// triggers of other event types (which the service refuses) to prove the store never returns
+/// them for message.new.
+async fn raw_trigger(x: &Subject, t: &Trigger) {
+    let first_version = Trigger { version: 1, ..t.clone() };
+    x.config_admin.put_config(&ConfigRecord::Trigger(first_version), None).await.unwrap();
+}
 
 fn tenant(s: &str) -> TenantId {
     s.parse().unwrap()
@@ -472,11 +442,11 @@ async fn expired_executions_are_never_returned(x: &Subject) {
 
 async fn another_tenants_ids_return_nothing(x: &Subject) {
     let (a, b) = (tenant("t-a"), tenant("t-b"));
-    x.admin.create_tenant(&a).await;
-    x.admin.create_tenant(&b).await;
+    x.config_admin.create_tenant(&a, "Tenant").await.unwrap();
+    x.config_admin.create_tenant(&b, "Tenant").await.unwrap();
     let agent_a = agent(&a);
-    x.admin.put_agent(&agent_a).await;
-    x.admin.put_trigger(&trigger(&a, agent_a.agent_id, TriggerId::generate(), 1, "message.new", "active")).await;
+    x.service.upsert_all(&[ConfigRecord::Agent(agent_a.clone())]).await.unwrap();
+    raw_trigger(x, &trigger(&a, agent_a.agent_id, TriggerId::generate(), 1, "message.new", "active")).await;
     let s = start(&a, "c-1", x.clock.now());
     let commit = create(&s, "evt-1", x.clock.now());
     x.sessions.commit_turn(&commit).await.unwrap();
@@ -498,10 +468,10 @@ async fn another_tenants_ids_return_nothing(x: &Subject) {
 async fn triggers_come_active_and_in_evaluation_order(x: &Subject) {
     let t = tenant("t-1");
     assert!(!x.config.tenant_exists(&t).await.unwrap());
-    x.admin.create_tenant(&t).await;
+    x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
     assert!(x.config.tenant_exists(&t).await.unwrap());
     let a = agent(&t);
-    x.admin.put_agent(&a).await;
+    x.service.upsert_all(&[ConfigRecord::Agent(a.clone())]).await.unwrap();
     let mut tids: Vec<TriggerId> = (0..6).map(|_| TriggerId::generate()).collect();
     tids.sort();
     let written = [
@@ -513,7 +483,7 @@ async fn triggers_come_active_and_in_evaluation_order(x: &Subject) {
         trigger(&t, a.agent_id, tids[5], -2, "message.new", "active"),
     ];
     for tr in written.iter().rev() {
-        x.admin.put_trigger(tr).await;
+        raw_trigger(x, tr).await;
     }
     let got = x.config.active_triggers(&t, EventType::MessageNew).await.unwrap();
     let order: Vec<TriggerId> = got.iter().map(|t| t.trigger_id).collect();
@@ -606,7 +576,7 @@ async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject)
         })
     );
     // the bundle path writes the next version whatever is stored
-    x.admin.put_agent(&a).await;
+    x.service.upsert_all(&[ConfigRecord::Agent(a.clone())]).await.unwrap();
     assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), Some(rec(&a, 3)));
     // lists come in id order, in pages
     let mut more: Vec<Agent> = (0..4).map(|_| agent(&t)).collect();
@@ -689,4 +659,50 @@ async fn another_containers_config_writes_show_after_the_cache_ttl() {
     writer.put_config(&ConfigRecord::Skill(skill.clone()), Some(1)).await.unwrap();
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 1);
     assert_eq!(writer.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 2, "own writes at once");
+}
+
+async fn the_config_service_keeps_references_within_the_tenant(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
+    x.config_admin.create_tenant(&other, "Other").await.unwrap();
+    // given a supervisor listed before its sub-agent, and a trigger on the supervisor
+    let sub = agent(&t);
+    let mut boss = agent(&t);
+    boss.agent_type = switchboard_domain::AgentType::Supervisor;
+    boss.sub_agents = vec![sub.agent_id];
+    let on_boss = trigger(&t, boss.agent_id, TriggerId::generate(), 1, "message.new", "active");
+    let set =
+        [ConfigRecord::Trigger(on_boss.clone()), ConfigRecord::Agent(boss.clone()), ConfigRecord::Agent(sub.clone())];
+    // when they are written together, in that order, then each names the others
+    x.service.upsert_all(&set).await.unwrap();
+    assert!(x.config.get_agent(&t, boss.agent_id).await.unwrap().is_some());
+    // and writing the set again makes each the next version
+    x.service.upsert_all(&set).await.unwrap();
+    let stored = x.config_admin.get_config(&t, ConfigKind::Agent, &sub.agent_id.to_string()).await.unwrap();
+    assert_eq!(stored.map(|r| r.version()), Some(2));
+    // a record naming another tenant's agent is refused with a pointer, and nothing is written
+    let stray = trigger(&other, sub.agent_id, TriggerId::generate(), 1, "message.new", "active");
+    match x.service.upsert_all(&[ConfigRecord::Trigger(stray.clone())]).await {
+        Err(ConfigWriteError::Invalid(e)) => assert_eq!(e.0[0].pointer, "/triggers/0/agentId"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let kept = x.config_admin.get_config(&other, ConfigKind::Trigger, &stray.trigger_id.to_string()).await.unwrap();
+    assert_eq!(kept, None);
+    // a used agent cannot be deleted: the trigger and the supervisor are named
+    let sub_id = sub.agent_id.to_string();
+    match x.service.delete(&t, ConfigKind::Agent, &sub_id, None).await {
+        Err(ConfigWriteError::InUse(users)) => assert_eq!(users, [format!("agent {} (sub-agent)", boss.agent_id)]),
+        other => panic!("expected in use, got {other:?}"),
+    }
+    // a stale version is refused with the current one
+    let boss_id = boss.agent_id.to_string();
+    match x.service.delete(&t, ConfigKind::Agent, &boss_id, Some(1)).await {
+        Err(ConfigWriteError::VersionMismatch { current }) => assert_eq!(current, 2),
+        other => panic!("expected a version mismatch, got {other:?}"),
+    }
+    // deleting from the top down works: trigger, supervisor, then the sub-agent
+    x.service.delete(&t, ConfigKind::Trigger, &on_boss.trigger_id.to_string(), None).await.unwrap();
+    x.service.delete(&t, ConfigKind::Agent, &boss_id, Some(2)).await.unwrap();
+    x.service.delete(&t, ConfigKind::Agent, &sub_id, None).await.unwrap();
+    assert!(matches!(x.service.delete(&t, ConfigKind::Agent, &sub_id, None).await, Err(ConfigWriteError::NotFound)));
 }

@@ -15,7 +15,8 @@ use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, EventBridgeBus, Re
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{Action, Agent, AgentId, ExecutionStatus, SessionStatus, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, ExecOutcome, ExecutionLog, Executor, Sent, SessionStore, WorkItem,
+    ConfigRecord, ConfigService, ConversationError, Conversations, Deps, ExecOutcome, ExecutionLog, Executor, Sent,
+    SessionStore, WorkItem,
 };
 
 /// The Conversations Service as the engine needs it: replies kept per idempotency key.
@@ -77,7 +78,8 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
     }))
     .unwrap();
-    store.put_agent(&agent).await.unwrap();
+    let service = ConfigService::new(store.clone(), store.clone());
+    service.upsert_all(&[ConfigRecord::Agent(agent.clone())]).await.unwrap();
     let executor = Executor::new(Deps {
         config: store.clone(),
         sessions: store.clone(),

@@ -10,7 +10,9 @@ use switchboard_domain::input::record_with_defaults;
 use switchboard_domain::{Agent, Skill, TenantId, Tool, ToolId, Trigger, ValidationErrors};
 use switchboard_engine::Clock;
 
-use crate::store::{ConfigWriteError, SqliteStore};
+use switchboard_engine::{ConfigRecord, ConfigService, ConfigWriteError};
+
+use crate::store::SqliteStore;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -179,21 +181,20 @@ impl Bundle {
         Self::parse(&text, clock).map_err(|errors| BundleError::Invalid { path: path.display().to_string(), errors })
     }
 
-    /// Writes the tenant, then its agents, then its triggers (upserts: loading twice is harmless).
+    /// Creates the tenant if needed, then writes every record through the configuration service
+    /// (upserts: loading the same bundle twice is harmless).
     pub async fn install(&self, store: &SqliteStore) -> Result<(), ConfigWriteError> {
         store.create_tenant(&self.tenant_id, &self.name).await?;
-        for t in &self.tools {
-            store.put_tool(t).await?;
-        }
-        for s in &self.skills {
-            store.put_skill(s).await?;
-        }
-        for a in &self.agents {
-            store.put_agent(a).await?;
-        }
-        for t in &self.triggers {
-            store.put_trigger(t).await?;
-        }
-        Ok(())
+        let store = std::sync::Arc::new(store.clone());
+        ConfigService::new(store.clone(), store).upsert_all(&self.records()).await
+    }
+
+    /// The bundle's records.
+    pub fn records(&self) -> Vec<ConfigRecord> {
+        let tools = self.tools.iter().cloned().map(ConfigRecord::Tool);
+        let skills = self.skills.iter().cloned().map(ConfigRecord::Skill);
+        let agents = self.agents.iter().cloned().map(ConfigRecord::Agent);
+        let triggers = self.triggers.iter().cloned().map(ConfigRecord::Trigger);
+        tools.chain(skills).chain(agents).chain(triggers).collect()
     }
 }

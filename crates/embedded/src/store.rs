@@ -1,7 +1,8 @@
 //! `SqliteStore`: tenants, agents, triggers, sessions, execution records, the local conversation
 //! log and the outbound event log, all in the profile's one SQLite file. Records are stored as
 //! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design.
-//! Referential checks (a trigger's agent belongs to the same tenant) happen on write.
+//! The rules of configuration writes (validation, references, deletes of used records) are the
+//! engine's `ConfigService`; this store only stores, conditionally on versions.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{
     Agent, AgentId, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus, Skill,
-    SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus, ValidationErrors,
+    SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus,
 };
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConversationLog, EventLog, ExecutionLog, LoggedMessage,
@@ -158,15 +159,6 @@ fn status_str(s: SessionStatus) -> &'static str {
     }
 }
 
-/// Why a configuration write was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigWriteError {
-    #[error(transparent)]
-    Invalid(#[from] ValidationErrors),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 /// Active triggers per tenant and event type, sorted for evaluation.
 type TriggerCache = HashMap<(TenantId, EventType), Arc<[Trigger]>>;
 
@@ -203,50 +195,6 @@ impl SqliteStore {
             .map_err(store_err)
     }
 
-    /// Creates or replaces an agent after validating it (tenant bundles: no version check).
-    pub async fn put_agent(&self, agent: &Agent) -> Result<(), ConfigWriteError> {
-        agent.validate()?;
-        self.require_tenant(&agent.tenant_id).await?;
-        self.upsert(ConfigRecord::Agent(agent.clone())).await
-    }
-
-    /// Creates or replaces a custom tool after validating it (tenant bundles: no version check).
-    pub async fn put_tool(&self, tool: &Tool) -> Result<(), ConfigWriteError> {
-        tool.validate()?;
-        self.require_tenant(&tool.tenant_id).await?;
-        self.upsert(ConfigRecord::Tool(tool.clone())).await
-    }
-
-    /// Creates or replaces a skill after validating it (tenant bundles: no version check).
-    pub async fn put_skill(&self, skill: &Skill) -> Result<(), ConfigWriteError> {
-        skill.validate()?;
-        self.require_tenant(&skill.tenant_id).await?;
-        self.upsert(ConfigRecord::Skill(skill.clone())).await
-    }
-
-    /// Creates or replaces a trigger after validating it; its agent must exist in the same tenant.
-    pub async fn put_trigger(&self, trigger: &Trigger) -> Result<(), ConfigWriteError> {
-        trigger.validate()?;
-        self.require_tenant(&trigger.tenant_id).await?;
-        if self.get_agent(&trigger.tenant_id, trigger.agent_id).await?.is_none() {
-            return Err(ValidationErrors::single(
-                "/agentId",
-                format!("no agent '{}' in tenant '{}'", trigger.agent_id, trigger.tenant_id),
-            )
-            .into());
-        }
-        self.upsert(ConfigRecord::Trigger(trigger.clone())).await
-    }
-
-    /// Writes a record whatever version is stored, as the next version.
-    async fn upsert(&self, record: ConfigRecord) -> Result<(), ConfigWriteError> {
-        let current = self.get_config(record.tenant_id(), record.kind(), &record.id()).await?;
-        let next = current.as_ref().map_or(1, |c| c.version() + 1);
-        let record = with_version(record, next);
-        self.put_config(&record, current.map(|c| c.version())).await?;
-        Ok(())
-    }
-
     /// Stores the SHA-256 of an API key for `tenant` (`None`: an admin key).
     pub async fn add_api_key(&self, key_hash: &str, tenant: Option<&TenantId>) -> Result<(), StoreError> {
         let (h, t, now) = (key_hash.to_owned(), tenant.map(ToString::to_string), self.clock.now().to_rfc3339());
@@ -281,14 +229,6 @@ impl SqliteStore {
             .call(|c| Ok(c.prepare_cached("SELECT 1 FROM api_keys WHERE tenant_id IS NULL")?.exists([])?))
             .await
             .map_err(store_err)
-    }
-
-    async fn require_tenant(&self, tenant: &TenantId) -> Result<(), ConfigWriteError> {
-        if self.tenant_exists(tenant).await? {
-            Ok(())
-        } else {
-            Err(ValidationErrors::single("/tenantId", format!("no tenant '{tenant}'")).into())
-        }
     }
 }
 
@@ -727,27 +667,6 @@ impl ConversationLog for SqliteStore {
                 Ok(LoggedMessage { message_id, direction, text, created_at })
             })
             .collect()
-    }
-}
-
-fn with_version(record: ConfigRecord, version: u64) -> ConfigRecord {
-    match record {
-        ConfigRecord::Agent(mut r) => {
-            r.version = version;
-            ConfigRecord::Agent(r)
-        }
-        ConfigRecord::Trigger(mut r) => {
-            r.version = version;
-            ConfigRecord::Trigger(r)
-        }
-        ConfigRecord::Tool(mut r) => {
-            r.version = version;
-            ConfigRecord::Tool(r)
-        }
-        ConfigRecord::Skill(mut r) => {
-            r.version = version;
-            ConfigRecord::Skill(r)
-        }
     }
 }
 

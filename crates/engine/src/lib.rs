@@ -2,13 +2,15 @@
 //! events (`intake`) and running one agent turn (`execute`). Same code in the AWS and embedded
 //! profiles. See `docs/architecture.md` for where each behaviour lives.
 //!
-//! Rooms, lower ones never importing higher ones: `ports` and `fault` (errors of a turn);
+//! Rooms, lower ones never importing higher ones (`config`, the rules of writing tenant
+//! configuration, needs ports only): `ports` and `fault` (errors of a turn);
 //! `model_call` (one model-call step); `tools` (the toolbox and its one dispatcher, a file per
 //! tool family); `patterns` (router classification, supervisor sub-agents); `execute` (the
 //! executor, the turn loop, records, context, handoffs over the API). `intake` needs ports only.
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
+pub mod config;
 pub mod execute;
 mod fault;
 pub mod intake;
@@ -17,6 +19,7 @@ mod patterns;
 pub mod ports;
 mod tools;
 
+pub use config::{ConfigService, ConfigWriteError};
 pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::{ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};

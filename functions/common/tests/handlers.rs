@@ -29,8 +29,8 @@ use switchboard_aws::{
 };
 use switchboard_domain::{Agent, EventType, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
 use switchboard_engine::{
-    ConfigAdmin, ConfigRecord, ConfigStore, ExecutionLog, Model, ModelError, ModelRequest, ModelResponse, RouteOutcome,
-    SessionStore,
+    ConfigAdmin, ConfigRecord, ConfigService, ConfigStore, ExecutionLog, Model, ModelError, ModelRequest,
+    ModelResponse, RouteOutcome, SessionStore,
 };
 use switchboard_functions::executor::ItemResult;
 use switchboard_functions::{FunctionEnv, Wiring, api, archiver, event_router, executor};
@@ -156,7 +156,7 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
     }))
     .unwrap();
-    wiring.store.put_agent(&agent).await.unwrap();
+    put(&wiring, ConfigRecord::Agent(agent)).await;
     let trigger: Trigger = serde_json::from_value(json!({
         "tenantId": "t-1", "triggerId": "01JDQ8ZJ5V3V7Y9K2M4N6P8R1A", "name": "help", "agentId": AGENT,
         "eventType": "message.new", "priority": 10, "status": "active",
@@ -164,9 +164,14 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
     }))
     .unwrap();
-    wiring.store.put_trigger(&trigger).await.unwrap();
+    put(&wiring, ConfigRecord::Trigger(trigger)).await;
     counter.take();
     World { sdk, names, dead_letters, wiring, bedrock, conversations, counter }
+}
+
+/// Writes a record through the configuration service, as the internal API would.
+async fn put(wiring: &Wiring, record: ConfigRecord) {
+    ConfigService::new(wiring.store.clone(), wiring.store.clone()).upsert_all(&[record]).await.unwrap();
 }
 
 fn by_operation(requests: &[String]) -> Vec<(String, usize)> {
@@ -260,9 +265,9 @@ async fn two_tenants_numbering_their_events_alike_are_both_answered() {
     let (t1, t2): (TenantId, TenantId) = ("t-1".parse().unwrap(), "t-2".parse().unwrap());
     w.wiring.store.create_tenant(&t2, "Other").await.unwrap();
     let agent = w.wiring.store.get_agent(&t1, AGENT.parse().unwrap()).await.unwrap().unwrap();
-    w.wiring.store.put_agent(&Agent { tenant_id: t2.clone(), ..agent }).await.unwrap();
+    put(&w.wiring, ConfigRecord::Agent(Agent { tenant_id: t2.clone(), ..agent })).await;
     let trigger = w.wiring.store.active_triggers(&t1, EventType::MessageNew).await.unwrap()[0].clone();
-    w.wiring.store.put_trigger(&Trigger { tenant_id: t2.clone(), ..trigger }).await.unwrap();
+    put(&w.wiring, ConfigRecord::Trigger(Trigger { tenant_id: t2.clone(), ..trigger })).await;
     // when both send an event with the same EventBridge id, conversation and message ids
     let first = fixture("eventbridge-message-new.json");
     let mut second = first.clone();
@@ -892,7 +897,7 @@ async fn webhook_world(webhooks: WebhookPolicy) -> (World, Receiver) {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
     }))
     .unwrap();
-    w.wiring.store.put_agent(&agent).await.unwrap();
+    put(&w.wiring, ConfigRecord::Agent(agent.clone())).await;
     event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     w.counter.take();
     (w, receiver)

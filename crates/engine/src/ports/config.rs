@@ -82,6 +82,27 @@ impl ConfigRecord {
         }
     }
 
+    /// The same record at `version`.
+    pub fn with_version(mut self, version: u64) -> Self {
+        match &mut self {
+            ConfigRecord::Agent(r) => r.version = version,
+            ConfigRecord::Trigger(r) => r.version = version,
+            ConfigRecord::Tool(r) => r.version = version,
+            ConfigRecord::Skill(r) => r.version = version,
+        }
+        self
+    }
+
+    /// The record's own rules (`Agent::validate` and the like), with pointers into the record.
+    pub fn validate(&self) -> Result<(), switchboard_domain::ValidationErrors> {
+        match self {
+            ConfigRecord::Agent(r) => r.validate(),
+            ConfigRecord::Trigger(r) => r.validate(),
+            ConfigRecord::Tool(r) => r.validate(),
+            ConfigRecord::Skill(r) => r.validate(),
+        }
+    }
+
     pub fn version(&self) -> u64 {
         match self {
             ConfigRecord::Agent(r) => r.version,

@@ -1,0 +1,237 @@
+//! Writing tenant configuration: the one place for its rules, used by the internal API, by tenant
+//! bundles and by both stores' tests. A record is validated, every record it names must exist in
+//! the same tenant, a replace or delete names the version it read, and a record another record
+//! still refers to cannot be deleted. The stores only store (conditional put and delete by
+//! version, paged lists); they know none of these rules.
+
+use std::sync::Arc;
+
+use switchboard_domain::{SystemTool, TenantId, ValidationErrors};
+
+use crate::ports::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, StoreError};
+
+/// Why a configuration write was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigWriteError {
+    /// The record is invalid, or names records that do not exist in its tenant (with pointers).
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// No such record (or no such tenant).
+    #[error("not found")]
+    NotFound,
+    /// The stored record is at another version than the one the caller read.
+    #[error("the record is at version {current}")]
+    VersionMismatch { current: u64 },
+    /// Other records still refer to it (described, e.g. `trigger 01J…`).
+    #[error("still used by {}", .0.join(", "))]
+    InUse(Vec<String>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The configuration service. Cheap to clone.
+#[derive(Clone)]
+pub struct ConfigService {
+    config: Arc<dyn ConfigStore>,
+    admin: Arc<dyn ConfigAdmin>,
+}
+
+impl std::fmt::Debug for ConfigService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigService").finish_non_exhaustive()
+    }
+}
+
+impl ConfigService {
+    pub fn new(config: Arc<dyn ConfigStore>, admin: Arc<dyn ConfigAdmin>) -> Self {
+        Self { config, admin }
+    }
+
+    /// Creates `record` (its id must be free; its version is written as given, normally 1).
+    pub async fn create(&self, record: &ConfigRecord) -> Result<(), ConfigWriteError> {
+        self.check(record, &[]).await?;
+        self.admin.put_config(record, None).await.map_err(|e| match e {
+            // The tenant is gone, or the id was taken meanwhile.
+            StoreError::VersionConflict(_) => ConfigWriteError::NotFound,
+            e => e.into(),
+        })
+    }
+
+    /// Replaces the stored record of `record`'s id if it is still at version `expected`; `record`
+    /// carries the next version.
+    pub async fn replace(&self, record: &ConfigRecord, expected: u64) -> Result<(), ConfigWriteError> {
+        let current = self.current(record.tenant_id(), record.kind(), &record.id()).await?;
+        if current.version() != expected {
+            return Err(ConfigWriteError::VersionMismatch { current: current.version() });
+        }
+        self.check(record, &[]).await?;
+        self.admin.put_config(record, Some(expected)).await.map_err(|e| match e {
+            StoreError::VersionConflict(_) => ConfigWriteError::VersionMismatch { current: expected },
+            e => e.into(),
+        })
+    }
+
+    /// Deletes a record at version `expected` (the stored version when `None`), unless another
+    /// record refers to it.
+    pub async fn delete(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        expected: Option<u64>,
+    ) -> Result<(), ConfigWriteError> {
+        let current = self.current(tenant, kind, id).await?;
+        let expected = expected.unwrap_or(current.version());
+        if expected != current.version() {
+            return Err(ConfigWriteError::VersionMismatch { current: current.version() });
+        }
+        let users = self.referrers(tenant, kind, id).await?;
+        if !users.is_empty() {
+            return Err(ConfigWriteError::InUse(users));
+        }
+        match self.admin.delete_config(tenant, kind, id, expected).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ConfigWriteError::NotFound),
+            Err(StoreError::VersionConflict(_)) => Err(ConfigWriteError::VersionMismatch { current: expected }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes a set of records of one tenant together (a tenant bundle), each as the next version
+    /// of whatever is stored: loading the same bundle twice is harmless. References may point at
+    /// stored records or at records of the set, so the set's order does not matter; everything
+    /// is checked before anything is written, and records are written so that what a record names
+    /// is written before it (tools, skills, agents, triggers).
+    pub async fn upsert_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
+        let mut errors = ValidationErrors::default();
+        for (i, r) in records.iter().enumerate() {
+            if let Err(ConfigWriteError::Invalid(e)) = self.check(r, records).await {
+                errors.0.extend(e.0.into_iter().map(|mut f| {
+                    f.pointer = format!("/{}/{i}{}", plural(r.kind()), f.pointer);
+                    f
+                }));
+            }
+        }
+        errors.into_result()?;
+        let order = [ConfigKind::Tool, ConfigKind::Skill, ConfigKind::Agent, ConfigKind::Trigger];
+        for kind in order {
+            for r in records.iter().filter(|r| r.kind() == kind) {
+                self.upsert(r).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `record` as the next version of whatever is stored (checked by the caller).
+    async fn upsert(&self, record: &ConfigRecord) -> Result<(), ConfigWriteError> {
+        let current = self.admin.get_config(record.tenant_id(), record.kind(), &record.id()).await?;
+        let next = current.as_ref().map_or(1, |c| c.version() + 1);
+        let record = record.clone().with_version(next);
+        self.admin.put_config(&record, current.map(|c| c.version())).await?;
+        Ok(())
+    }
+
+    async fn current(&self, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<ConfigRecord, ConfigWriteError> {
+        self.admin.get_config(tenant, kind, id).await?.ok_or(ConfigWriteError::NotFound)
+    }
+
+    /// Validates `record` and checks that its tenant exists and that every record it names
+    /// exists in the same tenant (stored, or among `pending`).
+    async fn check(&self, record: &ConfigRecord, pending: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
+        let tenant = record.tenant_id();
+        if !self.config.tenant_exists(tenant).await? {
+            return Err(ValidationErrors::single("/tenantId", format!("no tenant '{tenant}'")).into());
+        }
+        // References are looked up only in a record that is valid in itself.
+        record.validate()?;
+        let mut errors = ValidationErrors::default();
+        for (pointer, kind, id) in references(record) {
+            let in_set = pending.iter().any(|p| p.kind() == kind && p.tenant_id() == tenant && p.id() == id);
+            if !in_set && self.admin.get_config(tenant, kind, &id).await?.is_none() {
+                errors.push(pointer, format!("no {} '{id}' in this tenant", kind.as_str()));
+            }
+        }
+        Ok(errors.into_result()?)
+    }
+
+    /// Every record of a kind (for reference scans; tenants hold hundreds, not millions).
+    async fn all_of(&self, tenant: &TenantId, kind: ConfigKind) -> Result<Vec<ConfigRecord>, StoreError> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.admin.list_config(tenant, kind, cursor.as_deref(), 100).await?;
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// The records that refer to `kind`/`id`, described (`trigger 01J…`, `agent 01J… (sub-agent)`).
+    pub async fn referrers(&self, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<Vec<String>, StoreError> {
+        let mut found = Vec::new();
+        // Triggers name agents; agents name agents, tools and skills; skills name tools and skills.
+        let referrer_kinds: &[ConfigKind] = match kind {
+            ConfigKind::Agent => &[ConfigKind::Trigger, ConfigKind::Agent],
+            ConfigKind::Tool | ConfigKind::Skill => &[ConfigKind::Agent, ConfigKind::Skill],
+            ConfigKind::Trigger => &[],
+        };
+        for &referrer in referrer_kinds {
+            for r in self.all_of(tenant, referrer).await? {
+                if references(&r).iter().any(|(_, k, i)| *k == kind && i == id) {
+                    let what = match (&r, kind) {
+                        (ConfigRecord::Agent(_), ConfigKind::Agent) => format!("agent {} (sub-agent)", r.id()),
+                        _ => format!("{} {}", r.kind().as_str(), r.id()),
+                    };
+                    if !found.contains(&what) {
+                        found.push(what);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The records `record` names: `(pointer, kind, id)`. System tools are named by name and always
+/// exist; custom tools by id.
+fn references(record: &ConfigRecord) -> Vec<(String, ConfigKind, String)> {
+    let custom_tools = |list: &[String]| -> Vec<(String, ConfigKind, String)> {
+        list.iter()
+            .enumerate()
+            .filter(|(_, name)| name.parse::<SystemTool>().is_err())
+            .map(|(i, id)| (format!("/tools/{i}"), ConfigKind::Tool, id.clone()))
+            .collect()
+    };
+    let mut wanted = Vec::new();
+    match record {
+        ConfigRecord::Agent(a) => {
+            wanted.extend(custom_tools(&a.tools));
+            for (i, sub) in a.sub_agents.iter().enumerate() {
+                wanted.push((format!("/subAgents/{i}"), ConfigKind::Agent, sub.to_string()));
+            }
+            for (i, skill) in a.skills.iter().enumerate() {
+                wanted.push((format!("/skills/{i}"), ConfigKind::Skill, skill.to_string()));
+            }
+        }
+        ConfigRecord::Trigger(tr) => wanted.push(("/agentId".into(), ConfigKind::Agent, tr.agent_id.to_string())),
+        ConfigRecord::Tool(_) => {}
+        ConfigRecord::Skill(s) => {
+            wanted.extend(custom_tools(&s.tools));
+            if let Some(parent) = s.parent_skill {
+                wanted.push(("/parentSkill".into(), ConfigKind::Skill, parent.to_string()));
+            }
+        }
+    }
+    wanted
+}
+
+fn plural(kind: ConfigKind) -> &'static str {
+    match kind {
+        ConfigKind::Agent => "agents",
+        ConfigKind::Trigger => "triggers",
+        ConfigKind::Tool => "tools",
+        ConfigKind::Skill => "skills",
+    }
+}
