@@ -1,7 +1,7 @@
 //! agent-executor Lambda: SQS FIFO batches → the engine's executor, with per-item failures
-//! (handler in `switchboard_functions::executor`). Builds the SDK config and clients once.
+//! (handler in `switchboard_lambda::executor`). Builds the SDK config and clients once.
 
-use switchboard_functions::{Wiring, executor, run_with};
+use switchboard_lambda::{Wiring, executor, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

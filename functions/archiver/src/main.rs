@@ -1,7 +1,7 @@
 //! archiver Lambda: the executions table's DynamoDB stream → gzip JSON Lines in S3 (handler in
-//! `switchboard_functions::archiver`). Builds the SDK config and the S3 client once.
+//! `switchboard_lambda::archiver`). Builds the SDK config and the S3 client once.
 
-use switchboard_functions::{FunctionEnv, archiver, run_with};
+use switchboard_lambda::{FunctionEnv, archiver, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

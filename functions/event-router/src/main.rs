@@ -1,7 +1,7 @@
 //! event-router Lambda: EventBridge `conversations-service` / `message.new` → the engine's router
-//! (handler in `switchboard_functions::event_router`). Builds the SDK config and clients once.
+//! (handler in `switchboard_lambda::event_router`). Builds the SDK config and clients once.
 
-use switchboard_functions::{Wiring, event_router, run_with};
+use switchboard_lambda::{Wiring, event_router, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

@@ -1,7 +1,7 @@
 //! internal-api Lambda: the internal HTTP API (`crates/api`) behind API Gateway with `AWS_IAM`
-//! auth (see `switchboard_functions::api`). Builds the SDK config and clients once.
+//! auth (see `switchboard_lambda::api`). Builds the SDK config and clients once.
 
-use switchboard_functions::{Wiring, api, run_with};
+use switchboard_lambda::{Wiring, api, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

@@ -5,8 +5,8 @@
 
 pub mod api;
 pub mod archiver;
-pub mod env;
 pub mod event_router;
 pub mod executor;
+pub mod wiring;
 
-pub use env::{FunctionEnv, Wiring, run_with};
+pub use wiring::{FunctionEnv, Wiring, run_with};

@@ -17,7 +17,7 @@ use switchboard_engine::{Intake, RouteError, RouteOutcome, WorkItem, WorkQueue};
 use tower::ServiceExt;
 use tower::util::MapRequest;
 
-use crate::env::Wiring;
+use crate::wiring::Wiring;
 
 /// `POST /events`: the router, as the event-router function runs it.
 #[derive(Debug, Clone)]

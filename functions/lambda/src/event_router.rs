@@ -8,7 +8,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
 use switchboard_engine::{Intake, RouteError, RouteOutcome};
 
-use crate::env::Wiring;
+use crate::wiring::Wiring;
 
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use futures::FutureExt;
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_engine::{ExecOutcome, Executor, WorkItem};
 
-use crate::env::Wiring;
+use crate::wiring::Wiring;
 
 /// What became of one message (kept for tests and logs; Lambda sees only the failures).
 #[derive(Debug, Clone, PartialEq, Eq)]

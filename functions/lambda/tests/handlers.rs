@@ -32,8 +32,8 @@ use switchboard_engine::{
     ConfigAdmin, ConfigRecord, ConfigService, ConfigStore, ExecutionLog, Model, ModelError, ModelRequest,
     ModelResponse, RouteOutcome, SessionStore,
 };
-use switchboard_functions::executor::ItemResult;
-use switchboard_functions::{FunctionEnv, Wiring, api, archiver, event_router, executor};
+use switchboard_lambda::executor::ItemResult;
+use switchboard_lambda::{FunctionEnv, Wiring, api, archiver, event_router, executor};
 use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
