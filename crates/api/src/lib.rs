@@ -16,49 +16,15 @@ mod routes;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
 use switchboard_engine::{
-    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, RouteError,
-    RouteOutcome, SessionStore, WorkItem,
+    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, SessionStore,
 };
 
 pub use auth::{Authenticator, Caller, RateLimiter};
+// What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use problem::Problem;
 pub use routes::router;
-
-/// Takes in an inbound event (the embedded profile logs the message, then routes it).
-#[async_trait]
-pub trait Ingest: Send + Sync {
-    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError>;
-
-    /// Ingests, then waits at most `wait` for the execution the event caused. Profiles that
-    /// cannot observe completion (AWS: the executor is another Lambda) just ingest.
-    async fn ingest_and_wait(
-        &self,
-        event: &InboundEvent,
-        wait: Duration,
-    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
-        let _ = wait;
-        Ok((self.ingest(event).await?, None))
-    }
-}
-
-/// Events as they are published, with their event-log sequence numbers (embedded profile).
-pub type LiveEvents = futures::stream::BoxStream<'static, (i64, OutboundEvent)>;
-
-/// Opens a live feed of every tenant's published events; the route filters by tenant.
-pub trait EventFeed: Send + Sync {
-    fn subscribe(&self) -> LiveEvents;
-}
-
-/// Runs an agent on a conversation on demand (`agents/{id}/invoke`), through the same engine and
-/// per-conversation ordering as inbound messages, and waits for the execution.
-#[async_trait]
-pub trait Invoker: Send + Sync {
-    /// `None` when `wait` passed before the execution was recorded.
-    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError>;
-}
+pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};
 
 /// What the routes need.
 #[derive(Clone)]

@@ -9,15 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use clap::Args;
-use switchboard_api::{ApiState, Authenticator, Caller, EventFeed, Ingest, Invoker, LiveEvents, RateLimiter};
-use switchboard_domain::{ExecutionRecord, InboundEvent};
+use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter};
 use switchboard_embedded::keys::{generate_api_key, hash_api_key};
-use switchboard_embedded::{
-    Bundle, Embedded, EmbeddedOptions, FileSecrets, InProcessBus, QueueConfig, ScriptedModel, SqliteStore,
-};
-use switchboard_engine::{
-    Model, NoSecrets, RouteError, RouteOutcome, Secrets, StoreError, SystemClock, WorkItem, WorkQueue,
-};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel, SqliteStore};
+use switchboard_engine::{Model, NoSecrets, Secrets, StoreError, SystemClock};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 #[derive(Debug, Args)]
@@ -90,42 +85,6 @@ fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
     writeln!(file, "{secret}")
 }
 
-pub(crate) struct EmbeddedIngest(pub Arc<Embedded>);
-
-#[async_trait]
-impl Ingest for EmbeddedIngest {
-    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
-        self.0.ingest(event).await
-    }
-
-    async fn ingest_and_wait(
-        &self,
-        event: &InboundEvent,
-        wait: Duration,
-    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
-        let completions = self.0.subscribe_completions();
-        let outcome = self.0.ingest(event).await?;
-        let record = match outcome {
-            RouteOutcome::Enqueued { .. } => {
-                self.0.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
-            }
-            _ => None,
-        };
-        Ok((outcome, record))
-    }
-}
-
-#[async_trait]
-impl Invoker for EmbeddedIngest {
-    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
-        // Queued in the conversation's group like any message, so it runs in turn; the source id
-        // deduplicates a retried call with the same Idempotency-Key.
-        let completions = self.0.subscribe_completions();
-        self.0.queue.enqueue(&item).await?;
-        Ok(self.0.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
-    }
-}
-
 /// API keys checked against their hashes in the store.
 struct StoreKeys(SqliteStore);
 
@@ -142,8 +101,8 @@ impl Authenticator for StoreKeys {
 pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_timeout: Duration) -> ApiState {
     let store = Arc::new(embedded.store.clone());
     ApiState {
-        ingest: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
-        invoker: Arc::new(EmbeddedIngest(Arc::clone(embedded))),
+        ingest: embedded.clone(),
+        invoker: embedded.clone(),
         executor: embedded.executor.clone(),
         admin: store.clone(),
         auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
@@ -153,16 +112,8 @@ pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, bo
         executions: store.clone(),
         conversations: Some(store.clone()),
         events: Some(store),
-        live: Some(Arc::new(BusFeed(embedded.bus.clone()))),
+        live: Some(Arc::new(embedded.bus.clone())),
         body_timeout,
-    }
-}
-
-struct BusFeed(InProcessBus);
-
-impl EventFeed for BusFeed {
-    fn subscribe(&self) -> LiveEvents {
-        self.0.live_stream()
     }
 }
 

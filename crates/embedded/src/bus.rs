@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use switchboard_domain::OutboundEvent;
-use switchboard_engine::{BusError, EventBus};
+use switchboard_engine::{BusError, EventBus, EventFeed, LiveEvents};
 use tokio::sync::broadcast;
 
 use crate::store::SqliteStore;
@@ -60,5 +60,11 @@ impl EventBus for InProcessBus {
             let _ = self.live.send((seq, event.clone()));
         }
         Ok(())
+    }
+}
+
+impl EventFeed for InProcessBus {
+    fn subscribe(&self) -> LiveEvents {
+        self.live_stream()
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Intake, Model, NoWebhooks,
-    RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem,
+    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker, Model,
+    NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, warn};
@@ -178,7 +178,7 @@ impl Embedded {
     }
 
     /// Takes in one inbound event: logs the customer's message in the conversation log and routes
-    /// it. An unknown tenant is refused before anything is stored.
+    /// it. An unknown tenant is refused before anything is stored (and checked only here).
     pub async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         if !self.store.tenant_exists(&d.tenant_id).await? {
@@ -191,7 +191,41 @@ impl Embedded {
                     event_id = %event.id, "message already in the conversation log; not logged twice");
             }
         }
-        self.intake.route(event).await
+        self.intake.route_known_tenant(event).await
+    }
+}
+
+#[async_trait]
+impl Ingest for Embedded {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        Embedded::ingest(self, event).await
+    }
+
+    async fn ingest_and_wait(
+        &self,
+        event: &InboundEvent,
+        wait: Duration,
+    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
+        let completions = self.subscribe_completions();
+        let outcome = Embedded::ingest(self, event).await?;
+        let record = match outcome {
+            RouteOutcome::Enqueued { .. } => {
+                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
+            }
+            _ => None,
+        };
+        Ok((outcome, record))
+    }
+}
+
+#[async_trait]
+impl Invoker for Embedded {
+    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
+        // Queued in the conversation's group like any message, so it runs in turn; the source id
+        // deduplicates a retried call with the same Idempotency-Key.
+        let completions = self.subscribe_completions();
+        self.queue.enqueue(&item).await?;
+        Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
     }
 }
 

@@ -66,12 +66,18 @@ impl Intake {
 
     /// Routes one event. Safe to call again with the same event: the queue deduplicates on the
     /// event id and the executor records each source once.
-    #[tracing::instrument(skip_all, fields(event_id = %event.id, tenant = %event.detail.tenant_id))]
     pub async fn route(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         if !self.config.tenant_exists(&d.tenant_id).await? {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         }
+        self.route_known_tenant(event).await
+    }
+
+    /// [`Intake::route`] for a caller that has just checked that the tenant exists.
+    #[tracing::instrument(skip_all, fields(event_id = %event.id, tenant = %event.detail.tenant_id))]
+    pub async fn route_known_tenant(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        let d = &event.detail;
         if d.direction != Direction::Inbound {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
             return Ok(RouteOutcome::NotInbound);

@@ -6,7 +6,8 @@
 //! configuration, needs ports only): `ports` and `fault` (errors of a turn);
 //! `model_call` (one model-call step); `tools` (the toolbox and its one dispatcher, a file per
 //! tool family); `patterns` (router classification, supervisor sub-agents); `execute` (the
-//! executor, the turn loop, records, context, handoffs over the API). `intake` needs ports only.
+//! executor, the turn loop, records, context, handoffs over the API). `intake` needs ports only;
+//! `profile` is what a profile's runtime offers the internal API (ingest, invoke, live events).
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
@@ -17,6 +18,7 @@ pub mod intake;
 mod model_call;
 mod patterns;
 pub mod ports;
+pub mod profile;
 mod tools;
 
 pub use config::{ConfigService, ConfigWriteError};
@@ -24,3 +26,4 @@ pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::{ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use ports::*;
+pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};

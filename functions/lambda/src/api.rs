@@ -11,24 +11,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
-use switchboard_api::{ApiState, Ingest, Invoker, RateLimiter};
-use switchboard_domain::{ExecutionRecord, InboundEvent};
-use switchboard_engine::{Intake, RouteError, RouteOutcome, WorkItem, WorkQueue};
+use switchboard_api::{ApiState, Invoker, RateLimiter};
+use switchboard_domain::ExecutionRecord;
+use switchboard_engine::{RouteError, WorkItem, WorkQueue};
 use tower::ServiceExt;
 use tower::util::MapRequest;
 
 use crate::wiring::Wiring;
-
-/// `POST /events`: the router, as the event-router function runs it.
-#[derive(Debug, Clone)]
-pub struct IntakeIngest(pub Intake);
-
-#[async_trait]
-impl Ingest for IntakeIngest {
-    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
-        self.0.route(event).await
-    }
-}
 
 /// `agents/{id}/invoke` on AWS: enqueues in the conversation's FIFO group (dedup id = the
 /// item's source id) and always answers `None` ("not finished within the wait"): the
@@ -54,7 +43,8 @@ impl Invoker for QueueInvoker {
 /// Gateway usage plans are the real one).
 pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
     ApiState {
-        ingest: Arc::new(IntakeIngest(wiring.intake.clone())),
+        // `POST /events`: event intake, as the event-router function runs it.
+        ingest: Arc::new(wiring.intake.clone()),
         invoker: Arc::new(QueueInvoker(wiring.queue.clone())),
         executor: wiring.executor.clone(),
         config: wiring.store.clone(),

@@ -1,0 +1,53 @@
+//! What a profile's runtime offers the internal API, beside the ports it gives the engine:
+//! taking in an inbound event, running an agent on demand, and a live feed of published events.
+//! The embedded profile implements them on `Embedded` (it can wait for an execution in-process);
+//! on AWS, [`Intake`] takes events in and the executor is another Lambda, so nothing waits.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_domain::{ExecutionRecord, InboundEvent, OutboundEvent};
+
+use crate::intake::{Intake, RouteError, RouteOutcome};
+use crate::ports::WorkItem;
+
+/// Takes in an inbound event (the embedded profile logs the message, then routes it).
+#[async_trait]
+pub trait Ingest: Send + Sync {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError>;
+
+    /// Ingests, then waits at most `wait` for the execution the event caused. Profiles that
+    /// cannot observe completion (AWS: the executor is another Lambda) just ingest.
+    async fn ingest_and_wait(
+        &self,
+        event: &InboundEvent,
+        wait: Duration,
+    ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
+        let _ = wait;
+        Ok((self.ingest(event).await?, None))
+    }
+}
+
+/// Event intake alone: routes the event (AWS, where the conversation log is not ours).
+#[async_trait]
+impl Ingest for Intake {
+    async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        self.route(event).await
+    }
+}
+
+/// Runs an agent on a conversation on demand (`agents/{id}/invoke`), through the same engine and
+/// per-conversation ordering as inbound messages, and waits for the execution.
+#[async_trait]
+pub trait Invoker: Send + Sync {
+    /// `None` when `wait` passed before the execution was recorded.
+    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError>;
+}
+
+/// Events as they are published, with their event-log sequence numbers (embedded profile).
+pub type LiveEvents = futures::stream::BoxStream<'static, (i64, OutboundEvent)>;
+
+/// Opens a live feed of every tenant's published events; the reader filters by tenant.
+pub trait EventFeed: Send + Sync {
+    fn subscribe(&self) -> LiveEvents;
+}
