@@ -1,0 +1,228 @@
+//! Tenant configuration: reads for the engine (triggers cached until the next write) and
+//! conditional writes for the configuration service.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus};
+use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
+
+use super::{SqliteStore, from_json, is_constraint, store_err};
+
+#[async_trait]
+impl ConfigStore for SqliteStore {
+    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let t = tenant.to_string();
+        self.db
+            .call(move |c| Ok(c.prepare_cached("SELECT 1 FROM tenants WHERE tenant_id = ?1")?.exists(params![t])?))
+            .await
+            .map_err(store_err)
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
+        let (t, a) = (tenant.to_string(), agent.to_string());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached(
+                    "SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = 'agent' AND id = ?2",
+                )?
+                .query_row(params![t, a], |r| r.get(0))
+                .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Tool, &tool.to_string()).await? {
+            Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError> {
+        match self.get_config(tenant, ConfigKind::Skill, &skill.to_string()).await? {
+            Some(ConfigRecord::Skill(s)) => Ok(Some(s)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError> {
+        let key = (tenant.clone(), event_type);
+        if let Some(hit) = self.trigger_cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let t = tenant.to_string();
+        let bodies: Vec<String> = self
+            .db
+            .call(move |c| {
+                let mut stmt =
+                    c.prepare_cached("SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = 'trigger'")?;
+                let rows = stmt.query_map(params![t], |r| r.get(0))?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let mut triggers = Vec::with_capacity(bodies.len());
+        for b in &bodies {
+            let trigger: Trigger = from_json(b)?;
+            if trigger.status == TriggerStatus::Active && trigger.event_type == event_type {
+                triggers.push(trigger);
+            }
+        }
+        switchboard_domain::trigger::sort_for_evaluation(&mut triggers);
+        let triggers: Arc<[Trigger]> = triggers.into();
+        if let Ok(mut cache) = self.trigger_cache.lock() {
+            cache.insert(key, Arc::clone(&triggers));
+        }
+        Ok(triggers)
+    }
+}
+
+#[async_trait]
+impl ConfigAdmin for SqliteStore {
+    async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
+        SqliteStore::create_tenant(self, tenant, name).await
+    }
+
+    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
+        let tenant = record.tenant_id().clone();
+        let (t, kind, id) = (tenant.to_string(), record.kind().as_str(), record.id());
+        let version = i64::try_from(record.version()).unwrap_or(i64::MAX);
+        let expected = expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+        let body = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let written = self
+            .db
+            .call(move |c| {
+                let result = match expected {
+                    None => c
+                        .prepare_cached(
+                            "INSERT INTO config_records (tenant_id, kind, id, version, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        )?
+                        .execute(params![t, kind, id, version, body]),
+                    Some(expected) => c
+                        .prepare_cached(
+                            "UPDATE config_records SET version = ?4, body = ?5
+                             WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3 AND version = ?6",
+                        )?
+                        .execute(params![t, kind, id, version, body, expected]),
+                };
+                match result {
+                    Ok(1) => Ok(true),
+                    Ok(_) => Ok(false),
+                    Err(e) if is_constraint(&e) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await
+            .map_err(store_err)?;
+        self.invalidate(&tenant);
+        if written {
+            Ok(())
+        } else {
+            Err(StoreError::VersionConflict(format!(
+                "{} {} changed or already exists",
+                record.kind().as_str(),
+                record.id()
+            )))
+        }
+    }
+
+    async fn get_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+    ) -> Result<Option<ConfigRecord>, StoreError> {
+        let (t, k, id) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
+                    .query_row(params![t, k, id], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| decode(kind, &b)).transpose()
+    }
+
+    async fn list_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ConfigRecord>, StoreError> {
+        let (t, k, after) = (tenant.to_string(), kind.as_str(), cursor.unwrap_or("").to_owned());
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<(String, String)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT id, body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
+                )?;
+                let rows =
+                    stmt.query_map(params![t, k, after, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let more = rows.len() > limit;
+        let mut items = Vec::with_capacity(rows.len().min(limit));
+        let mut last = None;
+        for (id, body) in rows.into_iter().take(limit) {
+            items.push(decode(kind, &body)?);
+            last = Some(id);
+        }
+        Ok(Page { items, next_cursor: if more { last } else { None } })
+    }
+
+    async fn delete_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let (t, k, id_owned) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);
+        let outcome: Option<i64> = self
+            .db
+            .call(move |c| {
+                let tx = c.transaction()?;
+                let current: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT version FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3",
+                    )?
+                    .query_row(params![t, k, id_owned], |r| r.get(0))
+                    .optional()?;
+                if current == Some(expected) {
+                    tx.prepare_cached("DELETE FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
+                        .execute(params![t, k, id_owned])?;
+                    tx.commit()?;
+                }
+                Ok(current)
+            })
+            .await
+            .map_err(store_err)?;
+        self.invalidate(tenant);
+        match outcome {
+            None => Ok(false),
+            Some(v) if v == expected => Ok(true),
+            Some(_) => Err(StoreError::VersionConflict(format!("{} {id} changed", kind.as_str()))),
+        }
+    }
+}
+
+fn decode(kind: ConfigKind, body: &str) -> Result<ConfigRecord, StoreError> {
+    Ok(match kind {
+        ConfigKind::Agent => ConfigRecord::Agent(from_json(body)?),
+        ConfigKind::Trigger => ConfigRecord::Trigger(from_json(body)?),
+        ConfigKind::Tool => ConfigRecord::Tool(from_json(body)?),
+        ConfigKind::Skill => ConfigRecord::Skill(from_json(body)?),
+    })
+}

@@ -1,0 +1,128 @@
+//! `SqliteStore`: tenants, agents, triggers, sessions, execution records, the local conversation
+//! log and the outbound event log, all in the profile's one SQLite file. Records are stored as
+//! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design. One file
+//! per concern: `schema` (the tables), `config` (tenant configuration), `sessions` (sessions,
+//! turn commits, execution records), `conversations` (the local conversation log), `events` (the
+//! outbound event log); tenants and API keys here.
+//!
+//! The rules of configuration writes (validation, references, deletes of used records) are the
+//! engine's `ConfigService`; this store only stores, conditionally on versions.
+
+mod config;
+mod conversations;
+mod events;
+mod schema;
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{ErrorCode, OptionalExtension, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use switchboard_domain::{EventType, SessionStatus, TenantId, Trigger};
+use switchboard_engine::{Clock, StoreError};
+
+use crate::db::{Db, DbError};
+
+pub use schema::{SCHEMA, SCOPE_CLIENT_IDS};
+
+/// Maps database failures onto the engine's store errors.
+pub(super) fn store_err(e: DbError) -> StoreError {
+    let retryable = e.retryable();
+    StoreError::Unavailable { message: e.to_string(), retryable }
+}
+
+pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, DbError> {
+    serde_json::to_string(v).map_err(|e| DbError::Task(format!("encode: {e}")))
+}
+
+pub(super) fn from_json<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(super) fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
+}
+
+pub(super) fn status_str(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Active => "active",
+        SessionStatus::HandedOff => "handed_off",
+        SessionStatus::Completed => "completed",
+        SessionStatus::Failed => "failed",
+    }
+}
+
+/// Active triggers per tenant and event type, sorted for evaluation.
+type TriggerCache = HashMap<(TenantId, EventType), Arc<[Trigger]>>;
+
+/// The embedded store. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pub(super) db: Db,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Active triggers per tenant and event type, sorted; dropped on every trigger or agent write.
+    pub(super) trigger_cache: Arc<Mutex<TriggerCache>>,
+}
+
+impl SqliteStore {
+    pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock, trigger_cache: Arc::default() }
+    }
+
+    pub(super) fn invalidate(&self, tenant: &TenantId) {
+        if let Ok(mut cache) = self.trigger_cache.lock() {
+            cache.retain(|(t, _), _| t != tenant);
+        }
+    }
+
+    /// Creates a tenant; `false` if it already existed.
+    pub async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
+        let (t, n, now) = (tenant.to_string(), name.to_owned(), self.clock.now().to_rfc3339());
+        self.db
+            .call(move |c| {
+                Ok(c.prepare_cached("INSERT OR IGNORE INTO tenants (tenant_id, name, created_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![t, n, now])?
+                    > 0)
+            })
+            .await
+            .map_err(store_err)
+    }
+
+    /// Stores the SHA-256 of an API key for `tenant` (`None`: an admin key).
+    pub async fn add_api_key(&self, key_hash: &str, tenant: Option<&TenantId>) -> Result<(), StoreError> {
+        let (h, t, now) = (key_hash.to_owned(), tenant.map(ToString::to_string), self.clock.now().to_rfc3339());
+        self.db
+            .call(move |c| {
+                c.prepare_cached("INSERT INTO api_keys (key_hash, tenant_id, created_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![h, t, now])?;
+                Ok(())
+            })
+            .await
+            .map_err(store_err)
+    }
+
+    /// Whom a key hash belongs to: `Some(None)` an admin, `Some(Some(t))` tenant `t`, `None` nobody.
+    pub async fn api_key_owner(&self, key_hash: &str) -> Result<Option<Option<TenantId>>, StoreError> {
+        let h = key_hash.to_owned();
+        let row: Option<Option<String>> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT tenant_id FROM api_keys WHERE key_hash = ?1")?
+                    .query_row(params![h], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        Ok(row.map(|t| t.and_then(|t| t.parse().ok())))
+    }
+
+    /// Whether any admin key exists.
+    pub async fn has_admin_key(&self) -> Result<bool, StoreError> {
+        self.db
+            .call(|c| Ok(c.prepare_cached("SELECT 1 FROM api_keys WHERE tenant_id IS NULL")?.exists([])?))
+            .await
+            .map_err(store_err)
+    }
+}

@@ -1,0 +1,112 @@
+//! The store's tables, as schema steps (applied in order by `crate::db`; never edited once
+//! released).
+
+pub const SCHEMA: &str = r#"
+CREATE TABLE tenants (
+    tenant_id  TEXT PRIMARY KEY,
+    name       TEXT NOT NULL,
+    created_at TEXT NOT NULL
+) STRICT;
+-- Agents, triggers, tools and skills: one row per record, the record as JSON. `version` is the
+-- optimistic-concurrency token (the API's ETag).
+CREATE TABLE config_records (
+    tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
+    kind      TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    version   INTEGER NOT NULL,
+    body      TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, kind, id)
+) STRICT;
+-- Embedded API keys: only a SHA-256 of each key is kept. A NULL tenant is an admin key.
+CREATE TABLE api_keys (
+    key_hash   TEXT PRIMARY KEY,
+    tenant_id  TEXT REFERENCES tenants (tenant_id),
+    created_at TEXT NOT NULL
+) STRICT;
+CREATE TABLE sessions (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id       TEXT NOT NULL,
+    session_id      TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    version         INTEGER NOT NULL,
+    body            TEXT NOT NULL,
+    UNIQUE (tenant_id, session_id)
+) STRICT;
+CREATE INDEX sessions_by_conversation ON sessions (tenant_id, conversation_id, seq);
+-- At most one active session per conversation: a second concurrent start loses like a stale write.
+CREATE UNIQUE INDEX one_active_session ON sessions (tenant_id, conversation_id) WHERE status = 'active';
+CREATE TABLE executions (
+    tenant_id    TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    source_id    TEXT NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    body         TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, execution_id)
+) STRICT;
+CREATE UNIQUE INDEX executions_by_source ON executions (tenant_id, source_id);
+CREATE INDEX executions_by_session ON executions (tenant_id, session_id, execution_id);
+CREATE TABLE messages (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id       TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id      TEXT NOT NULL,
+    direction       TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    idempotency_key TEXT,
+    created_at      TEXT NOT NULL,
+    UNIQUE (tenant_id, message_id),
+    -- Per tenant: two tenants may well see the same event id.
+    UNIQUE (tenant_id, idempotency_key)
+) STRICT;
+CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id    TEXT NOT NULL UNIQUE,
+    tenant_id   TEXT NOT NULL,
+    detail_type TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+) STRICT;
+CREATE INDEX events_by_tenant ON events (tenant_id, seq);
+"#;
+
+/// Schema step 3: ids a client chooses are unique only where the brief's model says so. Message
+/// ids per conversation (two conversations of a tenant may both have a message `m-1`), outbound
+/// event ids per tenant. SQLite cannot drop a table constraint, so both tables are rebuilt with
+/// their rows and sequence numbers (the event stream's `Last-Event-ID` stays valid).
+pub const SCOPE_CLIENT_IDS: &str = r#"
+CREATE TABLE messages_v3 (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id       TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id      TEXT NOT NULL,
+    direction       TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    idempotency_key TEXT,
+    created_at      TEXT NOT NULL,
+    UNIQUE (tenant_id, conversation_id, message_id),
+    -- Reply keys derive from tenant-scoped source ids.
+    UNIQUE (tenant_id, idempotency_key)
+) STRICT;
+INSERT INTO messages_v3 (seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
+    SELECT seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v3 RENAME TO messages;
+CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
+CREATE TABLE events_v3 (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id    TEXT NOT NULL,
+    tenant_id   TEXT NOT NULL,
+    detail_type TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    UNIQUE (tenant_id, event_id)
+) STRICT;
+INSERT INTO events_v3 (seq, event_id, tenant_id, detail_type, body, created_at)
+    SELECT seq, event_id, tenant_id, detail_type, body, created_at FROM events;
+DROP TABLE events;
+ALTER TABLE events_v3 RENAME TO events;
+CREATE INDEX events_by_tenant ON events (tenant_id, seq);
+"#;

@@ -1,0 +1,221 @@
+//! Sessions, their per-turn commits (one transaction), and execution records.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId};
+use switchboard_engine::{ExecutionLog, Page, SessionStore, StoreError, TurnCommit};
+
+use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {
+        let (t, s) = (tenant.to_string(), session.to_string());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT body FROM sessions WHERE tenant_id = ?1 AND session_id = ?2")?
+                    .query_row(params![t, s], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn sessions_for_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Vec<Session>, StoreError> {
+        self.all_sessions(tenant, conversation_id).await
+    }
+
+    async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError> {
+        let (t, conv) = (tenant.to_string(), conversation_id.to_owned());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                // The active session if there is one, else the newest.
+                Ok(c.prepare_cached(
+                    "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
+                     ORDER BY (status = 'active') DESC, seq DESC LIMIT 1",
+                )?
+                .query_row(params![t, conv], |r| r.get(0))
+                .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
+        let mut writes = Vec::with_capacity(commit.sessions.len());
+        for w in &commit.sessions {
+            let s = &w.session;
+            let body = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            writes.push((
+                s.tenant_id.to_string(),
+                s.session_id.to_string(),
+                s.conversation_id.clone(),
+                status_str(s.status),
+                i64::try_from(s.version).unwrap_or(i64::MAX),
+                w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+                body,
+            ));
+        }
+        let e = &commit.execution;
+        let exec = (
+            e.tenant_id.to_string(),
+            e.execution_id.to_string(),
+            e.session_id.to_string(),
+            e.source_id.clone(),
+            e.expires_at.timestamp_millis(),
+            serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        );
+        self.db
+            .call(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                for (t, sid, conv, status, version, expected, body) in &writes {
+                    let changed = match expected {
+                        None => tx
+                            .prepare_cached(
+                                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                            )?
+                            .execute(params![t, sid, conv, status, version, body]),
+                        Some(expected) => tx
+                            .prepare_cached(
+                                "UPDATE sessions SET status = ?3, version = ?4, body = ?5
+                             WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
+                            )?
+                            .execute(params![t, sid, status, version, body, expected]),
+                    };
+                    match changed {
+                        Ok(1) => {}
+                        Ok(_) => return Ok(Err(StoreError::VersionConflict(format!("session {sid} changed")))),
+                        Err(e) if is_constraint(&e) => {
+                            return Ok(Err(StoreError::VersionConflict(format!(
+                                "conversation {conv} already has another active session"
+                            ))));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                let (t, id, sid, source, expires, body) = &exec;
+                match tx
+                    .prepare_cached(
+                        "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![t, id, sid, source, expires, body])
+                {
+                    Ok(_) => {}
+                    Err(e) if is_constraint(&e) => {
+                        return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                tx.commit()?;
+                Ok(Ok(()))
+            })
+            .await
+            .map_err(store_err)?
+    }
+}
+
+#[async_trait]
+impl ExecutionLog for SqliteStore {
+    async fn execution_for_source(
+        &self,
+        tenant: &TenantId,
+        source_id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let (t, s, now) = (tenant.to_string(), source_id.to_owned(), self.clock.now().timestamp_millis());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached(
+                    "SELECT body FROM executions WHERE tenant_id = ?1 AND source_id = ?2 AND expires_at > ?3",
+                )?
+                .query_row(params![t, s, now], |r| r.get(0))
+                .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn get_execution(
+        &self,
+        tenant: &TenantId,
+        execution: ExecutionId,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let (t, e, now) = (tenant.to_string(), execution.to_string(), self.clock.now().timestamp_millis());
+        let body: Option<String> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached(
+                    "SELECT body FROM executions WHERE tenant_id = ?1 AND execution_id = ?2 AND expires_at > ?3",
+                )?
+                .query_row(params![t, e, now], |r| r.get(0))
+                .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    async fn list_executions(
+        &self,
+        tenant: &TenantId,
+        session: SessionId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ExecutionRecord>, StoreError> {
+        let (t, s, now) = (tenant.to_string(), session.to_string(), self.clock.now().timestamp_millis());
+        let after = cursor.unwrap_or("").to_owned();
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<(String, String)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT execution_id, body FROM executions
+                     WHERE tenant_id = ?1 AND session_id = ?2 AND execution_id > ?3 AND expires_at > ?4
+                     ORDER BY execution_id LIMIT ?5",
+                )?;
+                let rows = stmt
+                    .query_map(params![t, s, after, now, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let more = rows.len() > limit;
+        let mut items = Vec::with_capacity(rows.len().min(limit));
+        let mut last = None;
+        for (id, body) in rows.into_iter().take(limit) {
+            items.push(from_json(&body)?);
+            last = Some(id);
+        }
+        Ok(Page { items, next_cursor: if more { last } else { None } })
+    }
+}
+
+impl SqliteStore {
+    async fn all_sessions(&self, tenant: &TenantId, conversation_id: &str) -> Result<Vec<Session>, StoreError> {
+        let (t, c) = (tenant.to_string(), conversation_id.to_owned());
+        let bodies: Vec<String> = self
+            .db
+            .call(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2 ORDER BY seq",
+                )?;
+                let rows = stmt.query_map(params![t, c], |r| r.get(0))?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        bodies.iter().map(|b| from_json(b)).collect()
+    }
+}
