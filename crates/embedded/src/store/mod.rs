@@ -28,24 +28,24 @@ use crate::db::{Db, DbError};
 pub use schema::{SCHEMA, SCOPE_CLIENT_IDS};
 
 /// Maps database failures onto the engine's store errors.
-pub(super) fn store_err(e: DbError) -> StoreError {
+fn store_err(e: DbError) -> StoreError {
     let retryable = e.retryable();
     StoreError::Unavailable { message: e.to_string(), retryable }
 }
 
-pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, DbError> {
+fn to_json<T: Serialize>(v: &T) -> Result<String, DbError> {
     serde_json::to_string(v).map_err(|e| DbError::Task(format!("encode: {e}")))
 }
 
-pub(super) fn from_json<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+fn from_json<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-pub(super) fn is_constraint(e: &rusqlite::Error) -> bool {
+fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
 }
 
-pub(super) fn status_str(s: SessionStatus) -> &'static str {
+fn status_str(s: SessionStatus) -> &'static str {
     match s {
         SessionStatus::Active => "active",
         SessionStatus::HandedOff => "handed_off",
@@ -60,10 +60,10 @@ type TriggerCache = HashMap<(TenantId, EventType), Arc<[Trigger]>>;
 /// The embedded store. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pub(super) db: Db,
-    pub(super) clock: Arc<dyn Clock>,
+    db: Db,
+    clock: Arc<dyn Clock>,
     /// Active triggers per tenant and event type, sorted; dropped on every trigger or agent write.
-    pub(super) trigger_cache: Arc<Mutex<TriggerCache>>,
+    trigger_cache: Arc<Mutex<TriggerCache>>,
 }
 
 impl SqliteStore {
@@ -71,7 +71,7 @@ impl SqliteStore {
         Self { db, clock, trigger_cache: Arc::default() }
     }
 
-    pub(super) fn invalidate(&self, tenant: &TenantId) {
+    fn invalidate(&self, tenant: &TenantId) {
         if let Ok(mut cache) = self.trigger_cache.lock() {
             cache.retain(|(t, _), _| t != tenant);
         }

@@ -1,0 +1,64 @@
+//! Items ⇄ records (`serde_dynamo`), and SDK failures as store errors.
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use switchboard_domain::SessionStatus;
+use switchboard_engine::{ConfigKind, ConfigRecord, StoreError};
+
+use crate::errors::describe;
+
+use super::Item;
+
+pub(super) fn encode<T: Serialize>(v: &T) -> Result<AttributeValue, StoreError> {
+    serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(format!("encode: {e}")))
+}
+
+pub(super) fn decode<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
+    let body = item.get("body").cloned().ok_or_else(|| StoreError::Corrupt("item has no body".into()))?;
+    serde_dynamo::from_attribute_value(body).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(super) fn attr_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        .ok_or_else(|| StoreError::Corrupt(format!("item has no string '{name}'")))
+}
+
+pub(super) fn decode_config(kind: ConfigKind, item: &Item) -> Result<ConfigRecord, StoreError> {
+    Ok(match kind {
+        ConfigKind::Agent => ConfigRecord::Agent(decode(item)?),
+        ConfigKind::Trigger => ConfigRecord::Trigger(decode(item)?),
+        ConfigKind::Tool => ConfigRecord::Tool(decode(item)?),
+        ConfigKind::Skill => ConfigRecord::Skill(decode(item)?),
+    })
+}
+
+pub(super) fn status_str(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Active => "active",
+        SessionStatus::HandedOff => "handed_off",
+        SessionStatus::Completed => "completed",
+        SessionStatus::Failed => "failed",
+    }
+}
+
+pub(super) fn unavailable<E>(operation: &str, err: &SdkError<E>) -> StoreError
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let f = describe(operation, err);
+    tracing::warn!(operation, code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "dynamodb call failed");
+    StoreError::Unavailable { message: f.message, retryable: f.retryable }
+}
+
+pub(super) fn build_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable { message: format!("building a request: {e}"), retryable: false }
+}
+
+/// Encodes a `Query` position (the last item's key) as an opaque cursor: `<PK>\n<SK>`.
+pub(super) fn cursor_of(item: &Item) -> Result<String, StoreError> {
+    Ok(format!("{}\n{}", attr_s(item, "PK")?, attr_s(item, "SK")?))
+}

@@ -1,0 +1,246 @@
+//! Tenant configuration: cached reads for the engine, conditional writes for the configuration
+//! service.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
+use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus};
+use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
+
+use super::codec::*;
+use super::keys::*;
+use super::{AGENT_TTL, DynamoStore, TRIGGER_TTL};
+
+impl DynamoStore {
+    /// A tool or skill, served from memory for [`AGENT_TTL`].
+    pub(super) async fn cached_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: String,
+    ) -> Result<Option<ConfigRecord>, StoreError> {
+        let now = self.clock.now();
+        let k = (tenant.clone(), kind, id);
+        if let Some((_, hit)) =
+            self.records.lock().ok().and_then(|c| c.get(&k).filter(|(at, _)| now - *at < AGENT_TTL).cloned())
+        {
+            return Ok(hit);
+        }
+        let found = self.get_config(tenant, kind, &k.2).await?;
+        if let Ok(mut cache) = self.records.lock() {
+            cache.insert(k, (now, found.clone()));
+        }
+        Ok(found)
+    }
+
+    async fn fetch_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
+        let sk = config_sk(ConfigKind::Agent, &agent.to_string());
+        let item = self.get_item(&self.names.config_table, key(tenant_pk(tenant), sk), "GetItem").await?;
+        item.as_ref().map(decode).transpose()
+    }
+}
+
+#[async_trait]
+impl ConfigAdmin for DynamoStore {
+    async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
+        DynamoStore::create_tenant(self, tenant, name).await
+    }
+
+    /// One `TransactWriteItems`: the tenant must exist (a condition check on its marker) and the
+    /// record must be new (`expected_version` `None`) or still at `expected_version`.
+    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
+        let tenant = record.tenant_id().clone();
+        let table = &self.names.config_table;
+        let mut item = key(tenant_pk(&tenant), config_sk(record.kind(), &record.id()));
+        item.insert("kind".into(), s(record.kind().as_str()));
+        item.insert("version".into(), n(record.version()));
+        item.insert("body".into(), encode(record)?);
+        if let ConfigRecord::Trigger(t) = record {
+            item.insert("agentId".into(), s(t.agent_id.to_string()));
+            item.insert("eventType".into(), encode(&t.event_type)?);
+            item.insert("status".into(), encode(&t.status)?);
+        }
+        let put = Put::builder().table_name(table).set_item(Some(item));
+        let put = match expected_version {
+            None => put.condition_expression("attribute_not_exists(PK)"),
+            Some(v) => put.condition_expression("version = :expected").expression_attribute_values(":expected", n(v)),
+        };
+        let tenant_exists = ConditionCheck::builder()
+            .table_name(table)
+            .set_key(Some(key(tenant_pk(&tenant), "TENANT".into())))
+            .condition_expression("attribute_exists(PK)")
+            .build()
+            .map_err(build_err)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().condition_check(tenant_exists).build())
+            .transact_items(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
+            .send()
+            .await;
+        self.invalidate(&tenant);
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let conditions_failed = matches!(
+                    e.as_service_error(),
+                    Some(TransactWriteItemsError::TransactionCanceledException(tce))
+                        if tce.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
+                );
+                if conditions_failed {
+                    Err(StoreError::VersionConflict(format!(
+                        "{} {} changed or already exists",
+                        record.kind().as_str(),
+                        record.id()
+                    )))
+                } else {
+                    Err(unavailable("TransactWriteItems", &e))
+                }
+            }
+        }
+    }
+
+    async fn get_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+    ) -> Result<Option<ConfigRecord>, StoreError> {
+        let item =
+            self.get_item(&self.names.config_table, key(tenant_pk(tenant), config_sk(kind, id)), "GetItem").await?;
+        item.as_ref().map(|i| decode_config(kind, i)).transpose()
+    }
+
+    /// In id order; the cursor is the last returned id, as in the embedded store.
+    async fn list_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ConfigRecord>, StoreError> {
+        let pk = tenant_pk(tenant);
+        let mut start = cursor.map(|c| key(pk.clone(), config_sk(kind, c)));
+        let want = limit.saturating_add(1);
+        let mut found: Vec<ConfigRecord> = Vec::new();
+        while found.len() < want {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.config_table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":prefix", s(config_prefix(kind)))
+                .consistent_read(true)
+                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                found.push(decode_config(kind, &item)?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next_cursor = if more { found.last().map(ConfigRecord::id) } else { None };
+        Ok(Page { items: found, next_cursor })
+    }
+
+    async fn delete_config(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.names.config_table)
+            .set_key(Some(key(tenant_pk(tenant), config_sk(kind, id))))
+            .condition_expression("attribute_exists(PK) AND version = :expected")
+            .expression_attribute_values(":expected", n(expected_version))
+            .send()
+            .await;
+        self.invalidate(tenant);
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                // Missing, or at another version: tell which.
+                match self.get_config(tenant, kind, id).await? {
+                    None => Ok(false),
+                    Some(_) => Err(StoreError::VersionConflict(format!("{} {id} changed", kind.as_str()))),
+                }
+            }
+            Err(e) => Err(unavailable("DeleteItem", &e)),
+        }
+    }
+}
+
+#[async_trait]
+impl ConfigStore for DynamoStore {
+    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let item = self.get_item(&self.names.config_table, key(tenant_pk(tenant), "TENANT".into()), "GetItem").await?;
+        Ok(item.is_some())
+    }
+
+    async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
+        let now = self.clock.now();
+        let k = (tenant.clone(), agent);
+        if let Some(hit) =
+            self.agents.lock().ok().and_then(|c| c.get(&k).filter(|(at, _)| now - *at < AGENT_TTL).cloned())
+        {
+            return Ok(Some(hit.1));
+        }
+        let found = self.fetch_agent(tenant, agent).await?;
+        if let (Some(a), Ok(mut cache)) = (&found, self.agents.lock()) {
+            cache.insert(k, (now, a.clone()));
+        }
+        Ok(found)
+    }
+
+    async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
+        match self.cached_config(tenant, ConfigKind::Tool, tool.to_string()).await? {
+            Some(ConfigRecord::Tool(t)) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn get_skill(&self, tenant: &TenantId, skill: SkillId) -> Result<Option<Skill>, StoreError> {
+        match self.cached_config(tenant, ConfigKind::Skill, skill.to_string()).await? {
+            Some(ConfigRecord::Skill(s)) => Ok(Some(s)),
+            _ => Ok(None),
+        }
+    }
+
+    async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError> {
+        let now = self.clock.now();
+        let k = (tenant.clone(), event_type);
+        if let Some(hit) =
+            self.triggers.lock().ok().and_then(|c| c.get(&k).filter(|(at, _)| now - *at < TRIGGER_TTL).cloned())
+        {
+            return Ok(hit.1);
+        }
+        let items = self.query_prefix(&self.names.config_table, &tenant_pk(tenant), "TRIGGER#").await?;
+        let mut triggers = Vec::with_capacity(items.len());
+        for item in &items {
+            let trigger: Trigger = decode(item)?;
+            if trigger.status == TriggerStatus::Active && trigger.event_type == event_type {
+                triggers.push(trigger);
+            }
+        }
+        switchboard_domain::trigger::sort_for_evaluation(&mut triggers);
+        let triggers: Arc<[Trigger]> = triggers.into();
+        if let Ok(mut cache) = self.triggers.lock() {
+            cache.insert(k, (now, Arc::clone(&triggers)));
+        }
+        Ok(triggers)
+    }
+}

@@ -1,0 +1,111 @@
+//! Execution records: by source, by id (pointer items) and by session, expired ones hidden.
+
+use async_trait::async_trait;
+use switchboard_domain::{ExecutionId, ExecutionRecord, SessionId, TenantId};
+use switchboard_engine::{ExecutionLog, Page, StoreError};
+
+use super::codec::*;
+use super::keys::*;
+use super::{DynamoStore, Item};
+
+impl DynamoStore {
+    /// The execution a pointer item (`SOURCE#…` or `EXECID#…`) leads to, if it has not expired.
+    pub(super) async fn execution_by_pointer(
+        &self,
+        tenant: &TenantId,
+        sk: String,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let table = &self.names.executions_table;
+        let Some(pointer) = self.get_item(table, key(tenant_pk(tenant), sk), "GetItem").await? else {
+            return Ok(None);
+        };
+        let target = key(attr_s(&pointer, "executionPk")?.to_owned(), attr_s(&pointer, "executionSk")?.to_owned());
+        let Some(item) = self.get_item(table, target, "GetItem").await? else {
+            return Ok(None);
+        };
+        let record: ExecutionRecord = decode(&item)?;
+        let live = record.tenant_id == *tenant && record.expires_at > self.clock.now();
+        Ok(live.then_some(record))
+    }
+}
+
+#[async_trait]
+impl ExecutionLog for DynamoStore {
+    async fn execution_for_source(
+        &self,
+        tenant: &TenantId,
+        source_id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.execution_by_pointer(tenant, source_sk(source_id)).await
+    }
+
+    async fn get_execution(
+        &self,
+        tenant: &TenantId,
+        execution: ExecutionId,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.execution_by_pointer(tenant, execution_id_sk(execution)).await
+    }
+
+    /// Oldest first. The cursor is the last returned item's key; a page is filled across
+    /// DynamoDB pages when the tenant/expiry filter drops items.
+    async fn list_executions(
+        &self,
+        tenant: &TenantId,
+        session: SessionId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<ExecutionRecord>, StoreError> {
+        let now = self.clock.now();
+        let pk = execution_pk(session);
+        let mut start = match cursor {
+            Some(c) => {
+                let (cpk, csk) =
+                    c.split_once('\n').ok_or_else(|| StoreError::Corrupt("not a cursor of this list".into()))?;
+                if cpk != pk {
+                    return Err(StoreError::Corrupt("not a cursor of this list".into()));
+                }
+                Some(key(cpk.to_owned(), csk.to_owned()))
+            }
+            None => None,
+        };
+        let want = limit.saturating_add(1);
+        let mut found: Vec<(ExecutionRecord, Item)> = Vec::new();
+        while found.len() < want {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.executions_table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :exec)")
+                // Coarse filter on the TTL attribute; the exact check is on the record below.
+                .filter_expression("tenantId = :t AND expiresAt > :now")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":exec", s("EXEC#"))
+                .expression_attribute_values(":t", s(tenant.to_string()))
+                .expression_attribute_values(":now", n(now.timestamp()))
+                .consistent_read(true)
+                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                let record: ExecutionRecord = decode(&item)?;
+                if record.expires_at > now && found.len() < want {
+                    found.push((record, item));
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next_cursor = match (more, found.last()) {
+            (true, Some((_, item))) => Some(cursor_of(item)?),
+            _ => None,
+        };
+        Ok(Page { items: found.into_iter().map(|(r, _)| r).collect(), next_cursor })
+    }
+}

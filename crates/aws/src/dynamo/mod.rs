@@ -1,0 +1,155 @@
+//! `DynamoStore`: tenant configuration (`ConfigStore`, `ConfigAdmin`), sessions and execution
+//! records in DynamoDB, with the same semantics as the embedded `SqliteStore` (the adapter
+//! contract suite runs both). Records are stored whole under `body` (via `serde_dynamo`) beside
+//! the key and condition attributes. One file per concern: `keys` (the layout below), `codec`
+//! (items ⇄ records, errors), `config`, `sessions` (turn commits), `executions`.
+//! It does not create tables (the SAM template and the test harness do) and does not archive.
+//!
+//! # Layout (see `docs/decisions.md`, "AWS profile: data layout")
+//!
+//! | table | PK | SK | other attributes |
+//! |---|---|---|---|
+//! | config | `TENANT#<t>` | `TENANT` | `name`, `createdAt` |
+//! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
+//! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status` |
+//! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body` |
+//! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session) |
+//! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
+//! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
+//!
+//! GSI `SessionsByConversation` on the sessions table: partition `conversationKey`
+//! (`TENANT#<t>#CONV#<conversation>`), sort `startKey` (`<startedAt>#<handoff depth>#<ulid>`).
+//! `expiresAt` is the executions table's TTL attribute (epoch seconds, rounded up); reads check
+//! the record's own `expiresAt` against the clock, because TTL deletion is lazy (and the emulator
+//! never deletes).
+
+mod codec;
+mod config;
+mod executions;
+mod keys;
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use switchboard_domain::{Agent, AgentId, EventType, TenantId, Trigger};
+use switchboard_engine::{Clock, ConfigKind, ConfigRecord, StoreError};
+
+use crate::config::AwsNames;
+use codec::unavailable;
+use keys::{key, s, tenant_pk};
+
+/// The name of the sessions table's conversation index.
+pub const SESSIONS_BY_CONVERSATION: &str = "SessionsByConversation";
+/// How long active triggers are served from memory.
+const TRIGGER_TTL: ChronoDuration = ChronoDuration::seconds(60);
+/// How long an agent, a tool or a skill is served from memory.
+const AGENT_TTL: ChronoDuration = ChronoDuration::minutes(5);
+
+type Item = HashMap<String, AttributeValue>;
+
+type TriggerCache = HashMap<(TenantId, EventType), (DateTime<Utc>, Arc<[Trigger]>)>;
+type AgentCache = HashMap<(TenantId, AgentId), (DateTime<Utc>, Agent)>;
+/// Tools and skills by kind and id; a miss is cached too (an agent may list a deleted tool).
+type RecordCache = HashMap<(TenantId, ConfigKind, String), (DateTime<Utc>, Option<ConfigRecord>)>;
+
+/// The AWS store. Cheap to clone; clones share the caches.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    names: Arc<AwsNames>,
+    clock: Arc<dyn Clock>,
+    triggers: Arc<Mutex<TriggerCache>>,
+    agents: Arc<Mutex<AgentCache>>,
+    records: Arc<Mutex<RecordCache>>,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, names: AwsNames, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            client,
+            names: Arc::new(names),
+            clock,
+            triggers: Arc::default(),
+            agents: Arc::default(),
+            records: Arc::default(),
+        }
+    }
+
+    pub fn names(&self) -> &AwsNames {
+        &self.names
+    }
+
+    fn invalidate(&self, tenant: &TenantId) {
+        if let Ok(mut cache) = self.triggers.lock() {
+            cache.retain(|(t, _), _| t != tenant);
+        }
+        if let Ok(mut cache) = self.agents.lock() {
+            cache.retain(|(t, _), _| t != tenant);
+        }
+        if let Ok(mut cache) = self.records.lock() {
+            cache.retain(|(t, _, _), _| t != tenant);
+        }
+    }
+
+    async fn get_item(&self, table: &str, key: Item, operation: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(operation, &e))?;
+        Ok(out.item)
+    }
+
+    /// Every item of a partition whose sort key starts with `prefix`, page by page.
+    async fn query_prefix(&self, table: &str, pk: &str, prefix: &str) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// Creates a tenant; `false` if it already existed.
+    pub async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
+        let mut item = key(tenant_pk(tenant), "TENANT".into());
+        item.insert("name".into(), s(name));
+        item.insert("createdAt".into(), s(self.clock.now().to_rfc3339()));
+        match self
+            .client
+            .put_item()
+            .table_name(&self.names.config_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(unavailable("PutItem", &e)),
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Sessions and the per-turn commit: one `TransactWriteItems` with the sessions (conditional
+//! on their versions), the active-session marker and the execution record with its pointers.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
+use switchboard_engine::{SessionStore, StoreError, TurnCommit};
+
+use super::codec::*;
+use super::keys::*;
+use super::{DynamoStore, Item, SESSIONS_BY_CONVERSATION};
+
+/// What one item of a turn's transaction is, to explain a cancellation.
+#[derive(Debug, Clone)]
+enum TxRole {
+    Session(SessionId),
+    ActivePut(String),
+    ActiveDelete,
+    Execution(String),
+}
+
+impl DynamoStore {
+    /// The transaction items that keep the conversation's active-session marker true after the
+    /// commit. Sessions written in the commit are conditional on their version, so the marker may
+    /// be taken over from any of them; a marker held by another session is never overwritten.
+    fn active_marker_items(&self, commit: &TurnCommit) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+        let mut by_conversation: Vec<((TenantId, String), Vec<&Session>)> = Vec::new();
+        for w in &commit.sessions {
+            let k = (w.session.tenant_id.clone(), w.session.conversation_id.clone());
+            match by_conversation.iter_mut().find(|(c, _)| *c == k) {
+                Some((_, v)) => v.push(&w.session),
+                None => by_conversation.push((k, vec![&w.session])),
+            }
+        }
+        let mut items = Vec::new();
+        for ((tenant, conversation), sessions) in by_conversation {
+            let active: Vec<&&Session> = sessions.iter().filter(|s| s.is_active()).collect();
+            if active.len() > 1 {
+                return Err(StoreError::VersionConflict(format!(
+                    "conversation {conversation} already has another active session"
+                )));
+            }
+            let mut values: HashMap<String, AttributeValue> = HashMap::new();
+            let mut names = Vec::with_capacity(sessions.len());
+            for (i, session) in sessions.iter().enumerate() {
+                values.insert(format!(":w{i}"), s(session.session_id.to_string()));
+                names.push(format!(":w{i}"));
+            }
+            let condition = format!("attribute_not_exists(PK) OR sessionId IN ({})", names.join(", "));
+            let table = &self.names.sessions_table;
+            if let Some(session) = active.first() {
+                let mut item = key(tenant_pk(&tenant), active_sk(&conversation));
+                item.insert("sessionId".into(), s(session.session_id.to_string()));
+                let put = Put::builder()
+                    .table_name(table)
+                    .set_item(Some(item))
+                    .condition_expression(condition)
+                    .set_expression_attribute_values(Some(values))
+                    .build()
+                    .map_err(build_err)?;
+                items.push((TransactWriteItem::builder().put(put).build(), TxRole::ActivePut(conversation)));
+            } else {
+                let delete = Delete::builder()
+                    .table_name(table)
+                    .set_key(Some(key(tenant_pk(&tenant), active_sk(&conversation))))
+                    .condition_expression(condition)
+                    .set_expression_attribute_values(Some(values))
+                    .build()
+                    .map_err(build_err)?;
+                items.push((TransactWriteItem::builder().delete(delete).build(), TxRole::ActiveDelete));
+            }
+        }
+        Ok(items)
+    }
+
+    fn session_item(&self, session: &Session, expected: Option<u64>) -> Result<TransactWriteItem, StoreError> {
+        let mut item = key(tenant_pk(&session.tenant_id), session_sk(session.session_id));
+        item.insert("conversationKey".into(), s(conversation_key(&session.tenant_id, &session.conversation_id)));
+        item.insert("startKey".into(), s(start_key(session)));
+        item.insert("status".into(), s(status_str(session.status)));
+        item.insert("version".into(), n(session.version));
+        item.insert("body".into(), encode(session)?);
+        let put = Put::builder().table_name(&self.names.sessions_table).set_item(Some(item));
+        let put = match expected {
+            None => put.condition_expression("attribute_not_exists(PK)"),
+            Some(v) => put.condition_expression("version = :expected").expression_attribute_values(":expected", n(v)),
+        };
+        Ok(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
+    }
+
+    fn execution_items(&self, e: &ExecutionRecord) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+        let table = &self.names.executions_table;
+        let (pk, sk) = (execution_pk(e.session_id), execution_sk(e.execution_id));
+        let ttl = n(ttl_seconds(e.expires_at));
+        let mut record = key(pk.clone(), sk.clone());
+        record.insert("tenantId".into(), s(e.tenant_id.to_string()));
+        record.insert("expiresAt".into(), ttl.clone());
+        record.insert("body".into(), encode(e)?);
+        let pointer = |sk_of_pointer: String| {
+            let mut item = key(tenant_pk(&e.tenant_id), sk_of_pointer);
+            item.insert("executionPk".into(), s(pk.clone()));
+            item.insert("executionSk".into(), s(sk.clone()));
+            item.insert("expiresAt".into(), ttl.clone());
+            item
+        };
+        let mut out = Vec::with_capacity(3);
+        for item in [record, pointer(source_sk(&e.source_id)), pointer(execution_id_sk(e.execution_id))] {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(build_err)?;
+            out.push((TransactWriteItem::builder().put(put).build(), TxRole::Execution(e.source_id.clone())));
+        }
+        Ok(out)
+    }
+
+    /// Maps a cancelled transaction to the store error the embedded store would have given: the
+    /// first failed condition in write order decides. `Ok(true)` means only the active marker's
+    /// delete failed (another session holds it, which this commit must leave alone): retry
+    /// without it.
+    fn explain_cancellation(roles: &[TxRole], err: &SdkError<TransactWriteItemsError>) -> Result<bool, StoreError> {
+        let Some(TransactWriteItemsError::TransactionCanceledException(tce)) = err.as_service_error() else {
+            return Err(unavailable("TransactWriteItems", err));
+        };
+        let reasons = tce.cancellation_reasons();
+        let failed = |code: &str| {
+            reasons
+                .iter()
+                .zip(roles)
+                .filter(move |(r, _)| r.code() == Some(code))
+                .map(|(_, role)| role.clone())
+                .collect::<Vec<_>>()
+        };
+        let conditions = failed("ConditionalCheckFailed");
+        if !conditions.is_empty() && conditions.iter().all(|r| matches!(r, TxRole::ActiveDelete)) {
+            return Ok(true);
+        }
+        if let Some(role) = conditions.iter().find(|r| !matches!(r, TxRole::ActiveDelete)) {
+            return Err(match role {
+                TxRole::Session(id) => StoreError::VersionConflict(format!("session {id} changed")),
+                TxRole::ActivePut(conv) => {
+                    StoreError::VersionConflict(format!("conversation {conv} already has another active session"))
+                }
+                TxRole::Execution(source) => StoreError::Duplicate(format!("source {source} already recorded")),
+                TxRole::ActiveDelete => StoreError::VersionConflict("active session changed".into()),
+            });
+        }
+        if !failed("TransactionConflict").is_empty() {
+            return Err(StoreError::VersionConflict("a concurrent transaction wrote the same session".into()));
+        }
+        Err(unavailable("TransactWriteItems", err))
+    }
+}
+
+#[async_trait]
+impl SessionStore for DynamoStore {
+    async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {
+        let item =
+            self.get_item(&self.names.sessions_table, key(tenant_pk(tenant), session_sk(session)), "GetItem").await?;
+        item.as_ref().map(decode).transpose()
+    }
+
+    /// The active session if there is one (by its marker, strongly consistent), else the newest.
+    async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError> {
+        let table = &self.names.sessions_table;
+        if let Some(marker) =
+            self.get_item(table, key(tenant_pk(tenant), active_sk(conversation_id)), "GetItem").await?
+        {
+            let id: SessionId = attr_s(&marker, "sessionId")?
+                .parse()
+                .map_err(|_| StoreError::Corrupt("active marker holds a bad session id".into()))?;
+            if let Some(session) = self.get_session(tenant, id).await?
+                && session.is_active()
+            {
+                return Ok(Some(session));
+            }
+        }
+        let out = self
+            .client
+            .query()
+            .table_name(table)
+            .index_name(SESSIONS_BY_CONVERSATION)
+            .key_condition_expression("conversationKey = :c")
+            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
+            .scan_index_forward(false)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| unavailable("Query", &e))?;
+        out.items.unwrap_or_default().first().map(decode).transpose()
+    }
+
+    async fn sessions_for_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Vec<Session>, StoreError> {
+        let mut sessions = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.sessions_table)
+                .index_name(SESSIONS_BY_CONVERSATION)
+                .key_condition_expression("conversationKey = :c")
+                .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                sessions.push(decode(&item)?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(sessions),
+            }
+        }
+    }
+
+    /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not
+    /// existing), the active-session marker, the execution record and its source and id pointers
+    /// (each conditional on not existing).
+    async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
+        let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
+        for w in &commit.sessions {
+            items.push((self.session_item(&w.session, w.expected_version)?, TxRole::Session(w.session.session_id)));
+        }
+        items.extend(self.active_marker_items(commit)?);
+        items.extend(self.execution_items(&commit.execution)?);
+        loop {
+            let (writes, roles): (Vec<_>, Vec<_>) = items.iter().cloned().unzip();
+            match self.client.transact_write_items().set_transact_items(Some(writes)).send().await {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    if Self::explain_cancellation(&roles, &e)? {
+                        items.retain(|(_, role)| !matches!(role, TxRole::ActiveDelete));
+                    }
+                }
+            }
+        }
+    }
+}
