@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker, Model,
-    NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker,
+    Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, warn};
@@ -113,14 +113,14 @@ impl Embedded {
             webhooks: Arc::clone(&options.webhooks),
             clock,
         };
-        let intake = Intake::new(store_arc.clone(), store_arc, queue_arc);
+        let Engine { intake, executor } = Engine::new(deps);
         Ok(Self {
             data_dir: data_dir.to_owned(),
             store,
             queue,
             bus,
             intake,
-            executor: Executor::new(deps),
+            executor,
             options,
             pool: Mutex::new(None),
             completions: broadcast::channel(1024).0,

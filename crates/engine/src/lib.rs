@@ -27,3 +27,17 @@ pub use execute::{ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
+
+/// The engine as a profile assembles it: event intake and the executor over one set of ports.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    pub intake: Intake,
+    pub executor: Executor,
+}
+
+impl Engine {
+    pub fn new(deps: Deps) -> Self {
+        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), deps.queue.clone());
+        Self { intake, executor: Executor::new(deps) }
+    }
+}

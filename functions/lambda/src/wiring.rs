@@ -12,8 +12,8 @@ use switchboard_aws::{
 };
 use switchboard_domain::TenantId;
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Executor, Intake, Model, ModelError, ModelRequest, ModelResponse, Secrets,
-    Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, ModelError, ModelRequest, ModelResponse,
+    Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
@@ -247,7 +247,7 @@ impl Wiring {
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
         };
-        let intake = Intake::new(store.clone(), store.clone(), queue.clone());
-        Self { store, queue, executor: Executor::new(deps.clone()), deps, intake }
+        let Engine { intake, executor } = Engine::new(deps.clone());
+        Self { store, queue, executor, deps, intake }
     }
 }
