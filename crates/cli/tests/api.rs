@@ -5,51 +5,9 @@
 
 mod common;
 
-use common::{Server, create_tenant, examples};
+use common::{Api, Reply, Server, create_tenant, examples};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
-
-struct Api<'a> {
-    server: &'a Server,
-    key: String,
-    client: Client,
-}
-
-struct Reply {
-    status: StatusCode,
-    body: Value,
-    headers: reqwest::header::HeaderMap,
-}
-
-impl<'a> Api<'a> {
-    fn new(server: &'a Server, key: &str) -> Self {
-        Api { server, key: key.to_owned(), client: Client::new() }
-    }
-
-    async fn call(&self, method: Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Reply {
-        let mut req = self.client.request(method, format!("{}{path}", self.server.base)).bearer_auth(&self.key);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.unwrap();
-        let (status, headers) = (res.status(), res.headers().clone());
-        let text = res.text().await.unwrap();
-        let body =
-            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-        Reply { status, body, headers }
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        self.call(Method::GET, path, None, &[]).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Reply {
-        self.call(Method::POST, path, Some(body), &[]).await
-    }
-}
 
 fn agent_body(name: &str) -> Value {
     json!({ "name": name, "systemPrompt": "You help.", "model": "anthropic.claude-3-haiku", "tools": ["send_message"] })
@@ -184,7 +142,7 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (415, "application/problem+json"));
     // (its own connection: the server answers before reading the whole upload and closes it)
     let big = json!({ "name": "x".repeat(3 * 1024 * 1024) });
-    let own = Api { server: api.server, key: api.key.clone(), client: Client::new() };
+    let own = Api::new(api.server, &api.key);
     let r = own.post("/tenants/acme/agents", big).await;
     assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (413, "application/problem+json"));
     let r = api

@@ -12,8 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Server, create_tenant};
-use reqwest::Client;
+use common::{Api, Server, create_tenant};
 use serde_json::{Value, json};
 
 /// Echoes the customer, and hands the conversation to a human when asked: a test double.
@@ -23,11 +22,10 @@ const SCRIPT: &str = r#"{ "rules": [
     { "then": { "text": "{{userText}}, said the agent" } }
 ] }"#;
 
+/// A tenant with its own key.
 struct Tenant<'a> {
     id: &'static str,
-    key: String,
-    server: &'a Server,
-    client: Client,
+    api: Api<'a>,
 }
 
 impl Tenant<'_> {
@@ -38,17 +36,8 @@ impl Tenant<'_> {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> (u16, Value) {
-        let mut req = self.client.request(method, format!("{}{path}", self.server.base)).bearer_auth(&self.key);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        let r = self.api.call(method, path, body, headers).await;
+        (r.status.as_u16(), r.body)
     }
 
     async fn get(&self, path: &str) -> (u16, Value) {
@@ -106,7 +95,7 @@ fn start(dir: &std::path::Path, extra: &[&str]) -> Server {
 }
 
 fn tenant<'a>(server: &'a Server, dir: &std::path::Path, id: &'static str) -> Tenant<'a> {
-    Tenant { id, key: create_tenant(&dir.join("data"), id), server, client: Client::new() }
+    Tenant { id, api: Api::new(server, &create_tenant(&dir.join("data"), id)) }
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -208,7 +197,7 @@ async fn the_rate_limit_counts_every_spelling_of_a_tenant_path_or_refuses_it() {
     let server = start(dir.path(), &["--rate-limit", "5"]);
     let ta = tenant(&server, dir.path(), "ta");
     let tb = tenant(&server, dir.path(), "tb");
-    let admin = Tenant { id: "ta", key: server.admin.clone(), server: &server, client: Client::new() };
+    let admin = Tenant { id: "ta", api: Api::new(&server, &server.admin) };
     let spellings = [
         "/tenants/%74%61/agents",
         "/tenants/t%61/agents",
@@ -224,7 +213,7 @@ async fn the_rate_limit_counts_every_spelling_of_a_tenant_path_or_refuses_it() {
     let post = format!(
         "POST /tenants/%74%61/agents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        ta.key,
+        ta.api.key,
         body.len()
     );
     let (status, problem) = raw(&server.base, &post).unwrap();
@@ -238,16 +227,16 @@ async fn the_rate_limit_counts_every_spelling_of_a_tenant_path_or_refuses_it() {
         assert_eq!(ta.get("/tenants/ta/agents").await.0, 200);
     }
     for path in spellings {
-        let (status, body) = raw(&server.base, &get(path, &ta.key)).unwrap();
+        let (status, body) = raw(&server.base, &get(path, &ta.api.key)).unwrap();
         assert!(matches!(status, 400 | 404), "{path} → {status} {body}");
     }
     // over the limit, no spelling gets through either
     assert_eq!(ta.get("/tenants/ta/agents").await.0, 429);
     for path in spellings {
-        let (status, body) = raw(&server.base, &get(path, &ta.key)).unwrap();
+        let (status, body) = raw(&server.base, &get(path, &ta.api.key)).unwrap();
         assert_ne!(status, 200, "{path} → {status} {body}");
     }
-    let (status, _) = raw(&server.base, &get("/tenants/ta/agents", &ta.key)).unwrap();
+    let (status, _) = raw(&server.base, &get("/tenants/ta/agents", &ta.api.key)).unwrap();
     assert_eq!(status, 429);
     // and another tenant's budget is its own
     assert_eq!(tb.get("/tenants/tb/agents").await.0, 200);
@@ -262,7 +251,7 @@ async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_time
         format!(
             "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
-            ta.key
+            ta.api.key
         )
     };
     // a body announced far over the limit: 413 without waiting for it (a 408 would mean the
