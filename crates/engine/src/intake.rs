@@ -140,3 +140,175 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>) -
         detail: event.raw_detail.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Event intake against in-memory ports: which trigger answers, what is queued, what is
+    //! refused. (Whole turns are tested against the embedded adapters in `crates/embedded/tests`.)
+
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use switchboard_domain::{
+        Agent, AgentId, HandoffTarget, Session, SessionId, SessionStatus, Skill, SkillId, Tool, ToolId, Trigger,
+    };
+
+    use super::*;
+    use crate::ports::{SessionStore, TurnCommit};
+
+    const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
+    const OFF_DUTY: &str = "01JD0000PAYMENTS0AGENT0002";
+
+    #[derive(Default)]
+    struct World {
+        tenants: Vec<TenantId>,
+        agents: Vec<Agent>,
+        triggers: Vec<Trigger>,
+        latest: Option<Session>,
+        queued: Mutex<Vec<WorkItem>>,
+        dedup: Mutex<HashSet<String>>,
+    }
+
+    #[async_trait]
+    impl ConfigStore for World {
+        async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+            Ok(self.tenants.contains(tenant))
+        }
+        async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
+            Ok(self.agents.iter().find(|a| a.tenant_id == *tenant && a.agent_id == agent).cloned())
+        }
+        async fn get_tool(&self, _: &TenantId, _: ToolId) -> Result<Option<Tool>, StoreError> {
+            Ok(None)
+        }
+        async fn get_skill(&self, _: &TenantId, _: SkillId) -> Result<Option<Skill>, StoreError> {
+            Ok(None)
+        }
+        async fn active_triggers(&self, tenant: &TenantId, _: EventType) -> Result<Arc<[Trigger]>, StoreError> {
+            Ok(self.triggers.iter().filter(|t| t.tenant_id == *tenant).cloned().collect())
+        }
+    }
+
+    #[async_trait]
+    impl SessionStore for World {
+        async fn get_session(&self, _: &TenantId, _: SessionId) -> Result<Option<Session>, StoreError> {
+            Ok(None)
+        }
+        async fn latest_session(&self, tenant: &TenantId, conversation: &str) -> Result<Option<Session>, StoreError> {
+            Ok(self.latest.clone().filter(|s| s.tenant_id == *tenant && s.conversation_id == conversation))
+        }
+        async fn sessions_for_conversation(&self, _: &TenantId, _: &str) -> Result<Vec<Session>, StoreError> {
+            Ok(vec![])
+        }
+        async fn commit_turn(&self, _: &TurnCommit) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl WorkQueue for World {
+        async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
+            if !self.dedup.lock().unwrap().insert(item.dedup_id()) {
+                return Ok(Enqueued::Duplicate);
+            }
+            self.queued.lock().unwrap().push(item.clone());
+            Ok(Enqueued::Queued)
+        }
+    }
+
+    fn agent(tenant: &str, id: &str, status: &str) -> Agent {
+        serde_json::from_value(json!({
+            "tenantId": tenant, "agentId": id, "name": "A", "systemPrompt": "p", "model": "m", "status": status,
+            "tools": ["send_message"], "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn trigger(tenant: &str, agent: &str, priority: i32, contains: &str) -> Trigger {
+        serde_json::from_value(json!({
+            "tenantId": tenant, "triggerId": TriggerId::generate(), "name": "t", "agentId": agent,
+            "eventType": "message.new", "priority": priority, "status": "active",
+            "conditions": {"all": [{"field": "message.text", "operator": "contains", "value": contains}]},
+            "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn event(tenant: &str, id: &str, direction: &str, text: &str) -> InboundEvent {
+        InboundEvent::parse(&json!({
+            "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": tenant, "conversationId": "c-1", "messageId": format!("m-{id}"),
+                        "channel": {}, "conversation": {}, "message": { "direction": direction, "text": text } }
+        }))
+        .unwrap()
+    }
+
+    /// Tenants `ta` and `tb`, each with a front agent answering "help" and, first in priority, a
+    /// trigger on "help" pointing at an inactive agent.
+    fn world() -> World {
+        let mut w = World { tenants: vec!["ta".parse().unwrap(), "tb".parse().unwrap()], ..World::default() };
+        for t in ["ta", "tb"] {
+            w.agents.push(agent(t, FRONT, "active"));
+            w.agents.push(agent(t, OFF_DUTY, "inactive"));
+            w.triggers.push(trigger(t, OFF_DUTY, 1, "help"));
+            w.triggers.push(trigger(t, FRONT, 5, "help"));
+        }
+        w
+    }
+
+    fn intake(w: &Arc<World>) -> Intake {
+        Intake::new(w.clone(), w.clone(), w.clone())
+    }
+
+    #[tokio::test]
+    async fn the_first_matching_trigger_with_an_active_agent_answers() {
+        let w = Arc::new(world());
+        let outcome = intake(&w).route(&event("ta", "e-1", "inbound", "help please")).await.unwrap();
+        // the inactive agent's trigger comes first and is skipped
+        assert!(
+            matches!(outcome, RouteOutcome::Enqueued { agent_id, duplicate: false, .. } if agent_id.to_string() == FRONT)
+        );
+        let queued = w.queued.lock().unwrap().clone();
+        assert_eq!(queued.len(), 1);
+        assert_eq!((queued[0].source_id.as_str(), queued[0].group_id().as_str()), ("e-1", "ta:c-1"));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_queued_for_an_unknown_tenant_an_outbound_message_or_no_match() {
+        let w = Arc::new(world());
+        let i = intake(&w);
+        assert!(matches!(i.route(&event("tz", "e-1", "inbound", "help")).await, Err(RouteError::UnknownTenant(_))));
+        assert_eq!(i.route(&event("ta", "e-2", "outbound", "help")).await.unwrap(), RouteOutcome::NotInbound);
+        assert_eq!(i.route(&event("ta", "e-3", "inbound", "hello")).await.unwrap(), RouteOutcome::NoMatch);
+        assert!(w.queued.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_repeat_is_a_duplicate_in_its_tenant_only() {
+        let w = Arc::new(world());
+        let i = intake(&w);
+        let first = i.route(&event("ta", "e-1", "inbound", "help")).await.unwrap();
+        let again = i.route(&event("ta", "e-1", "inbound", "help")).await.unwrap();
+        let other = i.route(&event("tb", "e-1", "inbound", "help")).await.unwrap();
+        assert!(matches!(first, RouteOutcome::Enqueued { duplicate: false, .. }));
+        assert!(matches!(again, RouteOutcome::Enqueued { duplicate: true, .. }));
+        assert!(matches!(other, RouteOutcome::Enqueued { duplicate: false, .. }));
+        let tenants: Vec<String> = w.queued.lock().unwrap().iter().map(|q| q.tenant_id.to_string()).collect();
+        assert_eq!(tenants, ["ta", "tb"]);
+    }
+
+    #[tokio::test]
+    async fn a_human_owned_conversation_is_queued_for_its_transcript_without_a_trigger() {
+        let mut w = world();
+        let mut s = Session::start("ta".parse().unwrap(), "c-1".into(), FRONT.parse().unwrap(), chrono::Utc::now());
+        s.status = SessionStatus::HandedOff;
+        s.handed_off_to = Some(HandoffTarget::Human);
+        w.latest = Some(s.clone());
+        let w = Arc::new(w);
+        let outcome = intake(&w).route(&event("ta", "e-1", "inbound", "help")).await.unwrap();
+        assert_eq!(outcome, RouteOutcome::HumanOwned { session_id: s.session_id });
+        let queued = w.queued.lock().unwrap().clone();
+        assert_eq!((queued.len(), queued[0].trigger_id, queued[0].agent_id), (1, None, s.agent_id));
+    }
+}
