@@ -2,7 +2,7 @@
 //! Service client against a fake HTTP server that checks its SigV4 header and idempotency key.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use switchboard_testkit::aws as common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! which failures end as `Throttled` and `Rejected`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use switchboard_testkit::aws as common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

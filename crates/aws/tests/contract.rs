@@ -4,7 +4,7 @@
 //! [`Subject`]; the `contract!` macro runs every one on both.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use switchboard_testkit::aws as common;
 
 use std::any::Any;
 use std::sync::Arc;

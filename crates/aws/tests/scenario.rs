@@ -3,7 +3,7 @@
 //! Conversations fake. Also counts the AWS requests the executor makes for that message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use switchboard_testkit::aws as common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

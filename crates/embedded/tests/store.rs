@@ -2,7 +2,7 @@
 //! path of a work item that can never be parsed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,21 +13,7 @@ use switchboard_domain::{
 use switchboard_embedded::queue::QueueConfig;
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{Clock, ConversationLog, ExecutionLog, SessionStore, SessionWrite, StoreError, TurnCommit};
-
-#[derive(Debug)]
-struct ManualClock(Mutex<DateTime<Utc>>);
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
-impl ManualClock {
-    fn advance(&self, by: chrono::Duration) {
-        *self.0.lock().unwrap() += by;
-    }
-}
+use switchboard_testkit::ManualClock;
 
 fn open(clock: Arc<ManualClock>, max_receives: u32) -> (Embedded, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +49,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
 }
 
 fn clock() -> Arc<ManualClock> {
-    Arc::new(ManualClock(Mutex::new("2026-11-23T07:00:00Z".parse().unwrap())))
+    ManualClock::new()
 }
 
 #[tokio::test]

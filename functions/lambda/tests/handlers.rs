@@ -9,8 +9,7 @@
 //! its webhook tools call a loopback receiver, signed with a secret read from Secrets Manager.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../../crates/aws/tests/common/mod.rs"]
-mod common;
+use switchboard_testkit::aws as common;
 
 use std::io::Read;
 use std::sync::atomic::Ordering;

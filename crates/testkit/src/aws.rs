@@ -5,7 +5,6 @@
 //! moto's lifetime: it runs under a tiny Python watchdog whose stdin is a pipe held by this
 //! process. When the test binary exits for any reason (even a crash or SIGKILL) the pipe closes,
 //! the watchdog reads EOF and terminates moto. Nothing outlives `cargo test`.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -26,10 +25,10 @@ use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterce
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
-use chrono::{DateTime, Utc};
 use switchboard_aws::AwsNames;
 use switchboard_aws::dynamo::SESSIONS_BY_CONVERSATION;
-use switchboard_engine::Clock;
+
+pub use crate::ManualClock;
 
 // ---- moto -----------------------------------------------------------------------------------------
 
@@ -237,27 +236,6 @@ pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, S
             ));
             sqs.delete_message().queue_url(url).receipt_handle(m.receipt_handle.unwrap()).send().await.unwrap();
         }
-    }
-}
-
-// ---- clock ------------------------------------------------------------------------------------------
-
-#[derive(Debug)]
-pub struct ManualClock(Mutex<DateTime<Utc>>);
-
-impl ManualClock {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self(Mutex::new("2026-11-23T07:00:00Z".parse().unwrap())))
-    }
-
-    pub fn advance(&self, by: chrono::Duration) {
-        *self.0.lock().unwrap() += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
     }
 }
 

@@ -1,0 +1,33 @@
+//! What the test suites share: a manual clock (tests control expiry and timestamps) and, with the
+//! `aws` feature, the AWS emulator harness (one moto server per test binary, fresh tables and
+//! queues per test), a fake Bedrock Converse server, a fake Conversations Service and an SDK
+//! request counter. Test code only: nothing here is linked into a binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[cfg(feature = "aws")]
+pub mod aws;
+
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use switchboard_engine::Clock;
+
+/// A clock that moves only when told to; starts at 2026-11-23T07:00:00Z.
+#[derive(Debug)]
+pub struct ManualClock(Mutex<DateTime<Utc>>);
+
+impl ManualClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new("2026-11-23T07:00:00Z".parse().unwrap())))
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        *self.0.lock().unwrap() += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
