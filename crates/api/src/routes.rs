@@ -237,7 +237,7 @@ async fn post_event(
     State(state): State<ApiState>,
     caller: Caller,
     q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
-    req: Request,
+    bytes: Bytes,
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let wait = match q.wait {
@@ -250,17 +250,7 @@ async fn post_event(
             )));
         }
     };
-    let is_json = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
-    if !is_json {
-        return Err(Problem::unsupported_media_type());
-    }
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_EVENT_BYTES)
-        .await
-        .map_err(|_| Problem::too_large(MAX_EVENT_BYTES))?;
+    // `log_requests` has refused a body that is not JSON and `read_request` one over the limit.
     let event = InboundEvent::parse_bytes(&bytes).map_err(Problem::invalid)?;
     if !caller.may_access(&event.detail.tenant_id) {
         return Err(Problem::unknown_tenant("/detail/tenantId", event.detail.tenant_id.as_str()));

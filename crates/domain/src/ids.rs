@@ -94,7 +94,18 @@ pub fn tenant_scoped_key(tenant: &TenantId, id: &str) -> String {
     hash.update(tenant.as_str().as_bytes());
     hash.update(b"\n");
     hash.update(id.as_bytes());
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    lower_hex(&hash.finalize())
+}
+
+/// `bytes` as lowercase hex: the one encoder behind signatures, key hashes and scoped keys.
+pub fn lower_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// A tenant: the unit of isolation. Every record and every request belongs to exactly one.

@@ -30,16 +30,8 @@ fn mac(secret: &[u8], timestamp: i64, body: &[u8]) -> HmacSha256 {
 /// The `Switchboard-Signature` value for `body` signed at `timestamp`: `v1=<lowercase hex>`.
 pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     let tag = mac(secret, timestamp, body).finalize().into_bytes();
-    let mut out = String::with_capacity(3 + tag.len() * 2);
-    out.push_str("v1=");
-    for b in tag.iter() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
-    out
+    format!("v1={}", crate::ids::lower_hex(&tag))
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Why a request's signature was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

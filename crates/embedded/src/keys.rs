@@ -21,9 +21,7 @@ pub fn hash_api_key(key: &str) -> String {
     hex(&Sha256::digest(key.as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use switchboard_domain::ids::lower_hex as hex;
 
 #[cfg(test)]
 mod tests {
