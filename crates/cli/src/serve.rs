@@ -7,12 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use async_trait::async_trait;
 use clap::Args;
-use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter};
-use switchboard_embedded::keys::{generate_api_key, hash_api_key};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel, SqliteStore};
-use switchboard_engine::{Model, NoSecrets, Secrets, StoreError, SystemClock};
+use switchboard_embedded::api::{api_state, ensure_admin_key};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
+use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 #[derive(Debug, Args)]
@@ -58,65 +56,6 @@ pub struct ServeArgs {
     read_timeout: u64,
 }
 
-/// The admin key file inside the data directory.
-pub(crate) const ADMIN_KEY_FILE: &str = "admin.key";
-
-/// Makes sure an admin key exists; a new one is written to `<data-dir>/admin.key` (mode 0600),
-/// the only place it is ever shown.
-async fn ensure_admin_key(embedded: &Embedded) -> anyhow::Result<()> {
-    if embedded.store.has_admin_key().await? {
-        return Ok(());
-    }
-    let key = generate_api_key()?;
-    let path = embedded.data_dir.join(ADMIN_KEY_FILE);
-    write_secret(&path, &key).with_context(|| format!("writing {}", path.display()))?;
-    embedded.store.add_api_key(&hash_api_key(&key), None).await?;
-    eprintln!("switchboard: created an admin API key in {}", path.display());
-    Ok(())
-}
-
-fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path)?;
-    writeln!(file, "{secret}")
-}
-
-/// API keys checked against their hashes in the store.
-struct StoreKeys(SqliteStore);
-
-#[async_trait]
-impl Authenticator for StoreKeys {
-    async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError> {
-        Ok(self.0.api_key_owner(&hash_api_key(key)).await?.map(|owner| match owner {
-            None => Caller::Admin,
-            Some(t) => Caller::Tenant(t),
-        }))
-    }
-}
-
-pub(crate) fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_timeout: Duration) -> ApiState {
-    let store = Arc::new(embedded.store.clone());
-    ApiState {
-        ingest: embedded.clone(),
-        invoker: embedded.clone(),
-        executor: embedded.executor.clone(),
-        admin: store.clone(),
-        auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
-        limiter: Some(Arc::new(RateLimiter::new(requests_per_minute))),
-        config: store.clone(),
-        sessions: store.clone(),
-        executions: store.clone(),
-        conversations: Some(store.clone()),
-        events: Some(store),
-        live: Some(Arc::new(embedded.bus.clone())),
-        body_timeout,
-    }
-}
-
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let Some(script) = &args.scripted_model else {
         bail!(
@@ -155,7 +94,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
-    ensure_admin_key(&embedded).await?;
+    if let Some(path) = ensure_admin_key(&embedded).await? {
+        eprintln!("switchboard: created an admin API key in {}", path.display());
+    }
     embedded.start_workers();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;

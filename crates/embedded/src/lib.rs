@@ -2,6 +2,7 @@
 //! SQLite file for records and the FIFO work queue, an in-process event bus, a local
 //! conversation log, and the scripted model (a labelled test double, not an AI).
 
+pub mod api;
 pub mod bundle;
 pub mod bus;
 pub mod conversations;

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use switchboard_embedded::db::Db;
 use switchboard_embedded::queue::{Delivery, QueueConfig, QueueStats, SqliteWorkQueue};
 use switchboard_embedded::worker::{ItemFailure, ItemHandler, WorkerPool};
 use switchboard_engine::{Clock, Enqueued};
+use switchboard_testkit::ManualClock;
 use tempfile::TempDir;
 use tokio::sync::{Barrier, oneshot};
 
@@ -21,29 +21,6 @@ const VISIBILITY: Duration = Duration::from_secs(30);
 const IDLE_POLL: Duration = Duration::from_secs(3600);
 /// A guard against hangs only: no test expects to come near it.
 const HANG_GUARD: Duration = Duration::from_secs(30);
-
-#[derive(Debug)]
-struct ManualClock {
-    now: Mutex<DateTime<Utc>>,
-}
-
-impl ManualClock {
-    fn new() -> Arc<Self> {
-        let start = DateTime::from_timestamp(1_767_225_600, 0).unwrap();
-        Arc::new(Self { now: Mutex::new(start) })
-    }
-
-    fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap();
-        *now += chrono::Duration::from_std(by).unwrap();
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap()
-    }
-}
 
 struct Fixture {
     dir: TempDir,
@@ -160,7 +137,7 @@ async fn it_redelivers_an_item_whose_worker_died() {
     f.receive_nothing().await;
 
     // when the visibility timeout passes
-    f.clock.advance(VISIBILITY + Duration::from_millis(1));
+    f.clock.advance_std(VISIBILITY + Duration::from_millis(1));
 
     // then the same item is delivered again, counted twice, under a new receipt
     let again = f.receive().await;
@@ -190,7 +167,7 @@ async fn it_redelivers_in_flight_items_after_a_restart() {
 
     // then the item is still invisible until its timeout, then delivered again
     assert_eq!(queue.receive().await.unwrap(), None);
-    clock.advance(VISIBILITY);
+    clock.advance_std(VISIBILITY);
     let again = queue.receive().await.unwrap().expect("redelivered");
     assert_eq!((again.body.as_str(), again.receive_count), ("a1", 2));
 }
@@ -207,7 +184,7 @@ async fn it_dead_letters_an_item_after_max_receives_and_unblocks_its_group() {
     assert_eq!((second.body.as_str(), second.receive_count), ("poison", 2));
 
     // when its second visibility timeout passes too
-    f.clock.advance(VISIBILITY);
+    f.clock.advance_std(VISIBILITY);
 
     // then the next receive moves it to the dead letters and delivers the group's next item
     let next = f.receive().await;
@@ -231,7 +208,7 @@ async fn it_drops_a_duplicate_within_the_dedup_window() {
     f.enqueue("A", "evt-1").await;
 
     // when the same event arrives again a minute later, even in another group
-    f.clock.advance(Duration::from_secs(60));
+    f.clock.advance_std(Duration::from_secs(60));
     let again = f.queue.enqueue_raw("B", "evt-1", "other").await.unwrap();
 
     // then it is reported as a duplicate and nothing more is queued
@@ -246,7 +223,7 @@ async fn it_accepts_a_dedup_id_again_after_the_window() {
     f.enqueue("A", "evt-1").await;
 
     // when it arrives again once the five minute window has passed
-    f.clock.advance(Duration::from_secs(5 * 60));
+    f.clock.advance_std(Duration::from_secs(5 * 60));
     let again = f.queue.enqueue_raw("A", "evt-1", "evt-1").await.unwrap();
 
     // then it is queued again
@@ -263,7 +240,7 @@ async fn it_still_drops_a_duplicate_after_the_original_was_acked() {
     assert!(f.queue.ack(&delivery.receipt).await.unwrap());
 
     // when it arrives again within the window
-    f.clock.advance(Duration::from_secs(4 * 60));
+    f.clock.advance_std(Duration::from_secs(4 * 60));
     let again = f.queue.enqueue_raw("A", "evt-1", "evt-1").await.unwrap();
 
     // then it is still a duplicate
@@ -285,11 +262,11 @@ async fn it_blocks_a_group_while_its_head_is_delayed() {
     assert_eq!(f.receive().await.body, "b1");
     f.receive_nothing().await;
     assert_eq!(f.stats().await, stats(1, 1, 1, 0));
-    f.clock.advance(Duration::from_millis(9_999));
+    f.clock.advance_std(Duration::from_millis(9_999));
     f.receive_nothing().await;
 
     // and once it has passed the head comes back, before the rest of its group
-    f.clock.advance(Duration::from_millis(1));
+    f.clock.advance_std(Duration::from_millis(1));
     let again = f.receive().await;
     assert_eq!((again.body.as_str(), again.receive_count), ("a1", 2));
 }
@@ -404,7 +381,7 @@ async fn it_fails_only_the_item_whose_handler_panicked() {
     assert_eq!(handled, ["a1", "b1", "c1"]);
 
     // and once the backoff has passed it is delivered again and succeeds
-    f.clock.advance(Duration::from_secs(1));
+    f.clock.advance_std(Duration::from_secs(1));
     f.queue.wake();
     guarded("poison retried", f.queue.wait_idle()).await.unwrap();
     assert_eq!(handler.handled().last().map(String::as_str), Some("poison"));

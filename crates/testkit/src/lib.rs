@@ -24,6 +24,11 @@ impl ManualClock {
     pub fn advance(&self, by: chrono::Duration) {
         *self.0.lock().unwrap() += by;
     }
+
+    /// [`advance`](Self::advance) by a `std` duration (queue timeouts are `std`).
+    pub fn advance_std(&self, by: std::time::Duration) {
+        self.advance(chrono::Duration::from_std(by).unwrap());
+    }
 }
 
 impl Clock for ManualClock {

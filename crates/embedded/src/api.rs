@@ -1,0 +1,87 @@
+//! The embedded profile's side of the HTTP API: API keys checked against their hashes in SQLite,
+//! the admin key written once to the data directory, and the [`ApiState`] that puts the
+//! profile's store, queue, bus and invoker behind the routes. `functions/lambda` does the same for
+//! the AWS profile.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter};
+use switchboard_engine::StoreError;
+
+use crate::keys::{generate_api_key, hash_api_key};
+use crate::{Embedded, SqliteStore};
+
+/// The admin key file inside the data directory.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// API keys checked against their hashes in the store.
+#[derive(Debug)]
+pub struct StoreKeys(pub SqliteStore);
+
+#[async_trait]
+impl Authenticator for StoreKeys {
+    async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError> {
+        Ok(self.0.api_key_owner(&hash_api_key(key)).await?.map(|owner| match owner {
+            None => Caller::Admin,
+            Some(t) => Caller::Tenant(t),
+        }))
+    }
+}
+
+/// The routes' view of one embedded runtime: every port from the profile, API keys from the
+/// store, `requests_per_minute` per tenant, and `body_timeout` for a client to send its body.
+pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_timeout: Duration) -> ApiState {
+    let store = Arc::new(embedded.store.clone());
+    ApiState {
+        ingest: embedded.clone(),
+        invoker: embedded.clone(),
+        executor: embedded.executor.clone(),
+        admin: store.clone(),
+        auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
+        limiter: Some(Arc::new(RateLimiter::new(requests_per_minute))),
+        config: store.clone(),
+        sessions: store.clone(),
+        executions: store.clone(),
+        conversations: Some(store.clone()),
+        events: Some(store),
+        live: Some(Arc::new(embedded.bus.clone())),
+        body_timeout,
+    }
+}
+
+/// Why an admin key could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminKeyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("generating a key: {0}")]
+    Random(String),
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Makes sure an admin key exists. A new one is written to `<data-dir>/admin.key` (mode 0600),
+/// the only place it is ever shown, and its path returned; `None` when a key already existed.
+pub async fn ensure_admin_key(embedded: &Embedded) -> Result<Option<PathBuf>, AdminKeyError> {
+    if embedded.store.has_admin_key().await? {
+        return Ok(None);
+    }
+    let key = generate_api_key().map_err(|e| AdminKeyError::Random(e.to_string()))?;
+    let path = embedded.data_dir.join(ADMIN_KEY_FILE);
+    write_secret(&path, &key).map_err(|source| AdminKeyError::Write { path: path.clone(), source })?;
+    embedded.store.add_api_key(&hash_api_key(&key), None).await?;
+    Ok(Some(path))
+}
+
+fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    writeln!(file, "{secret}")
+}
