@@ -1,11 +1,9 @@
-//! `BedrockModel`: one model call through the Bedrock Converse API, mapping the engine's
-//! messages, tool specs and model config to Converse and back. Throttling, 5xx and timeouts are
-//! retried here with exponential backoff and full jitter (the client's own SDK retry is off, so
-//! every attempt is counted once); what still fails reaches the engine as a [`ModelError`].
-//! No streaming, no fallback chain and no circuit breaker in this adapter.
+//! `BedrockModel`: one attempt at a model call through the Bedrock Converse API, mapping the
+//! engine's messages, tool specs and model config to Converse and back, and sorting a failure
+//! into a [`ModelError`]. Retries are `switchboard_models::Retrying`'s, the same for every
+//! provider (the client's own SDK retry is off, so every attempt is counted once).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::Client;
@@ -22,55 +20,15 @@ use switchboard_domain::TokenUsage;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
 
-/// How often and how patiently a call is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included.
-    pub max_attempts: u32,
-    /// The ceiling of the first retry's delay; it doubles with every retry.
-    pub base: Duration,
-    /// The largest ceiling.
-    pub cap: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self { max_attempts: 4, base: Duration::from_millis(250), cap: Duration::from_secs(8) }
-    }
-}
-
-impl RetryPolicy {
-    /// The delay before retry number `retry` (0 for the first): "full jitter", a uniformly
-    /// random point in `[0, min(cap, base * 2^retry))` where `unit` is uniform in `[0, 1)`.
-    /// Spreading retries over the whole window keeps throttled callers from retrying in step.
-    pub fn backoff(&self, retry: u32, unit: f64) -> Duration {
-        let ceiling = self.base.saturating_mul(2u32.saturating_pow(retry.min(31))).min(self.cap);
-        ceiling.mul_f64(unit.clamp(0.0, 1.0))
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct BedrockModel {
     client: Client,
-    retry: RetryPolicy,
 }
 
 impl BedrockModel {
     pub fn new(client: Client) -> Self {
-        Self { client, retry: RetryPolicy::default() }
+        Self { client }
     }
-
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-}
-
-/// A failed attempt and whether another may succeed.
-#[derive(Debug)]
-struct Attempt {
-    error: ModelError,
-    retry: bool,
 }
 
 #[async_trait]
@@ -97,48 +55,39 @@ impl Model for BedrockModel {
             .set_messages(Some(messages))
             .set_tool_config(tools)
             .inference_config(inference);
-        let mut retry = 0;
-        loop {
-            let failure = match call.clone().send().await {
-                Ok(out) => return from_output(request, &out),
-                Err(e) => classify(&e),
-            };
-            if !failure.retry || retry + 1 >= self.retry.max_attempts {
-                tracing::warn!(attempts = retry + 1, error = %failure.error, "model call failed");
-                return Err(failure.error);
-            }
-            let delay = self.retry.backoff(retry, fastrand::f64());
-            tracing::info!(retry, delay_ms = delay.as_millis() as u64, error = %failure.error, "retrying model call");
-            tokio::time::sleep(delay).await;
-            retry += 1;
+        match call.send().await {
+            Ok(out) => from_output(request, &out),
+            Err(e) => Err(classify(&e)),
         }
     }
 }
 
-fn classify(err: &SdkError<ConverseError>) -> Attempt {
+fn classify(err: &SdkError<ConverseError>) -> ModelError {
     let text = DisplayErrorContext(err).to_string();
-    let attempt = |error, retry| Attempt { error, retry };
     match err {
         SdkError::ServiceError(service) => match service.err() {
-            ConverseError::ThrottlingException(_) => attempt(ModelError::Throttled(text), true),
+            ConverseError::ThrottlingException(_) => ModelError::throttled(text),
             ConverseError::ServiceUnavailableException(_)
             | ConverseError::InternalServerException(_)
-            | ConverseError::ModelNotReadyException(_) => attempt(ModelError::Unavailable(text), true),
-            ConverseError::ModelTimeoutException(_) => attempt(ModelError::Timeout, true),
-            ConverseError::ValidationException(_)
-            | ConverseError::AccessDeniedException(_)
-            | ConverseError::ResourceNotFoundException(_) => attempt(ModelError::Rejected(text), false),
-            ConverseError::ModelErrorException(_) => attempt(ModelError::Unavailable(text), false),
+            | ConverseError::ModelNotReadyException(_) => ModelError::Unavailable(text),
+            ConverseError::ModelTimeoutException(_) => ModelError::Timeout,
+            ConverseError::AccessDeniedException(_) => ModelError::Unauthorized(text),
+            ConverseError::ValidationException(_) | ConverseError::ResourceNotFoundException(_) => {
+                ModelError::Rejected(text)
+            }
+            // The model failed on this input; another model may not.
+            ConverseError::ModelErrorException(_) => ModelError::Rejected(text),
             _ => match service.raw().status().as_u16() {
-                429 => attempt(ModelError::Throttled(text), true),
-                s if s >= 500 => attempt(ModelError::Unavailable(text), true),
-                _ => attempt(ModelError::Rejected(text), false),
+                429 => ModelError::throttled(text),
+                401 | 403 => ModelError::Unauthorized(text),
+                s if s >= 500 => ModelError::Unavailable(text),
+                _ => ModelError::Rejected(text),
             },
         },
-        SdkError::TimeoutError(_) => attempt(ModelError::Timeout, true),
-        SdkError::DispatchFailure(d) if d.is_timeout() => attempt(ModelError::Timeout, true),
-        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => attempt(ModelError::Unavailable(text), true),
-        _ => attempt(ModelError::Rejected(text), false),
+        SdkError::TimeoutError(_) => ModelError::Timeout,
+        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
+        _ => ModelError::Rejected(text),
     }
 }
 
@@ -306,19 +255,5 @@ mod tests {
     #[test]
     fn non_finite_floats_become_null() {
         assert_eq!(from_document(&Document::Number(Number::Float(f64::NAN))), serde_json::Value::Null);
-    }
-
-    #[test]
-    fn backoff_is_full_jitter_under_a_doubling_capped_ceiling() {
-        let p = RetryPolicy { max_attempts: 5, base: Duration::from_millis(100), cap: Duration::from_millis(1000) };
-        assert_eq!(p.backoff(0, 0.0), Duration::ZERO);
-        assert_eq!(p.backoff(0, 0.5), Duration::from_millis(50));
-        assert_eq!(p.backoff(1, 0.5), Duration::from_millis(100));
-        assert_eq!(p.backoff(2, 0.5), Duration::from_millis(200));
-        // capped, however many retries
-        assert_eq!(p.backoff(4, 0.5), Duration::from_millis(500));
-        assert_eq!(p.backoff(60, 0.5), Duration::from_millis(500));
-        // never beyond the ceiling, even for a bad unit
-        assert!(p.backoff(3, 7.0) <= Duration::from_millis(800));
     }
 }

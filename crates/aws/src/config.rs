@@ -122,8 +122,8 @@ pub struct AwsClients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub eventbridge: aws_sdk_eventbridge::Client,
-    /// Model timeouts, and no SDK retry: [`crate::BedrockModel`] retries with its own backoff so
-    /// that the attempts are counted in one place.
+    /// Model timeouts, and no SDK retry: `switchboard_models::Retrying` retries every provider
+    /// with one backoff, so that the attempts are counted in one place.
     pub bedrock: aws_sdk_bedrockruntime::Client,
     /// Tenant secrets that sign webhook tool calls ([`crate::SecretsManagerSecrets`]).
     pub secretsmanager: aws_sdk_secretsmanager::Client,

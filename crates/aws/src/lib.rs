@@ -15,7 +15,7 @@ pub mod secrets;
 pub mod sigv4;
 pub mod sqs;
 
-pub use bedrock::{BedrockModel, RetryPolicy};
+pub use bedrock::BedrockModel;
 pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::DynamoStore;

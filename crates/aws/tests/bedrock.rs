@@ -1,6 +1,6 @@
 //! `BedrockModel` through the real `aws-sdk-bedrockruntime` client against a fake Converse
-//! server: the request shape, the mapping of the answer, retries of throttling and 5xx, and
-//! which failures end as `Throttled` and `Rejected`.
+//! server: the request shape, the mapping of the answer, retries of throttling and 5xx (by the
+//! shared `switchboard_models::Retrying`), and which failures end as `Throttled` and `Rejected`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use switchboard_testkit::aws as common;
@@ -10,16 +10,24 @@ use std::time::Duration;
 
 use common::{FakeBedrock, Reply};
 use serde_json::json;
-use switchboard_aws::{BedrockModel, RetryPolicy};
+use std::sync::Arc;
+
+use switchboard_aws::BedrockModel;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{ModelConfig, TokenUsage};
 use switchboard_engine::{Model, ModelError, ModelRequest, StopReason, ToolSpec};
+use switchboard_models::{RetryPolicy, Retrying};
 
 const MODEL_ID: &str = "anthropic.claude-3-haiku-20240307-v1:0";
 
 /// Millisecond backoff, so that retry tests take no noticeable time.
 fn fast(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy { max_attempts, base: Duration::from_millis(1), cap: Duration::from_millis(4) }
+    RetryPolicy {
+        max_attempts,
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(4),
+        ..RetryPolicy::default()
+    }
 }
 
 fn simple_request() -> ModelRequest {
@@ -32,8 +40,9 @@ fn simple_request() -> ModelRequest {
     }
 }
 
-async fn model(fake: &FakeBedrock, retry: RetryPolicy) -> BedrockModel {
-    BedrockModel::new(fake.client(None).await).with_retry(retry)
+/// The adapter as every profile uses it: one attempt each, retried by the shared policy.
+async fn model(fake: &FakeBedrock, retry: RetryPolicy) -> Retrying {
+    Retrying::new(Arc::new(BedrockModel::new(fake.client(None).await)), retry)
 }
 
 #[tokio::test]
@@ -187,7 +196,7 @@ async fn a_throttle_that_persists_ends_as_throttled_after_every_attempt() {
     let throttle = Reply::Error(429, "ThrottlingException", "Too many requests");
     let fake = FakeBedrock::start(vec![throttle.clone(), throttle.clone(), throttle.clone(), throttle]).await;
     let err = model(&fake, fast(3)).await.converse(&simple_request()).await.unwrap_err();
-    assert!(matches!(&err, ModelError::Throttled(m) if m.contains("ThrottlingException")), "{err:?}");
+    assert!(matches!(&err, ModelError::Throttled { message: m, .. } if m.contains("ThrottlingException")), "{err:?}");
     assert!(err.retryable());
     assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
 }

@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use common::{FakeBedrock, ManualClock, Reply, RequestCounter};
 use serde_json::json;
-use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, EventBridgeBus, RetryPolicy, SqsWorkQueue};
+use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, EventBridgeBus, SqsWorkQueue};
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{Action, Agent, AgentId, ExecutionStatus, SessionStatus, TenantId};
 use switchboard_engine::{
     ConfigRecord, ConfigService, ConversationError, Conversations, Deps, ExecOutcome, ExecutionLog, Executor, Sent,
     SessionStore, WorkItem,
 };
+use switchboard_models::{RetryPolicy, Retrying};
 
 /// The Conversations Service as the engine needs it: replies kept per idempotency key.
 #[derive(Debug, Default)]
@@ -68,7 +69,8 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         Reply::text("Done."),
     ])
     .await;
-    let model = BedrockModel::new(fake.client(Some(counter.clone())).await).with_retry(RetryPolicy::default());
+    let model =
+        Retrying::new(Arc::new(BedrockModel::new(fake.client(Some(counter.clone())).await)), RetryPolicy::default());
     let conversations = Arc::new(FakeConversations::default());
     let tenant: TenantId = "t-1".parse().unwrap();
     store.create_tenant(&tenant, "Acme").await.unwrap();

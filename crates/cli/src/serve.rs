@@ -6,11 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
+
 use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
+use switchboard_models::{ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 #[derive(Debug, Args)]
@@ -25,10 +27,15 @@ pub struct ServeArgs {
     /// Tenant bundle(s) to load (upsert) at start, e.g. examples/support/tenant.json.
     #[arg(long = "tenant", value_name = "FILE")]
     tenants: Vec<PathBuf>,
-    /// Answer with the scripted model — a deterministic test double driven by this rules file,
-    /// not an AI.
+    /// Answer every agent with the scripted model — a deterministic test double driven by this
+    /// rules file, not an AI — instead of the model each agent names.
     #[arg(long, env = "SWITCHBOARD_SCRIPTED_MODEL", value_name = "FILE")]
     scripted_model: Option<PathBuf>,
+    /// Model aliases and provider settings (YAML); without it, the providers' usual environment
+    /// variables (OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+    /// OLLAMA_HOST, the AWS chain for Bedrock) are read.
+    #[arg(long, env = "SWITCHBOARD_MODEL_CONFIG", value_name = "FILE")]
+    model_config: Option<PathBuf>,
     /// Worker tasks draining the queue.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
@@ -56,15 +63,28 @@ pub struct ServeArgs {
     read_timeout: u64,
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let Some(script) = &args.scripted_model else {
-        bail!(
-            "--scripted-model FILE is required: the scripted test double is the only model wired into the \
-             embedded profile so far (Bedrock and OpenAI-compatible endpoints come with their own issues)"
-        );
+/// The model every agent calls: the scripted test double when `--scripted-model` is given,
+/// otherwise the providers from `--model-config` or the environment (returned too, to check
+/// agents' references at start).
+fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> {
+    if let Some(script) = &args.scripted_model {
+        let scripted = ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?;
+        return Ok((Arc::new(scripted), None));
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let settings = match &args.model_config {
+        Some(path) => ModelSettings::from_file(path, &env).context("--model-config")?,
+        None => ModelSettings::from_env(&env)?,
     };
-    let model: Arc<dyn Model> =
-        Arc::new(ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?);
+    let models = Models::from_settings(&settings).map_err(anyhow::Error::msg)?;
+    #[cfg(feature = "aws")]
+    let models =
+        models.with_provider(switchboard_domain::Provider::Bedrock, Arc::new(crate::aws::LazyBedrock::default()));
+    Ok((Arc::new(models.clone()), Some(models)))
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let (model, models) = models(&args)?;
     let secrets: Arc<dyn Secrets> = match &args.secrets_file {
         Some(path) => Arc::new(FileSecrets::open(path).map_err(|e| anyhow::anyhow!("--secrets-file: {}", e.message))?),
         None => Arc::new(NoSecrets),
@@ -91,6 +111,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
     for path in &args.tenants {
         let bundle = Bundle::from_file(path, &SystemClock).with_context(|| format!("--tenant {}", path.display()))?;
+        if let Some(models) = &models {
+            for agent in &bundle.agents {
+                models.check(&agent.model).map_err(|why| {
+                    anyhow::anyhow!("--tenant {}: agent {} ({}): {why}", path.display(), agent.agent_id, agent.name)
+                })?;
+            }
+        }
         bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
@@ -103,11 +130,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     // The first line on stdout is machine-readable so that scripts and tests can find the port.
     println!("listening on http://{addr}");
-    eprintln!(
-        "switchboard: data in {}, model: scripted test double from {} (not an AI)",
-        args.data_dir.display(),
-        script.display()
-    );
+    match &args.scripted_model {
+        Some(script) => eprintln!(
+            "switchboard: data in {}, model: scripted test double from {} (not an AI)",
+            args.data_dir.display(),
+            script.display()
+        ),
+        None => eprintln!("switchboard: data in {}, models: each agent's own", args.data_dir.display()),
+    }
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
     let app = switchboard_api::router(api_state(&embedded, rate_limit, read_timeout));

@@ -258,13 +258,6 @@ fn serve_refuses(args: &[&std::ffi::OsStr]) -> String {
 }
 
 #[test]
-fn serve_without_a_model_says_which_flag_is_missing() {
-    let dir = tempfile::tempdir().unwrap();
-    let stderr = serve_refuses(&["--data-dir".as_ref(), dir.path().as_os_str()]);
-    assert!(stderr.contains("--scripted-model"), "{stderr}");
-}
-
-#[test]
 fn serve_with_a_broken_tenant_file_names_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("tenant.json");

@@ -127,7 +127,8 @@ pub struct Agent {
     #[serde(rename = "type", default)]
     pub agent_type: AgentType,
     pub system_prompt: String,
-    /// Model identifier, e.g. a Bedrock model id.
+    /// Model reference: `provider:model` or a plain id (an alias, else a Bedrock model id); see
+    /// [`crate::ModelRef`].
     pub model: String,
     #[serde(default)]
     pub model_config: ModelConfig,
@@ -181,8 +182,8 @@ impl Agent {
         } else if self.system_prompt.len() > MAX_PROMPT_BYTES {
             errors.push("/systemPrompt", format!("must be at most {MAX_PROMPT_BYTES} bytes"));
         }
-        if self.model.trim().is_empty() || self.model.len() > 256 {
-            errors.push("/model", "must be a model identifier of 1 to 256 characters");
+        if let Err(why) = crate::ModelRef::parse(&self.model) {
+            errors.push("/model", why);
         }
         let mc = &self.model_config;
         if !(0.0..=1.0).contains(&mc.temperature) {

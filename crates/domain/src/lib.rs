@@ -12,6 +12,7 @@ pub mod ids;
 pub mod input;
 pub mod limits;
 pub mod message;
+pub mod model_ref;
 pub mod schema;
 pub mod session;
 pub mod skill;
@@ -29,6 +30,7 @@ pub use execution::{
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};
+pub use model_ref::{ModelRef, Provider};
 pub use session::{HandoffContext, HandoffTarget, Priority, Session, SessionStatus};
 pub use skill::Skill;
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};

@@ -1,4 +1,5 @@
-//! What the test suites share: a manual clock (tests control expiry and timestamps) and, with the
+//! What the test suites share: a manual clock (tests control expiry and timestamps); with `http`,
+//! fake model providers (Chat Completions, Messages); and, with the
 //! `aws` feature, the AWS emulator harness (one moto server per test binary, fresh tables and
 //! queues per test), a fake Bedrock Converse server, a fake Conversations Service and an SDK
 //! request counter. Test code only: nothing here is linked into a binary.
@@ -6,6 +7,8 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+#[cfg(feature = "http")]
+pub mod providers;
 
 use std::sync::{Arc, Mutex};
 

@@ -10,11 +10,12 @@ use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
     EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue,
 };
-use switchboard_domain::TenantId;
+use switchboard_domain::{Provider, TenantId};
 use switchboard_engine::{
     ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, ModelError, ModelRequest, ModelResponse,
     Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
+use switchboard_models::{ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 /// `SWITCHBOARD_INIT_ONLY=1` makes a binary exit right after building its clients (used to
@@ -207,8 +208,12 @@ impl Wiring {
             ),
             None => Arc::new(NoConversations),
         };
-        let model = Arc::new(BedrockModel::new(clients.bedrock.clone()));
-        Ok(Self::with(clients, env, conversations, model, WebhookPolicy::default()))
+        // Bedrock by default; OpenAI-compatible and Anthropic endpoints when their variables are
+        // set (the same settings as `switchboard serve`), every provider behind one retry policy.
+        let settings = ModelSettings::from_env(&|name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
+        let model = Models::from_settings(&settings)?
+            .with_provider(Provider::Bedrock, Arc::new(BedrockModel::new(clients.bedrock.clone())));
+        Ok(Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()))
     }
 
     /// [`Wiring::new`] from the function's environment ([`FunctionEnv::from_env`]).

@@ -24,7 +24,7 @@ use common::{FakeBedrock, FakeConversations, Reply, RequestCounter};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use switchboard_aws::{
-    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, RetryPolicy, S3Archive,
+    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, S3Archive,
 };
 use switchboard_domain::{Agent, EventType, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
 use switchboard_engine::{
@@ -33,6 +33,7 @@ use switchboard_engine::{
 };
 use switchboard_lambda::executor::ItemResult;
 use switchboard_lambda::{FunctionEnv, Wiring, api, archiver, event_router, executor};
+use switchboard_models::{RetryPolicy, Retrying};
 use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
@@ -113,7 +114,12 @@ const LOCAL_WEBHOOKS: WebhookPolicy = WebhookPolicy { allow_http: true, allow_pr
 
 /// Millisecond backoff between model attempts, so that retry tests take no noticeable time.
 fn fast_retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy { max_attempts, base: Duration::from_millis(1), cap: Duration::from_millis(4) }
+    RetryPolicy {
+        max_attempts,
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(4),
+        ..RetryPolicy::default()
+    }
 }
 
 /// Fresh tables and queues, tenant `t-1` with the support agent and a trigger on "help".
@@ -143,7 +149,8 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
         s3_path_style: true,
     };
     let clients = counted_clients(&sdk, bedrock.client(Some(counter.clone())).await, &counter);
-    let model: Arc<dyn Model> = Arc::new(BedrockModel::new(clients.bedrock.clone()).with_retry(options.model_retry));
+    let adapter: Arc<dyn Model> = Arc::new(BedrockModel::new(clients.bedrock.clone()));
+    let model: Arc<dyn Model> = Arc::new(Retrying::new(adapter, options.model_retry));
     let model: Arc<dyn Model> = if options.panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
     let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
     let wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);

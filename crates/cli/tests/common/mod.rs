@@ -29,13 +29,22 @@ impl Server {
 
     /// Starts with another scripted-model file.
     pub fn start_with_script(data_dir: &Path, script: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["--scripted-model", script.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::start_with_env(data_dir, &args, &[])
+    }
+
+    /// Starts with these flags and environment variables only (no scripted model unless `extra`
+    /// names one).
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = bin()
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--workers", "2", "--scripted-model"])
-            .arg(script)
+            .args(["--listen", "127.0.0.1:0", "--workers", "2"])
             .args(extra)
+            .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
+            .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()

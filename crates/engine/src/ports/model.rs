@@ -1,5 +1,7 @@
 //! One model call in the Bedrock Converse shape, whatever the provider.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use switchboard_domain::message::{ContentBlock, Message};
@@ -43,18 +45,21 @@ pub struct ModelResponse {
     pub model: String,
 }
 
-/// One model call (Bedrock Converse shape). Adapters retry throttling and 5xx themselves; an
-/// error that reaches the engine is final for this attempt.
+/// One model call (Bedrock Converse shape): one attempt. Retries, backoff and `Retry-After` are
+/// the same for every provider and live in `switchboard_models::Retrying`, which wraps adapters.
 #[async_trait]
 pub trait Model: Send + Sync {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 }
 
-/// A model call that failed after the adapter's own retries.
+/// Why a model call failed, sorted so that callers can tell what another attempt (or another
+/// model) may change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
-    #[error("model throttled: {0}")]
-    Throttled(String),
+    /// Too many requests or tokens: later may work; `retry_after` is the provider's hint.
+    #[error("model throttled: {message}")]
+    Throttled { message: String, retry_after: Option<Duration> },
+    /// 5xx, overloaded, connection failed, malformed output: later or elsewhere may work.
     #[error("model unavailable: {0}")]
     Unavailable(String),
     #[error("model timed out")]
@@ -62,10 +67,18 @@ pub enum ModelError {
     /// The request itself is wrong (bad model id, invalid tool schema, …); retrying cannot help.
     #[error("model rejected the request: {0}")]
     Rejected(String),
+    /// The credentials were refused or are missing; retrying cannot help.
+    #[error("model refused the credentials: {0}")]
+    Unauthorized(String),
 }
 
 impl ModelError {
+    pub fn throttled(message: impl Into<String>) -> Self {
+        ModelError::Throttled { message: message.into(), retry_after: None }
+    }
+
+    /// Whether the same call may succeed later.
     pub fn retryable(&self) -> bool {
-        !matches!(self, ModelError::Rejected(_))
+        matches!(self, ModelError::Throttled { .. } | ModelError::Unavailable(_) | ModelError::Timeout)
     }
 }

@@ -1,0 +1,228 @@
+//! `switchboard serve` answering through each real model adapter, no scripted model: the example
+//! tenant's agents name `openai:…`, `anthropic:…` or `bedrock:…`, the provider's usual
+//! environment variables point at a local fake of its wire protocol, and one customer message
+//! goes in over HTTP. Start-up refuses an agent whose provider has no settings, naming the
+//! variable; the API refuses an unknown provider with its pointer.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Server, examples};
+use serde_json::{Value, json};
+use switchboard_testkit::providers::{FakeProvider, Wire, chat, converse, messages};
+
+const REPLY: &str = "Order 1234 shipped yesterday.";
+
+/// The example tenant with every agent's model set to `model`, written into `dir`.
+fn tenant_with_model(dir: &Path, model: &str) -> PathBuf {
+    let mut tenant: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples().join("tenant.json")).unwrap()).unwrap();
+    for agent in tenant["agents"].as_array_mut().unwrap() {
+        agent["model"] = json!(model);
+    }
+    let path = dir.join("tenant.json");
+    std::fs::write(&path, tenant.to_string()).unwrap();
+    path
+}
+
+fn event(id: &str) -> Value {
+    json!({
+        "version": "0", "id": id, "source": "conversations-service", "detail-type": "message.new",
+        "detail": {
+            "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": format!("msg-{id}"),
+            "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+            "message": { "direction": "inbound", "text": "Where is my order #1234?" }
+        }
+    })
+}
+
+/// Starts the server with `env`, sends one message and returns the recorded execution and the
+/// conversation's texts.
+async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> (Value, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = tenant_with_model(dir.path(), model);
+    let data = dir.path().join("data");
+    let server = Server::start_with_env(&data, &["--tenant", tenant.to_str().unwrap()], env);
+    let client = reqwest::Client::new();
+    let res = client
+        .post(format!("{}/events?wait=30", server.base))
+        .bearer_auth(&server.admin)
+        .json(&event("m-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 202);
+    let body: Value = res.json().await.unwrap();
+    let convo: Value = client
+        .get(format!("{}/tenants/acme/conversations/c-m-1/messages", server.base))
+        .bearer_auth(&server.admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let texts = convo["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap().to_owned()).collect();
+    (body["execution"].clone(), texts)
+}
+
+/// The fake asked for `send_message`, then ended the turn: the reply reached the conversation.
+fn assert_answered(execution: &Value, texts: &[String], answered_by: &str, fake: &FakeProvider) {
+    assert_eq!(execution["status"], "success", "{execution}");
+    assert_eq!(texts, ["Where is my order #1234?", REPLY]);
+    let calls = execution["modelCalls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{execution}");
+    assert_eq!(calls[0]["model"], answered_by);
+    let received = fake.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[1].body.to_string().contains("send_message"), "the tool result went back");
+}
+
+#[tokio::test]
+async fn an_openai_agent_is_answered_through_chat_completions() {
+    let args = json!({"text": REPLY}).to_string();
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
+    )
+    .await;
+    let (execution, texts) =
+        answer_one_message("openai:gpt-4o-mini", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)])
+            .await;
+    assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
+    assert_eq!(fake.received()[0].header("authorization"), Some("Bearer sk-test"));
+}
+
+#[tokio::test]
+async fn an_anthropic_agent_is_answered_through_messages() {
+    let fake = FakeProvider::start(
+        Wire::Messages,
+        vec![messages::tool_uses(&[("toolu_1", "send_message", json!({"text": REPLY}))]), messages::text("Done.")],
+    )
+    .await;
+    let (execution, texts) = answer_one_message(
+        "anthropic:claude-3-5-haiku-latest",
+        &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("ANTHROPIC_BASE_URL", &fake.base_url)],
+    )
+    .await;
+    // "Done." is the model's closing text, not a send_message: only the tool reaches the customer
+    assert_answered(&execution, &texts, "anthropic:claude-3-5-haiku-20241022", &fake);
+    assert_eq!(fake.received()[0].header("x-api-key"), Some("sk-ant-test"));
+}
+
+#[cfg(feature = "aws")]
+#[tokio::test]
+async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_variable() {
+    let fake = FakeProvider::start(
+        Wire::Converse,
+        vec![converse::tool_use("tu-1", "send_message", json!({"text": REPLY})), converse::text("")],
+    )
+    .await;
+    let none = "/nonexistent/switchboard-test";
+    let (execution, texts) = answer_one_message(
+        "bedrock:anthropic.claude-3-haiku-20240307-v1:0",
+        &[
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", &fake.base_url),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+            ("AWS_CONFIG_FILE", none),
+            ("AWS_SHARED_CREDENTIALS_FILE", none),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ],
+    )
+    .await;
+    assert_answered(&execution, &texts, "bedrock:anthropic.claude-3-haiku-20240307-v1:0", &fake);
+    assert_eq!(fake.received()[0].path, "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse");
+}
+
+/// Runs `switchboard serve` with the tenant using `model` and no provider variables; returns its
+/// stderr, expecting it to refuse to start.
+fn refused_with(model: &str, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = tenant_with_model(dir.path(), model);
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tenant")
+        .arg(&tenant)
+        .args(extra)
+        .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
+        .env_remove("SWITCHBOARD_MODEL_CONFIG")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_missing_api_key_is_a_start_up_error_naming_the_variable() {
+    let stderr = refused_with("openai:gpt-4o-mini", &[]);
+    assert!(stderr.contains("OPENAI_API_KEY") && stderr.contains("tenant.json"), "{stderr}");
+    let stderr = refused_with("anthropic:claude-3-5-haiku-latest", &[]);
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_provider_in_a_bundle_is_refused_with_its_pointer() {
+    let stderr = refused_with("gemini:pro", &[]);
+    assert!(stderr.contains("/agents/0/model") && stderr.contains("unknown provider `gemini`"), "{stderr}");
+}
+
+#[test]
+fn a_bad_model_config_file_names_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("models.yaml");
+    std::fs::write(&config, "aliases:\n  fast: gemini:pro\n").unwrap();
+    let stderr = refused_with("fast", &["--model-config", config.to_str().unwrap()]);
+    assert!(stderr.contains("--model-config") && stderr.contains("aliases/fast"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_alias_from_the_model_config_reaches_its_provider() {
+    let args = json!({"text": REPLY}).to_string();
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("models.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "aliases:\n  anthropic.claude-3-haiku: ollama:llama3.1\nproviders:\n  ollama: {{ baseUrl: '{}' }}\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    let (execution, texts) =
+        answer_one_message("anthropic.claude-3-haiku", &[("SWITCHBOARD_MODEL_CONFIG", config.to_str().unwrap())]).await;
+    assert_answered(&execution, &texts, "ollama:gpt-4o-mini-2024-07-18", &fake);
+    assert_eq!(fake.received()[0].body["model"], "llama3.1");
+    assert_eq!(fake.received()[0].header("authorization"), None, "ollama needs no key");
+}
+
+#[tokio::test]
+async fn the_api_refuses_an_agent_naming_an_unknown_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    common::create_tenant(dir.path(), "t-models");
+    let res = reqwest::Client::new()
+        .post(format!("{}/tenants/t-models/agents", server.base))
+        .bearer_auth(&server.admin)
+        .json(&json!({"name": "A", "systemPrompt": "p", "model": "gemini:pro"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let problem: Value = res.json().await.unwrap();
+    assert_eq!(problem["errors"][0]["pointer"], "/model", "{problem}");
+    assert!(problem["errors"][0].to_string().contains("unknown provider `gemini`"), "{problem}");
+}

@@ -1,0 +1,167 @@
+//! The Anthropic Messages API with tool use. One attempt per call ([`crate::Retrying`] retries).
+//!
+//! The engine's transcript is already in this shape (content blocks, tool uses in assistant
+//! turns, tool results in user turns); blank text blocks are dropped (the API refuses them) and a
+//! turn left empty is skipped. Back: `end_turn`/`tool_use`/`max_tokens`/`stop_sequence`/
+//! `refusal` map one to one; `thinking` and `redacted_thinking` blocks are dropped (the engine
+//! keeps no reasoning, and they cannot be sent back without their signatures in a later turn
+//! that has no tool use anyway); a 529 "overloaded" is unavailable.
+
+use async_trait::async_trait;
+use reqwest::header::HeaderName;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_domain::TokenUsage;
+use switchboard_domain::message::{ContentBlock, Message, Role};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
+
+use crate::http::JsonClient;
+use crate::{Endpoint, float};
+
+/// The API version sent in `anthropic-version`.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// One Anthropic Messages endpoint.
+#[derive(Debug, Clone)]
+pub struct AnthropicMessages {
+    client: JsonClient,
+    url: String,
+}
+
+impl AnthropicMessages {
+    /// `endpoint.base_url` is the API root (`https://api.anthropic.com`); calls go to
+    /// `<base>/v1/messages` with the key in `x-api-key`.
+    pub fn new(endpoint: &Endpoint) -> Result<Self, String> {
+        let mut headers = vec![(HeaderName::from_static("anthropic-version"), API_VERSION.to_owned())];
+        if let Some(key) = &endpoint.api_key {
+            headers.push((HeaderName::from_static("x-api-key"), key.expose().to_owned()));
+        }
+        let client = JsonClient::new("anthropic", endpoint.timeout, headers)?;
+        Ok(Self { client, url: format!("{}/v1/messages", endpoint.base_url.trim_end_matches('/')) })
+    }
+}
+
+#[async_trait]
+impl Model for AnthropicMessages {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let body = request_body(request);
+        let answer: MessagesAnswer = self.client.post(&self.url, &body).await?;
+        from_answer(request, answer)
+    }
+}
+
+/// The Messages request for `request`.
+pub fn request_body(request: &ModelRequest) -> Value {
+    let messages: Vec<Value> = request.messages.iter().filter_map(message).collect();
+    let config = &request.config;
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": config.max_tokens,
+        "messages": messages,
+        "temperature": float(config.temperature),
+    });
+    if !request.system.trim().is_empty() {
+        body["system"] = json!(request.system);
+    }
+    if let Some(top_p) = config.top_p {
+        body["top_p"] = json!(float(top_p));
+    }
+    if !config.stop_sequences.is_empty() {
+        body["stop_sequences"] = json!(config.stop_sequences);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+    }
+    body
+}
+
+fn message(m: &Message) -> Option<Value> {
+    let blocks: Vec<Value> = m
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } if text.trim().is_empty() => None,
+            ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+            ContentBlock::ToolUse { tool_use_id, name, input } => {
+                Some(json!({"type": "tool_use", "id": tool_use_id, "name": name, "input": input}))
+            }
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                let content = match content {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                Some(json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error}))
+            }
+        })
+        .collect();
+    let role = match m.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    (!blocks.is_empty()).then(|| json!({"role": role, "content": blocks}))
+}
+
+#[derive(Debug, Deserialize)]
+struct MessagesAnswer {
+    #[serde(default)]
+    content: Vec<Value>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+fn from_answer(request: &ModelRequest, answer: MessagesAnswer) -> Result<ModelResponse, ModelError> {
+    let mut content = Vec::with_capacity(answer.content.len());
+    for block in answer.content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = block.get("text").and_then(Value::as_str).unwrap_or_default();
+                if !text.is_empty() {
+                    content.push(ContentBlock::Text { text: text.to_owned() });
+                }
+            }
+            Some("tool_use") => {
+                let (Some(id), Some(name)) =
+                    (block.get("id").and_then(Value::as_str), block.get("name").and_then(Value::as_str))
+                else {
+                    return Err(ModelError::Unavailable("anthropic: a tool_use block lacks its id or name".into()));
+                };
+                let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                content.push(ContentBlock::ToolUse { tool_use_id: id.to_owned(), name: name.to_owned(), input });
+            }
+            other => tracing::debug!(block = ?other, "dropping a content block the engine does not use"),
+        }
+    }
+    let stop_reason = match answer.stop_reason.as_deref() {
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some("refusal") => StopReason::ContentFiltered,
+        Some("end_turn") | None => StopReason::EndTurn,
+        Some(other) => {
+            tracing::debug!(stop_reason = other, "unknown stop_reason; treating it as a finished turn");
+            StopReason::EndTurn
+        }
+    };
+    let usage = answer
+        .usage
+        .map(|u| TokenUsage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
+        .unwrap_or_default();
+    let model = answer.model.unwrap_or_else(|| request.model.clone());
+    Ok(ModelResponse { content, stop_reason, usage, model })
+}

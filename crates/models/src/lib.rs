@@ -1,0 +1,159 @@
+//! Model providers behind the engine's `Model` port, and the registry that picks one per call.
+//!
+//! - [`OpenAiChat`]: any OpenAI-compatible Chat Completions endpoint (`openai:`, `ollama:`).
+//! - [`AnthropicMessages`]: the Anthropic Messages API (`anthropic:`).
+//! - Bedrock Converse (`bedrock:` and plain ids) lives in `switchboard-aws`, and the scripted
+//!   test double in `switchboard-embedded`; a profile registers them with
+//!   [`Models::with_provider`].
+//!
+//! Every provider makes one attempt per call and is wrapped in the same [`Retrying`]; [`Models`]
+//! resolves aliases and `provider:model` references ([`switchboard_domain::ModelRef`]) and says
+//! which variable is missing when a provider has no settings.
+
+mod anthropic;
+mod http;
+mod openai;
+mod retry;
+mod settings;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_domain::{ModelRef, Provider};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse};
+
+pub use anthropic::AnthropicMessages;
+pub use openai::OpenAiChat;
+pub use retry::{RetryPolicy, Retrying};
+pub use settings::{ModelSettings, SettingsError};
+
+/// An API key: shown by `Debug` as `<redacted>`, read only through [`ApiKey::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where one HTTP provider answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub base_url: String,
+    pub api_key: Option<ApiKey>,
+    /// The whole of one attempt: connect, send, wait, read.
+    pub timeout: Duration,
+}
+
+/// An `f32` setting as the decimal a person wrote (0.7, not 0.699999988079071).
+pub(crate) fn float(x: f32) -> f64 {
+    (f64::from(x) * 1e6).round() / 1e6
+}
+
+/// The models a profile can call: one adapter per provider, each wrapped in [`Retrying`],
+/// plus aliases. Implements `Model` by resolving the request's reference.
+#[derive(Clone, Default)]
+pub struct Models {
+    providers: BTreeMap<Provider, Arc<dyn Model>>,
+    /// For a provider with no settings: what to set.
+    missing: BTreeMap<Provider, String>,
+    aliases: BTreeMap<String, String>,
+    retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for Models {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Models")
+            .field("providers", &self.providers.keys().collect::<Vec<_>>())
+            .field("missing", &self.missing)
+            .field("aliases", &self.aliases)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Models {
+    /// The HTTP providers `settings` configure; Bedrock and the scripted model are added by the
+    /// profile ([`Models::with_provider`]).
+    pub fn from_settings(settings: &ModelSettings) -> Result<Self, String> {
+        let mut models = Models { aliases: settings.aliases.clone(), retry: settings.retry, ..Models::default() };
+        match &settings.openai {
+            Some(endpoint) => {
+                models = models.with_provider(Provider::OpenAi, Arc::new(OpenAiChat::new("openai", endpoint)?))
+            }
+            None => models = models.without(Provider::OpenAi, settings::OPENAI_MISSING),
+        }
+        match &settings.anthropic {
+            Some(endpoint) => {
+                models = models.with_provider(Provider::Anthropic, Arc::new(AnthropicMessages::new(endpoint)?))
+            }
+            None => models = models.without(Provider::Anthropic, settings::ANTHROPIC_MISSING),
+        }
+        if let Some(endpoint) = &settings.ollama {
+            models = models.with_provider(Provider::Ollama, Arc::new(OpenAiChat::new("ollama", endpoint)?));
+        }
+        Ok(models
+            .without(Provider::Bedrock, "this build has no Bedrock client (the CLI's `aws` feature)")
+            .without(Provider::Scripted, "start with --scripted-model FILE to use the scripted test double"))
+    }
+
+    /// Adds (or replaces) the adapter for `provider`, wrapped in this registry's retry policy.
+    pub fn with_provider(mut self, provider: Provider, model: Arc<dyn Model>) -> Self {
+        self.missing.remove(&provider);
+        self.providers.insert(provider, Arc::new(Retrying::new(model, self.retry)));
+        self
+    }
+
+    fn without(mut self, provider: Provider, hint: &str) -> Self {
+        if !self.providers.contains_key(&provider) {
+            self.missing.insert(provider, hint.to_owned());
+        }
+        self
+    }
+
+    /// The provider and its model id for `reference` (aliases resolved, a plain id is Bedrock).
+    pub fn resolve<'a>(&'a self, reference: &'a str) -> Result<(Provider, &'a str), String> {
+        let reference = self.aliases.get(reference).map_or(reference, String::as_str);
+        match ModelRef::parse(reference).map_err(|why| format!("model `{reference}` {why}"))? {
+            ModelRef::Qualified { provider, model } => Ok((provider, model)),
+            ModelRef::Plain(model) => Ok((Provider::Bedrock, model)),
+        }
+    }
+
+    /// Whether `reference` can be called here; if not, what to set.
+    pub fn check(&self, reference: &str) -> Result<(), String> {
+        let (provider, _) = self.resolve(reference)?;
+        match self.missing.get(&provider) {
+            Some(hint) => Err(format!("model `{reference}` needs the {provider} provider: {hint}")),
+            None if self.providers.contains_key(&provider) => Ok(()),
+            None => Err(format!("model `{reference}` needs the {provider} provider, which is not configured")),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for Models {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let (provider, model) = self.resolve(&request.model).map_err(ModelError::Rejected)?;
+        let Some(adapter) = self.providers.get(&provider) else {
+            return Err(ModelError::Unauthorized(self.check(&request.model).err().unwrap_or_default()));
+        };
+        let mut call = request.clone();
+        model.clone_into(&mut call.model);
+        let mut response = adapter.converse(&call).await?;
+        response.model = format!("{provider}:{}", response.model);
+        Ok(response)
+    }
+}

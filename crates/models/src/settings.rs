@@ -1,0 +1,246 @@
+//! Which providers are set up, from the conventional environment variables and, optionally, a
+//! model configuration file (`--model-config models.yaml`) that adds aliases and overrides.
+//!
+//! Environment (what each provider's own tools read):
+//! - `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default `https://api.openai.com/v1`): the `openai`
+//!   provider is set up when either is set (a local compatible server may need no key).
+//! - `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`).
+//! - `OLLAMA_HOST` (default `127.0.0.1:11434`): `ollama` is always set up; it needs no key.
+//! - Bedrock: the AWS SDK's own chain (profile, region, `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`).
+//!
+//! The file never holds a key, only the name of the variable to read it from:
+//!
+//! ```yaml
+//! timeoutSeconds: 60          # one attempt, default 60
+//! maxAttempts: 4              # attempts per call, retries included, default 4
+//! aliases:
+//!   fast: openai:gpt-4o-mini
+//!   anthropic.claude-3-sonnet: bedrock:anthropic.claude-3-sonnet-20240229-v1:0
+//! providers:
+//!   openai: { baseUrl: "https://example.openai.azure.com/openai/v1", apiKeyEnv: AZURE_OPENAI_API_KEY }
+//!   anthropic: { apiKeyEnv: ANTHROPIC_API_KEY }
+//!   ollama: { baseUrl: "http://gpu-box:11434/v1" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use switchboard_domain::ModelRef;
+
+use crate::{ApiKey, Endpoint, RetryPolicy};
+
+pub(crate) const OPENAI_MISSING: &str = "set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server)";
+pub(crate) const ANTHROPIC_MISSING: &str = "set ANTHROPIC_API_KEY";
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The providers' settings.
+#[derive(Debug, Clone, Default)]
+pub struct ModelSettings {
+    pub openai: Option<Endpoint>,
+    pub anthropic: Option<Endpoint>,
+    pub ollama: Option<Endpoint>,
+    /// Alias → model reference.
+    pub aliases: BTreeMap<String, String>,
+    pub retry: RetryPolicy,
+}
+
+/// A model configuration that cannot be used; says which setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {message}")]
+pub struct SettingsError {
+    pub setting: String,
+    pub message: String,
+}
+
+fn error(setting: impl Into<String>, message: impl Into<String>) -> SettingsError {
+    SettingsError { setting: setting.into(), message: message.into() }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    timeout_seconds: Option<u64>,
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
+    #[serde(default)]
+    providers: Providers,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Providers {
+    openai: Option<ProviderFile>,
+    anthropic: Option<ProviderFile>,
+    ollama: Option<ProviderFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProviderFile {
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+}
+
+impl ModelSettings {
+    /// Settings from the environment alone; `env` reads one variable (`std::env::var` in a
+    /// binary, a map in tests).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        Self::build(File::default(), env, "")
+    }
+
+    /// Settings from the file at `path` over the environment.
+    pub fn from_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        let where_ = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| error(&where_, e.to_string()))?;
+        let file: File = serde_norway::from_str(&text).map_err(|e| error(&where_, e.to_string()))?;
+        Self::build(file, env, &format!("{where_}: "))
+    }
+
+    fn build(file: File, env: &dyn Fn(&str) -> Option<String>, at: &str) -> Result<Self, SettingsError> {
+        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let timeout = match file.timeout_seconds {
+            None => DEFAULT_TIMEOUT,
+            Some(s @ 1..=900) => Duration::from_secs(s),
+            Some(_) => return Err(error(format!("{at}timeoutSeconds"), "must be between 1 and 900")),
+        };
+        let mut retry = RetryPolicy::default();
+        match file.max_attempts {
+            None => {}
+            Some(n @ 1..=10) => retry.max_attempts = n,
+            Some(_) => return Err(error(format!("{at}maxAttempts"), "must be between 1 and 10")),
+        }
+        for (alias, target) in &file.aliases {
+            if let Err(why) = ModelRef::parse(target) {
+                return Err(error(format!("{at}aliases/{alias}"), why));
+            }
+            if file.aliases.contains_key(target) {
+                return Err(error(format!("{at}aliases/{alias}"), "must name a model, not another alias"));
+            }
+        }
+        let providers = file.providers;
+        let key = |p: &Option<ProviderFile>, default_var: &str, name: &str| -> Result<Option<ApiKey>, SettingsError> {
+            match p.as_ref().and_then(|p| p.api_key_env.as_deref()) {
+                Some(var) => env(var).map(ApiKey::new).map(Some).ok_or_else(|| {
+                    error(format!("{at}providers/{name}/apiKeyEnv"), format!("the variable {var} is not set"))
+                }),
+                None => Ok(env(default_var).map(ApiKey::new)),
+            }
+        };
+        let base = |p: &Option<ProviderFile>, var: &str, name: &str| -> Result<Option<String>, SettingsError> {
+            let (value, setting) = match p.as_ref().and_then(|p| p.base_url.clone()) {
+                Some(url) => (Some(url), format!("{at}providers/{name}/baseUrl")),
+                None => (env(var), var.to_owned()),
+            };
+            value.map(|v| check_url(&v).map_err(|m| error(setting, m))).transpose()
+        };
+
+        let openai_key = key(&providers.openai, "OPENAI_API_KEY", "openai")?;
+        let openai_base = base(&providers.openai, "OPENAI_BASE_URL", "openai")?;
+        let openai = (openai_key.is_some() || openai_base.is_some()).then(|| Endpoint {
+            base_url: openai_base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+            api_key: openai_key,
+            timeout,
+        });
+        let anthropic_key = key(&providers.anthropic, "ANTHROPIC_API_KEY", "anthropic")?;
+        let anthropic_base = base(&providers.anthropic, "ANTHROPIC_BASE_URL", "anthropic")?;
+        let anthropic = anthropic_key.map(|k| Endpoint {
+            base_url: anthropic_base.unwrap_or_else(|| "https://api.anthropic.com".into()),
+            api_key: Some(k),
+            timeout,
+        });
+        let ollama_base = match providers.ollama.as_ref().and_then(|p| p.base_url.clone()) {
+            Some(url) => check_url(&url).map_err(|m| error(format!("{at}providers/ollama/baseUrl"), m))?,
+            None => {
+                let host = env("OLLAMA_HOST").unwrap_or_else(|| "127.0.0.1:11434".into());
+                let host = if host.contains("://") { host } else { format!("http://{host}") };
+                format!("{}/v1", check_url(&host).map_err(|m| error("OLLAMA_HOST", m))?)
+            }
+        };
+        let ollama_key =
+            providers.ollama.as_ref().and_then(|p| p.api_key_env.as_deref()).and_then(env).map(ApiKey::new);
+        let ollama = Some(Endpoint { base_url: ollama_base, api_key: ollama_key, timeout });
+        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry })
+    }
+}
+
+/// An http(s) URL without a trailing slash.
+fn check_url(value: &str) -> Result<String, String> {
+    let url = url::Url::parse(value.trim()).map_err(|e| format!("`{value}` is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!("`{value}` must be an http:// or https:// URL"));
+    }
+    Ok(value.trim().trim_end_matches('/').to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn conventional_variables_set_up_the_providers() {
+        let s = ModelSettings::from_env(&env(&[])).unwrap();
+        assert!(s.openai.is_none() && s.anthropic.is_none());
+        assert_eq!(s.ollama.unwrap().base_url, "http://127.0.0.1:11434/v1");
+
+        let s = ModelSettings::from_env(&env(&[
+            ("OPENAI_API_KEY", "sk-1"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ("OLLAMA_HOST", "0.0.0.0:11434"),
+        ]))
+        .unwrap();
+        let openai = s.openai.unwrap();
+        assert_eq!((openai.base_url.as_str(), openai.api_key.unwrap().expose()), ("https://api.openai.com/v1", "sk-1"));
+        assert_eq!(s.anthropic.unwrap().base_url, "http://127.0.0.1:9");
+        assert_eq!(s.ollama.unwrap().base_url, "http://0.0.0.0:11434/v1");
+
+        let local = ModelSettings::from_env(&env(&[("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")])).unwrap();
+        assert!(local.openai.unwrap().api_key.is_none(), "a local server needs no key");
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable_or_the_field() {
+        let e = ModelSettings::from_env(&env(&[("OPENAI_BASE_URL", "api.openai.com")])).unwrap_err();
+        assert_eq!(e.setting, "OPENAI_BASE_URL");
+        let e = ModelSettings::from_env(&env(&[("OLLAMA_HOST", "ftp://x")])).unwrap_err();
+        assert_eq!(e.setting, "OLLAMA_HOST");
+    }
+
+    #[test]
+    fn the_file_adds_aliases_and_reads_keys_from_the_variables_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("models.yaml");
+        std::fs::write(
+            &path,
+            "timeoutSeconds: 5\nmaxAttempts: 2\naliases:\n  fast: openai:gpt-4o-mini\n\
+             providers:\n  openai: { baseUrl: 'http://127.0.0.1:1/v1', apiKeyEnv: MY_KEY }\n",
+        )
+        .unwrap();
+        let s = ModelSettings::from_file(&path, &env(&[("MY_KEY", "k")])).unwrap();
+        let openai = s.openai.unwrap();
+        assert_eq!((openai.timeout, openai.api_key.unwrap().expose()), (Duration::from_secs(5), "k"));
+        assert_eq!(s.retry.max_attempts, 2);
+        assert_eq!(s.aliases["fast"], "openai:gpt-4o-mini");
+
+        let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
+        assert!(e.setting.ends_with("providers/openai/apiKeyEnv") && e.message.contains("MY_KEY"), "{e}");
+
+        std::fs::write(&path, "aliases:\n  fast: gemini:pro\n").unwrap();
+        let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
+        assert!(e.setting.ends_with("aliases/fast") && e.message.contains("unknown provider"), "{e}");
+        std::fs::write(&path, "aliases:\n  a: b\n  b: openai:x\n").unwrap();
+        assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("another alias"));
+        std::fs::write(&path, "colour: blue\n").unwrap();
+        assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("colour"));
+    }
+}
