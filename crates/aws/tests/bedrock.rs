@@ -111,6 +111,7 @@ async fn it_sends_the_converse_shape_and_maps_a_tool_use_answer() {
             max_tokens: 512,
             top_p: Some(0.5),
             stop_sequences: vec!["STOP".into()],
+            ..ModelConfig::default()
         },
     };
     // when the model is called

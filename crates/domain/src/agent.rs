@@ -51,6 +51,10 @@ pub struct ModelConfig {
     pub top_p: Option<f32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_sequences: Vec<String>,
+    /// Models tried in order when the agent's own is throttled, unavailable, timed out or behind
+    /// an open circuit (never after a refused request, which the next model would refuse too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
 }
 
 fn default_temperature() -> f32 {
@@ -67,6 +71,7 @@ impl Default for ModelConfig {
             max_tokens: default_max_tokens(),
             top_p: None,
             stop_sequences: vec![],
+            fallback_models: vec![],
         }
     }
 }
@@ -162,6 +167,9 @@ pub struct Agent {
     pub version: u64,
 }
 
+/// Fallback models an agent may list.
+pub const MAX_FALLBACK_MODELS: usize = 3;
+
 fn default_max_turns() -> u32 {
     10
 }
@@ -186,6 +194,17 @@ impl Agent {
             errors.push("/model", why);
         }
         let mc = &self.model_config;
+        if mc.fallback_models.len() > MAX_FALLBACK_MODELS {
+            errors.push("/modelConfig/fallbackModels", format!("must hold at most {MAX_FALLBACK_MODELS} models"));
+        }
+        for (i, fallback) in mc.fallback_models.iter().enumerate() {
+            let pointer = format!("/modelConfig/fallbackModels/{i}");
+            if let Err(why) = crate::ModelRef::parse(fallback) {
+                errors.push(pointer, why);
+            } else if *fallback == self.model || mc.fallback_models[..i].contains(fallback) {
+                errors.push(pointer, "must name a model not already in the chain");
+            }
+        }
         if !(0.0..=1.0).contains(&mc.temperature) {
             errors.push("/modelConfig/temperature", "must be between 0 and 1");
         }

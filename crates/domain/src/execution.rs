@@ -115,10 +115,26 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCallRecord {
+    /// The model that answered (`provider:id` as the provider named it).
     pub model: String,
     pub stop_reason: String,
     pub usage: TokenUsage,
+    /// From the first model tried to the answer, fallbacks included.
     pub latency_ms: u64,
+    /// The models tried before this one answered, in order, and why each failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_from: Vec<ModelFailure>,
+}
+
+/// A model of the fallback chain that did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFailure {
+    /// The reference as the agent names it.
+    pub model: String,
+    /// `throttled`, `unavailable` or `timeout`.
+    pub error: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

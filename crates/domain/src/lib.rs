@@ -25,8 +25,8 @@ pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, Histo
 pub use condition::{ConditionError, Conditions};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
-    Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage,
-    ToolCallRecord, WebhookAudit,
+    Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,
+    TokenUsage, ToolCallRecord, WebhookAudit,
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};

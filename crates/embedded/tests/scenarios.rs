@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionId, SessionStatus, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, RouteError, RouteOutcome, SessionStore, SessionWrite,
-    StoreError, SystemClock, TurnCommit, WorkItem,
+    ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, ModelError, ModelRequest, ModelResponse,
+    RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
 };
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
@@ -60,8 +60,11 @@ struct World {
 
 impl World {
     async fn new(bundle_json: &str, script: Value) -> Self {
+        Self::with_model(bundle_json, Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap())).await
+    }
+
+    async fn with_model(bundle_json: &str, model: Arc<dyn Model>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
         let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
         let b = Bundle::parse(bundle_json, &SystemClock).unwrap();
         b.install(&embedded.store).await.unwrap();
@@ -486,6 +489,83 @@ async fn a_model_that_rejects_the_request_fails_the_execution_with_a_record_and_
     assert_eq!(r.error.as_ref().unwrap().kind, switchboard_domain::ErrorKind::Model);
     assert!(w.events().await.iter().any(|e| e.detail_type == "execution.failed"));
     assert!(w.replies("c-1").await.is_empty());
+}
+
+/// Fails the models named `down` (unavailable), `slow` (timeout) and `refusing` (rejected); any
+/// other model is the scripted test double.
+struct Outages {
+    scripted: ScriptedModel,
+    tried: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Model for Outages {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.tried.lock().unwrap().push(request.model.clone());
+        match request.model.as_str() {
+            "down" => Err(ModelError::Unavailable("503 overloaded".into())),
+            "slow" => Err(ModelError::Timeout),
+            "refusing" => Err(ModelError::Rejected("400 bad tool schema".into())),
+            _ => self.scripted.converse(request).await,
+        }
+    }
+}
+
+fn outages(text: &str) -> Arc<Outages> {
+    let scripted = ScriptedModel::from_json(&says(text).to_string()).unwrap();
+    Arc::new(Outages { scripted, tried: std::sync::Mutex::new(vec![]) })
+}
+
+#[tokio::test]
+async fn an_outage_falls_back_down_the_chain_and_the_record_says_which_model_answered() {
+    // given an agent whose model and first fallback are down
+    let chain = json!({"model": "down", "modelConfig": {"fallbackModels": ["slow", "backup", "spare"]}});
+    let model = outages("Answered by the backup");
+    let mut w = World::with_model(&default_bundle(chain), model.clone()).await;
+    // when a customer writes
+    let (_, outcomes) = w.say("c-1", "hi").await;
+    // then the backup answers, and the record keeps each failure in order
+    assert_eq!(w.replies("c-1").await, ["Answered by the backup"]);
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    let call = &r.model_calls[0];
+    assert_eq!(call.model, switchboard_embedded::SCRIPTED_MODEL_ID);
+    let failed: Vec<(&str, &str)> = call.fallback_from.iter().map(|f| (f.model.as_str(), f.error.as_str())).collect();
+    assert_eq!(failed, [("down", "unavailable"), ("slow", "timeout")]);
+    assert!(call.fallback_from[0].message.contains("503 overloaded"));
+    assert_eq!(*model.tried.lock().unwrap(), ["down", "slow", "backup"], "the spare was not needed");
+}
+
+#[tokio::test]
+async fn a_refused_request_does_not_fall_back_and_an_exhausted_chain_is_retried_later() {
+    // a refusal ends the execution at once: the next model would refuse it too
+    let refusing = json!({"model": "refusing", "modelConfig": {"fallbackModels": ["backup"]}});
+    let model = outages("never");
+    let mut w = World::with_model(&default_bundle(refusing), model.clone()).await;
+    let (_, outcomes) = w.say("c-1", "hi").await;
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Failed);
+    assert_eq!(*model.tried.lock().unwrap(), ["refusing"]);
+
+    // when every model of the chain is down, the item fails retryably (it is delivered again)
+    let all_down = json!({"model": "down", "modelConfig": {"fallbackModels": ["slow"]}});
+    let model = outages("never");
+    let mut w = World::with_model(&default_bundle(all_down), model.clone()).await;
+    let e = w.event("c-2", "hi");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    let err = w.embedded.executor.execute(&item).await.unwrap_err();
+    assert!(err.retryable, "{err:?}");
+    assert_eq!(*model.tried.lock().unwrap(), ["down", "slow"]);
+    assert!(w.replies("c-2").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_fallback_chain_naming_the_model_twice_or_an_unknown_provider_is_refused() {
+    let bad = json!({"model": "down", "modelConfig": {"fallbackModels": ["gemini:pro", "down"]}});
+    let err = Bundle::parse(&default_bundle(bad), &SystemClock).unwrap_err().to_string();
+    assert!(err.contains("/modelConfig/fallbackModels/0") && err.contains("unknown provider"), "{err}");
+    assert!(err.contains("/modelConfig/fallbackModels/1") && err.contains("already in the chain"), "{err}");
 }
 
 #[tokio::test]

@@ -5,13 +5,15 @@
 use std::time::Instant;
 
 use switchboard_domain::message::{Message, Role};
-use switchboard_domain::{ErrorKind, ExecutionError, ModelCallRecord, TokenUsage};
+use switchboard_domain::{ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, TokenUsage};
 
 use crate::fault::ExecError;
 use crate::ports::{Deps, ModelRequest, ModelResponse};
 
-/// Calls the model with `request`, adding its usage to `usage` and its record to `calls`; the
-/// answer as an assistant message.
+/// Calls the model with `request`, then each of its fallback models in turn while the failure is
+/// one that another model may not have (throttled, unavailable, timeout); adds the answer's usage
+/// to `usage` and its record (with the models that failed before it) to `calls`; the answer as
+/// an assistant message.
 pub(crate) async fn converse(
     deps: &Deps,
     request: &ModelRequest,
@@ -19,14 +21,43 @@ pub(crate) async fn converse(
     calls: &mut Vec<ModelCallRecord>,
 ) -> Result<Result<Message, ExecutionError>, ExecError> {
     let started = Instant::now();
-    match deps.model.converse(request).await {
-        Ok(response) => {
-            usage.add(response.usage);
-            calls.push(model_call_record(&response, started));
-            Ok(Ok(Message { role: Role::Assistant, content: response.content }))
+    let fallbacks = &request.config.fallback_models;
+    let mut failures: Vec<ModelFailure> = Vec::new();
+    let mut fallback_request;
+    let mut current = request;
+    loop {
+        let error = match deps.model.converse(current).await {
+            Ok(response) => {
+                usage.add(response.usage);
+                let mut record = model_call_record(&response, started);
+                record.fallback_from = failures;
+                calls.push(record);
+                return Ok(Ok(Message { role: Role::Assistant, content: response.content }));
+            }
+            Err(e) => e,
+        };
+        let next = fallbacks.get(failures.len());
+        match next {
+            Some(next) if error.falls_back() => {
+                tracing::warn!(model = %current.model, fallback = %next, error = %error, "model failed; trying the next one");
+                failures.push(ModelFailure {
+                    model: current.model.clone(),
+                    error: error.kind().to_owned(),
+                    message: error.to_string(),
+                });
+                fallback_request = current.clone();
+                next.clone_into(&mut fallback_request.model);
+                current = &fallback_request;
+            }
+            _ if error.retryable() => return Err(ExecError::new(ErrorKind::Model, error.to_string(), true)),
+            _ => {
+                return Ok(Err(ExecutionError {
+                    kind: ErrorKind::Model,
+                    message: error.to_string(),
+                    retryable: false,
+                }));
+            }
         }
-        Err(e) if e.retryable() => Err(ExecError::new(ErrorKind::Model, e.to_string(), true)),
-        Err(e) => Ok(Err(ExecutionError { kind: ErrorKind::Model, message: e.to_string(), retryable: false })),
     }
 }
 
@@ -40,6 +71,7 @@ pub(crate) fn model_call_record(response: &ModelResponse, started: Instant) -> M
             .unwrap_or_default(),
         usage: response.usage,
         latency_ms: elapsed_ms(started),
+        fallback_from: vec![],
     }
 }
 

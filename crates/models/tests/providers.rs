@@ -320,7 +320,13 @@ fn tool_loop_request(model: &str) -> ModelRequest {
             description: "Finds an order.".into(),
             input_schema: json!({"type": "object"}),
         }],
-        config: ModelConfig { temperature: 0.7, max_tokens: 256, top_p: Some(0.9), stop_sequences: vec!["END".into()] },
+        config: ModelConfig {
+            temperature: 0.7,
+            max_tokens: 256,
+            top_p: Some(0.9),
+            stop_sequences: vec!["END".into()],
+            ..ModelConfig::default()
+        },
     }
 }
 

@@ -77,6 +77,25 @@ impl ModelError {
         ModelError::Throttled { message: message.into(), retry_after: None }
     }
 
+    /// A short name for records: `throttled`, `unavailable`, `timeout`, `rejected`,
+    /// `unauthorized`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::Throttled { .. } => "throttled",
+            ModelError::Unavailable(_) => "unavailable",
+            ModelError::Timeout => "timeout",
+            ModelError::Rejected(_) => "rejected",
+            ModelError::Unauthorized(_) => "unauthorized",
+        }
+    }
+
+    /// Whether another model of the agent's fallback chain should be tried: the same failures
+    /// that may pass with time (a refused request or key would be refused by the next model too,
+    /// or is a setup mistake to fix, not to hide).
+    pub fn falls_back(&self) -> bool {
+        self.retryable()
+    }
+
     /// Whether the same call may succeed later.
     pub fn retryable(&self) -> bool {
         matches!(self, ModelError::Throttled { .. } | ModelError::Unavailable(_) | ModelError::Timeout)
