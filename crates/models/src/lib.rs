@@ -11,6 +11,7 @@
 //! which variable is missing when a provider has no settings.
 
 mod anthropic;
+mod breaker;
 mod http;
 mod openai;
 mod retry;
@@ -22,9 +23,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use switchboard_domain::{ModelRef, Provider};
-use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse};
+use switchboard_engine::{Clock, Model, ModelError, ModelRequest, ModelResponse, SystemClock};
+
+use crate::breaker::Breakers;
 
 pub use anthropic::AnthropicMessages;
+pub use breaker::BreakerPolicy;
 pub use openai::OpenAiChat;
 pub use retry::{RetryPolicy, Retrying};
 pub use settings::{ModelSettings, SettingsError};
@@ -64,14 +68,28 @@ pub(crate) fn float(x: f32) -> f64 {
 }
 
 /// The models a profile can call: one adapter per provider, each wrapped in [`Retrying`],
-/// plus aliases. Implements `Model` by resolving the request's reference.
-#[derive(Clone, Default)]
+/// aliases, and a circuit breaker per `provider:model`. Implements `Model` by resolving the
+/// request's reference.
+#[derive(Clone)]
 pub struct Models {
     providers: BTreeMap<Provider, Arc<dyn Model>>,
     /// For a provider with no settings: what to set.
     missing: BTreeMap<Provider, String>,
     aliases: BTreeMap<String, String>,
     retry: RetryPolicy,
+    breakers: Arc<Breakers>,
+}
+
+impl Default for Models {
+    fn default() -> Self {
+        Self {
+            providers: BTreeMap::new(),
+            missing: BTreeMap::new(),
+            aliases: BTreeMap::new(),
+            retry: RetryPolicy::default(),
+            breakers: Arc::new(Breakers::new(BreakerPolicy::default(), Arc::new(SystemClock))),
+        }
+    }
 }
 
 impl std::fmt::Debug for Models {
@@ -88,7 +106,12 @@ impl Models {
     /// The HTTP providers `settings` configure; Bedrock and the scripted model are added by the
     /// profile ([`Models::with_provider`]).
     pub fn from_settings(settings: &ModelSettings) -> Result<Self, String> {
-        let mut models = Models { aliases: settings.aliases.clone(), retry: settings.retry, ..Models::default() };
+        let mut models = Models {
+            aliases: settings.aliases.clone(),
+            retry: settings.retry,
+            breakers: Arc::new(Breakers::new(settings.breaker, Arc::new(SystemClock))),
+            ..Models::default()
+        };
         match &settings.openai {
             Some(endpoint) => {
                 models = models.with_provider(Provider::OpenAi, Arc::new(OpenAiChat::new("openai", endpoint)?))
@@ -107,6 +130,13 @@ impl Models {
         Ok(models
             .without(Provider::Bedrock, "this build has no Bedrock client (the CLI's `aws` feature)")
             .without(Provider::Scripted, "start with --scripted-model FILE to use the scripted test double"))
+    }
+
+    /// The clock the circuit breakers read (tests move it by hand). Keeps the breaker policy;
+    /// circuits start closed.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.breakers = Arc::new(Breakers::new(self.breakers.policy(), clock));
+        self
     }
 
     /// Adds (or replaces) the adapter for `provider`, wrapped in this registry's retry policy.
@@ -150,9 +180,13 @@ impl Model for Models {
         let Some(adapter) = self.providers.get(&provider) else {
             return Err(ModelError::Unauthorized(self.check(&request.model).err().unwrap_or_default()));
         };
+        let key = format!("{provider}:{model}");
+        self.breakers.admit(&key)?;
         let mut call = request.clone();
         model.clone_into(&mut call.model);
-        let mut response = adapter.converse(&call).await?;
+        let result = adapter.converse(&call).await;
+        self.breakers.record(&key, result.as_ref().map(|_| ()));
+        let mut response = result?;
         response.model = format!("{provider}:{}", response.model);
         Ok(response)
     }

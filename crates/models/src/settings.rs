@@ -13,6 +13,8 @@
 //! ```yaml
 //! timeoutSeconds: 60          # one attempt, default 60
 //! maxAttempts: 4              # attempts per call, retries included, default 4
+//! breakerFailures: 5          # failed calls in a row that open a model's circuit, default 5
+//! breakerCooldownSeconds: 30  # how long an open circuit refuses calls, default 30
 //! aliases:
 //!   fast: openai:gpt-4o-mini
 //!   anthropic.claude-3-sonnet: bedrock:anthropic.claude-3-sonnet-20240229-v1:0
@@ -29,7 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use switchboard_domain::ModelRef;
 
-use crate::{ApiKey, Endpoint, RetryPolicy};
+use crate::{ApiKey, BreakerPolicy, Endpoint, RetryPolicy};
 
 pub(crate) const OPENAI_MISSING: &str = "set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server)";
 pub(crate) const ANTHROPIC_MISSING: &str = "set ANTHROPIC_API_KEY";
@@ -44,6 +46,7 @@ pub struct ModelSettings {
     /// Alias → model reference.
     pub aliases: BTreeMap<String, String>,
     pub retry: RetryPolicy,
+    pub breaker: BreakerPolicy,
 }
 
 /// A model configuration that cannot be used; says which setting.
@@ -63,6 +66,8 @@ fn error(setting: impl Into<String>, message: impl Into<String>) -> SettingsErro
 struct File {
     timeout_seconds: Option<u64>,
     max_attempts: Option<u32>,
+    breaker_failures: Option<u32>,
+    breaker_cooldown_seconds: Option<u64>,
     #[serde(default)]
     aliases: BTreeMap<String, String>,
     #[serde(default)]
@@ -111,6 +116,17 @@ impl ModelSettings {
             None => {}
             Some(n @ 1..=10) => retry.max_attempts = n,
             Some(_) => return Err(error(format!("{at}maxAttempts"), "must be between 1 and 10")),
+        }
+        let mut breaker = BreakerPolicy::default();
+        match file.breaker_failures {
+            None => {}
+            Some(n @ 1..=1000) => breaker.failures = n,
+            Some(_) => return Err(error(format!("{at}breakerFailures"), "must be between 1 and 1000")),
+        }
+        match file.breaker_cooldown_seconds {
+            None => {}
+            Some(s @ 1..=3600) => breaker.cooldown = Duration::from_secs(s),
+            Some(_) => return Err(error(format!("{at}breakerCooldownSeconds"), "must be between 1 and 3600")),
         }
         for (alias, target) in &file.aliases {
             if let Err(why) = ModelRef::parse(target) {
@@ -162,7 +178,7 @@ impl ModelSettings {
         let ollama_key =
             providers.ollama.as_ref().and_then(|p| p.api_key_env.as_deref()).and_then(env).map(ApiKey::new);
         let ollama = Some(Endpoint { base_url: ollama_base, api_key: ollama_key, timeout });
-        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry })
+        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry, breaker })
     }
 }
 
@@ -222,7 +238,7 @@ mod tests {
         let path = dir.path().join("models.yaml");
         std::fs::write(
             &path,
-            "timeoutSeconds: 5\nmaxAttempts: 2\naliases:\n  fast: openai:gpt-4o-mini\n\
+            "timeoutSeconds: 5\nmaxAttempts: 2\nbreakerFailures: 2\nbreakerCooldownSeconds: 9\naliases:\n  fast: openai:gpt-4o-mini\n\
              providers:\n  openai: { baseUrl: 'http://127.0.0.1:1/v1', apiKeyEnv: MY_KEY }\n",
         )
         .unwrap();
@@ -230,6 +246,7 @@ mod tests {
         let openai = s.openai.unwrap();
         assert_eq!((openai.timeout, openai.api_key.unwrap().expose()), (Duration::from_secs(5), "k"));
         assert_eq!(s.retry.max_attempts, 2);
+        assert_eq!(s.breaker, BreakerPolicy { failures: 2, cooldown: Duration::from_secs(9) });
         assert_eq!(s.aliases["fast"], "openai:gpt-4o-mini");
 
         let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{ModelConfig, TokenUsage};
 use switchboard_engine::{Model, ModelError, ModelRequest, StopReason, ToolSpec};
-use switchboard_models::{ModelSettings, Models, RetryPolicy};
+use switchboard_models::{BreakerPolicy, ModelSettings, Models, RetryPolicy};
+use switchboard_testkit::ManualClock;
 use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, messages};
 
 const KEY: &str = "sk-test-0123456789abcdef";
@@ -98,6 +99,7 @@ impl Kit {
                 endpoint.timeout = t;
             }
         }
+        settings.breaker = BreakerPolicy { failures: 2, cooldown: Duration::from_secs(30) };
         Models::from_settings(&settings).unwrap()
     }
 
@@ -270,6 +272,28 @@ async fn a_call_that_outlasts_its_timeout_ends_as_a_timeout_after_every_attempt(
         let err = models.converse(&kit.request(vec![Message::user_text("hi")])).await.unwrap_err();
         assert_eq!(err, ModelError::Timeout, "{}", kit.prefix);
         assert_eq!(fake.received().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn an_outage_opens_the_circuit_and_a_probe_after_the_cooldown_closes_it() {
+    for kit in kits() {
+        let fake = start(&kit, vec![(kit.unavailable)(), (kit.unavailable)(), (kit.text)("Back.")]).await;
+        let clock = ManualClock::new();
+        let models = kit.models(&fake, 1, None).with_clock(clock.clone());
+        let request = kit.request(vec![Message::user_text("hi")]);
+        // two failed calls in a row open the circuit
+        for _ in 0..2 {
+            assert!(matches!(models.converse(&request).await, Err(ModelError::Unavailable(_))));
+        }
+        let err = models.converse(&request).await.unwrap_err();
+        assert!(matches!(&err, ModelError::Unavailable(m) if m.contains("circuit open")), "{}: {err:?}", kit.prefix);
+        assert_eq!(fake.received().len(), 2, "an open circuit sends nothing");
+        // after the cooldown one probe goes out; it is answered, so the circuit closes
+        clock.advance(chrono::Duration::seconds(30));
+        let r = models.converse(&request).await.unwrap();
+        assert_eq!(r.content, vec![ContentBlock::Text { text: "Back.".into() }]);
+        assert_eq!(fake.received().len(), 3);
     }
 }
 
