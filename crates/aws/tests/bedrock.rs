@@ -37,6 +37,7 @@ fn simple_request() -> ModelRequest {
         messages: vec![Message::user_text("hi")],
         tools: vec![],
         config: ModelConfig::default(),
+        deadline: None,
     }
 }
 
@@ -113,6 +114,7 @@ async fn it_sends_the_converse_shape_and_maps_a_tool_use_answer() {
             stop_sequences: vec!["STOP".into()],
             ..ModelConfig::default()
         },
+        deadline: None,
     };
     // when the model is called
     let response = model(&fake, fast(1)).await.converse(&request).await.unwrap();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
@@ -41,8 +41,12 @@ pub struct ServeArgs {
     workers: u16,
     /// Seconds an item stays invisible while a worker has it; after that (say the process died)
     /// it is delivered again.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=43_200))]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=43_200))]
     visibility_timeout: u64,
+    /// Seconds one item's turn may take (model and tool calls) before it stops with status
+    /// `timeout`; must be under --visibility-timeout. Default: three quarters of it.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=43_200))]
+    turn_timeout: Option<u64>,
     /// Deliveries of one item before it moves to the dead-letter table.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_receives: u32,
@@ -97,11 +101,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let webhooks =
         Arc::new(HttpWebhookCaller::new(policy, secrets).map_err(|e| anyhow::anyhow!("webhook client: {e}"))?);
+    let visibility = Duration::from_secs(args.visibility_timeout);
+    let turn_budget = match args.turn_timeout {
+        Some(secs) if secs >= args.visibility_timeout => bail!(
+            "--turn-timeout {secs} must be under --visibility-timeout {} (or the item is delivered again while it runs)",
+            args.visibility_timeout
+        ),
+        Some(secs) => Duration::from_secs(secs),
+        None => visibility.mul_f64(0.75),
+    };
     let options = EmbeddedOptions {
         workers: usize::from(args.workers),
         webhooks,
+        turn_budget: Some(turn_budget),
         queue: QueueConfig {
-            visibility_timeout: Duration::from_secs(args.visibility_timeout),
+            visibility_timeout: visibility,
             max_receives: args.max_receives,
             ..QueueConfig::default()
         },

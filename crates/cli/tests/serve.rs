@@ -289,3 +289,20 @@ fn serve_with_a_data_dir_that_is_a_file_says_so() {
         serve_refuses(&["--data-dir".as_ref(), file.as_os_str(), "--scripted-model".as_ref(), script.as_os_str()]);
     assert!(stderr.contains("--data-dir") && stderr.contains("not-a-dir"), "{stderr}");
 }
+
+#[test]
+fn serve_refuses_a_turn_timeout_that_is_not_under_the_visibility_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = examples().join("script.json");
+    let stderr = serve_refuses(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--scripted-model".as_ref(),
+        script.as_os_str(),
+        "--visibility-timeout".as_ref(),
+        "60".as_ref(),
+        "--turn-timeout".as_ref(),
+        "60".as_ref(),
+    ]);
+    assert!(stderr.contains("--turn-timeout 60 must be under --visibility-timeout 60"), "{stderr}");
+}

@@ -33,6 +33,9 @@ pub struct EmbeddedOptions {
     pub idle_poll: Duration,
     /// Calls tenant webhook tools; without one, webhook tools answer the model with an error.
     pub webhooks: Arc<dyn WebhookCaller>,
+    /// How long one item may run before its turn stops with status `timeout`
+    /// ([`Executor::with_budget`]); keep it under the queue's visibility timeout.
+    pub turn_budget: Option<Duration>,
 }
 
 impl std::fmt::Debug for EmbeddedOptions {
@@ -41,6 +44,7 @@ impl std::fmt::Debug for EmbeddedOptions {
             .field("workers", &self.workers)
             .field("queue", &self.queue)
             .field("idle_poll", &self.idle_poll)
+            .field("turn_budget", &self.turn_budget)
             .finish_non_exhaustive()
     }
 }
@@ -52,6 +56,7 @@ impl Default for EmbeddedOptions {
             queue: QueueConfig::default(),
             idle_poll: Duration::from_millis(500),
             webhooks: Arc::new(NoWebhooks),
+            turn_budget: None,
         }
     }
 }
@@ -114,6 +119,7 @@ impl Embedded {
             clock,
         };
         let Engine { intake, executor } = Engine::new(deps);
+        let executor = executor.with_budget(options.turn_budget);
         Ok(Self {
             data_dir: data_dir.to_owned(),
             store,

@@ -271,6 +271,7 @@ mod tests {
             messages,
             tools: vec![],
             config: ModelConfig::default(),
+            deadline: None,
         }
     }
 

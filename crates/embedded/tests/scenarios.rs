@@ -569,6 +569,63 @@ async fn a_fallback_chain_naming_the_model_twice_or_an_unknown_provider_is_refus
 }
 
 #[tokio::test]
+async fn a_turn_whose_budget_is_spent_calls_no_model_and_is_recorded_as_timeout() {
+    // given an executor whose budget is already spent when the turn starts
+    let mut w = World::new(&default_bundle(json!({})), says("never sent")).await;
+    let executor = w.embedded.executor.clone().with_budget(Some(std::time::Duration::ZERO));
+    let (_, outcomes) = w.say_with(&executor, "c-1", "hi").await;
+    // then no model is called, the turn is recorded as a timeout, and nothing is sent
+    let r = record(&outcomes[0]);
+    assert_eq!((r.status, r.iterations, r.model_calls.len()), (ExecutionStatus::Timeout, 0, 0));
+    assert!(r.error.as_ref().unwrap().message.contains("deadline"));
+    assert!(w.replies("c-1").await.is_empty());
+}
+
+/// Asks for `send_message` first, then never answers again.
+struct StallsAfterReplying(AtomicU32);
+
+#[async_trait]
+impl Model for StallsAfterReplying {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if self.0.fetch_add(1, Ordering::SeqCst) > 0 {
+            std::future::pending::<()>().await;
+        }
+        Ok(ModelResponse {
+            content: vec![switchboard_domain::ContentBlock::ToolUse {
+                tool_use_id: "tu-1".into(),
+                name: "send_message".into(),
+                input: json!({"text": "Looking into it."}),
+            }],
+            stop_reason: switchboard_engine::StopReason::ToolUse,
+            usage: switchboard_domain::TokenUsage { input_tokens: 5, output_tokens: 5 },
+            model: request.model.clone(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_model_call_cut_off_by_the_deadline_ends_the_turn_as_timeout_with_nothing_sent_twice() {
+    // given a model that replies, then hangs (behind the retry layer every provider has)
+    let stalls: Arc<dyn Model> = Arc::new(StallsAfterReplying(AtomicU32::new(0)));
+    let model = Arc::new(switchboard_models::Retrying::new(stalls, switchboard_models::RetryPolicy::default()));
+    let mut w = World::with_model(&default_bundle(json!({})), model).await;
+    let executor = w.embedded.executor.clone().with_budget(Some(std::time::Duration::from_millis(300)));
+    // when the turn runs past its budget during the second model call
+    let e = w.event("c-1", "hi");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    let outcome = executor.execute(&item).await.unwrap();
+    // then it is recorded as a timeout, with the reply already sent
+    let r = record(&outcome);
+    assert_eq!((r.status, r.iterations), (ExecutionStatus::Timeout, 2));
+    assert_eq!(w.replies("c-1").await, ["Looking into it."]);
+    // and running the same item again (a redelivery) sends nothing more
+    assert!(matches!(executor.execute(&item).await.unwrap(), ExecOutcome::AlreadyRecorded(_)));
+    assert_eq!(w.replies("c-1").await, ["Looking into it."]);
+}
+
+#[tokio::test]
 async fn triggers_are_tried_in_priority_order_and_the_first_match_wins() {
     let agents = vec![agent(FRONT, "Front", "front", json!({})), agent(BILLING, "Billing", "billing", json!({}))];
     let triggers = vec![

@@ -38,7 +38,7 @@ pub(crate) async fn converse(
         };
         let next = fallbacks.get(failures.len());
         match next {
-            Some(next) if error.falls_back() => {
+            Some(next) if error.falls_back() && !current.past_deadline() => {
                 tracing::warn!(model = %current.model, fallback = %next, error = %error, "model failed; trying the next one");
                 failures.push(ModelFailure {
                     model: current.model.clone(),

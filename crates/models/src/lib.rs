@@ -185,7 +185,10 @@ impl Model for Models {
         let mut call = request.clone();
         model.clone_into(&mut call.model);
         let result = adapter.converse(&call).await;
-        self.breakers.record(&key, result.as_ref().map(|_| ()));
+        // A call cut off by the execution's deadline says nothing about the model.
+        if !(matches!(result, Err(ModelError::Timeout)) && request.past_deadline()) {
+            self.breakers.record(&key, result.as_ref().map(|_| ()));
+        }
         let mut response = result?;
         response.model = format!("{provider}:{}", response.model);
         Ok(response)

@@ -5,7 +5,7 @@
 //! the wire protocol.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse};
@@ -83,11 +83,21 @@ impl Model for Retrying {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let mut retry = 0;
         loop {
-            let error = match self.inner.converse(request).await {
+            let attempt = self.inner.converse(request);
+            let outcome = match request.deadline {
+                Some(deadline) => {
+                    tokio::time::timeout_at(deadline.into(), attempt).await.unwrap_or(Err(ModelError::Timeout))
+                }
+                None => attempt.await,
+            };
+            let error = match outcome {
                 Ok(response) => return Ok(response),
                 Err(e) => e,
             };
-            let Some(delay) = self.policy.next_delay(retry, &error, fastrand::f64()) else {
+            let delay = self.policy.next_delay(retry, &error, fastrand::f64());
+            // No retry that would start past the execution's deadline.
+            let delay = delay.filter(|d| request.deadline.is_none_or(|end| Instant::now() + *d < end));
+            let Some(delay) = delay else {
                 tracing::warn!(model = %request.model, attempts = retry + 1, %error, "model call failed");
                 return Err(error);
             };

@@ -118,6 +118,7 @@ impl Kit {
                 input_schema: json!({"type": "object", "properties": {"orderId": {"type": "string"}}}),
             }],
             config: ModelConfig { temperature: 0.2, max_tokens: 300, ..ModelConfig::default() },
+            deadline: None,
         }
     }
 }
@@ -351,6 +352,7 @@ fn tool_loop_request(model: &str) -> ModelRequest {
             stop_sequences: vec!["END".into()],
             ..ModelConfig::default()
         },
+        deadline: None,
     }
 }
 

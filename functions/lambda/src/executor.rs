@@ -3,9 +3,12 @@
 //! concurrently, items of one group in order. When an item fails or panics, it and every later
 //! item of its group in this batch are reported failed and the later ones are not run, so the
 //! conversation's order holds on redelivery. A body that is not a work item fails only itself.
+//! Each turn stops by the invocation's deadline less a margin (status `timeout`, recorded), and
+//! no item starts after it, so the function is never killed mid-turn.
 //! Once-only side effects rest on the engine's idempotency records, not on this module.
 
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::FutureExt;
@@ -19,7 +22,8 @@ use crate::wiring::Wiring;
 pub enum ItemResult {
     Done,
     Failed(String),
-    /// Not run: an earlier item of the same group failed in this batch.
+    /// Not run: an earlier item of the same group failed in this batch, or the invocation's
+    /// time was up.
     Skipped,
 }
 
@@ -35,7 +39,10 @@ pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
 /// Runs a batch and reports the failed items' message ids.
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, messages = event.payload.records.len()))]
 pub async fn handle(executor: &Executor, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
-    let results = run_batch(executor, event.payload.records).await;
+    // The runtime always sets a deadline; 0 means none is known (a hand-made context).
+    let deadline =
+        (event.context.deadline > 0).then(|| turn_deadline(event.context.deadline, SystemTime::now(), Instant::now()));
+    let results = run_batch(executor, event.payload.records, deadline).await;
     let mut response = SqsBatchResponse::default();
     for (message_id, result) in results {
         if result != ItemResult::Done {
@@ -47,8 +54,25 @@ pub async fn handle(executor: &Executor, event: LambdaEvent<SqsEvent>) -> SqsBat
     response
 }
 
-/// Runs every message; returns `(message id, result)` in the batch's order.
-pub async fn run_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec<(String, ItemResult)> {
+/// Time kept back from the invocation's deadline for recording, acknowledging and reporting.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(10);
+
+/// When turns must stop: the invocation's deadline (`deadline_ms`, milliseconds since the epoch,
+/// as the runtime gives it) less [`DEADLINE_MARGIN`], on the monotonic clock.
+pub fn turn_deadline(deadline_ms: u64, now: SystemTime, instant: Instant) -> Instant {
+    let now_ms = now.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms)).saturating_sub(DEADLINE_MARGIN);
+    instant + left
+}
+
+/// Runs every message, each turn stopping by `deadline`; an item whose turn would start past it
+/// is not run (reported failed, so SQS delivers it again). Returns `(message id, result)` in
+/// the batch's order.
+pub async fn run_batch(
+    executor: &Executor,
+    records: Vec<SqsMessage>,
+    deadline: Option<Instant>,
+) -> Vec<(String, ItemResult)> {
     // Groups in order of first appearance; each keeps its messages' batch positions.
     let mut groups: Vec<(String, Vec<(usize, SqsMessage)>)> = Vec::new();
     let total = records.len();
@@ -59,7 +83,7 @@ pub async fn run_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec<(St
             None => groups.push((group, vec![(position, message)])),
         }
     }
-    let runs = groups.into_iter().map(|(group, items)| run_group(executor, group, items));
+    let runs = groups.into_iter().map(|(group, items)| run_group(executor, group, items, deadline));
     let mut results: Vec<Option<(String, ItemResult)>> = vec![None; total];
     for group_results in futures::future::join_all(runs).await {
         for (position, id, result) in group_results {
@@ -75,6 +99,7 @@ async fn run_group(
     executor: &Executor,
     group: String,
     items: Vec<(usize, SqsMessage)>,
+    deadline: Option<Instant>,
 ) -> Vec<(usize, String, ItemResult)> {
     let mut out = Vec::with_capacity(items.len());
     let mut failed = false;
@@ -87,6 +112,12 @@ async fn run_group(
             out.push((position, id, ItemResult::Skipped));
             continue;
         }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            tracing::warn!(message_id = %id, group = %group, "not run: the invocation's time is up; SQS delivers it again");
+            out.push((position, id, ItemResult::Skipped));
+            failed = true;
+            continue;
+        }
         let item = match parse_body(&message) {
             Ok(item) => item,
             Err(why) => {
@@ -97,7 +128,7 @@ async fn run_group(
                 continue;
             }
         };
-        let result = match AssertUnwindSafe(executor.execute(&item)).catch_unwind().await {
+        let result = match AssertUnwindSafe(executor.execute_by(&item, deadline)).catch_unwind().await {
             Ok(Ok(outcome)) => {
                 log_outcome(&id, &outcome);
                 ItemResult::Done
@@ -141,4 +172,20 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_turn_deadline_is_the_invocations_less_the_margin() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let instant = Instant::now();
+        let deadline_ms = 1_000_000 + 120_000;
+        assert_eq!(turn_deadline(deadline_ms, now, instant), instant + Duration::from_secs(110));
+        // less time left than the margin: now, not earlier
+        assert_eq!(turn_deadline(1_000_000 + 5_000, now, instant), instant);
+        assert_eq!(turn_deadline(1, now, instant), instant);
+    }
 }

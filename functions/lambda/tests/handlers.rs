@@ -194,6 +194,24 @@ fn by_operation(requests: &[String]) -> Vec<(String, usize)> {
 // ---- agent-executor --------------------------------------------------------------------------------
 
 #[tokio::test]
+async fn a_batch_whose_time_is_up_runs_nothing_and_reports_every_item_for_redelivery() {
+    // given an invocation whose deadline (less the margin) has already passed
+    let w = world(vec![Reply::text("never sent")], false).await;
+    let payload = fixture("sqs-batch-two-groups-and-poison.json");
+    let mut context = Context::default();
+    context.deadline =
+        u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+            + 5_000;
+    // when the executor handles the batch
+    let response =
+        executor::handle(&w.wiring.executor, LambdaEvent::new(serde_json::from_value(payload).unwrap(), context)).await;
+    // then no item ran, and every one is reported so that SQS delivers it again
+    assert_eq!(response.batch_item_failures.len(), 4);
+    assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(w.conversations.attempts(), 0);
+}
+
+#[tokio::test]
 async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other_group_succeeds() {
     // given a batch: group A = [panics, second], group B = [poison body, a good message]
     let w = world(
@@ -210,7 +228,7 @@ async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other
 
     // when the executor handles it
     let records: SqsEvent = serde_json::from_value(payload.clone()).unwrap();
-    let results = executor::run_batch(&w.wiring.executor, records.records).await;
+    let results = executor::run_batch(&w.wiring.executor, records.records, None).await;
     let response = executor::handle(&w.wiring.executor, event(payload)).await;
 
     // then A's first item failed with the panic and A's second was not run

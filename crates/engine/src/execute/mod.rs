@@ -10,7 +10,7 @@ pub mod handoff;
 mod record;
 mod turn;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use switchboard_domain::message::Message;
 use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, Session};
@@ -38,20 +38,43 @@ pub enum ExecOutcome {
 #[derive(Debug, Clone)]
 pub struct Executor {
     deps: Deps,
+    budget: Option<Duration>,
 }
 
 impl Executor {
     pub fn new(deps: Deps) -> Self {
-        Self { deps }
+        Self { deps, budget: None }
+    }
+
+    /// How long one item may run (model calls, tool calls, bookkeeping) before its turn stops
+    /// with status `timeout`. None: no limit but the models' own timeouts.
+    pub fn with_budget(mut self, budget: Option<Duration>) -> Self {
+        self.budget = budget;
+        self
     }
 
     pub fn deps(&self) -> &Deps {
         &self.deps
     }
 
-    /// Runs `item`. See the module docs for the once-only guarantees.
-    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id))]
+    /// Runs `item` within the executor's budget. See the module docs for the once-only
+    /// guarantees.
     pub async fn execute(&self, item: &WorkItem) -> Result<ExecOutcome, ExecError> {
+        self.execute_by(item, None).await
+    }
+
+    /// Runs `item`, stopping its turn by `deadline` or the executor's budget, whichever comes
+    /// first (a Lambda function passes its invocation's deadline less a margin). A turn that
+    /// reaches it stops between steps, or during a model call (no retry or fallback starts past
+    /// it), and is recorded with status `timeout`, so its side effects are never repeated by a
+    /// redelivery. A tool call under way is not cut off; webhook tools keep their own timeouts.
+    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id))]
+    pub async fn execute_by(&self, item: &WorkItem, deadline: Option<Instant>) -> Result<ExecOutcome, ExecError> {
+        let own = self.budget.and_then(|b| Instant::now().checked_add(b));
+        let deadline = match (deadline, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let deps = &self.deps;
         if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
             info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
@@ -76,7 +99,7 @@ impl Executor {
                 }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
-                    let turn = turn::run(deps, item, *session, &agent, started).await?;
+                    let turn = turn::run(deps, item, *session, &agent, started, deadline).await?;
                     let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
                     if let Some(next) = turn.new_session {
                         sessions.push(SessionWrite { session: next, expected_version: None });

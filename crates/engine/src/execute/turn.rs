@@ -36,6 +36,7 @@ pub(super) async fn run(
     session: Session,
     agent: &Agent,
     started: Instant,
+    deadline: Option<Instant>,
 ) -> Result<Turn, ExecError> {
     let record = record::blank(deps, item, &session, started);
     let user = Message::user_text(item.text.clone());
@@ -46,9 +47,10 @@ pub(super) async fn run(
         messages: context::messages(agent, &session, &user),
         tools: tools.specs(),
         config: agent.model_config.clone(),
+        deadline,
     };
     let mut run = Loop {
-        cx: CallContext { deps, item, execution_id: record.execution_id },
+        cx: CallContext { deps, item, execution_id: record.execution_id, deadline },
         agent,
         tools,
         request,
@@ -68,6 +70,10 @@ pub(super) async fn run(
         && !run.state.finished
         && run.record.iterations < agent.max_iterations
     {
+        if run.request.past_deadline() {
+            run.time_out("the execution deadline came before a final answer");
+            break;
+        }
         run.step().await?;
     }
     run.finish(started).await
@@ -95,19 +101,34 @@ impl Loop<'_> {
     async fn step(&mut self) -> Result<(), ExecError> {
         self.record.iterations += 1;
         let deps = self.cx.deps;
-        let answer = converse(deps, &self.request, &mut self.record.token_usage, &mut self.record.model_calls).await?;
+        let answer = converse(deps, &self.request, &mut self.record.token_usage, &mut self.record.model_calls).await;
         let assistant = match answer {
-            Ok(message) => message,
-            Err(e) => {
+            Ok(Ok(message)) => message,
+            // Past the deadline, whatever failed: the turn stops here, recorded, so that a
+            // redelivery does not run (and send) it again.
+            Err(ExecError { message, .. }) | Ok(Err(ExecutionError { message, .. }))
+                if self.request.past_deadline() =>
+            {
+                self.time_out(&format!("the execution deadline came during a model call ({message})"));
+                return Ok(());
+            }
+            Ok(Err(e)) => {
                 self.fail(e);
                 return Ok(());
             }
+            Err(e) => return Err(e),
         };
         let uses = assistant.tool_uses();
         let text = assistant.text();
         self.request.messages.push(assistant.clone());
         self.new_messages.push(assistant);
         if uses.is_empty() { self.final_answer(&text).await } else { self.run_tools(uses).await }
+    }
+
+    fn time_out(&mut self, why: &str) {
+        warn!(reason = why, "execution timed out");
+        self.status = ExecutionStatus::Timeout;
+        self.failure = Some(ExecutionError { kind: ErrorKind::Model, message: why.to_owned(), retryable: false });
     }
 
     fn fail(&mut self, error: ExecutionError) {

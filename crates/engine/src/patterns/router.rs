@@ -15,7 +15,7 @@ use switchboard_domain::{
 
 use crate::fault::ExecError;
 use crate::model_call::{elapsed_ms, model_call_record};
-use crate::ports::{Deps, ModelRequest, ToolSpec};
+use crate::ports::{ModelRequest, ToolSpec};
 use crate::tools::system::{self, AgentHandoff};
 use crate::tools::{CallContext, TurnState};
 
@@ -29,7 +29,7 @@ pub(crate) async fn route(
     messages: Vec<Message>,
 ) -> Result<(ExecutionStatus, Option<ExecutionError>), ExecError> {
     let key = format!("{}/route", cx.item.source_id);
-    let pick = classify(cx.deps, router, messages, record, &key).await?;
+    let pick = classify(cx, router, messages, record, &key).await?;
     let outcome = match pick.target {
         Some(target) => {
             let context = pick.fallback.map(|why| json!({ "routerFallback": why }));
@@ -73,12 +73,13 @@ struct Choice {
 /// Makes the classification call for `messages` (the history window and the new message) and
 /// records it — model call and `choose_agent` call — in `record`.
 async fn classify(
-    deps: &Deps,
+    cx: CallContext<'_>,
     router: &Agent,
     messages: Vec<Message>,
     record: &mut ExecutionRecord,
     key: &str,
 ) -> Result<Pick, ExecError> {
+    let deps = cx.deps;
     let mut candidates = Vec::new();
     for id in &router.sub_agents {
         if let Some(a) = deps.config.get_agent(&router.tenant_id, *id).await?
@@ -99,6 +100,7 @@ async fn classify(
         model: router.model.clone(),
         system,
         messages,
+        deadline: cx.deadline,
         tools: vec![ToolSpec {
             name: CHOOSE_AGENT.to_owned(),
             description: "Pick the agent that should take this conversation.".to_owned(),

@@ -73,6 +73,7 @@ pub(crate) async fn run(
         messages: vec![Message::user_text(text)],
         tools: tools.specs(),
         config: sub.model_config.clone(),
+        deadline: cx.deadline,
     };
     let mut calls = 0usize;
     while child.iterations < sub.max_iterations {

@@ -1,6 +1,6 @@
 //! One model call in the Bedrock Converse shape, whatever the provider.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -24,6 +24,16 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
     pub config: ModelConfig,
+    /// The execution's deadline: no attempt may outlast it, and no retry starts that would.
+    #[serde(skip)]
+    pub deadline: Option<Instant>,
+}
+
+impl ModelRequest {
+    /// Whether the execution's deadline has passed.
+    pub fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

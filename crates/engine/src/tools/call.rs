@@ -56,6 +56,8 @@ pub(crate) struct CallContext<'a> {
     pub deps: &'a Deps,
     pub item: &'a WorkItem,
     pub execution_id: ExecutionId,
+    /// When the execution must stop (see `Executor::execute_by`).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// What the dispatcher did with a call.
