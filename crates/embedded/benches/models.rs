@@ -1,0 +1,234 @@
+//! CPU per message of the agent loop through each real model adapter against a local fake of its
+//! wire protocol, on the embedded profile (SQLite store and queue): ingest one message, receive
+//! the work item, run the turn, commit, acknowledge — one message at a time on one task.
+//!
+//! Two turns: `1 call` (the model answers with text, which is sent as the reply) and `2 calls +
+//! tool` (the model calls `send_message`, then ends the turn). Adapters: the scripted test double
+//! (no HTTP: the baseline), `openai:` (Chat Completions), `anthropic:` (Messages), `bedrock:`
+//! (Converse through the AWS SDK, SigV4-signed). Each goes through the registry every profile
+//! uses (`Models` → retry layer → adapter).
+//!
+//! CPU is the whole process's user + system time from `/proc/self/stat`, so it includes the fake
+//! server's (same process) parsing and answering; the baseline row has no server. Runs:
+//! `MODELS_BENCH_RUNS` (default 5) of `MODELS_BENCH_MESSAGES` (default 400) each; the median and
+//! the range of per-run figures are printed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use switchboard_domain::limits::MAX_TURNS_CEILING;
+use switchboard_domain::{InboundEvent, Provider};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{ExecOutcome, Model, SystemClock, WorkItem};
+use switchboard_models::{ModelSettings, Models};
+use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, converse, messages};
+
+const TENANT: &str = "bench";
+const AGENT: &str = "01JD0000BENCH0AGENT0000001";
+const TRIGGER: &str = "01JD0000BENCH0TR1GGER00001";
+const REPLY: &str = "Thanks! Order 1234 shipped yesterday and should arrive on Thursday.";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    OneCall,
+    ToolThenAnswer,
+}
+
+#[derive(Clone, Copy)]
+enum Adapter {
+    Scripted,
+    OpenAi,
+    Anthropic,
+    Bedrock,
+}
+
+impl Adapter {
+    fn name(self) -> &'static str {
+        match self {
+            Adapter::Scripted => "scripted (no HTTP)",
+            Adapter::OpenAi => "openai",
+            Adapter::Anthropic => "anthropic",
+            Adapter::Bedrock => "bedrock",
+        }
+    }
+
+    fn model(self) -> &'static str {
+        match self {
+            Adapter::Scripted => "scripted:bench",
+            Adapter::OpenAi => "openai:gpt-4o-mini",
+            Adapter::Anthropic => "anthropic:claude-3-5-haiku-latest",
+            Adapter::Bedrock => "bedrock:anthropic.claude-3-haiku-20240307-v1:0",
+        }
+    }
+
+    fn wire(self) -> Option<Wire> {
+        match self {
+            Adapter::Scripted => None,
+            Adapter::OpenAi => Some(Wire::ChatCompletions),
+            Adapter::Anthropic => Some(Wire::Messages),
+            Adapter::Bedrock => Some(Wire::Converse),
+        }
+    }
+
+    /// The fake's answers for one message.
+    fn answers(self, turn: Turn) -> Vec<Answer> {
+        let args = json!({"text": REPLY});
+        match (self, turn) {
+            (Adapter::OpenAi, Turn::OneCall) => vec![chat::text(REPLY)],
+            (Adapter::OpenAi, Turn::ToolThenAnswer) => {
+                vec![chat::tool_calls(&[("call_1", "send_message", &args.to_string())]), chat::text("")]
+            }
+            (Adapter::Anthropic, Turn::OneCall) => vec![messages::text(REPLY)],
+            (Adapter::Anthropic, Turn::ToolThenAnswer) => {
+                vec![messages::tool_uses(&[("toolu_1", "send_message", args)]), messages::text("Done.")]
+            }
+            (Adapter::Bedrock, Turn::OneCall) => vec![converse::text(REPLY)],
+            (Adapter::Bedrock, Turn::ToolThenAnswer) => {
+                vec![converse::tool_use("tu-1", "send_message", args), converse::text("")]
+            }
+            (Adapter::Scripted, _) => vec![],
+        }
+    }
+}
+
+fn scripted(turn: Turn) -> ScriptedModel {
+    let rules = match turn {
+        Turn::OneCall => json!({"rules": [{"then": {"text": REPLY}}]}),
+        Turn::ToolThenAnswer => json!({"rules": [
+            {"when": {"afterTool": "send_message"}, "then": {"text": ""}},
+            {"then": {"toolCalls": [{"name": "send_message", "input": {"text": REPLY}}]}}
+        ]}),
+    };
+    ScriptedModel::from_json(&rules.to_string()).unwrap()
+}
+
+async fn model(adapter: Adapter, turn: Turn, messages: usize) -> (Arc<dyn Model>, Option<FakeProvider>) {
+    let Some(wire) = adapter.wire() else { return (Arc::new(scripted(turn)), None) };
+    let script: Vec<Answer> = (0..messages).flat_map(|_| adapter.answers(turn)).collect();
+    let fake = FakeProvider::start(wire, script).await;
+    let vars = [
+        ("OPENAI_API_KEY", "sk-bench".to_owned()),
+        ("OPENAI_BASE_URL", fake.base_url.clone()),
+        ("ANTHROPIC_API_KEY", "sk-ant-bench".to_owned()),
+        ("ANTHROPIC_BASE_URL", fake.base_url.clone()),
+    ];
+    let settings =
+        ModelSettings::from_env(&|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())).unwrap();
+    let mut models = Models::from_settings(&settings).unwrap();
+    if let Adapter::Bedrock = adapter {
+        let sdk = switchboard_aws::AwsSettings::emulator(fake.base_url.clone()).load().await;
+        let bedrock = switchboard_aws::BedrockModel::new(switchboard_aws::AwsClients::new(&sdk).bedrock);
+        models = models.with_provider(Provider::Bedrock, Arc::new(bedrock));
+    }
+    (Arc::new(models), Some(fake))
+}
+
+fn bundle(model: &str) -> String {
+    json!({
+        "tenantId": TENANT, "name": "Benchmark tenant",
+        "agents": [{
+            "agentId": AGENT, "name": "Support", "systemPrompt": "You answer customers about their orders.",
+            "model": model, "tools": ["send_message"], "maxTurns": MAX_TURNS_CEILING, "maxIterations": 3
+        }],
+        "triggers": [{ "triggerId": TRIGGER, "name": "Everything", "agentId": AGENT, "eventType": "message.new",
+                       "priority": 10, "conditions": {} }]
+    })
+    .to_string()
+}
+
+fn event(n: usize) -> InboundEvent {
+    InboundEvent::parse(&json!({
+        "version": "0", "id": format!("evt-{n}"), "source": "conversations-service", "detail-type": "message.new",
+        "detail": {
+            "tenantId": TENANT, "conversationId": format!("conv-{n}"), "messageId": format!("msg-{n}"),
+            "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+            "message": { "direction": "inbound", "text": "Where is my order #1234? It was due on Monday." }
+        }
+    }))
+    .unwrap()
+}
+
+/// User + system CPU of this process so far.
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) closed by ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on every Linux this runs on.
+    Duration::from_millis(ticks * 10)
+}
+
+/// One run: `messages` messages, each on its own conversation; CPU and wall time per message.
+async fn run(adapter: Adapter, turn: Turn, messages: usize) -> (Duration, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, fake) = model(adapter, turn, messages).await;
+    let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
+    Bundle::parse(&bundle(adapter.model()), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
+    let (cpu0, wall0) = (cpu(), Instant::now());
+    for n in 0..messages {
+        embedded.ingest(&event(n)).await.unwrap();
+        let delivery = embedded.queue.receive().await.unwrap().unwrap();
+        let item: WorkItem = serde_json::from_str(&delivery.body).unwrap();
+        let outcome = embedded.executor.execute(&item).await.unwrap();
+        let ExecOutcome::Recorded(record) = outcome else { panic!("message {n} was not run") };
+        let calls = if turn == Turn::OneCall { 1 } else { 2 };
+        assert_eq!(record.model_calls.len(), calls, "{}", serde_json::to_string(&record).unwrap());
+        assert!(embedded.queue.ack(&delivery.receipt).await.unwrap());
+    }
+    let (cpu1, wall1) = (cpu(), Instant::now());
+    if let Some(fake) = fake {
+        assert_eq!(fake.received().len(), messages * if turn == Turn::OneCall { 1 } else { 2 });
+    }
+    let per = |d: Duration| d / u32::try_from(messages).unwrap();
+    (per(cpu1 - cpu0), per(wall1 - wall0))
+}
+
+fn median(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(default)
+}
+
+fn main() {
+    let runs = env("MODELS_BENCH_RUNS", 5);
+    let messages = env("MODELS_BENCH_MESSAGES", 400);
+    // One worker thread: the fake server and the loop share it, as CPU per message should.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    println!("{runs} runs of {messages} messages; CPU and wall time per message: median (lowest–highest run)");
+    println!("| adapter | turn | CPU / message | wall / message |");
+    println!("|---|---|---|---|");
+    for adapter in [Adapter::Scripted, Adapter::OpenAi, Adapter::Anthropic, Adapter::Bedrock] {
+        for turn in [Turn::OneCall, Turn::ToolThenAnswer] {
+            let (mut cpus, mut walls) = (vec![], vec![]);
+            for _ in 0..runs {
+                let (c, w) = rt.block_on(run(adapter, turn, messages));
+                cpus.push(c);
+                walls.push(w);
+            }
+            let (c, cl, ch) = median(cpus);
+            let (w, wl, wh) = median(walls);
+            let name = if turn == Turn::OneCall { "1 call" } else { "2 calls + tool" };
+            println!(
+                "| {} | {name} | {} ({}–{}) | {} ({}–{}) |",
+                adapter.name(),
+                us(c),
+                us(cl),
+                us(ch),
+                us(w),
+                us(wl),
+                us(wh)
+            );
+        }
+    }
+}
