@@ -43,6 +43,22 @@ pub struct ExecutionError {
     pub kind: ErrorKind,
     pub message: String,
     pub retryable: bool,
+    /// For a model failure, which one: `unauthorized`, `throttled`, `rejected`, `timeout`,
+    /// `unavailable`, or `deadline` (the execution's own time ran out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ExecutionError {
+    /// A failure that another delivery would not change.
+    pub fn final_(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), retryable: false, reason: None }
+    }
+
+    pub fn with_reason(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_owned());
+        self
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -543,7 +543,9 @@ async fn a_refused_request_does_not_fall_back_and_an_exhausted_chain_is_retried_
     let model = outages("never");
     let mut w = World::with_model(&default_bundle(refusing), model.clone()).await;
     let (_, outcomes) = w.say("c-1", "hi").await;
-    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Failed);
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    assert_eq!(r.error.as_ref().unwrap().reason.as_deref(), Some("rejected"), "the record tells a refusal apart");
     assert_eq!(*model.tried.lock().unwrap(), ["refusing"]);
 
     // when every model of the chain is down, the item fails retryably (it is delivered again)
@@ -578,6 +580,7 @@ async fn a_turn_whose_budget_is_spent_calls_no_model_and_is_recorded_as_timeout(
     let r = record(&outcomes[0]);
     assert_eq!((r.status, r.iterations, r.model_calls.len()), (ExecutionStatus::Timeout, 0, 0));
     assert!(r.error.as_ref().unwrap().message.contains("deadline"));
+    assert_eq!(r.error.as_ref().unwrap().reason.as_deref(), Some("deadline"));
     assert!(w.replies("c-1").await.is_empty());
 }
 

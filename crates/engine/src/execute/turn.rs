@@ -128,7 +128,7 @@ impl Loop<'_> {
     fn time_out(&mut self, why: &str) {
         warn!(reason = why, "execution timed out");
         self.status = ExecutionStatus::Timeout;
-        self.failure = Some(ExecutionError { kind: ErrorKind::Model, message: why.to_owned(), retryable: false });
+        self.failure = Some(ExecutionError::final_(ErrorKind::Model, why).with_reason("deadline"));
     }
 
     fn fail(&mut self, error: ExecutionError) {
@@ -144,7 +144,7 @@ impl Loop<'_> {
             if outcome.is_error {
                 warn!(error = %outcome.output, "final answer could not be sent");
                 let message = outcome.output.to_string();
-                self.fail(ExecutionError { kind: ErrorKind::Tool, message, retryable: false });
+                self.fail(ExecutionError::final_(ErrorKind::Tool, message));
                 return Ok(());
             }
         }
@@ -240,11 +240,10 @@ impl Loop<'_> {
         };
         record.error = self.failure.take();
         if record.status == ExecutionStatus::MaxIterations {
-            record.error = Some(ExecutionError {
-                kind: ErrorKind::Model,
-                message: format!("no final answer after {} model calls", self.agent.max_iterations),
-                retryable: false,
-            });
+            record.error = Some(ExecutionError::final_(
+                ErrorKind::Model,
+                format!("no final answer after {} model calls", self.agent.max_iterations),
+            ));
         }
         if record.status == ExecutionStatus::Failed {
             let key = format!("{}/failed", self.cx.item.source_id);

@@ -109,11 +109,10 @@ pub(crate) async fn run(
         request.messages.push(Message { role: Role::User, content: results });
     }
     if child.status == ExecutionStatus::MaxIterations {
-        child.error = Some(ExecutionError {
-            kind: ErrorKind::Model,
-            message: format!("no final answer after {} model calls", sub.max_iterations),
-            retryable: false,
-        });
+        child.error = Some(ExecutionError::final_(
+            ErrorKind::Model,
+            format!("no final answer after {} model calls", sub.max_iterations),
+        ));
     }
     child.latency_ms = elapsed_ms(started);
     let outcome = match (&child.result, &child.error) {
