@@ -37,7 +37,7 @@ impl Call {
     }
 }
 
-/// Wraps the scripted model and keeps every request.
+/// Wraps the scripted model and keeps every request; the model `down` is unavailable.
 struct Recording {
     inner: ScriptedModel,
     calls: Mutex<Vec<Call>>,
@@ -51,6 +51,9 @@ impl Model for Recording {
             tools: request.tools.iter().map(|t| t.name.clone()).collect(),
             messages: request.messages.iter().map(|m| m.text()).collect(),
         });
+        if request.model == "down" {
+            return Err(ModelError::Unavailable("503 overloaded".into()));
+        }
         self.inner.converse(request).await
     }
 }
@@ -407,12 +410,16 @@ async fn sub_agent_calls_of_one_turn_run_concurrently_and_results_match_their_ca
 // Router
 
 fn router_bundle() -> String {
-    let router = agent(
-        FRONT,
-        "Router",
-        "You route customers.",
-        json!({ "type": "router", "subAgents": [BILLING, SHIPPING], "defaultAgentId": SHIPPING }),
-    );
+    router_bundle_with(json!({}))
+}
+
+/// The router bundle, with `extra` fields on the router.
+fn router_bundle_with(extra: Value) -> String {
+    let mut fields = json!({ "type": "router", "subAgents": [BILLING, SHIPPING], "defaultAgentId": SHIPPING });
+    if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), extra) {
+        f.extend(extra);
+    }
+    let router = agent(FRONT, "Router", "You route customers.", fields);
     let billing = agent(BILLING, "Billing", "You are the billing specialist.", json!({ "description": "Invoices." }));
     let shipping =
         agent(SHIPPING, "Shipping", "You are the shipping specialist.", json!({ "description": "Parcels." }));
@@ -456,6 +463,18 @@ async fn a_router_classifies_once_and_the_chosen_agent_keeps_the_conversation() 
     assert_eq!(calls.len(), 1);
     assert!(calls[0].system.contains("billing specialist"));
     assert_eq!(w.replies().await, ["Billing here.", "Billing here."]);
+}
+
+#[tokio::test]
+async fn a_router_whose_model_is_down_classifies_with_its_fallback_model() {
+    let bundle = router_bundle_with(json!({"model": "down", "modelConfig": {"fallbackModels": ["test-model"]}}));
+    let mut w = World::new(&bundle, router_script()).await;
+    let r = w.say("my invoice is wrong").await;
+    assert_eq!(w.take_calls().len(), 3, "the model that is down, its fallback, then billing");
+    assert_eq!(r[0].status, ExecutionStatus::HandedOff);
+    let call = &r[0].model_calls[0];
+    assert_eq!(call.fallback_from.iter().map(|f| f.model.as_str()).collect::<Vec<_>>(), ["down"]);
+    assert_eq!(w.session().await.agent_id.to_string(), BILLING);
 }
 
 #[tokio::test]

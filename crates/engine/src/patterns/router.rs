@@ -14,7 +14,7 @@ use switchboard_domain::{
 };
 
 use crate::fault::ExecError;
-use crate::model_call::{elapsed_ms, model_call_record};
+use crate::model_call::{converse, elapsed_ms};
 use crate::ports::{ModelRequest, ToolSpec};
 use crate::tools::system::{self, AgentHandoff};
 use crate::tools::{CallContext, TurnState};
@@ -118,15 +118,12 @@ async fn classify(
     };
     let started = Instant::now();
     record.iterations = 1;
-    let (tool_use_id, input, verdict) = match deps.model.converse(&request).await {
-        Err(e) if e.retryable() => {
-            return Err(ExecError::new(ErrorKind::Model, e.to_string(), true));
-        }
-        Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {e}"))),
-        Ok(response) => {
-            record.token_usage.add(response.usage);
-            record.model_calls.push(model_call_record(&response, started));
-            let call = response.content.iter().find_map(|b| match b {
+    // The same model-call step as every turn: fallbacks, the deadline, the call's record.
+    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls).await?;
+    let (tool_use_id, input, verdict) = match answer {
+        Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {}", e.message))),
+        Ok(message) => {
+            let call = message.content.iter().find_map(|b| match b {
                 ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENT => {
                     Some((tool_use_id.clone(), input.clone()))
                 }
