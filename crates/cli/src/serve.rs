@@ -11,8 +11,9 @@ use clap::Args;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
 
+use switchboard_domain::ModelRef;
 use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
-use switchboard_models::{ModelSettings, Models};
+use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 #[derive(Debug, Args)]
@@ -36,6 +37,9 @@ pub struct ServeArgs {
     /// OLLAMA_HOST, the AWS chain for Bedrock) are read.
     #[arg(long, env = "SWITCHBOARD_MODEL_CONFIG", value_name = "FILE")]
     model_config: Option<PathBuf>,
+    /// The model of agents that name none (the brief's `DefaultModelId`), e.g. `ollama:llama3.1`.
+    #[arg(long, env = "SWITCHBOARD_DEFAULT_MODEL_ID", value_name = "REF")]
+    default_model: Option<String>,
     /// Worker tasks draining the queue.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
@@ -71,9 +75,16 @@ pub struct ServeArgs {
 /// otherwise the providers from `--model-config` or the environment (returned too, to check
 /// agents' references at start).
 fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> {
+    if let Some(default) = &args.default_model
+        && let Err(why) = ModelRef::parse(default)
+    {
+        bail!("--default-model {default}: {why}");
+    }
+    let with_default =
+        |model: Arc<dyn Model>| -> Arc<dyn Model> { Arc::new(DefaultModel::new(model, args.default_model.clone())) };
     if let Some(script) = &args.scripted_model {
         let scripted = ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?;
-        return Ok((Arc::new(scripted), None));
+        return Ok((with_default(Arc::new(scripted)), None));
     }
     let env = |name: &str| std::env::var(name).ok();
     let settings = match &args.model_config {
@@ -84,7 +95,7 @@ fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> 
     #[cfg(feature = "aws")]
     let models =
         models.with_provider(switchboard_domain::Provider::Bedrock, Arc::new(crate::aws::LazyBedrock::default()));
-    Ok((Arc::new(models.clone()), Some(models)))
+    Ok((with_default(Arc::new(models.clone())), Some(models)))
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -127,7 +138,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let bundle = Bundle::from_file(path, &SystemClock).with_context(|| format!("--tenant {}", path.display()))?;
         if let Some(models) = &models {
             for agent in &bundle.agents {
-                models.check(&agent.model).map_err(|why| {
+                let model = match (agent.model.as_str(), &args.default_model) {
+                    ("", Some(default)) => default.as_str(),
+                    ("", None) => bail!(
+                        "--tenant {}: agent {} ({}) names no model and no default model is set (--default-model)",
+                        path.display(),
+                        agent.agent_id,
+                        agent.name
+                    ),
+                    (model, _) => model,
+                };
+                models.check(model).map_err(|why| {
                     anyhow::anyhow!("--tenant {}: agent {} ({}): {why}", path.display(), agent.agent_id, agent.name)
                 })?;
             }

@@ -16,12 +16,17 @@ use switchboard_testkit::providers::{FakeProvider, Wire, chat, converse, message
 
 const REPLY: &str = "Order 1234 shipped yesterday.";
 
-/// The example tenant with every agent's model set to `model`, written into `dir`.
+/// The example tenant with every agent's model set to `model` (left out when empty), written
+/// into `dir`.
 fn tenant_with_model(dir: &Path, model: &str) -> PathBuf {
     let mut tenant: Value =
         serde_json::from_str(&std::fs::read_to_string(examples().join("tenant.json")).unwrap()).unwrap();
     for agent in tenant["agents"].as_array_mut().unwrap() {
-        agent["model"] = json!(model);
+        if model.is_empty() {
+            agent.as_object_mut().unwrap().remove("model");
+        } else {
+            agent["model"] = json!(model);
+        }
     }
     let path = dir.join("tenant.json");
     std::fs::write(&path, tenant.to_string()).unwrap();
@@ -152,6 +157,7 @@ fn refused_with(model: &str, extra: &[&str]) -> String {
         .args(extra)
         .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
         .env_remove("SWITCHBOARD_MODEL_CONFIG")
+        .env_remove("SWITCHBOARD_DEFAULT_MODEL_ID")
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("ANTHROPIC_API_KEY")
@@ -225,4 +231,33 @@ async fn the_api_refuses_an_agent_naming_an_unknown_provider() {
     let problem: Value = res.json().await.unwrap();
     assert_eq!(problem["errors"][0]["pointer"], "/model", "{problem}");
     assert!(problem["errors"][0].to_string().contains("unknown provider `gemini`"), "{problem}");
+}
+
+#[tokio::test]
+async fn an_agent_that_names_no_model_is_answered_by_the_default_model() {
+    let args = json!({"text": REPLY}).to_string();
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
+    )
+    .await;
+    let (execution, texts) = answer_one_message(
+        "",
+        &[
+            ("SWITCHBOARD_DEFAULT_MODEL_ID", "openai:gpt-4o-mini"),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", &fake.base_url),
+        ],
+    )
+    .await;
+    assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
+    assert_eq!(fake.received()[0].body["model"], "gpt-4o-mini");
+}
+
+#[test]
+fn an_agent_that_names_no_model_needs_a_default_model() {
+    let stderr = refused_with("", &[]);
+    assert!(stderr.contains("names no model") && stderr.contains("--default-model"), "{stderr}");
+    let stderr = refused_with("", &["--default-model", "gemini:pro"]);
+    assert!(stderr.contains("--default-model gemini:pro") && stderr.contains("unknown provider"), "{stderr}");
 }

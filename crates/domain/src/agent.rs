@@ -133,7 +133,8 @@ pub struct Agent {
     pub agent_type: AgentType,
     pub system_prompt: String,
     /// Model reference: `provider:model` or a plain id (an alias, else a Bedrock model id); see
-    /// [`crate::ModelRef`].
+    /// [`crate::ModelRef`]. Empty (or left out): the profile's default model.
+    #[serde(default)]
     pub model: String,
     #[serde(default)]
     pub model_config: ModelConfig,
@@ -190,7 +191,9 @@ impl Agent {
         } else if self.system_prompt.len() > MAX_PROMPT_BYTES {
             errors.push("/systemPrompt", format!("must be at most {MAX_PROMPT_BYTES} bytes"));
         }
-        if let Err(why) = crate::ModelRef::parse(&self.model) {
+        if !self.model.is_empty()
+            && let Err(why) = crate::ModelRef::parse(&self.model)
+        {
             errors.push("/model", why);
         }
         let mc = &self.model_config;
@@ -501,6 +504,16 @@ mod tests {
         standard.sub_agents = vec![sub];
         standard.default_agent_id = Some(sub);
         assert_eq!(pointers(&standard), ["/subAgents", "/defaultAgentId"]);
+    }
+
+    #[test]
+    fn an_agent_may_leave_its_model_to_the_default_but_not_name_an_unknown_provider() {
+        let mut a = agent();
+        a.model = String::new();
+        assert!(a.validate().is_ok());
+        a.model = "gemini:pro".into();
+        let e = a.validate().unwrap_err();
+        assert_eq!(e.0[0].pointer, "/model");
     }
 
     #[test]

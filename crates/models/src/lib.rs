@@ -194,3 +194,85 @@ impl Model for Models {
         Ok(response)
     }
 }
+
+/// Fills in the profile's default model (`DefaultModelId`) when an agent names none.
+#[derive(Clone)]
+pub struct DefaultModel {
+    inner: Arc<dyn Model>,
+    default: Option<String>,
+}
+
+impl std::fmt::Debug for DefaultModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultModel").field("default", &self.default).finish_non_exhaustive()
+    }
+}
+
+impl DefaultModel {
+    pub fn new(inner: Arc<dyn Model>, default: Option<String>) -> Self {
+        Self { inner, default }
+    }
+}
+
+#[async_trait]
+impl Model for DefaultModel {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if !request.model.trim().is_empty() {
+            return self.inner.converse(request).await;
+        }
+        let Some(default) = &self.default else {
+            return Err(ModelError::Rejected(
+                "the agent names no model and no default model is set (--default-model or SWITCHBOARD_DEFAULT_MODEL_ID)"
+                    .into(),
+            ));
+        };
+        let mut request = request.clone();
+        default.clone_into(&mut request.model);
+        self.inner.converse(&request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchboard_domain::ModelConfig;
+    use switchboard_domain::message::Message;
+    use switchboard_engine::StopReason;
+
+    use super::*;
+
+    /// Answers with the model it was asked for.
+    struct Echo;
+
+    #[async_trait]
+    impl Model for Echo {
+        async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+            Ok(ModelResponse {
+                content: vec![],
+                stop_reason: StopReason::EndTurn,
+                usage: Default::default(),
+                model: request.model.clone(),
+            })
+        }
+    }
+
+    fn request(model: &str) -> ModelRequest {
+        ModelRequest {
+            model: model.into(),
+            system: String::new(),
+            messages: vec![Message::user_text("hi")],
+            tools: vec![],
+            config: ModelConfig::default(),
+            deadline: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_model_answers_only_agents_that_name_none() {
+        let with = DefaultModel::new(Arc::new(Echo), Some("ollama:llama3.1".into()));
+        assert_eq!(with.converse(&request("")).await.unwrap().model, "ollama:llama3.1");
+        assert_eq!(with.converse(&request("openai:x")).await.unwrap().model, "openai:x");
+        let without = DefaultModel::new(Arc::new(Echo), None);
+        let err = without.converse(&request("")).await.unwrap_err();
+        assert!(matches!(&err, ModelError::Rejected(m) if m.contains("--default-model")), "{err:?}");
+    }
+}

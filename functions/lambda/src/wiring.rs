@@ -12,10 +12,10 @@ use switchboard_aws::{
 };
 use switchboard_domain::{Provider, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, ModelError, ModelRequest, ModelResponse,
-    Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, Secrets, Sent, SystemClock, WebhookCaller,
+    WebhookError, WebhookRequest, WebhookResponse,
 };
-use switchboard_models::{ModelSettings, Models};
+use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 /// `SWITCHBOARD_INIT_ONLY=1` makes a binary exit right after building its clients (used to
@@ -89,39 +89,6 @@ pub async fn run_with<S>(
 /// Whether the binary should stop once its clients are built.
 pub fn init_only() -> bool {
     std::env::var(INIT_ONLY_VAR).is_ok_and(|v| v == "1")
-}
-
-/// A model adapter that fills in the deployment's default model id when a request names none.
-#[derive(Clone)]
-pub struct DefaultModel {
-    inner: Arc<dyn Model>,
-    default: Option<String>,
-}
-
-impl std::fmt::Debug for DefaultModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DefaultModel").field("default", &self.default).finish_non_exhaustive()
-    }
-}
-
-impl DefaultModel {
-    pub fn new(inner: Arc<dyn Model>, default: Option<String>) -> Self {
-        Self { inner, default }
-    }
-}
-
-#[async_trait]
-impl Model for DefaultModel {
-    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        match &self.default {
-            Some(default) if request.model.trim().is_empty() => {
-                let mut request = request.clone();
-                request.model = default.clone();
-                self.inner.converse(&request).await
-            }
-            _ => self.inner.converse(request).await,
-        }
-    }
 }
 
 /// The Conversations port when no service URL is configured: every send fails (not retryable),
