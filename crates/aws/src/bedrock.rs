@@ -188,9 +188,15 @@ fn from_output(request: &ModelRequest, out: &ConverseOutput) -> Result<ModelResp
     };
     let usage = out
         .usage()
-        .map(|u| TokenUsage {
-            input_tokens: u64::try_from(u.input_tokens()).unwrap_or(0),
-            output_tokens: u64::try_from(u.output_tokens()).unwrap_or(0),
+        .map(|u| {
+            let count = |n: Option<i32>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+            // Converse counts cache reads and writes apart from `inputTokens` already.
+            TokenUsage {
+                input_tokens: count(Some(u.input_tokens())),
+                output_tokens: count(Some(u.output_tokens())),
+                cache_read_tokens: count(u.cache_read_input_tokens()),
+                cache_write_tokens: count(u.cache_write_input_tokens()),
+            }
         })
         .unwrap_or_default();
     Ok(ModelResponse { content, stop_reason, usage, model: request.model.clone() })

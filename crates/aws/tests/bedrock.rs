@@ -131,7 +131,7 @@ async fn it_sends_the_converse_shape_and_maps_a_tool_use_answer() {
         ]
     );
     assert_eq!(response.stop_reason, StopReason::ToolUse);
-    assert_eq!(response.usage, TokenUsage { input_tokens: 20, output_tokens: 9 });
+    assert_eq!(response.usage, TokenUsage::new(20, 9));
     assert_eq!(response.model, MODEL_ID);
     // and the request had the Converse shape
     let requests = fake.requests();
@@ -227,4 +227,15 @@ async fn an_unknown_5xx_is_unavailable_and_retried() {
     let err = model(&fake, fast(2)).await.converse(&simple_request()).await.unwrap_err();
     assert!(matches!(err, ModelError::Unavailable(_)), "{err:?}");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn prompt_cache_tokens_are_counted_apart_from_fresh_input() {
+    let Reply::Ok(mut answer) = Reply::text("cached") else { panic!() };
+    answer["usage"]["cacheReadInputTokens"] = json!(300);
+    answer["usage"]["cacheWriteInputTokens"] = json!(40);
+    let fake = FakeBedrock::start(vec![Reply::Ok(answer)]).await;
+    let response = model(&fake, fast(1)).await.converse(&simple_request()).await.unwrap();
+    let u = response.usage;
+    assert_eq!((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens), (11, 7, 300, 40));
 }

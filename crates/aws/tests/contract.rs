@@ -193,7 +193,7 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         model_calls: vec![],
         tool_calls: vec![],
         actions: vec![],
-        token_usage: TokenUsage { input_tokens: 10, output_tokens: 5 },
+        token_usage: TokenUsage::new(10, 5),
         latency_ms: 12,
         created_at: now,
         children: vec![],

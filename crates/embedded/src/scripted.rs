@@ -253,7 +253,7 @@ impl Model for ScriptedModel {
         Ok(ModelResponse {
             content,
             stop_reason,
-            usage: TokenUsage { input_tokens: input_tokens.into(), output_tokens: output_tokens.into() },
+            usage: TokenUsage::new(input_tokens.into(), output_tokens.into()),
             model: SCRIPTED_MODEL_ID.to_owned(),
         })
     }

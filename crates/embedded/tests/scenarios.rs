@@ -600,7 +600,7 @@ impl Model for StallsAfterReplying {
                 input: json!({"text": "Looking into it."}),
             }],
             stop_reason: switchboard_engine::StopReason::ToolUse,
-            usage: switchboard_domain::TokenUsage { input_tokens: 5, output_tokens: 5 },
+            usage: switchboard_domain::TokenUsage::new(5, 5),
             model: request.model.clone(),
         })
     }

@@ -123,6 +123,10 @@ struct Usage {
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
 }
 
 fn from_answer(request: &ModelRequest, answer: MessagesAnswer) -> Result<ModelResponse, ModelError> {
@@ -160,7 +164,13 @@ fn from_answer(request: &ModelRequest, answer: MessagesAnswer) -> Result<ModelRe
     };
     let usage = answer
         .usage
-        .map(|u| TokenUsage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
+        .map(|u| TokenUsage {
+            // Anthropic counts cache reads and writes apart from `input_tokens` already.
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_input_tokens.unwrap_or(0),
+            cache_write_tokens: u.cache_creation_input_tokens.unwrap_or(0),
+        })
         .unwrap_or_default();
     let model = answer.model.unwrap_or_else(|| request.model.clone());
     Ok(ModelResponse { content, stop_reason, usage, model })

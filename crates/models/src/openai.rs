@@ -182,12 +182,29 @@ struct Usage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 fn from_answer(request: &ModelRequest, answer: ChatCompletion) -> Result<ModelResponse, ModelError> {
     let usage = answer
         .usage
-        .map(|u| TokenUsage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens })
+        .map(|u| {
+            // OpenAI's prompt tokens include the cached ones; the record counts them apart.
+            let cached = u.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0).min(u.prompt_tokens);
+            TokenUsage {
+                input_tokens: u.prompt_tokens - cached,
+                output_tokens: u.completion_tokens,
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+            }
+        })
         .unwrap_or_default();
     let Some(choice) = answer.choices.into_iter().next() else {
         return Err(ModelError::Unavailable("openai: the answer holds no choices".into()));

@@ -394,7 +394,7 @@ async fn chat_completions_arguments_that_are_not_a_json_object_are_a_malformed_a
     assert!(matches!(&err, ModelError::Unavailable(m) if m.contains("not JSON")), "{err:?}");
     let cut = models.converse(&request).await.unwrap();
     assert_eq!(cut.stop_reason, StopReason::MaxTokens);
-    assert_eq!(cut.usage, TokenUsage { input_tokens: 20, output_tokens: 16 });
+    assert_eq!(cut.usage, TokenUsage::new(20, 16));
 }
 
 #[tokio::test]
@@ -441,4 +441,25 @@ async fn messages_thinking_blocks_are_dropped_and_text_beside_tool_use_kept() {
             },
         ]
     );
+}
+
+#[tokio::test]
+async fn prompt_cache_tokens_are_counted_apart_from_fresh_input() {
+    // OpenAI: cached tokens are part of prompt_tokens
+    let kit = &kits()[0];
+    let Answer::Json(mut answer) = chat::text("ok") else { panic!() };
+    answer["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(10);
+    let fake = start(kit, vec![Answer::Json(answer)]).await;
+    let r = kit.models(&fake, 1, None).converse(&kit.request(vec![Message::user_text("hi")])).await.unwrap();
+    assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens), (15, 10, 0));
+    assert_eq!(r.usage.total(), 25 + 9);
+
+    // Anthropic: cache reads and writes are reported beside input_tokens
+    let kit = &kits()[1];
+    let Answer::Json(mut answer) = messages::text("ok") else { panic!() };
+    answer["usage"]["cache_read_input_tokens"] = json!(100);
+    answer["usage"]["cache_creation_input_tokens"] = json!(50);
+    let fake = start(kit, vec![Answer::Json(answer)]).await;
+    let r = kit.models(&fake, 1, None).converse(&kit.request(vec![Message::user_text("hi")])).await.unwrap();
+    assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens), (30, 100, 50));
 }
