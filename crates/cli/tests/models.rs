@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{Server, examples};
 use serde_json::{Value, json};
@@ -149,22 +148,10 @@ async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_vari
 fn refused_with(model: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let tenant = tenant_with_model(dir.path(), model);
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .arg("--tenant")
-        .arg(&tenant)
-        .args(extra)
-        .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
-        .env_remove("SWITCHBOARD_MODEL_CONFIG")
-        .env_remove("SWITCHBOARD_DEFAULT_MODEL_ID")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let data = dir.path().join("data");
+    let mut args = vec!["--data-dir".as_ref(), data.as_os_str(), "--tenant".as_ref(), tenant.as_os_str()];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    common::serve_refuses(&args)
 }
 
 #[test]

@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::{Server, examples};
+use common::{Server, examples, serve_refuses};
 use serde_json::{Value, json};
 
 /// The example tenant and its scripted model (a deterministic test double), plus `extra` flags.
@@ -243,18 +242,6 @@ async fn an_operator_stream_receives_the_human_handoff_live_and_on_reconnect() {
     // while another tenant's stream is refused
     let res = client.get(at(&server, "/tenants/nobody/events/stream")).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 404);
-}
-
-/// Runs `switchboard serve` with `args`, expecting it to refuse to start; returns its stderr.
-fn serve_refuses(args: &[&std::ffi::OsStr]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

@@ -50,8 +50,8 @@ pub struct ExecutionError {
 }
 
 impl ExecutionError {
-    /// A failure that another delivery would not change.
-    pub fn final_(kind: ErrorKind, message: impl Into<String>) -> Self {
+    /// A failure that another delivery would not change (`retryable` false).
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into(), retryable: false, reason: None }
     }
 

@@ -51,7 +51,7 @@ pub(crate) async fn converse(
             }
             _ if error.retryable() => return Err(ExecError::new(ErrorKind::Model, error.to_string(), true)),
             _ => {
-                return Ok(Err(ExecutionError::final_(ErrorKind::Model, error.to_string()).with_reason(error.kind())));
+                return Ok(Err(ExecutionError::new(ErrorKind::Model, error.to_string()).with_reason(error.kind())));
             }
         }
     }

@@ -22,7 +22,8 @@ pub(crate) struct JsonClient {
 }
 
 impl JsonClient {
-    /// `headers` are sent with every call; those named in `secret` are marked sensitive.
+    /// `headers` (the provider's key and version) are sent with every call, all marked sensitive
+    /// so that no log or debug output of the request shows them.
     pub(crate) fn new(
         provider: &'static str,
         timeout: Duration,

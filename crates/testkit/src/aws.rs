@@ -280,12 +280,7 @@ pub enum Reply {
 
 impl Reply {
     pub fn text(text: &str) -> Self {
-        Reply::Ok(serde_json::json!({
-            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-            "stopReason": "end_turn",
-            "usage": {"inputTokens": 11, "outputTokens": 7, "totalTokens": 18},
-            "metrics": {"latencyMs": 5}
-        }))
+        Reply::Ok(crate::providers::converse::text_body(text))
     }
 
     pub fn tool_use(id: &str, name: &str, input: serde_json::Value) -> Self {

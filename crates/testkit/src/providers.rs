@@ -234,12 +234,17 @@ pub mod converse {
     use super::*;
 
     pub fn text(text: &str) -> Answer {
-        Answer::Json(json!({
+        Answer::Json(text_body(text))
+    }
+
+    /// The body of a plain text answer (also the `aws` feature's `FakeBedrock` replies).
+    pub fn text_body(text: &str) -> Value {
+        json!({
             "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
             "stopReason": "end_turn",
             "usage": {"inputTokens": 11, "outputTokens": 7, "totalTokens": 18},
             "metrics": {"latencyMs": 5}
-        }))
+        })
     }
 
     pub fn tool_use(id: &str, name: &str, input: Value) -> Answer {

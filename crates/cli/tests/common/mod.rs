@@ -126,3 +126,26 @@ impl<'a> Api<'a> {
         self.call(reqwest::Method::POST, path, Some(body), &[]).await
     }
 }
+
+/// The variables that choose models; a refusal test runs without any of the host's.
+const MODEL_VARIABLES: [&str; 6] = [
+    "SWITCHBOARD_SCRIPTED_MODEL",
+    "SWITCHBOARD_MODEL_CONFIG",
+    "SWITCHBOARD_DEFAULT_MODEL_ID",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+];
+
+/// Runs `switchboard serve` with `args` and none of the host's model variables, expecting it to
+/// refuse to start; returns its stderr.
+pub fn serve_refuses(args: &[&std::ffi::OsStr]) -> String {
+    let mut command = bin();
+    command.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+    for name in MODEL_VARIABLES {
+        command.env_remove(name);
+    }
+    let out = command.output().unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -49,7 +49,7 @@ pub(crate) fn skipped(
 ) -> ExecutionRecord {
     let mut r = blank(deps, item, session, started);
     r.status = ExecutionStatus::Skipped;
-    r.error = Some(ExecutionError::final_(ErrorKind::Config, reason));
+    r.error = Some(ExecutionError::new(ErrorKind::Config, reason));
     r
 }
 

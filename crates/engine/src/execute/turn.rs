@@ -128,7 +128,7 @@ impl Loop<'_> {
     fn time_out(&mut self, why: &str) {
         warn!(reason = why, "execution timed out");
         self.status = ExecutionStatus::Timeout;
-        self.failure = Some(ExecutionError::final_(ErrorKind::Model, why).with_reason("deadline"));
+        self.failure = Some(ExecutionError::new(ErrorKind::Model, why).with_reason("deadline"));
     }
 
     fn fail(&mut self, error: ExecutionError) {
@@ -144,7 +144,7 @@ impl Loop<'_> {
             if outcome.is_error {
                 warn!(error = %outcome.output, "final answer could not be sent");
                 let message = outcome.output.to_string();
-                self.fail(ExecutionError::final_(ErrorKind::Tool, message));
+                self.fail(ExecutionError::new(ErrorKind::Tool, message));
                 return Ok(());
             }
         }
@@ -240,7 +240,7 @@ impl Loop<'_> {
         };
         record.error = self.failure.take();
         if record.status == ExecutionStatus::MaxIterations {
-            record.error = Some(ExecutionError::final_(
+            record.error = Some(ExecutionError::new(
                 ErrorKind::Model,
                 format!("no final answer after {} model calls", self.agent.max_iterations),
             ));

@@ -45,7 +45,7 @@ pub(crate) async fn route(
                 || "the router has no valid pick and its default agent is not active".to_owned(),
                 |o| o.output.to_string(),
             );
-            (ExecutionStatus::Failed, Some(ExecutionError::final_(ErrorKind::Config, message)))
+            (ExecutionStatus::Failed, Some(ExecutionError::new(ErrorKind::Config, message)))
         }
     })
 }

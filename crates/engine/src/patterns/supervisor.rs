@@ -109,7 +109,7 @@ pub(crate) async fn run(
         request.messages.push(Message { role: Role::User, content: results });
     }
     if child.status == ExecutionStatus::MaxIterations {
-        child.error = Some(ExecutionError::final_(
+        child.error = Some(ExecutionError::new(
             ErrorKind::Model,
             format!("no final answer after {} model calls", sub.max_iterations),
         ));
