@@ -10,10 +10,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::json;
-use switchboard_domain::limits::MAX_EVENT_BYTES;
-use switchboard_domain::{ExecutionId, InboundEvent, Priority, SessionId, TenantId};
+use switchboard_domain::limits::{MAX_EVENT_BYTES, USAGE_TTL_DAYS};
+use switchboard_domain::{ExecutionId, InboundEvent, Priority, SessionId, TenantId, UsageCounts, ValidationErrors};
 use switchboard_engine::{ConfigKind, RouteOutcome, WorkItem};
 
 use crate::auth::Caller;
@@ -52,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/sessions/{session}", get(get_session))
         .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
+        .route("/tenants/{tenant}/usage", get(usage))
         .route("/tenants/{tenant}/events", get(list_events))
         .route("/tenants/{tenant}/events/stream", get(stream_events))
         .fallback(|| async { Problem::not_found("no such route") })
@@ -373,6 +375,78 @@ async fn get_execution(
         Some(e) => Ok(Json(e).into_response()),
         None => Err(Problem::not_found(format!("no execution '{execution}'"))),
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageQuery {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// Days a usage report spans by default (ending today, UTC).
+const USAGE_DEFAULT_DAYS: i64 = 30;
+
+/// Tokens and cost of the UTC days `from..=to` (default: the last 30 days), by day, agent and
+/// model, with a total per day and for the range.
+async fn usage(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<UsageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let day = |field: &str, raw: &Option<String>| -> Result<Option<NaiveDate>, Problem> {
+        raw.as_deref()
+            .map(|v| {
+                NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
+                    Problem::invalid(ValidationErrors::single(format!("/query/{field}"), "must be a date, YYYY-MM-DD"))
+                })
+            })
+            .transpose()
+    };
+    let today = state.executor.deps().clock.now().date_naive();
+    let to = day("to", &q.to)?.unwrap_or(today);
+    let from = day("from", &q.from)?.unwrap_or(to - chrono::Duration::days(USAGE_DEFAULT_DAYS - 1));
+    if from > to {
+        return Err(Problem::invalid(ValidationErrors::single("/query/from", "must not be after `to`")));
+    }
+    if (to - from).num_days() >= USAGE_TTL_DAYS {
+        return Err(Problem::invalid(ValidationErrors::single(
+            "/query/from",
+            format!("a report spans at most {USAGE_TTL_DAYS} days (usage is kept that long)"),
+        )));
+    }
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let rows = state.executions.usage(&t, from, to).await?;
+    let mut total = UsageCounts::default();
+    let mut by_day: Vec<(NaiveDate, UsageCounts)> = Vec::new();
+    for row in &rows {
+        total.add(&row.counts);
+        match by_day.last_mut() {
+            Some((d, counts)) if *d == row.day => counts.add(&row.counts),
+            _ => by_day.push((row.day, row.counts)),
+        }
+    }
+    let by_day: Vec<serde_json::Value> = by_day
+        .into_iter()
+        .map(|(d, counts)| {
+            let mut v = serde_json::to_value(counts).unwrap_or_default();
+            v["day"] = json!(d);
+            v
+        })
+        .collect();
+    Ok(Json(json!({
+        "tenantId": t,
+        "from": from,
+        "to": to,
+        "currency": "USD",
+        "priceVersion": state.executor.deps().prices.version,
+        "rows": rows,
+        "byDay": by_day,
+        "total": total,
+    }))
+    .into_response())
 }
 
 async fn list_events(

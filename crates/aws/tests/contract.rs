@@ -14,8 +14,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::{
-    Agent, AgentId, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, SessionStatus,
-    TenantId, TokenUsage, Trigger, TriggerId,
+    Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
+    Session, SessionId, SessionStatus, TenantId, TokenUsage, Trigger, TriggerId, UsageCounts,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
@@ -134,6 +134,7 @@ contract!(
     config_writes_are_conditional_on_version_and_list_in_pages,
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
+    usage_adds_up_per_day_agent_and_model_once_per_source,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -194,6 +195,8 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         tool_calls: vec![],
         actions: vec![],
         token_usage: TokenUsage::new(10, 5),
+        cost_usd: None,
+        price_version: None,
         latency_ms: 12,
         created_at: now,
         children: vec![],
@@ -338,6 +341,117 @@ async fn a_recorded_source_is_a_duplicate_and_writes_nothing(x: &Subject) {
     // and the same source in another tenant is another source
     let t2 = tenant("t-2");
     x.sessions.commit_turn(&create(&start(&t2, "c-1", now), "evt-1", now)).await.unwrap();
+}
+
+fn call(model: &str, input: u64, output: u64, cost_nanos: Option<u64>) -> ModelCallRecord {
+    ModelCallRecord {
+        model: model.into(),
+        stop_reason: "end_turn".into(),
+        usage: TokenUsage::new(input, output),
+        cost_usd: cost_nanos.map(Cost::from_nanos),
+        latency_ms: 1,
+        fallback_from: vec![],
+    }
+}
+
+/// A turn of `s` that called `calls`, and a sub-agent `child` that called `child_calls`.
+fn costly(
+    s: &Session,
+    source: &str,
+    now: DateTime<Utc>,
+    calls: Vec<ModelCallRecord>,
+    child: Option<(AgentId, Vec<ModelCallRecord>)>,
+) -> TurnCommit {
+    let mut commit = create(s, source, now);
+    commit.execution.model_calls = calls;
+    if let Some((agent_id, model_calls)) = child {
+        commit.execution.children.push(ChildExecution {
+            tool_use_id: "tu-1".into(),
+            agent_id,
+            status: ExecutionStatus::Success,
+            input: json!({}),
+            result: None,
+            error: None,
+            iterations: 1,
+            model_calls,
+            tool_calls: vec![],
+            token_usage: TokenUsage::default(),
+            latency_ms: 1,
+        });
+    }
+    commit
+}
+
+async fn usage_adds_up_per_day_agent_and_model_once_per_source(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let day1 = x.clock.now();
+    let today = day1.date_naive();
+    let s = start(&t, "c-1", day1);
+    let helper = AgentId::generate();
+    // a turn with two priced calls, an unpriced one, and a sub-agent's priced call
+    let calls = vec![
+        call("openai:gpt-4o-mini", 100, 10, Some(21)),
+        call("openai:gpt-4o-mini", 50, 5, Some(10)),
+        call("scripted:demo", 7, 3, None),
+    ];
+    let first = costly(&s, "evt-1", day1, calls, Some((helper, vec![call("openai:gpt-4o-mini", 1, 1, Some(1))])));
+    x.sessions.commit_turn(&first).await.unwrap();
+    // the same source again (a redelivery racing the first) is not counted
+    let again =
+        costly(&start(&t, "c-2", day1), "evt-1", day1, vec![call("openai:gpt-4o-mini", 999, 999, Some(999))], None);
+    assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
+    // a second turn the same day adds to the same rows
+    let (s2, mut second) = update(&s, "evt-2", day1);
+    second.execution.model_calls = vec![call("openai:gpt-4o-mini", 10, 1, Some(3))];
+    x.sessions.commit_turn(&second).await.unwrap();
+    // another tenant's usage, and the next day's
+    x.sessions
+        .commit_turn(&costly(
+            &start(&other, "c-1", day1),
+            "evt-1",
+            day1,
+            vec![call("openai:gpt-4o-mini", 5, 5, Some(5))],
+            None,
+        ))
+        .await
+        .unwrap();
+    let day2 = day1 + Duration::days(1);
+    let (_, mut third) = update(&s2, "evt-3", day2);
+    third.execution.created_at = day2;
+    third.execution.model_calls = vec![call("scripted:demo", 1, 1, None)];
+    x.sessions.commit_turn(&third).await.unwrap();
+
+    let rows = x.executions.usage(&t, today, today).await.unwrap();
+    let shape: Vec<_> = rows.iter().map(|r| (r.day, r.agent_id, r.model.as_str(), r.counts)).collect();
+    let mine = first.execution.agent_id;
+    let priced = |calls, input_tokens, output_tokens, nanos| UsageCounts {
+        calls,
+        input_tokens,
+        output_tokens,
+        cost_usd: Some(Cost::from_nanos(nanos)),
+        ..UsageCounts::default()
+    };
+    let unpriced =
+        UsageCounts { calls: 1, input_tokens: 7, output_tokens: 3, unpriced_calls: 1, ..UsageCounts::default() };
+    let mut expected = vec![
+        (today, mine, "openai:gpt-4o-mini", priced(3, 160, 16, 34)),
+        (today, mine, "scripted:demo", unpriced),
+        (today, helper, "openai:gpt-4o-mini", priced(1, 1, 1, 1)),
+    ];
+    expected.sort_by_key(|(d, a, m, _)| (*d, a.to_string(), m.to_string()));
+    assert_eq!(shape, expected);
+    // a range spans days; the other tenant's usage never shows
+    let both = x.executions.usage(&t, today, today + Duration::days(1)).await.unwrap();
+    assert_eq!(both.len(), 4);
+    let last = both.last().unwrap();
+    assert_eq!(
+        (last.day, last.model.as_str(), last.counts.cost_usd, last.counts.unpriced_calls),
+        (today + Duration::days(1), "scripted:demo", None, 1)
+    );
+    assert!(x.executions.usage(&t, today + Duration::days(2), today + Duration::days(9)).await.unwrap().is_empty());
+    let theirs = x.executions.usage(&other, today, today + Duration::days(1)).await.unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].counts, priced(1, 5, 5, 5));
 }
 
 async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {

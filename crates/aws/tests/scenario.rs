@@ -92,6 +92,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         model: Arc::new(model),
         webhooks: Arc::new(switchboard_engine::NoWebhooks),
         clock: clock.clone(),
+        prices: Arc::new(switchboard_domain::PriceTable::builtin()),
     });
     let item = WorkItem {
         tenant_id: tenant.clone(),

@@ -116,6 +116,17 @@ pub enum ExecutionVerb {
     },
 }
 
+/// The days of a usage report (UTC, `YYYY-MM-DD`; the server's defaults when left out).
+#[derive(Debug, Args)]
+pub struct UsageRange {
+    /// First day (default: 29 days before `--to`).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last day, included (default: today).
+    #[arg(long)]
+    pub to: Option<String>,
+}
+
 /// A failed call, rendered for a person.
 fn problem_message(status: StatusCode, body: &Value) -> String {
     // API Gateway's own refusals (signature, IAM policy, throttling) are `{"message": …}`.
@@ -303,6 +314,16 @@ fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
             ("TURNS", "turnCount"),
             ("STARTED", "startedAt"),
         ],
+        "usage" => &[
+            ("DAY", "day"),
+            ("AGENT", "agentId"),
+            ("MODEL", "model"),
+            ("CALLS", "calls"),
+            ("INPUT", "inputTokens"),
+            ("OUTPUT", "outputTokens"),
+            ("CACHED", "cacheReadTokens"),
+            ("COST USD", "costUsd"),
+        ],
         _ => &[
             ("ID", "executionId"),
             ("STATUS", "status"),
@@ -481,4 +502,38 @@ pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<
             }
         }
     }
+}
+
+/// `switchboard usage`: one line per day, agent and model, then the total. A cost of `-` means
+/// no price is known for the model (not that it was free).
+pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let mut query = Vec::new();
+    if let Some(from) = &range.from {
+        query.push(format!("from={}", query_value(from)));
+    }
+    if let Some(to) = &range.to {
+        query.push(format!("to={}", query_value(to)));
+    }
+    let path = format!("/tenants/{t}/usage?{}", query.join("&"));
+    let report = api.call(Method::GET, &path, None, None).await?.0;
+    if remote.json {
+        return print_value(&report);
+    }
+    let dollars = |v: &Value| v.as_f64().map_or_else(|| json!("-"), |d| json!(format!("{d:.6}")));
+    let mut rows: Vec<Value> = report["rows"].as_array().cloned().unwrap_or_default();
+    let mut total = report["total"].clone();
+    total["day"] = json!("total");
+    rows.push(total);
+    for row in &mut rows {
+        row["costUsd"] = dollars(&row["costUsd"]);
+    }
+    println!("{} to {} (prices: {})", cell(&report["from"]), cell(&report["to"]), cell(&report["priceVersion"]));
+    print_table("usage", &rows);
+    let unpriced = report["total"]["unpricedCalls"].as_u64().unwrap_or(0);
+    if unpriced > 0 {
+        println!("{unpriced} call(s) of models without a price are not in the cost");
+    }
+    Ok(())
 }

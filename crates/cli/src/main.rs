@@ -49,6 +49,8 @@ enum Command {
     Sessions(SessionArgs),
     /// Execution records of a tenant, on a running server.
     Executions(ExecutionArgs),
+    /// Tokens and cost of a tenant per day, agent and model, on a running server.
+    Usage(UsageArgs),
     /// Run the example tenant's order system: a webhook receiver that verifies signatures.
     ExampleReceiver(receiver::ReceiverArgs),
 }
@@ -67,6 +69,14 @@ struct SessionArgs {
     remote: client::Remote,
     #[command(subcommand)]
     verb: client::SessionVerb,
+}
+
+#[derive(Debug, clap::Args)]
+struct UsageArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(flatten)]
+    range: client::UsageRange,
 }
 
 #[derive(Debug, clap::Args)]
@@ -105,6 +115,7 @@ fn main() -> ExitCode {
             Command::Skills(a) => client::config("skills", &a.remote, a.verb).await,
             Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
             Command::Executions(a) => client::executions(&a.remote, a.verb).await,
+            Command::Usage(a) => client::usage(&a.remote, a.range).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,
         }
     });

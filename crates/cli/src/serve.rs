@@ -11,7 +11,7 @@ use clap::Args;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
 
-use switchboard_domain::ModelRef;
+use switchboard_domain::{ModelRef, PriceTable};
 use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -73,8 +73,8 @@ pub struct ServeArgs {
 
 /// The model every agent calls: the scripted test double when `--scripted-model` is given,
 /// otherwise the providers from `--model-config` or the environment (returned too, to check
-/// agents' references at start).
-fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> {
+/// agents' references at start), and the price table (the shipped one with the file's prices).
+fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>, PriceTable)> {
     if let Some(default) = &args.default_model
         && let Err(why) = ModelRef::parse(default)
     {
@@ -84,7 +84,7 @@ fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> 
         |model: Arc<dyn Model>| -> Arc<dyn Model> { Arc::new(DefaultModel::new(model, args.default_model.clone())) };
     if let Some(script) = &args.scripted_model {
         let scripted = ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?;
-        return Ok((with_default(Arc::new(scripted)), None));
+        return Ok((with_default(Arc::new(scripted)), None, PriceTable::builtin()));
     }
     let env = |name: &str| std::env::var(name).ok();
     let settings = match &args.model_config {
@@ -95,11 +95,11 @@ fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>)> 
     #[cfg(feature = "aws")]
     let models =
         models.with_provider(switchboard_domain::Provider::Bedrock, Arc::new(crate::aws::LazyBedrock::default()));
-    Ok((with_default(Arc::new(models.clone())), Some(models)))
+    Ok((with_default(Arc::new(models.clone())), Some(models), settings.prices))
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let (model, models) = models(&args)?;
+    let (model, models, prices) = models(&args)?;
     let secrets: Arc<dyn Secrets> = match &args.secrets_file {
         Some(path) => Arc::new(FileSecrets::open(path).map_err(|e| anyhow::anyhow!("--secrets-file: {}", e.message))?),
         None => Arc::new(NoSecrets),
@@ -125,6 +125,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         workers: usize::from(args.workers),
         webhooks,
         turn_budget: Some(turn_budget),
+        prices: Arc::new(prices),
         queue: QueueConfig {
             visibility_timeout: visibility,
             max_receives: args.max_receives,

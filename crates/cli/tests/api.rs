@@ -338,6 +338,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
+        corpus.push((Method::GET, format!("{base}/usage"), None));
     }
     for kind in ["agents", "triggers", "tools", "skills", "events"] {
         corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
@@ -347,7 +348,8 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;
-        let own_tenant_listing = path.starts_with("/tenants/intruder/conversations");
+        let own_tenant_listing =
+            path.starts_with("/tenants/intruder/conversations") || path == "/tenants/intruder/usage";
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing {
             assert_eq!(r.status, 200, "{method} {path}");
@@ -360,9 +362,69 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
         }
     }
+    // the intruder's usage is its own (none), while acme's counts the message it answered
+    let theirs = intruder.get("/tenants/intruder/usage").await;
+    assert_eq!((theirs.body["rows"].clone(), theirs.body["total"]["calls"].clone()), (json!([]), json!(0)));
+    let acme = admin.get("/tenants/acme/usage").await;
+    assert!(acme.body["total"]["calls"].as_u64().unwrap() >= 1, "{}", acme.body);
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn usage_reports_tokens_by_day_agent_and_model_and_refuses_bad_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let run = api
+        .post("/events?wait=30", json!({ "id": "u-1", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-u", "messageId": "m-u", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "where is my order" } } }))
+        .await;
+    let execution = &run.body["execution"];
+    let calls = execution["modelCalls"].as_array().unwrap();
+    assert!(!calls.is_empty(), "{execution}");
+    // the scripted test double has no price: its cost is unknown (null), never 0
+    assert_eq!(execution["costUsd"], Value::Null, "{execution}");
+    assert!(calls.iter().all(|c| c["costUsd"].is_null()));
+    let today = execution["createdAt"].as_str().unwrap()[..10].to_owned();
+    let report = api.get(&format!("/tenants/acme/usage?from={today}&to={today}")).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let rows = report.body["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{}", report.body);
+    let row = &rows[0];
+    assert_eq!((row["day"].as_str(), row["agentId"].clone()), (Some(today.as_str()), execution["agentId"].clone()));
+    assert_eq!(row["model"], calls[0]["model"]);
+    assert_eq!(row["calls"], json!(calls.len()));
+    assert_eq!(row["unpricedCalls"], json!(calls.len()));
+    assert_eq!(row["costUsd"], Value::Null);
+    let input: u64 = calls.iter().map(|c| c["usage"]["inputTokens"].as_u64().unwrap()).sum();
+    assert_eq!(row["inputTokens"], json!(input));
+    assert_eq!(report.body["byDay"][0]["day"], json!(today));
+    assert_eq!(report.body["total"]["calls"], json!(calls.len()));
+    assert_eq!(report.body["currency"], "USD");
+    // the default range (the last 30 days) includes today; a redelivered event adds nothing
+    api.post(
+        "/events?wait=30",
+        json!({ "id": "u-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-u", "messageId": "m-u", "channel": {}, "conversation": {},
+                    "message": { "direction": "inbound", "text": "where is my order" } } }),
+    )
+    .await;
+    assert_eq!(api.get("/tenants/acme/usage").await.body["total"]["calls"], json!(calls.len()));
+    // bad ranges name the parameter at fault
+    for (query, pointer) in [
+        ("from=2026-13-01", "/query/from"),
+        ("to=yesterday", "/query/to"),
+        ("from=2026-11-02&to=2026-11-01", "/query/from"),
+        ("from=2020-01-01&to=2026-11-01", "/query/from"),
+        ("since=2026-11-01", "/query"),
+    ] {
+        let r = api.get(&format!("/tenants/acme/usage?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.body);
+        assert_eq!(pointers(&r), [pointer], "{query}");
+    }
 }
 
 #[tokio::test]

@@ -95,6 +95,15 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     let session = sessions[0]["sessionId"].as_str().unwrap().to_owned();
     let executions = cli.ok(&["executions", "list", "--session", &session]);
     assert!(executions.contains("success"), "{executions}");
+    // what it used: one line per day, agent and model, and the total; the scripted double is unpriced
+    let usage = cli.ok(&["usage"]);
+    let lines: Vec<&str> = usage.lines().collect();
+    assert!(lines[1].starts_with("DAY") && lines[1].contains("COST USD"), "{usage}");
+    assert!(lines[2].contains(&agent) && lines[2].contains("scripted"), "{usage}");
+    assert!(lines[3].starts_with("total") && lines[3].trim_end().ends_with('-'), "{usage}");
+    assert!(usage.contains("without a price"), "{usage}");
+    let err = cli.fails(&["usage", "--from", "2026-11-30", "--to", "2026-11-01"]);
+    assert!(err.contains("400") && err.contains("/query/from"), "{err}");
     assert_eq!(
         cli.ok(&["sessions", "handoff", &session, "--to", "human", "--reason", "VIP"]).trim(),
         "handed off to a human"

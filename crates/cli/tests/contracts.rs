@@ -523,6 +523,12 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let r = api.post(&handoff("01ARZ3NDEKTSV4RRFFQ69G5FAV"), json!({ "targetType": "human", "reason": "x" })).await;
     assert_eq!(r.status, 404);
 
+    // -- usage: what those turns used, by day, agent and model -------------------------------
+    let usage = api.get("/tenants/acme/usage").await;
+    assert!(usage.body["total"]["calls"].as_u64().unwrap() > 0, "{}", usage.body);
+    assert!(!usage.body["rows"].as_array().unwrap().is_empty());
+    assert_eq!(api.get("/tenants/acme/usage?from=2026-02-30").await.pointers(), ["/query/from"]);
+
     // -- configuration CRUD -------------------------------------------------------------------
     let tool = api
         .post("/tenants/acme/tools", json!({

@@ -60,17 +60,45 @@ async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> (Value, Vec<St
         .unwrap();
     assert_eq!(res.status().as_u16(), 202);
     let body: Value = res.json().await.unwrap();
-    let convo: Value = client
-        .get(format!("{}/tenants/acme/conversations/c-m-1/messages", server.base))
-        .bearer_auth(&server.admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let get = async |path: &str| -> Value {
+        let res = client.get(format!("{}{path}", server.base)).bearer_auth(&server.admin).send().await.unwrap();
+        res.json().await.unwrap()
+    };
+    let convo = get("/tenants/acme/conversations/c-m-1/messages").await;
     let texts = convo["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap().to_owned()).collect();
-    (body["execution"].clone(), texts)
+    let execution = body["execution"].clone();
+    // whatever the provider, the tenant's usage report counts exactly this execution's calls
+    let usage = get("/tenants/acme/usage").await;
+    let calls = execution["modelCalls"].as_array().map_or(0, Vec::len);
+    assert_eq!(usage["total"]["calls"], json!(calls), "{usage}");
+    assert_eq!(usage["total"]["costUsd"], execution["costUsd"], "{usage}");
+    let input: u64 = execution["modelCalls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["usage"]["inputTokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(usage["total"]["inputTokens"], json!(input), "{usage}");
+    (execution, texts)
+}
+
+/// The execution's cost at `input`/`output`/`cache_read` dollars per million tokens, and each
+/// call's cost in its record.
+fn assert_cost(execution: &Value, input: f64, output: f64, cache_read: f64) {
+    let mut total = 0u64;
+    for call in execution["modelCalls"].as_array().unwrap() {
+        let u = &call["usage"];
+        let tokens = |k: &str| u[k].as_u64().unwrap_or(0) as f64;
+        let nanos = (tokens("inputTokens") * input * 1000.0
+            + tokens("outputTokens") * output * 1000.0
+            + tokens("cacheReadTokens") * cache_read * 1000.0)
+            .round() as u64;
+        assert!(nanos > 0, "{call}");
+        assert_eq!(call["costUsd"].as_f64(), Some(nanos as f64 / 1e9), "{call}");
+        total += nanos;
+    }
+    assert_eq!(execution["costUsd"].as_f64(), Some(total as f64 / 1e9), "{execution}");
+    assert!(execution["priceVersion"].is_string(), "{execution}");
 }
 
 /// The fake asked for `send_message`, then ended the turn: the reply reached the conversation.
@@ -97,6 +125,8 @@ async fn an_openai_agent_is_answered_through_chat_completions() {
         answer_one_message("openai:gpt-4o-mini", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)])
             .await;
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
+    // a dated snapshot is priced as its model
+    assert_cost(&execution, 0.15, 0.6, 0.075);
     assert_eq!(fake.received()[0].header("authorization"), Some("Bearer sk-test"));
 }
 
@@ -114,6 +144,7 @@ async fn an_anthropic_agent_is_answered_through_messages() {
     .await;
     // "Done." is the model's closing text, not a send_message: only the tool reaches the customer
     assert_answered(&execution, &texts, "anthropic:claude-3-5-haiku-20241022", &fake);
+    assert_cost(&execution, 0.8, 4.0, 0.08);
     assert_eq!(fake.received()[0].header("x-api-key"), Some("sk-ant-test"));
 }
 
@@ -140,6 +171,7 @@ async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_vari
     )
     .await;
     assert_answered(&execution, &texts, "bedrock:anthropic.claude-3-haiku-20240307-v1:0", &fake);
+    assert_cost(&execution, 0.25, 1.25, 0.0);
     assert_eq!(fake.received()[0].path, "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse");
 }
 
@@ -238,6 +270,8 @@ async fn an_agent_that_names_no_model_is_answered_by_the_default_model() {
     )
     .await;
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
+    // a dated snapshot is priced as its model
+    assert_cost(&execution, 0.15, 0.6, 0.075);
     assert_eq!(fake.received()[0].body["model"], "gpt-4o-mini");
 }
 

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::cost::Cost;
 use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +154,10 @@ pub struct ModelCallRecord {
     pub model: String,
     pub stop_reason: String,
     pub usage: TokenUsage,
+    /// What the call cost at the execution's price table; `null` when the table has no price
+    /// for the model.
+    #[serde(default)]
+    pub cost_usd: Option<Cost>,
     /// From the first model tried to the answer, fallbacks included.
     pub latency_ms: u64,
     /// The models tried before this one answered, in order, and why each failed.
@@ -192,6 +197,12 @@ pub struct ExecutionRecord {
     pub actions: Vec<Action>,
     /// Everything this execution used, its sub-agents' calls included.
     pub token_usage: TokenUsage,
+    /// What every model call cost, sub-agents included; `null` when any of them has no price.
+    #[serde(default)]
+    pub cost_usd: Option<Cost>,
+    /// The price table the costs were taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_version: Option<String>,
     pub latency_ms: u64,
     /// A supervisor's sub-agent runs, one per call, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

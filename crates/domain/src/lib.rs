@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod condition;
+pub mod cost;
 pub mod event;
 pub mod execution;
 pub mod ids;
@@ -23,6 +24,7 @@ pub mod webhook;
 
 pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, HistoryConfig, ModelConfig};
 pub use condition::{ConditionError, Conditions};
+pub use cost::{Cost, Price, PriceTable, UsageCounts, UsageLine, UsageRow};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
     Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,

@@ -31,3 +31,6 @@ pub const MAX_TURNS_CEILING: u32 = 1000;
 pub const MAX_HANDOFF_DEPTH: u32 = 3;
 /// Execution records live this long in the primary store before they expire.
 pub const EXECUTION_TTL_DAYS: i64 = 30;
+/// How long daily usage (tokens and cost per day, agent and model) is kept: a year and a month,
+/// so that a year-on-year comparison is possible.
+pub const USAGE_TTL_DAYS: i64 = 400;

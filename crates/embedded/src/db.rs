@@ -10,7 +10,8 @@ use rusqlite::Connection;
 /// The schema, applied in order; the index of the last applied step is kept in `user_version`.
 /// Steps are never edited once released: a data directory written by an older build replays only
 /// the steps after its own.
-pub const MIGRATIONS: &[&str] = &[crate::store::SCHEMA, crate::queue::SCHEMA, crate::store::SCOPE_CLIENT_IDS];
+pub const MIGRATIONS: &[&str] =
+    &[crate::store::SCHEMA, crate::queue::SCHEMA, crate::store::SCOPE_CLIENT_IDS, crate::store::USAGE];
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, TenantId};
+use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId};
 use switchboard_engine::{
     Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker,
     Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
@@ -36,6 +36,8 @@ pub struct EmbeddedOptions {
     /// How long one item may run before its turn stops with status `timeout`
     /// ([`Executor::with_budget`]); keep it under the queue's visibility timeout.
     pub turn_budget: Option<Duration>,
+    /// What model calls cost (the shipped table unless the model configuration adds prices).
+    pub prices: Arc<PriceTable>,
 }
 
 impl std::fmt::Debug for EmbeddedOptions {
@@ -45,6 +47,7 @@ impl std::fmt::Debug for EmbeddedOptions {
             .field("queue", &self.queue)
             .field("idle_poll", &self.idle_poll)
             .field("turn_budget", &self.turn_budget)
+            .field("price_version", &self.prices.version)
             .finish_non_exhaustive()
     }
 }
@@ -57,6 +60,7 @@ impl Default for EmbeddedOptions {
             idle_poll: Duration::from_millis(500),
             webhooks: Arc::new(NoWebhooks),
             turn_budget: None,
+            prices: Arc::new(PriceTable::builtin()),
         }
     }
 }
@@ -117,6 +121,7 @@ impl Embedded {
             model,
             webhooks: Arc::clone(&options.webhooks),
             clock,
+            prices: Arc::clone(&options.prices),
         };
         let Engine { intake, executor } = Engine::new(deps);
         let executor = executor.with_budget(options.turn_budget);

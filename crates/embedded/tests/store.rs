@@ -41,6 +41,8 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         tool_calls: vec![],
         actions: vec![],
         token_usage: TokenUsage::default(),
+        cost_usd: None,
+        price_version: None,
         latency_ms: 1,
         created_at: now,
         children: vec![],

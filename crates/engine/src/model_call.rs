@@ -29,7 +29,7 @@ pub(crate) async fn converse(
         let error = match deps.model.converse(current).await {
             Ok(response) => {
                 usage.add(response.usage);
-                let mut record = model_call_record(&response, started);
+                let mut record = model_call_record(deps, &response, started);
                 record.fallback_from = failures;
                 calls.push(record);
                 return Ok(Ok(Message { role: Role::Assistant, content: response.content }));
@@ -57,9 +57,10 @@ pub(crate) async fn converse(
     }
 }
 
-/// The record of one model call.
-pub(crate) fn model_call_record(response: &ModelResponse, started: Instant) -> ModelCallRecord {
+/// The record of one model call, priced at the profile's table.
+pub(crate) fn model_call_record(deps: &Deps, response: &ModelResponse, started: Instant) -> ModelCallRecord {
     ModelCallRecord {
+        cost_usd: deps.prices.cost(&response.model, &response.usage),
         model: response.model.clone(),
         stop_reason: serde_json::to_value(response.stop_reason)
             .ok()

@@ -22,6 +22,10 @@
 //!   openai: { baseUrl: "https://example.openai.azure.com/openai/v1", apiKeyEnv: AZURE_OPENAI_API_KEY }
 //!   anthropic: { apiKeyEnv: ANTHROPIC_API_KEY }
 //!   ollama: { baseUrl: "http://gpu-box:11434/v1" }
+//! prices:                     # added to (or replacing entries of) the shipped price table
+//!   version: acme-2026-11     # recorded with every execution; default `<shipped>+local`
+//!   models:                   # dollars per million tokens
+//!     openai:my-finetune: { input: 0.3, output: 1.2, cacheRead: 0.15, cacheWrite: 0 }
 //! ```
 
 use std::collections::BTreeMap;
@@ -29,7 +33,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use switchboard_domain::ModelRef;
+use switchboard_domain::{ModelRef, Price, PriceTable};
 
 use crate::{ApiKey, BreakerPolicy, Endpoint, RetryPolicy};
 
@@ -47,6 +51,8 @@ pub struct ModelSettings {
     pub aliases: BTreeMap<String, String>,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
+    /// What calls cost: the shipped table, with the file's `prices` over it.
+    pub prices: PriceTable,
 }
 
 /// A model configuration that cannot be used; says which setting.
@@ -72,6 +78,15 @@ struct File {
     aliases: BTreeMap<String, String>,
     #[serde(default)]
     providers: Providers,
+    prices: Option<PricesFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PricesFile {
+    version: Option<String>,
+    #[serde(default)]
+    models: BTreeMap<String, Price>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +151,11 @@ impl ModelSettings {
                 return Err(error(format!("{at}aliases/{alias}"), "must name a model, not another alias"));
             }
         }
+        let mut prices = PriceTable::builtin();
+        if let Some(extra) = file.prices {
+            let version = extra.version.unwrap_or_else(|| format!("{}+local", prices.version));
+            prices.merge(version, extra.models).map_err(|e| error(format!("{at}prices"), e))?;
+        }
         let providers = file.providers;
         let key = |p: &Option<ProviderFile>, default_var: &str, name: &str| -> Result<Option<ApiKey>, SettingsError> {
             match p.as_ref().and_then(|p| p.api_key_env.as_deref()) {
@@ -178,7 +198,7 @@ impl ModelSettings {
         let ollama_key =
             providers.ollama.as_ref().and_then(|p| p.api_key_env.as_deref()).and_then(env).map(ApiKey::new);
         let ollama = Some(Endpoint { base_url: ollama_base, api_key: ollama_key, timeout });
-        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry, breaker })
+        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry, breaker, prices })
     }
 }
 
@@ -257,6 +277,17 @@ mod tests {
         assert!(e.setting.ends_with("aliases/fast") && e.message.contains("unknown provider"), "{e}");
         std::fs::write(&path, "aliases:\n  a: b\n  b: openai:x\n").unwrap();
         assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("another alias"));
+        std::fs::write(&path, "prices:\n  models:\n    openai:tuned: { input: 0.3, output: 1.2 }\n").unwrap();
+        let s = ModelSettings::from_file(&path, &env(&[])).unwrap();
+        assert_eq!(s.prices.version, format!("{}+local", PriceTable::builtin().version));
+        assert_eq!(s.prices.price("openai:tuned").map(|p| p.output), Some(1.2));
+        assert!(s.prices.price("openai:gpt-4o-mini").is_some(), "the shipped prices stay");
+        std::fs::write(&path, "prices:\n  version: v9\n  models:\n    openai:tuned: { input: -1, output: 1 }\n")
+            .unwrap();
+        let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
+        assert!(e.setting.ends_with("prices") && e.message.contains("openai:tuned"), "{e}");
+        std::fs::write(&path, "prices:\n  models:\n    openai:tuned: { input: 1, output: 1, cachRead: 1 }\n").unwrap();
+        assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("cachRead"));
         std::fs::write(&path, "colour: blue\n").unwrap();
         assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("colour"));
     }

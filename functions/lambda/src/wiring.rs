@@ -10,7 +10,7 @@ use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
     EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue,
 };
-use switchboard_domain::{Provider, TenantId};
+use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
     ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, Secrets, Sent, SystemClock, WebhookCaller,
     WebhookError, WebhookRequest, WebhookResponse,
@@ -180,7 +180,8 @@ impl Wiring {
         let settings = ModelSettings::from_env(&|name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
         let model = Models::from_settings(&settings)?
             .with_provider(Provider::Bedrock, Arc::new(BedrockModel::new(clients.bedrock.clone())));
-        Ok(Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()))
+        let prices = settings.prices;
+        Ok(Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()).priced(prices))
     }
 
     /// [`Wiring::new`] from the function's environment ([`FunctionEnv::from_env`]).
@@ -218,8 +219,17 @@ impl Wiring {
             model,
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
+            prices: Arc::new(PriceTable::builtin()),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
         Self { store, queue, executor, deps, intake }
+    }
+
+    /// The same wiring with model calls priced at `prices` instead of the shipped table.
+    pub fn priced(mut self, prices: PriceTable) -> Self {
+        self.deps.prices = Arc::new(prices);
+        let Engine { intake, executor } = Engine::new(self.deps.clone());
+        (self.intake, self.executor) = (intake, executor);
+        self
     }
 }

@@ -554,10 +554,25 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         .unwrap();
     let item = items.items().first().cloned().unwrap();
     let image = serde_json::to_value(serde_dynamo::Item::from(item)).unwrap();
+    // (the same transaction counted the turn's usage, in an item the archiver leaves alone)
+    let usage_items = dynamodb
+        .query()
+        .table_name(&w.names.executions_table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S("TENANT#t-1#USAGE".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(usage_items.items().len(), 1);
+    let usage_image = serde_json::to_value(serde_dynamo::Item::from(usage_items.items()[0].clone())).unwrap();
     let stream = json!({"Records": [{
         "eventID": "1", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
         "dynamodb": {"ApproximateCreationDateTime": 1763881201, "Keys": {}, "NewImage": image,
                      "SequenceNumber": "4200000000000000000001", "SizeBytes": 900, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    }, {
+        "eventID": "2", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {"ApproximateCreationDateTime": 1763881201, "Keys": {}, "NewImage": usage_image,
+                     "SequenceNumber": "4200000000000000000002", "SizeBytes": 300, "StreamViewType": "NEW_AND_OLD_IMAGES"}
     }]});
     let bucket = common::create_bucket(&w.sdk).await;
     let archive = S3Archive::new(S3Archive::client(&w.sdk, true), bucket.clone(), "executions/");
@@ -566,6 +581,20 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     assert_eq!(summary.objects, vec![format!("executions/tenant=t-1/date={day}/4200000000000000000001.jsonl.gz")]);
     let lines = gunzip_lines(&object(&w.sdk, &bucket, &summary.objects[0]).await);
     assert_eq!(lines[0]["execution"]["executionId"], json!(record.execution_id.to_string()));
+    assert_eq!(lines.len(), 1, "usage items are not archived");
+
+    // and the internal API reports the turn's usage from DynamoDB
+    let request = lambda_http::http::Request::builder()
+        .uri(format!("/tenants/t-1/usage?from={day}&to={day}"))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let report: Value =
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+    assert_eq!(report["rows"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["total"]["calls"], json!(record.model_calls.len()), "{report}");
+    assert_eq!(report["total"]["inputTokens"], json!(record.token_usage.input_tokens), "{report}");
 
     // the AWS requests this one message cost
     println!(

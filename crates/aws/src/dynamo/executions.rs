@@ -1,7 +1,10 @@
 //! Execution records: by source, by id (pointer items) and by session, expired ones hidden.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
-use switchboard_domain::{ExecutionId, ExecutionRecord, SessionId, TenantId};
+use chrono::NaiveDate;
+use switchboard_domain::{AgentId, Cost, ExecutionId, ExecutionRecord, SessionId, TenantId, UsageCounts, UsageRow};
 use switchboard_engine::{ExecutionLog, Page, StoreError};
 
 use super::codec::*;
@@ -107,5 +110,66 @@ impl ExecutionLog for DynamoStore {
             _ => None,
         };
         Ok(Page { items: found.into_iter().map(|(r, _)| r).collect(), next_cursor })
+    }
+
+    /// Sums the shards of each day, agent and model.
+    async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
+        let mut rows: BTreeMap<(NaiveDate, String, String), (UsageCounts, u64)> = BTreeMap::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.executions_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(usage_pk(tenant)))
+                .expression_attribute_values(":from", s(format!("DAY#{from}#")))
+                // `~` sorts after every character of an agent id, a model and a shard.
+                .expression_attribute_values(":to", s(format!("DAY#{to}#~")))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                let day: NaiveDate =
+                    attr_s(&item, "day")?.parse().map_err(|e| StoreError::Corrupt(format!("usage item day: {e}")))?;
+                let number = |name: &str| -> Result<u64, StoreError> {
+                    match item.get(name) {
+                        None => Ok(0),
+                        Some(v) => v
+                            .as_n()
+                            .ok()
+                            .and_then(|n| n.parse().ok())
+                            .ok_or_else(|| StoreError::Corrupt(format!("usage item {name} is not a count"))),
+                    }
+                };
+                let counts = UsageCounts {
+                    calls: number("calls")?,
+                    input_tokens: number("inputTokens")?,
+                    output_tokens: number("outputTokens")?,
+                    cache_read_tokens: number("cacheReadTokens")?,
+                    cache_write_tokens: number("cacheWriteTokens")?,
+                    cost_usd: None,
+                    unpriced_calls: number("unpricedCalls")?,
+                };
+                let k = (day, attr_s(&item, "agentId")?.to_owned(), attr_s(&item, "model")?.to_owned());
+                let (sum, nanos) = rows.entry(k).or_default();
+                sum.add(&counts);
+                *nanos = nanos.saturating_add(number("costNanos")?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        rows.into_iter()
+            .map(|((day, agent, model), (mut counts, nanos))| {
+                counts.cost_usd = (counts.calls > counts.unpriced_calls).then(|| Cost::from_nanos(nanos));
+                let agent_id: AgentId =
+                    agent.parse().map_err(|e| StoreError::Corrupt(format!("usage item agent {agent}: {e}")))?;
+                Ok(UsageRow { day, agent_id, model, counts })
+            })
+            .collect()
     }
 }

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
-use switchboard_domain::{ExecutionId, Session, SessionId, TenantId};
+use chrono::{DateTime, NaiveDate, Utc};
+use switchboard_domain::{AgentId, ExecutionId, Session, SessionId, TenantId};
 use switchboard_engine::ConfigKind;
 
 use super::Item;
@@ -67,6 +67,21 @@ pub(super) fn source_sk(source_id: &str) -> String {
 
 pub(super) fn execution_id_sk(e: ExecutionId) -> String {
     format!("EXECID#{e}")
+}
+
+/// The partition of a tenant's daily usage (executions table).
+pub(super) fn usage_pk(t: &TenantId) -> String {
+    format!("TENANT#{t}#USAGE")
+}
+
+/// How many items one day's usage of an agent and model is spread over, so that a busy tenant's
+/// turns rarely write the same item at once (a transaction conflict costs a retry).
+pub(super) const USAGE_SHARDS: u128 = 16;
+
+/// `DAY#<day>#<agent>#<model>#<shard>`: sorts by day, then agent, then model. Agent ids are
+/// ULIDs (no `#`), so the model is everything between the agent and the shard.
+pub(super) fn usage_sk(day: NaiveDate, agent: AgentId, model: &str, shard: u128) -> String {
+    format!("DAY#{day}#{agent}#{model}#{shard:02}")
 }
 
 /// TTL value: epoch seconds, rounded up so that DynamoDB never deletes a record before it expires.

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
 use switchboard_engine::{SessionStore, StoreError, TurnCommit};
 
@@ -21,7 +22,20 @@ enum TxRole {
     ActivePut(String),
     ActiveDelete,
     Execution(String),
+    /// A usage counter: a conflict on it alone is retried as it is.
+    Usage,
 }
+
+/// What to do after a cancelled turn transaction that is not the caller's error.
+enum Retry {
+    /// Only the active marker's delete failed: try again without it.
+    WithoutActiveDelete,
+    /// Only usage counters met a concurrent transaction: try the same items again.
+    Same,
+}
+
+/// How often a transaction whose only conflict was on usage counters is tried again.
+const USAGE_CONFLICT_RETRIES: u32 = 5;
 
 impl DynamoStore {
     /// The transaction items that keep the conversation's active-session marker true after the
@@ -117,6 +131,62 @@ impl DynamoStore {
                 .map_err(build_err)?;
             out.push((TransactWriteItem::builder().put(put).build(), TxRole::Execution(e.source_id.clone())));
         }
+        out.extend(self.usage_items(e)?);
+        Ok(out)
+    }
+
+    /// What the record adds to its tenant's daily usage: one counter update per agent and model,
+    /// on a shard picked by the execution id.
+    fn usage_items(&self, e: &ExecutionRecord) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+        let day = e.usage_day();
+        let shard = e.execution_id.0.random() % USAGE_SHARDS;
+        let ttl = day.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(USAGE_TTL_DAYS);
+        let mut out = Vec::new();
+        for line in e.usage_lines() {
+            let c = line.counts;
+            let update = Update::builder()
+                .table_name(&self.names.executions_table)
+                .set_key(Some(key(usage_pk(&e.tenant_id), usage_sk(day, line.agent_id, &line.model, shard))))
+                .update_expression(
+                    "SET #day = :day, #agent = :agent, #model = :model, #ttl = :ttl \
+                     ADD #calls :calls, #in :in, #out :out, #read :read, #write :write, #cost :cost, #unpriced :unpriced",
+                )
+                .set_expression_attribute_names(Some(HashMap::from(
+                    [
+                        ("#day", "day"),
+                        ("#agent", "agentId"),
+                        ("#model", "model"),
+                        ("#ttl", "expiresAt"),
+                        ("#calls", "calls"),
+                        ("#in", "inputTokens"),
+                        ("#out", "outputTokens"),
+                        ("#read", "cacheReadTokens"),
+                        ("#write", "cacheWriteTokens"),
+                        ("#cost", "costNanos"),
+                        ("#unpriced", "unpricedCalls"),
+                    ]
+                    .map(|(k, v)| (k.to_owned(), v.to_owned())),
+                )))
+                .set_expression_attribute_values(Some(HashMap::from(
+                    [
+                        (":day", s(day.to_string())),
+                        (":agent", s(line.agent_id.to_string())),
+                        (":model", s(line.model.clone())),
+                        (":ttl", n(ttl.timestamp())),
+                        (":calls", n(c.calls)),
+                        (":in", n(c.input_tokens)),
+                        (":out", n(c.output_tokens)),
+                        (":read", n(c.cache_read_tokens)),
+                        (":write", n(c.cache_write_tokens)),
+                        (":cost", n(c.cost_usd.map_or(0, |c| c.nanos))),
+                        (":unpriced", n(c.unpriced_calls)),
+                    ]
+                    .map(|(k, v)| (k.to_owned(), v)),
+                )))
+                .build()
+                .map_err(build_err)?;
+            out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
+        }
         Ok(out)
     }
 
@@ -124,7 +194,7 @@ impl DynamoStore {
     /// first failed condition in write order decides. `Ok(true)` means only the active marker's
     /// delete failed (another session holds it, which this commit must leave alone): retry
     /// without it.
-    fn explain_cancellation(roles: &[TxRole], err: &SdkError<TransactWriteItemsError>) -> Result<bool, StoreError> {
+    fn explain_cancellation(roles: &[TxRole], err: &SdkError<TransactWriteItemsError>) -> Result<Retry, StoreError> {
         let Some(TransactWriteItemsError::TransactionCanceledException(tce)) = err.as_service_error() else {
             return Err(unavailable("TransactWriteItems", err));
         };
@@ -139,7 +209,7 @@ impl DynamoStore {
         };
         let conditions = failed("ConditionalCheckFailed");
         if !conditions.is_empty() && conditions.iter().all(|r| matches!(r, TxRole::ActiveDelete)) {
-            return Ok(true);
+            return Ok(Retry::WithoutActiveDelete);
         }
         if let Some(role) = conditions.iter().find(|r| !matches!(r, TxRole::ActiveDelete)) {
             return Err(match role {
@@ -149,9 +219,15 @@ impl DynamoStore {
                 }
                 TxRole::Execution(source) => StoreError::Duplicate(format!("source {source} already recorded")),
                 TxRole::ActiveDelete => StoreError::VersionConflict("active session changed".into()),
+                // An update without a condition cannot fail one.
+                TxRole::Usage => StoreError::Corrupt("a usage counter failed a condition it does not have".into()),
             });
         }
-        if !failed("TransactionConflict").is_empty() {
+        let conflicts = failed("TransactionConflict");
+        if !conflicts.is_empty() && conflicts.iter().all(|r| matches!(r, TxRole::Usage)) {
+            return Ok(Retry::Same);
+        }
+        if !conflicts.is_empty() {
             return Err(StoreError::VersionConflict("a concurrent transaction wrote the same session".into()));
         }
         Err(unavailable("TransactWriteItems", err))
@@ -235,15 +311,25 @@ impl SessionStore for DynamoStore {
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution)?);
+        let mut usage_conflicts = 0;
         loop {
             let (writes, roles): (Vec<_>, Vec<_>) = items.iter().cloned().unzip();
             match self.client.transact_write_items().set_transact_items(Some(writes)).send().await {
                 Ok(_) => return Ok(()),
-                Err(e) => {
-                    if Self::explain_cancellation(&roles, &e)? {
-                        items.retain(|(_, role)| !matches!(role, TxRole::ActiveDelete));
+                Err(e) => match Self::explain_cancellation(&roles, &e)? {
+                    Retry::WithoutActiveDelete => items.retain(|(_, role)| !matches!(role, TxRole::ActiveDelete)),
+                    Retry::Same if usage_conflicts < USAGE_CONFLICT_RETRIES => {
+                        usage_conflicts += 1;
+                        let pause = fastrand::u64(5..=20 * u64::from(usage_conflicts));
+                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                     }
-                }
+                    Retry::Same => {
+                        return Err(StoreError::Unavailable {
+                            message: "usage counters kept meeting concurrent transactions".into(),
+                            retryable: true,
+                        });
+                    }
+                },
             }
         }
     }

@@ -110,3 +110,23 @@ DROP TABLE events;
 ALTER TABLE events_v3 RENAME TO events;
 CREATE INDEX events_by_tenant ON events (tenant_id, seq);
 "#;
+
+/// Schema step 4: model usage per tenant, UTC day, agent and model, added to in the transaction
+/// that records each execution (so a redelivered message is never counted twice). `cost_nanos`
+/// adds up the priced calls only; `unpriced_calls` counts the others.
+pub const USAGE: &str = r#"
+CREATE TABLE usage_daily (
+    tenant_id          TEXT NOT NULL,
+    day                TEXT NOT NULL,
+    agent_id           TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    calls              INTEGER NOT NULL,
+    input_tokens       INTEGER NOT NULL,
+    output_tokens      INTEGER NOT NULL,
+    cache_read_tokens  INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost_nanos         INTEGER NOT NULL,
+    unpriced_calls     INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, day, agent_id, model)
+) STRICT, WITHOUT ROWID;
+"#;

@@ -1,8 +1,9 @@
 //! Sessions, their per-turn commits (one transaction), and execution records.
 
 use async_trait::async_trait;
+use chrono::NaiveDate;
 use rusqlite::{OptionalExtension, params};
-use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId};
+use switchboard_domain::{Cost, ExecutionId, ExecutionRecord, Session, SessionId, TenantId, UsageCounts, UsageRow};
 use switchboard_engine::{ExecutionLog, Page, SessionStore, StoreError, TurnCommit};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
@@ -73,6 +74,26 @@ impl SessionStore for SqliteStore {
             e.expires_at.timestamp_millis(),
             serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
+        let day = e.usage_day().to_string();
+        let usage: Vec<(String, String, [i64; 7])> = e
+            .usage_lines()
+            .into_iter()
+            .map(|l| {
+                let c = l.counts;
+                let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                let cost = c.cost_usd.map_or(0, |c| c.nanos);
+                let numbers = [
+                    c.calls,
+                    c.input_tokens,
+                    c.output_tokens,
+                    c.cache_read_tokens,
+                    c.cache_write_tokens,
+                    cost,
+                    c.unpriced_calls,
+                ];
+                (l.agent_id.to_string(), l.model, numbers.map(n))
+            })
+            .collect();
         self.db
             .call(move |c| {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -115,6 +136,22 @@ impl SessionStore for SqliteStore {
                         return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
                     }
                     Err(e) => return Err(e.into()),
+                }
+                for (agent, model, [calls, input, output, read, write, cost, unpriced]) in &usage {
+                    tx.prepare_cached(
+                        "INSERT INTO usage_daily (tenant_id, day, agent_id, model, calls, input_tokens, output_tokens,
+                                                  cache_read_tokens, cache_write_tokens, cost_nanos, unpriced_calls)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (tenant_id, day, agent_id, model) DO UPDATE SET
+                             calls = calls + excluded.calls,
+                             input_tokens = input_tokens + excluded.input_tokens,
+                             output_tokens = output_tokens + excluded.output_tokens,
+                             cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+                             cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+                             cost_nanos = cost_nanos + excluded.cost_nanos,
+                             unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+                    )?
+                    .execute(params![t, day, agent, model, calls, input, output, read, write, cost, unpriced])?;
                 }
                 tx.commit()?;
                 Ok(Ok(()))
@@ -200,9 +237,60 @@ impl ExecutionLog for SqliteStore {
         }
         Ok(Page { items, next_cursor: if more { last } else { None } })
     }
+
+    async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
+        self.usage_rows(tenant, from, to).await
+    }
 }
 
 impl SqliteStore {
+    async fn usage_rows(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
+        let (t, from, to) = (tenant.to_string(), from.to_string(), to.to_string());
+        type Raw = (String, String, String, [i64; 7]);
+        let raw: Vec<Raw> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT day, agent_id, model, calls, input_tokens, output_tokens, cache_read_tokens,
+                            cache_write_tokens, cost_nanos, unpriced_calls
+                     FROM usage_daily WHERE tenant_id = ?1 AND day >= ?2 AND day <= ?3
+                     ORDER BY day, agent_id, model",
+                )?;
+                let rows = stmt
+                    .query_map(params![t, from, to], |r| {
+                        let mut n = [0i64; 7];
+                        for (i, slot) in n.iter_mut().enumerate() {
+                            *slot = r.get(3 + i)?;
+                        }
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, n))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        raw.into_iter()
+            .map(|(day, agent, model, n)| {
+                let u = |i: usize| u64::try_from(n[i]).unwrap_or(0);
+                let counts = UsageCounts {
+                    calls: u(0),
+                    input_tokens: u(1),
+                    output_tokens: u(2),
+                    cache_read_tokens: u(3),
+                    cache_write_tokens: u(4),
+                    cost_usd: (u(0) > u(6)).then(|| Cost::from_nanos(u(5))),
+                    unpriced_calls: u(6),
+                };
+                Ok(UsageRow {
+                    day: day.parse().map_err(|e| StoreError::Corrupt(format!("usage day {day}: {e}")))?,
+                    agent_id: agent.parse().map_err(|e| StoreError::Corrupt(format!("usage agent {agent}: {e}")))?,
+                    model,
+                    counts,
+                })
+            })
+            .collect()
+    }
+
     async fn all_sessions(&self, tenant: &TenantId, conversation_id: &str) -> Result<Vec<Session>, StoreError> {
         let (t, c) = (tenant.to_string(), conversation_id.to_owned());
         let bodies: Vec<String> = self

@@ -171,6 +171,8 @@ impl Executor {
             tool_calls: vec![],
             actions: vec![action],
             token_usage: TokenUsage::default(),
+            cost_usd: Some(switchboard_domain::Cost::ZERO),
+            price_version: Some(deps.prices.version.clone()),
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             created_at: now,
             children: vec![],

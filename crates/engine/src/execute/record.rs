@@ -7,7 +7,7 @@ use chrono::Duration as ChronoDuration;
 use serde_json::json;
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::{
-    Action, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, Session, TokenUsage,
+    Action, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, Session, TokenUsage,
 };
 
 use crate::model_call::elapsed_ms;
@@ -32,6 +32,8 @@ pub(crate) fn blank(deps: &Deps, item: &WorkItem, session: &Session, started: In
         tool_calls: vec![],
         actions: vec![],
         token_usage: TokenUsage::default(),
+        cost_usd: Some(Cost::ZERO),
+        price_version: Some(deps.prices.version.clone()),
         latency_ms: elapsed_ms(started),
         created_at: now,
         children: vec![],

@@ -253,6 +253,7 @@ impl Loop<'_> {
         }
         record.actions = std::mem::take(&mut self.state.actions);
         record.session_id = self.state.session.session_id;
+        record.cost_usd = record.total_cost();
         record.latency_ms = elapsed_ms(started);
         self.state.session.updated_at = deps.clock.now();
         self.state.session.version += 1;

@@ -14,6 +14,8 @@ mod webhooks;
 
 use std::sync::Arc;
 
+use switchboard_domain::PriceTable;
+
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
 pub use conversations::{ConversationError, ConversationLog, Conversations, LoggedMessage, Sent};
@@ -38,6 +40,8 @@ pub struct Deps {
     pub model: Arc<dyn Model>,
     pub webhooks: Arc<dyn WebhookCaller>,
     pub clock: Arc<dyn Clock>,
+    /// What model calls cost; each call's record carries its cost at this table.
+    pub prices: Arc<PriceTable>,
 }
 
 impl std::fmt::Debug for Deps {

@@ -1,13 +1,15 @@
 //! Sessions, their per-turn commits, and the execution records those commits write.
 
 use async_trait::async_trait;
-use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId};
+use chrono::NaiveDate;
+use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId, UsageRow};
 
 use super::{Page, StoreError};
 
 /// Everything one turn writes, committed atomically: the sessions it changed (each conditional
 /// on the version it read, `None` for a new session) and its execution record (conditional on
-/// no record existing for the same source). In DynamoDB this is one `TransactWriteItems`.
+/// no record existing for the same source), and what the record adds to the tenant's daily usage
+/// (so a source is counted once). In DynamoDB this is one `TransactWriteItems`.
 #[derive(Debug, Clone)]
 pub struct TurnCommit {
     pub sessions: Vec<SessionWrite>,
@@ -59,4 +61,7 @@ pub trait ExecutionLog: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<Page<ExecutionRecord>, StoreError>;
+    /// The tenant's model usage on the UTC days `from..=to`, one row per day, agent and model
+    /// with calls in it, ordered by day, agent, model. Usage outlives the execution records.
+    async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError>;
 }
