@@ -10,7 +10,8 @@ use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::error::SdkError;
 use aws_sdk_bedrockruntime::operation::converse::{ConverseError, ConverseOutput};
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock as BContent, ConversationRole, ConverseOutput as BOutput, InferenceConfiguration, Message as BMessage,
+    CachePointBlock, CachePointType, CitationGeneratedContent, ContentBlock as BContent, ConversationRole,
+    ConverseOutput as BOutput, GuardrailConfiguration, GuardrailTrace, InferenceConfiguration, Message as BMessage,
     StopReason as BStop, SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
     ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
@@ -45,15 +46,28 @@ impl Model for BedrockModel {
                 (!request.config.stop_sequences.is_empty()).then(|| request.config.stop_sequences.clone()),
             )
             .build();
-        let system =
-            (!request.system.trim().is_empty()).then(|| vec![SystemContentBlock::Text(request.system.clone())]);
+        let mut system = Vec::new();
+        if !request.system.trim().is_empty() {
+            system.push(SystemContentBlock::Text(request.system.clone()));
+            if request.config.prompt_caching {
+                system.push(SystemContentBlock::CachePoint(cache_point()?));
+            }
+        }
+        let guardrail = request.config.guardrail.as_ref().map(|g| {
+            GuardrailConfiguration::builder()
+                .guardrail_identifier(&g.id)
+                .guardrail_version(&g.version)
+                .trace(if g.trace { GuardrailTrace::Enabled } else { GuardrailTrace::Disabled })
+                .build()
+        });
         let call = self
             .client
             .converse()
             .model_id(&request.model)
-            .set_system(system)
+            .set_system((!system.is_empty()).then_some(system))
             .set_messages(Some(messages))
             .set_tool_config(tools)
+            .set_guardrail_config(guardrail)
             .inference_config(inference);
         match call.send().await {
             Ok(out) => from_output(request, &out),
@@ -89,6 +103,11 @@ fn classify(err: &SdkError<ConverseError>) -> ModelError {
         SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
         _ => ModelError::Rejected(text),
     }
+}
+
+/// A prompt-cache checkpoint: everything before it (system prompt, tool definitions) is cached.
+fn cache_point() -> Result<CachePointBlock, ModelError> {
+    CachePointBlock::builder().r#type(CachePointType::Default).build().map_err(rejected)
 }
 
 fn rejected(e: impl std::fmt::Display) -> ModelError {
@@ -153,11 +172,27 @@ fn tool_config(request: &ModelRequest) -> Result<Option<ToolConfiguration>, Mode
             .map_err(rejected)?;
         tools.push(Tool::ToolSpec(spec));
     }
+    if request.config.prompt_caching {
+        tools.push(Tool::CachePoint(cache_point()?));
+    }
     ToolConfiguration::builder().set_tools(Some(tools)).build().map(Some).map_err(rejected)
+}
+
+/// A content block's kind, for the log of what was dropped.
+fn block_kind(b: &BContent) -> &'static str {
+    match b {
+        BContent::ReasoningContent(_) => "reasoning",
+        BContent::Image(_) => "image",
+        BContent::Document(_) => "document",
+        BContent::Video(_) => "video",
+        BContent::GuardContent(_) => "guard_content",
+        _ => "other",
+    }
 }
 
 fn from_output(request: &ModelRequest, out: &ConverseOutput) -> Result<ModelResponse, ModelError> {
     let mut content = Vec::new();
+    let mut dropped = Vec::new();
     if let Some(BOutput::Message(message)) = out.output() {
         for block in message.content() {
             match block {
@@ -167,10 +202,23 @@ fn from_output(request: &ModelRequest, out: &ConverseOutput) -> Result<ModelResp
                     name: u.name().to_owned(),
                     input: from_document(u.input()),
                 }),
-                // Reasoning, citations, images: nothing the engine acts on.
-                _ => {}
+                // The text of an answer with citations is the answer; the citations (sources
+                // of a document the engine never sends) are dropped.
+                BContent::CitationsContent(c) => {
+                    for part in c.content() {
+                        if let CitationGeneratedContent::Text(text) = part {
+                            content.push(ContentBlock::Text { text: text.clone() });
+                        }
+                    }
+                }
+                // Reasoning is dropped: the engine never asks for it, keeps no reasoning in the
+                // transcript, and a reply must not show it to the customer.
+                other => dropped.push(block_kind(other)),
             }
         }
+    }
+    if !dropped.is_empty() {
+        tracing::debug!(blocks = ?dropped, "Converse content the engine does not use was dropped");
     }
     let stop_reason = match out.stop_reason() {
         BStop::EndTurn => StopReason::EndTurn,

@@ -239,3 +239,61 @@ async fn prompt_cache_tokens_are_counted_apart_from_fresh_input() {
     let u = response.usage;
     assert_eq!((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens), (11, 7, 300, 40));
 }
+
+#[tokio::test]
+async fn prompt_caching_adds_cache_points_and_a_guardrail_goes_with_every_call() {
+    let fake = FakeBedrock::start(vec![Reply::text("ok")]).await;
+    let mut request = simple_request();
+    request.system = "You help.".into();
+    request.tools = vec![ToolSpec {
+        name: "lookup_order".into(),
+        description: "Finds an order.".into(),
+        input_schema: json!({"type": "object"}),
+    }];
+    request.config.prompt_caching = true;
+    request.config.guardrail =
+        Some(switchboard_domain::GuardrailConfig { id: "gr1abc".into(), version: "3".into(), trace: true });
+    model(&fake, fast(1)).await.converse(&request).await.unwrap();
+    let (_, body) = &fake.requests()[0];
+    // the checkpoint follows the system prompt and the tool definitions
+    assert_eq!(body["system"], json!([{"text": "You help."}, {"cachePoint": {"type": "default"}}]), "{body}");
+    let tools = body["toolConfig"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[1], json!({"cachePoint": {"type": "default"}}));
+    assert_eq!(
+        body["guardrailConfig"],
+        json!({"guardrailIdentifier": "gr1abc", "guardrailVersion": "3", "trace": "enabled"}),
+        "{body}"
+    );
+    // and without either, neither is sent
+    let plain = FakeBedrock::start(vec![Reply::text("ok")]).await;
+    request.config.prompt_caching = false;
+    request.config.guardrail = None;
+    model(&plain, fast(1)).await.converse(&request).await.unwrap();
+    let (_, body) = &plain.requests()[0];
+    assert_eq!(body["system"], json!([{"text": "You help."}]));
+    assert!(body.get("guardrailConfig").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn reasoning_is_dropped_and_the_text_of_a_cited_answer_kept() {
+    let Reply::Ok(mut answer) = Reply::text("unused") else { panic!() };
+    answer["output"]["message"]["content"] = json!([
+        {"reasoningContent": {"reasoningText": {"text": "The customer wants order status.", "signature": "sig"}}},
+        {"citationsContent": {
+            "content": [{"text": "Orders ship in 2 days."}],
+            "citations": [{"title": "policy", "location": {"documentChar": {"documentIndex": 0, "start": 0, "end": 10}},
+                           "sourceContent": [{"text": "ship in 2 days"}]}]
+        }},
+        {"text": "Anything else?"}
+    ]);
+    let fake = FakeBedrock::start(vec![Reply::Ok(answer)]).await;
+    let response = model(&fake, fast(1)).await.converse(&simple_request()).await.unwrap();
+    assert_eq!(
+        response.content,
+        vec![
+            ContentBlock::Text { text: "Orders ship in 2 days.".into() },
+            ContentBlock::Text { text: "Anything else?".into() },
+        ]
+    );
+}

@@ -55,6 +55,63 @@ pub struct ModelConfig {
     /// an open circuit (never after a refused request, which the next model would refuse too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_models: Vec<String>,
+    /// Ask the provider to cache the system prompt and the tool definitions between calls
+    /// (Bedrock `cachePoint`, Anthropic `cache_control`); OpenAI caches long prompts by itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_caching: bool,
+    /// A Bedrock guardrail applied to every call of the agent (Bedrock models only: another
+    /// provider refuses a call that carries one rather than answer unguarded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<GuardrailConfig>,
+}
+
+/// Which Bedrock guardrail checks an agent's calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GuardrailConfig {
+    /// The guardrail's id or ARN.
+    pub id: String,
+    /// A version number, or `DRAFT`.
+    pub version: String,
+    /// Return the guardrail's assessment trace with each answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trace: bool,
+}
+
+/// A guardrail's id and version as Bedrock accepts them, on a chain of Bedrock models only (a
+/// plain id may be an alias to another provider: that provider refuses the call at run time).
+fn check_guardrail<'a>(errors: &mut ValidationErrors, g: &GuardrailConfig, chain: impl Iterator<Item = &'a String>) {
+    let id_chars = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    // arn:aws[-partition]:bedrock:<region>:<account>:guardrail/<id>
+    let arn = |s: &str| {
+        let parts: Vec<&str> = s.split(':').collect();
+        matches!(parts.as_slice(), ["arn", partition, "bedrock", region, account, resource]
+            if (*partition == "aws" || partition.starts_with("aws-"))
+                && !region.is_empty() && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
+                && resource.strip_prefix("guardrail/").is_some_and(id_chars))
+    };
+    let version_ok = g.version == "DRAFT"
+        || (!g.version.starts_with('0')
+            && (1..=8).contains(&g.version.len())
+            && g.version.bytes().all(|b| b.is_ascii_digit()));
+    if g.id.len() > 2048 || !(id_chars(&g.id) || arn(&g.id)) {
+        errors.push("/modelConfig/guardrail/id", "must be a Bedrock guardrail id or ARN");
+    }
+    if !version_ok {
+        errors.push("/modelConfig/guardrail/version", "must be a version number or DRAFT");
+    }
+    for model in chain {
+        if let Ok(crate::ModelRef::Qualified { provider, .. }) = crate::ModelRef::parse(model)
+            && provider != crate::Provider::Bedrock
+        {
+            errors.push(
+                "/modelConfig/guardrail",
+                format!("only Bedrock models apply guardrails, and `{model}` is {provider}"),
+            );
+            break;
+        }
+    }
 }
 
 fn default_temperature() -> f32 {
@@ -72,6 +129,8 @@ impl Default for ModelConfig {
             top_p: None,
             stop_sequences: vec![],
             fallback_models: vec![],
+            prompt_caching: false,
+            guardrail: None,
         }
     }
 }
@@ -207,6 +266,9 @@ impl Agent {
             } else if *fallback == self.model || mc.fallback_models[..i].contains(fallback) {
                 errors.push(pointer, "must name a model not already in the chain");
             }
+        }
+        if let Some(g) = &mc.guardrail {
+            check_guardrail(&mut errors, g, std::iter::once(&self.model).chain(&mc.fallback_models));
         }
         if !(0.0..=1.0).contains(&mc.temperature) {
             errors.push("/modelConfig/temperature", "must be between 0 and 1");
@@ -461,6 +523,44 @@ mod tests {
 
     fn pointers(a: &Agent) -> Vec<String> {
         a.validate().err().map(|e| e.0.into_iter().map(|e| e.pointer).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_guardrail_needs_a_bedrock_id_a_version_and_a_bedrock_chain() {
+        let guard = |id: &str, version: &str| GuardrailConfig { id: id.into(), version: version.into(), trace: false };
+        let mut a = agent();
+        a.model_config.prompt_caching = true;
+        for (id, version) in [
+            ("gr1abc2def", "1"),
+            ("gr1abc2def", "DRAFT"),
+            ("arn:aws:bedrock:us-east-1:123456789012:guardrail/gr1abc2def", "12345678"),
+            ("arn:aws-us-gov:bedrock:us-gov-west-1:123456789012:guardrail/x1", "2"),
+        ] {
+            a.model_config.guardrail = Some(guard(id, version));
+            assert_eq!(pointers(&a), Vec::<String>::new(), "{id} {version}");
+        }
+        for (id, version, at) in [
+            ("Gr1", "1", "/modelConfig/guardrail/id"),
+            ("", "1", "/modelConfig/guardrail/id"),
+            ("arn:aws:bedrock:us-east-1:1234:guardrail/x", "1", "/modelConfig/guardrail/id"),
+            ("arn:aws:s3:us-east-1:123456789012:guardrail/x", "1", "/modelConfig/guardrail/id"),
+            ("gr1", "0", "/modelConfig/guardrail/version"),
+            ("gr1", "draft", "/modelConfig/guardrail/version"),
+            ("gr1", "123456789", "/modelConfig/guardrail/version"),
+        ] {
+            a.model_config.guardrail = Some(guard(id, version));
+            assert_eq!(pointers(&a), [at], "{id} {version}");
+        }
+        // another provider anywhere in the chain would answer unguarded
+        a.model_config.guardrail = Some(guard("gr1", "1"));
+        a.model_config.fallback_models = vec!["bedrock:amazon.nova-lite-v1:0".into(), "openai:gpt-4o-mini".into()];
+        assert_eq!(pointers(&a), ["/modelConfig/guardrail"]);
+        // and the fields round-trip in camelCase
+        let json = serde_json::to_value(&a.model_config).unwrap();
+        assert_eq!(
+            (json["promptCaching"].clone(), json["guardrail"]["id"].clone()),
+            (serde_json::json!(true), serde_json::json!("gr1"))
+        );
     }
 
     #[test]

@@ -22,7 +22,9 @@ pub mod trigger;
 pub mod validation;
 pub mod webhook;
 
-pub use agent::{Agent, AgentStatus, AgentStep, AgentType, HandoffBehavior, HistoryConfig, ModelConfig};
+pub use agent::{
+    Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig,
+};
 pub use condition::{ConditionError, Conditions};
 pub use cost::{Cost, Price, PriceTable, UsageCounts, UsageLine, UsageRow};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};

@@ -60,7 +60,13 @@ pub fn request_body(request: &ModelRequest) -> Value {
         "messages": messages,
         "temperature": float(config.temperature),
     });
-    if !request.system.trim().is_empty() {
+    // The prompt is cached up to the breakpoint: tools come first, then the system prompt, so
+    // one breakpoint on the system prompt (else on the last tool) caches both.
+    let cache = json!({"type": "ephemeral"});
+    let has_system = !request.system.trim().is_empty();
+    if has_system && config.prompt_caching {
+        body["system"] = json!([{"type": "text", "text": request.system, "cache_control": cache}]);
+    } else if has_system {
         body["system"] = json!(request.system);
     }
     if let Some(top_p) = config.top_p {
@@ -75,6 +81,12 @@ pub fn request_body(request: &ModelRequest) -> Value {
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if config.prompt_caching
+            && !has_system
+            && let Some(last) = body["tools"].as_array_mut().and_then(|t| t.last_mut())
+        {
+            last["cache_control"] = cache;
+        }
     }
     body
 }

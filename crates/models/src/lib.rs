@@ -180,6 +180,13 @@ impl Model for Models {
         let Some(adapter) = self.providers.get(&provider) else {
             return Err(ModelError::Unauthorized(self.check(&request.model).err().unwrap_or_default()));
         };
+        if request.config.guardrail.is_some() && !matches!(provider, Provider::Bedrock | Provider::Scripted) {
+            // Answering without the guardrail the agent asked for would be worse than not at all.
+            return Err(ModelError::Rejected(format!(
+                "the agent's guardrail applies to Bedrock models only, and `{}` is {provider}",
+                request.model
+            )));
+        }
         let key = format!("{provider}:{model}");
         self.breakers.admit(&key)?;
         let mut call = request.clone();
@@ -274,5 +281,20 @@ mod tests {
         let without = DefaultModel::new(Arc::new(Echo), None);
         let err = without.converse(&request("")).await.unwrap_err();
         assert!(matches!(&err, ModelError::Rejected(m) if m.contains("--default-model")), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_guardrail_is_never_dropped_on_the_way_to_another_provider() {
+        let models = Models::default()
+            .with_provider(Provider::OpenAi, Arc::new(Echo))
+            .with_provider(Provider::Bedrock, Arc::new(Echo));
+        let mut guarded = request("openai:gpt-4o-mini");
+        guarded.config.guardrail =
+            Some(switchboard_domain::GuardrailConfig { id: "gr1".into(), version: "1".into(), trace: false });
+        let err = models.converse(&guarded).await.unwrap_err();
+        assert!(matches!(&err, ModelError::Rejected(m) if m.contains("Bedrock models only")), "{err:?}");
+        assert!(!err.falls_back(), "the next model would refuse it too");
+        guarded.model = "anthropic.claude-3-haiku-20240307-v1:0".into();
+        assert_eq!(models.converse(&guarded).await.unwrap().model, "bedrock:anthropic.claude-3-haiku-20240307-v1:0");
     }
 }

@@ -426,6 +426,24 @@ async fn messages_gets_the_version_header_the_system_field_and_tool_results_with
 }
 
 #[tokio::test]
+async fn messages_prompt_caching_puts_a_breakpoint_on_the_system_prompt_or_else_the_last_tool() {
+    let kit = &kits()[1];
+    let fake = start(kit, vec![messages::text("ok"), messages::text("ok")]).await;
+    let models = kit.models(&fake, 1, None);
+    let mut request = tool_loop_request("anthropic:claude-3-5-haiku-latest");
+    request.config.prompt_caching = true;
+    models.converse(&request).await.unwrap();
+    request.system = String::new();
+    models.converse(&request).await.unwrap();
+    let sent = fake.received();
+    let cache = json!({"type": "ephemeral"});
+    assert_eq!(sent[0].body["system"], json!([{"type": "text", "text": "Be brief.", "cache_control": cache}]));
+    assert!(sent[0].body["tools"][0].get("cache_control").is_none());
+    assert!(sent[1].body.get("system").is_none());
+    assert_eq!(sent[1].body["tools"][0]["cache_control"], cache);
+}
+
+#[tokio::test]
 async fn messages_thinking_blocks_are_dropped_and_text_beside_tool_use_kept() {
     let kit = &kits()[1];
     let fake = start(kit, vec![messages::tool_uses(&[("toolu_1", "lookup_order", json!({"orderId": "A-1"}))])]).await;
