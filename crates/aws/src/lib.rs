@@ -21,5 +21,5 @@ pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::DynamoStore;
 pub use eventbridge::EventBridgeBus;
 pub use s3::{ArchiveError, S3Archive};
-pub use secrets::SecretsManagerSecrets;
+pub use secrets::{SecretsManagerSecrets, secret_variables};
 pub use sqs::SqsWorkQueue;

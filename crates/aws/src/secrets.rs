@@ -91,3 +91,28 @@ impl Secrets for SecretsManagerSecrets {
         Ok(value)
     }
 }
+
+/// The variables held by one secret whose value is a JSON object of names to strings
+/// (`{"OPENAI_API_KEY": "sk-…"}`): how a Lambda function gets provider keys without putting them
+/// in its environment. Read once per container; the values are never logged.
+pub async fn secret_variables(client: &Client, secret_id: &str) -> Result<HashMap<String, String>, String> {
+    let out = client.get_secret_value().secret_id(secret_id).send().await.map_err(|e| {
+        let f = describe("GetSecretValue", &e);
+        format!("reading the secret {secret_id}: {}", f.message)
+    })?;
+    let text = out.secret_string().ok_or_else(|| format!("the secret {secret_id} holds no string"))?;
+    // The value is never echoed: a parse error names only the position.
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "the secret {secret_id} must be a JSON object of variable names to strings (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
+    map.into_iter()
+        .map(|(name, value)| match value {
+            serde_json::Value::String(v) => Ok((name, v)),
+            _ => Err(format!("the secret {secret_id}: `{name}` must be a string")),
+        })
+        .collect()
+}

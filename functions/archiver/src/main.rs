@@ -5,5 +5,5 @@ use switchboard_lambda::{FunctionEnv, archiver, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    run_with(FunctionEnv::archive_from_env, archiver::serve).await
+    run_with(async |sdk| FunctionEnv::archive_from_env(sdk), archiver::serve).await
 }

@@ -9,4 +9,4 @@ pub mod event_router;
 pub mod executor;
 pub mod wiring;
 
-pub use wiring::{FunctionEnv, Wiring, run_with};
+pub use wiring::{FunctionEnv, Wiring, model_settings, run_with};

@@ -34,6 +34,13 @@ pub struct FunctionEnv {
     pub default_model: Option<String>,
     /// `SWITCHBOARD_S3_PATH_STYLE=1` for emulators.
     pub s3_path_style: bool,
+    /// `SWITCHBOARD_MODEL_SECRET`: a Secrets Manager secret (name or ARN) whose value is a JSON
+    /// object of provider variables (`{"OPENAI_API_KEY": "sk-…"}`), read once per container and
+    /// taking precedence over the environment (executor).
+    pub model_secret: Option<String>,
+    /// `SWITCHBOARD_MODEL_CONFIG`: a model configuration file in the package or a layer
+    /// (aliases, base URLs, prices; the format of `switchboard serve --model-config`).
+    pub model_config: Option<std::path::PathBuf>,
 }
 
 impl FunctionEnv {
@@ -46,6 +53,8 @@ impl FunctionEnv {
             conversations_url: opt("SWITCHBOARD_CONVERSATIONS_URL"),
             default_model: opt("SWITCHBOARD_DEFAULT_MODEL_ID"),
             s3_path_style: opt("SWITCHBOARD_S3_PATH_STYLE").is_some_and(|v| v == "1" || v == "true"),
+            model_secret: opt("SWITCHBOARD_MODEL_SECRET"),
+            model_config: opt("SWITCHBOARD_MODEL_CONFIG").map(Into::into),
         })
     }
 
@@ -72,18 +81,38 @@ pub async fn load_sdk_config() -> SdkConfig {
 /// invocation, so Lambda reports an init failure naming it. With `SWITCHBOARD_INIT_ONLY=1` it
 /// returns once the state is built (start-up measurements, `docs/benchmarks.md`).
 pub async fn run_with<S>(
-    setup: impl FnOnce(&SdkConfig) -> Result<S, String>,
+    setup: impl AsyncFnOnce(&SdkConfig) -> Result<S, String>,
     serve: impl AsyncFnOnce(&S) -> Result<(), lambda_runtime::Error>,
 ) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let sdk = load_sdk_config().await;
-    let state = setup(&sdk)?;
+    let state = setup(&sdk).await?;
     if init_only() {
         return Ok(());
     }
     // Boxed: the runtime's future nests deeply enough that one more layer of async fn would
     // exceed the compiler's layout query depth in the binaries.
     Box::pin(serve(&state)).await
+}
+
+/// The model providers' settings of a function: the variables of `env.model_secret` (if set)
+/// over the process environment `process`, and `env.model_config`'s file (if set) over both.
+pub async fn model_settings(
+    clients: &AwsClients,
+    env: &FunctionEnv,
+    process: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelSettings, String> {
+    let from_secret = match &env.model_secret {
+        Some(id) => switchboard_aws::secret_variables(&clients.secretsmanager, id)
+            .await
+            .map_err(|e| format!("SWITCHBOARD_MODEL_SECRET: {e}"))?,
+        None => std::collections::HashMap::new(),
+    };
+    let lookup = |name: &str| from_secret.get(name).cloned().or_else(|| process(name));
+    match &env.model_config {
+        Some(path) => ModelSettings::from_file(path, &lookup).map_err(|e| format!("SWITCHBOARD_MODEL_CONFIG: {e}")),
+        None => ModelSettings::from_env(&lookup).map_err(|e| e.to_string()),
+    }
 }
 
 /// Whether the binary should stop once its clients are built.
@@ -167,7 +196,7 @@ impl Wiring {
     /// The deployed wiring: clients from `sdk`; the Conversations client signs with the same
     /// credentials; webhook tools obey the production policy (`https` only, public addresses
     /// only: [`WebhookPolicy::default`]).
-    pub fn new(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
+    pub async fn new(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
         let clients = AwsClients::new(sdk);
         let conversations: Arc<dyn Conversations> = match &env.conversations_url {
             Some(url) => Arc::new(
@@ -177,7 +206,7 @@ impl Wiring {
         };
         // Bedrock by default; OpenAI-compatible and Anthropic endpoints when their variables are
         // set (the same settings as `switchboard serve`), every provider behind one retry policy.
-        let settings = ModelSettings::from_env(&|name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
+        let settings = model_settings(&clients, env, &|name| std::env::var(name).ok()).await?;
         let model = Models::from_settings(&settings)?
             .with_provider(Provider::Bedrock, Arc::new(BedrockModel::new(clients.bedrock.clone())));
         let prices = settings.prices;
@@ -185,8 +214,8 @@ impl Wiring {
     }
 
     /// [`Wiring::new`] from the function's environment ([`FunctionEnv::from_env`]).
-    pub fn from_env(sdk: &SdkConfig) -> Result<Self, String> {
-        Self::new(sdk, &FunctionEnv::from_env()?)
+    pub async fn from_env(sdk: &SdkConfig) -> Result<Self, String> {
+        Self::new(sdk, &FunctionEnv::from_env()?).await
     }
 
     /// Wiring with explicit clients, Conversations adapter, model and webhook policy (tests,

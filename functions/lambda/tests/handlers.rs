@@ -147,6 +147,8 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
         conversations_url: Some(conversations.base_url.clone()),
         default_model: Some("anthropic.claude-3-haiku-20240307-v1:0".into()),
         s3_path_style: true,
+        model_secret: None,
+        model_config: None,
     };
     let clients = counted_clients(&sdk, bedrock.client(Some(counter.clone())).await, &counter);
     let adapter: Arc<dyn Model> = Arc::new(BedrockModel::new(clients.bedrock.clone()));
@@ -1013,4 +1015,73 @@ async fn the_deployed_webhook_policy_refuses_a_loopback_receiver() {
     assert_eq!(record.status, ExecutionStatus::Success);
     assert!(record.tool_calls[0].is_error);
     assert_eq!(record.tool_calls[0].webhook.as_ref().unwrap().outcome, "blocked");
+}
+
+// ---- provider keys from Secrets Manager ------------------------------------------------------------
+
+async fn model_secret(sdk: &aws_config::SdkConfig, value: &str) -> String {
+    // Secret names are global on the shared emulator: a fresh one per call.
+    let name = format!("switchboard/models-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    aws_sdk_secretsmanager::Client::new(sdk).create_secret().name(&name).secret_string(value).send().await.unwrap();
+    name
+}
+
+fn env_with_secret(names: &AwsNames, secret: Option<String>) -> FunctionEnv {
+    FunctionEnv {
+        names: names.clone(),
+        archive_bucket: None,
+        conversations_url: None,
+        default_model: None,
+        s3_path_style: true,
+        model_secret: secret,
+        model_config: None,
+    }
+}
+
+#[tokio::test]
+async fn provider_keys_come_from_the_model_secret_before_the_environment() {
+    use switchboard_testkit::providers::{FakeProvider, Wire, chat};
+    let w = world(vec![], false).await;
+    let sm = switchboard_aws::AwsClients::new(&w.sdk);
+    let fake = FakeProvider::start(Wire::ChatCompletions, vec![chat::text("hello")]).await;
+    let secret = json!({ "OPENAI_API_KEY": "sk-from-secret", "OPENAI_BASE_URL": fake.base_url }).to_string();
+    let env = env_with_secret(&w.names, Some(model_secret(&w.sdk, &secret).await));
+    // given a process environment holding another key for the same provider
+    let process = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-from-environment".to_owned());
+    let settings = switchboard_lambda::model_settings(&sm, &env, &process).await.unwrap();
+    // when a call goes out, the secret's key is the one sent
+    let models = switchboard_models::Models::from_settings(&settings).unwrap();
+    let request = ModelRequest {
+        model: "openai:gpt-4o-mini".into(),
+        system: String::new(),
+        messages: vec![switchboard_domain::Message::user_text("hi")],
+        tools: vec![],
+        config: switchboard_domain::ModelConfig::default(),
+        deadline: None,
+    };
+    models.converse(&request).await.unwrap();
+    assert_eq!(fake.received()[0].header("authorization"), Some("Bearer sk-from-secret"));
+    // and without a secret the environment's key is used
+    let plain = switchboard_lambda::model_settings(&sm, &env_with_secret(&w.names, None), &process).await.unwrap();
+    assert_eq!(plain.openai.unwrap().api_key.unwrap().expose(), "sk-from-environment");
+}
+
+#[tokio::test]
+async fn a_model_secret_that_is_missing_or_malformed_stops_the_start_without_showing_its_value() {
+    let w = world(vec![], false).await;
+    let sm = switchboard_aws::AwsClients::new(&w.sdk);
+    let none = |_: &str| None;
+    let missing = env_with_secret(&w.names, Some("switchboard/no-such-secret".into()));
+    let err = switchboard_lambda::model_settings(&sm, &missing, &none).await.unwrap_err();
+    assert!(err.starts_with("SWITCHBOARD_MODEL_SECRET") && err.contains("switchboard/no-such-secret"), "{err}");
+    for (value, says) in [
+        ("sk-live-not-json", "must be a JSON object"),
+        ("[\"sk-live-in-a-list\"]", "must be a JSON object"),
+        ("{\"OPENAI_API_KEY\": 42}", "`OPENAI_API_KEY` must be a string"),
+    ] {
+        let env = env_with_secret(&w.names, Some(model_secret(&w.sdk, value).await));
+        let err = switchboard_lambda::model_settings(&sm, &env, &none).await.unwrap_err();
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("sk-live"), "the value leaked: {err}");
+    }
 }
