@@ -16,7 +16,7 @@ use switchboard_domain::input::record_from_input;
 use switchboard_domain::{
     AgentId, AgentStatus, AgentType, SkillId, SystemTool, TenantId, ToolId, TriggerId, TriggerStatus, ValidationErrors,
 };
-use switchboard_engine::{ConfigKind, ConfigRecord, ConfigWriteError};
+use switchboard_engine::{Bundle, ConfigKind, ConfigRecord, ConfigWriteError};
 
 use crate::auth::Caller;
 use crate::routes::{known_tenant, page_limit, query};
@@ -127,7 +127,7 @@ fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
     }
 }
 
-fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
+pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
     serde_json::from_slice(bytes)
         .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("not valid JSON: {e}"))))
 }
@@ -272,4 +272,93 @@ pub(crate) async fn delete(
     let expected = if_match(&headers)?;
     state.config_service().delete(&t, kind, &id, expected).await.map_err(|e| refused(kind, &id, e))?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApplyQuery {
+    #[serde(rename = "dryRun")]
+    dry_run: Option<bool>,
+}
+
+/// `POST /tenants` (admin): `{tenantId, name}`; 201, or 409 when the tenant exists.
+pub(crate) async fn create_tenant(
+    State(state): State<ApiState>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    if caller != Caller::Admin {
+        // A tenant key cannot tell which tenants exist, nor make one.
+        return Err(Problem::not_found("no such route"));
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct NewTenant {
+        tenant_id: String,
+        name: String,
+    }
+    let v = body_json(&body)?;
+    let new: NewTenant = serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
+        Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+    })?;
+    let mut errors = ValidationErrors::default();
+    let tenant = new.tenant_id.parse::<TenantId>().map_err(|e| errors.push("/tenantId", e.to_string())).ok();
+    let name = new.name.trim();
+    if name.is_empty() || name.chars().count() > switchboard_domain::limits::MAX_NAME_LEN {
+        errors.push("/name", format!("must be 1 to {} characters", switchboard_domain::limits::MAX_NAME_LEN));
+    }
+    errors.into_result().map_err(Problem::invalid)?;
+    let Some(tenant) = tenant else { return Err(Problem::internal()) };
+    if !state.admin.create_tenant(&tenant, name).await? {
+        return Err(Problem::conflict(format!("tenant '{tenant}' already exists")));
+    }
+    let mut res = (StatusCode::CREATED, Json(json!({ "tenantId": tenant, "name": name }))).into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{tenant}")) {
+        res.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(res)
+}
+
+/// `POST /tenants/{t}/apply[?dryRun=true]`: a whole tenant bundle (the `--tenant` file format),
+/// created or updated record by record, reporting what changed. An admin may apply a bundle of a
+/// tenant that does not exist yet, which creates it; a tenant key only its own.
+pub(crate) async fn apply(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<ApplyQuery>, axum::extract::rejection::QueryRejection>,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    let q = crate::routes::query(q)?;
+    let no_tenant = || Problem::not_found(format!("no tenant '{tenant_raw}'"));
+    let t: TenantId = tenant_raw.parse().map_err(|_| no_tenant())?;
+    if !caller.may_access(&t) {
+        return Err(no_tenant());
+    }
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| Problem::invalid(ValidationErrors::single("", "the body must be UTF-8 JSON")))?;
+    // The wrong tenant is said first, whatever else is wrong with the bundle.
+    if let Some(other) = body_json(&body)?.get("tenantId").and_then(Value::as_str)
+        && other != t.as_str()
+    {
+        return Err(Problem::invalid(ValidationErrors::single(
+            "/tenantId",
+            format!("must be '{t}', the tenant of the path"),
+        )));
+    }
+    let bundle = Bundle::parse(text, state.executor.deps().clock.as_ref()).map_err(Problem::invalid)?;
+    let create = caller == Caller::Admin;
+    let report =
+        bundle.apply(&state.config_service(), create, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
+            ConfigWriteError::NotFound => no_tenant(),
+            ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
+            ConfigWriteError::VersionMismatch { .. } => {
+                Problem::conflict("a record changed while the bundle was applied; apply it again")
+            }
+            ConfigWriteError::InUse(users) => Problem::conflict(format!("still used by {}", users.join(", "))),
+            ConfigWriteError::Store(e) => e.into(),
+        })?;
+    Ok(Json(report).into_response())
 }

@@ -54,6 +54,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/usage", get(usage))
+        .route("/tenants", post(config::create_tenant))
+        .route("/tenants/{tenant}/apply", post(config::apply))
         .route("/tenants/{tenant}/events", get(list_events))
         .route("/tenants/{tenant}/events/stream", get(stream_events))
         .fallback(|| async { Problem::not_found("no such route") })

@@ -51,6 +51,9 @@ enum Command {
     Executions(ExecutionArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
     Usage(UsageArgs),
+    /// Create or update a whole tenant bundle (agents, triggers, tools, skills) on a running
+    /// server or the AWS profile's API, printing what changed.
+    Apply(ApplyCommand),
     /// Run the example tenant's order system: a webhook receiver that verifies signatures.
     ExampleReceiver(receiver::ReceiverArgs),
 }
@@ -69,6 +72,14 @@ struct SessionArgs {
     remote: client::Remote,
     #[command(subcommand)]
     verb: client::SessionVerb,
+}
+
+#[derive(Debug, clap::Args)]
+struct ApplyCommand {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(flatten)]
+    args: client::ApplyArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -116,6 +127,7 @@ fn main() -> ExitCode {
             Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
             Command::Executions(a) => client::executions(&a.remote, a.verb).await,
             Command::Usage(a) => client::usage(&a.remote, a.range).await,
+            Command::Apply(a) => client::apply(&a.remote, a.args).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,
         }
     });

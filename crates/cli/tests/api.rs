@@ -345,6 +345,11 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
     }
     corpus.push((Method::GET, "/tenants/acme/events/stream".into(), None));
+    let acme_bundle: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples().join("tenant.json")).unwrap()).unwrap();
+    corpus.push((Method::POST, "/tenants/acme/apply".into(), Some(acme_bundle.clone())));
+    corpus.push((Method::POST, "/tenants/acme/apply?dryRun=true".into(), Some(acme_bundle)));
+    corpus.push((Method::POST, "/tenants".into(), Some(json!({ "tenantId": "acme2", "name": "x" }))));
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;

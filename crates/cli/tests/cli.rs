@@ -146,3 +146,111 @@ fn without_the_aws_feature_aws_sigv4_is_refused_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--aws-sigv4 needs a switchboard built with the `aws` feature"), "{stderr}");
 }
+
+/// Runs the CLI against `server` with `key` (no `--tenant`: `apply` takes it from the bundle).
+fn apply(server: &Server, key: &str, args: &[&str]) -> Output {
+    bin().arg("apply").args(args).args(["--endpoint", &server.base]).env("SWITCHBOARD_API_KEY", key).output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_bundle_is_applied_from_nothing_then_idempotently_and_a_bad_one_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let admin = common::Api::new(&server, &server.admin);
+    let bundle_path = common::examples().join("tenant.json");
+    let bundle = bundle_path.to_str().unwrap();
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&bundle_path).unwrap()).unwrap();
+    let agent_id = doc["agents"][0]["agentId"].as_str().unwrap().to_owned();
+    let records =
+        ["agents", "triggers", "tools", "skills"].iter().map(|k| doc[k].as_array().map_or(0, Vec::len)).sum::<usize>();
+
+    // a dry run says what would happen and writes nothing, not even the tenant
+    let dry = stdout(&apply(&server, &server.admin, &["-f", bundle, "--dry-run"]));
+    assert!(dry.starts_with("tenant acme: would be created"), "{dry}");
+    assert!(dry.contains(&format!("would be created   agent {agent_id} (Front-line support)")), "{dry}");
+    assert!(
+        dry.trim_end().ends_with(&format!("{records} created, 0 updated, 0 unchanged (dry run: nothing written)")),
+        "{dry}"
+    );
+    assert_eq!(admin.get("/tenants/acme/agents").await.status, 404);
+
+    // applied: the tenant and every record are created; applied again, nothing changes
+    let first = stdout(&apply(&server, &server.admin, &["-f", bundle]));
+    assert!(first.starts_with("tenant acme: created"), "{first}");
+    assert!(first.trim_end().ends_with(&format!("{records} created, 0 updated, 0 unchanged")), "{first}");
+    let stored = admin.get(&format!("/tenants/acme/agents/{agent_id}")).await;
+    assert_eq!(stored.headers["etag"], "\"1\"");
+    let again = stdout(&apply(&server, &server.admin, &["-f", bundle]));
+    assert_eq!(again.trim(), format!("0 created, 0 updated, {records} unchanged"));
+
+    // one changed prompt: that agent alone is replaced, keeping its creation time
+    doc["agents"][0]["systemPrompt"] = Value::from("You are terse.");
+    let changed = write(dir.path(), "changed.json", &doc.to_string());
+    let out = stdout(&apply(&server, &server.admin, &["-f", &changed]));
+    assert!(out.contains(&format!("updated            agent {agent_id}")), "{out}");
+    assert!(out.trim_end().ends_with(&format!("0 created, 1 updated, {} unchanged", records - 1)), "{out}");
+    let replaced = admin.get(&format!("/tenants/acme/agents/{agent_id}")).await;
+    assert_eq!(
+        (replaced.headers["etag"].to_str().unwrap(), replaced.body["systemPrompt"].as_str()),
+        ("\"2\"", Some("You are terse."))
+    );
+    assert_eq!(replaced.body["createdAt"], stored.body["createdAt"]);
+
+    // a bundle with two bad records: every error listed, nothing written (not even its good change)
+    doc["agents"][0]["systemPrompt"] = Value::from("Changed again.");
+    doc["agents"][1]["modelConfig"] = serde_json::json!({ "temperature": 9 });
+    doc["triggers"][0]["priority"] = Value::from("high");
+    let bad = write(dir.path(), "bad.json", &doc.to_string());
+    let out = apply(&server, &server.admin, &["-f", &bad]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/agents/1/modelConfig/temperature") && err.contains("/triggers/0/priority"), "{err}");
+    let after = admin.get(&format!("/tenants/acme/agents/{agent_id}")).await;
+    assert_eq!(after.body["systemPrompt"], "You are terse.");
+
+    // another tenant's key cannot apply acme's bundle; acme's own key can, without creating
+    let other = create_tenant(&dir.path().join("data"), "other");
+    let out = apply(&server, &other, &["-f", bundle]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = bin().args(["tenants", "key", "acme", "--data-dir"]).arg(dir.path().join("data")).output().unwrap();
+    let acme_key = stdout(&key).trim().to_owned();
+    let own = stdout(&apply(&server, &acme_key, &["-f", bundle]));
+    assert!(own.contains("1 updated"), "the original prompt comes back: {own}");
+    // and a tenant key cannot create a tenant by applying a new one
+    doc["tenantId"] = Value::from("newco");
+    let newco = write(dir.path(), "newco.json", &doc.to_string());
+    assert!(!apply(&server, &acme_key, &["-f", &newco]).status.success());
+    // the path's tenant and the bundle's must agree
+    let r = admin.post("/tenants/acme/apply", doc.clone()).await;
+    assert_eq!((r.status.as_u16(), r.body["errors"][0]["pointer"].as_str()), (400, Some("/tenantId")));
+}
+
+#[tokio::test]
+async fn an_admin_creates_a_tenant_once_and_a_tenant_key_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let admin = common::Api::new(&server, &server.admin);
+    let created = admin.post("/tenants", serde_json::json!({ "tenantId": "beta", "name": "Beta Inc" })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.headers["location"], "/tenants/beta");
+    assert_eq!(admin.get("/tenants/beta/agents").await.status, 200);
+    assert_eq!(admin.post("/tenants", serde_json::json!({ "tenantId": "beta", "name": "Again" })).await.status, 409);
+    for (body, pointer) in [
+        (serde_json::json!({ "tenantId": "bad id!", "name": "x" }), "/tenantId"),
+        (serde_json::json!({ "tenantId": "ok", "name": " " }), "/name"),
+        (serde_json::json!({ "tenantId": "ok" }), ""),
+        (serde_json::json!({ "tenantId": "ok", "name": "x", "plan": "gold" }), "/plan"),
+    ] {
+        let r = admin.post("/tenants", body.clone()).await;
+        assert_eq!(r.status, 400, "{body}");
+        assert_eq!(r.body["errors"][0]["pointer"], pointer, "{body}: {}", r.body);
+    }
+    let tenant = common::Api::new(&server, &create_tenant(&dir.path().join("data"), "acme"));
+    assert_eq!(tenant.post("/tenants", serde_json::json!({ "tenantId": "gamma", "name": "G" })).await.status, 404);
+    assert_eq!(admin.get("/tenants/gamma/agents").await.status, 404);
+}

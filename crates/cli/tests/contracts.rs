@@ -523,6 +523,18 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let r = api.post(&handoff("01ARZ3NDEKTSV4RRFFQ69G5FAV"), json!({ "targetType": "human", "reason": "x" })).await;
     assert_eq!(r.status, 404);
 
+    // -- tenants: a new one, and a bundle applied to it (then again: nothing changes) ---------
+    let r = api.post("/tenants", json!({ "tenantId": "beta", "name": "Beta" })).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let mut bundle: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::examples().join("tenant.json")).unwrap()).unwrap();
+    bundle["tenantId"] = json!("beta");
+    let r = api.post("/tenants/beta/apply?dryRun=true", bundle.clone()).await;
+    assert_eq!(r.body["changes"][0]["change"], "created", "{}", r.body);
+    api.post("/tenants/beta/apply", bundle.clone()).await;
+    let r = api.post("/tenants/beta/apply", bundle).await;
+    assert!(r.body["changes"].as_array().unwrap().iter().all(|c| c["change"] == "unchanged"), "{}", r.body);
+
     // -- usage: what those turns used, by day, agent and model -------------------------------
     let usage = api.get("/tenants/acme/usage").await;
     assert!(usage.body["total"]["calls"].as_u64().unwrap() > 0, "{}", usage.body);

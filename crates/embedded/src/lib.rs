@@ -3,7 +3,6 @@
 //! conversation log, and the scripted model (a labelled test double, not an AI).
 
 pub mod api;
-pub mod bundle;
 pub mod bus;
 pub mod conversations;
 pub mod db;
@@ -15,7 +14,6 @@ pub mod secrets;
 pub mod store;
 pub mod worker;
 
-pub use bundle::Bundle;
 pub use bus::InProcessBus;
 pub use conversations::LocalConversations;
 pub use db::Db;
@@ -24,3 +22,4 @@ pub use runtime::{Embedded, EmbeddedOptions};
 pub use scripted::{SCRIPTED_MODEL_ID, ScriptedModel};
 pub use secrets::FileSecrets;
 pub use store::SqliteStore;
+pub use switchboard_engine::Bundle;

@@ -103,6 +103,19 @@ impl ConfigService {
     /// is checked before anything is written, and records are written so that what a record names
     /// is written before it (tools, skills, agents, triggers).
     pub async fn upsert_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
+        self.check_all(records).await?;
+        let order = [ConfigKind::Tool, ConfigKind::Skill, ConfigKind::Agent, ConfigKind::Trigger];
+        for kind in order {
+            for r in records.iter().filter(|r| r.kind() == kind) {
+                self.upsert(r).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What [`ConfigService::upsert_all`] would refuse: every error of every record, each under
+    /// `/<kind>/<index>`.
+    pub async fn check_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
         let mut errors = ValidationErrors::default();
         for (i, r) in records.iter().enumerate() {
             if let Err(ConfigWriteError::Invalid(e)) = self.check(r, records).await {
@@ -113,13 +126,17 @@ impl ConfigService {
             }
         }
         errors.into_result()?;
-        let order = [ConfigKind::Tool, ConfigKind::Skill, ConfigKind::Agent, ConfigKind::Trigger];
-        for kind in order {
-            for r in records.iter().filter(|r| r.kind() == kind) {
-                self.upsert(r).await?;
-            }
-        }
         Ok(())
+    }
+
+    /// The store this service reads.
+    pub fn config(&self) -> &Arc<dyn ConfigStore> {
+        &self.config
+    }
+
+    /// The store this service writes.
+    pub fn admin(&self) -> &Arc<dyn ConfigAdmin> {
+        &self.admin
     }
 
     /// Writes `record` as the next version of whatever is stored (checked by the caller).
@@ -227,7 +244,7 @@ fn references(record: &ConfigRecord) -> Vec<(String, ConfigKind, String)> {
     wanted
 }
 
-fn plural(kind: ConfigKind) -> &'static str {
+pub(crate) fn plural(kind: ConfigKind) -> &'static str {
     match kind {
         ConfigKind::Agent => "agents",
         ConfigKind::Trigger => "triggers",

@@ -11,6 +11,7 @@
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
+pub mod bundle;
 pub mod config;
 pub mod execute;
 mod fault;
@@ -21,6 +22,7 @@ pub mod ports;
 pub mod profile;
 mod tools;
 
+pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
 pub use config::{ConfigService, ConfigWriteError};
 pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::{ExecError, ExecOutcome, Executor};

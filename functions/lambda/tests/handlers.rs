@@ -1085,3 +1085,47 @@ async fn a_model_secret_that_is_missing_or_malformed_stops_the_start_without_sho
         assert!(!err.contains("sk-live"), "the value leaked: {err}");
     }
 }
+
+// ---- tenant bootstrap ----------------------------------------------------------------------------------
+
+async fn api_call(w: &World, method: &str, uri: &str, body: Option<&Value>) -> (u16, Value) {
+    let request = lambda_http::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(body.map_or(lambda_http::Body::Empty, |b| lambda_http::Body::Text(b.to_string())))
+        .unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_bundle_applied_through_the_internal_api_creates_a_tenant_in_dynamodb_once() {
+    let w = world(vec![], false).await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/support/tenant.json");
+    let mut bundle: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    bundle["tenantId"] = json!("fresh");
+    let agent = bundle["agents"][0]["agentId"].as_str().unwrap().to_owned();
+    // before: no such tenant
+    assert_eq!(api_call(&w, "GET", "/tenants/fresh/agents", None).await.0, 404);
+    // a dry run writes nothing
+    let (status, dry) = api_call(&w, "POST", "/tenants/fresh/apply?dryRun=true", Some(&bundle)).await;
+    assert_eq!((status, dry["tenantCreated"].clone()), (200, json!(true)), "{dry}");
+    assert_eq!(api_call(&w, "GET", "/tenants/fresh/agents", None).await.0, 404);
+    // applied: the tenant and its records are in DynamoDB; applied again, nothing changes
+    let (status, report) = api_call(&w, "POST", "/tenants/fresh/apply", Some(&bundle)).await;
+    assert_eq!(status, 200, "{report}");
+    assert!(report["changes"].as_array().unwrap().iter().all(|c| c["change"] == "created"), "{report}");
+    let (status, stored) = api_call(&w, "GET", &format!("/tenants/fresh/agents/{agent}"), None).await;
+    assert_eq!((status, stored["name"].clone()), (200, bundle["agents"][0]["name"].clone()));
+    let (_, again) = api_call(&w, "POST", "/tenants/fresh/apply", Some(&bundle)).await;
+    assert_eq!(again["tenantCreated"], json!(false));
+    assert!(again["changes"].as_array().unwrap().iter().all(|c| c["change"] == "unchanged"), "{again}");
+    // and a tenant made over the API is there for the next call; a second create conflicts
+    let body = json!({ "tenantId": "second", "name": "Second" });
+    assert_eq!(api_call(&w, "POST", "/tenants", Some(&body)).await.0, 201);
+    assert_eq!(api_call(&w, "POST", "/tenants", Some(&body)).await.0, 409);
+    assert_eq!(api_call(&w, "GET", "/tenants/second/agents", None).await.0, 200);
+}

@@ -111,6 +111,35 @@ impl ConfigRecord {
             ConfigRecord::Skill(r) => r.version,
         }
     }
+
+    pub fn name(&self) -> &str {
+        match self {
+            ConfigRecord::Agent(r) => &r.name,
+            ConfigRecord::Trigger(r) => &r.name,
+            ConfigRecord::Tool(r) => &r.name,
+            ConfigRecord::Skill(r) => &r.name,
+        }
+    }
+
+    pub fn created_at(&self) -> chrono::DateTime<chrono::Utc> {
+        match self {
+            ConfigRecord::Agent(r) => r.created_at,
+            ConfigRecord::Trigger(r) => r.created_at,
+            ConfigRecord::Tool(r) => r.created_at,
+            ConfigRecord::Skill(r) => r.created_at,
+        }
+    }
+
+    /// The same record, created at `at` (a replacement keeps the original's creation time).
+    pub fn with_created_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        match &mut self {
+            ConfigRecord::Agent(r) => r.created_at = at,
+            ConfigRecord::Trigger(r) => r.created_at = at,
+            ConfigRecord::Tool(r) => r.created_at = at,
+            ConfigRecord::Skill(r) => r.created_at = at,
+        }
+        self
+    }
 }
 
 /// Writing and listing tenant configuration (the internal API's CRUD). Writes are conditional:

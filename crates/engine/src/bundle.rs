@@ -1,18 +1,19 @@
-//! Tenant bundles: one JSON file holding a tenant with its tools, skills, agents and triggers, loaded into the
-//! store in one go (the demo's example tenant, or `switchboard serve --tenant FILE`). Everything
-//! is validated before anything is written; errors carry a JSON pointer into the file.
+//! Tenant bundles: one JSON file holding a tenant with its tools, skills, agents and triggers,
+//! loaded in one go (the demo's example tenant, `switchboard serve --tenant FILE`, and
+//! `POST /tenants/{t}/apply` behind `switchboard apply`, on either profile). Everything is
+//! validated before anything is written; errors carry a JSON pointer into the file.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::input::record_with_defaults;
 use switchboard_domain::{Agent, Skill, TenantId, Tool, ToolId, Trigger, ValidationErrors};
-use switchboard_engine::Clock;
 
-use switchboard_engine::{ConfigRecord, ConfigService, ConfigWriteError};
-
-use crate::store::SqliteStore;
+use crate::config::plural;
+use crate::ports::{Clock, ConfigAdmin, ConfigRecord, ConfigStore};
+use crate::{ConfigService, ConfigWriteError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -183,10 +184,67 @@ impl Bundle {
 
     /// Creates the tenant if needed, then writes every record through the configuration service
     /// (upserts: loading the same bundle twice is harmless).
-    pub async fn install(&self, store: &SqliteStore) -> Result<(), ConfigWriteError> {
+    pub async fn install<S>(&self, store: &S) -> Result<(), ConfigWriteError>
+    where
+        S: ConfigStore + ConfigAdmin + Clone + 'static,
+    {
         store.create_tenant(&self.tenant_id, &self.name).await?;
-        let store = std::sync::Arc::new(store.clone());
+        let store = Arc::new(store.clone());
         ConfigService::new(store.clone(), store).upsert_all(&self.records()).await
+    }
+
+    /// Brings the tenant to what the bundle says: creates it when `create_tenant` allows and it
+    /// does not exist, then creates or replaces each record that differs from what is stored
+    /// (versions and timestamps aside; a replaced record keeps its `createdAt`). With `dry_run`,
+    /// says what would change and writes nothing. Records stored but not in the bundle are left
+    /// alone (a bundle adds and updates; it never deletes).
+    pub async fn apply(
+        &self,
+        service: &ConfigService,
+        create_tenant: bool,
+        dry_run: bool,
+    ) -> Result<ApplyReport, ConfigWriteError> {
+        let exists = service.config().tenant_exists(&self.tenant_id).await?;
+        if !exists && !create_tenant {
+            return Err(ConfigWriteError::NotFound);
+        }
+        let mut changes = Vec::new();
+        let mut writes = Vec::new();
+        for record in self.records() {
+            let current = match exists {
+                true => service.admin().get_config(&self.tenant_id, record.kind(), &record.id()).await?,
+                false => None,
+            };
+            let change = match &current {
+                None => Change::Created,
+                Some(c) if comparable(c) == comparable(&record) => Change::Unchanged,
+                Some(_) => Change::Updated,
+            };
+            changes.push(ApplyChange {
+                kind: plural(record.kind()),
+                id: record.id(),
+                name: record.name().to_owned(),
+                change,
+            });
+            if change != Change::Unchanged {
+                writes.push(match current {
+                    Some(c) => record.with_created_at(c.created_at()),
+                    None => record,
+                });
+            }
+        }
+        if dry_run {
+            // What the write would refuse, refused now (references, the records' own rules).
+            if exists {
+                service.check_all(&writes).await?;
+            }
+        } else {
+            if !exists {
+                service.admin().create_tenant(&self.tenant_id, &self.name).await?;
+            }
+            service.upsert_all(&writes).await?;
+        }
+        Ok(ApplyReport { tenant_id: self.tenant_id.clone(), dry_run, tenant_created: !exists, changes })
     }
 
     /// The bundle's records.
@@ -197,4 +255,44 @@ impl Bundle {
         let triggers = self.triggers.iter().cloned().map(ConfigRecord::Trigger);
         tools.chain(skills).chain(agents).chain(triggers).collect()
     }
+}
+
+/// A record as stored, without what every write changes (version, timestamps).
+fn comparable(record: &ConfigRecord) -> Value {
+    let mut v = serde_json::to_value(record).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        for field in ["version", "createdAt", "updatedAt"] {
+            o.remove(field);
+        }
+    }
+    v
+}
+
+/// What `apply` did (or, in a dry run, would do) to one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyChange {
+    /// `tools`, `skills`, `agents` or `triggers`.
+    pub kind: &'static str,
+    pub id: String,
+    pub name: String,
+    pub change: Change,
+}
+
+/// The outcome of applying a bundle, in write order (tools, skills, agents, triggers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyReport {
+    pub tenant_id: TenantId,
+    pub dry_run: bool,
+    pub tenant_created: bool,
+    pub changes: Vec<ApplyChange>,
 }
