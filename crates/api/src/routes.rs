@@ -52,6 +52,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
         .route("/tenants/{tenant}/sessions/{session}", get(get_session))
         .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
+        .route("/tenants/{tenant}/executions", get(execution_by_source))
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/usage", get(usage))
         .route("/tenants", post(config::create_tenant))
@@ -585,7 +586,47 @@ async fn invoke(
             "sessionId": r.session_id, "executionId": r.execution_id, "status": r.status, "actions": r.actions,
         }))
         .into_response()),
-        None => Ok((StatusCode::ACCEPTED, Json(json!({ "sourceId": source_id, "status": "queued" }))).into_response()),
+        None => {
+            // Where the execution will be, once recorded: the same on both profiles.
+            let location = format!("/tenants/{tenant_raw}/executions?sourceId={source_id}");
+            let mut res = (
+                StatusCode::ACCEPTED,
+                Json(json!({ "sourceId": source_id, "status": "queued", "location": location })),
+            )
+                .into_response();
+            if let Ok(v) = header::HeaderValue::from_str(&location) {
+                res.headers_mut().insert(header::LOCATION, v);
+            }
+            Ok(res)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BySourceQuery {
+    source_id: Option<String>,
+}
+
+/// `GET /tenants/{t}/executions?sourceId=…`: the execution that answered a source (an event id,
+/// or `invoke-<Idempotency-Key>`), where a `202` from `invoke` says to look.
+async fn execution_by_source(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<BySourceQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let Some(source) = q.source_id.filter(|s| !s.is_empty() && s.len() <= 200) else {
+        return Err(Problem::invalid(ValidationErrors::single(
+            "/query/sourceId",
+            "required: the source id to look up",
+        )));
+    };
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    match state.executions.execution_for_source(&t, &source).await? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(Problem::not_found(format!("no execution for source '{source}' (yet)"))),
     }
 }
 

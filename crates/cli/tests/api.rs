@@ -336,6 +336,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         ));
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
+        corpus.push((Method::GET, format!("{base}/executions?sourceId=x-1"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
         corpus.push((Method::GET, format!("{base}/usage"), None));

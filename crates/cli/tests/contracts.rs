@@ -494,6 +494,9 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!((first.status, first.str("/status")), (StatusCode::OK, "success".into()));
     let again = api.call(Method::POST, &invoke, Body::Json(body), &[("idempotency-key", "crm-1")]).await;
     assert_eq!(again.str("/executionId"), first.str("/executionId"));
+    let by_source = api.get("/tenants/acme/executions?sourceId=invoke-crm-1").await;
+    assert_eq!(by_source.str("/executionId"), first.str("/executionId"));
+    assert_eq!(api.get("/tenants/acme/executions?sourceId=invoke-nope").await.status, 404);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "c-invoke-2" })).await.status, 200);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "c-human" })).await.status, 409);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "bad id!" })).await.pointers(), ["/conversationId"]);

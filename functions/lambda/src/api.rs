@@ -1,9 +1,9 @@
 //! internal-api: the axum router of `crates/api` behind API Gateway (REST, `AWS_IAM` auth), so
 //! the function itself authenticates nobody (`auth: None`): API Gateway has already checked the
 //! caller's SigV4 signature against an IAM policy scoped to `/tenants/<id>/*`. Intake routes to
-//! the work queue; `agents/{id}/invoke` enqueues the work item and answers without the
-//! execution (the executor is another function, so this one cannot wait for it). There is no
-//! conversation log or event log on AWS.
+//! the work queue; `agents/{id}/invoke` enqueues the work item, then waits (bounded, under API
+//! Gateway's 29 s) for the agent-executor function to record it, and answers exactly as the
+//! embedded profile does. There is no conversation log or event log on AWS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,29 +13,62 @@ use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 use switchboard_api::{ApiState, Invoker, RateLimiter};
 use switchboard_domain::ExecutionRecord;
-use switchboard_engine::{RouteError, WorkItem, WorkQueue};
+use switchboard_engine::{ExecutionLog, RouteError, WorkItem, WorkQueue};
 use tower::ServiceExt;
 use tower::util::MapRequest;
 
 use crate::wiring::Wiring;
 
+/// How long `invoke` waits for the execution on AWS: under API Gateway's 29 s integration
+/// timeout, with room for the request's own work.
+pub const INVOKE_WAIT_BOUND: Duration = Duration::from_secs(25);
+
 /// `agents/{id}/invoke` on AWS: enqueues in the conversation's FIFO group (dedup id = the
-/// item's source id) and always answers `None` ("not finished within the wait"): the
-/// agent-executor function runs it; the caller reads the execution later.
+/// item's source id), then reads the execution record by its source until it appears or the
+/// bound passes (`None`: the API answers `202` with where to poll). Reads back off from 50 ms to
+/// 1 s, so a turn that takes a few seconds costs about ten strongly consistent reads.
 #[derive(Clone)]
-pub struct QueueInvoker(pub Arc<dyn WorkQueue>);
+pub struct QueueInvoker {
+    queue: Arc<dyn WorkQueue>,
+    executions: Arc<dyn ExecutionLog>,
+    bound: Duration,
+}
+
+impl QueueInvoker {
+    pub fn new(queue: Arc<dyn WorkQueue>, executions: Arc<dyn ExecutionLog>) -> Self {
+        Self { queue, executions, bound: INVOKE_WAIT_BOUND }
+    }
+
+    /// Waits at most `bound` (tests use 0: enqueue and answer at once).
+    pub fn with_bound(mut self, bound: Duration) -> Self {
+        self.bound = bound;
+        self
+    }
+}
 
 impl std::fmt::Debug for QueueInvoker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueInvoker").finish_non_exhaustive()
+        f.debug_struct("QueueInvoker").field("bound", &self.bound).finish_non_exhaustive()
     }
 }
 
 #[async_trait]
 impl Invoker for QueueInvoker {
-    async fn invoke(&self, item: WorkItem, _wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
-        self.0.enqueue(&item).await?;
-        Ok(None)
+    async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
+        self.queue.enqueue(&item).await?;
+        let until = tokio::time::Instant::now() + wait.min(self.bound);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            if let Some(record) = self.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
+                return Ok(Some(record));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= until {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause.min(until - now)).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 }
 
@@ -45,7 +78,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
     ApiState {
         // `POST /events`: event intake, as the event-router function runs it.
         ingest: Arc::new(wiring.intake.clone()),
-        invoker: Arc::new(QueueInvoker(wiring.queue.clone())),
+        invoker: Arc::new(QueueInvoker::new(wiring.queue.clone(), wiring.store.clone())),
         executor: wiring.executor.clone(),
         config: wiring.store.clone(),
         admin: wiring.store.clone(),

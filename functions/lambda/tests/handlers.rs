@@ -1129,3 +1129,72 @@ async fn a_bundle_applied_through_the_internal_api_creates_a_tenant_in_dynamodb_
     assert_eq!(api_call(&w, "POST", "/tenants", Some(&body)).await.0, 409);
     assert_eq!(api_call(&w, "GET", "/tenants/second/agents", None).await.0, 200);
 }
+
+// ---- agents.invoke ------------------------------------------------------------------------------------
+
+async fn invoke_call(state: switchboard_api::ApiState, key: &str) -> (u16, Option<String>, Value) {
+    let request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri(format!("/tenants/t-1/agents/{AGENT}/invoke"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(lambda_http::Body::Text(json!({ "conversationId": "c-inv", "message": "help me" }).to_string()))
+        .unwrap();
+    let response = api::app(state).oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let location = response.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, location, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn invoke_on_aws_waits_for_the_executor_and_answers_like_the_embedded_profile() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "On it."})), Reply::text("")];
+    let w = world(script, false).await;
+    // the executor function runs the item while the API function waits for its record
+    let executor = async {
+        loop {
+            if let Some(done) = poll_once(&w).await {
+                return done;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let ((status, location, body), (_, batch)) =
+        tokio::join!(invoke_call(api::state(&w.wiring, None), "k-1"), executor);
+    assert!(batch.batch_item_failures.is_empty());
+    assert_eq!((status, location), (200, None), "{body}");
+    let keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["actions", "executionId", "sessionId", "status"], "the embedded profile's shape");
+    assert_eq!((body["status"].as_str(), body["actions"][0]["type"].as_str()), (Some("success"), Some("reply")));
+    assert_eq!(body["actions"][0]["text"], "On it.");
+    // the same key again answers the same execution at once, and nothing is queued
+    let (status, _, again) = invoke_call(api::state(&w.wiring, None), "k-1").await;
+    assert_eq!((status, &again["executionId"]), (200, &body["executionId"]));
+    assert!(poll_once(&w).await.is_none_or(|(_, r)| r.batch_item_failures.is_empty()));
+    assert_eq!(w.bedrock.requests().len(), 2, "the model ran for one turn only");
+}
+
+#[tokio::test]
+async fn invoke_past_its_bound_answers_202_with_where_the_execution_will_be() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Later."})), Reply::text("")];
+    let w = world(script, false).await;
+    let mut state = api::state(&w.wiring, None);
+    state.invoker =
+        Arc::new(api::QueueInvoker::new(w.wiring.queue.clone(), w.wiring.store.clone()).with_bound(Duration::ZERO));
+    let (status, location, body) = invoke_call(state, "k-2").await;
+    assert_eq!(status, 202, "{body}");
+    let location = location.unwrap();
+    assert_eq!(location, "/tenants/t-1/executions?sourceId=invoke-k-2");
+    assert_eq!((body["status"].as_str(), body["location"].as_str()), (Some("queued"), Some(location.as_str())));
+    // not there yet
+    assert_eq!(api_call(&w, "GET", &location, None).await.0, 404);
+    // once the executor has run it, the location answers the record
+    poll_once(&w).await.unwrap();
+    let (status, record) = api_call(&w, "GET", &location, None).await;
+    assert_eq!(
+        (status, record["sourceId"].as_str(), record["status"].as_str()),
+        (200, Some("invoke-k-2"), Some("success"))
+    );
+    assert_eq!(api_call(&w, "GET", "/tenants/t-1/executions", None).await.0, 400, "sourceId is required");
+}
