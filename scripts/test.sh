@@ -4,8 +4,19 @@
 # cfn-lint of template.yaml and the cargo-lambda build of the four functions. Needs the Rust
 # toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator (moto,
 # from PyPI) into .venv-emulator on first run.
+#
+# `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
+# only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
+# README's test command run the full script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=false
+case "${1:-}" in
+    --quick) quick=true ;;
+    "") ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -20,6 +31,12 @@ if [ ! -x .venv-emulator/bin/moto_server ]; then
     .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5'
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
+
+if $quick; then
+    echo "== cargo test (--quick: the full script also lints the template and builds the Lambdas)"
+    cargo test --workspace --locked
+    exit 0
+fi
 
 echo "== build tools (cfn-lint, cargo-lambda, zig; from PyPI, for the AWS deployables)"
 # A second git-ignored venv, installed only when something is missing.
