@@ -53,9 +53,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// Authenticates every request but `/health`, then applies the per-tenant rate limit.
+/// Authenticates every request but `/health` and `/ready`, then applies the per-tenant rate limit.
 pub(crate) async fn authenticate(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
-    if req.uri().path() == "/health" {
+    if matches!(req.uri().path(), "/health" | "/ready") {
         return next.run(req).await;
     }
     if let Some(auth) = &state.auth {

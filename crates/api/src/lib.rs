@@ -49,6 +49,16 @@ pub struct ApiState {
     pub limiter: Option<Arc<RateLimiter>>,
     /// How long a request body may take to arrive once its headers have (408 after that).
     pub body_timeout: Duration,
+    /// What `GET /ready` checks (embedded: the database takes writes and the workers run).
+    /// `None`: ready whenever the process answers (a Lambda function).
+    pub ready: Option<Arc<dyn Readiness>>,
+}
+
+/// Whether the process can do its work now, for `GET /ready`.
+#[async_trait::async_trait]
+pub trait Readiness: Send + Sync {
+    /// `Err` says what is not ready.
+    async fn check(&self) -> Result<(), String>;
 }
 
 /// The default for [`ApiState::body_timeout`].

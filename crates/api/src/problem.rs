@@ -147,6 +147,11 @@ impl Problem {
         )
     }
 
+    /// `GET /ready` when the process cannot take work (starting, draining, store not writable).
+    pub fn not_ready(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready", why)
+    }
+
     pub fn internal() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

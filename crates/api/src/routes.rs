@@ -47,6 +47,7 @@ pub fn router(state: ApiState) -> Router {
             );
     }
     app.route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+        .route("/ready", get(ready))
         .route("/events", post(post_event))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
@@ -377,6 +378,19 @@ async fn get_execution(
     match state.executions.get_execution(&t, id).await? {
         Some(e) => Ok(Json(e).into_response()),
         None => Err(Problem::not_found(format!("no execution '{execution}'"))),
+    }
+}
+
+/// `GET /ready`: `200` when the process can take work, else `503` saying why (no key needed,
+/// like `/health`, so that a load balancer or container runtime can ask).
+async fn ready(State(state): State<ApiState>) -> Response {
+    let verdict = match &state.ready {
+        Some(r) => r.check().await,
+        None => Ok(()),
+    };
+    match verdict {
+        Ok(()) => Json(json!({ "status": "ready" })).into_response(),
+        Err(why) => Problem::not_ready(why).into_response(),
     }
 }
 

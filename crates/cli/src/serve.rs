@@ -177,10 +177,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
     let app = switchboard_api::router(api_state(&embedded, rate_limit, read_timeout));
-    crate::http::serve(listener, app, read_timeout, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+    crate::http::serve(listener, app, read_timeout, stop_signal()).await?;
+    // Work in hand finishes (each turn is bounded by --turn-timeout) and is committed; queued
+    // items stay in the database for the next start.
+    tracing::info!("draining: the workers finish the items in hand");
     embedded.shutdown().await;
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `docker stop`, systemd and Kubernetes send).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server gracefully");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
+            _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

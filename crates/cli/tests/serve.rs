@@ -202,6 +202,37 @@ async fn a_message_survives_the_process_being_killed() {
     assert_eq!(outbound, 1);
 }
 
+#[tokio::test]
+async fn sigterm_drains_the_work_in_hand_and_a_restart_finishes_the_rest_exactly_once() {
+    // given a ready server with a backlog of messages (two workers)
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = start(dir.path(), &[]);
+    let anonymous = reqwest::Client::new();
+    let res = anonymous.get(at(&first, "/ready")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200, "ready, and no key needed");
+    let client = client(&first);
+    let n = 12;
+    let message = |i: usize| event(&format!("s-{i}"), "acme", &format!("c-s{i}"), "Hi there");
+    for i in 0..n {
+        assert_eq!(post(&client, &at(&first, "/events"), &message(i)).await.0, 202);
+    }
+    // when it is told to stop mid-load (some items done, one in hand, the rest queued)
+    let status = first.terminate();
+    // then it exits cleanly after committing what it had in hand
+    assert!(status.success(), "{status:?}");
+    // and a restart finishes every message, none twice
+    let second = start(dir.path(), &[]);
+    for i in 0..n {
+        let (_, answer, _) = post(&client, &at(&second, "/events?wait=30"), &message(i)).await;
+        assert_eq!(answer["execution"]["status"], "success", "{i}: {answer}");
+    }
+    for i in 0..n {
+        let (_, convo) = get(&client, &at(&second, &format!("/tenants/acme/conversations/c-s{i}/messages"))).await;
+        let outbound = convo["messages"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").count();
+        assert_eq!(outbound, 1, "conversation c-s{i}: {convo}");
+    }
+}
+
 /// Reads a streaming response until `needle` has arrived; the timeout only guards against a hang.
 async fn read_until(res: &mut reqwest::Response, needle: &str) -> String {
     let mut seen = String::new();

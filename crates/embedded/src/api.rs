@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter};
+use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter, Readiness};
 use switchboard_engine::StoreError;
 
 use crate::keys::{generate_api_key, hash_api_key};
@@ -49,6 +49,19 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         events: Some(store),
         live: Some(Arc::new(embedded.bus.clone())),
         body_timeout,
+        ready: Some(embedded.clone()),
+    }
+}
+
+/// Ready when the workers run and the database takes a write lock.
+#[async_trait]
+impl Readiness for Embedded {
+    async fn check(&self) -> Result<(), String> {
+        self.store.check_writable().await.map_err(|e| format!("the database does not take writes: {e}"))?;
+        if !self.workers_running() {
+            return Err("the workers are not running (starting or draining)".into());
+        }
+        Ok(())
     }
 }
 

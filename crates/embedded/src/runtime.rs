@@ -152,6 +152,11 @@ impl Embedded {
         }
     }
 
+    /// Whether workers are started and not stopped.
+    pub fn workers_running(&self) -> bool {
+        self.pool.lock().is_ok_and(|p| p.is_some())
+    }
+
     /// Stops taking new items and waits for the ones in hand.
     pub async fn shutdown(&self) {
         let pool = self.pool.lock().ok().and_then(|mut p| p.take());

@@ -844,3 +844,48 @@ async fn a_redelivered_item_calls_the_webhook_again_with_the_same_idempotency_ke
     assert_eq!(keys[1], keys[2], "the receiver can drop the repeat");
     assert_ne!(keys[0], keys[1]);
 }
+
+#[tokio::test]
+async fn ready_means_the_workers_run_and_the_database_takes_writes() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let embedded =
+        Arc::new(Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap());
+    let app =
+        switchboard_api::router(switchboard_embedded::api::api_state(&embedded, 60, std::time::Duration::from_secs(5)));
+    let ready = async |app: &axum::Router| {
+        let request = axum::http::Request::get("/ready").body(axum::body::Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    // before the workers start (no key needed: a container runtime asks)
+    let (status, body) = ready(&app).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("not-ready") && body.contains("workers"), "{body}");
+    // a database that does not take writes (after the busy timeout)
+    let blocker = rusqlite_lock(dir.path());
+    let (status, body) = ready(&app).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("does not take writes"), "{body}");
+    drop(blocker);
+    embedded.start_workers();
+    assert_eq!(ready(&app).await, (200, r#"{"status":"ready"}"#.to_owned()));
+    // draining
+    embedded.shutdown().await;
+    assert_eq!(ready(&app).await.0, 503);
+}
+
+/// Another connection holding the database's write lock (as a stuck process would).
+fn rusqlite_lock(dir: &std::path::Path) -> rusqlite::Connection {
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "db"))
+        .unwrap();
+    let conn = rusqlite::Connection::open(file).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE;").unwrap();
+    conn
+}

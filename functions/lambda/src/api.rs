@@ -91,6 +91,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         limiter,
         // API Gateway delivers the whole body in the event; nothing is read from a socket.
         body_timeout: switchboard_api::DEFAULT_BODY_TIMEOUT,
+        ready: None,
     }
 }
 

@@ -67,6 +67,12 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Takes the database's write lock and lets it go: fails when the file is read-only, the disk
+    /// is gone, or another process holds the lock past the busy timeout.
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
+        self.db.call(|c| Ok(c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?)).await.map_err(store_err)
+    }
+
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
         Self { db, clock, trigger_cache: Arc::default() }
     }
