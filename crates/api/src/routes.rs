@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -75,6 +77,32 @@ pub fn router(state: ApiState) -> Router {
 /// error the framework produced itself (a body over its limit, say) is turned into problem+json
 /// so that every error has the same shape.
 async fn log_requests(req: Request, next: Next) -> Response {
+    let request_id = request_id(req.headers());
+    let span = tracing::info_span!("request", request_id = %request_id);
+    let mut res = log_request(req, next).instrument(span).await;
+    if let Ok(v) = header::HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(REQUEST_ID, v);
+    }
+    res
+}
+
+/// The header a request id travels in, both ways.
+const REQUEST_ID: &str = "x-request-id";
+
+/// The caller's `X-Request-Id` when it is a sane token (1 to 128 of letters, digits, `-`, `_`,
+/// `.`, `:`), so that a proxy's id ties its logs to ours; otherwise a new ULID.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            (1..=128).contains(&v.len())
+                && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+        })
+        .map_or_else(|| ulid::Ulid::generate().to_string(), str::to_owned)
+}
+
+async fn log_request(req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let started = Instant::now();
     let writes = method == axum::http::Method::POST || method == axum::http::Method::PUT;

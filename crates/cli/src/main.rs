@@ -25,6 +25,29 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr as human-readable text or as one JSON object per line (for a log
+    /// collector). `RUST_LOG` sets the level (default: info for serve, warn otherwise).
+    #[arg(long, global = true, value_enum, env = "SWITCHBOARD_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// Set once at start: whether stderr carries JSON log lines only.
+static JSON_LOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// A line for the person who started the process: plain on stderr, or a log event when the logs
+/// are JSON (so that every stderr line parses).
+pub(crate) fn notice(message: &str) {
+    if JSON_LOGS.get().copied().unwrap_or(false) {
+        tracing::info!("{message}");
+    } else {
+        eprintln!("switchboard: {message}");
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,10 +127,14 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = JSON_LOGS.set(cli.log_format == LogFormat::Json);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        // Span fields (request id, tenant, execution id) go on every line, flattened.
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

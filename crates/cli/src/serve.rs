@@ -158,7 +158,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
     if let Some(path) = ensure_admin_key(&embedded).await? {
-        eprintln!("switchboard: created an admin API key in {}", path.display());
+        crate::notice(&format!("created an admin API key in {}", path.display()));
     }
     embedded.start_workers();
     let listener =
@@ -167,12 +167,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The first line on stdout is machine-readable so that scripts and tests can find the port.
     println!("listening on http://{addr}");
     match &args.scripted_model {
-        Some(script) => eprintln!(
-            "switchboard: data in {}, model: scripted test double from {} (not an AI)",
+        Some(script) => crate::notice(&format!(
+            "data in {}, model: scripted test double from {} (not an AI)",
             args.data_dir.display(),
             script.display()
-        ),
-        None => eprintln!("switchboard: data in {}, models: each agent's own", args.data_dir.display()),
+        )),
+        None => crate::notice(&format!("data in {}, models: each agent's own", args.data_dir.display())),
     }
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);

@@ -324,3 +324,67 @@ fn serve_refuses_a_turn_timeout_that_is_not_under_the_visibility_timeout() {
     ]);
     assert!(stderr.contains("--turn-timeout 60 must be under --visibility-timeout 60"), "{stderr}");
 }
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_and_the_execution_id_but_never_the_message() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = common::bin()
+        .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(["--tenant", examples().join("tenant.json").to_str().unwrap()])
+        .args(["--scripted-model", examples().join("script.json").to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let admin = std::fs::read_to_string(dir.path().join("admin.key")).unwrap().trim().to_owned();
+    let client = reqwest::Client::new();
+    // a request id the caller chose is echoed; one is made when there is none (or a bad one)
+    let text = "Where is my order #4417, the red one?";
+    let res = client
+        .post(format!("{base}/events?wait=30"))
+        .bearer_auth(&admin)
+        .header("x-request-id", "req-42")
+        .json(&event("j-1", "acme", "c-j", text))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-request-id"], "req-42");
+    let answer: Value = res.json().await.unwrap();
+    let execution = answer["execution"]["executionId"].as_str().unwrap().to_owned();
+    for sent in [None, Some("bad id with spaces")] {
+        let mut req = client.get(format!("{base}/health"));
+        if let Some(v) = sent {
+            req = req.header("x-request-id", v);
+        }
+        let made = req.send().await.unwrap().headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert_eq!(made.len(), 26, "a ULID: {made}");
+    }
+    // every stderr line is one JSON object; the request's line has its id, the execution's
+    // lines theirs, and the customer's words appear on none
+    let (mut saw_request, mut saw_execution) = (false, false);
+    while !(saw_request && saw_execution) {
+        let l = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("log lines stopped before both ids showed");
+        let v: Value = serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(!l.contains("order #4417"), "message text in an info log: {l}");
+        saw_request |= v["span"]["request_id"] == "req-42" && v["path"] == "/events" && v["status"] == 202;
+        saw_execution |= v["span"]["execution_id"] == execution.as_str() && v["message"] == "execution recorded";
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

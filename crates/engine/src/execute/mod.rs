@@ -68,7 +68,7 @@ impl Executor {
     /// reaches it stops between steps, or during a model call (no retry or fallback starts past
     /// it), and is recorded with status `timeout`, so its side effects are never repeated by a
     /// redelivery. A tool call under way is not cut off; webhook tools keep their own timeouts.
-    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id))]
+    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id, execution_id = tracing::field::Empty))]
     pub async fn execute_by(&self, item: &WorkItem, deadline: Option<Instant>) -> Result<ExecOutcome, ExecError> {
         let own = self.budget.and_then(|b| Instant::now().checked_add(b));
         let deadline = match (deadline, own) {

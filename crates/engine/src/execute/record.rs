@@ -17,9 +17,12 @@ use crate::ports::{Deps, WorkItem};
 /// otherwise), expiring after the retention period.
 pub(crate) fn blank(deps: &Deps, item: &WorkItem, session: &Session, started: Instant) -> ExecutionRecord {
     let now = deps.clock.now();
+    let execution_id = ExecutionId::generate();
+    // Every later log line of the execution carries its id (the executor's span declares it).
+    tracing::Span::current().record("execution_id", tracing::field::display(execution_id));
     ExecutionRecord {
         tenant_id: item.tenant_id.clone(),
-        execution_id: ExecutionId::generate(),
+        execution_id,
         session_id: session.session_id,
         agent_id: session.agent_id,
         trigger_id: item.trigger_id,
