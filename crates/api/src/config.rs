@@ -362,3 +362,62 @@ pub(crate) async fn apply(
         })?;
     Ok(Json(report).into_response())
 }
+
+/// `GET /tenants/{t}`: the tenant's record (its own key or an admin).
+pub(crate) async fn get_tenant(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    match state.config.get_tenant(&t).await? {
+        Some(tenant) => Ok(Json(tenant).into_response()),
+        None => Err(Problem::not_found(format!("no tenant '{tenant_raw}'"))),
+    }
+}
+
+/// `PATCH /tenants/{t}` (admin): `{name?, status?}`; suspending stops new work for the tenant
+/// (inbound messages are recorded, not answered; `invoke` is refused) and keeps its data.
+pub(crate) async fn update_tenant(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    if caller != Caller::Admin {
+        return Err(Problem::not_found("no such route"));
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Changes {
+        name: Option<String>,
+        status: Option<switchboard_domain::TenantStatus>,
+    }
+    let changes: Changes = serde_path_to_error::deserialize(body_json(&body)?).map_err(|e| {
+        let path = e.path().to_string();
+        let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
+        Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+    })?;
+    let Some(mut tenant) = state.config.get_tenant(&t).await? else {
+        return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));
+    };
+    if let Some(name) = changes.name {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > switchboard_domain::limits::MAX_NAME_LEN {
+            return Err(Problem::invalid(ValidationErrors::single(
+                "/name",
+                format!("must be 1 to {} characters", switchboard_domain::limits::MAX_NAME_LEN),
+            )));
+        }
+        name.clone_into(&mut tenant.name);
+    }
+    if let Some(status) = changes.status {
+        tenant.status = status;
+    }
+    if !state.admin.update_tenant(&tenant).await? {
+        return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));
+    }
+    tracing::info!(tenant = %t, status = tenant.status.as_str(), "tenant updated");
+    Ok(Json(tenant).into_response())
+}

@@ -59,6 +59,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/usage", get(usage))
         .route("/tenants", post(config::create_tenant))
+        .route("/tenants/{tenant}", get(config::get_tenant).patch(config::update_tenant))
         .route("/tenants/{tenant}/apply", post(config::apply))
         .route("/tenants/{tenant}/events", get(list_events))
         .route("/tenants/{tenant}/events/stream", get(stream_events))
@@ -105,7 +106,7 @@ fn request_id(headers: &HeaderMap) -> String {
 async fn log_request(req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let started = Instant::now();
-    let writes = method == axum::http::Method::POST || method == axum::http::Method::PUT;
+    let writes = matches!(method, axum::http::Method::POST | axum::http::Method::PUT | axum::http::Method::PATCH);
     let json = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -303,6 +304,7 @@ async fn post_event(
             json!({ "eventId": event.id, "outcome": "human_owned", "sessionId": session_id })
         }
         RouteOutcome::NotInbound => json!({ "eventId": event.id, "outcome": "not_inbound" }),
+        RouteOutcome::Suspended => json!({ "eventId": event.id, "outcome": "suspended" }),
     };
     if let (Some(e), Some(obj)) = (execution, body.as_object_mut()) {
         obj.insert("execution".into(), json!(e));
@@ -596,6 +598,9 @@ async fn invoke(
         errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
     }
     errors.into_result().map_err(Problem::invalid)?;
+    if state.config.get_tenant(&t).await?.is_some_and(|x| x.status == switchboard_domain::TenantStatus::Suspended) {
+        return Err(Problem::conflict(format!("tenant {t} is suspended")));
+    }
     if agent.status != AgentStatus::Active {
         return Err(Problem::conflict(format!("agent {agent_id} is not active")));
     }

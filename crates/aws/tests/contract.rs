@@ -15,7 +15,7 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::{
     Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
-    Session, SessionId, SessionStatus, TenantId, TokenUsage, Trigger, TriggerId, UsageCounts,
+    Session, SessionId, SessionStatus, Tenant, TenantId, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
@@ -135,6 +135,7 @@ contract!(
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
     usage_adds_up_per_day_agent_and_model_once_per_source,
+    a_tenant_reads_back_and_its_name_and_status_change,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -452,6 +453,24 @@ async fn usage_adds_up_per_day_agent_and_model_once_per_source(x: &Subject) {
     let theirs = x.executions.usage(&other, today, today + Duration::days(1)).await.unwrap();
     assert_eq!(theirs.len(), 1);
     assert_eq!(theirs[0].counts, priced(1, 5, 5, 5));
+}
+
+async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
+    let (a, b) = (tenant("t-a"), tenant("t-b"));
+    assert_eq!(x.config.get_tenant(&a).await.unwrap(), None);
+    assert!(x.config_admin.create_tenant(&a, "Acme").await.unwrap());
+    assert!(x.config_admin.create_tenant(&b, "Beta").await.unwrap());
+    let stored = x.config.get_tenant(&a).await.unwrap().unwrap();
+    assert_eq!((stored.name.as_str(), stored.status), ("Acme", TenantStatus::Active));
+    assert!(x.config.tenant_exists(&a).await.unwrap());
+    let changed = Tenant { name: "Acme Corp".into(), status: TenantStatus::Suspended, ..stored.clone() };
+    assert!(x.config_admin.update_tenant(&changed).await.unwrap());
+    assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(changed));
+    // the other tenant is untouched, and a tenant that does not exist is not created by an update
+    assert_eq!(x.config.get_tenant(&b).await.unwrap().unwrap().status, TenantStatus::Active);
+    let ghost = Tenant { tenant_id: tenant("t-ghost"), ..stored };
+    assert!(!x.config_admin.update_tenant(&ghost).await.unwrap());
+    assert_eq!(x.config.get_tenant(&tenant("t-ghost")).await.unwrap(), None);
 }
 
 async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {

@@ -341,6 +341,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
         corpus.push((Method::GET, format!("{base}/usage"), None));
     }
+    corpus.push((Method::GET, "/tenants/acme".into(), None));
+    corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
+    corpus.push((Method::PATCH, "/tenants/intruder".into(), Some(json!({ "status": "active" }))));
     for kind in ["agents", "triggers", "tools", "skills", "events"] {
         corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
         corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
@@ -376,6 +379,55 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_suspended_tenant_records_messages_without_answering_them_until_reactivated() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let key = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["tenants", "key", "acme", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let own = Api::new(&server, String::from_utf8(key.stdout).unwrap().trim());
+    // the tenant reads its own record; only an admin changes it
+    let record = own.get("/tenants/acme").await;
+    assert_eq!((record.status.as_u16(), record.body["status"].as_str()), (200, Some("active")), "{}", record.body);
+    assert_eq!(own.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended" })), &[]).await.status, 404);
+    for (body, pointer) in [
+        (json!({ "status": "paused" }), "/status"),
+        (json!({ "name": "" }), "/name"),
+        (json!({ "plan": "gold" }), "/plan"),
+    ] {
+        let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
+        assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body}");
+    }
+    let r = admin
+        .call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended", "name": "Acme (paused)" })), &[])
+        .await;
+    assert_eq!((r.body["status"].as_str(), r.body["name"].as_str()), (Some("suspended"), Some("Acme (paused)")));
+    // suspended: a message is recorded but not answered, and invoke is refused
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-p", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    let r = admin.post("/events?wait=5", event("p-1")).await;
+    assert_eq!((r.body["outcome"].as_str(), r.body.get("execution")), (Some("suspended"), None), "{}", r.body);
+    let log = admin.get("/tenants/acme/conversations/c-p/messages").await;
+    assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "the customer's message is kept");
+    let invoke =
+        admin.post("/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke", json!({ "conversationId": "c-q" })).await;
+    assert_eq!(invoke.status.as_u16(), 409, "{}", invoke.body);
+    // the configuration stays readable
+    assert_eq!(admin.get("/tenants/acme/agents").await.status, 200);
+    // active again: the next message is answered
+    admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "active" })), &[]).await;
+    let r = admin.post("/events?wait=30", event("p-2")).await;
+    assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
 }
 
 #[tokio::test]

@@ -529,6 +529,9 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     // -- tenants: a new one, and a bundle applied to it (then again: nothing changes) ---------
     let r = api.post("/tenants", json!({ "tenantId": "beta", "name": "Beta" })).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(api.get("/tenants/beta").await.str("/status"), "active");
+    let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(json!({ "name": "Beta Inc" })), &[]).await;
+    assert_eq!(r.str("/name"), "Beta Inc");
     let mut bundle: Value =
         serde_json::from_str(&std::fs::read_to_string(common::examples().join("tenant.json")).unwrap()).unwrap();
     bundle["tenantId"] = json!("beta");

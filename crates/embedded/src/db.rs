@@ -10,8 +10,13 @@ use rusqlite::Connection;
 /// The schema, applied in order; the index of the last applied step is kept in `user_version`.
 /// Steps are never edited once released: a data directory written by an older build replays only
 /// the steps after its own.
-pub const MIGRATIONS: &[&str] =
-    &[crate::store::SCHEMA, crate::queue::SCHEMA, crate::store::SCOPE_CLIENT_IDS, crate::store::USAGE];
+pub const MIGRATIONS: &[&str] = &[
+    crate::store::SCHEMA,
+    crate::queue::SCHEMA,
+    crate::store::SCOPE_CLIENT_IDS,
+    crate::store::USAGE,
+    crate::store::TENANT_STATUS,
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId};
+use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
     Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker,
     Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
@@ -197,15 +197,20 @@ impl Embedded {
     /// it. An unknown tenant is refused before anything is stored (and checked only here).
     pub async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
-        if !self.store.tenant_exists(&d.tenant_id).await? {
+        let Some(tenant) = self.store.get_tenant(&d.tenant_id).await? else {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
-        }
+        };
         if d.direction == switchboard_domain::event::Direction::Inbound {
             let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
             if !fresh {
                 tracing::info!(tenant = %d.tenant_id, conversation_id = %d.conversation_id, message_id = %d.message_id,
                     event_id = %event.id, "message already in the conversation log; not logged twice");
             }
+        }
+        if tenant.status == TenantStatus::Suspended {
+            // Logged above (the message did arrive), not answered.
+            tracing::info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
+            return Ok(RouteOutcome::Suspended);
         }
         self.intake.route_known_tenant(event).await
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::first_match;
-use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TriggerId};
+use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TenantStatus, TriggerId};
 use tracing::{debug, info, warn};
 
 use crate::ports::{ConfigStore, Enqueued, SessionStore, WorkItem, WorkQueue};
@@ -24,6 +24,8 @@ pub enum RouteOutcome {
     HumanOwned { session_id: SessionId },
     /// An outbound message (for example the agent's own reply echoed back): never routed.
     NotInbound,
+    /// The tenant is suspended: nothing runs for it.
+    Suspended,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,10 +70,14 @@ impl Intake {
     /// event id and the executor records each source once.
     pub async fn route(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
-        if !self.config.tenant_exists(&d.tenant_id).await? {
-            return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
+        match self.config.get_tenant(&d.tenant_id).await? {
+            None => Err(RouteError::UnknownTenant(d.tenant_id.clone())),
+            Some(t) if t.status == TenantStatus::Suspended => {
+                info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
+                Ok(RouteOutcome::Suspended)
+            }
+            Some(_) => self.route_known_tenant(event).await,
         }
-        self.route_known_tenant(event).await
     }
 
     /// [`Intake::route`] for a caller that has just checked that the tenant exists.
@@ -173,8 +179,13 @@ mod tests {
 
     #[async_trait]
     impl ConfigStore for World {
-        async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
-            Ok(self.tenants.contains(tenant))
+        async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<switchboard_domain::Tenant>, StoreError> {
+            Ok(self.tenants.contains(tenant).then(|| switchboard_domain::Tenant {
+                tenant_id: tenant.clone(),
+                name: "T".into(),
+                status: Default::default(),
+                created_at: chrono::DateTime::UNIX_EPOCH,
+            }))
         }
         async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
             Ok(self.agents.iter().find(|a| a.tenant_id == *tenant && a.agent_id == agent).cloned())

@@ -1198,3 +1198,25 @@ async fn invoke_past_its_bound_answers_202_with_where_the_execution_will_be() {
     );
     assert_eq!(api_call(&w, "GET", "/tenants/t-1/executions", None).await.0, 400, "sourceId is required");
 }
+
+#[tokio::test]
+async fn a_suspended_tenant_is_not_answered_until_it_is_active_again() {
+    let w =
+        world(vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Back."})), Reply::text("")], false).await;
+    let t1: TenantId = "t-1".parse().unwrap();
+    // suspended over the internal API
+    let (status, tenant) = api_call(&w, "PATCH", "/tenants/t-1", Some(&json!({ "status": "suspended" }))).await;
+    assert_eq!((status, tenant["status"].as_str()), (200, Some("suspended")), "{tenant}");
+    // the router routes nothing for it
+    let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert_eq!(outcome, RouteOutcome::Suspended);
+    assert!(poll_once(&w).await.is_none(), "nothing queued");
+    // active again: the next message is answered
+    let mut active = w.wiring.store.get_tenant(&t1).await.unwrap().unwrap();
+    active.status = switchboard_domain::TenantStatus::Active;
+    assert!(w.wiring.store.update_tenant(&active).await.unwrap());
+    let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+}

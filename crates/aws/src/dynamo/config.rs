@@ -6,7 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
-use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus};
+use switchboard_domain::{
+    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger, TriggerStatus,
+};
 use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
 
 use super::codec::*;
@@ -46,6 +48,27 @@ impl DynamoStore {
 impl ConfigAdmin for DynamoStore {
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
         DynamoStore::create_tenant(self, tenant, name).await
+    }
+
+    async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.names.config_table)
+            .set_key(Some(key(tenant_pk(&tenant.tenant_id), "TENANT".into())))
+            .update_expression("SET #name = :name, #status = :status")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_names("#name", "name")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":name", s(tenant.name.clone()))
+            .expression_attribute_values(":status", s(tenant.status.as_str()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(unavailable("UpdateItem", &e)),
+        }
     }
 
     /// One `TransactWriteItems`: the tenant must exist (a condition check on its marker) and the
@@ -186,9 +209,23 @@ impl ConfigAdmin for DynamoStore {
 
 #[async_trait]
 impl ConfigStore for DynamoStore {
-    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+    async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
         let item = self.get_item(&self.names.config_table, key(tenant_pk(tenant), "TENANT".into()), "GetItem").await?;
-        Ok(item.is_some())
+        item.map(|item| {
+            Ok(Tenant {
+                tenant_id: tenant.clone(),
+                name: attr_s(&item, "name")?.to_owned(),
+                // A marker written before statuses existed has none: active.
+                status: item
+                    .get("status")
+                    .and_then(|v| v.as_s().ok())
+                    .map_or(TenantStatus::Active, |s| TenantStatus::parse(s)),
+                created_at: attr_s(&item, "createdAt")?
+                    .parse()
+                    .map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
+            })
+        })
+        .transpose()
     }
 
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {

@@ -5,19 +5,35 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger, TriggerStatus};
+use switchboard_domain::{
+    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger, TriggerStatus,
+};
 use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
 
 use super::{SqliteStore, from_json, is_constraint, store_err};
 
 #[async_trait]
 impl ConfigStore for SqliteStore {
-    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+    async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
         let t = tenant.to_string();
-        self.db
-            .call(move |c| Ok(c.prepare_cached("SELECT 1 FROM tenants WHERE tenant_id = ?1")?.exists(params![t])?))
+        let row: Option<(String, String, String)> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT name, status, created_at FROM tenants WHERE tenant_id = ?1")?
+                    .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()?)
+            })
             .await
-            .map_err(store_err)
+            .map_err(store_err)?;
+        row.map(|(name, status, created)| {
+            Ok(Tenant {
+                tenant_id: tenant.clone(),
+                name,
+                status: TenantStatus::parse(&status),
+                created_at: created.parse().map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
+            })
+        })
+        .transpose()
     }
 
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
@@ -86,6 +102,18 @@ impl ConfigStore for SqliteStore {
 impl ConfigAdmin for SqliteStore {
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
         SqliteStore::create_tenant(self, tenant, name).await
+    }
+
+    async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
+        let (t, name, status) = (tenant.tenant_id.to_string(), tenant.name.clone(), tenant.status.as_str());
+        self.db
+            .call(move |c| {
+                Ok(c.prepare_cached("UPDATE tenants SET name = ?2, status = ?3 WHERE tenant_id = ?1")?
+                    .execute(params![t, name, status])?
+                    == 1)
+            })
+            .await
+            .map_err(store_err)
     }
 
     async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {

@@ -130,3 +130,8 @@ CREATE TABLE usage_daily (
     PRIMARY KEY (tenant_id, day, agent_id, model)
 ) STRICT, WITHOUT ROWID;
 "#;
+
+/// Schema step 5: a tenant may be suspended (nothing new runs for it; its data stays).
+pub const TENANT_STATUS: &str = r#"
+ALTER TABLE tenants ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
+"#;

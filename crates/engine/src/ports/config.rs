@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, TenantId, Tool, ToolId, Trigger};
+use switchboard_domain::{Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, Tool, ToolId, Trigger};
 
 use super::{Page, StoreError};
 
@@ -13,7 +13,11 @@ use super::{Page, StoreError};
 /// minute, agents five) and must invalidate on their own writes.
 #[async_trait]
 pub trait ConfigStore: Send + Sync {
-    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError>;
+    /// The tenant's record (not cached: a suspension takes effect on the next event).
+    async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError>;
+    async fn tenant_exists(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        Ok(self.get_tenant(tenant).await?.is_some())
+    }
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError>;
     /// A custom tool of the tenant.
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError>;
@@ -149,6 +153,8 @@ impl ConfigRecord {
 pub trait ConfigAdmin: Send + Sync {
     /// Creates a tenant; `false` if it already existed.
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError>;
+    /// Writes the tenant's name and status; `false` when there is no such tenant.
+    async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError>;
     async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError>;
     async fn get_config(
         &self,
