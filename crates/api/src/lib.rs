@@ -52,6 +52,14 @@ pub struct ApiState {
     /// What `GET /ready` checks (embedded: the database takes writes and the workers run).
     /// `None`: ready whenever the process answers (a Lambda function).
     pub ready: Option<Arc<dyn Readiness>>,
+    /// What `GET /metrics` renders (embedded). `None`: no such route (Lambda logs EMF instead).
+    pub metrics: Option<Arc<dyn MetricsText>>,
+}
+
+/// The process's metrics as OpenMetrics text, for `GET /metrics`.
+#[async_trait::async_trait]
+pub trait MetricsText: Send + Sync {
+    async fn render(&self) -> String;
 }
 
 /// Whether the process can do its work now, for `GET /ready`.

@@ -50,6 +50,7 @@ pub fn router(state: ApiState) -> Router {
     }
     app.route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
         .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
         .route("/events", post(post_event))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
@@ -294,18 +295,15 @@ async fn post_event(
         Some(w) => state.ingest.ingest_and_wait(&event, w).await?,
         None => (state.ingest.ingest(&event).await?, None),
     };
-    let mut body = match outcome {
-        RouteOutcome::Enqueued { trigger_id, agent_id, duplicate } => json!({
-            "eventId": event.id, "outcome": if duplicate { "duplicate" } else { "enqueued" },
-            "triggerId": trigger_id, "agentId": agent_id,
-        }),
-        RouteOutcome::NoMatch => json!({ "eventId": event.id, "outcome": "no_match" }),
-        RouteOutcome::HumanOwned { session_id } => {
-            json!({ "eventId": event.id, "outcome": "human_owned", "sessionId": session_id })
+    let mut body = json!({ "eventId": event.id, "outcome": outcome.as_str() });
+    match outcome {
+        RouteOutcome::Enqueued { trigger_id, agent_id, .. } => {
+            body["triggerId"] = json!(trigger_id);
+            body["agentId"] = json!(agent_id);
         }
-        RouteOutcome::NotInbound => json!({ "eventId": event.id, "outcome": "not_inbound" }),
-        RouteOutcome::Suspended => json!({ "eventId": event.id, "outcome": "suspended" }),
-    };
+        RouteOutcome::HumanOwned { session_id } => body["sessionId"] = json!(session_id),
+        RouteOutcome::NoMatch | RouteOutcome::NotInbound | RouteOutcome::Suspended => {}
+    }
     if let (Some(e), Some(obj)) = (execution, body.as_object_mut()) {
         obj.insert("execution".into(), json!(e));
     }
@@ -422,6 +420,16 @@ async fn ready(State(state): State<ApiState>) -> Response {
         Ok(()) => Json(json!({ "status": "ready" })).into_response(),
         Err(why) => Problem::not_ready(why).into_response(),
     }
+}
+
+/// `GET /metrics` (admin key): OpenMetrics text for a Prometheus scraper. The labels name tenants,
+/// so a tenant key gets `404` like any route it may not see.
+async fn metrics(State(state): State<ApiState>, caller: Caller) -> Response {
+    let (Caller::Admin, Some(m)) = (caller, &state.metrics) else {
+        return Problem::not_found("no such route").into_response();
+    };
+    let text = m.render().await;
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
 #[derive(Debug, Deserialize)]

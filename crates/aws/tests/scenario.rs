@@ -93,6 +93,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         webhooks: Arc::new(switchboard_engine::NoWebhooks),
         clock: clock.clone(),
         prices: Arc::new(switchboard_domain::PriceTable::builtin()),
+        metrics: Arc::new(switchboard_engine::NoMetrics),
     });
     let item = WorkItem {
         tenant_id: tenant.clone(),

@@ -707,6 +707,7 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(anonymous.get("/tenants/acme/agents").await.status, 401);
     assert_eq!(anonymous.get("/health").await.status, 200, "health needs no key");
     assert_eq!(anonymous.get("/ready").await.str("/status"), "ready", "readiness needs no key");
+    assert_eq!(api.get("/metrics").await.status, 200);
     assert_eq!(api.with_key(Some("sbk_wrong")).post("/events", json!({})).await.status, 401);
     assert_eq!(api.get("/tenants/nobody/agents").await.status, 404);
     assert_eq!(api.get(&format!("/tenants/acme/agents/{}", "01ARZ3NDEKTSV4RRFFQ69G5FAV")).await.status, 404);

@@ -388,3 +388,63 @@ async fn json_logs_carry_the_request_id_and_the_execution_id_but_never_the_messa
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let client = client(&server);
+    // three answered messages, one that matches no trigger, one repeat
+    for i in 0..3 {
+        let (_, r, _) = post(
+            &client,
+            &at(&server, "/events?wait=30"),
+            &event(&format!("m-{i}"), "acme", &format!("c-m{i}"), "Hi there"),
+        )
+        .await;
+        assert_eq!(r["execution"]["status"], "success", "{r}");
+    }
+    post(&client, &at(&server, "/events?wait=30"), &event("m-0", "acme", "c-m0", "Hi there")).await;
+    let mut quiet = event("m-x", "acme", "c-mx", "Hi there");
+    quiet["detail"]["channel"]["platform"] = json!("fax");
+    post(&client, &at(&server, "/events"), &quiet).await;
+    let res = client.get(at(&server, "/metrics")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    let text = res.text().await.unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap_or_else(|e| panic!("not Prometheus text ({e}): {text}"));
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    assert_eq!(
+        value("switchboard_inbound_events_total", &[("tenant", "acme"), ("outcome", "enqueued")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(value("switchboard_inbound_events_total", &[("outcome", "duplicate")]), 1.0, "{text}");
+    assert_eq!(value("switchboard_inbound_events_total", &[("outcome", "no_match")]), 1.0, "{text}");
+    assert_eq!(value("switchboard_executions_total", &[("tenant", "acme"), ("status", "success")]), 3.0, "{text}");
+    assert!(value("switchboard_model_calls_total", &[]) >= 3.0, "{text}");
+    assert!(value("switchboard_model_tokens_total", &[("tenant", "acme"), ("kind", "input")]) > 0.0, "{text}");
+    assert!(
+        value("switchboard_model_unpriced_calls_total", &[("tenant", "acme")]) >= 3.0,
+        "the scripted double has no price: {text}"
+    );
+    assert_eq!(value("switchboard_queue_items", &[("state", "ready")]), 0.0, "{text}");
+    assert!(text.contains("switchboard_execution_duration_seconds_bucket"), "{text}");
+    // a tenant key (its labels name every tenant) does not see it
+    let tenant = common::create_tenant(dir.path(), "other");
+    let res = reqwest::Client::new().get(at(&server, "/metrics")).bearer_auth(tenant).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 404);
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_api::{ApiState, Authenticator, Caller, RateLimiter, Readiness};
+use switchboard_api::{ApiState, Authenticator, Caller, MetricsText, RateLimiter, Readiness};
 use switchboard_engine::StoreError;
 
 use crate::keys::{generate_api_key, hash_api_key};
@@ -50,6 +50,22 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         live: Some(Arc::new(embedded.bus.clone())),
         body_timeout,
         ready: Some(embedded.clone()),
+        metrics: Some(embedded.clone()),
+    }
+}
+
+/// The engine's counters and the queue's state, read now.
+#[async_trait]
+impl MetricsText for Embedded {
+    async fn render(&self) -> String {
+        let queue = match self.queue.stats().await {
+            Ok(q) => Some(q),
+            Err(e) => {
+                tracing::warn!(error = %e, "queue stats unavailable for /metrics");
+                None
+            }
+        };
+        self.metrics.render(queue)
     }
 }
 

@@ -17,6 +17,7 @@ use tracing::{error, warn};
 use crate::bus::InProcessBus;
 use crate::conversations::LocalConversations;
 use crate::db::{Db, DbError};
+use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
 use crate::store::SqliteStore;
 use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
@@ -82,6 +83,8 @@ pub struct Embedded {
     pub bus: InProcessBus,
     pub intake: Intake,
     pub executor: Executor,
+    /// What `GET /metrics` renders.
+    pub metrics: Arc<PrometheusMetrics>,
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
     completions: broadcast::Sender<Completion>,
@@ -110,6 +113,7 @@ impl Embedded {
         let queue = SqliteWorkQueue::new(db, Arc::clone(&clock), options.queue.clone());
         let bus = InProcessBus::new(store.clone());
         let store_arc = Arc::new(store.clone());
+        let metrics = Arc::new(PrometheusMetrics::default());
         let queue_arc = Arc::new(queue.clone());
         let deps = Deps {
             config: store_arc.clone(),
@@ -122,6 +126,7 @@ impl Embedded {
             webhooks: Arc::clone(&options.webhooks),
             clock,
             prices: Arc::clone(&options.prices),
+            metrics: metrics.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps);
         let executor = executor.with_budget(options.turn_budget);
@@ -132,6 +137,7 @@ impl Embedded {
             bus,
             intake,
             executor,
+            metrics,
             options,
             pool: Mutex::new(None),
             completions: broadcast::channel(1024).0,
@@ -210,6 +216,7 @@ impl Embedded {
         if tenant.status == TenantStatus::Suspended {
             // Logged above (the message did arrive), not answered.
             tracing::info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
+            self.intake.count(&d.tenant_id, &RouteOutcome::Suspended);
             return Ok(RouteOutcome::Suspended);
         }
         self.intake.route_known_tenant(event).await

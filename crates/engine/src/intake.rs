@@ -10,7 +10,7 @@ use switchboard_domain::trigger::first_match;
 use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TenantStatus, TriggerId};
 use tracing::{debug, info, warn};
 
-use crate::ports::{ConfigStore, Enqueued, SessionStore, WorkItem, WorkQueue};
+use crate::ports::{ConfigStore, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
 use crate::ports::{QueueError, StoreError};
 
 /// What the router did with an event.
@@ -26,6 +26,20 @@ pub enum RouteOutcome {
     NotInbound,
     /// The tenant is suspended: nothing runs for it.
     Suspended,
+}
+
+impl RouteOutcome {
+    /// The outcome as the API and the metrics name it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RouteOutcome::Enqueued { duplicate: false, .. } => "enqueued",
+            RouteOutcome::Enqueued { duplicate: true, .. } => "duplicate",
+            RouteOutcome::NoMatch => "no_match",
+            RouteOutcome::HumanOwned { .. } => "human_owned",
+            RouteOutcome::NotInbound => "not_inbound",
+            RouteOutcome::Suspended => "suspended",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +67,7 @@ pub struct Intake {
     config: Arc<dyn ConfigStore>,
     sessions: Arc<dyn SessionStore>,
     queue: Arc<dyn WorkQueue>,
+    metrics: Arc<dyn Metrics>,
 }
 
 impl std::fmt::Debug for Intake {
@@ -63,7 +78,19 @@ impl std::fmt::Debug for Intake {
 
 impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
-        Self { config, sessions, queue }
+        Self { config, sessions, queue, metrics: Arc::new(NoMetrics) }
+    }
+
+    /// Counts every routing outcome in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Counts an outcome decided outside [`Intake::route`] (the embedded profile's suspended
+    /// tenants).
+    pub fn count(&self, tenant: &TenantId, outcome: &RouteOutcome) {
+        self.metrics.inbound(tenant, outcome.as_str());
     }
 
     /// Routes one event. Safe to call again with the same event: the queue deduplicates on the
@@ -74,6 +101,7 @@ impl Intake {
             None => Err(RouteError::UnknownTenant(d.tenant_id.clone())),
             Some(t) if t.status == TenantStatus::Suspended => {
                 info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
+                self.count(&d.tenant_id, &RouteOutcome::Suspended);
                 Ok(RouteOutcome::Suspended)
             }
             Some(_) => self.route_known_tenant(event).await,
@@ -81,8 +109,14 @@ impl Intake {
     }
 
     /// [`Intake::route`] for a caller that has just checked that the tenant exists.
-    #[tracing::instrument(skip_all, fields(event_id = %event.id, tenant = %event.detail.tenant_id))]
     pub async fn route_known_tenant(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+        let outcome = self.decide(event).await?;
+        self.count(&event.detail.tenant_id, &outcome);
+        Ok(outcome)
+    }
+
+    #[tracing::instrument(skip_all, fields(event_id = %event.id, tenant = %event.detail.tenant_id))]
+    async fn decide(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         if d.direction != Direction::Inbound {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");

@@ -39,7 +39,8 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(deps: Deps) -> Self {
-        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), deps.queue.clone());
+        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), deps.queue.clone())
+            .with_metrics(deps.metrics.clone());
         Self { intake, executor: Executor::new(deps) }
     }
 }

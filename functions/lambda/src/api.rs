@@ -92,6 +92,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         // API Gateway delivers the whole body in the event; nothing is read from a socket.
         body_timeout: switchboard_api::DEFAULT_BODY_TIMEOUT,
         ready: None,
+        metrics: None,
     }
 }
 

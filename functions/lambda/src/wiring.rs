@@ -249,6 +249,8 @@ impl Wiring {
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
             prices: Arc::new(PriceTable::builtin()),
+            // CloudWatch EMF metrics are not emitted yet (issue "Running it for real").
+            metrics: Arc::new(switchboard_engine::NoMetrics),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
         Self { store, queue, executor, deps, intake }

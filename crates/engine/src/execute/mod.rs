@@ -109,6 +109,7 @@ impl Executor {
             };
             match deps.sessions.commit_turn(&commit).await {
                 Ok(()) => {
+                    deps.metrics.execution(&record);
                     info!(
                         execution_id = %record.execution_id, status = ?record.status,
                         iterations = record.iterations, tokens = record.token_usage.total(),

@@ -6,6 +6,7 @@ mod clock;
 mod config;
 mod conversations;
 mod events;
+mod metrics;
 mod model;
 mod queue;
 mod sessions;
@@ -20,6 +21,7 @@ pub use clock::{Clock, SystemClock};
 pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
 pub use conversations::{ConversationError, ConversationLog, Conversations, LoggedMessage, Sent};
 pub use events::{BusError, EventBus, EventLog};
+pub use metrics::{Metrics, NoMetrics};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
 pub use queue::{Enqueued, QueueError, WorkItem, WorkQueue};
 pub use sessions::{ExecutionLog, SessionStore, SessionWrite, TurnCommit};
@@ -42,6 +44,8 @@ pub struct Deps {
     pub clock: Arc<dyn Clock>,
     /// What model calls cost; each call's record carries its cost at this table.
     pub prices: Arc<PriceTable>,
+    /// Where inbound outcomes and committed executions are counted ([`NoMetrics`] for none).
+    pub metrics: Arc<dyn Metrics>,
 }
 
 impl std::fmt::Debug for Deps {
