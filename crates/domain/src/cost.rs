@@ -142,7 +142,14 @@ impl PriceTable {
         if let Some(p) = self.models.get(model) {
             return Some(p);
         }
-        let (provider, id) = model.split_once(':')?;
+        // A plain id is a Bedrock model id (the brief's shape), colons and all.
+        let (provider, id) = match crate::ModelRef::parse(model).ok()? {
+            crate::ModelRef::Qualified { provider, model } => (provider.as_str(), model),
+            crate::ModelRef::Plain(id) => ("bedrock", id),
+        };
+        if let Some(p) = self.models.get(&format!("{provider}:{id}")) {
+            return Some(p);
+        }
         if let Some(undated) = without_date(id)
             && let Some(p) = self.models.get(&format!("{provider}:{undated}"))
         {
@@ -301,6 +308,7 @@ mod tests {
         assert_eq!(table.cost("openai:some-model-nobody-priced", &usage(10, 10, 0, 0)), None);
         assert_eq!(table.cost("scripted:demo", &usage(10, 10, 0, 0)), None);
         assert_eq!(table.cost("not-a-reference", &usage(10, 10, 0, 0)), None);
+        assert_eq!(table.cost("gemini:pro", &usage(10, 10, 0, 0)), None);
     }
 
     #[test]
@@ -314,6 +322,9 @@ mod tests {
         assert!(sonnet.is_some());
         assert_eq!(table.price("bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0").copied(), sonnet);
         assert_eq!(table.price("bedrock:xx.anthropic.claude-sonnet-4-20250514-v1:0"), None);
+        // a plain id is a Bedrock id
+        assert_eq!(table.price("anthropic.claude-sonnet-4-20250514-v1:0").copied(), sonnet);
+        assert_eq!(table.price("us.anthropic.claude-sonnet-4-20250514-v1:0").copied(), sonnet);
         assert_eq!(table.cost("ollama:llama3.1", &usage(1_000, 1_000, 0, 0)), Some(Cost::ZERO));
     }
 

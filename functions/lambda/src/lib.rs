@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod archiver;
+pub mod emf;
 pub mod event_router;
 pub mod executor;
 pub mod wiring;

@@ -249,16 +249,25 @@ impl Wiring {
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
             clock,
             prices: Arc::new(PriceTable::builtin()),
-            // CloudWatch EMF metrics are not emitted yet (issue "Running it for real").
-            metrics: Arc::new(switchboard_engine::NoMetrics),
+            // CloudWatch Embedded Metric Format lines on stdout.
+            metrics: Arc::new(crate::emf::EmfMetrics::stdout()),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
         Self { store, queue, executor, deps, intake }
     }
 
     /// The same wiring with model calls priced at `prices` instead of the shipped table.
-    pub fn priced(mut self, prices: PriceTable) -> Self {
-        self.deps.prices = Arc::new(prices);
+    pub fn priced(self, prices: PriceTable) -> Self {
+        self.rebuilt(|deps| deps.prices = Arc::new(prices))
+    }
+
+    /// The same wiring counting into `metrics` instead of EMF on stdout (tests).
+    pub fn with_metrics(self, metrics: Arc<dyn switchboard_engine::Metrics>) -> Self {
+        self.rebuilt(|deps| deps.metrics = metrics)
+    }
+
+    fn rebuilt(mut self, change: impl FnOnce(&mut Deps)) -> Self {
+        change(&mut self.deps);
         let Engine { intake, executor } = Engine::new(self.deps.clone());
         (self.intake, self.executor) = (intake, executor);
         self

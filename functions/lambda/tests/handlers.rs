@@ -1220,3 +1220,54 @@ async fn a_suspended_tenant_is_not_answered_until_it_is_active_again() {
     let (_, response) = poll_once(&w).await.unwrap();
     assert!(response.batch_item_failures.is_empty());
 }
+
+// ---- metrics -------------------------------------------------------------------------------------------
+
+/// Checks one line against the Embedded Metric Format: a `_aws` directive naming the namespace,
+/// dimension sets whose keys are top-level strings, and metrics whose names are top-level numbers.
+fn check_emf(line: &str) -> Value {
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    assert!(v["_aws"]["Timestamp"].is_u64(), "{line}");
+    let directives = v["_aws"]["CloudWatchMetrics"].as_array().unwrap();
+    assert_eq!(directives.len(), 1);
+    let d = &directives[0];
+    assert_eq!(d["Namespace"], "Switchboard");
+    for set in d["Dimensions"].as_array().unwrap() {
+        let keys = set.as_array().unwrap();
+        assert!(!keys.is_empty() && keys.len() <= 30, "{line}");
+        for k in keys {
+            assert!(v[k.as_str().unwrap()].is_string(), "dimension {k} is not a top-level string: {line}");
+        }
+    }
+    let metrics = d["Metrics"].as_array().unwrap();
+    assert!(!metrics.is_empty() && metrics.len() <= 100);
+    for m in metrics {
+        let name = m["Name"].as_str().unwrap();
+        assert!(v[name].is_number(), "metric {name} has no value: {line}");
+        assert!(m["Unit"].is_string());
+    }
+    v
+}
+
+#[tokio::test]
+async fn the_functions_count_routing_and_executions_in_embedded_metric_format() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Hi."})), Reply::text("")];
+    let mut w = world(script, false).await;
+    let buffer: Arc<Mutex<Vec<u8>>> = Arc::default();
+    w.wiring = w.wiring.with_metrics(Arc::new(switchboard_lambda::emf::EmfMetrics::to(buffer.clone())));
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(check_emf).collect();
+    // one routing outcome, one execution, one line per model call
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!((lines[0]["Outcome"].as_str(), lines[0]["InboundEvents"].as_f64()), (Some("enqueued"), Some(1.0)));
+    assert_eq!(lines[0]["TenantId"], "t-1", "the tenant is a property, not a dimension");
+    assert_eq!((lines[1]["Status"].as_str(), lines[1]["Executions"].as_f64()), (Some("success"), Some(1.0)));
+    for call in &lines[2..] {
+        assert_eq!(call["Model"], "anthropic.claude-3-haiku-20240307-v1:0", "the adapter as this world wires it");
+        assert!(call["InputTokens"].as_f64().unwrap() > 0.0);
+        assert!(call["CostUsd"].as_f64().unwrap() > 0.0, "a priced model: {call}");
+    }
+}

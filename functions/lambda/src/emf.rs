@@ -1,0 +1,113 @@
+//! The engine's metrics as CloudWatch Embedded Metric Format: one JSON object per line on
+//! stdout, which CloudWatch Logs turns into metrics in the `Switchboard` namespace. Dimensions are
+//! bounded (routing outcome, execution status, model); the tenant and agent ids go along as
+//! plain properties, so Logs Insights can break a metric down by tenant without a metric per
+//! tenant.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use switchboard_domain::{ExecutionRecord, TenantId};
+use switchboard_engine::Metrics;
+
+/// The CloudWatch namespace of every metric.
+pub const NAMESPACE: &str = "Switchboard";
+
+/// Where EMF lines go: stdout in a function, a buffer in tests.
+type Sink = Arc<Mutex<dyn Write + Send>>;
+
+/// Writes EMF lines.
+#[derive(Clone)]
+pub struct EmfMetrics {
+    sink: Sink,
+}
+
+impl std::fmt::Debug for EmfMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmfMetrics").finish_non_exhaustive()
+    }
+}
+
+impl EmfMetrics {
+    pub fn stdout() -> Self {
+        Self { sink: Arc::new(Mutex::new(std::io::stdout())) }
+    }
+
+    /// Lines into `sink` (tests).
+    pub fn to(sink: Arc<Mutex<dyn Write + Send>>) -> Self {
+        Self { sink }
+    }
+
+    /// One EMF object: `metrics` are `(name, unit, value)`, `dimensions` both a dimension set
+    /// and top-level members, `properties` top-level members only.
+    fn emit(&self, dimensions: &[(&str, String)], metrics: &[(&str, &str, f64)], properties: &[(&str, Value)]) {
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let mut line = json!({
+            "_aws": {
+                "Timestamp": u64::try_from(millis).unwrap_or(u64::MAX),
+                "CloudWatchMetrics": [{
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [dimensions.iter().map(|(k, _)| *k).collect::<Vec<_>>()],
+                    "Metrics": metrics.iter().map(|(name, unit, _)| json!({ "Name": name, "Unit": unit })).collect::<Vec<_>>(),
+                }]
+            }
+        });
+        for (k, v) in dimensions {
+            line[*k] = json!(v);
+        }
+        for (name, _, value) in metrics {
+            line[*name] = json!(value);
+        }
+        for (k, v) in properties {
+            line[*k] = v.clone();
+        }
+        if let Ok(mut out) = self.sink.lock() {
+            // A metric that cannot be written is dropped; the work it measures goes on.
+            let _ = writeln!(out, "{line}");
+        }
+    }
+}
+
+impl Metrics for EmfMetrics {
+    fn inbound(&self, tenant: &TenantId, outcome: &str) {
+        self.emit(
+            &[("Outcome", outcome.to_owned())],
+            &[("InboundEvents", "Count", 1.0)],
+            &[("TenantId", json!(tenant))],
+        );
+    }
+
+    fn execution(&self, record: &ExecutionRecord) {
+        let status =
+            serde_json::to_value(record.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let ids = [
+            ("TenantId", json!(record.tenant_id)),
+            ("AgentId", json!(record.agent_id)),
+            ("ExecutionId", json!(record.execution_id)),
+        ];
+        self.emit(
+            &[("Status", status)],
+            &[("Executions", "Count", 1.0), ("ExecutionLatency", "Milliseconds", record.latency_ms as f64)],
+            &ids,
+        );
+        let calls = record.model_calls.iter().chain(record.children.iter().flat_map(|c| c.model_calls.iter()));
+        for call in calls {
+            let u = call.usage;
+            let mut metrics = vec![
+                ("ModelCalls", "Count", 1.0),
+                ("ModelLatency", "Milliseconds", call.latency_ms as f64),
+                ("InputTokens", "Count", u.input_tokens as f64),
+                ("OutputTokens", "Count", u.output_tokens as f64),
+                ("CacheReadTokens", "Count", u.cache_read_tokens as f64),
+                ("CacheWriteTokens", "Count", u.cache_write_tokens as f64),
+            ];
+            match call.cost_usd {
+                Some(c) => metrics.push(("CostUsd", "None", c.dollars())),
+                None => metrics.push(("UnpricedCalls", "Count", 1.0)),
+            }
+            self.emit(&[("Model", call.model.clone())], &metrics, &ids);
+        }
+    }
+}
