@@ -376,7 +376,8 @@ pub(crate) async fn get_tenant(
     }
 }
 
-/// `PATCH /tenants/{t}` (admin): `{name?, status?}`; suspending stops new work for the tenant
+/// `PATCH /tenants/{t}` (admin): `{name?, status?, limits?}` (limits change field by field);
+/// suspending stops new work for the tenant
 /// (inbound messages are recorded, not answered; `invoke` is refused) and keeps its data.
 pub(crate) async fn update_tenant(
     State(state): State<ApiState>,
@@ -393,6 +394,15 @@ pub(crate) async fn update_tenant(
     struct Changes {
         name: Option<String>,
         status: Option<switchboard_domain::TenantStatus>,
+        limits: Option<LimitChanges>,
+    }
+    /// Only the limits given change.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct LimitChanges {
+        invocations_per_minute: Option<u32>,
+        tokens_per_day: Option<u64>,
+        on_limit: Option<switchboard_domain::OnLimit>,
     }
     let changes: Changes = serde_path_to_error::deserialize(body_json(&body)?).map_err(|e| {
         let path = e.path().to_string();
@@ -414,6 +424,15 @@ pub(crate) async fn update_tenant(
     }
     if let Some(status) = changes.status {
         tenant.status = status;
+    }
+    if let Some(l) = changes.limits {
+        let limits = &mut tenant.limits;
+        limits.invocations_per_minute = l.invocations_per_minute.unwrap_or(limits.invocations_per_minute);
+        limits.tokens_per_day = l.tokens_per_day.unwrap_or(limits.tokens_per_day);
+        if let Some(on_limit) = l.on_limit {
+            limits.on_limit = on_limit;
+        }
+        limits.validate("/limits").map_err(Problem::invalid)?;
     }
     if !state.admin.update_tenant(&tenant).await? {
         return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));

@@ -138,6 +138,19 @@ impl Problem {
         }
     }
 
+    /// 429 for work a tenant limit refused, naming the limit; `Retry-After` is when its window
+    /// reopens.
+    pub fn tenant_limit(refusal: &switchboard_domain::Refusal) -> Self {
+        let (kind, title) = match refusal.limit {
+            switchboard_domain::LimitName::InvocationsPerMinute => ("rate-limited", "Too many requests"),
+            switchboard_domain::LimitName::TokensPerDay => ("budget-exceeded", "Token budget exceeded"),
+        };
+        Self {
+            retry_after: Some(refusal.retry_after_seconds),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, kind, title, refusal.describe())
+        }
+    }
+
     pub fn unavailable() -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 use switchboard_domain::limits::{MAX_EVENT_BYTES, USAGE_TTL_DAYS};
 use switchboard_domain::{ExecutionId, InboundEvent, Priority, SessionId, TenantId, UsageCounts, ValidationErrors};
-use switchboard_engine::{ConfigKind, RouteOutcome, WorkItem};
+use switchboard_engine::{Admission, ConfigKind, Limits, RouteOutcome, WorkItem};
 
 use crate::auth::Caller;
 use crate::config;
@@ -302,6 +302,10 @@ async fn post_event(
             body["agentId"] = json!(agent_id);
         }
         RouteOutcome::HumanOwned { session_id } => body["sessionId"] = json!(session_id),
+        RouteOutcome::Limited { agent_id, limit, .. } => {
+            body["agentId"] = json!(agent_id);
+            body["limit"] = json!(limit);
+        }
         RouteOutcome::NoMatch | RouteOutcome::NotInbound | RouteOutcome::Suspended => {}
     }
     if let (Some(e), Some(obj)) = (execution, body.as_object_mut()) {
@@ -606,7 +610,8 @@ async fn invoke(
         errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
     }
     errors.into_result().map_err(Problem::invalid)?;
-    if state.config.get_tenant(&t).await?.is_some_and(|x| x.status == switchboard_domain::TenantStatus::Suspended) {
+    let tenant = state.config.get_tenant(&t).await?.ok_or_else(|| Problem::not_found(format!("no tenant '{t}'")))?;
+    if tenant.status == switchboard_domain::TenantStatus::Suspended {
         return Err(Problem::conflict(format!("tenant {t} is suspended")));
     }
     if agent.status != AgentStatus::Active {
@@ -623,7 +628,21 @@ async fn invoke(
             )));
         }
     }
+    let retried = key.is_some();
     let source_id = format!("invoke-{}", key.unwrap_or_else(|| ulid::Ulid::generate().to_string()));
+    // A retry of a call that already ran answers as the first did, limits or not; anything new
+    // is counted against the tenant's limits first (a refused call runs nothing and may be
+    // retried with the same key after `Retry-After`).
+    let done = match retried {
+        true => state.executions.execution_for_source(&t, &source_id).await?,
+        false => None,
+    };
+    if done.is_none()
+        && let Admission::Refused(refusal) = Limits::new(state.executor.deps()).admit(&tenant).await?
+    {
+        tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");
+        return Err(Problem::tenant_limit(&refusal));
+    }
     let text = body.message.unwrap_or_else(|| "[invoked without a message]".to_owned());
     let item = WorkItem {
         tenant_id: t,
@@ -635,8 +654,13 @@ async fn invoke(
         agent_id,
         continuation: false,
         detail: json!({ "invoke": true, "metadata": body.metadata }),
+        refused: None,
     };
-    match state.invoker.invoke(item, INVOKE_WAIT).await? {
+    let recorded = match done {
+        Some(r) => Some(r),
+        None => state.invoker.invoke(item, INVOKE_WAIT).await?,
+    };
+    match recorded {
         Some(r) => Ok(Json(json!({
             "sessionId": r.session_id, "executionId": r.execution_id, "status": r.status, "actions": r.actions,
         }))

@@ -15,11 +15,12 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::{
     Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
-    Session, SessionId, SessionStatus, Tenant, TenantId, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts,
+    OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger,
+    TriggerId, UsageCounts,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, ExecutionLog,
+    Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, Counters, ExecutionLog,
     SessionStore, SessionWrite, StoreError, TurnCommit, WorkItem, WorkQueue,
 };
 
@@ -43,6 +44,8 @@ struct Subject {
     /// Configuration writes with their rules, over this subject's stores (as the API makes them).
     service: ConfigService,
     probe: Arc<dyn QueueProbe>,
+    /// Tenant counters as two processes (Lambda containers on AWS) see them.
+    counters: [Arc<dyn Counters>; 2],
     _keep: Box<dyn Any + Send + Sync>,
 }
 
@@ -82,8 +85,10 @@ async fn embedded() -> Subject {
         sessions: store.clone(),
         executions: store.clone(),
         queue: queue.clone(),
-        service: ConfigService::new(store.clone(), store),
+        service: ConfigService::new(store.clone(), store.clone()),
         probe: queue,
+        // One process holds the database: a second handle shares its connection.
+        counters: [store.clone(), Arc::new(e.store.clone())],
         _keep: Box::new((dir, e)),
     }
 }
@@ -95,14 +100,19 @@ async fn aws() -> Subject {
     let clients = AwsClients::new(&sdk);
     let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()));
     Subject {
-        clock,
+        clock: clock.clone(),
         config: store.clone(),
         config_admin: store.clone(),
         sessions: store.clone(),
         executions: store.clone(),
         queue: Arc::new(SqsWorkQueue::new(clients.sqs.clone(), names.work_queue_url.clone())),
-        service: ConfigService::new(store.clone(), store),
-        probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url)),
+        service: ConfigService::new(store.clone(), store.clone()),
+        probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url.clone())),
+        // A second container: its own SDK client and store over the same tables.
+        counters: [store, {
+            let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+            Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
+        }],
         _keep: Box::new(()),
     }
 }
@@ -136,6 +146,7 @@ contract!(
     the_config_service_keeps_references_within_the_tenant,
     usage_adds_up_per_day_agent_and_model_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
+    counters_admit_exactly_the_limit_across_processes,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -463,7 +474,13 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
     let stored = x.config.get_tenant(&a).await.unwrap().unwrap();
     assert_eq!((stored.name.as_str(), stored.status), ("Acme", TenantStatus::Active));
     assert!(x.config.tenant_exists(&a).await.unwrap());
-    let changed = Tenant { name: "Acme Corp".into(), status: TenantStatus::Suspended, ..stored.clone() };
+    assert_eq!(stored.limits, TenantLimits::default());
+    let limits = TenantLimits {
+        invocations_per_minute: 5,
+        tokens_per_day: 123,
+        on_limit: OnLimit::Message { text: "Busy".into() },
+    };
+    let changed = Tenant { name: "Acme Corp".into(), status: TenantStatus::Suspended, limits, ..stored.clone() };
     assert!(x.config_admin.update_tenant(&changed).await.unwrap());
     assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(changed));
     // the other tenant is untouched, and a tenant that does not exist is not created by an update
@@ -471,6 +488,28 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
     let ghost = Tenant { tenant_id: tenant("t-ghost"), ..stored };
     assert!(!x.config_admin.update_tenant(&ghost).await.unwrap());
     assert_eq!(x.config.get_tenant(&tenant("t-ghost")).await.unwrap(), None);
+}
+
+async fn counters_admit_exactly_the_limit_across_processes(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let expires = x.clock.now() + Duration::minutes(2);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let (c, t) = (x.counters[i % 2].clone(), t.clone());
+        tasks.spawn(async move { c.take(&t, "MIN#2026-11-23T07:00", 7, expires).await.unwrap() });
+    }
+    assert_eq!(tasks.join_all().await.into_iter().filter(|a| *a).count(), 7);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let (c, t) = (x.counters[i % 2].clone(), t.clone());
+        tasks.spawn(async move { c.first(&t, "MIN#2026-11-23T07:00", expires).await.unwrap() });
+    }
+    assert_eq!(tasks.join_all().await.into_iter().filter(|f| *f).count(), 1, "one caller is first");
+    // a window is counted on its own, per tenant; `first` works on a window never taken from
+    assert!(x.counters[1].take(&t, "MIN#2026-11-23T07:01", 7, expires).await.unwrap());
+    assert!(x.counters[0].take(&other, "MIN#2026-11-23T07:00", 7, expires).await.unwrap());
+    assert!(x.counters[0].first(&t, "DAY#2026-11-23", expires).await.unwrap());
+    assert!(!x.counters[1].first(&t, "DAY#2026-11-23", expires).await.unwrap());
 }
 
 async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
@@ -638,6 +677,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         agent_id: AgentId::generate(),
         continuation: false,
         detail: json!({"message": {"text": "hello", "n": 1.5}}),
+        refused: None,
     }
 }
 

@@ -94,6 +94,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         clock: clock.clone(),
         prices: Arc::new(switchboard_domain::PriceTable::builtin()),
         metrics: Arc::new(switchboard_engine::NoMetrics),
+        counters: store.clone(),
     });
     let item = WorkItem {
         tenant_id: tenant.clone(),
@@ -105,6 +106,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         agent_id: agent.agent_id,
         continuation: false,
         detail: json!({"message": {"text": "Where is my order?"}}),
+        refused: None,
     };
     counter.take();
 

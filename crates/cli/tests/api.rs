@@ -343,6 +343,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     }
     corpus.push((Method::GET, "/tenants/acme".into(), None));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
+    corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "limits": { "invocationsPerMinute": 1 } }))));
     corpus.push((Method::PATCH, "/tenants/intruder".into(), Some(json!({ "status": "active" }))));
     for kind in ["agents", "triggers", "tools", "skills", "events"] {
         corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
@@ -428,6 +429,94 @@ async fn a_suspended_tenant_records_messages_without_answering_them_until_reacti
     admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "active" })), &[]).await;
     let r = admin.post("/events?wait=30", event("p-2")).await;
     assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
+}
+
+#[tokio::test]
+async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    // the brief's defaults until changed
+    let record = admin.get("/tenants/acme").await;
+    assert_eq!(
+        record.body["limits"],
+        json!({ "invocationsPerMinute": 60, "tokensPerDay": 1_000_000, "onLimit": { "action": "none" } })
+    );
+    for (body, pointer) in [
+        (json!({ "limits": { "invocationsPerMinute": 0 } }), "/limits/invocationsPerMinute"),
+        (json!({ "limits": { "tokensPerDay": -1 } }), "/limits/tokensPerDay"),
+        (json!({ "limits": { "onLimit": { "action": "shout" } } }), "/limits/onLimit/action"),
+        (json!({ "limits": { "onLimit": { "action": "message", "text": " " } } }), "/limits/onLimit/text"),
+        (json!({ "limits": { "perHour": 5 } }), "/limits/perHour"),
+    ] {
+        let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
+        assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body} → {}", r.body);
+    }
+    let busy =
+        json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "message", "text": "Busy, sorry." } } });
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(busy), &[]).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(admin.get("/tenants/acme").await.body["limits"]["invocationsPerMinute"], 1);
+
+    // one invocation a minute: of three quick messages at least one falls in a minute already
+    // used (wherever the minute turns), and it is recorded, not run, and answered as configured
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    let mut refused = None;
+    for id in ["l-1", "l-2", "l-3"] {
+        let r = admin.post("/events?wait=30", event(id)).await;
+        if r.body["outcome"] == "rate_limited" {
+            refused = Some((id, r.body));
+            break;
+        }
+        assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
+    }
+    let (id, body) = refused.expect("a second message within a minute is refused");
+    assert_eq!(body["limit"], "invocationsPerMinute", "{body}");
+    let execution = &body["execution"];
+    assert_eq!(
+        (execution["status"].as_str(), execution["error"]["kind"].as_str()),
+        (Some("rate_limited"), Some("limit"))
+    );
+    assert_eq!(execution["modelCalls"], json!([]));
+    let log = admin.get(&format!("/tenants/acme/conversations/c-{id}/messages")).await;
+    let texts: Vec<&str> = log.body["messages"].as_array().unwrap().iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(texts, ["Hi there", "Busy, sorry."]);
+
+    // invoke: 429 with Retry-After (at most the minute), as problem+json; nothing runs
+    let mut limited = None;
+    for n in 0..3 {
+        let r = admin
+            .post(
+                "/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke",
+                json!({ "conversationId": format!("c-i{n}") }),
+            )
+            .await;
+        if r.status.as_u16() == 429 {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    }
+    let r = limited.expect("a second invoke within a minute is refused");
+    let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    assert_eq!(r.body["type"], "urn:switchboard:problem:rate-limited", "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("invocationsPerMinute (1)"), "{}", r.body);
+    // and the window's refusals were announced once
+    let events = admin.get("/tenants/acme/events").await;
+    let reached: Vec<&Value> = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["detailType"] == "tenant.limit.reached")
+        .collect();
+    assert!(!reached.is_empty() && reached.len() <= 2, "one per window (the test may span two): {reached:?}");
 }
 
 #[tokio::test]

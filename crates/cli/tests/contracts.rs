@@ -22,8 +22,14 @@ use serde_json::{Value, json};
 const OPENAPI_URI: &str = "https://example.invalid/switchboard/contracts/openapi.yaml";
 const EVENTS_URI: &str = "https://example.invalid/switchboard/contracts/events/";
 /// The outbound detail-types the engine publishes today, each with a schema in `contracts/events/`.
-const OUTBOUND: [&str; 5] =
-    ["session.handoff.human", "session.handoff.agent", "session.ended", "flow.trigger.requested", "execution.failed"];
+const OUTBOUND: [&str; 6] = [
+    "session.handoff.human",
+    "session.handoff.agent",
+    "session.ended",
+    "flow.trigger.requested",
+    "execution.failed",
+    "tenant.limit.reached",
+];
 const SUPPORT_AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 const BILLING_AGENT: &str = "01JD0000PAYMENTS0AGENT0002";
 
@@ -892,6 +898,43 @@ async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
     assert_eq!(kinds(&events), ["execution.failed", "flow.trigger.requested"].map(String::from).into());
     let failure = events.iter().find(|(_, e)| e["detailType"] == "execution.failed").unwrap();
     assert_eq!(failure.1["detail"]["executionId"], failed.as_str());
+
+    // tenant limits: one invocation a minute (two ran already this minute, or at most one will
+    // in the next), so within three messages one is refused, recorded and announced
+    let admin = Api::new(&spec, &server, Some(&server.admin));
+    let r = admin
+        .call(
+            Method::PATCH,
+            "/tenants/flows",
+            Body::Json(
+                json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "message", "text": "Busy." } } }),
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut refused = None;
+    for n in 3..6 {
+        let r = deliver(&api, envelope(&format!("f-{n}"), "flows", "c-limit", "Please start the returns flow")).await;
+        if r.str("/outcome") == "rate_limited" {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("a message over the limit is refused");
+    assert_eq!(refused.str("/execution/status"), "rate_limited");
+    let invoke = format!("/tenants/flows/agents/{agent_id}/invoke");
+    let mut limited = None;
+    for n in 0..3 {
+        let r = api.post(&invoke, json!({ "conversationId": format!("c-inv{n}") })).await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+    }
+    assert!(limited.expect("an invoke over the limit is refused").headers.contains_key("retry-after"));
+    let events = published(&api, "flows").await;
+    assert!(kinds(&events).contains("tenant.limit.reached"), "{:?}", kinds(&events));
 
     // a tenant key sees only its own tenant (another tenant's paths are not counted toward its
     // limit); past the rate limit on its own tenant, 429 with Retry-After

@@ -18,8 +18,10 @@ pub enum ExecutionStatus {
     Ended,
     /// The loop ran out of model calls before a final answer.
     MaxIterations,
-    /// A token budget would have been exceeded.
+    /// A token budget would have been exceeded (a tenant's tokens per day refused the message).
     BudgetExceeded,
+    /// The tenant's invocations-per-minute limit refused the message: nothing ran.
+    RateLimited,
     Timeout,
     Failed,
     /// Nothing ran: the conversation is owned by a human, or the session is closed.
@@ -35,6 +37,8 @@ pub enum ErrorKind {
     Store,
     Config,
     Conflict,
+    /// A tenant limit refused the work (`reason` names the limit).
+    Limit,
     Internal,
 }
 
@@ -45,7 +49,8 @@ pub struct ExecutionError {
     pub message: String,
     pub retryable: bool,
     /// For a model failure, which one: `unauthorized`, `throttled`, `rejected`, `timeout`,
-    /// `unavailable`, or `deadline` (the execution's own time ran out).
+    /// `unavailable`, or `deadline` (the execution's own time ran out); for kind `limit`, the
+    /// tenant limit (`invocationsPerMinute`, `tokensPerDay`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

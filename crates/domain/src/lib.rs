@@ -38,7 +38,7 @@ pub use message::{ContentBlock, Message, Role};
 pub use model_ref::{ModelRef, Provider};
 pub use session::{HandoffContext, HandoffTarget, Priority, Session, SessionStatus};
 pub use skill::Skill;
-pub use tenant::{Tenant, TenantStatus};
+pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantStatus};
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
 pub use trigger::{EventType, Trigger, TriggerStatus};
 pub use validation::{FieldError, ValidationErrors};

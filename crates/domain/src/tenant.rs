@@ -4,7 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::execution::ExecutionStatus;
 use crate::ids::TenantId;
+use crate::limits::MAX_REPLY_TEXT_BYTES;
+use crate::validation::ValidationErrors;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,4 +39,163 @@ pub struct Tenant {
     pub name: String,
     pub status: TenantStatus,
     pub created_at: DateTime<Utc>,
+    /// Cost and load limits (the defaults unless changed).
+    #[serde(default)]
+    pub limits: TenantLimits,
+}
+
+/// Default of [`TenantLimits::invocations_per_minute`] (the brief's table).
+pub const DEFAULT_INVOCATIONS_PER_MINUTE: u32 = 60;
+/// Default of [`TenantLimits::tokens_per_day`] (the brief's table).
+pub const DEFAULT_TOKENS_PER_DAY: u64 = 1_000_000;
+/// Highest accepted invocations-per-minute limit.
+pub const MAX_INVOCATIONS_PER_MINUTE: u32 = 1_000_000;
+/// Highest accepted tokens-per-day limit.
+pub const MAX_TOKENS_PER_DAY: u64 = 1_000_000_000_000;
+
+/// A tenant's cost and load limits, checked where work enters (event intake and `invoke`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantLimits {
+    /// Agent executions started per UTC minute (inbound messages answered and `invoke` calls).
+    #[serde(default = "default_invocations")]
+    pub invocations_per_minute: u32,
+    /// Model tokens (input, output and prompt-cache) per UTC day, across every agent.
+    #[serde(default = "default_tokens")]
+    pub tokens_per_day: u64,
+    /// What the customer gets when their message is not answered because of a limit.
+    #[serde(default)]
+    pub on_limit: OnLimit,
+}
+
+fn default_invocations() -> u32 {
+    DEFAULT_INVOCATIONS_PER_MINUTE
+}
+
+fn default_tokens() -> u64 {
+    DEFAULT_TOKENS_PER_DAY
+}
+
+impl Default for TenantLimits {
+    fn default() -> Self {
+        Self {
+            invocations_per_minute: DEFAULT_INVOCATIONS_PER_MINUTE,
+            tokens_per_day: DEFAULT_TOKENS_PER_DAY,
+            on_limit: OnLimit::default(),
+        }
+    }
+}
+
+impl TenantLimits {
+    /// Every field out of range, by JSON pointer under `base` (for example `/limits`).
+    pub fn validate(&self, base: &str) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        if !(1..=MAX_INVOCATIONS_PER_MINUTE).contains(&self.invocations_per_minute) {
+            errors.push(format!("{base}/invocationsPerMinute"), format!("must be 1 to {MAX_INVOCATIONS_PER_MINUTE}"));
+        }
+        if !(1..=MAX_TOKENS_PER_DAY).contains(&self.tokens_per_day) {
+            errors.push(format!("{base}/tokensPerDay"), format!("must be 1 to {MAX_TOKENS_PER_DAY}"));
+        }
+        if let OnLimit::Message { text } = &self.on_limit
+            && (text.trim().is_empty() || text.len() > MAX_REPLY_TEXT_BYTES)
+        {
+            errors.push(format!("{base}/onLimit/text"), format!("must be 1 to {MAX_REPLY_TEXT_BYTES} bytes of text"));
+        }
+        errors.into_result()
+    }
+}
+
+/// What the customer gets when a limit stops their message from being answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OnLimit {
+    /// Nothing: the message is recorded, not answered.
+    #[default]
+    #[serde(rename = "none")]
+    Nothing,
+    /// A fixed reply, sent once per message.
+    Message { text: String },
+    /// The conversation goes to a human operator (`session.handoff.human`).
+    HandoffToHuman,
+}
+
+/// A limit of [`TenantLimits`], as records, events and problems name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LimitName {
+    InvocationsPerMinute,
+    TokensPerDay,
+}
+
+impl LimitName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitName::InvocationsPerMinute => "invocationsPerMinute",
+            LimitName::TokensPerDay => "tokensPerDay",
+        }
+    }
+
+    /// The status of an execution this limit refused: `rate_limited` for a rate,
+    /// `budget_exceeded` for a token budget.
+    pub fn status(self) -> ExecutionStatus {
+        match self {
+            LimitName::InvocationsPerMinute => ExecutionStatus::RateLimited,
+            LimitName::TokensPerDay => ExecutionStatus::BudgetExceeded,
+        }
+    }
+}
+
+/// A limit that refused a piece of work, carried with it to where it is recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    pub limit: LimitName,
+    /// The limit's value when it refused.
+    pub value: u64,
+    /// Seconds until the limit's window reopens.
+    pub retry_after_seconds: u64,
+    pub on_limit: OnLimit,
+}
+
+impl Refusal {
+    pub fn describe(&self) -> String {
+        format!(
+            "tenant limit {} ({}) reached; the window reopens in {} s",
+            self.limit.as_str(),
+            self.value,
+            self.retry_after_seconds
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn limits_default_to_the_briefs_table_and_read_partially() {
+        let l: TenantLimits = serde_json::from_value(json!({"tokensPerDay": 5})).unwrap();
+        assert_eq!(l.invocations_per_minute, 60);
+        assert_eq!(l.tokens_per_day, 5);
+        assert_eq!(l.on_limit, OnLimit::Nothing);
+        assert_eq!(serde_json::to_value(TenantLimits::default()).unwrap()["onLimit"], json!({"action": "none"}));
+        let m: OnLimit = serde_json::from_value(json!({"action": "message", "text": "busy"})).unwrap();
+        assert_eq!(m, OnLimit::Message { text: "busy".into() });
+        assert!(serde_json::from_value::<OnLimit>(json!({"action": "shout"})).is_err());
+        assert!(serde_json::from_value::<TenantLimits>(json!({"perHour": 1})).is_err());
+    }
+
+    #[test]
+    fn out_of_range_limits_are_named() {
+        let bad = TenantLimits {
+            invocations_per_minute: 0,
+            tokens_per_day: MAX_TOKENS_PER_DAY + 1,
+            on_limit: OnLimit::Message { text: " ".into() },
+        };
+        let pointers: Vec<String> = bad.validate("/limits").unwrap_err().0.into_iter().map(|f| f.pointer).collect();
+        assert_eq!(pointers, ["/limits/invocationsPerMinute", "/limits/tokensPerDay", "/limits/onLimit/text"]);
+        assert!(TenantLimits::default().validate("/limits").is_ok());
+    }
 }

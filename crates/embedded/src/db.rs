@@ -16,6 +16,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::SCOPE_CLIENT_IDS,
     crate::store::USAGE,
     crate::store::TENANT_STATUS,
+    crate::store::TENANT_LIMITS,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -127,6 +127,7 @@ impl Embedded {
             clock,
             prices: Arc::clone(&options.prices),
             metrics: metrics.clone(),
+            counters: store_arc.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps);
         let executor = executor.with_budget(options.turn_budget);
@@ -219,7 +220,7 @@ impl Embedded {
             self.intake.count(&d.tenant_id, &RouteOutcome::Suspended);
             return Ok(RouteOutcome::Suspended);
         }
-        self.intake.route_known_tenant(event).await
+        self.intake.route_known_tenant(event, &tenant).await
     }
 }
 
@@ -237,7 +238,7 @@ impl Ingest for Embedded {
         let completions = self.subscribe_completions();
         let outcome = Embedded::ingest(self, event).await?;
         let record = match outcome {
-            RouteOutcome::Enqueued { .. } => {
+            RouteOutcome::Enqueued { .. } | RouteOutcome::Limited { .. } => {
                 self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
             }
             _ => None,

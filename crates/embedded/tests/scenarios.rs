@@ -260,6 +260,7 @@ async fn a_redelivered_event_yields_one_reply_and_one_record() {
         agent_id: FRONT.parse().unwrap(),
         continuation: false,
         detail: e.raw_detail.clone(),
+        refused: None,
     };
     let replay = executor.execute(&item).await.unwrap();
     assert!(matches!(replay, ExecOutcome::AlreadyRecorded(_)));

@@ -7,9 +7,13 @@ use std::sync::Arc;
 
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::first_match;
-use switchboard_domain::{AgentId, AgentStatus, EventType, InboundEvent, SessionId, TenantId, TenantStatus, TriggerId};
+use switchboard_domain::{
+    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Refusal, SessionId, Tenant, TenantId, TenantStatus,
+    TriggerId,
+};
 use tracing::{debug, info, warn};
 
+use crate::limits::{Admission, Limits};
 use crate::ports::{ConfigStore, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
 use crate::ports::{QueueError, StoreError};
 
@@ -26,6 +30,9 @@ pub enum RouteOutcome {
     NotInbound,
     /// The tenant is suspended: nothing runs for it.
     Suspended,
+    /// A tenant limit refused the message: it is queued to be recorded as refused (and answered
+    /// as the tenant's `onLimit` says), not run.
+    Limited { agent_id: AgentId, limit: LimitName, duplicate: bool },
 }
 
 impl RouteOutcome {
@@ -38,6 +45,8 @@ impl RouteOutcome {
             RouteOutcome::HumanOwned { .. } => "human_owned",
             RouteOutcome::NotInbound => "not_inbound",
             RouteOutcome::Suspended => "suspended",
+            RouteOutcome::Limited { limit: LimitName::InvocationsPerMinute, .. } => "rate_limited",
+            RouteOutcome::Limited { limit: LimitName::TokensPerDay, .. } => "budget_exceeded",
         }
     }
 }
@@ -68,6 +77,7 @@ pub struct Intake {
     sessions: Arc<dyn SessionStore>,
     queue: Arc<dyn WorkQueue>,
     metrics: Arc<dyn Metrics>,
+    limits: Option<Limits>,
 }
 
 impl std::fmt::Debug for Intake {
@@ -78,7 +88,13 @@ impl std::fmt::Debug for Intake {
 
 impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
-        Self { config, sessions, queue, metrics: Arc::new(NoMetrics) }
+        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None }
+    }
+
+    /// Enforces the tenants' limits on every message an agent would answer (without: none).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
     }
 
     /// Counts every routing outcome in `metrics`.
@@ -104,19 +120,19 @@ impl Intake {
                 self.count(&d.tenant_id, &RouteOutcome::Suspended);
                 Ok(RouteOutcome::Suspended)
             }
-            Some(_) => self.route_known_tenant(event).await,
+            Some(t) => self.route_known_tenant(event, &t).await,
         }
     }
 
-    /// [`Intake::route`] for a caller that has just checked that the tenant exists.
-    pub async fn route_known_tenant(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
-        let outcome = self.decide(event).await?;
+    /// [`Intake::route`] for a caller that has just read the event's tenant.
+    pub async fn route_known_tenant(&self, event: &InboundEvent, tenant: &Tenant) -> Result<RouteOutcome, RouteError> {
+        let outcome = self.decide(event, tenant).await?;
         self.count(&event.detail.tenant_id, &outcome);
         Ok(outcome)
     }
 
     #[tracing::instrument(skip_all, fields(event_id = %event.id, tenant = %event.detail.tenant_id))]
-    async fn decide(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
+    async fn decide(&self, event: &InboundEvent, tenant: &Tenant) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         if d.direction != Direction::Inbound {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
@@ -129,7 +145,7 @@ impl Intake {
             // conversation's queue group so that the message joins the session transcript in
             // order (an agent the conversation is handed back to sees it) with a skip record.
             debug!(session_id = %latest.session_id, "conversation owned by a human; recorded, not answered");
-            let queued = self.queue.enqueue(&work_item(event, latest.agent_id, None)).await?;
+            let queued = self.queue.enqueue(&work_item(event, latest.agent_id, None, None)).await?;
             if queued == Enqueued::Duplicate {
                 info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
             }
@@ -142,10 +158,23 @@ impl Intake {
             remaining = &remaining[position + 1..];
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id));
+                    let refused = match &self.limits {
+                        Some(limits) => match limits.admit(tenant).await? {
+                            Admission::Admitted => None,
+                            Admission::Refused(r) => Some(r),
+                        },
+                        None => None,
+                    };
+                    let limit = refused.as_ref().map(|r| r.limit);
+                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id), refused);
                     let outcome = self.queue.enqueue(&item).await?;
                     if outcome == Enqueued::Duplicate {
                         info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+                    }
+                    if let Some(limit) = limit {
+                        info!(conversation_id = %d.conversation_id, limit = limit.as_str(), "a tenant limit refused the message; recorded, not run");
+                        let duplicate = outcome == Enqueued::Duplicate;
+                        return Ok(RouteOutcome::Limited { agent_id: agent.agent_id, limit, duplicate });
                     }
                     return Ok(RouteOutcome::Enqueued {
                         trigger_id: trigger.trigger_id,
@@ -166,7 +195,7 @@ impl Intake {
 }
 
 /// The work item for `event`, answered by `agent`.
-fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>) -> WorkItem {
+fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, refused: Option<Refusal>) -> WorkItem {
     let d = &event.detail;
     WorkItem {
         tenant_id: d.tenant_id.clone(),
@@ -178,6 +207,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>) -
         agent_id: agent,
         continuation: false,
         detail: event.raw_detail.clone(),
+        refused,
     }
 }
 
@@ -219,6 +249,7 @@ mod tests {
                 name: "T".into(),
                 status: Default::default(),
                 created_at: chrono::DateTime::UNIX_EPOCH,
+                limits: Default::default(),
             }))
         }
         async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod execute;
 mod fault;
 pub mod intake;
+pub mod limits;
 mod model_call;
 mod patterns;
 pub mod ports;
@@ -27,6 +28,7 @@ pub use config::{ConfigService, ConfigWriteError};
 pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::{ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
+pub use limits::{Admission, Limits};
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
 
@@ -40,7 +42,8 @@ pub struct Engine {
 impl Engine {
     pub fn new(deps: Deps) -> Self {
         let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), deps.queue.clone())
-            .with_metrics(deps.metrics.clone());
+            .with_metrics(deps.metrics.clone())
+            .with_limits(Limits::new(&deps));
         Self { intake, executor: Executor::new(deps) }
     }
 }

@@ -251,6 +251,7 @@ impl Wiring {
             prices: Arc::new(PriceTable::builtin()),
             // CloudWatch Embedded Metric Format lines on stdout.
             metrics: Arc::new(crate::emf::EmfMetrics::stdout()),
+            counters: store.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
         Self { store, queue, executor, deps, intake }
@@ -264,6 +265,12 @@ impl Wiring {
     /// The same wiring counting into `metrics` instead of EMF on stdout (tests).
     pub fn with_metrics(self, metrics: Arc<dyn switchboard_engine::Metrics>) -> Self {
         self.rebuilt(|deps| deps.metrics = metrics)
+    }
+
+    /// The same wiring reading the time from `clock` for tenant-limit windows and records
+    /// (tests: a window that does not turn over mid-test).
+    pub fn with_clock(self, clock: Arc<dyn switchboard_engine::Clock>) -> Self {
+        self.rebuilt(|deps| deps.clock = clock)
     }
 
     fn rebuilt(mut self, change: impl FnOnce(&mut Deps)) -> Self {

@@ -1271,3 +1271,81 @@ async fn the_functions_count_routing_and_executions_in_embedded_metric_format() 
         assert!(call["CostUsd"].as_f64().unwrap() > 0.0, "a priced model: {call}");
     }
 }
+
+// ---- tenant limits ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn tenant_limits_refuse_at_the_router_and_at_invoke_from_shared_counters_and_announce_once() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Hello!"})), Reply::text("")];
+    let mut w = world(script, false).await;
+    // a clock that stays inside one minute, so the window cannot turn over mid-test
+    let clock = common::ManualClock::new();
+    w.wiring = w.wiring.with_clock(clock.clone());
+    let eb = aws_sdk_eventbridge::Client::new(&w.sdk);
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let (capture, arn) = queue_with_arn(&sqs, "limit-events").await;
+    rule_to_queue(&eb, &w.names.event_bus, "limits", json!({"detail-type": ["tenant.limit.reached"]}), &arn).await;
+
+    // out-of-range limits are refused field by field; good ones are stored in DynamoDB
+    let bad = json!({ "limits": { "invocationsPerMinute": 0, "onLimit": { "action": "message", "text": "" } } });
+    let (status, problem) = api_call(&w, "PATCH", "/tenants/t-1", Some(&bad)).await;
+    let pointers: Vec<&str> =
+        problem["errors"].as_array().unwrap().iter().filter_map(|e| e["pointer"].as_str()).collect();
+    assert_eq!((status, pointers), (400, vec!["/limits/invocationsPerMinute", "/limits/onLimit/text"]), "{problem}");
+    let good = json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "message", "text": "Busy." } } });
+    let (status, tenant) = api_call(&w, "PATCH", "/tenants/t-1", Some(&good)).await;
+    assert_eq!((status, &tenant["limits"]["invocationsPerMinute"]), (200, &json!(1)), "{tenant}");
+    assert_eq!(tenant["limits"]["tokensPerDay"], 1_000_000, "limits not given keep their value");
+
+    // the first message of the minute is answered
+    let first = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(first, RouteOutcome::Enqueued { .. }), "{first:?}");
+    assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
+    // the second is recorded as refused and answered with the tenant's message
+    let mut second = fixture("eventbridge-message-new.json");
+    second["id"] = json!("second-event");
+    second["detail"]["messageId"] = json!("m-2");
+    second["detail"]["conversationId"] = json!("c-2");
+    let routed = event_router::handle(&w.wiring.intake, event(second)).await.unwrap();
+    assert_eq!(routed.as_str(), "rate_limited");
+    assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
+    let t1: TenantId = "t-1".parse().unwrap();
+    let record = w.wiring.store.execution_for_source(&t1, "second-event").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
+    assert_eq!(w.bedrock.requests().len(), 2, "the model ran for the first message only");
+    let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
+    assert_eq!(sent, ["Hello!", "Busy."]);
+
+    // invoke is refused with 429 and Retry-After, and nothing is queued
+    let request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri(format!("/tenants/t-1/agents/{AGENT}/invoke"))
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Text(json!({ "conversationId": "c-3", "message": "help" }).to_string()))
+        .unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "60");
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let problem: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(problem["type"], "urn:switchboard:problem:rate-limited", "{problem}");
+    assert!(poll_once(&w).await.is_none(), "nothing queued");
+
+    // one tenant.limit.reached for the window, however many refusals
+    let announced = receive_all(&sqs, &capture).await;
+    assert_eq!(announced.len(), 1);
+    let body: Value = serde_json::from_str(announced[0].body().unwrap()).unwrap();
+    assert_eq!(
+        (&body["detail"]["limit"], &body["detail"]["value"], &body["detail"]["tenantId"]),
+        (&json!("invocationsPerMinute"), &json!(1), &json!("t-1")),
+        "{body}"
+    );
+
+    // the next minute is a new window
+    clock.advance(chrono::Duration::minutes(1));
+    let mut third = fixture("eventbridge-message-new.json");
+    third["id"] = json!("third-event");
+    third["detail"]["messageId"] = json!("m-3");
+    let routed = event_router::handle(&w.wiring.intake, event(third)).await.unwrap();
+    assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
+}

@@ -54,6 +54,18 @@ where
     StoreError::Unavailable { message: f.message, retryable: f.retryable }
 }
 
+/// A conditional write's answer: `true` written, `false` when its condition did not hold.
+pub(super) fn conditional<T, E>(operation: &str, result: Result<T, SdkError<E>>) -> Result<bool, StoreError>
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException") => Ok(false),
+        Err(e) => Err(unavailable(operation, &e)),
+    }
+}
+
 pub(super) fn build_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable { message: format!("building a request: {e}"), retryable: false }
 }

@@ -56,19 +56,20 @@ impl ConfigAdmin for DynamoStore {
             .update_item()
             .table_name(&self.names.config_table)
             .set_key(Some(key(tenant_pk(&tenant.tenant_id), "TENANT".into())))
-            .update_expression("SET #name = :name, #status = :status")
+            .update_expression("SET #name = :name, #status = :status, #limits = :limits")
             .condition_expression("attribute_exists(PK)")
             .expression_attribute_names("#name", "name")
             .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#limits", "limits")
+            .expression_attribute_values(
+                ":limits",
+                s(serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+            )
             .expression_attribute_values(":name", s(tenant.name.clone()))
             .expression_attribute_values(":status", s(tenant.status.as_str()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(unavailable("UpdateItem", &e)),
-        }
+        conditional("UpdateItem", result)
     }
 
     /// One `TransactWriteItems`: the tenant must exist (a condition check on its marker) and the
@@ -223,6 +224,13 @@ impl ConfigStore for DynamoStore {
                 created_at: attr_s(&item, "createdAt")?
                     .parse()
                     .map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
+                // JSON; a marker without limits has the defaults.
+                limits: match item.get("limits").and_then(|v| v.as_s().ok()) {
+                    Some(json) => {
+                        serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("tenant limits: {e}")))?
+                    }
+                    None => Default::default(),
+                },
             })
         })
         .transpose()

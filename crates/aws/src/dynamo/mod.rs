@@ -16,6 +16,8 @@
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
+//! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
+//! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //!
 //! GSI `SessionsByConversation` on the sessions table: partition `conversationKey`
 //! (`TENANT#<t>#CONV#<conversation>`), sort `startKey` (`<startedAt>#<handoff depth>#<ulid>`).
@@ -25,6 +27,7 @@
 
 mod codec;
 mod config;
+mod counters;
 mod executions;
 mod keys;
 mod sessions;
@@ -138,18 +141,14 @@ impl DynamoStore {
         let mut item = key(tenant_pk(tenant), "TENANT".into());
         item.insert("name".into(), s(name));
         item.insert("createdAt".into(), s(self.clock.now().to_rfc3339()));
-        match self
+        let result = self
             .client
             .put_item()
             .table_name(&self.names.config_table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(PK)")
             .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(unavailable("PutItem", &e)),
-        }
+            .await;
+        codec::conditional("PutItem", result)
     }
 }

@@ -16,21 +16,22 @@ use super::{SqliteStore, from_json, is_constraint, store_err};
 impl ConfigStore for SqliteStore {
     async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
         let t = tenant.to_string();
-        let row: Option<(String, String, String)> = self
+        let row: Option<(String, String, String, Option<String>)> = self
             .db
             .call(move |c| {
-                Ok(c.prepare_cached("SELECT name, status, created_at FROM tenants WHERE tenant_id = ?1")?
-                    .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                Ok(c.prepare_cached("SELECT name, status, created_at, limits FROM tenants WHERE tenant_id = ?1")?
+                    .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                     .optional()?)
             })
             .await
             .map_err(store_err)?;
-        row.map(|(name, status, created)| {
+        row.map(|(name, status, created, limits)| {
             Ok(Tenant {
                 tenant_id: tenant.clone(),
                 name,
                 status: TenantStatus::parse(&status),
                 created_at: created.parse().map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
+                limits: limits.as_deref().map(from_json).transpose()?.unwrap_or_default(),
             })
         })
         .transpose()
@@ -106,10 +107,11 @@ impl ConfigAdmin for SqliteStore {
 
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
         let (t, name, status) = (tenant.tenant_id.to_string(), tenant.name.clone(), tenant.status.as_str());
+        let limits = serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.db
             .call(move |c| {
-                Ok(c.prepare_cached("UPDATE tenants SET name = ?2, status = ?3 WHERE tenant_id = ?1")?
-                    .execute(params![t, name, status])?
+                Ok(c.prepare_cached("UPDATE tenants SET name = ?2, status = ?3, limits = ?4 WHERE tenant_id = ?1")?
+                    .execute(params![t, name, status, limits])?
                     == 1)
             })
             .await

@@ -135,3 +135,17 @@ CREATE TABLE usage_daily (
 pub const TENANT_STATUS: &str = r#"
 ALTER TABLE tenants ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
 "#;
+
+/// Schema step 6: tenant limits (JSON; NULL reads as the defaults) and the windowed counters
+/// they are enforced with (`notified`: the window's `tenant.limit.reached` was claimed).
+pub const TENANT_LIMITS: &str = r#"
+ALTER TABLE tenants ADD COLUMN limits TEXT;
+CREATE TABLE tenant_counters (
+    tenant_id  TEXT NOT NULL,
+    window_key TEXT NOT NULL,
+    count      INTEGER NOT NULL,
+    notified   INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, window_key)
+) STRICT, WITHOUT ROWID;
+"#;

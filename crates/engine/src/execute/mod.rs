@@ -8,12 +8,13 @@
 pub(crate) mod context;
 pub mod handoff;
 mod record;
+mod refused;
 mod turn;
 
 use std::time::{Duration, Instant};
 
 use switchboard_domain::message::Message;
-use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, Session};
+use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, Refusal, Session};
 use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
@@ -97,6 +98,9 @@ impl Executor {
                     let write = SessionWrite { session, expected_version: Some(expected) };
                     (TurnCommit { sessions: vec![write], execution: record.clone() }, record)
                 }
+                Prepared::Refused { session, is_new, refusal } => {
+                    refused::commit(deps, item, *session, is_new, &refusal, started).await?
+                }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
                     let turn = turn::run(deps, item, *session, &agent, started, deadline).await?;
@@ -143,6 +147,15 @@ impl Executor {
         let now = deps.clock.now();
         let latest = deps.sessions.latest_session(&item.tenant_id, &item.conversation_id).await?;
         let mut is_new = false;
+        if let Some(refusal) = &item.refused {
+            // Recorded in the conversation's current session (a human's included), or in a new
+            // one that the next admitted message goes on with.
+            let (session, is_new) = match latest {
+                Some(s) if s.is_active() || s.is_human_owned() => (s, false),
+                _ => (Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now), true),
+            };
+            return Ok(Prepared::Refused { session: Box::new(session), is_new, refusal: refusal.clone() });
+        }
         let session = match latest {
             Some(s) if s.is_human_owned() => {
                 return Ok(Prepared::Skip(s, "a human operator owns the conversation".into()));
@@ -176,6 +189,7 @@ impl Executor {
 
 enum Prepared {
     Run { session: Box<Session>, agent: Agent, is_new: bool },
+    Refused { session: Box<Session>, is_new: bool, refusal: Refusal },
     Skip(Session, String),
     Drop(String),
 }

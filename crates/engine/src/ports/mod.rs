@@ -5,6 +5,7 @@
 mod clock;
 mod config;
 mod conversations;
+mod counters;
 mod events;
 mod metrics;
 mod model;
@@ -20,6 +21,7 @@ use switchboard_domain::PriceTable;
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
 pub use conversations::{ConversationError, ConversationLog, Conversations, LoggedMessage, Sent};
+pub use counters::{Counters, NoCounters};
 pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
@@ -46,6 +48,8 @@ pub struct Deps {
     pub prices: Arc<PriceTable>,
     /// Where inbound outcomes and committed executions are counted ([`NoMetrics`] for none).
     pub metrics: Arc<dyn Metrics>,
+    /// The windowed counts tenant limits are enforced with.
+    pub counters: Arc<dyn Counters>,
 }
 
 impl std::fmt::Debug for Deps {

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use switchboard_domain::{AgentId, TenantId, TriggerId};
+use switchboard_domain::{AgentId, Refusal, TenantId, TriggerId};
 
 /// A unit of agent work: one inbound message for one conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,9 @@ pub struct WorkItem {
     pub continuation: bool,
     /// The event detail, for the execution record's input.
     pub detail: serde_json::Value,
+    /// Set when a tenant limit refused the item at intake: it is recorded as refused, not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
 }
 
 impl WorkItem {

@@ -1,0 +1,62 @@
+//! Tenant counters in SQLite: one row per tenant and window, changed by single upserts (SQLite
+//! runs one writer at a time, so a count never passes its limit). A tenant's expired rows are
+//! deleted as its new ones are written.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::params;
+use switchboard_domain::TenantId;
+use switchboard_engine::{Counters, StoreError};
+
+use super::{SqliteStore, store_err};
+
+#[async_trait]
+impl Counters for SqliteStore {
+    async fn take(
+        &self,
+        tenant: &TenantId,
+        window: &str,
+        limit: u64,
+        expires: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let (t, w, now) = (tenant.to_string(), window.to_owned(), self.clock.now().timestamp_millis());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let expires = expires.timestamp_millis();
+        self.db
+            .call(move |c| {
+                let tx = c.transaction()?;
+                tx.prepare_cached("DELETE FROM tenant_counters WHERE tenant_id = ?1 AND expires_ms < ?2")?
+                    .execute(params![t, now])?;
+                // Inserting counts 1 (every limit is at least 1); an existing row counts on only
+                // while under the limit. No row changed: the limit is reached.
+                let changed = tx
+                    .prepare_cached(
+                        "INSERT INTO tenant_counters (tenant_id, window_key, count, notified, expires_ms)
+                         VALUES (?1, ?2, 1, 0, ?3)
+                         ON CONFLICT (tenant_id, window_key) DO UPDATE SET count = count + 1 WHERE count < ?4",
+                    )?
+                    .execute(params![t, w, expires, limit])?;
+                tx.commit()?;
+                Ok(changed == 1)
+            })
+            .await
+            .map_err(store_err)
+    }
+
+    async fn first(&self, tenant: &TenantId, window: &str, expires: DateTime<Utc>) -> Result<bool, StoreError> {
+        let (t, w, expires) = (tenant.to_string(), window.to_owned(), expires.timestamp_millis());
+        self.db
+            .call(move |c| {
+                let changed = c
+                    .prepare_cached(
+                        "INSERT INTO tenant_counters (tenant_id, window_key, count, notified, expires_ms)
+                         VALUES (?1, ?2, 0, 1, ?3)
+                         ON CONFLICT (tenant_id, window_key) DO UPDATE SET notified = 1 WHERE notified = 0",
+                    )?
+                    .execute(params![t, w, expires])?;
+                Ok(changed == 1)
+            })
+            .await
+            .map_err(store_err)
+    }
+}

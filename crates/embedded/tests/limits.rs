@@ -1,0 +1,212 @@
+//! Tenant limits on the embedded profile: invocations per minute and tokens per day enforced at
+//! intake against the SQLite counters and usage, what a refused message becomes (its record, the
+//! tenant's `onLimit` answer, one `tenant.limit.reached` per window), and counts that stay exact
+//! under concurrency. The clock is manual; items are drained by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use serde_json::json;
+use switchboard_domain::event::detail_type;
+use switchboard_domain::{
+    ExecutionRecord, ExecutionStatus, InboundEvent, LimitName, OnLimit, OutboundEvent, TenantId, TenantLimits,
+};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{
+    ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, RouteOutcome, SessionStore, WorkItem,
+};
+use switchboard_testkit::ManualClock;
+
+const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
+
+struct World {
+    embedded: Embedded,
+    clock: Arc<ManualClock>,
+    tenant: TenantId,
+    n: u32,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn new(limits: TenantLimits) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let script = json!({ "rules": [ { "when": {}, "then": { "text": "You said: {{userText}}" } } ] });
+        let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
+        let embedded = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+        let bundle = json!({
+            "tenantId": "t-1", "name": "Limited tenant",
+            "agents": [{ "agentId": AGENT, "name": "Front", "systemPrompt": "You help.", "model": "test-model",
+                         "tools": ["send_message"], "maxTurns": 50, "maxIterations": 4 }],
+            "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": AGENT,
+                           "eventType": "message.new", "priority": 10, "conditions": {} }]
+        });
+        Bundle::parse(&bundle.to_string(), clock.as_ref()).unwrap().install(&embedded.store).await.unwrap();
+        let tenant: TenantId = "t-1".parse().unwrap();
+        let mut t = embedded.store.get_tenant(&tenant).await.unwrap().unwrap();
+        t.limits = limits;
+        assert!(embedded.store.update_tenant(&t).await.unwrap());
+        Self { embedded, clock, tenant, n: 0, _dir: dir }
+    }
+
+    fn event(&mut self, conversation: &str, text: &str) -> InboundEvent {
+        self.n += 1;
+        InboundEvent::parse(&json!({
+            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "t-1", "conversationId": conversation, "messageId": format!("m-{}", self.n),
+                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                        "message": {"direction": "inbound", "text": text} }
+        }))
+        .unwrap()
+    }
+
+    /// Routes a message and runs what it queued; the record of the message.
+    async fn say(&mut self, conversation: &str, text: &str) -> (RouteOutcome, Option<ExecutionRecord>) {
+        let e = self.event(conversation, text);
+        let outcome = self.embedded.ingest(&e).await.unwrap();
+        let mut record = None;
+        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
+            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+            if let ExecOutcome::Recorded(r) = self.embedded.executor.execute(&item).await.unwrap() {
+                record = Some(*r);
+            }
+            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
+        }
+        (outcome, record)
+    }
+
+    async fn replies(&self, conversation: &str) -> Vec<String> {
+        let log = self.embedded.store.messages(&self.tenant, conversation, 100).await.unwrap();
+        log.into_iter().filter(|m| m.direction == "outbound").map(|m| m.text).collect()
+    }
+
+    async fn limit_events(&self) -> Vec<OutboundEvent> {
+        let all = self.embedded.store.events(&self.tenant, 0, 100).await.unwrap();
+        all.into_iter().map(|(_, e)| e).filter(|e| e.detail_type == detail_type::TENANT_LIMIT_REACHED).collect()
+    }
+}
+
+fn limits(per_minute: u32, tokens: u64, on_limit: OnLimit) -> TenantLimits {
+    TenantLimits { invocations_per_minute: per_minute, tokens_per_day: tokens, on_limit }
+}
+
+#[tokio::test]
+async fn the_minute_limit_refuses_the_fourth_message_answers_it_as_configured_and_reopens() {
+    let busy = OnLimit::Message { text: "We are busy; a person will get back to you.".into() };
+    let mut w = World::new(limits(3, 1_000_000, busy)).await;
+    for i in 1..=3 {
+        let (outcome, record) = w.say(&format!("c-{i}"), "hello").await;
+        assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "message {i}: {outcome:?}");
+        assert_eq!(record.unwrap().status, ExecutionStatus::Success);
+    }
+    // The fourth and fifth in the same minute: recorded as refused, not run.
+    for i in 4..=5 {
+        let (outcome, record) = w.say(&format!("c-{i}"), "anyone there?").await;
+        assert_eq!(outcome.as_str(), "rate_limited");
+        let record = record.unwrap();
+        assert_eq!(record.status, ExecutionStatus::RateLimited);
+        assert!(record.model_calls.is_empty(), "no model call for a refused message");
+        let error = record.error.unwrap();
+        assert_eq!(error.reason.as_deref(), Some("invocationsPerMinute"));
+        assert!(error.message.contains("invocationsPerMinute (3)"), "{}", error.message);
+        assert_eq!(w.replies(&format!("c-{i}")).await, ["We are busy; a person will get back to you."]);
+    }
+    // The refused message is in the session: the agent sees it once the window reopens.
+    let session = w.embedded.store.latest_session(&w.tenant, "c-4").await.unwrap().unwrap();
+    assert!(session.is_active());
+    let texts: Vec<String> = session.transcript.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["anyone there?", "We are busy; a person will get back to you."]);
+
+    let events = w.limit_events().await;
+    assert_eq!(events.len(), 1, "announced once per window: {events:?}");
+    assert_eq!(events[0].detail["limit"], "invocationsPerMinute");
+    assert_eq!(events[0].detail["value"], 3);
+    assert_eq!(events[0].detail["window"], "MIN#2026-11-23T07:00");
+    assert_eq!(events[0].detail["retryAfterSeconds"], 60);
+
+    w.clock.advance(chrono::Duration::seconds(60));
+    let (outcome, record) = w.say("c-4", "still there?").await;
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }));
+    assert_eq!(record.unwrap().status, ExecutionStatus::Success);
+    assert_eq!(w.replies("c-4").await.last().unwrap(), "You said: still there?");
+}
+
+#[tokio::test]
+async fn a_redelivered_refusal_is_not_answered_twice() {
+    let mut w = World::new(limits(1, 1_000_000, OnLimit::Message { text: "Busy.".into() })).await;
+    w.say("c-1", "first").await;
+    let e = w.event("c-2", "second");
+    assert_eq!(w.embedded.ingest(&e).await.unwrap().as_str(), "rate_limited");
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    assert_eq!(item.refused.as_ref().map(|r| r.limit), Some(LimitName::InvocationsPerMinute));
+    assert!(matches!(w.embedded.executor.execute(&item).await.unwrap(), ExecOutcome::Recorded(_)));
+    assert!(matches!(w.embedded.executor.execute(&item).await.unwrap(), ExecOutcome::AlreadyRecorded(_)));
+    assert_eq!(w.replies("c-2").await, ["Busy."]);
+}
+
+#[tokio::test]
+async fn tokens_per_day_refuse_once_the_days_usage_reaches_them_until_the_next_utc_day() {
+    let mut w = World::new(limits(60, 10, OnLimit::Nothing)).await;
+    let (_, record) = w.say("c-1", "a first question that costs more than ten tokens in all").await;
+    let used = record.unwrap().token_usage.total();
+    assert!(used >= 10, "the first turn used {used} tokens");
+    let (outcome, record) = w.say("c-1", "and another").await;
+    assert_eq!(outcome.as_str(), "budget_exceeded");
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::BudgetExceeded);
+    assert_eq!(record.error.unwrap().reason.as_deref(), Some("tokensPerDay"));
+    assert!(record.actions.is_empty(), "onLimit none sends nothing");
+    assert_eq!(w.replies("c-1").await.len(), 1);
+    w.say("c-2", "one more").await;
+    let events = w.limit_events().await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].detail["limit"], "tokensPerDay");
+    // 07:00 UTC: the day reopens in 17 hours.
+    assert_eq!(events[0].detail["retryAfterSeconds"], 17 * 3600);
+
+    w.clock.advance(chrono::Duration::hours(17));
+    let (outcome, _) = w.say("c-1", "good morning").await;
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn on_limit_hands_the_conversation_to_a_human_who_then_owns_it() {
+    let mut w = World::new(limits(1, 1_000_000, OnLimit::HandoffToHuman)).await;
+    w.say("c-1", "hello").await;
+    let (_, record) = w.say("c-1", "hello again").await;
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
+    let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
+    assert!(session.is_human_owned());
+    let all = w.embedded.store.events(&w.tenant, 0, 100).await.unwrap();
+    let handoffs: Vec<_> = all.iter().filter(|(_, e)| e.detail_type == detail_type::HANDOFF_HUMAN).collect();
+    assert_eq!(handoffs.len(), 1);
+    assert!(handoffs[0].1.detail["reason"].as_str().unwrap().contains("invocationsPerMinute"));
+    // A human owns it now: the next message is not an invocation and is not refused.
+    let (outcome, _) = w.say("c-1", "third").await;
+    assert!(matches!(outcome, RouteOutcome::HumanOwned { .. }), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn concurrent_takes_never_admit_more_than_the_limit_and_one_caller_is_first() {
+    let w = World::new(TenantLimits::default()).await;
+    let store = Arc::new(w.embedded.store.clone());
+    let expires = switchboard_engine::Clock::now(w.clock.as_ref()) + chrono::Duration::seconds(120);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..40 {
+        let (store, tenant) = (store.clone(), w.tenant.clone());
+        tasks.spawn(async move { store.take(&tenant, "MIN#x", 7, expires).await.unwrap() });
+    }
+    let admitted = tasks.join_all().await.into_iter().filter(|a| *a).count();
+    assert_eq!(admitted, 7);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let (store, tenant) = (store.clone(), w.tenant.clone());
+        tasks.spawn(async move { store.first(&tenant, "MIN#x", expires).await.unwrap() });
+    }
+    assert_eq!(tasks.join_all().await.into_iter().filter(|f| *f).count(), 1);
+    // Another tenant's window of the same name is its own.
+    let other: TenantId = "t-2".parse().unwrap();
+    assert!(store.take(&other, "MIN#x", 7, expires).await.unwrap());
+}

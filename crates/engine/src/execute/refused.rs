@@ -1,0 +1,65 @@
+//! A work item a tenant limit refused at intake: nothing runs, the message joins the session's
+//! transcript (so the agent sees it once the window reopens), the record says which limit
+//! refused it, and the customer gets what the tenant's `onLimit` says — nothing, one fixed reply
+//! (sent under the item's own idempotency key, so a redelivery sends it once), or a human.
+
+use std::time::Instant;
+
+use serde_json::json;
+use switchboard_domain::event::detail_type;
+use switchboard_domain::message::Message;
+use switchboard_domain::{
+    Action, ErrorKind, ExecutionError, ExecutionRecord, HandoffTarget, OnLimit, Refusal, Session, SessionStatus,
+};
+
+use super::record;
+use crate::fault::{ExecError, ToolFault};
+use crate::ports::{Deps, SessionWrite, TurnCommit, WorkItem};
+use crate::tools::system::publish;
+
+/// The commit of a refused item in `session` (`is_new`: started for it).
+pub(super) async fn commit(
+    deps: &Deps,
+    item: &WorkItem,
+    mut session: Session,
+    is_new: bool,
+    refusal: &Refusal,
+    started: Instant,
+) -> Result<(TurnCommit, ExecutionRecord), ExecError> {
+    let mut record = record::blank(deps, item, &session, started);
+    let why = refusal.describe();
+    record.status = refusal.limit.status();
+    record.error = Some(ExecutionError::new(ErrorKind::Limit, why.clone()).with_reason(refusal.limit.as_str()));
+    let expected = (!is_new).then_some(session.version);
+    let now = deps.clock.now();
+    session.append_transcript([Message::user_text(item.text.clone())]);
+    // A conversation a human already owns gets nothing more from Switchboard.
+    if !session.is_human_owned() {
+        match &refusal.on_limit {
+            OnLimit::Nothing => {}
+            OnLimit::Message { text } => {
+                let key = format!("{}#limit", item.source_id);
+                let sent = deps
+                    .conversations
+                    .send_reply(&item.tenant_id, &item.conversation_id, text, &key)
+                    .await
+                    .map_err(ToolFault::from)?;
+                record.actions.push(Action::Reply { text: text.clone(), message_id: sent.message_id });
+                session.append_transcript([Message::assistant_text(text.clone())]);
+            }
+            OnLimit::HandoffToHuman => {
+                session.status = SessionStatus::HandedOff;
+                session.handed_off_to = Some(HandoffTarget::Human);
+                session.handoff_reason = Some(why.clone());
+                session.ended_at = Some(now);
+                let extra = json!({ "reason": why, "priority": "normal", "context": session.memory });
+                publish(deps, &item.source_id, detail_type::HANDOFF_HUMAN, &session, extra).await?;
+                record.actions.push(Action::HandoffToHuman { reason: why, priority: "normal".into() });
+            }
+        }
+    }
+    session.version += 1;
+    session.updated_at = now;
+    let write = SessionWrite { session, expected_version: expected };
+    Ok((TurnCommit { sessions: vec![write], execution: record.clone() }, record))
+}

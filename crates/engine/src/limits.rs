@@ -1,0 +1,117 @@
+//! Tenant limits where work enters: every inbound message an agent would answer and every
+//! `invoke` asks [`Limits::admit`] first. Two limits are enforced: tokens per UTC day (the
+//! tenant's recorded usage of the day, so a refusal costs no count) and invocations per UTC minute
+//! (an atomic windowed count in the profile's store, exact across workers and Lambda containers).
+//! The first refusal of a window publishes `tenant.limit.reached`; later ones in the same window
+//! do not. What a refused message becomes (its record, the customer's answer) is the executor's
+//! business: intake queues it with the [`Refusal`], so it keeps its place in the conversation.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use serde_json::json;
+use switchboard_domain::event::detail_type;
+use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant};
+use tracing::{error, info};
+
+use crate::ports::{Clock, Counters, Deps, EventBus, ExecutionLog, StoreError};
+
+/// Whether a piece of work may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    Refused(Refusal),
+}
+
+#[derive(Clone)]
+pub struct Limits {
+    counters: Arc<dyn Counters>,
+    executions: Arc<dyn ExecutionLog>,
+    bus: Arc<dyn EventBus>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limits").finish_non_exhaustive()
+    }
+}
+
+impl Limits {
+    pub fn new(deps: &Deps) -> Self {
+        Self {
+            counters: deps.counters.clone(),
+            executions: deps.executions.clone(),
+            bus: deps.bus.clone(),
+            clock: deps.clock.clone(),
+        }
+    }
+
+    /// Counts one invocation for `tenant` unless a limit refuses it. A refused piece of work is
+    /// not counted.
+    pub async fn admit(&self, tenant: &Tenant) -> Result<Admission, StoreError> {
+        let now = self.clock.now();
+        let limits = &tenant.limits;
+        let today = now.date_naive();
+        let used: u64 = self
+            .executions
+            .usage(&tenant.tenant_id, today, today)
+            .await?
+            .iter()
+            .map(|r| {
+                r.counts.input_tokens
+                    + r.counts.output_tokens
+                    + r.counts.cache_read_tokens
+                    + r.counts.cache_write_tokens
+            })
+            .sum();
+        if used >= limits.tokens_per_day {
+            let reopens = (today + Duration::days(1)).and_time(chrono::NaiveTime::MIN).and_utc();
+            let window = format!("DAY#{today}");
+            return self.refuse(tenant, LimitName::TokensPerDay, limits.tokens_per_day, &window, now, reopens).await;
+        }
+        let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
+        let reopens = minute + Duration::minutes(1);
+        let window = format!("MIN#{}", minute.format("%Y-%m-%dT%H:%M"));
+        let limit = u64::from(limits.invocations_per_minute);
+        // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
+        if self.counters.take(&tenant.tenant_id, &window, limit, reopens + Duration::minutes(1)).await? {
+            return Ok(Admission::Admitted);
+        }
+        self.refuse(tenant, LimitName::InvocationsPerMinute, limit, &window, now, reopens).await
+    }
+
+    async fn refuse(
+        &self,
+        tenant: &Tenant,
+        limit: LimitName,
+        value: u64,
+        window: &str,
+        now: DateTime<Utc>,
+        reopens: DateTime<Utc>,
+    ) -> Result<Admission, StoreError> {
+        let retry_after_seconds = u64::try_from((reopens - now).num_seconds()).unwrap_or(0).max(1);
+        let refusal = Refusal { limit, value, retry_after_seconds, on_limit: tenant.limits.on_limit.clone() };
+        let t = &tenant.tenant_id;
+        if self.counters.first(t, window, reopens + Duration::minutes(1)).await? {
+            info!(tenant = %t, limit = limit.as_str(), value, window, "tenant limit reached");
+            let event = OutboundEvent {
+                id: format!("{t}/limit/{window}"),
+                detail_type: detail_type::TENANT_LIMIT_REACHED.to_owned(),
+                tenant_id: t.clone(),
+                detail: json!({
+                    "tenantId": t,
+                    "limit": limit.as_str(),
+                    "value": value,
+                    "window": window,
+                    "retryAfterSeconds": retry_after_seconds,
+                }),
+            };
+            if let Err(e) = self.bus.publish(&event).await {
+                // The refusal stands either way; only the announcement is lost.
+                error!(tenant = %t, limit = limit.as_str(), error = %e, "tenant.limit.reached not published");
+            }
+        }
+        Ok(Admission::Refused(refusal))
+    }
+}
