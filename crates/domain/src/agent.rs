@@ -135,6 +135,32 @@ impl Default for ModelConfig {
     }
 }
 
+/// Token budgets of an agent's work; each unset one is no limit. Checked before every model
+/// call of a turn with the call's estimated input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenBudget {
+    /// Input tokens (fresh and cached) of all model calls of one execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u64>,
+    /// Output tokens of all model calls of one execution; each call asks for at most what is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// Every token of every execution of one session; when it is spent, the agent's
+    /// `handoffBehavior` applies, as at `maxTurns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_session_tokens: Option<u64>,
+}
+
+/// Highest accepted value of a [`TokenBudget`] limit.
+pub const MAX_TOKEN_BUDGET: u64 = 1_000_000_000;
+
+impl TokenBudget {
+    pub fn is_unlimited(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// How much of the conversation goes into the model's context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -218,6 +244,8 @@ pub struct Agent {
     pub max_iterations: u32,
     #[serde(default)]
     pub history: HistoryConfig,
+    #[serde(default, skip_serializing_if = "TokenBudget::is_unlimited")]
+    pub token_budget: TokenBudget,
     #[serde(default)]
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
@@ -292,6 +320,16 @@ impl Agent {
         }
         if self.history.max_tokens < 100 {
             errors.push("/history/maxTokens", "must be at least 100");
+        }
+        let budget = &self.token_budget;
+        for (name, value) in [
+            ("maxInputTokens", budget.max_input_tokens),
+            ("maxOutputTokens", budget.max_output_tokens),
+            ("maxSessionTokens", budget.max_session_tokens),
+        ] {
+            if value.is_some_and(|v| !(1..=MAX_TOKEN_BUDGET).contains(&v)) {
+                errors.push(format!("/tokenBudget/{name}"), format!("must be between 1 and {MAX_TOKEN_BUDGET}"));
+            }
         }
         crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
         let mut seen = std::collections::HashSet::new();
@@ -504,9 +542,25 @@ mod tests {
         a.name = " ".into();
         a.model_config.temperature = 1.5;
         a.max_iterations = 0;
+        a.token_budget = TokenBudget {
+            max_input_tokens: Some(0),
+            max_output_tokens: Some(5),
+            max_session_tokens: Some(MAX_TOKEN_BUDGET + 1),
+        };
         a.tools = vec!["send_message".into(), "rm_rf".into(), "send_message".into()];
         let pointers: Vec<_> = a.validate().unwrap_err().0.into_iter().map(|e| e.pointer).collect();
-        assert_eq!(pointers, ["/name", "/modelConfig/temperature", "/maxIterations", "/tools/1", "/tools/2"]);
+        assert_eq!(
+            pointers,
+            [
+                "/name",
+                "/modelConfig/temperature",
+                "/maxIterations",
+                "/tokenBudget/maxInputTokens",
+                "/tokenBudget/maxSessionTokens",
+                "/tools/1",
+                "/tools/2"
+            ]
+        );
     }
 
     fn step(id: &str, to: &[&str]) -> AgentStep {

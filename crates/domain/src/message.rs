@@ -82,17 +82,29 @@ impl Message {
     /// A rough token estimate (about four bytes a token) used for history budgets when no
     /// tokenizer is at hand; deliberately conservative.
     pub fn estimated_tokens(&self) -> u32 {
-        let bytes: usize = self
+        let tokens: u32 = self
             .content
             .iter()
             .map(|b| match b {
-                ContentBlock::Text { text } => text.len(),
-                ContentBlock::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
-                ContentBlock::ToolResult { content, .. } => content.to_string().len(),
+                ContentBlock::Text { text } => estimate_tokens(text),
+                ContentBlock::ToolUse { name, input, .. } => {
+                    estimate_tokens(name) + estimate_tokens(&input.to_string())
+                }
+                ContentBlock::ToolResult { content, .. } => estimate_tokens(&content.to_string()),
             })
-            .sum();
-        u32::try_from(bytes / 4 + 4).unwrap_or(u32::MAX)
+            .fold(0, u32::saturating_add);
+        tokens.saturating_add(4)
     }
+}
+
+/// A token estimate of `text` that errs high rather than low: ASCII at four bytes a token (English
+/// prose and JSON run at about that), every other character a token and a half (tokenizers spend
+/// one to three tokens on a CJK character or an emoji, where four bytes a token would count
+/// under one).
+pub fn estimate_tokens(text: &str) -> u32 {
+    let (ascii, other) =
+        text.chars().fold((0usize, 0usize), |(a, o), c| if c.is_ascii() { (a + 1, o) } else { (a, o + 1) });
+    u32::try_from(ascii.div_ceil(4) + (other * 3).div_ceil(2)).unwrap_or(u32::MAX)
 }
 
 /// Keeps the newest messages of `history` that fit both `max_messages` and `max_tokens`, without
@@ -120,6 +132,20 @@ pub fn history_window(history: &[Message], max_messages: usize, max_tokens: u32)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_estimates_do_not_undercount_cjk_or_emoji() {
+        // English: about four characters a token.
+        assert_eq!(estimate_tokens("Where is my order?"), 5);
+        // Japanese and Chinese: tokenizers spend about a token or more per character; bytes / 4
+        // would have said 0.75.
+        let ja = "注文した商品がまだ届きません"; // 14 characters, 42 bytes
+        assert_eq!(estimate_tokens(ja), 21);
+        assert!(estimate_tokens(ja) as usize >= ja.chars().count());
+        // An emoji is one to three tokens; four bytes would have said one.
+        assert_eq!(estimate_tokens("🙂🙂"), 3);
+        assert_eq!(estimate_tokens(""), 0);
+    }
 
     fn tool_pair(i: usize) -> [Message; 2] {
         [

@@ -97,6 +97,10 @@ pub struct Session {
     /// Skills loaded with `load_skill`, in load order (a parent before its child).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loaded_skills: Vec<SkillId>,
+    /// Every model token the session's executions used (its agent's `maxSessionTokens` counts
+    /// against it).
+    #[serde(default)]
+    pub tokens_used: u64,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -123,6 +127,7 @@ impl Session {
             handoff_depth: 0,
             current_step: None,
             loaded_skills: Vec::new(),
+            tokens_used: 0,
             version: 0,
             started_at: now,
             updated_at: now,

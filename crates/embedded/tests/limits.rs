@@ -4,7 +4,9 @@
 //! under concurrency. The clock is manual; items are drained by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
 
 use serde_json::json;
 use switchboard_domain::event::detail_type;
@@ -13,8 +15,23 @@ use switchboard_domain::{
 };
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, RouteOutcome, SessionStore, WorkItem,
+    ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, Model, ModelError, ModelRequest, ModelResponse,
+    RouteOutcome, SessionStore, WorkItem,
 };
+
+/// The scripted model, keeping the output cap (`maxTokens`) each call asked for.
+struct Recording {
+    inner: Arc<ScriptedModel>,
+    caps: Arc<Mutex<Vec<u32>>>,
+}
+
+#[async_trait]
+impl Model for Recording {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.caps.lock().unwrap().push(request.config.max_tokens);
+        self.inner.converse(request).await
+    }
+}
 use switchboard_testkit::ManualClock;
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
@@ -29,15 +46,32 @@ struct World {
 
 impl World {
     async fn new(limits: TenantLimits) -> Self {
+        let script = json!({ "rules": [ { "when": {}, "then": { "text": "You said: {{userText}}" } } ] });
+        Self::with_agent(limits, json!({}), script, None).await
+    }
+
+    /// A world whose agent has `extra` fields, answered by `script` (through `recorder`, which
+    /// keeps the output cap of every model call, when given).
+    async fn with_agent(
+        limits: TenantLimits,
+        extra: serde_json::Value,
+        script: serde_json::Value,
+        recorder: Option<Arc<Mutex<Vec<u32>>>>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new();
-        let script = json!({ "rules": [ { "when": {}, "then": { "text": "You said: {{userText}}" } } ] });
-        let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
+        let scripted = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
+        let model: Arc<dyn Model> = match recorder {
+            Some(caps) => Arc::new(Recording { inner: scripted, caps }),
+            None => scripted,
+        };
         let embedded = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+        let mut agent = json!({ "agentId": AGENT, "name": "Front", "systemPrompt": "You help.", "model": "test-model",
+                                "tools": ["send_message", "set_context"], "maxTurns": 50, "maxIterations": 4 });
+        agent.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         let bundle = json!({
             "tenantId": "t-1", "name": "Limited tenant",
-            "agents": [{ "agentId": AGENT, "name": "Front", "systemPrompt": "You help.", "model": "test-model",
-                         "tools": ["send_message"], "maxTurns": 50, "maxIterations": 4 }],
+            "agents": [agent],
             "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": AGENT,
                            "eventType": "message.new", "priority": 10, "conditions": {} }]
         });
@@ -209,4 +243,80 @@ async fn concurrent_takes_never_admit_more_than_the_limit_and_one_caller_is_firs
     // Another tenant's window of the same name is its own.
     let other: TenantId = "t-2".parse().unwrap();
     assert!(store.take(&other, "MIN#x", 7, expires).await.unwrap());
+}
+
+// ---- an agent's token budgets ---------------------------------------------------------------------
+
+/// A model that never stops calling a tool with a long argument: only a budget ends its turns.
+fn looping_script() -> serde_json::Value {
+    json!({ "rules": [ { "when": {}, "then": { "toolCalls": [ { "name": "set_context",
+        "input": { "key": "notes", "value": "a long note that the model keeps writing again and again" } } ] } } ] })
+}
+
+#[tokio::test]
+async fn a_per_execution_input_budget_stops_a_tool_loop_before_the_call_that_would_pass_it() {
+    let budget = json!({ "maxIterations": 10, "tokenBudget": { "maxInputTokens": 400 } });
+    let mut w = World::with_agent(TenantLimits::default(), budget, looping_script(), None).await;
+    let (_, record) = w.say("c-1", "hello").await;
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::BudgetExceeded);
+    let error = record.error.unwrap();
+    assert_eq!((error.kind, error.reason.as_deref()), (switchboard_domain::ErrorKind::Limit, Some("maxInputTokens")));
+    // some calls ran, fewer than maxIterations, and their input stayed within the budget
+    let calls = record.model_calls.len();
+    assert!((1..10).contains(&calls), "{calls} model calls");
+    assert!(record.token_usage.input_tokens <= 400, "{:?}", record.token_usage);
+    assert_eq!(record.tool_calls.len(), calls, "every call's tool ran and was recorded");
+    // the session goes on: the next message has a fresh execution budget
+    let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
+    assert!(session.is_active());
+    assert_eq!(session.tokens_used, record.token_usage.total());
+}
+
+#[tokio::test]
+async fn the_output_budget_caps_each_call_and_stops_the_turn_once_spent() {
+    let caps = Arc::new(Mutex::new(vec![]));
+    let budget =
+        json!({ "maxIterations": 10, "modelConfig": { "maxTokens": 1000 }, "tokenBudget": { "maxOutputTokens": 60 } });
+    let mut w = World::with_agent(TenantLimits::default(), budget, looping_script(), Some(caps.clone())).await;
+    let (_, record) = w.say("c-1", "hello").await;
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::BudgetExceeded);
+    assert_eq!(record.error.unwrap().reason.as_deref(), Some("maxOutputTokens"));
+    let caps = caps.lock().unwrap().clone();
+    // the first call may ask for the whole budget, each later one only for what is left
+    assert_eq!(caps[0], 60);
+    let mut spent = 0;
+    for (call, cap) in record.model_calls.iter().zip(&caps) {
+        assert_eq!(u64::from(*cap), 60 - spent, "{caps:?}");
+        spent += call.usage.output_tokens;
+    }
+    assert!(spent >= 60);
+}
+
+#[tokio::test]
+async fn a_spent_session_budget_hands_the_conversation_on_as_max_turns_would() {
+    let script = json!({ "rules": [ { "when": {}, "then": { "text": "You said: {{userText}}" } } ] });
+    let budget = json!({ "handoffBehavior": "escalate", "tokenBudget": { "maxSessionTokens": 150 } });
+    let mut w = World::with_agent(TenantLimits::default(), budget, script, None).await;
+    let mut turns = 0;
+    let record = loop {
+        turns += 1;
+        assert!(turns < 20, "the session budget never ran out");
+        let (_, record) = w.say("c-1", "tell me more about my order please").await;
+        let record = record.unwrap();
+        if record.status != ExecutionStatus::Success {
+            break record;
+        }
+    };
+    assert!(turns > 1, "the first turns fit the budget");
+    assert_eq!(record.status, ExecutionStatus::BudgetExceeded);
+    assert_eq!(record.error.as_ref().unwrap().reason.as_deref(), Some("maxSessionTokens"));
+    assert!(record.model_calls.is_empty(), "the call that would pass the budget is not made");
+    let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
+    assert!(session.is_human_owned(), "escalated to a human");
+    assert!(session.tokens_used <= 150, "{}", session.tokens_used);
+    let events = w.embedded.store.events(&w.tenant, 0, 100).await.unwrap();
+    let handoff = events.iter().find(|(_, e)| e.detail_type == detail_type::HANDOFF_HUMAN).unwrap();
+    assert!(handoff.1.id.ends_with("/session-budget/session.handoff.human"), "{}", handoff.1.id);
 }

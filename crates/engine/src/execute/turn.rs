@@ -60,6 +60,7 @@ pub(super) async fn run(
         calls: 0,
         status: ExecutionStatus::MaxIterations,
         failure: None,
+        session_budget_spent: false,
     };
     if agent.agent_type == AgentType::Router {
         let routed =
@@ -72,6 +73,9 @@ pub(super) async fn run(
     {
         if run.request.past_deadline() {
             run.time_out("the execution deadline came before a final answer");
+            break;
+        }
+        if run.over_budget() {
             break;
         }
         run.step().await?;
@@ -94,6 +98,8 @@ struct Loop<'a> {
     /// `MaxIterations` while the loop goes on.
     status: ExecutionStatus,
     failure: Option<ExecutionError>,
+    /// The agent's `maxSessionTokens` stopped the turn: its `handoffBehavior` applies.
+    session_budget_spent: bool,
 }
 
 impl Loop<'_> {
@@ -123,6 +129,57 @@ impl Loop<'_> {
         self.request.messages.push(assistant.clone());
         self.new_messages.push(assistant);
         if uses.is_empty() { self.final_answer(&text).await } else { self.run_tools(uses).await }
+    }
+
+    /// Whether the agent's token budgets leave room for the next model call (estimated input
+    /// before it is made); if not, the turn stops with `budget_exceeded` naming the budget. If
+    /// so, the call asks for no more output than the execution's output budget has left.
+    fn over_budget(&mut self) -> bool {
+        let budget = &self.agent.token_budget;
+        if budget.is_unlimited() {
+            return false;
+        }
+        let used = self.record.token_usage;
+        let input = used.input_tokens + used.cache_read_tokens + used.cache_write_tokens;
+        let next = self.request.estimated_input_tokens();
+        let session = self.state.session.tokens_used + used.total();
+        let spent = if let Some(max) = budget.max_input_tokens
+            && input + next > max
+        {
+            Some((
+                "maxInputTokens",
+                format!(
+                    "the next model call (about {next} input tokens, {input} used) would pass the agent's {max} input tokens per execution"
+                ),
+            ))
+        } else if let Some(max) = budget.max_output_tokens
+            && used.output_tokens >= max
+        {
+            Some(("maxOutputTokens", format!("the agent's {max} output tokens per execution are spent")))
+        } else if let Some(max) = budget.max_session_tokens
+            && session + next > max
+        {
+            Some((
+                "maxSessionTokens",
+                format!(
+                    "the next model call (about {next} input tokens) would pass the agent's {max} tokens per session ({session} used)"
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, why)) = spent {
+            warn!(budget = reason, "token budget reached; the turn stops");
+            self.status = ExecutionStatus::BudgetExceeded;
+            self.failure = Some(ExecutionError::new(ErrorKind::Limit, why).with_reason(reason));
+            self.session_budget_spent = reason == "maxSessionTokens";
+            return true;
+        }
+        if let Some(max) = budget.max_output_tokens {
+            let left = u32::try_from(max - used.output_tokens).unwrap_or(u32::MAX);
+            self.request.config.max_tokens = self.agent.model_config.max_tokens.min(left);
+        }
+        false
     }
 
     fn time_out(&mut self, why: &str) {
@@ -228,12 +285,17 @@ impl Loop<'_> {
         let s = &mut self.state.session;
         s.append_transcript(std::mem::take(&mut self.new_messages));
         s.turn_count += 1;
-        if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
-            self.end_for_max_turns().await?;
+        s.tokens_used += self.record.token_usage.total();
+        if s.is_active() && self.session_budget_spent {
+            let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
+            self.hand_on(reason, "session-budget").await?;
+        } else if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
+            self.hand_on(format!("the agent reached its limit of {} turns", self.agent.max_turns), "max-turns").await?;
         }
         let record = &mut self.record;
         record.status = match (self.status, self.state.session.status) {
             (ExecutionStatus::Failed, _) => ExecutionStatus::Failed,
+            (ExecutionStatus::BudgetExceeded, _) => ExecutionStatus::BudgetExceeded,
             (_, SessionStatus::HandedOff) => ExecutionStatus::HandedOff,
             (_, SessionStatus::Completed) => ExecutionStatus::Ended,
             (s, _) => s,
@@ -260,11 +322,11 @@ impl Loop<'_> {
         Ok(Turn { session: self.state.session, new_session: self.state.new_session, record: self.record })
     }
 
-    /// `maxTurns` reached: the agent's `handoffBehavior` decides.
-    async fn end_for_max_turns(&mut self) -> Result<(), ExecError> {
+    /// `maxTurns` reached or the session's token budget spent: the agent's `handoffBehavior`
+    /// decides.
+    async fn hand_on(&mut self, reason: String, why: &str) -> Result<(), ExecError> {
         let (deps, agent) = (self.cx.deps, self.agent);
-        let key = format!("{}/max-turns", self.cx.item.source_id);
-        let reason = format!("the agent reached its limit of {} turns", agent.max_turns);
+        let key = format!("{}/{why}", self.cx.item.source_id);
         match agent.handoff_behavior {
             HandoffBehavior::Escalate => {
                 system::handoff_to_human(deps, &mut self.state, &reason, "normal", &key).await?;

@@ -34,6 +34,23 @@ impl ModelRequest {
     pub fn past_deadline(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
+
+    /// The request's input tokens, estimated on the high side (system prompt, messages and tool
+    /// definitions; see [`switchboard_domain::message::estimate_tokens`]).
+    pub fn estimated_input_tokens(&self) -> u64 {
+        use switchboard_domain::message::estimate_tokens;
+        let messages: u64 = self.messages.iter().map(|m| u64::from(m.estimated_tokens())).sum();
+        let tools: u64 = self
+            .tools
+            .iter()
+            .map(|t| {
+                u64::from(estimate_tokens(&t.name))
+                    + u64::from(estimate_tokens(&t.description))
+                    + u64::from(estimate_tokens(&t.input_schema.to_string()))
+            })
+            .sum();
+        u64::from(estimate_tokens(&self.system)) + messages + tools
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
