@@ -54,6 +54,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/events", post(post_event))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversation_messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversation_sessions))
+        .route("/tenants/{tenant}/sessions", get(list_sessions))
         .route("/tenants/{tenant}/sessions/{session}", get(get_session))
         .route("/tenants/{tenant}/sessions/{session}/executions", get(list_executions))
         .route("/tenants/{tenant}/executions", get(execution_by_source))
@@ -381,6 +382,57 @@ async fn get_session(
         Some(s) => Ok(Json(s).into_response()),
         None => Err(Problem::not_found(format!("no session '{session}'"))),
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SessionsQuery {
+    status: Option<String>,
+    agent_id: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /tenants/{t}/sessions[?status&agentId&cursor&limit]`: the tenant's sessions, newest
+/// first (`status=handed_off` lists the conversations handed to a human or another agent).
+async fn list_sessions(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let limit = page_limit(q.limit)?;
+    let mut errors = ValidationErrors::default();
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(raw) => match serde_json::from_value::<switchboard_domain::SessionStatus>(json!(raw)) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                errors.push("/query/status", "must be one of active, handed_off, completed, failed");
+                None
+            }
+        },
+    };
+    let agent_id = q.agent_id.as_deref().and_then(|raw| {
+        let parsed = raw.parse::<switchboard_domain::AgentId>().ok();
+        if parsed.is_none() {
+            errors.push("/query/agentId", "must be an agent id (a ULID)");
+        }
+        parsed
+    });
+    let after = q.cursor.as_deref().and_then(|raw| {
+        let parsed = raw.parse::<SessionId>().ok();
+        if parsed.is_none() {
+            errors.push("/query/cursor", "must be the nextCursor of a previous page");
+        }
+        parsed
+    });
+    errors.into_result().map_err(Problem::invalid)?;
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let filter = switchboard_engine::SessionFilter { status, agent_id };
+    let page = state.sessions.list_sessions(&t, filter, after, limit).await?;
+    Ok(Json(page).into_response())
 }
 
 async fn list_executions(

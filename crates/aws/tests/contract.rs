@@ -21,7 +21,7 @@ use switchboard_domain::{
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, Counters, ExecutionLog,
-    SessionStore, SessionWrite, StoreError, TurnCommit, WorkItem, WorkQueue,
+    SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, WorkItem, WorkQueue,
 };
 
 use common::ManualClock;
@@ -147,6 +147,7 @@ contract!(
     usage_adds_up_per_day_agent_and_model_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
+    sessions_list_newest_first_narrowed_and_paged,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -510,6 +511,52 @@ async fn counters_admit_exactly_the_limit_across_processes(x: &Subject) {
     assert!(x.counters[0].take(&other, "MIN#2026-11-23T07:00", 7, expires).await.unwrap());
     assert!(x.counters[0].first(&t, "DAY#2026-11-23", expires).await.unwrap());
     assert!(!x.counters[1].first(&t, "DAY#2026-11-23", expires).await.unwrap());
+}
+
+/// Every page of a tenant-wide session list, walked with its cursors.
+async fn walk(x: &Subject, t: &TenantId, filter: SessionFilter, limit: usize) -> Vec<SessionId> {
+    let (mut seen, mut after) = (vec![], None);
+    loop {
+        let page = x.sessions.list_sessions(t, filter, after, limit).await.unwrap();
+        assert!(page.items.len() <= limit);
+        seen.extend(ids(&page.items));
+        match page.next_cursor {
+            Some(c) => after = Some(c.parse().unwrap()),
+            None => return seen,
+        }
+    }
+}
+
+async fn sessions_list_newest_first_narrowed_and_paged(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let now = x.clock.now();
+    let (a, b) = (AgentId::generate(), AgentId::generate());
+    let mut all = vec![];
+    for i in 0..7 {
+        let mut s = start(&t, &format!("c-{i}"), now);
+        s.agent_id = if i % 2 == 0 { a } else { b };
+        if i % 3 == 0 {
+            s.status = SessionStatus::HandedOff;
+        }
+        x.sessions.commit_turn(&create(&s, &format!("evt-{i}"), now)).await.unwrap();
+        all.push(s);
+    }
+    let mut theirs = start(&other, "c-0", now);
+    theirs.agent_id = a;
+    x.sessions.commit_turn(&create(&theirs, "evt-0", now)).await.unwrap();
+    all.sort_by_key(|s| std::cmp::Reverse(s.session_id));
+    // newest first, in pages of 3, the other tenant's never among them
+    assert_eq!(walk(x, &t, SessionFilter::default(), 3).await, ids(&all));
+    assert_eq!(walk(x, &t, SessionFilter::default(), 50).await, ids(&all));
+    // narrowed by status and agent, across pages of one (the store filters after reading)
+    let filter = SessionFilter { status: Some(SessionStatus::HandedOff), agent_id: Some(a) };
+    let expected: Vec<SessionId> =
+        all.iter().filter(|s| s.status == SessionStatus::HandedOff && s.agent_id == a).map(|s| s.session_id).collect();
+    assert_eq!(expected.len(), 2);
+    assert_eq!(walk(x, &t, filter, 1).await, expected);
+    let active_b = SessionFilter { status: Some(SessionStatus::Active), agent_id: Some(b) };
+    assert_eq!(walk(x, &t, active_b, 1).await.len(), 2, "sessions 1 and 5");
+    assert_eq!(walk(x, &other, SessionFilter::default(), 10).await, vec![theirs.session_id]);
 }
 
 async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {

@@ -87,10 +87,20 @@ pub enum SessionVerb {
     Get {
         id: String,
     },
-    /// The sessions of a conversation, oldest first.
+    /// The sessions of a conversation, oldest first; without `--conversation`, the tenant's
+    /// sessions newest first (`--status handed_off` for the conversations handed on).
     List {
         #[arg(long)]
-        conversation: String,
+        conversation: Option<String>,
+        /// active, handed_off, completed or failed.
+        #[arg(long, conflicts_with = "conversation")]
+        status: Option<String>,
+        /// Only this agent's sessions.
+        #[arg(long, conflicts_with = "conversation")]
+        agent: Option<String>,
+        /// At most this many (1 to 100).
+        #[arg(long, default_value_t = 50, conflicts_with = "conversation")]
+        limit: u32,
     },
     /// Hand the conversation to a human or an agent (or back from a human to an agent).
     Handoff {
@@ -464,11 +474,22 @@ pub async fn sessions(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> 
         SessionVerb::Get { id } => {
             print_value(&api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0)
         }
-        SessionVerb::List { conversation } => {
-            let (v, _) = api
-                .call(Method::GET, &format!("/tenants/{t}/conversations/{conversation}/sessions"), None, None)
-                .await?;
-            let items = v["sessions"].as_array().cloned().unwrap_or_default();
+        SessionVerb::List { conversation, status, agent, limit } => {
+            let (path, field) = match conversation {
+                Some(c) => (format!("/tenants/{t}/conversations/{c}/sessions"), "sessions"),
+                None => {
+                    let mut query = vec![format!("limit={limit}")];
+                    if let Some(s) = &status {
+                        query.push(format!("status={}", query_value(s)));
+                    }
+                    if let Some(a) = &agent {
+                        query.push(format!("agentId={}", query_value(a)));
+                    }
+                    (format!("/tenants/{t}/sessions?{}", query.join("&")), "items")
+                }
+            };
+            let (v, _) = api.call(Method::GET, &path, None, None).await?;
+            let items = v[field].as_array().cloned().unwrap_or_default();
             if remote.json {
                 print_value(&json!(items))
             } else {

@@ -340,6 +340,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
         corpus.push((Method::GET, format!("{base}/usage"), None));
+        corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
     }
     corpus.push((Method::GET, "/tenants/acme".into(), None));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
@@ -358,8 +359,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;
-        let own_tenant_listing =
-            path.starts_with("/tenants/intruder/conversations") || path == "/tenants/intruder/usage";
+        let own_tenant_listing = path.starts_with("/tenants/intruder/conversations")
+            || path == "/tenants/intruder/usage"
+            || path.starts_with("/tenants/intruder/sessions?");
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing {
             assert_eq!(r.status, 200, "{method} {path}");

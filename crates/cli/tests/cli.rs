@@ -108,6 +108,13 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         cli.ok(&["sessions", "handoff", &session, "--to", "human", "--reason", "VIP"]).trim(),
         "handed off to a human"
     );
+    // the tenant-wide list finds the handed-off conversation; a bad filter names the field
+    let handed: Value =
+        serde_json::from_str(&cli.ok(&["sessions", "list", "--status", "handed_off", "--json"])).unwrap();
+    assert_eq!(handed[0]["sessionId"], session.as_str());
+    assert!(cli.ok(&["sessions", "list", "--status", "active"]).trim().lines().count() <= 1, "no active session");
+    let err = cli.fails(&["sessions", "list", "--status", "waiting", "--agent", "nobody"]);
+    assert!(err.contains("/query/status") && err.contains("/query/agentId"), "{err}");
 
     // errors say which field is wrong, and what blocks a delete
     let bad = write(

@@ -696,6 +696,18 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(list.len(), 2, "the front-line session and the billing specialist's");
     assert!(list.iter().any(|s| s["handoffContext"]["reason"] == "Billing question" && s["handoffDepth"] == 1));
     api.get("/tenants/acme/conversations/c-human/sessions").await;
+    // the tenant-wide list: the handed-off sessions include the human's conversation and the
+    // billing handoff's first session; a page of one has a cursor to the next
+    let handed = api.get("/tenants/acme/sessions?status=handed_off").await;
+    let handed = handed.body["items"].as_array().unwrap().clone();
+    assert!(handed.len() >= 2 && handed.iter().all(|s| s["status"] == "handed_off"), "{handed:?}");
+    let first = api.get("/tenants/acme/sessions?limit=1").await;
+    let cursor = first.str("/nextCursor");
+    let next = api.get(&format!("/tenants/acme/sessions?limit=1&cursor={cursor}")).await;
+    assert_ne!(next.body["items"][0]["sessionId"], first.body["items"][0]["sessionId"]);
+    let billing = api.get(&format!("/tenants/acme/sessions?agentId={BILLING_AGENT}")).await;
+    assert!(billing.body["items"].as_array().unwrap().iter().all(|s| s["agentId"] == BILLING_AGENT));
+    assert_eq!(api.get("/tenants/acme/sessions?status=waiting").await.status, 400);
     for s in list.iter().map(|s| s["sessionId"].as_str().unwrap()).chain([order_session.as_str()]) {
         assert_eq!(api.get(&format!("/tenants/acme/sessions/{s}")).await.status, 200);
         let page = api.get(&format!("/tenants/acme/sessions/{s}/executions?limit=1")).await;

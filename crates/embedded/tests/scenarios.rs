@@ -295,6 +295,15 @@ impl SessionStore for Flaky {
     async fn sessions_for_conversation(&self, t: &TenantId, c: &str) -> Result<Vec<Session>, StoreError> {
         self.inner.sessions_for_conversation(t, c).await
     }
+    async fn list_sessions(
+        &self,
+        t: &TenantId,
+        f: switchboard_engine::SessionFilter,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<switchboard_engine::Page<Session>, StoreError> {
+        self.inner.list_sessions(t, f, after, limit).await
+    }
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
             match self.mode {

@@ -277,6 +277,15 @@ mod tests {
         async fn sessions_for_conversation(&self, _: &TenantId, _: &str) -> Result<Vec<Session>, StoreError> {
             Ok(vec![])
         }
+        async fn list_sessions(
+            &self,
+            _: &TenantId,
+            _: crate::ports::SessionFilter,
+            _: Option<SessionId>,
+            _: usize,
+        ) -> Result<crate::ports::Page<Session>, StoreError> {
+            Ok(crate::ports::Page { items: vec![], next_cursor: None })
+        }
         async fn commit_turn(&self, _: &TurnCommit) -> Result<(), StoreError> {
             Ok(())
         }

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
-use switchboard_engine::{SessionStore, StoreError, TurnCommit};
+use switchboard_engine::{Page, SessionFilter, SessionStore, StoreError, TurnCommit};
 
 use super::codec::*;
 use super::keys::*;
@@ -270,6 +270,67 @@ impl SessionStore for DynamoStore {
             .await
             .map_err(|e| unavailable("Query", &e))?;
         out.items.unwrap_or_default().first().map(decode).transpose()
+    }
+
+    /// A `Query` of the tenant's `SESSION#` items, newest first, with the filter as a
+    /// `FilterExpression` (repeated until the page is full, since DynamoDB filters after `Limit`).
+    async fn list_sessions(
+        &self,
+        tenant: &TenantId,
+        filter: SessionFilter,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Page<Session>, StoreError> {
+        let pk = tenant_pk(tenant);
+        let mut start = after.map(|s| key(pk.clone(), session_sk(s)));
+        let mut conditions = vec![];
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.names.sessions_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :session)")
+            .expression_attribute_values(":pk", s(pk.clone()))
+            .expression_attribute_values(":session", s("SESSION#"))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        if let Some(status) = filter.status {
+            conditions.push("#status = :status");
+            query = query
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":status", s(status_str(status)));
+        }
+        if let Some(agent) = filter.agent_id {
+            conditions.push("#body.#agent = :agent");
+            query = query
+                .expression_attribute_names("#body", "body")
+                .expression_attribute_names("#agent", "agentId")
+                .expression_attribute_values(":agent", s(agent.to_string()));
+        }
+        if !conditions.is_empty() {
+            query = query.filter_expression(conditions.join(" AND "));
+        }
+        let want = limit.saturating_add(1);
+        let mut found: Vec<Session> = Vec::new();
+        while found.len() < want {
+            let out = query
+                .clone()
+                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                found.push(decode(&item)?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next_cursor = if more { found.last().map(|s| s.session_id.to_string()) } else { None };
+        Ok(Page { items: found, next_cursor })
     }
 
     async fn sessions_for_conversation(

@@ -4,12 +4,46 @@ use async_trait::async_trait;
 use chrono::NaiveDate;
 use rusqlite::{OptionalExtension, params};
 use switchboard_domain::{Cost, ExecutionId, ExecutionRecord, Session, SessionId, TenantId, UsageCounts, UsageRow};
-use switchboard_engine::{ExecutionLog, Page, SessionStore, StoreError, TurnCommit};
+use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
 
 #[async_trait]
 impl SessionStore for SqliteStore {
+    async fn list_sessions(
+        &self,
+        tenant: &TenantId,
+        filter: SessionFilter,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Page<Session>, StoreError> {
+        let t = tenant.to_string();
+        let before = after.map(|s| s.to_string());
+        let status = filter.status.map(status_str);
+        let agent = filter.agent_id.map(|a| a.to_string());
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let bodies: Vec<String> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT body FROM sessions
+                     WHERE tenant_id = ?1 AND (?2 IS NULL OR session_id < ?2) AND (?3 IS NULL OR status = ?3)
+                       AND (?4 IS NULL OR json_extract(body, '$.agentId') = ?4)
+                     ORDER BY session_id DESC LIMIT ?5",
+                )?;
+                let rows = stmt
+                    .query_map(params![t, before, status, agent, fetch], |r| r.get(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let more = bodies.len() > limit;
+        let items: Vec<Session> = bodies.iter().take(limit).map(|b| from_json(b)).collect::<Result<_, _>>()?;
+        let next_cursor = if more { items.last().map(|s| s.session_id.to_string()) } else { None };
+        Ok(Page { items, next_cursor })
+    }
+
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {
         let (t, s) = (tenant.to_string(), session.to_string());
         let body: Option<String> = self

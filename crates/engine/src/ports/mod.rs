@@ -26,7 +26,7 @@ pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
 pub use queue::{Enqueued, QueueError, WorkItem, WorkQueue};
-pub use sessions::{ExecutionLog, SessionStore, SessionWrite, TurnCommit};
+pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit};
 pub use store::{Page, StoreError};
 pub use webhooks::{
     NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,

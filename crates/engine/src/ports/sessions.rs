@@ -2,7 +2,9 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use switchboard_domain::{ExecutionId, ExecutionRecord, Session, SessionId, TenantId, UsageRow};
+use switchboard_domain::{
+    AgentId, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, UsageRow,
+};
 
 use super::{Page, StoreError};
 
@@ -23,6 +25,13 @@ pub struct SessionWrite {
     pub expected_version: Option<u64>,
 }
 
+/// What narrows a tenant-wide list of sessions (nothing: every session).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionFilter {
+    pub status: Option<SessionStatus>,
+    pub agent_id: Option<AgentId>,
+}
+
 /// Sessions and their per-turn commits.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
@@ -35,6 +44,15 @@ pub trait SessionStore: Send + Sync {
         tenant: &TenantId,
         conversation_id: &str,
     ) -> Result<Vec<Session>, StoreError>;
+    /// The tenant's sessions newest first (by start), narrowed by `filter`, `limit` at a time.
+    /// The cursor is the id of the last session of the previous page.
+    async fn list_sessions(
+        &self,
+        tenant: &TenantId,
+        filter: SessionFilter,
+        after: Option<SessionId>,
+        limit: usize,
+    ) -> Result<Page<Session>, StoreError>;
     /// Writes the turn or nothing. Fails with [`StoreError::VersionConflict`] when a session
     /// changed since it was read (or a second active session would appear for the
     /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
