@@ -192,6 +192,12 @@ pub struct UsageCounts {
 }
 
 impl UsageCounts {
+    /// Every token counted: input (fresh, cached and cache writes) and output, as
+    /// [`TokenUsage::total`] counts one call's.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
     pub fn of_call(call: &ModelCallRecord) -> Self {
         let u = call.usage;
         UsageCounts {

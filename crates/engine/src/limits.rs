@@ -53,18 +53,8 @@ impl Limits {
         let now = self.clock.now();
         let limits = &tenant.limits;
         let today = now.date_naive();
-        let used: u64 = self
-            .executions
-            .usage(&tenant.tenant_id, today, today)
-            .await?
-            .iter()
-            .map(|r| {
-                r.counts.input_tokens
-                    + r.counts.output_tokens
-                    + r.counts.cache_read_tokens
-                    + r.counts.cache_write_tokens
-            })
-            .sum();
+        let used: u64 =
+            self.executions.usage(&tenant.tenant_id, today, today).await?.iter().map(|r| r.counts.tokens()).sum();
         if used >= limits.tokens_per_day {
             let reopens = (today + Duration::days(1)).and_time(chrono::NaiveTime::MIN).and_utc();
             let window = format!("DAY#{today}");

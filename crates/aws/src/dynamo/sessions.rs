@@ -327,10 +327,7 @@ impl SessionStore for DynamoStore {
                 _ => break,
             }
         }
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next_cursor = if more { found.last().map(|s| s.session_id.to_string()) } else { None };
-        Ok(Page { items: found, next_cursor })
+        Ok(Page::from_overfetch(found, limit, |s| s.session_id.to_string()))
     }
 
     async fn sessions_for_conversation(

@@ -38,10 +38,8 @@ impl SessionStore for SqliteStore {
             })
             .await
             .map_err(store_err)?;
-        let more = bodies.len() > limit;
-        let items: Vec<Session> = bodies.iter().take(limit).map(|b| from_json(b)).collect::<Result<_, _>>()?;
-        let next_cursor = if more { items.last().map(|s| s.session_id.to_string()) } else { None };
-        Ok(Page { items, next_cursor })
+        let sessions: Vec<Session> = bodies.iter().map(|b| from_json(b)).collect::<Result<_, _>>()?;
+        Ok(Page::from_overfetch(sessions, limit, |s| s.session_id.to_string()))
     }
 
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {

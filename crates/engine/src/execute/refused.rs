@@ -5,17 +5,13 @@
 
 use std::time::Instant;
 
-use serde_json::json;
-use switchboard_domain::event::detail_type;
 use switchboard_domain::message::Message;
-use switchboard_domain::{
-    Action, ErrorKind, ExecutionError, ExecutionRecord, HandoffTarget, OnLimit, Refusal, Session, SessionStatus,
-};
+use switchboard_domain::{Action, ErrorKind, ExecutionError, ExecutionRecord, OnLimit, Refusal, Session};
 
 use super::record;
 use crate::fault::{ExecError, ToolFault};
 use crate::ports::{Deps, SessionWrite, TurnCommit, WorkItem};
-use crate::tools::system::publish;
+use crate::tools::system::hand_to_human;
 
 /// The commit of a refused item in `session` (`is_new`: started for it).
 pub(super) async fn commit(
@@ -31,7 +27,6 @@ pub(super) async fn commit(
     record.status = refusal.limit.status();
     record.error = Some(ExecutionError::new(ErrorKind::Limit, why.clone()).with_reason(refusal.limit.as_str()));
     let expected = (!is_new).then_some(session.version);
-    let now = deps.clock.now();
     session.append_transcript([Message::user_text(item.text.clone())]);
     // A conversation a human already owns gets nothing more from Switchboard.
     if !session.is_human_owned() {
@@ -48,18 +43,12 @@ pub(super) async fn commit(
                 session.append_transcript([Message::assistant_text(text.clone())]);
             }
             OnLimit::HandoffToHuman => {
-                session.status = SessionStatus::HandedOff;
-                session.handed_off_to = Some(HandoffTarget::Human);
-                session.handoff_reason = Some(why.clone());
-                session.ended_at = Some(now);
-                let extra = json!({ "reason": why, "priority": "normal", "context": session.memory });
-                publish(deps, &item.source_id, detail_type::HANDOFF_HUMAN, &session, extra).await?;
-                record.actions.push(Action::HandoffToHuman { reason: why, priority: "normal".into() });
+                record.actions.push(hand_to_human(deps, &mut session, &why, "normal", &item.source_id).await?);
             }
         }
     }
     session.version += 1;
-    session.updated_at = now;
+    session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
     Ok((TurnCommit { sessions: vec![write], execution: record.clone() }, record))
 }

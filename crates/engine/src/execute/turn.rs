@@ -22,6 +22,9 @@ use crate::patterns::{router, supervisor};
 use crate::ports::{Deps, ModelRequest, WorkItem};
 use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox, TurnState, system};
 
+/// The reason a spent `maxSessionTokens` gives (the record's `error.reason`).
+const SESSION_BUDGET: &str = "maxSessionTokens";
+
 /// What a turn leaves to commit.
 pub(super) struct Turn {
     pub session: Session,
@@ -60,7 +63,6 @@ pub(super) async fn run(
         calls: 0,
         status: ExecutionStatus::MaxIterations,
         failure: None,
-        session_budget_spent: false,
     };
     if agent.agent_type == AgentType::Router {
         let routed =
@@ -98,8 +100,6 @@ struct Loop<'a> {
     /// `MaxIterations` while the loop goes on.
     status: ExecutionStatus,
     failure: Option<ExecutionError>,
-    /// The agent's `maxSessionTokens` stopped the turn: its `handoffBehavior` applies.
-    session_budget_spent: bool,
 }
 
 impl Loop<'_> {
@@ -160,7 +160,7 @@ impl Loop<'_> {
             && session + next > max
         {
             Some((
-                "maxSessionTokens",
+                SESSION_BUDGET,
                 format!(
                     "the next model call (about {next} input tokens) would pass the agent's {max} tokens per session ({session} used)"
                 ),
@@ -172,7 +172,6 @@ impl Loop<'_> {
             warn!(budget = reason, "token budget reached; the turn stops");
             self.status = ExecutionStatus::BudgetExceeded;
             self.failure = Some(ExecutionError::new(ErrorKind::Limit, why).with_reason(reason));
-            self.session_budget_spent = reason == "maxSessionTokens";
             return true;
         }
         if let Some(max) = budget.max_output_tokens {
@@ -286,7 +285,9 @@ impl Loop<'_> {
         s.append_transcript(std::mem::take(&mut self.new_messages));
         s.turn_count += 1;
         s.tokens_used += self.record.token_usage.total();
-        if s.is_active() && self.session_budget_spent {
+        // The agent's `maxSessionTokens` stopped the turn: its `handoffBehavior` applies.
+        let session_budget_spent = self.failure.as_ref().and_then(|f| f.reason.as_deref()) == Some(SESSION_BUDGET);
+        if s.is_active() && session_budget_spent {
             let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
             self.hand_on(reason, "session-budget").await?;
         } else if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {

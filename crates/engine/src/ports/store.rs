@@ -37,3 +37,14 @@ pub struct Page<T> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
+
+impl<T> Page<T> {
+    /// A page of `limit` from `items` read one past it: the extra item only says that another
+    /// page follows, whose cursor `cursor` makes from the page's last item.
+    pub fn from_overfetch(mut items: Vec<T>, limit: usize, cursor: impl FnOnce(&T) -> String) -> Self {
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let next_cursor = if more { items.last().map(cursor) } else { None };
+        Self { items, next_cursor }
+    }
+}

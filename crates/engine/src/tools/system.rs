@@ -239,26 +239,28 @@ pub(crate) async fn handoff_to_human(
     priority: &str,
     key: &str,
 ) -> Result<(), ToolFault> {
-    let now = deps.clock.now();
-    let s = &mut state.session;
-    s.status = SessionStatus::HandedOff;
-    s.handed_off_to = Some(HandoffTarget::Human);
-    s.handoff_reason = Some(reason.to_owned());
-    s.ended_at = Some(now);
-    let context = json!(s.memory);
-    publish(
-        deps,
-        key,
-        detail_type::HANDOFF_HUMAN,
-        s,
-        json!({
-            "reason": reason, "priority": priority, "context": context,
-        }),
-    )
-    .await?;
-    state.actions.push(Action::HandoffToHuman { reason: reason.to_owned(), priority: priority.to_owned() });
+    let action = hand_to_human(deps, &mut state.session, reason, priority, key).await?;
+    state.actions.push(action);
     state.finished = true;
     Ok(())
+}
+
+/// Hands `session` to a human operator and publishes `session.handoff.human` under `key`; the
+/// action to record.
+pub(crate) async fn hand_to_human(
+    deps: &Deps,
+    session: &mut Session,
+    reason: &str,
+    priority: &str,
+    key: &str,
+) -> Result<Action, BusError> {
+    session.status = SessionStatus::HandedOff;
+    session.handed_off_to = Some(HandoffTarget::Human);
+    session.handoff_reason = Some(reason.to_owned());
+    session.ended_at = Some(deps.clock.now());
+    let extra = json!({ "reason": reason, "priority": priority, "context": session.memory });
+    publish(deps, key, detail_type::HANDOFF_HUMAN, session, extra).await?;
+    Ok(Action::HandoffToHuman { reason: reason.to_owned(), priority: priority.to_owned() })
 }
 
 /// An agent-to-agent handoff from inside a turn (the tool, or a router's pick).
