@@ -364,6 +364,7 @@ fn call(model: &str, input: u64, output: u64, cost_nanos: Option<u64>) -> ModelC
         cost_usd: cost_nanos.map(Cost::from_nanos),
         latency_ms: 1,
         fallback_from: vec![],
+        purpose: None,
     }
 }
 

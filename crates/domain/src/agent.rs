@@ -169,7 +169,19 @@ pub struct HistoryConfig {
     pub max_messages: u32,
     #[serde(default = "default_history_tokens")]
     pub max_tokens: u32,
+    /// Customer messages the transcript may hold beyond the summary before the older ones are
+    /// folded into it by a model call (the newest half of them stay word for word); 0: never.
+    #[serde(default = "default_summarize_after")]
+    pub summarize_after: u32,
+    /// The model that writes summaries (a cheaper one, say); empty: the agent's own model and
+    /// fallbacks.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary_model: String,
 }
+
+/// Highest accepted `summarizeAfter`: the stored transcript (100 messages) must still hold what
+/// is to be folded.
+pub const MAX_SUMMARIZE_AFTER: u32 = 30;
 
 fn default_max_messages() -> u32 {
     20
@@ -177,10 +189,18 @@ fn default_max_messages() -> u32 {
 fn default_history_tokens() -> u32 {
     4000
 }
+fn default_summarize_after() -> u32 {
+    10
+}
 
 impl Default for HistoryConfig {
     fn default() -> Self {
-        Self { max_messages: default_max_messages(), max_tokens: default_history_tokens() }
+        Self {
+            max_messages: default_max_messages(),
+            max_tokens: default_history_tokens(),
+            summarize_after: default_summarize_after(),
+            summary_model: String::new(),
+        }
     }
 }
 
@@ -320,6 +340,14 @@ impl Agent {
         }
         if self.history.max_tokens < 100 {
             errors.push("/history/maxTokens", "must be at least 100");
+        }
+        if self.history.summarize_after > MAX_SUMMARIZE_AFTER {
+            errors.push("/history/summarizeAfter", format!("must be between 0 (never) and {MAX_SUMMARIZE_AFTER}"));
+        }
+        if !self.history.summary_model.is_empty()
+            && let Err(why) = crate::ModelRef::parse(&self.history.summary_model)
+        {
+            errors.push("/history/summaryModel", why);
         }
         let budget = &self.token_budget;
         for (name, value) in [

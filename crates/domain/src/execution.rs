@@ -168,6 +168,10 @@ pub struct ModelCallRecord {
     /// The models tried before this one answered, in order, and why each failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_from: Vec<ModelFailure>,
+    /// Why the call was made when it was not the agent's own turn: `summary` (folding older
+    /// messages into the session's summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
 }
 
 /// A model of the fallback chain that did not answer.

@@ -123,10 +123,49 @@ pub fn history_window(history: &[Message], max_messages: usize, max_tokens: u32)
         start -= 1;
     }
     // Move the start forward until it is a plain user turn.
-    while start < history.len() && (history[start].role != Role::User || history[start].has_tool_results()) {
+    while start < history.len() && !is_customer_turn(&history[start]) {
         start += 1;
     }
     &history[start..]
+}
+
+/// Whether `message` is a customer's message (a plain user turn, not tool results).
+pub fn is_customer_turn(message: &Message) -> bool {
+    message.role == Role::User && !message.has_tool_results()
+}
+
+/// Merges neighbouring messages of the same role into one, so that roles alternate as providers
+/// require (Bedrock refuses two user turns in a row). Two customer messages in a row happen when
+/// messages arrive while a human owns the conversation or a limit refused them.
+pub fn alternate(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    for message in messages {
+        match out.last_mut() {
+            Some(last) if last.role == message.role => last.content.extend(message.content),
+            _ => out.push(message),
+        }
+    }
+    out
+}
+
+/// The conversation in `messages` as text alone: tool calls and results dropped, empty turns
+/// dropped, neighbouring turns of one role merged. What another agent is given at a handoff: its
+/// tools differ, and a provider refuses tool blocks for tools it was not offered.
+pub fn text_only(messages: &[Message]) -> Vec<Message> {
+    let kept = messages.iter().filter_map(|m| {
+        let content: Vec<ContentBlock> = m
+            .content
+            .iter()
+            .filter(|b| matches!(b, ContentBlock::Text { text } if !text.trim().is_empty()))
+            .cloned()
+            .collect();
+        (!content.is_empty()).then_some(Message { role: m.role, content })
+    });
+    let mut out = alternate(kept.collect());
+    // A window opens on the customer.
+    let first_user = out.iter().position(|m| m.role == Role::User).unwrap_or(out.len());
+    out.drain(..first_user);
+    out
 }
 
 #[cfg(test)]
@@ -200,5 +239,28 @@ mod tests {
     #[test]
     fn an_empty_history_gives_an_empty_window() {
         assert!(history_window(&[], 5, 100).is_empty());
+    }
+
+    #[test]
+    fn neighbouring_turns_of_one_role_are_merged() {
+        let mut history = vec![Message::user_text("hi")];
+        history.extend(tool_pair(1));
+        history.push(Message::user_text("still there?"));
+        history.push(Message::user_text("hello?"));
+        let merged = alternate(history);
+        let roles: Vec<Role> = merged.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        assert_eq!(merged[2].content.len(), 3, "the tool result, then both customer messages");
+        assert_eq!(merged[2].text(), "still there?\nhello?");
+    }
+
+    #[test]
+    fn text_only_drops_tool_blocks_and_opens_on_the_customer() {
+        let mut history = vec![Message::assistant_text("Welcome!"), Message::user_text("where is 1234?")];
+        history.extend(tool_pair(1));
+        history.push(Message::assistant_text("It ships today."));
+        let plain = text_only(&history);
+        let texts: Vec<(Role, String)> = plain.iter().map(|m| (m.role, m.text())).collect();
+        assert_eq!(texts, [(Role::User, "where is 1234?".into()), (Role::Assistant, "It ships today.".into())]);
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{AgentId, SessionId, SkillId, TenantId};
 use crate::limits::MAX_STORED_TRANSCRIPT;
-use crate::message::{Message, Role};
+use crate::message::{Message, is_customer_turn, text_only};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,6 +65,20 @@ pub struct HandoffContext {
     pub summary: Option<String>,
 }
 
+/// What a session's older messages said, folded into prose by a model call once its transcript
+/// outgrew the agent's `summarizeAfter` (see `HistoryConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationSummary {
+    pub text: String,
+    /// How many of the transcript's oldest messages the text covers: the context window is cut
+    /// from the messages after them.
+    pub covers: u32,
+    /// Customer messages folded into the text over the conversation's life.
+    pub customer_messages: u32,
+    pub updated_at: DateTime<Utc>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
@@ -80,6 +94,13 @@ pub struct Session {
     /// [`MAX_STORED_TRANSCRIPT`]; the context window is cut from this.
     #[serde(default)]
     pub transcript: Vec<Message>,
+    /// The customer's first message in the conversation, kept verbatim: every prompt shows it,
+    /// whatever the window and the summary left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message: Option<String>,
+    /// The rolling summary of the older part of the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ConversationSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<SessionId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +141,8 @@ impl Session {
             turn_count: 0,
             memory: BTreeMap::new(),
             transcript: Vec::new(),
+            first_message: None,
+            summary: None,
             parent_session_id: None,
             handoff_reason: None,
             handed_off_to: None,
@@ -145,25 +168,59 @@ impl Session {
     }
 
     /// Appends messages and drops the oldest whole exchanges beyond the stored cap, so that the
-    /// stored transcript always opens on a plain user turn.
+    /// stored transcript always opens on a plain user turn. The first customer message is kept
+    /// aside the first time one comes.
     pub fn append_transcript(&mut self, messages: impl IntoIterator<Item = Message>) {
+        let from = self.transcript.len();
         self.transcript.extend(messages);
+        if self.first_message.is_none() {
+            self.first_message = self.transcript[from..].iter().find(|m| is_customer_turn(m)).map(Message::text);
+        }
         if self.transcript.len() > MAX_STORED_TRANSCRIPT {
             let mut cut = self.transcript.len() - MAX_STORED_TRANSCRIPT;
-            while cut < self.transcript.len()
-                && (self.transcript[cut].role != Role::User || self.transcript[cut].has_tool_results())
-            {
+            while cut < self.transcript.len() && !is_customer_turn(&self.transcript[cut]) {
                 cut += 1;
             }
             self.transcript.drain(..cut);
+            if let Some(summary) = &mut self.summary {
+                summary.covers = summary.covers.saturating_sub(u32::try_from(cut).unwrap_or(u32::MAX));
+            }
         }
+    }
+
+    /// The messages no summary covers yet: where the context window is cut from.
+    pub fn unsummarized(&self) -> &[Message] {
+        let covers = self.summary.as_ref().map_or(0, |s| s.covers as usize);
+        &self.transcript[covers.min(self.transcript.len())..]
+    }
+
+    /// The session another agent (`agent_id`, `handoff_depth` handoffs deep) takes the
+    /// conversation over in: the memory, the summary, the first message and the recent
+    /// conversation as text (the other agent's tools differ) go with it.
+    pub fn handed_on(
+        &self,
+        agent_id: AgentId,
+        handoff_depth: u32,
+        context: HandoffContext,
+        now: DateTime<Utc>,
+    ) -> Session {
+        let mut next = Session::start(self.tenant_id.clone(), self.conversation_id.clone(), agent_id, now);
+        next.parent_session_id = Some(self.session_id);
+        next.handoff_depth = handoff_depth;
+        next.handoff_reason = Some(context.reason.clone());
+        next.handoff_context = Some(context);
+        next.memory = self.memory.clone();
+        next.transcript = text_only(self.unsummarized());
+        next.first_message = self.first_message.clone();
+        next.summary = self.summary.clone().map(|s| ConversationSummary { covers: 0, ..s });
+        next
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::ContentBlock;
+    use crate::message::{ContentBlock, Role};
 
     #[test]
     fn the_stored_transcript_is_bounded_and_opens_on_a_user_turn() {
@@ -185,5 +242,74 @@ mod tests {
         assert!(s.transcript.len() <= MAX_STORED_TRANSCRIPT);
         assert!(!s.transcript[0].has_tool_results());
         assert_eq!(s.transcript.last().map(Message::has_tool_results), Some(true));
+    }
+
+    #[test]
+    fn the_first_customer_message_is_kept_and_the_summary_follows_the_cap() {
+        let mut s = Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), Utc::now());
+        s.append_transcript([Message::assistant_text("Welcome")]);
+        assert_eq!(s.first_message, None);
+        s.append_transcript([Message::user_text("first"), Message::assistant_text("ok")]);
+        s.summary = Some(ConversationSummary {
+            text: "They said first.".into(),
+            covers: 3,
+            customer_messages: 1,
+            updated_at: Utc::now(),
+        });
+        for i in 0..MAX_STORED_TRANSCRIPT {
+            s.append_transcript([Message::user_text(format!("q{i}"))]);
+        }
+        assert_eq!(s.first_message.as_deref(), Some("first"));
+        assert_eq!(s.summary.as_ref().map(|x| x.covers), Some(0), "the covered messages were dropped first");
+        assert_eq!(s.unsummarized().len(), s.transcript.len());
+    }
+
+    #[test]
+    fn a_handed_on_session_carries_the_conversation_as_text() {
+        let mut s = Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), Utc::now());
+        s.append_transcript([
+            Message::user_text("old"),
+            Message::assistant_text("old answer"),
+            Message::user_text("where is 1234?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    tool_use_id: "x".into(),
+                    name: "lookup".into(),
+                    input: serde_json::json!({}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "x".into(),
+                    content: serde_json::json!("ships today"),
+                    is_error: false,
+                }],
+            },
+            Message::assistant_text("It ships today."),
+        ]);
+        s.summary = Some(ConversationSummary {
+            text: "Said old.".into(),
+            covers: 2,
+            customer_messages: 1,
+            updated_at: Utc::now(),
+        });
+        s.memory.insert("order".into(), serde_json::json!("1234"));
+        let context = HandoffContext {
+            from_agent_id: s.agent_id,
+            from_session_id: s.session_id,
+            reason: "billing".into(),
+            relevant_info: serde_json::Value::Null,
+            summary: None,
+        };
+        let next = s.handed_on(AgentId::generate(), 1, context, Utc::now());
+        let texts: Vec<String> = next.transcript.iter().map(Message::text).collect();
+        assert_eq!(texts, ["where is 1234?", "It ships today."]);
+        assert_eq!(next.first_message.as_deref(), Some("old"));
+        assert_eq!(next.summary.as_ref().map(|x| (x.text.as_str(), x.covers)), Some(("Said old.", 0)));
+        assert_eq!((next.parent_session_id, next.handoff_depth), (Some(s.session_id), 1));
+        assert_eq!(next.handoff_reason.as_deref(), Some("billing"));
+        assert_eq!(next.memory, s.memory);
     }
 }

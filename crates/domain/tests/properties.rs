@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use switchboard_domain::InboundEvent;
-use switchboard_domain::message::{ContentBlock, Message, Role, history_window};
+use switchboard_domain::message::{ContentBlock, Message, Role, alternate, history_window, is_customer_turn};
 
 fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -32,6 +32,40 @@ fn arb_json() -> impl Strategy<Value = Value> {
             )
             .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
+    })
+}
+
+/// A transcript as the executor writes it: customer messages, answers, and tool calls each
+/// followed by its result, with distinct tool-use ids; texts of any length and script.
+fn arb_transcript() -> impl Strategy<Value = Vec<Message>> {
+    prop::collection::vec((0u8..4, "[a-zé注🙂 ]{0,120}"), 0..40).prop_map(|parts| {
+        let mut history = Vec::new();
+        for (i, (kind, text)) in parts.into_iter().enumerate() {
+            match kind {
+                0 => history.push(Message::user_text(text)),
+                1 => history.push(Message::assistant_text(text)),
+                _ => {
+                    let id = format!("t{i}");
+                    history.push(Message {
+                        role: Role::Assistant,
+                        content: vec![ContentBlock::ToolUse {
+                            tool_use_id: id.clone(),
+                            name: "lookup".into(),
+                            input: json!({ "q": text }),
+                        }],
+                    });
+                    history.push(Message {
+                        role: Role::User,
+                        content: vec![ContentBlock::ToolResult {
+                            tool_use_id: id,
+                            content: json!(text),
+                            is_error: false,
+                        }],
+                    });
+                }
+            }
+        }
+        history
     })
 }
 
@@ -89,5 +123,31 @@ proptest! {
             prop_assert_eq!(first.role, Role::User);
             prop_assert!(!first.has_tool_results());
         }
+    }
+
+    /// Under any budget, however tiny, a tool result in the window always has the call it answers
+    /// right before it, and the window merged for a provider alternates roles.
+    #[test]
+    fn the_history_window_never_splits_a_tool_call_from_its_result(
+        history in arb_transcript(),
+        max_messages in 0usize..12,
+        max_tokens in 0u32..300,
+    ) {
+        let window = history_window(&history, max_messages, max_tokens);
+        prop_assert!(history.ends_with(window));
+        if let Some(first) = window.first() {
+            prop_assert!(is_customer_turn(first));
+        }
+        for (i, m) in window.iter().enumerate() {
+            for block in &m.content {
+                if let ContentBlock::ToolResult { tool_use_id, .. } = block {
+                    let called = i > 0 && window[i - 1].tool_uses().iter().any(|(id, _, _)| id == tool_use_id);
+                    prop_assert!(called, "result {} without its call", tool_use_id);
+                }
+            }
+        }
+        let merged = alternate(window.to_vec());
+        prop_assert!(merged.windows(2).all(|w| w[0].role != w[1].role));
+        prop_assert_eq!(merged.iter().map(|m| m.content.len()).sum::<usize>(), window.iter().map(|m| m.content.len()).sum::<usize>());
     }
 }

@@ -149,13 +149,19 @@ impl ScriptedModel {
 /// The newest user text in the conversation and, if the newest turn is a tool result, the name
 /// of the tool it answers.
 fn latest(messages: &[Message]) -> (String, Option<String>) {
+    // The newest customer text block: customer messages in a row arrive merged into one turn.
     let user_text = messages
         .iter()
         .rev()
-        .find(|m| m.role == Role::User && !m.has_tool_results())
-        .map(Message::text)
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter().rev())
+        .find_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.clone()),
+            _ => None,
+        })
         .unwrap_or_default();
-    let after_tool = messages.last().filter(|m| m.has_tool_results()).and_then(|last| {
+    // A tool result merged with customer messages that followed it is not "after the tool".
+    let after_tool = messages.last().filter(|m| m.has_tool_results() && m.text().is_empty()).and_then(|last| {
         let id = last.content.iter().rev().find_map(|b| match b {
             ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
             _ => None,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use switchboard_domain::message::Message;
 use switchboard_domain::{
     ExecutionRecord, ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionStatus, TenantId,
 };
@@ -549,7 +550,8 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     assert!(human.is_human_owned());
     assert_eq!(human.transcript.last().unwrap().text(), "my address changed");
 
-    // The operator hands it back; the agent answers the next message with the human-era messages in its history.
+    // The operator hands it back; the agent answers the next message with the human-era messages in its history:
+    // the conversation goes on as text, and the customer's messages in a row are one turn (roles alternate).
     let done = w
         .embedded
         .executor
@@ -560,10 +562,150 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     w.say("thanks").await;
     let calls = w.take_calls();
     assert_eq!(calls.len(), 1);
-    let history = &calls[0].messages;
-    let at = |t: &str| history.iter().position(|m| m == t).unwrap_or_else(|| panic!("{t} missing from {history:?}"));
-    assert!(at("hello? anyone") < at("my address changed") && at("my address changed") < at("thanks"));
+    assert_eq!(
+        calls[0].messages,
+        [
+            "remember order 4711",
+            "Agent back: remember order 4711",
+            "I want a person\nhello? anyone\nmy address changed\nthanks"
+        ]
+    );
     assert_eq!(w.replies().await.last().unwrap(), "Agent back: thanks");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context that lasts: summaries, the first message, handoffs that carry the conversation
+
+/// The scripted summariser's answer, and the rule that gives it (the summary call's system
+/// prompt asks for "the running summary").
+const SUMMARY: &str = "Customer Ana asked about order 4711 twice.";
+
+fn summarizing_rule() -> Value {
+    json!({ "when": { "systemContains": "running summary" }, "then": { "text": SUMMARY } })
+}
+
+#[tokio::test]
+async fn older_messages_are_folded_into_a_summary_that_the_next_prompts_carry_with_the_first_message() {
+    let script = json!({ "rules": [ summarizing_rule(), { "then": { "text": "You said: {{userText}}" } } ] });
+    let front = agent(FRONT, "Front", "You are the front desk.", json!({ "history": { "summarizeAfter": 2 } }));
+    let mut w = World::new(&bundle(vec![front], vec![], FRONT), script).await;
+    for text in ["m1", "m2", "m3"] {
+        w.say(text).await;
+    }
+    assert!(
+        w.take_calls().iter().all(|c| !c.system.contains("running summary")),
+        "2 customer messages kept as they are"
+    );
+
+    // The fourth message finds three customer messages beyond the (absent) summary: the oldest
+    // two exchanges are folded, the newest customer message stays word for word.
+    let records = w.say("m4").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].system.starts_with("You keep the running summary") && calls[0].tools.is_empty());
+    assert_eq!(
+        calls[0].messages,
+        ["Summary so far:\n(none yet)\n\nNewer messages:\nCustomer: m1\nAgent: You said: m1\nCustomer: m2\n\
+          Agent: You said: m2\n\nWrite the updated summary."]
+    );
+    assert_eq!(
+        calls[1].system,
+        format!(
+            "You are the front desk.\n\n## Earlier in this conversation\n{SUMMARY}\n\n## The customer's first message\nm1"
+        )
+    );
+    assert_eq!(calls[1].messages, ["m3", "You said: m3", "m4"]);
+    let purposes: Vec<Option<String>> = records[0].model_calls.iter().map(|c| c.purpose.clone()).collect();
+    assert_eq!(purposes, [Some("summary".to_owned()), None]);
+    assert_eq!(records[0].token_usage.total(), records[0].model_calls.iter().map(|c| c.usage.total()).sum::<u64>());
+    let s = w.session().await;
+    let summary = s.summary.clone().unwrap();
+    assert_eq!((summary.text.as_str(), summary.covers, summary.customer_messages), (SUMMARY, 4, 2));
+    assert_eq!(s.first_message.as_deref(), Some("m1"));
+    assert_eq!(s.transcript.len(), 8, "the transcript itself keeps every message");
+
+    // The next message: two customer messages beyond the summary, no new fold; the summary and
+    // the first message stay in the prompt.
+    w.say("m5").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0].system.contains(SUMMARY) && calls[0].system.ends_with("## The customer's first message\nm1"));
+    assert_eq!(calls[0].messages, ["m3", "You said: m3", "m4", "You said: m4", "m5"]);
+}
+
+#[tokio::test]
+async fn a_failed_summary_call_leaves_the_session_unsummarized_and_the_turn_answers() {
+    // No rule answers the summary call: the scripted model refuses it, as a model would.
+    let script = json!({ "rules": [ { "when": { "systemContains": "front desk" }, "then": { "text": "You said: {{userText}}" } } ] });
+    let front = agent(FRONT, "Front", "You are the front desk.", json!({ "history": { "summarizeAfter": 1 } }));
+    let mut w = World::new(&bundle(vec![front], vec![], FRONT), script).await;
+    w.say("m1").await;
+    w.say("m2").await;
+    let records = w.say("m3").await;
+    assert_eq!(records[0].status, ExecutionStatus::Success);
+    assert_eq!(w.replies().await.last().unwrap(), "You said: m3");
+    assert_eq!(records[0].model_calls.len(), 1, "the refused summary call answered nothing to record");
+    assert!(w.session().await.summary.is_none());
+}
+
+#[tokio::test]
+async fn an_agent_handoff_gives_the_next_agent_the_conversation_and_the_summary() {
+    let script = json!({ "rules": [
+        summarizing_rule(),
+        { "when": { "systemContains": "billing specialist" }, "then": { "text": "Billing here." } },
+        { "when": { "userText": { "contains": "refund" } }, "then": { "toolCalls": [ { "name": "handoff_to_agent",
+            "input": { "agentId": BILLING, "reason": "refund" } } ] } },
+        { "then": { "text": "You said: {{userText}}" } }
+    ] });
+    let agents = vec![
+        agent(FRONT, "Front", "You are the front desk.", json!({ "history": { "summarizeAfter": 2 } })),
+        agent(BILLING, "Billing", "You are the billing specialist.", json!({})),
+    ];
+    let mut w = World::new(&bundle(agents, vec![], FRONT), script).await;
+    for text in ["hi, I am Ana", "order 4711 is late", "it was a gift"] {
+        w.say(text).await;
+    }
+    w.take_calls();
+    w.say("I want a refund").await;
+    let calls = w.take_calls();
+    // Front: summary call, then the handoff call; Billing answers the same message.
+    assert_eq!(calls.len(), 3);
+    let billing = &calls[2];
+    assert!(billing.system.contains(&format!("## Earlier in this conversation\n{SUMMARY}")));
+    assert!(billing.system.contains("## The customer's first message\nhi, I am Ana"));
+    // The recent conversation as text (Front's handoff call is not in it), then the message.
+    assert_eq!(billing.messages, ["it was a gift", "You said: it was a gift", "I want a refund"]);
+    assert_eq!(w.replies().await.last().unwrap(), "Billing here.");
+}
+
+#[tokio::test]
+async fn a_handoff_over_the_api_gives_the_next_agent_the_conversation_as_text() {
+    let script = json!({ "rules": [
+        { "when": { "systemContains": "billing specialist" }, "then": { "text": "Billing: {{userText}}" } },
+        { "when": { "userText": { "contains": "order" } }, "then": { "toolCalls": [ { "name": "set_context",
+            "input": { "key": "order", "value": "4711" } } ] } },
+        { "then": { "text": "Noted." } }
+    ] });
+    let agents = vec![
+        agent(FRONT, "Front", "You are the front desk.", json!({})),
+        agent(BILLING, "Billing", "You are the billing specialist.", json!({})),
+    ];
+    let mut w = World::new(&bundle(agents, vec![], FRONT), script).await;
+    w.say("my order is 4711").await;
+    let front = w.session().await;
+    assert!(front.transcript.iter().any(Message::has_tool_results), "Front's transcript holds its tool call");
+    w.embedded
+        .executor
+        .hand_off(&w.tenant, front.session_id, HandoffTo::Agent(BILLING.parse().unwrap()), "billing question")
+        .await
+        .unwrap();
+    w.take_calls();
+    w.say("can I pay later?").await;
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].messages, ["my order is 4711", "Noted.", "can I pay later?"]);
+    let billing = w.session().await;
+    assert!(billing.transcript.iter().all(|m| !m.has_tool_results() && m.tool_uses().is_empty()));
 }
 
 // ---------------------------------------------------------------------------------------------

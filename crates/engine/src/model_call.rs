@@ -69,6 +69,7 @@ pub(crate) fn model_call_record(deps: &Deps, response: &ModelResponse, started: 
         usage: response.usage,
         latency_ms: elapsed_ms(started),
         fallback_from: vec![],
+        purpose: None,
     }
 }
 

@@ -1,16 +1,17 @@
-//! Context building: the system prompt (agent, handoff context, memory) and the history window
-//! the model sees for one turn.
+//! Context building: the system prompt (agent, handoff context, summary, first message, memory)
+//! and the history window the model sees for one turn.
 
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
-use switchboard_domain::message::{Message, history_window};
+use switchboard_domain::message::{ContentBlock, Message, alternate, history_window};
 use switchboard_domain::{Agent, Session};
 
 use crate::tools::Toolbox;
 
-/// The system prompt for `agent` working `session`: the agent's prompt, then the current step's,
-/// the loaded skills', what a handing-off agent passed on, the session memory, and a note at the
-/// last handoff level.
-pub fn system_prompt(agent: &Agent, session: &Session, tools: &Toolbox) -> String {
+/// The system prompt for `agent` working `session`, whose model sees `window`: the agent's
+/// prompt, then the current step's, the loaded skills', what a handing-off agent passed on, the
+/// summary of older messages, the customer's first message when the window no longer holds it,
+/// the session memory, and a note at the last handoff level.
+pub fn system_prompt(agent: &Agent, session: &Session, tools: &Toolbox, window: &[Message]) -> String {
     let mut prompt = agent.system_prompt.trim().to_owned();
     if let Some(step) = &tools.step {
         prompt.push_str(&format!("\n\n## Current step: {}\n{}", step.name, step.system_prompt.trim()));
@@ -35,6 +36,16 @@ pub fn system_prompt(agent: &Agent, session: &Session, tools: &Toolbox) -> Strin
             prompt.push_str(&h.relevant_info.to_string());
         }
     }
+    if let Some(summary) = &session.summary {
+        prompt.push_str("\n\n## Earlier in this conversation\n");
+        prompt.push_str(&summary.text);
+    }
+    if let Some(first) = &session.first_message
+        && !window.iter().flat_map(|m| &m.content).any(|b| matches!(b, ContentBlock::Text { text } if text == first))
+    {
+        prompt.push_str("\n\n## The customer's first message\n");
+        prompt.push_str(first);
+    }
     if !session.memory.is_empty() {
         prompt.push_str("\n\n## Remembered in this session");
         for (k, v) in &session.memory {
@@ -49,14 +60,15 @@ pub fn system_prompt(agent: &Agent, session: &Session, tools: &Toolbox) -> Strin
     prompt
 }
 
-/// The messages for the model: as much recent history as the agent's window allows, then the
-/// new message, which is always included.
+/// The messages for the model: as much recent history as the agent's window allows (of what no
+/// summary covers), then the new message, which is always included; neighbouring turns of one
+/// role merged, as providers require.
 pub fn messages(agent: &Agent, session: &Session, new_message: &Message) -> Vec<Message> {
     let max_messages = usize::try_from(agent.history.max_messages).unwrap_or(usize::MAX).saturating_sub(1);
     let budget = agent.history.max_tokens.saturating_sub(new_message.estimated_tokens());
-    let mut out = history_window(&session.transcript, max_messages, budget).to_vec();
+    let mut out = history_window(session.unsummarized(), max_messages, budget).to_vec();
     out.push(new_message.clone());
-    out
+    alternate(out)
 }
 
 #[cfg(test)]
@@ -93,7 +105,7 @@ mod tests {
 
     #[test]
     fn a_fresh_session_gets_the_agent_prompt_alone() {
-        assert_eq!(system_prompt(&agent(), &session(), &no_tools()), "Be kind.");
+        assert_eq!(system_prompt(&agent(), &session(), &no_tools(), &[]), "Be kind.");
     }
 
     #[test]
@@ -107,7 +119,7 @@ mod tests {
             relevant_info: serde_json::json!({ "topic": "refund" }),
             summary: Some("Wants a refund for order 1234.".into()),
         });
-        let p = system_prompt(&agent(), &s, &no_tools());
+        let p = system_prompt(&agent(), &s, &no_tools(), &[]);
         assert!(p.contains("Summary so far: Wants a refund for order 1234."));
         assert!(p.contains("Reason: billing question"));
         assert!(p.contains(r#"{"topic":"refund"}"#));
@@ -135,7 +147,7 @@ mod tests {
         .unwrap()];
         let mut s = session();
         s.handoff_depth = MAX_HANDOFF_DEPTH;
-        let p = system_prompt(&a, &s, &tools);
+        let p = system_prompt(&a, &s, &tools, &[]);
         let step_at = p.find("## Current step: Wrap up\nConfirm and say goodbye.").unwrap();
         let skill_at = p.find("## Skill: returns\nReturns take 30 days.").unwrap();
         assert!(p.starts_with("Be kind.") && step_at < skill_at);
@@ -153,6 +165,35 @@ mod tests {
         assert_eq!(window.len(), 1, "no room left for history");
         let small = Message::user_text("new");
         let window = messages(&agent(), &s, &small);
-        assert_eq!(window.len(), 3, "maxMessages counts the new message");
+        assert_eq!(window.len(), 1, "customer messages in a row are one turn");
+        assert_eq!(window[0].text(), "old 4\nold 5\nnew");
+    }
+
+    #[test]
+    fn the_summary_replaces_what_it_covers_and_the_first_message_stays_in_the_prompt() {
+        let mut s = session();
+        for i in 0..4 {
+            s.append_transcript([Message::user_text(format!("q{i}")), Message::assistant_text(format!("a{i}"))]);
+        }
+        s.summary = Some(switchboard_domain::ConversationSummary {
+            text: "Asked q0 and q1.".into(),
+            covers: 4,
+            customer_messages: 2,
+            updated_at: chrono::Utc::now(),
+        });
+        let mut a = agent();
+        a.history.max_messages = 20;
+        let window = messages(&a, &s, &Message::user_text("q4"));
+        let texts: Vec<String> = window.iter().map(Message::text).collect();
+        assert_eq!(texts, ["q2", "a2", "q3", "a3", "q4"]);
+        let p = system_prompt(&a, &s, &no_tools(), &window);
+        assert_eq!(
+            p,
+            "Be kind.\n\n## Earlier in this conversation\nAsked q0 and q1.\n\n## The customer's first message\nq0"
+        );
+        // While the window still holds the first message, it is not repeated.
+        s.summary = None;
+        let window = messages(&a, &s, &Message::user_text("q4"));
+        assert_eq!(system_prompt(&a, &s, &no_tools(), &window), "Be kind.");
     }
 }

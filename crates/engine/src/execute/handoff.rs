@@ -10,7 +10,7 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::{EXECUTION_TTL_DAYS, MAX_HANDOFF_DEPTH};
 use switchboard_domain::{
     Action, AgentId, AgentStatus, ExecutionId, ExecutionRecord, ExecutionStatus, HandoffContext, HandoffTarget,
-    Priority, Session, SessionId, SessionStatus, TenantId, TokenUsage,
+    Priority, SessionId, SessionStatus, TenantId, TokenUsage,
 };
 
 use super::Executor;
@@ -120,19 +120,14 @@ impl Executor {
                     Some(a) if a.status == AgentStatus::Active => {}
                     _ => return Err(HandoffError::UnknownAgent(target)),
                 }
-                let mut next = Session::start(tenant.clone(), session.conversation_id.clone(), target, now);
-                next.parent_session_id = Some(session.session_id);
-                next.handoff_depth = depth;
-                next.handoff_reason = Some(reason.to_owned());
-                next.memory = session.memory.clone();
-                next.transcript = session.transcript.clone();
-                next.handoff_context = Some(HandoffContext {
+                let context = HandoffContext {
                     from_agent_id: session.agent_id,
                     from_session_id: session.session_id,
                     reason: reason.to_owned(),
                     relevant_info: json!({ "requestedBy": if human_owned { "human operator" } else { "api" } }),
                     summary: None,
-                });
+                };
+                let next = session.handed_on(target, depth, context, now);
                 if !human_owned {
                     session.status = SessionStatus::HandedOff;
                     session.ended_at = Some(now);

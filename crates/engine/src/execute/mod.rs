@@ -9,6 +9,7 @@ pub(crate) mod context;
 pub mod handoff;
 mod record;
 mod refused;
+mod summary;
 mod turn;
 
 use std::time::{Duration, Instant};

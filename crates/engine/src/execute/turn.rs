@@ -15,7 +15,7 @@ use switchboard_domain::{
 };
 use tracing::warn;
 
-use super::{context, record};
+use super::{context, record, summary};
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
 use crate::patterns::{router, supervisor};
@@ -36,18 +36,22 @@ pub(super) struct Turn {
 pub(super) async fn run(
     deps: &Deps,
     item: &WorkItem,
-    session: Session,
+    mut session: Session,
     agent: &Agent,
     started: Instant,
     deadline: Option<Instant>,
 ) -> Result<Turn, ExecError> {
-    let record = record::blank(deps, item, &session, started);
+    let mut record = record::blank(deps, item, &session, started);
+    let session_tokens = session.tokens_used;
+    let fits = |r: &ExecutionRecord, next: u64| spent_budget(agent, r, session_tokens, next).is_none();
+    summary::refresh(deps, agent, &mut session, &mut record, deadline, fits).await;
     let user = Message::user_text(item.text.clone());
     let tools = Toolbox::build(deps, agent, &session).await?;
+    let messages = context::messages(agent, &session, &user);
     let request = ModelRequest {
         model: agent.model.clone(),
-        system: context::system_prompt(agent, &session, &tools),
-        messages: context::messages(agent, &session, &user),
+        system: context::system_prompt(agent, &session, &tools, &messages),
+        messages,
         tools: tools.specs(),
         config: agent.model_config.clone(),
         deadline,
@@ -83,6 +87,45 @@ pub(super) async fn run(
         run.step().await?;
     }
     run.finish(started).await
+}
+
+/// The agent's token budget a model call of about `next` input tokens would pass, given what the
+/// execution (`record`) and the session before it (`session_tokens`) used: its name and why.
+fn spent_budget(
+    agent: &Agent,
+    record: &ExecutionRecord,
+    session_tokens: u64,
+    next: u64,
+) -> Option<(&'static str, String)> {
+    let budget = &agent.token_budget;
+    let used = record.token_usage;
+    let input = used.input_tokens + used.cache_read_tokens + used.cache_write_tokens;
+    let session = session_tokens + used.total();
+    if let Some(max) = budget.max_input_tokens
+        && input + next > max
+    {
+        Some((
+            "maxInputTokens",
+            format!(
+                "the next model call (about {next} input tokens, {input} used) would pass the agent's {max} input tokens per execution"
+            ),
+        ))
+    } else if let Some(max) = budget.max_output_tokens
+        && used.output_tokens >= max
+    {
+        Some(("maxOutputTokens", format!("the agent's {max} output tokens per execution are spent")))
+    } else if let Some(max) = budget.max_session_tokens
+        && session + next > max
+    {
+        Some((
+            SESSION_BUDGET,
+            format!(
+                "the next model call (about {next} input tokens) would pass the agent's {max} tokens per session ({session} used)"
+            ),
+        ))
+    } else {
+        None
+    }
 }
 
 /// Where the loop stands.
@@ -139,43 +182,15 @@ impl Loop<'_> {
         if budget.is_unlimited() {
             return false;
         }
-        let used = self.record.token_usage;
-        let input = used.input_tokens + used.cache_read_tokens + used.cache_write_tokens;
         let next = self.request.estimated_input_tokens();
-        let session = self.state.session.tokens_used + used.total();
-        let spent = if let Some(max) = budget.max_input_tokens
-            && input + next > max
-        {
-            Some((
-                "maxInputTokens",
-                format!(
-                    "the next model call (about {next} input tokens, {input} used) would pass the agent's {max} input tokens per execution"
-                ),
-            ))
-        } else if let Some(max) = budget.max_output_tokens
-            && used.output_tokens >= max
-        {
-            Some(("maxOutputTokens", format!("the agent's {max} output tokens per execution are spent")))
-        } else if let Some(max) = budget.max_session_tokens
-            && session + next > max
-        {
-            Some((
-                SESSION_BUDGET,
-                format!(
-                    "the next model call (about {next} input tokens) would pass the agent's {max} tokens per session ({session} used)"
-                ),
-            ))
-        } else {
-            None
-        };
-        if let Some((reason, why)) = spent {
+        if let Some((reason, why)) = spent_budget(self.agent, &self.record, self.state.session.tokens_used, next) {
             warn!(budget = reason, "token budget reached; the turn stops");
             self.status = ExecutionStatus::BudgetExceeded;
             self.failure = Some(ExecutionError::new(ErrorKind::Limit, why).with_reason(reason));
             return true;
         }
         if let Some(max) = budget.max_output_tokens {
-            let left = u32::try_from(max - used.output_tokens).unwrap_or(u32::MAX);
+            let left = u32::try_from(max - self.record.token_usage.output_tokens).unwrap_or(u32::MAX);
             self.request.config.max_tokens = self.agent.model_config.max_tokens.min(left);
         }
         false
@@ -245,7 +260,8 @@ impl Loop<'_> {
         } else if reconfigure {
             // A transition or a loaded skill: the next model call already sees the new set.
             self.tools = Toolbox::build(self.cx.deps, self.agent, &self.state.session).await?;
-            self.request.system = context::system_prompt(self.agent, &self.state.session, &self.tools);
+            let window = &self.request.messages;
+            self.request.system = context::system_prompt(self.agent, &self.state.session, &self.tools, window);
             self.request.tools = self.tools.specs();
         }
         Ok(())

@@ -295,18 +295,14 @@ pub(crate) async fn handoff_to_agent(
         _ => return Ok(error(format!("no active agent '{target_id}' in this tenant"))),
     };
     let now = deps.clock.now();
-    let mut next = Session::start(from.tenant_id.clone(), from.conversation_id.clone(), target.agent_id, now);
-    next.parent_session_id = Some(from.session_id);
-    next.handoff_depth = from.handoff_depth + 1;
-    next.handoff_reason = Some(a.reason.clone());
-    next.memory = from.memory.clone();
-    next.handoff_context = Some(HandoffContext {
+    let context = HandoffContext {
         from_agent_id: from.agent_id,
         from_session_id: from.session_id,
         reason: a.reason.clone(),
         relevant_info: a.context.unwrap_or(serde_json::Value::Null),
         summary: a.summary,
-    });
+    };
+    let next = from.handed_on(target.agent_id, from.handoff_depth + 1, context, now);
 
     // The continuation is queued before the turn commits; if the commit never happens, the
     // original item is redelivered first (it heads the group) and queues it again under the same
