@@ -177,7 +177,14 @@ pub struct HistoryConfig {
     /// fallbacks.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub summary_model: String,
+    /// A webhook tool's or sub-agent's result longer than this (bytes of JSON) reaches the model
+    /// shortened, with a handle that `recall_details` reads in full.
+    #[serde(default = "default_max_tool_result_bytes")]
+    pub max_tool_result_bytes: u32,
 }
+
+/// Accepted range of `maxToolResultBytes`.
+pub const TOOL_RESULT_BYTES_RANGE: std::ops::RangeInclusive<u32> = 512..=65_536;
 
 /// Highest accepted `summarizeAfter`: the stored transcript (100 messages) must still hold what
 /// is to be folded.
@@ -192,6 +199,9 @@ fn default_history_tokens() -> u32 {
 fn default_summarize_after() -> u32 {
     10
 }
+fn default_max_tool_result_bytes() -> u32 {
+    8 * 1024
+}
 
 impl Default for HistoryConfig {
     fn default() -> Self {
@@ -200,6 +210,7 @@ impl Default for HistoryConfig {
             max_tokens: default_history_tokens(),
             summarize_after: default_summarize_after(),
             summary_model: String::new(),
+            max_tool_result_bytes: default_max_tool_result_bytes(),
         }
     }
 }
@@ -343,6 +354,12 @@ impl Agent {
         }
         if self.history.summarize_after > MAX_SUMMARIZE_AFTER {
             errors.push("/history/summarizeAfter", format!("must be between 0 (never) and {MAX_SUMMARIZE_AFTER}"));
+        }
+        if !TOOL_RESULT_BYTES_RANGE.contains(&self.history.max_tool_result_bytes) {
+            errors.push(
+                "/history/maxToolResultBytes",
+                format!("must be between {} and {}", TOOL_RESULT_BYTES_RANGE.start(), TOOL_RESULT_BYTES_RANGE.end()),
+            );
         }
         if !self.history.summary_model.is_empty()
             && let Err(why) = crate::ModelRef::parse(&self.history.summary_model)

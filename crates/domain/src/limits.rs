@@ -23,6 +23,12 @@ pub const MAX_MEMORY_VALUE_BYTES: usize = 4 * 1024;
 /// Messages kept in a session's stored transcript; older ones are dropped whole
 /// (a tool call is never separated from its result).
 pub const MAX_STORED_TRANSCRIPT: usize = 100;
+/// Largest tool result a session keeps for `recall_details`, in bytes of JSON; a longer one is
+/// kept as the start of its JSON text.
+pub const MAX_RECALL_BYTES: usize = 64 * 1024;
+/// All the tool results one session keeps for `recall_details`, in bytes of JSON; the oldest go
+/// first. Keeps a session item well under DynamoDB's 400 KB.
+pub const MAX_RECALL_TOTAL_BYTES: usize = 128 * 1024;
 /// Ceiling on an agent's `maxIterations` and `maxTurns`.
 pub const MAX_ITERATIONS_CEILING: u32 = 50;
 pub const MAX_TURNS_CEILING: u32 = 1000;

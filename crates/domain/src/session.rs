@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AgentId, SessionId, SkillId, TenantId};
-use crate::limits::MAX_STORED_TRANSCRIPT;
+use crate::limits::{MAX_RECALL_BYTES, MAX_RECALL_TOTAL_BYTES, MAX_STORED_TRANSCRIPT};
 use crate::message::{Message, is_customer_turn, text_only};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +79,17 @@ pub struct ConversationSummary {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A tool result the model was shown shortened, kept whole for `recall_details`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredResult {
+    /// The tool call's id, which the shortened result names.
+    pub handle: String,
+    pub tool: String,
+    pub content: serde_json::Value,
+    pub stored_at: DateTime<Utc>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
@@ -118,6 +129,10 @@ pub struct Session {
     /// Skills loaded with `load_skill`, in load order (a parent before its child).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loaded_skills: Vec<SkillId>,
+    /// Tool results shown shortened, kept whole for `recall_details`, oldest first (bounded by
+    /// [`MAX_RECALL_TOTAL_BYTES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recallable: Vec<StoredResult>,
     /// Every model token the session's executions used (its agent's `maxSessionTokens` counts
     /// against it).
     #[serde(default)]
@@ -150,6 +165,7 @@ impl Session {
             handoff_depth: 0,
             current_step: None,
             loaded_skills: Vec::new(),
+            recallable: Vec::new(),
             tokens_used: 0,
             version: 0,
             started_at: now,
@@ -186,6 +202,39 @@ impl Session {
                 summary.covers = summary.covers.saturating_sub(u32::try_from(cut).unwrap_or(u32::MAX));
             }
         }
+    }
+
+    /// Keeps `content` (the full result of tool call `handle`) for `recall_details`: a result over
+    /// [`MAX_RECALL_BYTES`] as the start of its JSON text, and the oldest results dropped while
+    /// all of them would pass [`MAX_RECALL_TOTAL_BYTES`].
+    pub fn keep_for_recall(&mut self, handle: &str, tool: &str, content: serde_json::Value, now: DateTime<Utc>) {
+        let text = content.to_string();
+        let content = if text.len() > MAX_RECALL_BYTES {
+            let mut end = MAX_RECALL_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            serde_json::Value::String(format!("{}… (cut at {MAX_RECALL_BYTES} bytes)", &text[..end]))
+        } else {
+            content
+        };
+        self.recallable.retain(|r| r.handle != handle);
+        self.recallable.push(StoredResult {
+            handle: handle.to_owned(),
+            tool: tool.to_owned(),
+            content,
+            stored_at: now,
+        });
+        let size = |r: &StoredResult| r.content.to_string().len();
+        let mut total: usize = self.recallable.iter().map(size).sum();
+        while total > MAX_RECALL_TOTAL_BYTES && self.recallable.len() > 1 {
+            total -= size(&self.recallable.remove(0));
+        }
+    }
+
+    /// The stored result of tool call `handle`.
+    pub fn recalled(&self, handle: &str) -> Option<&StoredResult> {
+        self.recallable.iter().find(|r| r.handle == handle)
     }
 
     /// The messages no summary covers yet: where the context window is cut from.
@@ -311,5 +360,22 @@ mod tests {
         assert_eq!((next.parent_session_id, next.handoff_depth), (Some(s.session_id), 1));
         assert_eq!(next.handoff_reason.as_deref(), Some("billing"));
         assert_eq!(next.memory, s.memory);
+    }
+
+    #[test]
+    fn recallable_results_are_bounded_oldest_first_and_cut_when_huge() {
+        let mut s = Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), Utc::now());
+        let big = serde_json::json!("x".repeat(MAX_RECALL_BYTES / 2));
+        for i in 0..5 {
+            s.keep_for_recall(&format!("t{i}"), "orders", big.clone(), Utc::now());
+        }
+        let handles: Vec<&str> = s.recallable.iter().map(|r| r.handle.as_str()).collect();
+        assert_eq!(handles, ["t2", "t3", "t4"], "three halves fit in the total, the oldest went first");
+        assert!(s.recalled("t0").is_none());
+        assert_eq!(s.recalled("t4").map(|r| &r.content), Some(&big));
+        s.keep_for_recall("huge", "orders", serde_json::json!("é".repeat(MAX_RECALL_BYTES)), Utc::now());
+        let kept = s.recalled("huge").unwrap().content.as_str().unwrap();
+        assert!(kept.ends_with(&format!("(cut at {MAX_RECALL_BYTES} bytes)")));
+        assert!(kept.len() <= MAX_RECALL_BYTES + 40);
     }
 }

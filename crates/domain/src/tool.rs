@@ -28,10 +28,11 @@ pub enum SystemTool {
     TriggerFlow,
     SetContext,
     GetContext,
+    RecallDetails,
 }
 
 impl SystemTool {
-    pub const ALL: [SystemTool; 7] = [
+    pub const ALL: [SystemTool; 8] = [
         SystemTool::SendMessage,
         SystemTool::HandoffToHuman,
         SystemTool::HandoffToAgent,
@@ -39,6 +40,7 @@ impl SystemTool {
         SystemTool::TriggerFlow,
         SystemTool::SetContext,
         SystemTool::GetContext,
+        SystemTool::RecallDetails,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +52,7 @@ impl SystemTool {
             SystemTool::TriggerFlow => "trigger_flow",
             SystemTool::SetContext => "set_context",
             SystemTool::GetContext => "get_context",
+            SystemTool::RecallDetails => "recall_details",
         }
     }
 
@@ -69,6 +72,9 @@ impl SystemTool {
             SystemTool::TriggerFlow => "Start an automation flow of the tenant.",
             SystemTool::SetContext => "Remember a fact in session memory for later turns.",
             SystemTool::GetContext => "Read facts from session memory.",
+            SystemTool::RecallDetails => {
+                "Read the full result of an earlier tool call that was shown shortened, by the handle it gave."
+            }
         }
     }
 
@@ -122,6 +128,12 @@ impl SystemTool {
             SystemTool::GetContext => json!({
                 "type": "object",
                 "properties": {"key": {"type": "string"}},
+                "additionalProperties": false
+            }),
+            SystemTool::RecallDetails => json!({
+                "type": "object",
+                "properties": {"handle": {"type": "string", "minLength": 1}},
+                "required": ["handle"],
                 "additionalProperties": false
             }),
         }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionId, SessionStatus, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
@@ -753,12 +754,21 @@ async fn world_with_webhook(
     answer: Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError>,
     arguments: Value,
 ) -> (World, Arc<RecordingWebhooks>) {
-    let hooks = Arc::new(RecordingWebhooks { calls: Default::default(), answer });
-    let dir = tempfile::tempdir().unwrap();
     let script = json!({ "rules": [
         { "when": { "afterTool": "lookup_order" }, "then": { "text": "Checked your order." } },
         { "then": { "toolCalls": [ { "name": "lookup_order", "input": arguments } ] } }
     ] });
+    world_with_webhook_script(answer, script).await
+}
+
+/// A world whose agent has the webhook tool `lookup_order`, answered by `answer`, and whose model
+/// follows `script`.
+async fn world_with_webhook_script(
+    answer: Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError>,
+    script: Value,
+) -> (World, Arc<RecordingWebhooks>) {
+    let hooks = Arc::new(RecordingWebhooks { calls: Default::default(), answer });
+    let dir = tempfile::tempdir().unwrap();
     let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
     let options = EmbeddedOptions { webhooks: hooks.clone(), ..EmbeddedOptions::default() };
     let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), options).unwrap();
@@ -783,6 +793,62 @@ fn http(status: u16, body: &str) -> switchboard_engine::WebhookResponse {
         attempts: 1,
         host: "hooks.example.com".into(),
     }
+}
+
+#[tokio::test]
+async fn a_large_webhook_result_reaches_the_model_shortened_and_recall_details_reads_it_whole() {
+    // given an order system that answers 50 orders with long notes (about 27 KB of JSON, over
+    // the default 8 KiB), and a model that looks up, then asks for the whole result
+    let full = json!({ "customer": "Ana", "orders": (0..50).map(|i| json!({ "id": i, "note": "n".repeat(500) })).collect::<Vec<_>>() });
+    let script = json!({ "rules": [
+        { "when": { "afterTool": "recall_details" }, "then": { "text": "Read it all: {{userText}}" } },
+        { "when": { "afterTool": "lookup_order" }, "then": { "toolCalls": [ { "name": "recall_details",
+            "input": { "handle": "scripted-1-0" } } ] } },
+        { "when": { "userText": { "contains": "again" } }, "then": { "toolCalls": [ { "name": "recall_details",
+            "input": { "handle": "scripted-1-0" } } ] } },
+        { "when": { "userText": { "contains": "unknown" } }, "then": { "toolCalls": [ { "name": "recall_details",
+            "input": { "handle": "nope" } } ] } },
+        { "then": { "toolCalls": [ { "name": "lookup_order", "input": { "orderId": "123" } } ] } }
+    ] });
+    let (mut w, _hooks) = world_with_webhook_script(Ok(http(200, &full.to_string())), script).await;
+    let (_, outcomes) = w.say("c-1", "my orders?").await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    // then the model was shown (and the record keeps) the shortened form with its handle
+    let shown = &r.tool_calls[0].output;
+    assert_eq!(shown["shortened"], json!(true));
+    assert_eq!(shown["handle"], json!("scripted-1-0"));
+    assert_eq!(shown["fullBytes"], json!(full.to_string().len()));
+    assert_eq!(shown["preview"]["orders"].as_array().unwrap().len(), 4);
+    assert!(shown.to_string().len() <= 8 * 1024);
+    // and recall_details, offered once a result was kept (the agent does not list it), read it whole
+    assert_eq!(r.tool_calls[1].name, "recall_details");
+    assert!(!r.tool_calls[1].is_error);
+    assert_eq!(r.tool_calls[1].output["result"], full);
+    assert_eq!(r.tool_calls[1].output["tool"], json!("lookup_order"));
+    // the session keeps the full result once, and its transcript a note in place of the recall
+    let s = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
+    assert_eq!(s.recalled("scripted-1-0").map(|x| &x.content), Some(&full));
+    let stored: Vec<&Value> = s
+        .transcript
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[0]["shortened"], json!(true));
+    assert_eq!(stored[1]["recalled"], json!("scripted-1-0"));
+    // a later turn of the same session can read it again; an unknown handle is a tool error
+    let (_, outcomes) = w.say("c-1", "show it again").await;
+    let again = record(&outcomes[0]);
+    assert_eq!(again.tool_calls[0].output["result"], full);
+    let (_, outcomes) = w.say("c-1", "an unknown one").await;
+    let unknown = &record(&outcomes[0]).tool_calls[0];
+    assert!(unknown.is_error);
+    assert_eq!(unknown.output["error"], json!("no stored result 'nope' in this session (stored: scripted-1-0)"));
 }
 
 #[tokio::test]

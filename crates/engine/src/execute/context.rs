@@ -96,6 +96,7 @@ mod tests {
             skills: vec![],
             loaded: vec![],
             sub_agents: vec![],
+            max_result_bytes: None,
         }
     }
 

@@ -241,20 +241,22 @@ impl Loop<'_> {
         self.calls += calls.len();
         let answers = self.ask_sub_agents(&calls).await?;
         let mut results = Vec::with_capacity(calls.len());
+        let mut stored = Vec::with_capacity(calls.len());
         let mut reconfigure = false;
         for (call, answered) in calls.into_iter().zip(answers) {
             let called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
             reconfigure |= called.reconfigure;
-            results.push(ContentBlock::ToolResult {
+            let result = |content| ContentBlock::ToolResult {
                 tool_use_id: called.record.tool_use_id.clone(),
-                content: called.outcome.output,
+                content,
                 is_error: called.outcome.is_error,
-            });
+            };
+            stored.push(result(called.stored.unwrap_or_else(|| called.outcome.output.clone())));
+            results.push(result(called.outcome.output));
             self.record.tool_calls.push(called.record);
         }
-        let tool_turn = Message { role: Role::User, content: results };
-        self.request.messages.push(tool_turn.clone());
-        self.new_messages.push(tool_turn);
+        self.request.messages.push(Message { role: Role::User, content: results });
+        self.new_messages.push(Message { role: Role::User, content: stored });
         if self.state.finished {
             self.status = ExecutionStatus::Success;
         } else if reconfigure {

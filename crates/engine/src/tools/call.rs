@@ -65,7 +65,10 @@ pub(crate) struct CallContext<'a> {
 pub(crate) struct Called {
     pub outcome: ToolOutcome,
     pub record: ToolCallRecord,
-    /// The call changed the toolbox (a step transition, a loaded skill): rebuild it before the
-    /// next model call.
+    /// The call changed the toolbox (a step transition, a loaded skill, a first result kept for
+    /// `recall_details`): rebuild it before the next model call.
     pub reconfigure: bool,
+    /// What the stored transcript keeps instead of the output the model was shown (a
+    /// `recall_details` result).
+    pub stored: Option<Value>,
 }

@@ -11,6 +11,7 @@
 //! loaded skill), so the next model call in the same turn sees the new set.
 
 mod call;
+pub(crate) mod recall;
 pub(crate) mod skills;
 pub(crate) mod steps;
 pub(crate) mod system;
@@ -67,6 +68,9 @@ pub(crate) struct Toolbox {
     pub loaded: Vec<Skill>,
     /// A supervisor's active sub-agents with the tool name each is called by.
     pub sub_agents: Vec<(String, Agent)>,
+    /// Webhook and sub-agent results longer than this reach the model shortened (see `recall`);
+    /// `None`: shown whole (a sub-agent's own calls).
+    pub max_result_bytes: Option<usize>,
 }
 
 impl Toolbox {
@@ -95,9 +99,11 @@ impl Toolbox {
         let mut unique = std::collections::HashSet::new();
         names.retain(|n| unique.insert(n.clone()));
 
+        // A session holding shortened results can always read them whole.
+        let recall = !session.recallable.is_empty();
         let system = SystemTool::ALL
             .into_iter()
-            .filter(|t| names.iter().any(|n| n == t.name()))
+            .filter(|t| names.iter().any(|n| n == t.name()) || (recall && *t == SystemTool::RecallDetails))
             .filter(|t| !(session.handoff_depth >= MAX_HANDOFF_DEPTH && *t == SystemTool::HandoffToAgent))
             .collect();
         let custom = webhook::load(deps, agent, &names).await?;
@@ -136,7 +142,18 @@ impl Toolbox {
                 }
             }
         }
-        Ok(Self { owner: Owner::Agent, system, custom, step, transitions, skills, loaded, sub_agents })
+        let max_result_bytes = Some(agent.history.max_tool_result_bytes as usize);
+        Ok(Self {
+            owner: Owner::Agent,
+            system,
+            custom,
+            step,
+            transitions,
+            skills,
+            loaded,
+            sub_agents,
+            max_result_bytes,
+        })
     }
 
     /// A sub-agent's tools: its own webhook tools and nothing else. It cannot talk to the customer,
@@ -151,6 +168,7 @@ impl Toolbox {
             skills: vec![],
             loaded: vec![],
             sub_agents: vec![],
+            max_result_bytes: None,
         })
     }
 
@@ -168,8 +186,16 @@ impl Toolbox {
         let ToolCall { tool_use_id, name, input, key } = call;
         let mut webhook_audit = None;
         let mut reconfigure = false;
-        let outcome = match self.resolve(&name) {
+        let mut stored = None;
+        let resolved = self.resolve(&name);
+        let may_shorten = matches!(resolved, Resolved::Custom(_) | Resolved::SubAgent(_));
+        let mut outcome = match resolved {
             _ if state.finished => ToolOutcome::error("the conversation already left this agent in this turn"),
+            Resolved::System(SystemTool::RecallDetails) => {
+                let outcome = recall::recall(&state.session, &input);
+                stored = outcome.output["handle"].as_str().filter(|_| !outcome.is_error).map(recall::stored_note);
+                outcome
+            }
             Resolved::System(tool) => system::run(cx.deps, cx.item, state, tool, &input, &key).await?,
             Resolved::Custom(tool) => {
                 let (outcome, audit) =
@@ -193,6 +219,14 @@ impl Toolbox {
                 Owner::SubAgent => format!("tool '{name}' is not available to a sub-agent"),
             }),
         };
+        if may_shorten
+            && let Some(max) = self.max_result_bytes
+            && let Some(short) = recall::shorten(&outcome.output, max, &tool_use_id)
+        {
+            let full = std::mem::replace(&mut outcome.output, short);
+            state.session.keep_for_recall(&tool_use_id, &name, full, cx.deps.clock.now());
+            reconfigure |= !self.system.contains(&SystemTool::RecallDetails);
+        }
         let record = ToolCallRecord {
             tool_use_id,
             name,
@@ -203,7 +237,7 @@ impl Toolbox {
             latency_ms: elapsed_ms(started),
             webhook: webhook_audit,
         };
-        Ok(Called { outcome, record, reconfigure })
+        Ok(Called { outcome, record, reconfigure, stored })
     }
 
     /// The tool specs for the model, in a stable order.

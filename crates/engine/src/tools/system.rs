@@ -92,6 +92,8 @@ pub(crate) async fn run(
     key: &str,
 ) -> Result<ToolOutcome, ToolFault> {
     let outcome = match tool {
+        // Read from the session by the dispatcher (see `recall`).
+        SystemTool::RecallDetails => super::recall::recall(&state.session, input),
         SystemTool::SendMessage => match args::<SendMessage>(tool, input) {
             Err(e) => e,
             Ok(a) => send_reply(deps, item, state, &a.text, key).await?,
