@@ -5,7 +5,9 @@
 //! service may keep one key space per caller; it answers a repeated key with the first message) and a
 //! SigV4 signature for `execute-api` made with the credentials of the shared SDK config. 5xx,
 //! 429, timeouts and connection failures are retried with backoff, each attempt re-signed.
-//! It sends nothing else (no reads, no attachments).
+//! The history a session starts from is `GET <same URL>?limit=<n>`, signed the same way and
+//! retried alike, answered `{"messages": [{"messageId", "sender": "customer" | "agent" | "human",
+//! "text", "sentAt"}]}`, the newest `n` oldest first. Nothing else is sent (no attachments).
 
 use std::time::{Duration, SystemTime};
 
@@ -14,7 +16,7 @@ use aws_config::SdkConfig;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use serde::Deserialize;
 use switchboard_domain::TenantId;
-use switchboard_engine::{ConversationError, Conversations, Sent};
+use switchboard_engine::{ConversationError, Conversations, HistoryMessage, Sent};
 
 use crate::sigv4::{self, EXECUTE_API, UnsignedRequest};
 
@@ -39,6 +41,12 @@ impl Default for ConversationsLimits {
             backoff: Duration::from_millis(200),
         }
     }
+}
+
+/// The service's answer to a history read.
+#[derive(Debug, Deserialize)]
+struct HistoryResponse {
+    messages: Vec<HistoryMessage>,
 }
 
 /// The service's answer: the message id, and whether the key had been used before.
@@ -98,6 +106,7 @@ impl ConversationsApi {
     /// with temporary credentials) for one attempt.
     async fn signature(
         &self,
+        method: &str,
         url: &str,
         headers: &[(&str, &str)],
         body: &[u8],
@@ -108,9 +117,57 @@ impl ConversationsApi {
             .provide_credentials()
             .await
             .map_err(|e| ConversationError { message: format!("load AWS credentials: {e}"), retryable: true })?;
-        let request = UnsignedRequest { method: "POST", url, headers, body };
+        let request = UnsignedRequest { method, url, headers, body };
         sigv4::sign(request, &credentials, &self.region, EXECUTE_API, SystemTime::now())
             .map_err(|e| unsigned(e.to_string()))
+    }
+
+    /// Sends one request, signed (`headers` signed and sent), retrying 5xx, 429, timeouts and
+    /// connection failures with backoff, each attempt signed again; the body of the 2xx answer.
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Vec<u8>, ConversationError> {
+        let mut last = ConversationError { message: "no attempt made".into(), retryable: true };
+        for attempt in 1..=self.limits.max_attempts.max(1) {
+            if attempt > 1 {
+                tokio::time::sleep(self.backoff(attempt - 1)).await;
+            }
+            // The signer adds the host it signed, so the one sent is the same.
+            let signed = self.signature(method.as_str(), url, headers, body).await?;
+            let mut request = self.http.request(method.clone(), url).body(body.to_vec());
+            for (name, value) in headers.iter().copied().chain(signed.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                request = request.header(name, value);
+            }
+            let response = match request.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    let kind = if e.is_timeout() { "timed out" } else { "failed" };
+                    tracing::warn!(attempt, %method, kind, "conversations request failed");
+                    last = ConversationError { message: format!("{method} {url}: {kind}: {e}"), retryable: true };
+                    continue;
+                }
+            };
+            let status = response.status();
+            if status.is_success() {
+                return response.bytes().await.map(|b| b.to_vec()).map_err(|e| ConversationError {
+                    message: format!("{method} {url}: reading the answer: {e}"),
+                    retryable: true,
+                });
+            }
+            let retryable = status.as_u16() == 429 || status.is_server_error();
+            // The body may quote the message: keep it out of the logs, and cap what is kept.
+            let detail: String = response.text().await.unwrap_or_default().chars().take(300).collect();
+            tracing::warn!(attempt, %method, status = status.as_u16(), retryable, "conversations service refused the request");
+            last = ConversationError { message: format!("{method} {url}: HTTP {status}: {detail}"), retryable };
+            if !retryable {
+                break;
+            }
+        }
+        Err(last)
     }
 
     fn backoff(&self, retry: u32) -> Duration {
@@ -134,49 +191,32 @@ impl Conversations for ConversationsApi {
         let idempotency_key = idempotency_key.as_str();
         let body = serde_json::to_vec(&serde_json::json!({ "text": text }))
             .map_err(|e| ConversationError { message: format!("encode the reply: {e}"), retryable: false })?;
-        let mut last = ConversationError { message: "no attempt made".into(), retryable: true };
-        for attempt in 1..=self.limits.max_attempts.max(1) {
-            if attempt > 1 {
-                tokio::time::sleep(self.backoff(attempt - 1)).await;
-            }
-            // Every header that is sent is signed, the idempotency key included; the signer adds
-            // the host it signed, so the one sent is the same.
-            let headers = [("content-type", "application/json"), ("idempotency-key", idempotency_key)];
-            let signed = self.signature(&url, &headers, &body).await?;
-            let mut request = self.http.post(&url).body(body.clone());
-            for (name, value) in headers.iter().copied().chain(signed.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
-                request = request.header(name, value);
-            }
-            let response = match request.send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    let kind = if e.is_timeout() { "timed out" } else { "failed" };
-                    tracing::warn!(attempt, kind, "conversations request failed");
-                    last = ConversationError { message: format!("POST {url}: {kind}: {e}"), retryable: true };
-                    continue;
-                }
-            };
-            let status = response.status();
-            if status.is_success() {
-                let bytes = response.bytes().await.map_err(|e| ConversationError {
-                    message: format!("POST {url}: reading the answer: {e}"),
-                    retryable: true,
-                })?;
-                let answer: SendResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
-                    message: format!("POST {url}: unexpected answer: {e}"),
-                    retryable: false,
-                })?;
-                return Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate });
-            }
-            let retryable = status.as_u16() == 429 || status.is_server_error();
-            // The body may quote the reply: keep it out of the logs, and cap what is kept.
-            let detail: String = response.text().await.unwrap_or_default().chars().take(300).collect();
-            tracing::warn!(attempt, status = status.as_u16(), retryable, "conversations service refused the reply");
-            last = ConversationError { message: format!("POST {url}: HTTP {status}: {detail}"), retryable };
-            if !retryable {
-                break;
-            }
-        }
-        Err(last)
+        // Every header that is sent is signed, the idempotency key included.
+        let headers = [("content-type", "application/json"), ("idempotency-key", idempotency_key)];
+        let bytes = self.request(reqwest::Method::POST, &url, &headers, &body).await?;
+        let answer: SendResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
+            message: format!("POST {url}: unexpected answer: {e}"),
+            retryable: false,
+        })?;
+        Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate })
+    }
+
+    #[tracing::instrument(skip(self), fields(tenant = %tenant))]
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryMessage>, ConversationError> {
+        let url = format!("{}?limit={limit}", self.messages_url(tenant, conversation_id)?);
+        let bytes = self.request(reqwest::Method::GET, &url, &[], b"").await?;
+        let answer: HistoryResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
+            message: format!("GET {url}: unexpected answer: {e}"),
+            retryable: false,
+        })?;
+        let mut messages = answer.messages;
+        // At most what was asked for, the newest.
+        messages.drain(..messages.len().saturating_sub(limit));
+        Ok(messages)
     }
 }

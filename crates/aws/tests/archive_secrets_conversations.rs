@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::FakeConversations;
 use switchboard_aws::{AwsSettings, ConversationsApi, ConversationsLimits, S3Archive, SecretsManagerSecrets};
 use switchboard_domain::TenantId;
-use switchboard_engine::{Conversations, Secrets};
+use switchboard_engine::{Conversations, Secrets, Sender};
 
 fn quick() -> ConversationsLimits {
     ConversationsLimits { backoff: Duration::from_millis(5), ..ConversationsLimits::default() }
@@ -104,4 +104,42 @@ async fn a_4xx_is_not_retried_and_exhausted_retries_stay_retryable() {
     assert!(err.message.contains("502"), "{err}");
     assert_eq!(fake.attempts(), 3);
     assert!(fake.accepted().is_empty());
+}
+
+#[tokio::test]
+async fn the_history_is_read_signed_newest_last_and_a_refusal_is_an_error() {
+    // given a conversation the service knows, three messages before Switchboard answered
+    let fake = FakeConversations::start(vec![]).await;
+    fake.seed(
+        "t-1",
+        "c-1",
+        &[("m-1", "customer", "hi"), ("m-2", "human", "Hello, how can I help?"), ("m-3", "customer", "refund")],
+    );
+    fake.seed("t-2", "c-1", &[("m-1", "customer", "another tenant's")]);
+    let sdk = AwsSettings::emulator("http://127.0.0.1:9").load().await;
+    let api = ConversationsApi::new(&sdk, fake.base_url.clone(), quick()).unwrap();
+    let tenant: TenantId = "t-1".parse().unwrap();
+    api.send_reply(&tenant, "c-1", "On it.", "evt-3#0").await.unwrap();
+    // when the newest three are read
+    let history = api.history(&tenant, "c-1", 3).await.unwrap();
+    // then they come oldest first, each with its sender, the reply included, the other tenant's not
+    let got: Vec<(&str, Sender, &str)> =
+        history.iter().map(|m| (m.message_id.as_str(), m.sender, m.text.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            ("m-2", Sender::Human, "Hello, how can I help?"),
+            ("m-3", Sender::Customer, "refund"),
+            ("out-1", Sender::Agent, "On it.")
+        ]
+    );
+    assert_eq!(fake.history_reads(), 1);
+    // and a 5xx is retried, a 4xx is an error that is not
+    fake.fail_history(&[503]);
+    assert_eq!(api.history(&tenant, "c-1", 1).await.unwrap().len(), 1);
+    assert_eq!(fake.history_reads(), 3);
+    fake.fail_history(&[404]);
+    let err = api.history(&tenant, "c-1", 1).await.unwrap_err();
+    assert!(!err.retryable && err.message.contains("404"), "{err}");
+    assert_eq!(fake.history_reads(), 4);
 }

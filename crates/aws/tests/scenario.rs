@@ -15,8 +15,8 @@ use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, EventBridgeBus, Sq
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{Action, Agent, AgentId, ExecutionStatus, SessionStatus, TenantId};
 use switchboard_engine::{
-    ConfigRecord, ConfigService, ConversationError, Conversations, Deps, ExecOutcome, ExecutionLog, Executor, Sent,
-    SessionStore, WorkItem,
+    ConfigRecord, ConfigService, ConversationError, Conversations, Deps, ExecOutcome, ExecutionLog, Executor,
+    HistoryMessage, Sender, Sent, SessionStore, WorkItem,
 };
 use switchboard_models::{RetryPolicy, Retrying};
 
@@ -44,6 +44,28 @@ impl Conversations for FakeConversations {
         by_key.insert(idempotency_key.to_owned(), id.clone());
         self.sent.lock().unwrap().push((conversation_id.to_owned(), text.to_owned(), idempotency_key.to_owned()));
         Ok(Sent { message_id: id, duplicate: false })
+    }
+
+    /// What this fake has: the replies it took.
+    async fn history(
+        &self,
+        _tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryMessage>, ConversationError> {
+        let sent = self.sent.lock().unwrap();
+        let mine: Vec<HistoryMessage> = sent
+            .iter()
+            .enumerate()
+            .filter(|(_, (c, _, _))| c == conversation_id)
+            .map(|(i, (_, text, _))| HistoryMessage {
+                message_id: format!("out-{}", i + 1),
+                sender: Sender::Agent,
+                text: text.clone(),
+                sent_at: chrono::Utc::now(),
+            })
+            .collect();
+        Ok(mine[mine.len().saturating_sub(limit)..].to_vec())
     }
 }
 

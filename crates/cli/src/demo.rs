@@ -246,7 +246,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     for conversation in conversations {
         println!("━━ Conversation {conversation}");
         for m in embedded.store.messages(&tenant, conversation, 100).await? {
-            let who = if m.direction == "inbound" { "customer" } else { "agent   " };
+            let who = match m.sender {
+                switchboard_engine::Sender::Customer => "customer",
+                switchboard_engine::Sender::Agent => "agent   ",
+                switchboard_engine::Sender::Human => "human   ",
+            };
             println!("   {who} › {}", m.text);
         }
         for (c, text, outcome) in &routing {

@@ -1,9 +1,10 @@
 //! `LocalConversations`: where the embedded profile delivers replies — the conversation log in
-//! SQLite, keyed by idempotency key so that a replayed turn never sends twice.
+//! SQLite, keyed by idempotency key so that a replayed turn never sends twice — and reads a
+//! conversation's history from.
 
 use async_trait::async_trait;
 use switchboard_domain::TenantId;
-use switchboard_engine::{ConversationError, Conversations, Sent};
+use switchboard_engine::{ConversationError, Conversations, HistoryMessage, Sent};
 
 use crate::store::SqliteStore;
 
@@ -33,5 +34,22 @@ impl Conversations for LocalConversations {
             .await
             .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
         Ok(Sent { message_id, duplicate })
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryMessage>, ConversationError> {
+        let logged = self
+            .store
+            .recent_messages(tenant, conversation_id, limit)
+            .await
+            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
+        Ok(logged
+            .into_iter()
+            .map(|m| HistoryMessage { message_id: m.message_id, sender: m.sender, text: m.text, sent_at: m.created_at })
+            .collect())
     }
 }

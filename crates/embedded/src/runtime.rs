@@ -200,19 +200,22 @@ impl Embedded {
         tokio::time::timeout(timeout, wait).await.unwrap_or(Ok(None))
     }
 
-    /// Takes in one inbound event: logs the customer's message in the conversation log and routes
-    /// it. An unknown tenant is refused before anything is stored (and checked only here).
+    /// Takes in one `message.new` event: logs the message in the conversation log (the customer's,
+    /// or a human operator's when outbound) and routes it. An unknown tenant is refused before anything is stored (and checked only here).
     pub async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         let Some(tenant) = self.store.get_tenant(&d.tenant_id).await? else {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         };
-        if d.direction == switchboard_domain::event::Direction::Inbound {
-            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
-            if !fresh {
-                tracing::info!(tenant = %d.tenant_id, conversation_id = %d.conversation_id, message_id = %d.message_id,
-                    event_id = %event.id, "message already in the conversation log; not logged twice");
-            }
+        let fresh = if d.direction == switchboard_domain::event::Direction::Inbound {
+            self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?
+        } else {
+            // Not an agent's (those are logged as they are sent): a human operator's.
+            self.store.record_human(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?
+        };
+        if !fresh {
+            tracing::info!(tenant = %d.tenant_id, conversation_id = %d.conversation_id, message_id = %d.message_id,
+                event_id = %event.id, "message already in the conversation log; not logged twice");
         }
         if tenant.status == TenantStatus::Suspended {
             // Logged above (the message did arrive), not answered.

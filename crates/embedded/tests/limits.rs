@@ -111,7 +111,7 @@ impl World {
 
     async fn replies(&self, conversation: &str) -> Vec<String> {
         let log = self.embedded.store.messages(&self.tenant, conversation, 100).await.unwrap();
-        log.into_iter().filter(|m| m.direction == "outbound").map(|m| m.text).collect()
+        log.into_iter().filter(|m| m.sender == switchboard_engine::Sender::Agent).map(|m| m.text).collect()
     }
 
     async fn limit_events(&self) -> Vec<OutboundEvent> {

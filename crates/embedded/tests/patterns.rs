@@ -95,16 +95,26 @@ impl World {
     }
 
     async fn say(&mut self, text: &str) -> Vec<ExecutionRecord> {
+        self.post("inbound", text).await;
+        self.drain(&self.embedded.executor.clone()).await
+    }
+
+    /// A human operator writes in the conversation (an outbound `message.new`, never routed).
+    async fn human_says(&mut self, text: &str) {
+        self.post("outbound", text).await;
+        assert!(self.drain(&self.embedded.executor.clone()).await.is_empty());
+    }
+
+    async fn post(&mut self, direction: &str, text: &str) {
         self.n += 1;
         let event = InboundEvent::parse(&json!({
             "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
             "detail": { "tenantId": "t-1", "conversationId": "c-1", "messageId": format!("m-{}", self.n),
                         "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
-                        "message": {"direction": "inbound", "text": text} }
+                        "message": {"direction": direction, "text": text} }
         }))
         .unwrap();
         self.embedded.ingest(&event).await.unwrap();
-        self.drain(&self.embedded.executor.clone()).await
     }
 
     async fn drain(&self, executor: &Executor) -> Vec<ExecutionRecord> {
@@ -127,7 +137,7 @@ impl World {
 
     async fn replies(&self) -> Vec<String> {
         let log = self.embedded.store.messages(&self.tenant, "c-1", 100).await.unwrap();
-        log.into_iter().filter(|m| m.direction == "outbound").map(|m| m.text).collect()
+        log.into_iter().filter(|m| m.sender == switchboard_engine::Sender::Agent).map(|m| m.text).collect()
     }
 
     async fn events(&self) -> Vec<OutboundEvent> {
@@ -544,6 +554,7 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
         let r = w.say(text).await;
         assert_eq!(r[0].status, ExecutionStatus::Skipped);
     }
+    w.human_says("I have updated your address.").await;
     assert!(w.take_calls().is_empty());
     assert_eq!(w.replies().await, ["Agent back: remember order 4711"]);
     let human = w.session().await;
@@ -562,12 +573,15 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     w.say("thanks").await;
     let calls = w.take_calls();
     assert_eq!(calls.len(), 1);
+    // The conversation log holds the operator's message too: the agent's first turn reads it.
     assert_eq!(
         calls[0].messages,
         [
             "remember order 4711",
             "Agent back: remember order 4711",
-            "I want a person\nhello? anyone\nmy address changed\nthanks"
+            "I want a person\nhello? anyone\nmy address changed",
+            "[human operator] I have updated your address.",
+            "thanks"
         ]
     );
     assert_eq!(w.replies().await.last().unwrap(), "Agent back: thanks");
@@ -706,6 +720,39 @@ async fn a_handoff_over_the_api_gives_the_next_agent_the_conversation_as_text() 
     assert_eq!(calls[0].messages, ["my order is 4711", "Noted.", "can I pay later?"]);
     let billing = w.session().await;
     assert!(billing.transcript.iter().all(|m| !m.has_tool_results() && m.tool_uses().is_empty()));
+}
+
+#[tokio::test]
+async fn a_trigger_firing_on_the_fifth_message_gives_the_model_the_four_before_it() {
+    let script = json!({ "rules": [ { "then": { "text": "About your refund: {{userText}}" } } ] });
+    let front = agent(FRONT, "Refunds", "You handle refunds.", json!({}));
+    let bundle = json!({ "tenantId": "t-1", "name": "Patterns", "agents": [front],
+        "triggers": [ { "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "refunds", "agentId": FRONT,
+                        "eventType": "message.new", "priority": 1,
+                        "conditions": { "all": [ { "field": "message.text", "operator": "contains", "value": "refund" } ] } } ] });
+    let mut w = World::new(&bundle.to_string(), script).await;
+    // Four messages no trigger answers, one of them the operator's.
+    assert!(w.say("hi").await.is_empty());
+    assert!(w.say("I bought a kettle").await.is_empty());
+    w.human_says("Sorry to hear that! What happened?").await;
+    assert!(w.say("it leaks").await.is_empty());
+    assert!(w.take_calls().is_empty());
+    // The fifth fires the trigger: the new session opens on what was said before.
+    let records = w.say("I want a refund").await;
+    assert_eq!(records[0].status, ExecutionStatus::Success);
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].messages,
+        ["hi\nI bought a kettle", "[human operator] Sorry to hear that! What happened?", "it leaks\nI want a refund"]
+    );
+    let s = w.session().await;
+    assert_eq!(s.first_message.as_deref(), Some("hi"));
+    // Read at the session's first turn only: the next turn goes on from the session's transcript.
+    w.say("refund to my card please").await;
+    let calls = w.take_calls();
+    assert_eq!(calls[0].messages.len(), 5);
+    assert_eq!(calls[0].messages[3], "About your refund: I want a refund");
 }
 
 // ---------------------------------------------------------------------------------------------

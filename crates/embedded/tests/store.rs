@@ -12,7 +12,9 @@ use switchboard_domain::{
 };
 use switchboard_embedded::queue::QueueConfig;
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{Clock, ConversationLog, ExecutionLog, SessionStore, SessionWrite, StoreError, TurnCommit};
+use switchboard_engine::{
+    Clock, ConversationLog, ExecutionLog, Sender, SessionStore, SessionWrite, StoreError, TurnCommit,
+};
 use switchboard_testkit::ManualClock;
 
 fn open(clock: Arc<ManualClock>, max_receives: u32) -> (Embedded, tempfile::TempDir) {
@@ -322,3 +324,31 @@ CREATE TABLE events (
     detail_type TEXT NOT NULL, body TEXT NOT NULL, created_at TEXT NOT NULL) STRICT;
 CREATE INDEX events_by_tenant ON events (tenant_id, seq);
 "#;
+
+#[tokio::test]
+async fn the_log_tells_who_wrote_each_message_and_an_echoed_reply_is_not_a_humans() {
+    let (e, _dir) = open(clock(), 5);
+    let t: TenantId = "t-1".parse().unwrap();
+    assert!(e.store.record_inbound(&t, "c-1", "m-1", "hi").await.unwrap());
+    let (reply_id, _) = e.store.record_reply(&t, "c-1", "Hello! How can I help?", "evt-1/0").await.unwrap();
+    assert!(e.store.record_human(&t, "c-1", "m-2", "I am Sam from support.").await.unwrap());
+    // the service echoing the agent's reply, under its own id or the reply's: not logged again
+    assert!(!e.store.record_human(&t, "c-1", "svc-9", "Hello! How can I help?").await.unwrap());
+    assert!(!e.store.record_human(&t, "c-1", &reply_id, "Hello! How can I help?").await.unwrap());
+    assert!(e.store.record_inbound(&t, "c-1", "m-3", "thanks").await.unwrap());
+    let who: Vec<(Sender, String)> =
+        e.store.messages(&t, "c-1", 10).await.unwrap().into_iter().map(|m| (m.sender, m.text)).collect();
+    assert_eq!(
+        who,
+        [
+            (Sender::Customer, "hi".to_owned()),
+            (Sender::Agent, "Hello! How can I help?".to_owned()),
+            (Sender::Human, "I am Sam from support.".to_owned()),
+            (Sender::Customer, "thanks".to_owned()),
+        ]
+    );
+    // the newest two, oldest first
+    let recent: Vec<String> =
+        e.store.recent_messages(&t, "c-1", 2).await.unwrap().into_iter().map(|m| m.text).collect();
+    assert_eq!(recent, ["I am Sam from support.", "thanks"]);
+}

@@ -388,18 +388,27 @@ pub struct ReceivedReply {
 
 #[derive(Debug, Default)]
 struct ConversationsState {
-    /// Statuses to answer before accepting (e.g. `[503, 429]`).
+    /// Statuses to answer replies with before accepting (e.g. `[503, 429]`).
     failures: VecDeque<u16>,
-    /// Every request that reached the server, failed ones included.
+    /// Every reply request that reached the server, failed ones included.
     attempts: usize,
     accepted: Vec<ReceivedReply>,
     by_key: std::collections::HashMap<String, String>,
+    /// Each conversation's messages (`(tenant, conversation)` → messages in the order written):
+    /// those seeded, then each accepted reply as the agent's.
+    conversations: std::collections::HashMap<(String, String), Vec<serde_json::Value>>,
+    /// History reads that reached the server (not in `attempts`).
+    history_reads: usize,
+    /// Statuses to answer history reads with first.
+    history_failures: VecDeque<u16>,
 }
 
 /// `POST /tenants/{tenantId}/conversations/{id}/messages` on 127.0.0.1: refuses a request without a SigV4
 /// `Authorization` for `execute-api` or without an `Idempotency-Key` (400), answers scripted
 /// failures first, then `201 {"messageId"}`, or `200 {"messageId", "duplicate": true}` for a key
-/// it has seen.
+/// it has seen. `GET` on the same path (`?limit=n`, signed, else 400) answers the conversation's
+/// newest `n` messages, oldest first — those [`FakeConversations::seed`]ed, then the replies it
+/// took — or first the failures [`FakeConversations::fail_history`] scripted.
 #[derive(Debug, Clone)]
 pub struct FakeConversations {
     pub base_url: String,
@@ -465,6 +474,8 @@ impl FakeConversations {
             }
             let id = format!("out-{}", s.by_key.len() + 1);
             s.by_key.insert(idempotency_key.clone(), id.clone());
+            let said = serde_json::json!({ "messageId": id, "sender": "agent", "text": text, "sentAt": "2026-11-25T00:00:00Z" });
+            s.conversations.entry((tenant_id.clone(), conversation_id.clone())).or_default().push(said);
             s.accepted.push(ReceivedReply {
                 tenant_id,
                 conversation_id,
@@ -476,9 +487,39 @@ impl FakeConversations {
             (StatusCode::CREATED, axum::Json(serde_json::json!({"messageId": id}))).into_response()
         }
 
+        async fn get(
+            State(state): State<Arc<Mutex<ConversationsState>>>,
+            Path((tenant_id, conversation_id)): Path<(String, String)>,
+            axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+            headers: HeaderMap,
+        ) -> Response {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let mut s = state.lock().unwrap();
+            s.history_reads += 1;
+            let authorization = header("authorization");
+            let signed = authorization.starts_with("AWS4-HMAC-SHA256 Credential=")
+                && authorization.contains("/execute-api/aws4_request")
+                && !header("x-amz-date").is_empty();
+            let Some(limit) = query.get("limit").and_then(|l| l.parse::<usize>().ok()) else {
+                return (StatusCode::BAD_REQUEST, "limit is required").into_response();
+            };
+            if !signed {
+                return (StatusCode::BAD_REQUEST, "missing signature").into_response();
+            }
+            if let Some(status) = s.history_failures.pop_front() {
+                return (StatusCode::from_u16(status).unwrap(), "scripted failure").into_response();
+            }
+            let all = s.conversations.get(&(tenant_id, conversation_id)).cloned().unwrap_or_default();
+            let newest = all[all.len().saturating_sub(limit)..].to_vec();
+            axum::Json(serde_json::json!({ "messages": newest })).into_response()
+        }
+
         let state = Arc::new(Mutex::new(ConversationsState { failures: failures.into(), ..Default::default() }));
         let app = axum::Router::new()
-            .route("/prod/tenants/{tenant_id}/conversations/{conversation_id}/messages", axum::routing::post(post))
+            .route(
+                "/prod/tenants/{tenant_id}/conversations/{conversation_id}/messages",
+                axum::routing::post(post).get(get),
+            )
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
         let base_url = format!("http://{}/prod", listener.local_addr().unwrap());
@@ -488,6 +529,26 @@ impl FakeConversations {
 
     pub fn accepted(&self) -> Vec<ReceivedReply> {
         self.state.lock().unwrap().accepted.clone()
+    }
+
+    /// Adds messages to a conversation, as the service would have them before Switchboard
+    /// answers: `(message id, sender, text)`, sender `customer`, `agent` or `human`.
+    pub fn seed(&self, tenant: &str, conversation: &str, messages: &[(&str, &str, &str)]) {
+        let mut s = self.state.lock().unwrap();
+        let log = s.conversations.entry((tenant.to_owned(), conversation.to_owned())).or_default();
+        for (id, sender, text) in messages {
+            log.push(serde_json::json!({ "messageId": id, "sender": sender, "text": text, "sentAt": "2026-11-25T00:00:00Z" }));
+        }
+    }
+
+    /// Answers the next history reads with these statuses.
+    pub fn fail_history(&self, statuses: &[u16]) {
+        self.state.lock().unwrap().history_failures.extend(statuses);
+    }
+
+    /// History reads that reached the server.
+    pub fn history_reads(&self) -> usize {
+        self.state.lock().unwrap().history_reads
     }
 
     pub fn attempts(&self) -> usize {

@@ -12,8 +12,8 @@ use switchboard_aws::{
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Engine, Executor, Intake, Model, Secrets, Sent, SystemClock, WebhookCaller,
-    WebhookError, WebhookRequest, WebhookResponse,
+    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Model, Secrets, Sent,
+    SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -136,6 +136,18 @@ impl Conversations for NoConversations {
     ) -> Result<Sent, ConversationError> {
         Err(ConversationError {
             message: "SWITCHBOARD_CONVERSATIONS_URL is not set: this function cannot send replies".into(),
+            retryable: false,
+        })
+    }
+
+    async fn history(
+        &self,
+        _tenant: &TenantId,
+        _conversation_id: &str,
+        _limit: usize,
+    ) -> Result<Vec<HistoryMessage>, ConversationError> {
+        Err(ConversationError {
+            message: "SWITCHBOARD_CONVERSATIONS_URL is not set: this function cannot read conversations".into(),
             retryable: false,
         })
     }

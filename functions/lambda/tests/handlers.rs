@@ -283,6 +283,56 @@ async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one(
 // ---- internal-api ---------------------------------------------------------------------------------------
 
 #[tokio::test]
+async fn a_trigger_firing_mid_conversation_gives_the_model_what_the_conversations_service_holds() {
+    let w = world(vec![Reply::text("Sorry about the kettle."), Reply::text("Hello.")], false).await;
+    // given a conversation with three messages before the one that fires the trigger, a human
+    // operator's among them (the service has the triggering message too)
+    let first = fixture("eventbridge-message-new.json");
+    w.conversations.seed(
+        "t-1",
+        "c-1",
+        &[
+            ("m-a", "customer", "I bought a kettle"),
+            ("m-b", "human", "Which model is it?"),
+            ("m-c", "customer", "the blue one, it leaks"),
+            ("m-1", "customer", "I need help with my order"),
+        ],
+    );
+    // when the trigger fires and the executor runs the item
+    event_router::handle(&w.wiring.intake, event(first.clone())).await.unwrap();
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    // then the history was read once, and the model saw it in order, the human's message marked
+    // and the triggering message not twice
+    assert_eq!(w.conversations.history_reads(), 1);
+    let messages = w.bedrock.requests()[0].1["messages"].clone();
+    assert_eq!(
+        messages,
+        json!([
+            { "role": "user", "content": [{ "text": "I bought a kettle" }] },
+            { "role": "assistant", "content": [{ "text": "[human operator] Which model is it?" }] },
+            { "role": "user", "content": [{ "text": "the blue one, it leaks" }, { "text": "I need help with my order" }] }
+        ])
+    );
+    // given a history read that fails, on another conversation
+    w.conversations.fail_history(&[400]);
+    let mut second = first;
+    second["id"] = json!("evt-second");
+    second["detail"]["conversationId"] = json!("c-2");
+    event_router::handle(&w.wiring.intake, event(second)).await.unwrap();
+    let (_, response) = poll_once(&w).await.unwrap();
+    // then the turn still answered, with the message alone
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(w.conversations.history_reads(), 2);
+    assert_eq!(
+        w.bedrock.requests()[1].1["messages"],
+        json!([{ "role": "user", "content": [{ "text": "I need help with my order" }] }])
+    );
+    let replies: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
+    assert_eq!(replies, ["Sorry about the kettle.", "Hello."]);
+}
+
+#[tokio::test]
 async fn two_tenants_numbering_their_events_alike_are_both_answered() {
     let step = |text: &str| Reply::tool_use("tu-1", "send_message", json!({ "text": text }));
     let w =

@@ -1,14 +1,114 @@
 //! The local conversation log: inbound messages as they arrive, replies under their
-//! idempotency keys.
+//! idempotency keys, and other outbound messages (a human operator's, posted as outbound
+//! `message.new` events). Who wrote a message follows from how it was logged: inbound is the
+//! customer, outbound with an idempotency key an agent, outbound without one a human.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use switchboard_domain::TenantId;
-use switchboard_engine::{ConversationLog, LoggedMessage, StoreError};
+use switchboard_engine::{ConversationLog, LoggedMessage, Sender, StoreError};
 
 use super::{SqliteStore, store_err};
 
+/// The columns of a logged message, with its sender derived (see the module docs).
+const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at,
+    CASE WHEN direction = 'inbound' THEN 'customer' WHEN idempotency_key IS NULL THEN 'human' ELSE 'agent' END";
+
+type Row = (String, String, String, String, String);
+
+fn logged((message_id, direction, text, at, sender): Row) -> Result<LoggedMessage, StoreError> {
+    let created_at = chrono::DateTime::parse_from_rfc3339(&at)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?
+        .with_timezone(&chrono::Utc);
+    let sender = match sender.as_str() {
+        "customer" => Sender::Customer,
+        "agent" => Sender::Agent,
+        _ => Sender::Human,
+    };
+    Ok(LoggedMessage { message_id, direction, sender, text, created_at })
+}
+
 impl SqliteStore {
+    /// Records an outbound message that no agent sent (a human operator's, from an outbound
+    /// `message.new` event); `false` if it was not logged: that message id is there already, or
+    /// it is an agent's reply echoed back (the text of one of the conversation's replies).
+    pub async fn record_human(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError> {
+        // An agent's reply echoed back under another id is not a human's message either.
+        const SQL: &str =
+            "INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
+             SELECT ?1, ?2, ?3, 'outbound', ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM messages
+               WHERE tenant_id = ?1 AND conversation_id = ?2 AND idempotency_key IS NOT NULL AND text = ?4)";
+        self.log_message(SQL, tenant, conversation_id, message_id, text).await
+    }
+
+    /// Runs `sql`, an insert into the log taking (tenant, conversation, message id, text, now);
+    /// whether a row was added.
+    async fn log_message(
+        &self,
+        sql: &'static str,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError> {
+        let (t, c, m, text, now) = (
+            tenant.to_string(),
+            conversation_id.to_owned(),
+            message_id.to_owned(),
+            text.to_owned(),
+            self.clock.now().to_rfc3339(),
+        );
+        self.db
+            .call(move |conn| Ok(conn.prepare_cached(sql)?.execute(params![t, c, m, text, now])? > 0))
+            .await
+            .map_err(store_err)
+    }
+
+    /// The conversation's newest `limit` messages, oldest first.
+    pub async fn recent_messages(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
+        let mut newest_first = self.select_messages(tenant, conversation_id, limit, "DESC").await?;
+        newest_first.reverse();
+        Ok(newest_first)
+    }
+
+    /// The conversation's first `limit` messages in `order` of arrival (`ASC` or `DESC`).
+    async fn select_messages(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+        order: &'static str,
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
+        let (t, c) = (tenant.to_string(), conversation_id.to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<Row> = self
+            .db
+            .call(move |conn| {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages
+                     WHERE tenant_id = ?1 AND conversation_id = ?2 ORDER BY seq {order} LIMIT ?3"
+                ))?;
+                let rows = stmt
+                    .query_map(params![t, c, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        rows.into_iter().map(logged).collect()
+    }
+
     /// Records an outbound reply under its idempotency key; returns its message id and whether
     /// the key had been used already.
     pub async fn record_reply(
@@ -55,20 +155,10 @@ impl ConversationLog for SqliteStore {
         message_id: &str,
         text: &str,
     ) -> Result<bool, StoreError> {
-        let (t, c, m, text, now) = (
-            tenant.to_string(),
-            conversation_id.to_owned(),
-            message_id.to_owned(),
-            text.to_owned(),
-            self.clock.now().to_rfc3339(),
-        );
-        self.db
-            .call(move |conn| {
-                Ok(conn.prepare_cached("INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
-                     VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)")?.execute(params![t, c, m, text, now])? > 0)
-            })
-            .await
-            .map_err(store_err)
+        const SQL: &str =
+            "INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
+             VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)";
+        self.log_message(SQL, tenant, conversation_id, message_id, text).await
     }
 
     async fn messages(
@@ -77,29 +167,6 @@ impl ConversationLog for SqliteStore {
         conversation_id: &str,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        let (t, c) = (tenant.to_string(), conversation_id.to_owned());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<(String, String, String, String)> = self
-            .db
-            .call(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT message_id, direction, text, created_at FROM messages
-                     WHERE tenant_id = ?1 AND conversation_id = ?2 ORDER BY seq LIMIT ?3",
-                )?;
-                let rows = stmt
-                    .query_map(params![t, c, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(rows)
-            })
-            .await
-            .map_err(store_err)?;
-        rows.into_iter()
-            .map(|(message_id, direction, text, at)| {
-                let created_at = chrono::DateTime::parse_from_rfc3339(&at)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?
-                    .with_timezone(&chrono::Utc);
-                Ok(LoggedMessage { message_id, direction, text, created_at })
-            })
-            .collect()
+        self.select_messages(tenant, conversation_id, limit, "ASC").await
     }
 }

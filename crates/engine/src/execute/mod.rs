@@ -7,6 +7,7 @@
 
 pub(crate) mod context;
 pub mod handoff;
+mod history;
 mod record;
 mod refused;
 mod summary;

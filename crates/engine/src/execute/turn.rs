@@ -15,7 +15,7 @@ use switchboard_domain::{
 };
 use tracing::warn;
 
-use super::{context, record, summary};
+use super::{context, history, record, summary};
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
 use crate::patterns::{router, supervisor};
@@ -42,6 +42,7 @@ pub(super) async fn run(
     deadline: Option<Instant>,
 ) -> Result<Turn, ExecError> {
     let mut record = record::blank(deps, item, &session, started);
+    history::load(deps, item, agent, &mut session).await;
     let session_tokens = session.tokens_used;
     let fits = |r: &ExecutionRecord, next: u64| spent_budget(agent, r, session_tokens, next).is_none();
     summary::refresh(deps, agent, &mut session, &mut record, deadline, fits).await;

@@ -1,5 +1,5 @@
-//! The conversation itself: sending replies into it, and the local log the embedded profile
-//! keeps in place of the Conversations Service.
+//! The conversation itself: sending replies into it, reading its recent history (whoever wrote
+//! it), and the local log the embedded profile keeps in place of the Conversations Service.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,8 +16,30 @@ pub struct Sent {
     pub duplicate: bool,
 }
 
-/// Sends replies into conversations. Must honour `idempotency_key`: a second send with the same
-/// key sends nothing and returns the first message's id.
+/// Who wrote a message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sender {
+    Customer,
+    /// An agent of Switchboard.
+    Agent,
+    /// A human operator.
+    Human,
+}
+
+/// One message of a conversation's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryMessage {
+    pub message_id: String,
+    pub sender: Sender,
+    pub text: String,
+    pub sent_at: DateTime<Utc>,
+}
+
+/// Sends replies into conversations and reads their history. `send_reply` must honour
+/// `idempotency_key`: a second send with the same key sends nothing and returns the first
+/// message's id.
 #[async_trait]
 pub trait Conversations: Send + Sync {
     async fn send_reply(
@@ -27,6 +49,15 @@ pub trait Conversations: Send + Sync {
         text: &str,
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError>;
+
+    /// The conversation's newest `limit` messages, oldest first: the customer's, the agents' and
+    /// the human operators', including those from before any agent joined.
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryMessage>, ConversationError>;
 }
 
 /// A message in the local conversation log of the embedded profile.
@@ -34,8 +65,9 @@ pub trait Conversations: Send + Sync {
 #[serde(rename_all = "camelCase")]
 pub struct LoggedMessage {
     pub message_id: String,
-    /// `inbound` (from the customer) or `outbound` (from the agent).
+    /// `inbound` (from the customer) or `outbound` (from an agent or a human operator).
     pub direction: String,
+    pub sender: Sender,
     pub text: String,
     pub created_at: DateTime<Utc>,
 }

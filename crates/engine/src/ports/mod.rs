@@ -20,7 +20,9 @@ use switchboard_domain::PriceTable;
 
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
-pub use conversations::{ConversationError, ConversationLog, Conversations, LoggedMessage, Sent};
+pub use conversations::{
+    ConversationError, ConversationLog, Conversations, HistoryMessage, LoggedMessage, Sender, Sent,
+};
 pub use counters::{Counters, NoCounters};
 pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics};
