@@ -443,12 +443,20 @@ async fn list_executions(
 ) -> Result<Response, Problem> {
     let q = query(q)?;
     let limit = page_limit(q.limit)?;
+    let after = match q.cursor.as_deref().map(str::parse::<switchboard_domain::ExecutionId>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => {
+            let why = "must be the nextCursor of a previous page";
+            return Err(Problem::invalid(switchboard_domain::ValidationErrors::single("/query/cursor", why)));
+        }
+    };
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
     if state.sessions.get_session(&t, id).await?.is_none() {
         return Err(Problem::not_found(format!("no session '{session}'")));
     }
-    let page = state.executions.list_executions(&t, id, q.cursor.as_deref(), limit).await?;
+    let page = state.executions.list_executions(&t, id, after, limit).await?;
     Ok(Json(page).into_response())
 }
 

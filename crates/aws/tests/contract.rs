@@ -621,7 +621,8 @@ async fn executions_page_with_a_cursor_across_pages(x: &Subject) {
     let mut cursor: Option<String> = None;
     let mut pages = 0;
     loop {
-        let page = x.executions.list_executions(&t, s.session_id, cursor.as_deref(), 2).await.unwrap();
+        let after = cursor.as_deref().map(|c| c.parse().unwrap());
+        let page = x.executions.list_executions(&t, s.session_id, after, 2).await.unwrap();
         pages += 1;
         assert!(page.items.len() <= 2);
         seen.extend(page.items);

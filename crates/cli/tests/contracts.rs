@@ -708,6 +708,12 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let billing = api.get(&format!("/tenants/acme/sessions?agentId={BILLING_AGENT}")).await;
     assert!(billing.body["items"].as_array().unwrap().iter().all(|s| s["agentId"] == BILLING_AGENT));
     assert_eq!(api.get("/tenants/acme/sessions?status=waiting").await.status, 400);
+    // a cursor that no page gave is refused by name, on both lists
+    let executions = format!("/tenants/acme/sessions/{order_session}/executions?cursor=SESSION%23x%0AEXEC%23y");
+    for bad in ["/tenants/acme/sessions?cursor=not-a-cursor", executions.as_str()] {
+        let r = api.get(bad).await;
+        assert_eq!((r.status.as_u16(), r.str("/errors/0/pointer")), (400, "/query/cursor".to_owned()), "{bad}");
+    }
     for s in list.iter().map(|s| s["sessionId"].as_str().unwrap()).chain([order_session.as_str()]) {
         assert_eq!(api.get(&format!("/tenants/acme/sessions/{s}")).await.status, 200);
         let page = api.get(&format!("/tenants/acme/sessions/{s}/executions?limit=1")).await;

@@ -99,8 +99,10 @@ async fn executions_are_listed_in_pages_with_a_cursor() {
     }
     let first = e.store.list_executions(&t, s.session_id, None, 2).await.unwrap();
     assert_eq!(first.items.len(), 2);
-    let second = e.store.list_executions(&t, s.session_id, first.next_cursor.as_deref(), 2).await.unwrap();
-    let third = e.store.list_executions(&t, s.session_id, second.next_cursor.as_deref(), 2).await.unwrap();
+    let after =
+        |page: &switchboard_engine::Page<ExecutionRecord>| page.next_cursor.as_deref().map(|c| c.parse().unwrap());
+    let second = e.store.list_executions(&t, s.session_id, after(&first), 2).await.unwrap();
+    let third = e.store.list_executions(&t, s.session_id, after(&second), 2).await.unwrap();
     assert_eq!((second.items.len(), third.items.len()), (2, 1));
     assert!(third.next_cursor.is_none());
     let mut ids: Vec<_> = [first.items, second.items, third.items].concat().into_iter().map(|r| r.source_id).collect();

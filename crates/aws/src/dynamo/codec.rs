@@ -69,8 +69,3 @@ where
 pub(super) fn build_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable { message: format!("building a request: {e}"), retryable: false }
 }
-
-/// Encodes a `Query` position (the last item's key) as an opaque cursor: `<PK>\n<SK>`.
-pub(super) fn cursor_of(item: &Item) -> Result<String, StoreError> {
-    Ok(format!("{}\n{}", attr_s(item, "PK")?, attr_s(item, "SK")?))
-}

@@ -7,9 +7,9 @@ use chrono::NaiveDate;
 use switchboard_domain::{AgentId, Cost, ExecutionId, ExecutionRecord, SessionId, TenantId, UsageCounts, UsageRow};
 use switchboard_engine::{ExecutionLog, Page, StoreError};
 
+use super::DynamoStore;
 use super::codec::*;
 use super::keys::*;
-use super::{DynamoStore, Item};
 
 impl DynamoStore {
     /// The execution a pointer item (`SOURCE#…` or `EXECID#…`) leads to, if it has not expired.
@@ -56,24 +56,15 @@ impl ExecutionLog for DynamoStore {
         &self,
         tenant: &TenantId,
         session: SessionId,
-        cursor: Option<&str>,
+        after: Option<ExecutionId>,
         limit: usize,
     ) -> Result<Page<ExecutionRecord>, StoreError> {
         let now = self.clock.now();
         let pk = execution_pk(session);
-        let mut start = match cursor {
-            Some(c) => {
-                let (cpk, csk) =
-                    c.split_once('\n').ok_or_else(|| StoreError::Corrupt("not a cursor of this list".into()))?;
-                if cpk != pk {
-                    return Err(StoreError::Corrupt("not a cursor of this list".into()));
-                }
-                Some(key(cpk.to_owned(), csk.to_owned()))
-            }
-            None => None,
-        };
+        // The sort key follows from the execution id (its time and itself).
+        let mut start = after.map(|a| key(pk.clone(), execution_sk(a)));
         let want = limit.saturating_add(1);
-        let mut found: Vec<(ExecutionRecord, Item)> = Vec::new();
+        let mut found: Vec<ExecutionRecord> = Vec::new();
         while found.len() < want {
             let out = self
                 .client
@@ -95,7 +86,7 @@ impl ExecutionLog for DynamoStore {
             for item in out.items.unwrap_or_default() {
                 let record: ExecutionRecord = decode(&item)?;
                 if record.expires_at > now && found.len() < want {
-                    found.push((record, item));
+                    found.push(record);
                 }
             }
             match out.last_evaluated_key {
@@ -106,10 +97,10 @@ impl ExecutionLog for DynamoStore {
         let more = found.len() > limit;
         found.truncate(limit);
         let next_cursor = match (more, found.last()) {
-            (true, Some((_, item))) => Some(cursor_of(item)?),
+            (true, Some(record)) => Some(record.execution_id.to_string()),
             _ => None,
         };
-        Ok(Page { items: found.into_iter().map(|(r, _)| r).collect(), next_cursor })
+        Ok(Page { items: found, next_cursor })
     }
 
     /// Sums the shards of each day, agent and model.

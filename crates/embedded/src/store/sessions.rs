@@ -239,11 +239,11 @@ impl ExecutionLog for SqliteStore {
         &self,
         tenant: &TenantId,
         session: SessionId,
-        cursor: Option<&str>,
+        after: Option<ExecutionId>,
         limit: usize,
     ) -> Result<Page<ExecutionRecord>, StoreError> {
         let (t, s, now) = (tenant.to_string(), session.to_string(), self.clock.now().timestamp_millis());
-        let after = cursor.unwrap_or("").to_owned();
+        let after = after.map(|a| a.to_string()).unwrap_or_default();
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows: Vec<(String, String)> = self
             .db

@@ -76,7 +76,7 @@ pub trait ExecutionLog: Send + Sync {
         &self,
         tenant: &TenantId,
         session: SessionId,
-        cursor: Option<&str>,
+        after: Option<ExecutionId>,
         limit: usize,
     ) -> Result<Page<ExecutionRecord>, StoreError>;
     /// The tenant's model usage on the UTC days `from..=to`, one row per day, agent and model
