@@ -129,6 +129,14 @@ pub fn history_window(history: &[Message], max_messages: usize, max_tokens: u32)
     &history[start..]
 }
 
+/// `text` cut to its first `max_chars` characters, marked with `…` when cut.
+pub fn cut_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// Whether `message` is a customer's message (a plain user turn, not tool results).
 pub fn is_customer_turn(message: &Message) -> bool {
     message.role == Role::User && !message.has_tool_results()
@@ -239,6 +247,12 @@ mod tests {
     #[test]
     fn an_empty_history_gives_an_empty_window() {
         assert!(history_window(&[], 5, 100).is_empty());
+    }
+
+    #[test]
+    fn text_is_cut_on_a_character_boundary() {
+        assert_eq!(cut_chars("注文した商品", 2), "注文…");
+        assert_eq!(cut_chars("short", 10), "short");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! were written), in place of what a handback carried, which they include. A read that fails
 //! leaves the transcript as it was, with a log line: a turn never fails for it.
 
-use switchboard_domain::message::{ContentBlock, Message, alternate};
+use switchboard_domain::message::{ContentBlock, Message, text_only};
 use switchboard_domain::{Agent, Session};
 use tracing::{info, warn};
 
@@ -64,7 +64,7 @@ fn as_transcript(history: Vec<HistoryMessage>, item: &WorkItem) -> Vec<Message> 
         Sender::Agent => Message::assistant_text(m.text),
         Sender::Human => Message::assistant_text(format!("{HUMAN_PREFIX}{}", m.text)),
     });
-    switchboard_domain::message::text_only(&alternate(messages.collect()))
+    text_only(&messages.collect::<Vec<_>>())
 }
 
 #[cfg(test)]

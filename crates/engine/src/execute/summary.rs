@@ -9,10 +9,11 @@
 
 use std::time::Instant;
 
-use switchboard_domain::message::{ContentBlock, Message, Role, is_customer_turn};
-use switchboard_domain::{Agent, ConversationSummary, ExecutionRecord, ModelConfig, Session};
+use switchboard_domain::message::{ContentBlock, Message, Role, cut_chars, is_customer_turn};
+use switchboard_domain::{Agent, ConversationSummary, ExecutionError, ExecutionRecord, ModelConfig, Session};
 use tracing::{info, warn};
 
+use crate::fault::ExecError;
 use crate::model_call::converse;
 use crate::ports::{Deps, ModelRequest};
 
@@ -72,12 +73,8 @@ pub(super) async fn refresh(
     }
     let text = match answer {
         Ok(Ok(message)) => message.text(),
-        Ok(Err(e)) => {
-            warn!(error = %e.message, "the summary call failed; older messages stay unsummarised");
-            return;
-        }
-        Err(e) => {
-            warn!(error = %e.message, "the summary call failed; older messages stay unsummarised");
+        Ok(Err(ExecutionError { message, .. })) | Err(ExecError { message, .. }) => {
+            warn!(error = %message, "the summary call failed; older messages stay unsummarised");
             return;
         }
     };
@@ -144,13 +141,6 @@ fn render(message: &Message) -> Vec<String> {
         .collect()
 }
 
-fn cut_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,12 +186,6 @@ mod tests {
         // An odd limit keeps the larger half.
         assert_eq!(fold_point(&conversation(4), 3), Some(8));
         assert_eq!(fold_point(&conversation(3), 1), Some(8));
-    }
-
-    #[test]
-    fn long_lines_are_cut_on_a_character_boundary() {
-        assert_eq!(cut_chars("注文した商品", 2), "注文…");
-        assert_eq!(cut_chars("short", 10), "short");
     }
 
     #[test]

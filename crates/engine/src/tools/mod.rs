@@ -191,12 +191,13 @@ impl Toolbox {
         let may_shorten = matches!(resolved, Resolved::Custom(_) | Resolved::SubAgent(_));
         let mut outcome = match resolved {
             _ if state.finished => ToolOutcome::error("the conversation already left this agent in this turn"),
-            Resolved::System(SystemTool::RecallDetails) => {
-                let outcome = recall::recall(&state.session, &input);
-                stored = outcome.output["handle"].as_str().filter(|_| !outcome.is_error).map(recall::stored_note);
+            Resolved::System(tool) => {
+                let outcome = system::run(cx.deps, cx.item, state, tool, &input, &key).await?;
+                if tool == SystemTool::RecallDetails && !outcome.is_error {
+                    stored = outcome.output["handle"].as_str().map(recall::stored_note);
+                }
                 outcome
             }
-            Resolved::System(tool) => system::run(cx.deps, cx.item, state, tool, &input, &key).await?,
             Resolved::Custom(tool) => {
                 let (outcome, audit) =
                     webhook::run(cx.deps, cx.item, &state.session, cx.execution_id, tool, &input, &key).await;

@@ -10,6 +10,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::Session;
+use switchboard_domain::message::cut_chars;
 
 use super::ToolOutcome;
 
@@ -31,7 +32,7 @@ pub(crate) fn shorten(output: &Value, max_bytes: usize, handle: &str) -> Option<
     // Half the room for the preview, the rest for the wrapper; a preview that is still too long
     // becomes the start of the JSON text.
     if preview.to_string().len() > max_bytes / 2 {
-        preview = Value::String(cut(&full, max_bytes / 2));
+        preview = Value::String(cut_chars(&full, max_bytes / 2));
     }
     Some(json!({
         "shortened": true,
@@ -73,7 +74,7 @@ pub(crate) fn recall(session: &Session, input: &Value) -> ToolOutcome {
 
 fn shrink(value: &Value, depth: usize) -> Value {
     match value {
-        Value::String(s) => Value::String(cut(s, PREVIEW_STRING_CHARS)),
+        Value::String(s) => Value::String(cut_chars(s, PREVIEW_STRING_CHARS)),
         Value::Array(items) if depth >= PREVIEW_DEPTH => json!(format!("[{} items]", items.len())),
         Value::Object(map) if depth >= PREVIEW_DEPTH => json!(format!("{{{} fields}}", map.len())),
         Value::Array(items) => {
@@ -85,13 +86,6 @@ fn shrink(value: &Value, depth: usize) -> Value {
         }
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), shrink(v, depth + 1))).collect()),
         other => other.clone(),
-    }
-}
-
-fn cut(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
     }
 }
 

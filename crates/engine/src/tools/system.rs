@@ -92,7 +92,6 @@ pub(crate) async fn run(
     key: &str,
 ) -> Result<ToolOutcome, ToolFault> {
     let outcome = match tool {
-        // Read from the session by the dispatcher (see `recall`).
         SystemTool::RecallDetails => super::recall::recall(&state.session, input),
         SystemTool::SendMessage => match args::<SendMessage>(tool, input) {
             Err(e) => e,
