@@ -127,6 +127,13 @@ fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
     }
 }
 
+/// A body of the wrong shape, as a `400` naming the field at fault under `base`.
+fn shape_error(base: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
+    let path = e.path().to_string();
+    let pointer = if path == "." { base.to_owned() } else { format!("{base}/{}", path.replace('.', "/")) };
+    Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+}
+
 pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
     serde_json::from_slice(bytes)
         .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("not valid JSON: {e}"))))
@@ -298,11 +305,7 @@ pub(crate) async fn create_tenant(
         name: String,
     }
     let v = body_json(&body)?;
-    let new: NewTenant = serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
-        let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
-        Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
-    })?;
+    let new: NewTenant = serde_path_to_error::deserialize(v).map_err(|e| shape_error("", e))?;
     let mut errors = ValidationErrors::default();
     let tenant = new.tenant_id.parse::<TenantId>().map_err(|e| errors.push("/tenantId", e.to_string())).ok();
     let name = new.name.trim();
@@ -349,9 +352,9 @@ pub(crate) async fn apply(
         )));
     }
     let bundle = Bundle::parse(text, state.executor.deps().clock.as_ref()).map_err(Problem::invalid)?;
-    let create = caller == Caller::Admin;
+    let admin = caller == Caller::Admin;
     let report =
-        bundle.apply(&state.config_service(), create, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
+        bundle.apply(&state.config_service(), admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
             ConfigWriteError::NotFound => no_tenant(),
             ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
             ConfigWriteError::VersionMismatch { .. } => {
@@ -394,21 +397,10 @@ pub(crate) async fn update_tenant(
     struct Changes {
         name: Option<String>,
         status: Option<switchboard_domain::TenantStatus>,
-        limits: Option<LimitChanges>,
+        /// Only the limits given change: laid over the current ones, then read as a whole.
+        limits: Option<serde_json::Map<String, serde_json::Value>>,
     }
-    /// Only the limits given change.
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    struct LimitChanges {
-        invocations_per_minute: Option<u32>,
-        tokens_per_day: Option<u64>,
-        on_limit: Option<switchboard_domain::OnLimit>,
-    }
-    let changes: Changes = serde_path_to_error::deserialize(body_json(&body)?).map_err(|e| {
-        let path = e.path().to_string();
-        let pointer = if path == "." { String::new() } else { format!("/{}", path.replace('.', "/")) };
-        Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
-    })?;
+    let changes: Changes = serde_path_to_error::deserialize(body_json(&body)?).map_err(|e| shape_error("", e))?;
     let Some(mut tenant) = state.config.get_tenant(&t).await? else {
         return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));
     };
@@ -425,14 +417,15 @@ pub(crate) async fn update_tenant(
     if let Some(status) = changes.status {
         tenant.status = status;
     }
-    if let Some(l) = changes.limits {
-        let limits = &mut tenant.limits;
-        limits.invocations_per_minute = l.invocations_per_minute.unwrap_or(limits.invocations_per_minute);
-        limits.tokens_per_day = l.tokens_per_day.unwrap_or(limits.tokens_per_day);
-        if let Some(on_limit) = l.on_limit {
-            limits.on_limit = on_limit;
-        }
-        limits.validate("/limits").map_err(Problem::invalid)?;
+    if let Some(given) = changes.limits {
+        let mut merged = match serde_json::to_value(&tenant.limits) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        merged.extend(given);
+        tenant.limits = serde_path_to_error::deserialize(serde_json::Value::Object(merged))
+            .map_err(|e| shape_error("/limits", e))?;
+        tenant.limits.validate("/limits").map_err(Problem::invalid)?;
     }
     if !state.admin.update_tenant(&tenant).await? {
         return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));

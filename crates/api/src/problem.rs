@@ -139,11 +139,12 @@ impl Problem {
     }
 
     /// 429 for work a tenant limit refused, naming the limit; `Retry-After` is when its window
-    /// reopens.
+    /// reopens (for the sessions cap, when the first idle slot frees).
     pub fn tenant_limit(refusal: &switchboard_domain::Refusal) -> Self {
         let (kind, title) = match refusal.limit {
             switchboard_domain::LimitName::InvocationsPerMinute => ("rate-limited", "Too many requests"),
             switchboard_domain::LimitName::TokensPerDay => ("budget-exceeded", "Token budget exceeded"),
+            switchboard_domain::LimitName::ConcurrentSessions => ("rate-limited", "Too many concurrent sessions"),
         };
         Self {
             retry_after: Some(refusal.retry_after_seconds),

@@ -698,7 +698,8 @@ async fn invoke(
         false => None,
     };
     if done.is_none()
-        && let Admission::Refused(refusal) = Limits::new(state.executor.deps()).admit(&tenant).await?
+        && let Admission::Refused(refusal) =
+            Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id).await?
     {
         tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");
         return Err(Problem::tenant_limit(&refusal));

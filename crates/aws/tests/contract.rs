@@ -21,7 +21,7 @@ use switchboard_domain::{
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, Counters, ExecutionLog,
-    SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, WorkItem, WorkQueue,
+    SessionFilter, SessionStore, SessionWrite, Slot, StoreError, TurnCommit, WorkItem, WorkQueue,
 };
 
 use common::ManualClock;
@@ -147,6 +147,7 @@ contract!(
     usage_adds_up_per_day_agent_and_model_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
+    session_slots_stay_within_the_limit_across_processes,
     sessions_list_newest_first_narrowed_and_paged,
 );
 
@@ -480,6 +481,8 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
     let limits = TenantLimits {
         invocations_per_minute: 5,
         tokens_per_day: 123,
+        concurrent_sessions: 7,
+        session_idle_minutes: 9,
         on_limit: OnLimit::Message { text: "Busy".into() },
     };
     let changed = Tenant { name: "Acme Corp".into(), status: TenantStatus::Suspended, limits, ..stored.clone() };
@@ -515,6 +518,55 @@ async fn counters_admit_exactly_the_limit_across_processes(x: &Subject) {
 }
 
 /// Every page of a tenant-wide session list, walked with its cursors.
+/// Slots asked for by `conversations`, alternating between the two processes: which were new.
+/// One after another, because the emulator's transactions are not isolated from each other (a
+/// cancelled one restores a snapshot of the whole table, undoing concurrent writes); DynamoDB's
+/// are. The embedded store is tested with parallel callers in `crates/embedded/tests/limits.rs`.
+async fn take_slots(
+    x: &Subject,
+    t: &TenantId,
+    conversations: std::ops::Range<usize>,
+    now: DateTime<Utc>,
+) -> Vec<usize> {
+    let until = now + Duration::minutes(30);
+    let mut taken = Vec::new();
+    for i in conversations {
+        if x.counters[i % 2].hold_slot(t, &format!("c-{i}"), 5, now, until).await.unwrap() == (Slot::Held { new: true })
+        {
+            taken.push(i);
+        }
+    }
+    taken
+}
+
+async fn session_slots_stay_within_the_limit_across_processes(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let now = x.clock.now();
+    let until = now + Duration::minutes(30);
+    let taken = take_slots(x, &t, 0..12, now).await;
+    assert_eq!(taken.len(), 5, "{taken:?}");
+    let (holder, outsider) = (taken[0], (0..12).find(|i| !taken.contains(i)).unwrap());
+    // A holder renews; an outsider is told when the first slot may free; another tenant has its own.
+    let renew_until = until + Duration::minutes(1);
+    let renewed = x.counters[1].hold_slot(&t, &format!("c-{holder}"), 5, now, renew_until).await.unwrap();
+    assert_eq!(renewed, Slot::Held { new: false });
+    let full = x.counters[0].hold_slot(&t, &format!("c-{outsider}"), 5, now, until).await.unwrap();
+    assert_eq!(full, Slot::Full { frees_at: until });
+    assert_eq!(x.counters[0].hold_slot(&other, "c-0", 5, now, until).await.unwrap(), Slot::Held { new: true });
+    // A released slot is taken once; releasing what is not held changes nothing.
+    x.counters[0].release_slot(&t, &format!("c-{holder}")).await.unwrap();
+    x.counters[1].release_slot(&t, &format!("c-{holder}")).await.unwrap();
+    x.counters[1].release_slot(&t, "never-held").await.unwrap();
+    assert_eq!(take_slots(x, &t, 20..30, now).await.len(), 1);
+    // 30 minutes on, the four untouched slots and the new one are idle: they free for newcomers,
+    // exactly five of them, whichever process frees them.
+    let later = until;
+    let taken = take_slots(x, &t, 40..52, later).await;
+    assert_eq!(taken.len(), 5, "{taken:?}");
+    let full = x.counters[1].hold_slot(&t, "c-99", 5, later, later + Duration::minutes(30)).await.unwrap();
+    assert_eq!(full, Slot::Full { frees_at: later + Duration::minutes(30) });
+}
+
 async fn walk(x: &Subject, t: &TenantId, filter: SessionFilter, limit: usize) -> Vec<SessionId> {
     let (mut seen, mut after) = (vec![], None);
     loop {

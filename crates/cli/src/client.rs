@@ -594,6 +594,9 @@ pub async fn apply(remote: &Remote, args: ApplyArgs) -> anyhow::Result<()> {
     if report["tenantCreated"] == json!(true) {
         println!("tenant {t}: {}", verb("created", "created"));
     }
+    if report["limits"] == json!("updated") {
+        println!("{:<18} tenant {t} limits", verb("updated", "updated"));
+    }
     let mut counts = [0usize; 3];
     for c in report["changes"].as_array().into_iter().flatten() {
         let change = c["change"].as_str().unwrap_or("");

@@ -442,7 +442,8 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
     let record = admin.get("/tenants/acme").await;
     assert_eq!(
         record.body["limits"],
-        json!({ "invocationsPerMinute": 60, "tokensPerDay": 1_000_000, "onLimit": { "action": "none" } })
+        json!({ "invocationsPerMinute": 60, "tokensPerDay": 1_000_000, "concurrentSessions": 100,
+                "sessionIdleMinutes": 30, "onLimit": { "action": "none" } })
     );
     for (body, pointer) in [
         (json!({ "limits": { "invocationsPerMinute": 0 } }), "/limits/invocationsPerMinute"),
@@ -450,6 +451,8 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         (json!({ "limits": { "onLimit": { "action": "shout" } } }), "/limits/onLimit/action"),
         (json!({ "limits": { "onLimit": { "action": "message", "text": " " } } }), "/limits/onLimit/text"),
         (json!({ "limits": { "perHour": 5 } }), "/limits/perHour"),
+        (json!({ "limits": { "concurrentSessions": 10_001 } }), "/limits/concurrentSessions"),
+        (json!({ "limits": { "sessionIdleMinutes": "soon" } }), "/limits/sessionIdleMinutes"),
     ] {
         let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
         assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body} → {}", r.body);
@@ -519,6 +522,38 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         .filter(|e| e["event"]["detailType"] == "tenant.limit.reached")
         .collect();
     assert!(!reached.is_empty() && reached.len() <= 2, "one per window (the test may span two): {reached:?}");
+}
+
+#[tokio::test]
+async fn the_sessions_cap_answers_invoke_with_429_until_a_slot_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let r =
+        admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "concurrentSessions": 1 } })), &[]).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(r.body["limits"]["invocationsPerMinute"], 60, "other limits unchanged: {}", r.body);
+    let invoke = |conversation: &str| {
+        let body = json!({ "conversationId": conversation, "message": "where is my order" });
+        admin.post("/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke", body)
+    };
+    let first = invoke("c-first").await;
+    assert_eq!(first.status.as_u16(), 200, "{}", first.body);
+    let session = first.body["sessionId"].as_str().unwrap().to_owned();
+    // the same conversation goes on; a second one waits for a slot
+    assert_eq!(invoke("c-first").await.status.as_u16(), 200);
+    let r = invoke("c-second").await;
+    assert_eq!(r.status.as_u16(), 429, "{}", r.body);
+    assert_eq!(r.body["type"], "urn:switchboard:problem:rate-limited", "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("concurrentSessions (1)"), "{}", r.body);
+    let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=1800).contains(&retry), "Retry-After {retry}: when the first slot goes idle");
+    // a human takes c-first over: its slot frees and c-second is answered
+    let r = admin
+        .post(&format!("/tenants/acme/sessions/{session}/handoff"), json!({ "targetType": "human", "reason": "VIP" }))
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(invoke("c-second").await.status.as_u16(), 200);
 }
 
 #[tokio::test]

@@ -238,6 +238,53 @@ async fn a_bundle_is_applied_from_nothing_then_idempotently_and_a_bad_one_writes
 }
 
 #[tokio::test]
+async fn a_bundles_limits_are_set_by_an_admin_and_only_kept_by_a_tenant_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let admin = common::Api::new(&server, &server.admin);
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::examples().join("tenant.json")).unwrap()).unwrap();
+    doc["limits"] = serde_json::json!({ "concurrentSessions": 5, "onLimit": { "action": "handoff_to_human" } });
+    let bundle = write(dir.path(), "limited.json", &doc.to_string());
+
+    let out = stdout(&apply(&server, &server.admin, &["-f", &bundle]));
+    assert!(out.contains("updated            tenant acme limits"), "{out}");
+    let limits = admin.get("/tenants/acme").await.body["limits"].clone();
+    assert_eq!(
+        (&limits["concurrentSessions"], &limits["invocationsPerMinute"], &limits["onLimit"]["action"]),
+        (&Value::from(5), &Value::from(60), &Value::from("handoff_to_human")),
+        "what the bundle leaves out takes the defaults: {limits}"
+    );
+    let again = stdout(&apply(&server, &server.admin, &["-f", &bundle]));
+    assert!(!again.contains("limits"), "unchanged limits are not reported as a change: {again}");
+
+    // the tenant's own key may apply the same limits, not raise them; nothing is written then
+    let key = bin().args(["tenants", "key", "acme", "--data-dir"]).arg(dir.path().join("data")).output().unwrap();
+    let acme_key = stdout(&key).trim().to_owned();
+    stdout(&apply(&server, &acme_key, &["-f", &bundle]));
+    doc["limits"]["concurrentSessions"] = Value::from(500);
+    doc["agents"][0]["systemPrompt"] = Value::from("Changed by the tenant.");
+    let raised = write(dir.path(), "raised.json", &doc.to_string());
+    let out = apply(&server, &acme_key, &["-f", &raised]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/limits") && err.contains("only an admin"), "{err}");
+    assert_eq!(admin.get("/tenants/acme").await.body["limits"]["concurrentSessions"], 5);
+    let agent = doc["agents"][0]["agentId"].as_str().unwrap();
+    assert_ne!(
+        admin.get(&format!("/tenants/acme/agents/{agent}")).await.body["systemPrompt"],
+        "Changed by the tenant."
+    );
+
+    // limits out of range are named like any other field
+    doc["limits"] = serde_json::json!({ "concurrentSessions": 0, "sessionIdleMinutes": 2000 });
+    let r = admin.post("/tenants/acme/apply", doc).await;
+    let pointers: Vec<&str> =
+        r.body["errors"].as_array().unwrap().iter().filter_map(|e| e["pointer"].as_str()).collect();
+    assert_eq!((r.status.as_u16(), pointers), (400, vec!["/limits/concurrentSessions", "/limits/sessionIdleMinutes"]));
+}
+
+#[tokio::test]
 async fn an_admin_creates_a_tenant_once_and_a_tenant_key_cannot() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);

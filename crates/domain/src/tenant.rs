@@ -52,6 +52,15 @@ pub const DEFAULT_TOKENS_PER_DAY: u64 = 1_000_000;
 pub const MAX_INVOCATIONS_PER_MINUTE: u32 = 1_000_000;
 /// Highest accepted tokens-per-day limit.
 pub const MAX_TOKENS_PER_DAY: u64 = 1_000_000_000_000;
+/// Default of [`TenantLimits::concurrent_sessions`] (the table; the brief says 10).
+pub const DEFAULT_CONCURRENT_SESSIONS: u32 = 100;
+/// Highest accepted concurrent-sessions limit: freeing idle slots reads every held one, so the
+/// number stays small enough to read in one or two pages.
+pub const MAX_CONCURRENT_SESSIONS: u32 = 10_000;
+/// Default of [`TenantLimits::session_idle_minutes`].
+pub const DEFAULT_SESSION_IDLE_MINUTES: u32 = 30;
+/// Highest accepted idle time (a day).
+pub const MAX_SESSION_IDLE_MINUTES: u32 = 1_440;
 
 /// A tenant's cost and load limits, checked where work enters (event intake and `invoke`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +72,15 @@ pub struct TenantLimits {
     /// Model tokens (input, output and prompt-cache) per UTC day, across every agent.
     #[serde(default = "default_tokens")]
     pub tokens_per_day: u64,
+    /// Conversations an agent may be answering at once. A conversation holds one of these
+    /// slots from its first admitted message until its session ends, goes to a human, or has
+    /// been idle for `session_idle_minutes`.
+    #[serde(default = "default_concurrent_sessions")]
+    pub concurrent_sessions: u32,
+    /// Minutes without an admitted message after which a conversation's slot may be taken by
+    /// another (the session itself stays open: its customer is asked for a slot again).
+    #[serde(default = "default_idle_minutes")]
+    pub session_idle_minutes: u32,
     /// What the customer gets when their message is not answered because of a limit.
     #[serde(default)]
     pub on_limit: OnLimit,
@@ -76,11 +94,21 @@ fn default_tokens() -> u64 {
     DEFAULT_TOKENS_PER_DAY
 }
 
+fn default_concurrent_sessions() -> u32 {
+    DEFAULT_CONCURRENT_SESSIONS
+}
+
+fn default_idle_minutes() -> u32 {
+    DEFAULT_SESSION_IDLE_MINUTES
+}
+
 impl Default for TenantLimits {
     fn default() -> Self {
         Self {
             invocations_per_minute: DEFAULT_INVOCATIONS_PER_MINUTE,
             tokens_per_day: DEFAULT_TOKENS_PER_DAY,
+            concurrent_sessions: DEFAULT_CONCURRENT_SESSIONS,
+            session_idle_minutes: DEFAULT_SESSION_IDLE_MINUTES,
             on_limit: OnLimit::default(),
         }
     }
@@ -95,6 +123,12 @@ impl TenantLimits {
         }
         if !(1..=MAX_TOKENS_PER_DAY).contains(&self.tokens_per_day) {
             errors.push(format!("{base}/tokensPerDay"), format!("must be 1 to {MAX_TOKENS_PER_DAY}"));
+        }
+        if !(1..=MAX_CONCURRENT_SESSIONS).contains(&self.concurrent_sessions) {
+            errors.push(format!("{base}/concurrentSessions"), format!("must be 1 to {MAX_CONCURRENT_SESSIONS}"));
+        }
+        if !(1..=MAX_SESSION_IDLE_MINUTES).contains(&self.session_idle_minutes) {
+            errors.push(format!("{base}/sessionIdleMinutes"), format!("must be 1 to {MAX_SESSION_IDLE_MINUTES}"));
         }
         if let OnLimit::Message { text } = &self.on_limit
             && (text.trim().is_empty() || text.len() > MAX_REPLY_TEXT_BYTES)
@@ -125,6 +159,7 @@ pub enum OnLimit {
 pub enum LimitName {
     InvocationsPerMinute,
     TokensPerDay,
+    ConcurrentSessions,
 }
 
 impl LimitName {
@@ -132,14 +167,15 @@ impl LimitName {
         match self {
             LimitName::InvocationsPerMinute => "invocationsPerMinute",
             LimitName::TokensPerDay => "tokensPerDay",
+            LimitName::ConcurrentSessions => "concurrentSessions",
         }
     }
 
-    /// The status of an execution this limit refused: `rate_limited` for a rate,
-    /// `budget_exceeded` for a token budget.
+    /// The status of an execution this limit refused: `rate_limited` for a rate or the
+    /// sessions cap, `budget_exceeded` for a token budget.
     pub fn status(self) -> ExecutionStatus {
         match self {
-            LimitName::InvocationsPerMinute => ExecutionStatus::RateLimited,
+            LimitName::InvocationsPerMinute | LimitName::ConcurrentSessions => ExecutionStatus::RateLimited,
             LimitName::TokensPerDay => ExecutionStatus::BudgetExceeded,
         }
     }
@@ -160,7 +196,7 @@ pub struct Refusal {
 impl Refusal {
     pub fn describe(&self) -> String {
         format!(
-            "tenant limit {} ({}) reached; the window reopens in {} s",
+            "tenant limit {} ({}) reached; try again in {} s",
             self.limit.as_str(),
             self.value,
             self.retry_after_seconds
@@ -179,6 +215,7 @@ mod tests {
         let l: TenantLimits = serde_json::from_value(json!({"tokensPerDay": 5})).unwrap();
         assert_eq!(l.invocations_per_minute, 60);
         assert_eq!(l.tokens_per_day, 5);
+        assert_eq!((l.concurrent_sessions, l.session_idle_minutes), (100, 30));
         assert_eq!(l.on_limit, OnLimit::Nothing);
         assert_eq!(serde_json::to_value(TenantLimits::default()).unwrap()["onLimit"], json!({"action": "none"}));
         let m: OnLimit = serde_json::from_value(json!({"action": "message", "text": "busy"})).unwrap();
@@ -192,10 +229,21 @@ mod tests {
         let bad = TenantLimits {
             invocations_per_minute: 0,
             tokens_per_day: MAX_TOKENS_PER_DAY + 1,
+            concurrent_sessions: MAX_CONCURRENT_SESSIONS + 1,
+            session_idle_minutes: 0,
             on_limit: OnLimit::Message { text: " ".into() },
         };
         let pointers: Vec<String> = bad.validate("/limits").unwrap_err().0.into_iter().map(|f| f.pointer).collect();
-        assert_eq!(pointers, ["/limits/invocationsPerMinute", "/limits/tokensPerDay", "/limits/onLimit/text"]);
+        assert_eq!(
+            pointers,
+            [
+                "/limits/invocationsPerMinute",
+                "/limits/tokensPerDay",
+                "/limits/concurrentSessions",
+                "/limits/sessionIdleMinutes",
+                "/limits/onLimit/text"
+            ]
+        );
         assert!(TenantLimits::default().validate("/limits").is_ok());
     }
 }

@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::USAGE,
     crate::store::TENANT_STATUS,
     crate::store::TENANT_LIMITS,
+    crate::store::SESSION_SLOTS,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,8 @@
 //! Tenant limits on the embedded profile: invocations per minute and tokens per day enforced at
 //! intake against the SQLite counters and usage, what a refused message becomes (its record, the
-//! tenant's `onLimit` answer, one `tenant.limit.reached` per window), and counts that stay exact
-//! under concurrency. The clock is manual; items are drained by hand.
+//! tenant's `onLimit` answer, one `tenant.limit.reached` per window), the concurrent-sessions cap
+//! (slots held per conversation, freed when a session ends or goes idle), and counts and slots
+//! that stay exact under concurrency. The clock is manual; items are drained by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::{Arc, Mutex};
@@ -16,7 +17,7 @@ use switchboard_domain::{
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, Model, ModelError, ModelRequest, ModelResponse,
-    RouteOutcome, SessionStore, WorkItem,
+    RouteOutcome, SessionStore, Slot, WorkItem,
 };
 
 /// The scripted model, keeping the output cap (`maxTokens`) each call asked for.
@@ -121,7 +122,24 @@ impl World {
 }
 
 fn limits(per_minute: u32, tokens: u64, on_limit: OnLimit) -> TenantLimits {
-    TenantLimits { invocations_per_minute: per_minute, tokens_per_day: tokens, on_limit }
+    TenantLimits { invocations_per_minute: per_minute, tokens_per_day: tokens, on_limit, ..TenantLimits::default() }
+}
+
+fn sessions_cap(sessions: u32, per_minute: u32) -> TenantLimits {
+    TenantLimits {
+        concurrent_sessions: sessions,
+        invocations_per_minute: per_minute,
+        on_limit: OnLimit::Message { text: "All our agents are busy.".into() },
+        ..TenantLimits::default()
+    }
+}
+
+/// An agent that ends the conversation when told "bye" and echoes anything else.
+fn ending_script() -> serde_json::Value {
+    json!({ "rules": [
+        { "when": { "userText": { "contains": "bye" } },
+          "then": { "toolCalls": [ { "name": "end_conversation", "input": { "summary": "done" } } ] } },
+        { "when": {}, "then": { "text": "You said: {{userText}}" } } ] })
 }
 
 #[tokio::test]
@@ -319,4 +337,114 @@ async fn a_spent_session_budget_hands_the_conversation_on_as_max_turns_would() {
     let events = w.embedded.store.events(&w.tenant, 0, 100).await.unwrap();
     let handoff = events.iter().find(|(_, e)| e.detail_type == detail_type::HANDOFF_HUMAN).unwrap();
     assert!(handoff.1.id.ends_with("/session-budget/session.handoff.human"), "{}", handoff.1.id);
+}
+
+// ---- concurrent sessions ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_sessions_cap_refuses_a_new_conversation_until_one_ends_or_goes_idle() {
+    let tools = json!({ "tools": ["send_message", "end_conversation"] });
+    let mut w = World::with_agent(sessions_cap(2, 60), tools, ending_script(), None).await;
+    for c in ["c-1", "c-2"] {
+        assert!(matches!(w.say(c, "hello").await.0, RouteOutcome::Enqueued { .. }));
+    }
+    // A third conversation finds both slots held: refused, answered as configured, announced.
+    let (outcome, record) = w.say("c-3", "hello?").await;
+    assert_eq!(outcome.as_str(), "rate_limited");
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
+    assert!(record.model_calls.is_empty());
+    assert_eq!(record.error.unwrap().reason.as_deref(), Some("concurrentSessions"));
+    assert_eq!(w.replies("c-3").await, ["All our agents are busy."]);
+    let events = w.limit_events().await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].detail["limit"], "concurrentSessions");
+    assert_eq!(events[0].detail["value"], 2);
+    // the first slot goes idle 30 minutes after its last message
+    assert_eq!(events[0].detail["retryAfterSeconds"], 30 * 60);
+    // Conversations that hold a slot go on.
+    assert!(matches!(w.say("c-1", "more").await.0, RouteOutcome::Enqueued { .. }));
+    // c-1 ends: its slot is free and c-3 is answered.
+    let (_, record) = w.say("c-1", "bye").await;
+    assert_eq!(record.unwrap().status, ExecutionStatus::Ended);
+    let (outcome, record) = w.say("c-3", "hello again").await;
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
+    assert_eq!(record.unwrap().status, ExecutionStatus::Success);
+    // Both slots held again (c-2, c-3); after 29 minutes c-2 is not idle yet, c-3 renewed.
+    w.clock.advance(chrono::Duration::minutes(29));
+    assert!(matches!(w.say("c-3", "still here").await.0, RouteOutcome::Enqueued { .. }));
+    assert_eq!(w.say("c-4", "hi").await.0.as_str(), "rate_limited");
+    // A minute later c-2 has been idle for 30: c-4 takes its slot, and c-2 must queue for one.
+    w.clock.advance(chrono::Duration::minutes(1));
+    assert!(matches!(w.say("c-4", "hi").await.0, RouteOutcome::Enqueued { .. }));
+    let (outcome, record) = w.say("c-2", "back again").await;
+    assert_eq!(outcome.as_str(), "rate_limited");
+    assert_eq!(record.unwrap().error.unwrap().reason.as_deref(), Some("concurrentSessions"));
+    // c-2's session is still the same one: a slot is about load, not about the conversation.
+    let session = w.embedded.store.latest_session(&w.tenant, "c-2").await.unwrap().unwrap();
+    assert!(session.is_active());
+}
+
+#[tokio::test]
+async fn a_message_the_minute_limit_refuses_keeps_no_new_slot() {
+    let tools = json!({ "tools": ["send_message", "end_conversation"] });
+    let mut w = World::with_agent(sessions_cap(1, 1), tools, ending_script(), None).await;
+    assert!(matches!(w.say("c-1", "bye").await.0, RouteOutcome::Enqueued { .. }));
+    // c-1 ended and freed its slot; c-2 is refused by the minute, and must not keep the slot.
+    let (_, record) = w.say("c-2", "hello").await;
+    assert_eq!(record.unwrap().error.unwrap().reason.as_deref(), Some("invocationsPerMinute"));
+    w.clock.advance(chrono::Duration::seconds(60));
+    let (outcome, _) = w.say("c-3", "hello").await;
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "the slot was kept by a refused message: {outcome:?}");
+}
+
+#[tokio::test]
+async fn a_handoff_to_a_human_frees_the_slot() {
+    let mut w = World::new(sessions_cap(1, 60)).await;
+    w.say("c-1", "hello").await;
+    assert_eq!(w.say("c-2", "hello").await.0.as_str(), "rate_limited");
+    let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
+    let to = switchboard_engine::HandoffTo::Human(switchboard_domain::Priority::Normal);
+    w.embedded.executor.hand_off(&w.tenant, session.session_id, to, "customer asked").await.unwrap();
+    assert!(matches!(w.say("c-2", "hello").await.0, RouteOutcome::Enqueued { .. }));
+}
+
+#[tokio::test]
+async fn a_hundred_open_sessions_fill_the_default_cap_exactly_under_concurrency() {
+    let w = World::new(TenantLimits::default()).await;
+    let store = Arc::new(w.embedded.store.clone());
+    let now = switchboard_engine::Clock::now(w.clock.as_ref());
+    let until = now + chrono::Duration::minutes(30);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..130 {
+        let (store, tenant) = (store.clone(), w.tenant.clone());
+        tasks.spawn(async move { (i, store.hold_slot(&tenant, &format!("c-{i}"), 100, now, until).await.unwrap()) });
+    }
+    // by conversation number (tasks end in any order)
+    let mut held = tasks.join_all().await;
+    held.sort_by_key(|(i, _)| *i);
+    let held: Vec<Slot> = held.into_iter().map(|(_, s)| s).collect();
+    let taken = held.iter().filter(|s| matches!(s, Slot::Held { new: true })).count();
+    assert_eq!(taken, 100, "{held:?}");
+    assert!(held.iter().all(|s| matches!(s, Slot::Held { new: true }) || *s == Slot::Full { frees_at: until }));
+    // Through the pipeline: every conversation that holds a slot is answered, the 101st is not.
+    let mut w = w;
+    let insider = held.iter().position(|s| *s == Slot::Held { new: true }).unwrap();
+    let outsider = held.iter().position(|s| *s != Slot::Held { new: true }).unwrap();
+    assert!(matches!(w.say(&format!("c-{insider}"), "hello").await.0, RouteOutcome::Enqueued { .. }));
+    let (outcome, record) = w.say(&format!("c-{outsider}"), "hello").await;
+    assert_eq!(outcome.as_str(), "rate_limited");
+    assert_eq!(record.unwrap().error.unwrap().reason.as_deref(), Some("concurrentSessions"));
+    // Freed slots are taken again exactly once each.
+    for i in 0..10 {
+        store.release_slot(&w.tenant, &format!("c-{i}")).await.unwrap();
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 200..240 {
+        let (store, tenant) = (store.clone(), w.tenant.clone());
+        tasks.spawn(async move { store.hold_slot(&tenant, &format!("c-{i}"), 100, now, until).await.unwrap() });
+    }
+    let retaken = tasks.join_all().await.into_iter().filter(|s| matches!(s, Slot::Held { new: true })).count();
+    let released_held = (0..10).filter(|i| held[*i] == Slot::Held { new: true }).count();
+    assert_eq!(retaken, released_held);
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchboard_domain::input::record_with_defaults;
-use switchboard_domain::{Agent, Skill, TenantId, Tool, ToolId, Trigger, ValidationErrors};
+use switchboard_domain::{Agent, Skill, TenantId, TenantLimits, Tool, ToolId, Trigger, ValidationErrors};
 
 use crate::config::plural;
 use crate::ports::{Clock, ConfigAdmin, ConfigRecord, ConfigStore};
@@ -20,6 +20,8 @@ use crate::{ConfigService, ConfigWriteError};
 struct BundleFile {
     tenant_id: TenantId,
     name: String,
+    #[serde(default)]
+    limits: Option<TenantLimits>,
     #[serde(default)]
     agents: Vec<Value>,
     #[serde(default)]
@@ -35,6 +37,9 @@ struct BundleFile {
 pub struct Bundle {
     pub tenant_id: TenantId,
     pub name: String,
+    /// The tenant's limits, when the file sets them (what it leaves out takes the defaults).
+    /// Only an admin may change them.
+    pub limits: Option<TenantLimits>,
     pub agents: Vec<Agent>,
     pub triggers: Vec<Trigger>,
     /// Custom (webhook) tools; agents name them by id.
@@ -96,6 +101,9 @@ impl Bundle {
         };
         let now = clock.now().to_rfc3339();
         let mut errors = ValidationErrors::default();
+        if let Some(Err(e)) = file.limits.as_ref().map(|l| l.validate("/limits")) {
+            errors.0.extend(e.0);
+        }
         let mut agents = Vec::new();
         for (i, v) in file.agents.into_iter().enumerate() {
             let pointer = format!("/agents/{i}");
@@ -173,7 +181,7 @@ impl Bundle {
             }
         }
         errors.into_result()?;
-        Ok(Self { tenant_id: file.tenant_id, name: file.name, agents, triggers, tools, skills })
+        Ok(Self { tenant_id: file.tenant_id, name: file.name, limits: file.limits, agents, triggers, tools, skills })
     }
 
     pub fn from_file(path: &Path, clock: &dyn Clock) -> Result<Self, BundleError> {
@@ -182,13 +190,17 @@ impl Bundle {
         Self::parse(&text, clock).map_err(|errors| BundleError::Invalid { path: path.display().to_string(), errors })
     }
 
-    /// Creates the tenant if needed, then writes every record through the configuration service
-    /// (upserts: loading the same bundle twice is harmless).
+    /// Creates the tenant if needed and sets its limits when the bundle has them, then writes
+    /// every record through the configuration service (upserts: loading the same bundle twice is
+    /// harmless).
     pub async fn install<S>(&self, store: &S) -> Result<(), ConfigWriteError>
     where
         S: ConfigStore + ConfigAdmin + Clone + 'static,
     {
         store.create_tenant(&self.tenant_id, &self.name).await?;
+        if let Some(limits) = &self.limits {
+            set_limits(store, store, &self.tenant_id, limits).await?;
+        }
         let store = Arc::new(store.clone());
         ConfigService::new(store.clone(), store).upsert_all(&self.records()).await
     }
@@ -197,17 +209,32 @@ impl Bundle {
     /// does not exist, then creates or replaces each record that differs from what is stored
     /// (versions and timestamps aside; a replaced record keeps its `createdAt`). With `dry_run`,
     /// says what would change and writes nothing. Records stored but not in the bundle are left
-    /// alone (a bundle adds and updates; it never deletes).
+    /// alone (a bundle adds and updates; it never deletes). `admin` may create the tenant and
+    /// change its limits; anyone else applying limits that differ from the stored ones is
+    /// refused at `/limits`, and nothing is written.
     pub async fn apply(
         &self,
         service: &ConfigService,
-        create_tenant: bool,
+        admin: bool,
         dry_run: bool,
     ) -> Result<ApplyReport, ConfigWriteError> {
-        let exists = service.config().tenant_exists(&self.tenant_id).await?;
-        if !exists && !create_tenant {
+        let stored = service.config().get_tenant(&self.tenant_id).await?;
+        let exists = stored.is_some();
+        if !exists && !admin {
             return Err(ConfigWriteError::NotFound);
         }
+        let limits = match (&self.limits, &stored) {
+            (None, _) => None,
+            (Some(wanted), Some(t)) if *wanted == t.limits => Some(Change::Unchanged),
+            (Some(wanted), None) if *wanted == TenantLimits::default() => Some(Change::Unchanged),
+            (Some(_), _) if !admin => {
+                return Err(ConfigWriteError::Invalid(ValidationErrors::single(
+                    "/limits",
+                    "only an admin may change a tenant's limits",
+                )));
+            }
+            (Some(_), _) => Some(Change::Updated),
+        };
         let mut changes = Vec::new();
         let mut writes = Vec::new();
         for record in self.records() {
@@ -242,9 +269,12 @@ impl Bundle {
             if !exists {
                 service.admin().create_tenant(&self.tenant_id, &self.name).await?;
             }
+            if let (Some(Change::Updated), Some(wanted)) = (limits, &self.limits) {
+                set_limits(service.config().as_ref(), service.admin().as_ref(), &self.tenant_id, wanted).await?;
+            }
             service.upsert_all(&writes).await?;
         }
-        Ok(ApplyReport { tenant_id: self.tenant_id.clone(), dry_run, tenant_created: !exists, changes })
+        Ok(ApplyReport { tenant_id: self.tenant_id.clone(), dry_run, tenant_created: !exists, limits, changes })
     }
 
     /// The bundle's records.
@@ -254,6 +284,23 @@ impl Bundle {
         let agents = self.agents.iter().cloned().map(ConfigRecord::Agent);
         let triggers = self.triggers.iter().cloned().map(ConfigRecord::Trigger);
         tools.chain(skills).chain(agents).chain(triggers).collect()
+    }
+}
+
+/// Sets a stored tenant's limits.
+async fn set_limits(
+    config: &dyn ConfigStore,
+    admin: &dyn ConfigAdmin,
+    tenant: &TenantId,
+    limits: &TenantLimits,
+) -> Result<(), ConfigWriteError> {
+    let Some(mut t) = config.get_tenant(tenant).await? else {
+        return Err(ConfigWriteError::NotFound);
+    };
+    t.limits = limits.clone();
+    match admin.update_tenant(&t).await? {
+        true => Ok(()),
+        false => Err(ConfigWriteError::NotFound),
     }
 }
 
@@ -294,5 +341,8 @@ pub struct ApplyReport {
     pub tenant_id: TenantId,
     pub dry_run: bool,
     pub tenant_created: bool,
+    /// What became of the tenant's limits, when the bundle sets them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Change>,
     pub changes: Vec<ApplyChange>,
 }

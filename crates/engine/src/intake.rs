@@ -45,7 +45,9 @@ impl RouteOutcome {
             RouteOutcome::HumanOwned { .. } => "human_owned",
             RouteOutcome::NotInbound => "not_inbound",
             RouteOutcome::Suspended => "suspended",
-            RouteOutcome::Limited { limit: LimitName::InvocationsPerMinute, .. } => "rate_limited",
+            RouteOutcome::Limited {
+                limit: LimitName::InvocationsPerMinute | LimitName::ConcurrentSessions, ..
+            } => "rate_limited",
             RouteOutcome::Limited { limit: LimitName::TokensPerDay, .. } => "budget_exceeded",
         }
     }
@@ -159,7 +161,7 @@ impl Intake {
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
                     let refused = match &self.limits {
-                        Some(limits) => match limits.admit(tenant).await? {
+                        Some(limits) => match limits.admit(tenant, &d.conversation_id).await? {
                             Admission::Admitted => None,
                             Admission::Refused(r) => Some(r),
                         },

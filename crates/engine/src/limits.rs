@@ -1,9 +1,11 @@
 //! Tenant limits where work enters: every inbound message an agent would answer and every
-//! `invoke` asks [`Limits::admit`] first. Two limits are enforced: tokens per UTC day (the
-//! tenant's recorded usage of the day, so a refusal costs no count) and invocations per UTC minute
-//! (an atomic windowed count in the profile's store, exact across workers and Lambda containers).
-//! The first refusal of a window publishes `tenant.limit.reached`; later ones in the same window
-//! do not. What a refused message becomes (its record, the customer's answer) is the executor's
+//! `invoke` asks [`Limits::admit`] first. Three limits are enforced, in this order: tokens per UTC
+//! day (the tenant's recorded usage of the day, so a refusal costs no count), concurrent sessions
+//! (a slot per conversation an agent is answering, leased until the conversation has been idle
+//! for the tenant's `sessionIdleMinutes`, freed when its session ends or goes to a human) and
+//! invocations per UTC minute (an atomic windowed count). Counts and slots live in the profile's
+//! store, exact across workers and Lambda containers. The first refusal of a window (a UTC minute
+//! for the sessions cap) publishes `tenant.limit.reached`; later ones in the same window do not. What a refused message becomes (its record, the customer's answer) is the executor's
 //! business: intake queues it with the [`Refusal`], so it keeps its place in the conversation.
 
 use std::sync::Arc;
@@ -11,10 +13,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde_json::json;
 use switchboard_domain::event::detail_type;
-use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant};
-use tracing::{error, info};
+use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
+use tracing::{error, info, warn};
 
-use crate::ports::{Clock, Counters, Deps, EventBus, ExecutionLog, StoreError};
+use crate::ports::{Clock, Counters, Deps, EventBus, ExecutionLog, Slot, StoreError};
 
 /// Whether a piece of work may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,9 +49,9 @@ impl Limits {
         }
     }
 
-    /// Counts one invocation for `tenant` unless a limit refuses it. A refused piece of work is
-    /// not counted.
-    pub async fn admit(&self, tenant: &Tenant) -> Result<Admission, StoreError> {
+    /// Counts one invocation for `tenant` in `conversation` unless a limit refuses it. A refused
+    /// piece of work is not counted and takes no new session slot.
+    pub async fn admit(&self, tenant: &Tenant, conversation: &str) -> Result<Admission, StoreError> {
         let now = self.clock.now();
         let limits = &tenant.limits;
         let today = now.date_naive();
@@ -61,14 +63,37 @@ impl Limits {
             return self.refuse(tenant, LimitName::TokensPerDay, limits.tokens_per_day, &window, now, reopens).await;
         }
         let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
+        let minute_key = minute.format("%Y-%m-%dT%H:%M");
+        let sessions = u64::from(limits.concurrent_sessions);
+        let until = now + Duration::minutes(i64::from(limits.session_idle_minutes));
+        let t = &tenant.tenant_id;
+        let took_slot = match self.counters.hold_slot(t, conversation, sessions, now, until).await? {
+            Slot::Held { new } => new,
+            Slot::Full { frees_at } => {
+                let window = format!("SES#{minute_key}");
+                let reopens = frees_at.max(now);
+                return self.refuse(tenant, LimitName::ConcurrentSessions, sessions, &window, now, reopens).await;
+            }
+        };
         let reopens = minute + Duration::minutes(1);
-        let window = format!("MIN#{}", minute.format("%Y-%m-%dT%H:%M"));
+        let window = format!("MIN#{minute_key}");
         let limit = u64::from(limits.invocations_per_minute);
         // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
-        if self.counters.take(&tenant.tenant_id, &window, limit, reopens + Duration::minutes(1)).await? {
+        if self.counters.take(t, &window, limit, reopens + Duration::minutes(1)).await? {
             return Ok(Admission::Admitted);
         }
+        if took_slot {
+            self.release(t, conversation).await;
+        }
         self.refuse(tenant, LimitName::InvocationsPerMinute, limit, &window, now, reopens).await
+    }
+
+    /// Frees the conversation's session slot (its session ended or went to a human). A failure
+    /// only costs the slot until it goes idle, so it is logged, not raised.
+    pub async fn release(&self, tenant: &TenantId, conversation: &str) {
+        if let Err(e) = self.counters.release_slot(tenant, conversation).await {
+            warn!(tenant = %tenant, conversation_id = %conversation, error = %e, "session slot not freed; it frees when idle");
+        }
     }
 
     async fn refuse(

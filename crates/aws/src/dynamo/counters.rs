@@ -1,18 +1,189 @@
 //! Tenant counters in DynamoDB: one item per tenant and window in the executions table
 //! (`TENANT#<t>#LIMIT`, `<window>`), changed by conditional `UpdateItem`s, so that every Lambda
 //! container shares one exact count. Items expire through the table's TTL (`expiresAt`).
+//!
+//! Session slots: `TENANT#<t>#SLOT` holds one item per conversation with a slot (`CONV#<id>`,
+//! `heldUntil` in epoch milliseconds — deliberately not the TTL attribute, since a lease DynamoDB
+//! deleted by itself would never be subtracted) and the count of them (`COUNT`, `open`). Taking a
+//! slot is one transaction that adds to the count under the limit and puts the lease; freeing one
+//! deletes the lease and subtracts in one transaction, conditional on the lease as read. So
+//! `open` always equals the number of leases, and never passes the limit. Idle leases are freed
+//! only when the slots are all held (a `Query` of the tenant's leases, at most the limit).
+
+use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use switchboard_domain::TenantId;
-use switchboard_engine::{Counters, StoreError};
+use switchboard_engine::{Counters, Slot, StoreError};
 
-use super::DynamoStore;
-use super::codec::conditional;
-use super::keys::{key, n, ttl_seconds};
+use super::codec::{build_err, conditional, unavailable};
+use super::keys::{key, n, s, ttl_seconds};
+use super::{DynamoStore, Item};
 
 fn counter_pk(t: &TenantId) -> String {
     format!("TENANT#{t}#LIMIT")
+}
+
+fn slots_pk(t: &TenantId) -> String {
+    format!("TENANT#{t}#SLOT")
+}
+
+const SLOT_COUNT_SK: &str = "COUNT";
+const LEASE_PREFIX: &str = "CONV#";
+
+fn lease_sk(conversation: &str) -> String {
+    format!("{LEASE_PREFIX}{conversation}")
+}
+
+/// How often a slot transaction that met a concurrent one on the count is tried again.
+const SLOT_CONFLICT_RETRIES: u32 = 8;
+
+/// How a slot transaction ended.
+enum TxEnd {
+    Done,
+    /// The condition of the item at this index did not hold.
+    Condition(usize),
+    /// Another transaction wrote one of its items at the same time.
+    Conflict,
+}
+
+fn tx_end(result: Result<impl Sized, SdkError<TransactWriteItemsError>>) -> Result<TxEnd, StoreError> {
+    let err = match result {
+        Ok(_) => return Ok(TxEnd::Done),
+        Err(e) => e,
+    };
+    let Some(TransactWriteItemsError::TransactionCanceledException(tce)) = err.as_service_error() else {
+        return Err(unavailable("TransactWriteItems", &err));
+    };
+    let reasons = tce.cancellation_reasons();
+    if let Some(i) = reasons.iter().position(|r| r.code() == Some("ConditionalCheckFailed")) {
+        return Ok(TxEnd::Condition(i));
+    }
+    if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+        return Ok(TxEnd::Conflict);
+    }
+    Err(unavailable("TransactWriteItems", &err))
+}
+
+impl DynamoStore {
+    /// The count's change by `by`, in a slot transaction (conditional when taking).
+    fn slot_count(&self, t: &TenantId, by: i64, limit: Option<u64>) -> Result<TransactWriteItem, StoreError> {
+        let mut u = Update::builder()
+            .table_name(&self.names.executions_table)
+            .set_key(Some(key(slots_pk(t), SLOT_COUNT_SK.to_owned())))
+            .update_expression("ADD #open :by")
+            .expression_attribute_names("#open", "open")
+            .expression_attribute_values(":by", n(by));
+        if let Some(limit) = limit {
+            u = u
+                .condition_expression("attribute_not_exists(#open) OR #open < :limit")
+                .expression_attribute_values(":limit", n(limit));
+        }
+        Ok(TransactWriteItem::builder().update(u.build().map_err(build_err)?).build())
+    }
+
+    /// Takes a free slot for `conversation`: `Some(true)` taken, `Some(false)` the conversation
+    /// already holds one, `None` every slot is held.
+    async fn take_slot(
+        &self,
+        t: &TenantId,
+        conversation: &str,
+        limit: u64,
+        until: DateTime<Utc>,
+    ) -> Result<Option<bool>, StoreError> {
+        for attempt in 1..=SLOT_CONFLICT_RETRIES {
+            let mut lease: Item = key(slots_pk(t), lease_sk(conversation));
+            lease.insert("heldUntil".into(), n(until.timestamp_millis()));
+            let put = Put::builder()
+                .table_name(&self.names.executions_table)
+                .set_item(Some(lease))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(build_err)?;
+            let items = vec![self.slot_count(t, 1, Some(limit))?, TransactWriteItem::builder().put(put).build()];
+            let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+            match tx_end(sent)? {
+                TxEnd::Done => return Ok(Some(true)),
+                TxEnd::Condition(0) => return Ok(None),
+                TxEnd::Condition(_) => return Ok(Some(false)),
+                TxEnd::Conflict => pause(attempt).await,
+            }
+        }
+        Err(StoreError::Unavailable { message: "session slots kept meeting concurrent writes".into(), retryable: true })
+    }
+
+    /// Frees the lease `sk` if it still reads `held_until` (`None`: whatever it reads): `true`
+    /// when this call freed it.
+    async fn free_lease(&self, t: &TenantId, sk: String, held_until: Option<&str>) -> Result<bool, StoreError> {
+        for attempt in 1..=SLOT_CONFLICT_RETRIES {
+            let mut delete =
+                Delete::builder().table_name(&self.names.executions_table).set_key(Some(key(slots_pk(t), sk.clone())));
+            delete = match held_until {
+                Some(v) => delete
+                    .condition_expression("heldUntil = :seen")
+                    .expression_attribute_values(":seen", aws_sdk_dynamodb::types::AttributeValue::N(v.to_owned())),
+                None => delete.condition_expression("attribute_exists(PK)"),
+            };
+            let items = vec![
+                TransactWriteItem::builder().delete(delete.build().map_err(build_err)?).build(),
+                self.slot_count(t, -1, None)?,
+            ];
+            let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+            match tx_end(sent)? {
+                TxEnd::Done => return Ok(true),
+                TxEnd::Condition(_) => return Ok(false),
+                TxEnd::Conflict => pause(attempt).await,
+            }
+        }
+        Err(StoreError::Unavailable { message: "session slots kept meeting concurrent writes".into(), retryable: true })
+    }
+
+    /// Frees every lease idle at `now` (unless a concurrent call does): when the first of the
+    /// others may come free.
+    async fn free_idle(&self, t: &TenantId, now: DateTime<Utc>) -> Result<Option<i64>, StoreError> {
+        let now_ms = now.timestamp_millis();
+        let mut first = None::<i64>;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.executions_table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+                .expression_attribute_values(":pk", s(slots_pk(t)))
+                .expression_attribute_values(":prefix", s(LEASE_PREFIX))
+                .projection_expression("SK, heldUntil")
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                let (Some(sk), Some(raw)) =
+                    (item.get("SK").and_then(|v| v.as_s().ok()), item.get("heldUntil").and_then(|v| v.as_n().ok()))
+                else {
+                    continue;
+                };
+                let held_until: i64 = raw.parse().unwrap_or(0);
+                if held_until > now_ms || !self.free_lease(t, sk.clone(), Some(raw)).await? {
+                    first = Some(first.map_or(held_until, |f| f.min(held_until)));
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(first),
+            }
+        }
+    }
+}
+
+/// A short random pause before trying a transaction that met another one again.
+async fn pause(attempt: u32) {
+    tokio::time::sleep(Duration::from_millis(fastrand::u64(2..=10 * u64::from(attempt)))).await;
 }
 
 #[async_trait]
@@ -53,5 +224,44 @@ impl Counters for DynamoStore {
             .send()
             .await;
         conditional("UpdateItem", result)
+    }
+
+    async fn hold_slot(
+        &self,
+        tenant: &TenantId,
+        conversation: &str,
+        limit: u64,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Slot, StoreError> {
+        let renewed = self
+            .client
+            .update_item()
+            .table_name(&self.names.executions_table)
+            .set_key(Some(key(slots_pk(tenant), lease_sk(conversation))))
+            .update_expression("SET heldUntil = :until")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .send()
+            .await;
+        if conditional("UpdateItem", renewed)? {
+            return Ok(Slot::Held { new: false });
+        }
+        // Full: idle leases are freed (by this call or a concurrent one) and the slot is asked for
+        // once more; if others took what came free first, the slots are full.
+        let mut first = None;
+        for freed_idle in [false, true] {
+            if let Some(new) = self.take_slot(tenant, conversation, limit, until).await? {
+                return Ok(Slot::Held { new });
+            }
+            if !freed_idle {
+                first = self.free_idle(tenant, now).await?;
+            }
+        }
+        Ok(Slot::Full { frees_at: first.and_then(DateTime::from_timestamp_millis).unwrap_or(now) })
+    }
+
+    async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError> {
+        self.free_lease(tenant, lease_sk(conversation), None).await.map(|_| ())
     }
 }

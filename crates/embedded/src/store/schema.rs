@@ -149,3 +149,15 @@ CREATE TABLE tenant_counters (
     PRIMARY KEY (tenant_id, window_key)
 ) STRICT, WITHOUT ROWID;
 "#;
+
+/// Schema step 7: session slots, one per conversation an agent is answering, held until
+/// `held_until_ms` (renewed by each admitted message; an expired one is freed only when the
+/// tenant's slots are all held).
+pub const SESSION_SLOTS: &str = r#"
+CREATE TABLE session_slots (
+    tenant_id       TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    held_until_ms   INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id)
+) STRICT, WITHOUT ROWID;
+"#;

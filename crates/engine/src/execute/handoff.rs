@@ -178,7 +178,12 @@ impl Executor {
         if let Some(next) = new_session {
             sessions.push(SessionWrite { session: next, expected_version: None });
         }
+        let conversation = sessions[0].session.conversation_id.clone();
         deps.sessions.commit_turn(&TurnCommit { sessions, execution: execution.clone() }).await?;
+        if new_session_id.is_none() {
+            // A human owns the conversation now: its session slot is free for another.
+            crate::limits::Limits::new(deps).release(tenant, &conversation).await;
+        }
         Ok(HandoffDone { new_session_id, execution })
     }
 }

@@ -20,6 +20,7 @@ use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, Refusal
 use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
+use crate::limits::Limits;
 use crate::ports::{Deps, SessionWrite, StoreError, TurnCommit, WorkItem};
 pub use record::describe;
 
@@ -87,11 +88,14 @@ impl Executor {
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
             let started = Instant::now();
             let prepared = self.prepare(item).await?;
+            // Whether the turn may end the conversation's time with an agent (and so its slot).
+            let mut may_end = true;
             let (commit, record) = match prepared {
                 Prepared::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
                 Prepared::Skip(mut session, reason) => {
                     // The human operator owns the conversation: no agent answers, but the message
                     // joins the session's transcript, so an agent it is handed back to sees it.
+                    may_end = false;
                     let record = record::skipped(deps, item, &session, &reason, started);
                     let expected = session.version;
                     session.append_transcript([Message::user_text(item.text.clone())]);
@@ -115,6 +119,10 @@ impl Executor {
             };
             match deps.sessions.commit_turn(&commit).await {
                 Ok(()) => {
+                    if may_end && !commit.sessions.iter().any(|w| w.session.is_active()) {
+                        // Ended, failed or with a human: the conversation's session slot is free.
+                        Limits::new(deps).release(&item.tenant_id, &item.conversation_id).await;
+                    }
                     deps.metrics.execution(&record);
                     info!(
                         execution_id = %record.execution_id, status = ?record.status,
