@@ -25,6 +25,25 @@ impl SqsWorkQueue {
     pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
         Self { client, queue_url: queue_url.into() }
     }
+
+    /// Keeps a received message invisible for `delay` (at most SQS's 12 hours): its group waits
+    /// behind it until then (`ChangeMessageVisibility`).
+    pub async fn hold(&self, receipt: &str, delay: std::time::Duration) -> Result<(), QueueError> {
+        const MAX_VISIBILITY_SECONDS: u64 = 12 * 60 * 60;
+        let seconds = i32::try_from(delay.as_secs().clamp(1, MAX_VISIBILITY_SECONDS)).unwrap_or(i32::MAX);
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(seconds)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                let f = describe("ChangeMessageVisibility", &e);
+                QueueError { message: f.message, retryable: f.retryable }
+            })
+    }
 }
 
 /// SQS accepts 1–128 characters of printable ASCII in group and deduplication ids.

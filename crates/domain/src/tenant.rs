@@ -151,6 +151,11 @@ pub enum OnLimit {
     Message { text: String },
     /// The conversation goes to a human operator (`session.handoff.human`).
     HandoffToHuman,
+    /// The message waits in its conversation's queue (and the conversation's later messages
+    /// behind it) until the limit's window reopens, then runs if the limits admit it then.
+    /// Bounded by the work queue's receive limit: a message still refused at its last delivery
+    /// is recorded as refused and gets nothing.
+    Defer,
 }
 
 /// A limit of [`TenantLimits`], as records, events and problems name it.
@@ -221,6 +226,7 @@ mod tests {
         let m: OnLimit = serde_json::from_value(json!({"action": "message", "text": "busy"})).unwrap();
         assert_eq!(m, OnLimit::Message { text: "busy".into() });
         assert!(serde_json::from_value::<OnLimit>(json!({"action": "shout"})).is_err());
+        assert_eq!(serde_json::from_value::<OnLimit>(json!({"action": "defer"})).unwrap(), OnLimit::Defer);
         assert!(serde_json::from_value::<TenantLimits>(json!({"perHour": 1})).is_err());
     }
 

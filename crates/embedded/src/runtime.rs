@@ -8,11 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
-    Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake, Invoker,
-    Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake,
+    Invoker, Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use crate::bus::InProcessBus;
 use crate::conversations::LocalConversations;
@@ -147,7 +147,11 @@ impl Embedded {
 
     /// What the workers run for each delivery: parse the work item, execute it.
     pub fn item_handler(&self) -> Arc<dyn ItemHandler> {
-        Arc::new(ExecuteItems { executor: self.executor.clone(), completions: self.completions.clone() })
+        Arc::new(ExecuteItems {
+            executor: self.executor.clone(),
+            completions: self.completions.clone(),
+            max_receives: self.options.queue.max_receives.max(1),
+        })
     }
 
     /// Starts the worker pool (once).
@@ -265,6 +269,8 @@ impl Invoker for Embedded {
 struct ExecuteItems {
     executor: Executor,
     completions: broadcast::Sender<Completion>,
+    /// The queue's receive limit: a deferred message's last delivery is the one that reaches it.
+    max_receives: u32,
 }
 
 #[async_trait]
@@ -277,7 +283,8 @@ impl ItemHandler for ExecuteItems {
             ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
         })?;
         let done = Completion { tenant_id: item.tenant_id.clone(), source_id: item.source_id.clone() };
-        match self.executor.execute(&item).await {
+        let attempt = Attempt { number: delivery.receive_count, of: self.max_receives };
+        match self.executor.execute_attempt(&item, None, Some(attempt)).await {
             Ok(outcome) => {
                 if let ExecOutcome::Dropped { reason } = outcome {
                     warn!(tenant = %item.tenant_id, source = %item.source_id, conversation_id = %item.conversation_id,
@@ -286,6 +293,11 @@ impl ItemHandler for ExecuteItems {
                 // Nobody waiting is fine.
                 let _ = self.completions.send(done);
                 Ok(())
+            }
+            Err(e) if e.is_deferral() => {
+                // Waiting for a tenant limit's window, not failing: held until then.
+                info!(tenant = %item.tenant_id, source = %item.source_id, error = %e.message, "work item deferred");
+                Err(ItemFailure { message: e.message, retry_after: e.retry_after })
             }
             Err(e) => {
                 let level_error = !e.retryable || e.kind == ErrorKind::Config;

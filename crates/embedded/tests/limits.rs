@@ -16,8 +16,8 @@ use switchboard_domain::{
 };
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, Model, ModelError, ModelRequest, ModelResponse,
-    RouteOutcome, SessionStore, Slot, WorkItem,
+    Attempt, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, Model, ModelError,
+    ModelRequest, ModelResponse, RouteOutcome, SessionStore, Slot, WorkItem,
 };
 
 /// The scripted model, keeping the output cap (`maxTokens`) each call asked for.
@@ -447,4 +447,86 @@ async fn a_hundred_open_sessions_fill_the_default_cap_exactly_under_concurrency(
     let retaken = tasks.join_all().await.into_iter().filter(|s| matches!(s, Slot::Held { new: true })).count();
     let released_held = (0..10).filter(|i| held[*i] == Slot::Held { new: true }).count();
     assert_eq!(retaken, released_held);
+}
+
+// ---- deferral --------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_deferred_message_holds_its_conversation_until_the_window_reopens_then_runs_in_order() {
+    let mut w = World::new(limits(1, 1_000_000, OnLimit::Defer)).await;
+    w.say("c-1", "first").await;
+    for text in ["are you there?", "hello??"] {
+        let e = w.event("c-2", text);
+        assert_eq!(w.embedded.ingest(&e).await.unwrap().as_str(), "rate_limited");
+    }
+    let attempt = |d: &switchboard_embedded::queue::Delivery| Some(Attempt { number: d.receive_count, of: 5 });
+    // Each c-2 message is tried, deferred to the next minute, then run; the second waits
+    // behind the first the whole time.
+    for (answered, expected) in ["You said: are you there?", "You said: hello??"].into_iter().enumerate() {
+        let d = w.embedded.queue.receive().await.unwrap().unwrap();
+        let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+        assert!(item.text.ends_with(expected.trim_start_matches("You said: ")), "{} out of order", item.text);
+        let err = w.embedded.executor.execute_attempt(&item, None, attempt(&d)).await.unwrap_err();
+        assert!(err.is_deferral(), "{err:?}");
+        assert_eq!(err.retry_after, Some(std::time::Duration::from_secs(60)));
+        assert!(w.embedded.queue.release(&d.receipt, err.retry_after.unwrap()).await.unwrap());
+        assert!(w.embedded.queue.receive().await.unwrap().is_none(), "the conversation is held while it waits");
+        assert_eq!(w.replies("c-2").await.len(), answered, "nothing is sent while deferred");
+        w.clock.advance(chrono::Duration::seconds(60));
+        let d = w.embedded.queue.receive().await.unwrap().unwrap();
+        assert_eq!(d.receive_count, 2);
+        let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+        let ExecOutcome::Recorded(record) =
+            w.embedded.executor.execute_attempt(&item, None, attempt(&d)).await.unwrap()
+        else {
+            panic!("not recorded");
+        };
+        assert_eq!(record.status, ExecutionStatus::Success);
+        assert!(w.embedded.queue.ack(&d.receipt).await.unwrap());
+        assert_eq!(w.replies("c-2").await.last().map(String::as_str), Some(expected));
+    }
+    // one announcement per minute that refused something: intake's, and the minute the second
+    // message waited through while the first used it
+    let windows: Vec<_> = w.limit_events().await.into_iter().map(|e| e.detail["window"].clone()).collect();
+    assert_eq!(windows, [json!("MIN#2026-11-23T07:00"), json!("MIN#2026-11-23T07:01")]);
+}
+
+#[tokio::test]
+async fn a_deferred_message_still_refused_at_its_last_delivery_is_recorded_not_answered() {
+    let mut w = World::new(limits(1, 1_000_000, OnLimit::Defer)).await;
+    w.say("c-1", "first").await;
+    let e = w.event("c-2", "hello?");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    let last = Some(Attempt { number: 5, of: 5 });
+    let ExecOutcome::Recorded(record) = w.embedded.executor.execute_attempt(&item, None, last).await.unwrap() else {
+        panic!("not recorded");
+    };
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
+    assert_eq!(record.error.unwrap().reason.as_deref(), Some("invocationsPerMinute"));
+    assert!(record.actions.is_empty() && record.model_calls.is_empty());
+    assert!(w.replies("c-2").await.is_empty());
+    // and the message is in the session for when the conversation goes on
+    let session = w.embedded.store.latest_session(&w.tenant, "c-2").await.unwrap().unwrap();
+    assert_eq!(session.transcript.iter().map(|m| m.text()).collect::<Vec<_>>(), ["hello?"]);
+}
+
+#[tokio::test]
+async fn the_workers_hold_a_deferred_item_until_its_window_reopens() {
+    let mut w = World::new(limits(1, 1_000_000, OnLimit::Defer)).await;
+    w.say("c-1", "first").await;
+    let e = w.event("c-2", "hello?");
+    w.embedded.ingest(&e).await.unwrap();
+    let handler = w.embedded.item_handler();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let failure = handler.handle(&d).await.unwrap_err();
+    assert_eq!(failure.retry_after, Some(std::time::Duration::from_secs(60)), "{}", failure.message);
+    assert!(failure.message.starts_with("deferred: "), "{}", failure.message);
+    // the fifth delivery is the queue's last (its default receive limit): recorded, not deferred
+    let mut last = d.clone();
+    last.receive_count = 5;
+    handler.handle(&last).await.unwrap();
+    let record = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
 }

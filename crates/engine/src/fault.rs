@@ -14,11 +14,29 @@ pub struct ExecError {
     pub kind: ErrorKind,
     pub message: String,
     pub retryable: bool,
+    /// When to deliver the item again, if not at the queue's own pace: a deferred message
+    /// (the tenant's `onLimit` is `defer`) waits until its limit's window reopens.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ExecError {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, retryable: bool) -> Self {
-        Self { kind, message: message.into(), retryable }
+        Self { kind, message: message.into(), retryable, retry_after: None }
+    }
+
+    /// A message the limits still refuse: deliver it again in `seconds`.
+    pub(crate) fn deferred(refusal: &switchboard_domain::Refusal) -> Self {
+        Self {
+            kind: ErrorKind::Limit,
+            message: format!("deferred: {}", refusal.describe()),
+            retryable: true,
+            retry_after: Some(std::time::Duration::from_secs(refusal.retry_after_seconds)),
+        }
+    }
+
+    /// Whether the item only waits for a tenant limit (not a failure).
+    pub fn is_deferral(&self) -> bool {
+        self.kind == ErrorKind::Limit && self.retry_after.is_some()
     }
 }
 

@@ -4,7 +4,10 @@
 //! item of its group in this batch are reported failed and the later ones are not run, so the
 //! conversation's order holds on redelivery. A body that is not a work item fails only itself.
 //! Each turn stops by the invocation's deadline less a margin (status `timeout`, recorded), and
-//! no item starts after it, so the function is never killed mid-turn.
+//! no item starts after it, so the function is never killed mid-turn. A deferred message (the
+//! tenant's `onLimit` is `defer` and a limit still refuses it) is reported failed with its
+//! visibility set to when the limit's window reopens, so SQS holds it — and its conversation's
+//! later messages — until then.
 //! Once-only side effects rest on the engine's idempotency records, not on this module.
 
 use std::panic::AssertUnwindSafe;
@@ -13,7 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::FutureExt;
 use lambda_runtime::{LambdaEvent, service_fn};
-use switchboard_engine::{ExecOutcome, Executor, WorkItem};
+use switchboard_aws::SqsWorkQueue;
+use switchboard_engine::{Attempt, ExecOutcome, Executor, WorkItem};
 
 use crate::wiring::Wiring;
 
@@ -22,6 +26,8 @@ use crate::wiring::Wiring;
 pub enum ItemResult {
     Done,
     Failed(String),
+    /// Waiting for a tenant limit's window: delivered again after this long.
+    Deferred(Duration),
     /// Not run: an earlier item of the same group failed in this batch, or the invocation's
     /// time was up.
     Skipped,
@@ -29,22 +35,34 @@ pub enum ItemResult {
 
 /// The agent-executor's runtime loop: every SQS batch to [`handle`], until the runtime stops.
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
-    let executor = &wiring.executor;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(handle(executor, event).await)
+        Ok::<_, lambda_runtime::Error>(handle(wiring, event).await)
     }))
     .await
 }
 
-/// Runs a batch and reports the failed items' message ids.
+/// Runs a batch and reports the failed items' message ids; deferred items get their visibility
+/// set to their delay first (if that fails, SQS's visibility timeout brings them back sooner,
+/// and they are deferred again).
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, messages = event.payload.records.len()))]
-pub async fn handle(executor: &Executor, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
+pub async fn handle(wiring: &Wiring, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
     // The runtime always sets a deadline; 0 means none is known (a hand-made context).
     let deadline =
         (event.context.deadline > 0).then(|| turn_deadline(event.context.deadline, SystemTime::now(), Instant::now()));
-    let results = run_batch(executor, event.payload.records, deadline).await;
+    let receipts: Vec<(String, String)> = event
+        .payload
+        .records
+        .iter()
+        .map(|m| (m.message_id.clone().unwrap_or_default(), m.receipt_handle.clone().unwrap_or_default()))
+        .collect();
+    let results = run_batch(&wiring.executor, event.payload.records, deadline, wiring.max_receives).await;
     let mut response = SqsBatchResponse::default();
     for (message_id, result) in results {
+        if let ItemResult::Deferred(delay) = result
+            && let Some((_, receipt)) = receipts.iter().find(|(id, _)| *id == message_id)
+        {
+            defer(&wiring.queue, &message_id, receipt, delay).await;
+        }
         if result != ItemResult::Done {
             let mut failure = BatchItemFailure::default();
             failure.item_identifier = message_id;
@@ -52,6 +70,12 @@ pub async fn handle(executor: &Executor, event: LambdaEvent<SqsEvent>) -> SqsBat
         }
     }
     response
+}
+
+async fn defer(queue: &SqsWorkQueue, message_id: &str, receipt: &str, delay: Duration) {
+    if let Err(e) = queue.hold(receipt, delay).await {
+        tracing::warn!(message_id, error = %e.message, "could not hold the deferred item; it comes back after the visibility timeout");
+    }
 }
 
 /// Time kept back from the invocation's deadline for recording, acknowledging and reporting.
@@ -66,12 +90,14 @@ pub fn turn_deadline(deadline_ms: u64, now: SystemTime, instant: Instant) -> Ins
 }
 
 /// Runs every message, each turn stopping by `deadline`; an item whose turn would start past it
-/// is not run (reported failed, so SQS delivers it again). Returns `(message id, result)` in
-/// the batch's order.
+/// is not run (reported failed, so SQS delivers it again). `max_receives` is the queue's
+/// `maxReceiveCount` (a deferred message's last delivery is the one that reaches it). Returns
+/// `(message id, result)` in the batch's order.
 pub async fn run_batch(
     executor: &Executor,
     records: Vec<SqsMessage>,
     deadline: Option<Instant>,
+    max_receives: u32,
 ) -> Vec<(String, ItemResult)> {
     // Groups in order of first appearance; each keeps its messages' batch positions.
     let mut groups: Vec<(String, Vec<(usize, SqsMessage)>)> = Vec::new();
@@ -83,7 +109,7 @@ pub async fn run_batch(
             None => groups.push((group, vec![(position, message)])),
         }
     }
-    let runs = groups.into_iter().map(|(group, items)| run_group(executor, group, items, deadline));
+    let runs = groups.into_iter().map(|(group, items)| run_group(executor, group, items, deadline, max_receives));
     let mut results: Vec<Option<(String, ItemResult)>> = vec![None; total];
     for group_results in futures::future::join_all(runs).await {
         for (position, id, result) in group_results {
@@ -100,6 +126,7 @@ async fn run_group(
     group: String,
     items: Vec<(usize, SqsMessage)>,
     deadline: Option<Instant>,
+    max_receives: u32,
 ) -> Vec<(usize, String, ItemResult)> {
     let mut out = Vec::with_capacity(items.len());
     let mut failed = false;
@@ -128,10 +155,16 @@ async fn run_group(
                 continue;
             }
         };
-        let result = match AssertUnwindSafe(executor.execute_by(&item, deadline)).catch_unwind().await {
+        let attempt = receives.parse().ok().map(|number| Attempt { number, of: max_receives });
+        let result = match AssertUnwindSafe(executor.execute_attempt(&item, deadline, attempt)).catch_unwind().await {
             Ok(Ok(outcome)) => {
                 log_outcome(&id, &outcome);
                 ItemResult::Done
+            }
+            Ok(Err(e)) if e.is_deferral() => {
+                let delay = e.retry_after.unwrap_or_default();
+                tracing::info!(message_id = %id, group = %group, receives = %receives, delay_s = delay.as_secs(), reason = %e.message, "item deferred");
+                ItemResult::Deferred(delay)
             }
             Ok(Err(e)) => {
                 tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");

@@ -202,7 +202,14 @@ pub struct Wiring {
     pub deps: Deps,
     pub intake: Intake,
     pub executor: Executor,
+    /// The work queue's `maxReceiveCount` (`SWITCHBOARD_WORK_MAX_RECEIVES`, default
+    /// [`DEFAULT_MAX_RECEIVES`]): a deferred message still refused at that delivery is recorded
+    /// as refused instead of going to the dead-letter queue.
+    pub max_receives: u32,
 }
+
+/// The template's `maxReceiveCount` for the work queue.
+pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 
 impl Wiring {
     /// The deployed wiring: clients from `sdk`; the Conversations client signs with the same
@@ -222,7 +229,12 @@ impl Wiring {
         let model = Models::from_settings(&settings)?
             .with_provider(Provider::Bedrock, Arc::new(BedrockModel::new(clients.bedrock.clone())));
         let prices = settings.prices;
-        Ok(Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()).priced(prices))
+        let mut wiring =
+            Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()).priced(prices);
+        if let Some(n) = std::env::var("SWITCHBOARD_WORK_MAX_RECEIVES").ok().and_then(|v| v.trim().parse().ok()) {
+            wiring.max_receives = n;
+        }
+        Ok(wiring)
     }
 
     /// [`Wiring::new`] from the function's environment ([`FunctionEnv::from_env`]).
@@ -266,7 +278,7 @@ impl Wiring {
             counters: store.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
-        Self { store, queue, executor, deps, intake }
+        Self { store, queue, executor, deps, intake, max_receives: DEFAULT_MAX_RECEIVES }
     }
 
     /// The same wiring with model calls priced at `prices` instead of the shipped table.

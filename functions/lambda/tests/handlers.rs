@@ -206,7 +206,7 @@ async fn a_batch_whose_time_is_up_runs_nothing_and_reports_every_item_for_redeli
             + 5_000;
     // when the executor handles the batch
     let response =
-        executor::handle(&w.wiring.executor, LambdaEvent::new(serde_json::from_value(payload).unwrap(), context)).await;
+        executor::handle(&w.wiring, LambdaEvent::new(serde_json::from_value(payload).unwrap(), context)).await;
     // then no item ran, and every one is reported so that SQS delivers it again
     assert_eq!(response.batch_item_failures.len(), 4);
     assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 0);
@@ -230,8 +230,8 @@ async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other
 
     // when the executor handles it
     let records: SqsEvent = serde_json::from_value(payload.clone()).unwrap();
-    let results = executor::run_batch(&w.wiring.executor, records.records, None).await;
-    let response = executor::handle(&w.wiring.executor, event(payload)).await;
+    let results = executor::run_batch(&w.wiring.executor, records.records, None, 5).await;
+    let response = executor::handle(&w.wiring, event(payload)).await;
 
     // then A's first item failed with the panic and A's second was not run
     assert!(matches!(&results[0].1, ItemResult::Failed(why) if why.contains("panic")), "{results:?}");
@@ -557,7 +557,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     // and the executor handler runs the batch it finds on the work queue, without failures
     let work = receive_all(&sqs, &w.names.work_queue_url).await;
     assert_eq!(work.len(), 1);
-    let response = executor::handle(&w.wiring.executor, event::<SqsEvent>(as_sqs_event(&work))).await;
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&work))).await;
     let executor_requests = w.counter.take();
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     for m in &work {
@@ -679,7 +679,7 @@ async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchRe
         .unwrap();
     let message = got.messages.unwrap_or_default().into_iter().next()?;
     let batch = as_sqs_event(std::slice::from_ref(&message));
-    let response = executor::handle(&w.wiring.executor, event::<SqsEvent>(batch)).await;
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(batch)).await;
     let receipt = message.receipt_handle().unwrap();
     let failed = response.batch_item_failures.iter().any(|f| Some(f.item_identifier.as_str()) == message.message_id());
     if failed {
@@ -1398,4 +1398,78 @@ async fn tenant_limits_refuse_at_the_router_and_at_invoke_from_shared_counters_a
     third["detail"]["messageId"] = json!("m-3");
     let routed = event_router::handle(&w.wiring.intake, event(third)).await.unwrap();
     assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
+}
+
+#[tokio::test]
+async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_or_recorded_at_its_last_delivery() {
+    let script = vec![
+        Reply::tool_use("tu-1", "send_message", json!({"text": "Hello!"})),
+        Reply::text(""),
+        Reply::tool_use("tu-2", "send_message", json!({"text": "Thanks for waiting."})),
+        Reply::text(""),
+    ];
+    let mut w = world(script, false).await;
+    let clock = common::ManualClock::new();
+    w.wiring = w.wiring.with_clock(clock.clone());
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let defer = json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "defer" } } });
+    assert_eq!(api_call(&w, "PATCH", "/tenants/t-1", Some(&defer)).await.0, 200);
+    let first = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(first, RouteOutcome::Enqueued { .. }), "{first:?}");
+    assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
+    let mut second = fixture("eventbridge-message-new.json");
+    second["id"] = json!("deferred-event");
+    second["detail"]["messageId"] = json!("m-2");
+    second["detail"]["conversationId"] = json!("c-2");
+    assert_eq!(event_router::handle(&w.wiring.intake, event(second)).await.unwrap().as_str(), "rate_limited");
+
+    // the executor finds the minute still used: the item is reported failed and held
+    let receive = || async {
+        let got = sqs
+            .receive_message()
+            .queue_url(&w.names.work_queue_url)
+            .max_number_of_messages(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap();
+        got.messages.unwrap_or_default().into_iter().next()
+    };
+    let message = receive().await.unwrap();
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(std::slice::from_ref(&message)))).await;
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert!(receive().await.is_none(), "held by its visibility, not redelivered at once");
+    let t1: TenantId = "t-1".parse().unwrap();
+    assert!(w.wiring.store.execution_for_source(&t1, "deferred-event").await.unwrap().is_none(), "not recorded yet");
+    assert_eq!(w.conversations.accepted().len(), 1, "nothing sent while deferred");
+
+    // the window reopens (SQS's hold ends; the test ends it instead of waiting a minute)
+    clock.advance(chrono::Duration::minutes(1));
+    sqs.change_message_visibility()
+        .queue_url(&w.names.work_queue_url)
+        .receipt_handle(message.receipt_handle().unwrap())
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let (again, response) = poll_once(&w).await.unwrap();
+    assert_eq!(again.message_id(), message.message_id());
+    assert!(response.batch_item_failures.is_empty());
+    let record = w.wiring.store.execution_for_source(&t1, "deferred-event").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
+    assert_eq!(sent, ["Hello!", "Thanks for waiting."]);
+
+    // a deferred message whose delivery is the queue's last is recorded as refused, not held
+    w.wiring.max_receives = 1;
+    let mut third = fixture("eventbridge-message-new.json");
+    third["id"] = json!("last-event");
+    third["detail"]["messageId"] = json!("m-3");
+    third["detail"]["conversationId"] = json!("c-3");
+    assert_eq!(event_router::handle(&w.wiring.intake, event(third)).await.unwrap().as_str(), "rate_limited");
+    assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
+    let record = w.wiring.store.execution_for_source(&t1, "last-event").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::RateLimited);
+    assert_eq!(w.conversations.accepted().len(), 2, "nothing sent for it");
 }

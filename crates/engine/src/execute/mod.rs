@@ -16,11 +16,11 @@ mod turn;
 use std::time::{Duration, Instant};
 
 use switchboard_domain::message::Message;
-use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, Refusal, Session};
+use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, OnLimit, Refusal, Session};
 use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
-use crate::limits::Limits;
+use crate::limits::{Admission, Limits};
 use crate::ports::{Deps, SessionWrite, StoreError, TurnCommit, WorkItem};
 pub use record::describe;
 
@@ -37,6 +37,22 @@ pub enum ExecOutcome {
     AlreadyRecorded(Box<ExecutionRecord>),
     /// A handoff continuation whose target session is no longer active: dropped.
     Dropped { reason: String },
+}
+
+/// Which delivery of its item a run is, as the work queue counts them (SQS's
+/// `ApproximateReceiveCount` against the queue's `maxReceiveCount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1 for the first delivery.
+    pub number: u32,
+    /// The delivery after which the queue gives up on the item (dead letters).
+    pub of: u32,
+}
+
+impl Attempt {
+    pub fn is_last(self) -> bool {
+        self.number >= self.of
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -72,8 +88,22 @@ impl Executor {
     /// reaches it stops between steps, or during a model call (no retry or fallback starts past
     /// it), and is recorded with status `timeout`, so its side effects are never repeated by a
     /// redelivery. A tool call under way is not cut off; webhook tools keep their own timeouts.
-    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id, execution_id = tracing::field::Empty))]
     pub async fn execute_by(&self, item: &WorkItem, deadline: Option<Instant>) -> Result<ExecOutcome, ExecError> {
+        self.execute_attempt(item, deadline, None).await
+    }
+
+    /// [`Executor::execute_by`] for a queue that says which delivery of the item this is. A
+    /// deferred message (refused at intake under `onLimit: defer`) asks the limits again: once
+    /// admitted it runs like any message; still refused it answers an error with `retry_after`
+    /// (the queue holds it, and its conversation's later messages, until then) — unless this is
+    /// its last delivery, when it is recorded as refused and gets nothing.
+    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id, execution_id = tracing::field::Empty))]
+    pub async fn execute_attempt(
+        &self,
+        item: &WorkItem,
+        deadline: Option<Instant>,
+        attempt: Option<Attempt>,
+    ) -> Result<ExecOutcome, ExecError> {
         let own = self.budget.and_then(|b| Instant::now().checked_add(b));
         let deadline = match (deadline, own) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -84,6 +114,14 @@ impl Executor {
             info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
             return Ok(ExecOutcome::AlreadyRecorded(Box::new(done)));
         }
+        let admitted;
+        let item = match self.admit_deferred(item, attempt).await? {
+            Some(next) => {
+                admitted = next;
+                &admitted
+            }
+            None => item,
+        };
         let mut last_conflict = String::new();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
             let started = Instant::now();
@@ -150,6 +188,37 @@ impl Executor {
             format!("session kept changing during {MAX_COMMIT_ATTEMPTS} attempts: {last_conflict}"),
             true,
         ))
+    }
+
+    /// The item to run for a deferred message, if `item` is one (see
+    /// [`Executor::execute_attempt`]).
+    async fn admit_deferred(&self, item: &WorkItem, attempt: Option<Attempt>) -> Result<Option<WorkItem>, ExecError> {
+        let Some(refusal) = item.refused.as_ref().filter(|r| r.on_limit == OnLimit::Defer) else {
+            return Ok(None);
+        };
+        let deps = &self.deps;
+        let Some(tenant) = deps.config.get_tenant(&item.tenant_id).await? else {
+            return Err(ExecError::new(ErrorKind::Config, format!("no tenant '{}'", item.tenant_id), false));
+        };
+        let mut next = item.clone();
+        match Limits::new(deps).admit(&tenant, &item.conversation_id).await? {
+            Admission::Admitted => {
+                info!(limit = refusal.limit.as_str(), "deferred message admitted");
+                next.refused = None;
+            }
+            Admission::Refused(again) if attempt.is_some_and(Attempt::is_last) => {
+                warn!(
+                    limit = again.limit.as_str(),
+                    "deferred message still refused at its last delivery; recorded, not answered"
+                );
+                next.refused = Some(Refusal { on_limit: OnLimit::Nothing, ..again });
+            }
+            Admission::Refused(again) => {
+                info!(limit = again.limit.as_str(), retry_after_s = again.retry_after_seconds, "message deferred");
+                return Err(ExecError::deferred(&again));
+            }
+        }
+        Ok(Some(next))
     }
 
     async fn prepare(&self, item: &WorkItem) -> Result<Prepared, ExecError> {

@@ -31,7 +31,8 @@ pub(super) async fn commit(
     // A conversation a human already owns gets nothing more from Switchboard.
     if !session.is_human_owned() {
         match &refusal.on_limit {
-            OnLimit::Nothing => {}
+            // A deferred message is recorded here only at its last delivery (as `Nothing`).
+            OnLimit::Nothing | OnLimit::Defer => {}
             OnLimit::Message { text } => {
                 let key = format!("{}#limit", item.source_id);
                 let sent = deps
