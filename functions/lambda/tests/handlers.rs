@@ -666,9 +666,9 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
 /// last of a group's timed-out batch otherwise): hand the message to the executor handler,
 /// delete it if it succeeded, make it visible again at once if it was reported failed. `None`
 /// when the queue had nothing to deliver.
-async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchResponse)> {
-    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
-    let got = sqs
+/// One work item, if one is deliverable now, with its system attributes.
+async fn receive_work(w: &World) -> Option<aws_sdk_sqs::types::Message> {
+    let got = aws_sdk_sqs::Client::new(&w.sdk)
         .receive_message()
         .queue_url(&w.names.work_queue_url)
         .max_number_of_messages(1)
@@ -677,7 +677,12 @@ async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchRe
         .send()
         .await
         .unwrap();
-    let message = got.messages.unwrap_or_default().into_iter().next()?;
+    got.messages.unwrap_or_default().into_iter().next()
+}
+
+async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchResponse)> {
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let message = receive_work(w).await?;
     let batch = as_sqs_event(std::slice::from_ref(&message));
     let response = executor::handle(&w.wiring, event::<SqsEvent>(batch)).await;
     let receipt = message.receipt_handle().unwrap();
@@ -1424,22 +1429,10 @@ async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_
     assert_eq!(event_router::handle(&w.wiring.intake, event(second)).await.unwrap().as_str(), "rate_limited");
 
     // the executor finds the minute still used: the item is reported failed and held
-    let receive = || async {
-        let got = sqs
-            .receive_message()
-            .queue_url(&w.names.work_queue_url)
-            .max_number_of_messages(1)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .unwrap();
-        got.messages.unwrap_or_default().into_iter().next()
-    };
-    let message = receive().await.unwrap();
+    let message = receive_work(&w).await.unwrap();
     let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(std::slice::from_ref(&message)))).await;
     assert_eq!(response.batch_item_failures.len(), 1);
-    assert!(receive().await.is_none(), "held by its visibility, not redelivered at once");
+    assert!(receive_work(&w).await.is_none(), "held by its visibility, not redelivered at once");
     let t1: TenantId = "t-1".parse().unwrap();
     assert!(w.wiring.store.execution_for_source(&t1, "deferred-event").await.unwrap().is_none(), "not recorded yet");
     assert_eq!(w.conversations.accepted().len(), 1, "nothing sent while deferred");

@@ -21,7 +21,7 @@ use switchboard_domain::TenantId;
 use switchboard_engine::{Counters, Slot, StoreError};
 
 use super::codec::{build_err, conditional, unavailable};
-use super::keys::{key, n, s, ttl_seconds};
+use super::keys::{key, n, ttl_seconds};
 use super::{DynamoStore, Item};
 
 fn counter_pk(t: &TenantId) -> String {
@@ -147,37 +147,18 @@ impl DynamoStore {
     async fn free_idle(&self, t: &TenantId, now: DateTime<Utc>) -> Result<Option<i64>, StoreError> {
         let now_ms = now.timestamp_millis();
         let mut first = None::<i64>;
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-                .expression_attribute_values(":pk", s(slots_pk(t)))
-                .expression_attribute_values(":prefix", s(LEASE_PREFIX))
-                .projection_expression("SK, heldUntil")
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                let (Some(sk), Some(raw)) =
-                    (item.get("SK").and_then(|v| v.as_s().ok()), item.get("heldUntil").and_then(|v| v.as_n().ok()))
-                else {
-                    continue;
-                };
-                let held_until: i64 = raw.parse().unwrap_or(0);
-                if held_until > now_ms || !self.free_lease(t, sk.clone(), Some(raw)).await? {
-                    first = Some(first.map_or(held_until, |f| f.min(held_until)));
-                }
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(first),
+        for item in self.query_prefix(&self.names.executions_table, &slots_pk(t), LEASE_PREFIX).await? {
+            let (Some(sk), Some(raw)) =
+                (item.get("SK").and_then(|v| v.as_s().ok()), item.get("heldUntil").and_then(|v| v.as_n().ok()))
+            else {
+                continue;
+            };
+            let held_until: i64 = raw.parse().unwrap_or(0);
+            if held_until > now_ms || !self.free_lease(t, sk.clone(), Some(raw)).await? {
+                first = Some(first.map_or(held_until, |f| f.min(held_until)));
             }
         }
+        Ok(first)
     }
 }
 
