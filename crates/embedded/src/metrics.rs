@@ -38,6 +38,12 @@ struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelFailureLabels {
+    model: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Tokens {
     tenant: String,
     model: String,
@@ -74,6 +80,7 @@ pub struct PrometheusMetrics {
     execution_seconds: Family<Status, Histogram, fn() -> Histogram>,
     model_calls: Family<ModelLabels, Counter>,
     model_seconds: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    model_failures: Family<ModelFailureLabels, Counter>,
     tokens: Family<Tokens, Counter>,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     unpriced: Family<CostLabels, Counter>,
@@ -96,6 +103,7 @@ impl Default for PrometheusMetrics {
             execution_seconds: Family::new_with_constructor(latency),
             model_calls: Family::default(),
             model_seconds: Family::new_with_constructor(latency),
+            model_failures: Family::default(),
             tokens: Family::default(),
             cost: Family::default(),
             unpriced: Family::default(),
@@ -126,6 +134,11 @@ impl Default for PrometheusMetrics {
             "model_unpriced_calls",
             "Model calls without a price by tenant and model",
             m.unpriced.clone(),
+        );
+        registry.register(
+            "model_failures",
+            "Model calls that failed, by model and kind (throttled, unavailable, timeout, ...)",
+            m.model_failures.clone(),
         );
         registry.register("tool_calls", "Tool calls by kind (system, webhook, sub_agent) and outcome", m.tools.clone());
         registry.register(
@@ -196,6 +209,10 @@ fn status_str(record: &ExecutionRecord) -> String {
 }
 
 impl switchboard_engine::Metrics for PrometheusMetrics {
+    fn model_failed(&self, model: &str, kind: &str) {
+        self.model_failures.get_or_create(&ModelFailureLabels { model: model.into(), kind: kind.into() }).inc();
+    }
+
     fn inbound(&self, tenant: &TenantId, outcome: &str) {
         self.inbound.get_or_create(&Inbound { tenant: tenant.to_string(), outcome: outcome.into() }).inc();
     }

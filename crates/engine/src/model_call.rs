@@ -36,6 +36,7 @@ pub(crate) async fn converse(
             }
             Err(e) => e,
         };
+        deps.metrics.model_failed(&current.model, error.kind());
         let next = fallbacks.get(failures.len());
         match next {
             Some(next) if error.falls_back() && !current.past_deadline() => {

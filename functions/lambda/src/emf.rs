@@ -22,6 +22,9 @@ type Sink = Arc<Mutex<dyn Write + Send>>;
 #[derive(Clone)]
 pub struct EmfMetrics {
     sink: Sink,
+    /// The function's name (`AWS_LAMBDA_FUNCTION_NAME`): the one dimension of the alarm metrics
+    /// (`LimitHits`, `ModelThrottles`), so an alarm can name it.
+    function: String,
 }
 
 impl std::fmt::Debug for EmfMetrics {
@@ -32,12 +35,13 @@ impl std::fmt::Debug for EmfMetrics {
 
 impl EmfMetrics {
     pub fn stdout() -> Self {
-        Self { sink: Arc::new(Mutex::new(std::io::stdout())) }
+        Self::to(Arc::new(Mutex::new(std::io::stdout())))
     }
 
     /// Lines into `sink` (tests).
     pub fn to(sink: Arc<Mutex<dyn Write + Send>>) -> Self {
-        Self { sink }
+        let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned());
+        Self { sink, function }
     }
 
     /// One EMF object: `metrics` are `(name, unit, value)`, `dimensions` both a dimension set
@@ -71,12 +75,25 @@ impl EmfMetrics {
 }
 
 impl Metrics for EmfMetrics {
+    fn model_failed(&self, model: &str, kind: &str) {
+        if kind == "throttled" {
+            // By function only, for one alarm over every model.
+            let props = [("Model", json!(model))];
+            self.emit(&[("FunctionName", self.function.clone())], &[("ModelThrottles", "Count", 1.0)], &props);
+        }
+    }
+
     fn inbound(&self, tenant: &TenantId, outcome: &str) {
         self.emit(
             &[("Outcome", outcome.to_owned())],
             &[("InboundEvents", "Count", 1.0)],
             &[("TenantId", json!(tenant))],
         );
+        if matches!(outcome, "rate_limited" | "budget_exceeded") {
+            // By function only, for one alarm over every tenant and limit.
+            let props = [("TenantId", json!(tenant)), ("Outcome", json!(outcome))];
+            self.emit(&[("FunctionName", self.function.clone())], &[("LimitHits", "Count", 1.0)], &props);
+        }
     }
 
     fn execution(&self, record: &ExecutionRecord) {

@@ -1327,6 +1327,40 @@ async fn the_functions_count_routing_and_executions_in_embedded_metric_format() 
     }
 }
 
+#[tokio::test]
+async fn limit_hits_and_model_throttles_are_metrics_an_alarm_can_name() {
+    let script = vec![Reply::Error(429, "ThrottlingException", "Too many requests"); 12];
+    let mut w = world(script, false).await;
+    let buffer: Arc<Mutex<Vec<u8>>> = Arc::default();
+    w.wiring = w
+        .wiring
+        .with_metrics(Arc::new(switchboard_lambda::emf::EmfMetrics::to(buffer.clone())))
+        .with_clock(common::ManualClock::new());
+    let one = json!({ "limits": { "invocationsPerMinute": 1 } });
+    assert_eq!(api_call(&w, "PATCH", "/tenants/t-1", Some(&one)).await.0, 200);
+    // the first message runs and its model is throttled to the end; the second is refused
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    poll_once(&w).await.unwrap();
+    let mut second = fixture("eventbridge-message-new.json");
+    second["id"] = json!("refused-event");
+    second["detail"]["conversationId"] = json!("c-2");
+    assert_eq!(event_router::handle(&w.wiring.intake, event(second)).await.unwrap().as_str(), "rate_limited");
+    let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text.lines().map(check_emf).collect();
+    let named = |metric: &str| lines.iter().filter(|l| l.get(metric).is_some()).cloned().collect::<Vec<_>>();
+    let throttles = named("ModelThrottles");
+    assert_eq!(throttles.len(), 1, "{text}");
+    assert!(throttles[0]["ModelThrottles"].as_f64().unwrap() >= 1.0);
+    let hits = named("LimitHits");
+    assert_eq!(hits.len(), 1, "{text}");
+    for line in throttles.iter().chain(&hits) {
+        // one dimension, the function's name (what the template's alarms name)
+        assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["FunctionName"]]), "{line}");
+        assert_eq!(line["FunctionName"], "local");
+    }
+    assert_eq!((hits[0]["TenantId"].as_str(), hits[0]["Outcome"].as_str()), (Some("t-1"), Some("rate_limited")));
+}
+
 // ---- tenant limits ---------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -12,6 +12,10 @@ pub trait Metrics: Send + Sync {
     /// An execution just committed: its status, latency, model calls (tokens, cost, latency)
     /// and tool calls.
     fn execution(&self, record: &ExecutionRecord);
+    /// A model call that failed (`kind`: `throttled`, `unavailable`, `timeout`, `rejected`,
+    /// `unauthorized` …), whether a fallback then answered, the item is retried, or the turn
+    /// fails.
+    fn model_failed(&self, _model: &str, _kind: &str) {}
 }
 
 /// Counts nothing.
