@@ -37,11 +37,27 @@ impl Caller {
     }
 }
 
-/// Resolves API keys to callers.
+/// A tenant's API key as listed: its id (the first 16 hex digits of the key's SHA-256), never
+/// the key.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    pub key_id: String,
+    pub created_at: String,
+}
+
+/// Resolves API keys to callers, and keeps tenants' keys (the embedded profile; on AWS callers
+/// are IAM principals and there are no keys).
 #[async_trait]
 pub trait Authenticator: Send + Sync {
     /// `None` for an unknown key.
     async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError>;
+    /// A new key for `tenant`: the key itself (shown this once) and how it is listed.
+    async fn issue_key(&self, tenant: &TenantId) -> Result<(String, KeyInfo), StoreError>;
+    /// The tenant's keys, oldest first.
+    async fn tenant_keys(&self, tenant: &TenantId) -> Result<Vec<KeyInfo>, StoreError>;
+    /// Revokes the tenant's key `key_id` at once: `false` if the tenant has no such key.
+    async fn revoke_key(&self, tenant: &TenantId, key_id: &str) -> Result<bool, StoreError>;
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {

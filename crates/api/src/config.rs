@@ -433,3 +433,68 @@ pub(crate) async fn update_tenant(
     tracing::info!(tenant = %t, status = tenant.status.as_str(), "tenant updated");
     Ok(Json(tenant).into_response())
 }
+
+/// The tenant a key route names, for an admin on a profile with API keys. A tenant key gets
+/// the 404 an unknown tenant gets (it may not manage keys, not even its own); on AWS, where
+/// callers are IAM principals, there are no keys to manage.
+async fn key_admin(
+    state: &ApiState,
+    caller: &Caller,
+    tenant_raw: &str,
+) -> Result<(TenantId, std::sync::Arc<dyn crate::Authenticator>), Problem> {
+    let no_tenant = || Problem::not_found(format!("no tenant '{tenant_raw}'"));
+    let t: TenantId = tenant_raw.parse().map_err(|_| no_tenant())?;
+    if *caller != Caller::Admin {
+        return Err(no_tenant());
+    }
+    let Some(auth) = state.auth.clone() else {
+        return Err(Problem::not_found("API keys belong to the embedded profile; on AWS, IAM authorises callers"));
+    };
+    if !state.config.tenant_exists(&t).await? {
+        return Err(no_tenant());
+    }
+    Ok((t, auth))
+}
+
+/// `POST /tenants/{t}/keys` (admin): a new API key for the tenant, shown in this answer only.
+pub(crate) async fn issue_key(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+) -> Result<Response, Problem> {
+    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
+    let (key, info) = auth.issue_key(&t).await?;
+    tracing::info!(tenant = %t, key_id = %info.key_id, "API key issued");
+    let body = json!({ "keyId": info.key_id, "key": key, "createdAt": info.created_at });
+    let mut res = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/keys/{}", info.key_id)) {
+        res.headers_mut().insert(header::LOCATION, loc);
+    }
+    // The body holds a secret: no cache keeps it.
+    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(res)
+}
+
+/// `GET /tenants/{t}/keys` (admin): the tenant's keys by id, never the keys.
+pub(crate) async fn list_keys(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+) -> Result<Response, Problem> {
+    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
+    Ok(Json(json!({ "keys": auth.tenant_keys(&t).await? })).into_response())
+}
+
+/// `DELETE /tenants/{t}/keys/{keyId}` (admin): the key stops working with the next request.
+pub(crate) async fn revoke_key(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path((tenant_raw, key_id)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
+    if !auth.revoke_key(&t, &key_id).await? {
+        return Err(Problem::not_found(format!("no key '{key_id}' in tenant '{t}'")));
+    }
+    tracing::info!(tenant = %t, key_id = %key_id, "API key revoked");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

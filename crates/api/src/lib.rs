@@ -20,7 +20,7 @@ use switchboard_engine::{
     ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, SessionStore,
 };
 
-pub use auth::{Authenticator, Caller, RateLimiter};
+pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
 // What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use problem::Problem;
 pub use routes::router;

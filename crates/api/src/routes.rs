@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
 use serde::Deserialize;
@@ -63,6 +63,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants", post(config::create_tenant))
         .route("/tenants/{tenant}", get(config::get_tenant).patch(config::update_tenant))
         .route("/tenants/{tenant}/apply", post(config::apply))
+        .route("/tenants/{tenant}/keys", post(config::issue_key).get(config::list_keys))
+        .route("/tenants/{tenant}/keys/{key}", delete(config::revoke_key))
         .route("/tenants/{tenant}/events", get(list_events))
         .route("/tenants/{tenant}/events/stream", get(stream_events))
         .fallback(|| async { Problem::not_found("no such route") })

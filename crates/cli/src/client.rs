@@ -82,6 +82,17 @@ pub enum Target {
     Agent,
 }
 
+/// `switchboard keys …` (admin, embedded profile).
+#[derive(Debug, Subcommand)]
+pub enum KeyVerb {
+    /// Issue a new API key for the tenant and print it (shown once).
+    Issue,
+    /// The tenant's keys by id (never the keys).
+    List,
+    /// Revoke a key at once.
+    Revoke { key_id: String },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SessionVerb {
     Get {
@@ -329,6 +340,7 @@ fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "tools" => &[("ID", "toolId"), ("NAME", "name"), ("TYPE", "type"), ("DESCRIPTION", "description")],
         "skills" => &[("ID", "skillId"), ("NAME", "name"), ("STATUS", "status"), ("DESCRIPTION", "description")],
+        "keys" => &[("ID", "keyId"), ("CREATED", "createdAt")],
         "sessions" => &[
             ("ID", "sessionId"),
             ("AGENT", "agentId"),
@@ -539,6 +551,37 @@ pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<
 
 /// `switchboard usage`: one line per day, agent and model, then the total. A cost of `-` means
 /// no price is known for the model (not that it was free).
+pub async fn keys(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let base = format!("/tenants/{t}/keys");
+    match verb {
+        KeyVerb::Issue => {
+            let issued = api.call(Method::POST, &base, Some(&json!({})), None).await?.0;
+            if remote.json {
+                return print_value(&issued);
+            }
+            println!("{}", issued["key"].as_str().unwrap_or_default());
+            eprintln!(
+                "API key {} for tenant '{t}' (shown once; send it as 'Authorization: Bearer <key>')",
+                issued["keyId"].as_str().unwrap_or_default()
+            );
+        }
+        KeyVerb::List => {
+            let listed = api.call(Method::GET, &base, None, None).await?.0;
+            if remote.json {
+                return print_value(&listed);
+            }
+            print_table("keys", listed["keys"].as_array().map_or(&[][..], Vec::as_slice));
+        }
+        KeyVerb::Revoke { key_id } => {
+            api.call(Method::DELETE, &format!("{base}/{}", query_value(&key_id)), None, None).await?;
+            println!("revoked key {key_id}");
+        }
+    }
+    Ok(())
+}
+
 pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;

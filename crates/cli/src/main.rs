@@ -74,6 +74,8 @@ enum Command {
     Executions(ExecutionArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
     Usage(UsageArgs),
+    /// API keys of a tenant, on a running server (admin key; the embedded profile).
+    Keys(KeysArgs),
     /// Create or update a whole tenant bundle (agents, triggers, tools, skills) on a running
     /// server or the AWS profile's API, printing what changed.
     Apply(ApplyCommand),
@@ -87,6 +89,14 @@ struct ConfigArgs {
     remote: client::Remote,
     #[command(subcommand)]
     verb: client::ConfigVerb,
+}
+
+#[derive(Debug, clap::Args)]
+struct KeysArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    #[command(subcommand)]
+    verb: client::KeyVerb,
 }
 
 #[derive(Debug, clap::Args)]
@@ -154,6 +164,7 @@ fn main() -> ExitCode {
             Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
             Command::Executions(a) => client::executions(&a.remote, a.verb).await,
             Command::Usage(a) => client::usage(&a.remote, a.range).await,
+            Command::Keys(a) => client::keys(&a.remote, a.verb).await,
             Command::Apply(a) => client::apply(&a.remote, a.args).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,
         }

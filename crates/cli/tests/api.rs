@@ -356,6 +356,13 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::POST, "/tenants/acme/apply".into(), Some(acme_bundle.clone())));
     corpus.push((Method::POST, "/tenants/acme/apply?dryRun=true".into(), Some(acme_bundle)));
     corpus.push((Method::POST, "/tenants".into(), Some(json!({ "tenantId": "acme2", "name": "x" }))));
+    // API keys are an admin's to manage: not acme's from the intruder, not even the intruder's own
+    let acme_key = admin.post("/tenants/acme/keys", json!({})).await.body["keyId"].as_str().unwrap().to_owned();
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        corpus.push((Method::POST, format!("{base}/keys"), Some(json!({}))));
+        corpus.push((Method::GET, format!("{base}/keys"), None));
+        corpus.push((Method::DELETE, format!("{base}/keys/{acme_key}"), None));
+    }
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;
@@ -522,6 +529,40 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         .filter(|e| e["event"]["detailType"] == "tenant.limit.reached")
         .collect();
     assert!(!reached.is_empty() && reached.len() <= 2, "one per window (the test may span two): {reached:?}");
+}
+
+#[tokio::test]
+async fn an_admin_issues_lists_and_revokes_a_tenants_api_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let issued = admin.post("/tenants/acme/keys", json!({})).await;
+    assert_eq!(issued.status, 201, "{}", issued.body);
+    let (key, id) =
+        (issued.body["key"].as_str().unwrap().to_owned(), issued.body["keyId"].as_str().unwrap().to_owned());
+    assert!(key.starts_with("sbk_") && id.len() == 16, "{}", issued.body);
+    assert_eq!(issued.headers["location"], format!("/tenants/acme/keys/{id}").as_str());
+    assert_eq!(issued.headers["cache-control"], "no-store");
+    // the new key works for its tenant only
+    let tenant = Api::new(&server, &key);
+    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 200);
+    assert_eq!(tenant.get("/tenants/other/agents").await.status, 404);
+    // listed by id, never the key itself
+    let listed = admin.get("/tenants/acme/keys").await;
+    let ids: Vec<&str> = listed.body["keys"].as_array().unwrap().iter().filter_map(|k| k["keyId"].as_str()).collect();
+    assert!(ids.contains(&id.as_str()), "{}", listed.body);
+    assert!(!listed.body.to_string().contains(&key), "a listed key leaks: {}", listed.body);
+    // a tenant key may not manage keys, not even its own tenant's
+    assert_eq!(tenant.post("/tenants/acme/keys", json!({})).await.status, 404);
+    assert_eq!(tenant.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
+    // revoked: the key stops working at once; revoking again, or a malformed id, finds nothing
+    let revoked = admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await;
+    assert_eq!(revoked.status, 204);
+    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 401);
+    assert_eq!(admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
+    assert_eq!(admin.call(Method::DELETE, "/tenants/acme/keys/zzzz", None, &[]).await.status, 404);
+    // keys of a tenant that does not exist
+    assert_eq!(admin.post("/tenants/nobody/keys", json!({})).await.status, 404);
 }
 
 #[tokio::test]

@@ -38,6 +38,34 @@ impl Cli<'_> {
     }
 }
 
+#[test]
+fn an_admin_manages_a_tenants_keys_with_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    create_tenant(&dir.path().join("data"), "acme");
+    let admin = Cli { key: server.admin.clone(), server: &server };
+    let key = admin.ok(&["keys", "issue"]).trim().to_owned();
+    assert!(key.starts_with("sbk_"), "{key}");
+    let listed = admin.ok(&["keys", "list"]);
+    assert!(listed.starts_with("ID") && !listed.contains(&key), "{listed}");
+    let ids: Vec<Value> = serde_json::from_str::<Value>(&admin.ok(&["keys", "list", "--json"])).unwrap()["keys"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(ids.len(), 2, "the tenant's first key and the new one: {ids:?}");
+    // the new key works, then is revoked by an admin (a tenant key cannot)
+    let tenant = Cli { key: key.clone(), server: &server };
+    assert!(tenant.ok(&["agents", "list"]).starts_with("ID"));
+    let newest = ids.iter().filter_map(|k| k["keyId"].as_str()).find(|id| listed.contains(id)).unwrap().to_owned();
+    let err = tenant.fails(&["keys", "revoke", &newest]);
+    assert!(err.contains("404"), "{err}");
+    for id in ids.iter().filter_map(|k| k["keyId"].as_str()) {
+        assert_eq!(admin.ok(&["keys", "revoke", id]).trim(), format!("revoked key {id}"));
+    }
+    assert!(tenant.fails(&["agents", "list"]).contains("401"));
+    assert!(admin.fails(&["keys", "revoke", &newest]).contains("404"));
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();

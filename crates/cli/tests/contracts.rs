@@ -538,6 +538,14 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.get("/tenants/beta").await.str("/status"), "active");
     let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(json!({ "name": "Beta Inc" })), &[]).await;
     assert_eq!(r.str("/name"), "Beta Inc");
+    // -- its API keys: issued, listed, revoked ------------------------------------------------------
+    let r = api.post("/tenants/beta/keys", json!({})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let key_id = r.str("/keyId").to_owned();
+    assert_eq!(api.get("/tenants/beta/keys").await.body["keys"][0]["keyId"], key_id.as_str());
+    let r = api.call(Method::DELETE, &format!("/tenants/beta/keys/{key_id}"), Body::None, &[]).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/beta/keys/{key_id}"), Body::None, &[]).await.status, 404);
     let mut bundle: Value =
         serde_json::from_str(&std::fs::read_to_string(common::examples().join("tenant.json")).unwrap()).unwrap();
     bundle["tenantId"] = json!("beta");

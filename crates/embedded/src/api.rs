@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_api::{ApiState, Authenticator, Caller, MetricsText, RateLimiter, Readiness};
+use switchboard_api::{ApiState, Authenticator, Caller, KeyInfo, MetricsText, RateLimiter, Readiness};
+use switchboard_domain::TenantId;
 use switchboard_engine::StoreError;
 
 use crate::keys::{generate_api_key, hash_api_key};
@@ -29,6 +30,34 @@ impl Authenticator for StoreKeys {
             Some(t) => Caller::Tenant(t),
         }))
     }
+
+    async fn issue_key(&self, tenant: &TenantId) -> Result<(String, KeyInfo), StoreError> {
+        let key =
+            generate_api_key().map_err(|e| StoreError::Unavailable { message: e.to_string(), retryable: true })?;
+        let hash = hash_api_key(&key);
+        self.0.add_api_key(&hash, Some(tenant)).await?;
+        let info = self.0.tenant_api_keys(tenant).await?.into_iter().find(|(h, _)| *h == hash).map(key_info);
+        Ok((key, info.unwrap_or_else(|| key_info((hash, String::new())))))
+    }
+
+    async fn tenant_keys(&self, tenant: &TenantId) -> Result<Vec<KeyInfo>, StoreError> {
+        Ok(self.0.tenant_api_keys(tenant).await?.into_iter().map(key_info).collect())
+    }
+
+    async fn revoke_key(&self, tenant: &TenantId, key_id: &str) -> Result<bool, StoreError> {
+        let well_formed = key_id.len() == KEY_ID_LEN && key_id.bytes().all(|b| b.is_ascii_hexdigit());
+        if !well_formed {
+            return Ok(false);
+        }
+        self.0.revoke_api_key(tenant, &key_id.to_ascii_lowercase()).await
+    }
+}
+
+/// Hex digits of a key's hash that name it.
+const KEY_ID_LEN: usize = 16;
+
+fn key_info((hash, created_at): (String, String)) -> KeyInfo {
+    KeyInfo { key_id: hash.chars().take(KEY_ID_LEN).collect(), created_at }
 }
 
 /// The routes' view of one embedded runtime: every port from the profile, API keys from the

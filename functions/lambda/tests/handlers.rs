@@ -1500,3 +1500,16 @@ async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_
     assert_eq!(record.status, ExecutionStatus::RateLimited);
     assert_eq!(w.conversations.accepted().len(), 2, "nothing sent for it");
 }
+
+#[tokio::test]
+async fn api_keys_are_not_a_thing_on_aws_where_iam_authorises_callers() {
+    let w = world(vec![], false).await;
+    for (method, path) in
+        [("POST", "/tenants/t-1/keys"), ("GET", "/tenants/t-1/keys"), ("DELETE", "/tenants/t-1/keys/0123456789abcdef")]
+    {
+        let body = (method == "POST").then(|| json!({}));
+        let (status, problem) = api_call(&w, method, path, body.as_ref()).await;
+        assert_eq!(status, 404, "{method} {path}: {problem}");
+        assert!(problem["detail"].as_str().unwrap().contains("IAM"), "{problem}");
+    }
+}

@@ -125,6 +125,35 @@ impl SqliteStore {
         Ok(row.map(|t| t.and_then(|t| t.parse().ok())))
     }
 
+    /// A tenant's keys as `(key hash, created at)`, oldest first.
+    pub async fn tenant_api_keys(&self, tenant: &TenantId) -> Result<Vec<(String, String)>, StoreError> {
+        let t = tenant.to_string();
+        self.db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT key_hash, created_at FROM api_keys WHERE tenant_id = ?1 ORDER BY created_at, key_hash",
+                )?;
+                let rows = stmt.query_map(params![t], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .map_err(store_err)
+    }
+
+    /// Deletes the tenant's key whose hash starts with `hash_prefix`: whether one was deleted.
+    pub async fn revoke_api_key(&self, tenant: &TenantId, hash_prefix: &str) -> Result<bool, StoreError> {
+        let (t, prefix) = (tenant.to_string(), hash_prefix.to_owned());
+        self.db
+            .call(move |c| {
+                let n = c
+                    .prepare_cached("DELETE FROM api_keys WHERE tenant_id = ?1 AND substr(key_hash, 1, ?3) = ?2")?
+                    .execute(params![t, prefix, i64::try_from(prefix.len()).unwrap_or(0)])?;
+                Ok(n > 0)
+            })
+            .await
+            .map_err(store_err)
+    }
+
     /// Whether any admin key exists.
     pub async fn has_admin_key(&self) -> Result<bool, StoreError> {
         self.db
