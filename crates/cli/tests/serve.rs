@@ -442,6 +442,8 @@ async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
         "the scripted double has no price: {text}"
     );
     assert_eq!(value("switchboard_queue_items", &[("state", "ready")]), 0.0, "{text}");
+    assert_eq!(value("switchboard_queue_oldest_item_age_seconds", &[]), 0.0, "nothing waits: {text}");
+    assert!(text.contains("# TYPE switchboard_queue_oldest_item_age_seconds gauge"), "{text}");
     assert!(text.contains("switchboard_execution_duration_seconds_bucket"), "{text}");
     // a tenant key (its labels name every tenant) does not see it
     let tenant = common::create_tenant(dir.path(), "other");

@@ -94,7 +94,8 @@ impl MetricsText for Embedded {
                 None
             }
         };
-        self.metrics.render(queue)
+        let oldest = self.queue.oldest_item_age().await.ok();
+        self.metrics.render(queue, oldest)
     }
 }
 

@@ -86,6 +86,7 @@ pub struct PrometheusMetrics {
     unpriced: Family<CostLabels, Counter>,
     tools: Family<ToolLabels, Counter>,
     queue: Family<QueueState, Gauge>,
+    queue_oldest: Gauge<f64, AtomicU64>,
 }
 
 impl std::fmt::Debug for PrometheusMetrics {
@@ -109,6 +110,7 @@ impl Default for PrometheusMetrics {
             unpriced: Family::default(),
             tools: Family::default(),
             queue: Family::default(),
+            queue_oldest: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("inbound_events", "Inbound events by tenant and routing outcome", m.inbound.clone());
@@ -146,13 +148,21 @@ impl Default for PrometheusMetrics {
             "Work items by state (ready, in_flight, delayed, dead), at scrape time",
             m.queue.clone(),
         );
+        registry.register(
+            "queue_oldest_item_age_seconds",
+            "How long the oldest queued work item has waited (0 when empty), at scrape time",
+            m.queue_oldest.clone(),
+        );
         PrometheusMetrics { registry, ..m }
     }
 }
 
 impl PrometheusMetrics {
     /// Sets the queue gauges (read at scrape time) and renders everything as OpenMetrics text.
-    pub fn render(&self, queue: Option<crate::queue::QueueStats>) -> String {
+    pub fn render(&self, queue: Option<crate::queue::QueueStats>, oldest: Option<std::time::Duration>) -> String {
+        if let Some(age) = oldest {
+            self.queue_oldest.set(age.as_secs_f64());
+        }
         if let Some(q) = queue {
             for (state, n) in [("ready", q.ready), ("in_flight", q.in_flight), ("delayed", q.delayed), ("dead", q.dead)]
             {

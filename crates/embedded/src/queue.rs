@@ -335,6 +335,23 @@ impl SqliteWorkQueue {
     }
 
     /// Counts by state. Counts every queued item: meant for operators and tests, not hot paths.
+    /// How long the oldest item still queued (ready, in flight or delayed) has waited since it
+    /// was enqueued; zero when the queue is empty. The backlog signal, like SQS's
+    /// `ApproximateAgeOfOldestMessage`.
+    pub async fn oldest_item_age(&self) -> Result<Duration, QueueError> {
+        let clock = Arc::clone(&self.clock);
+        self.db
+            .call(move |conn| {
+                let now = clock.now().timestamp_millis();
+                let oldest: Option<i64> =
+                    conn.prepare_cached("SELECT min(enqueued_at) FROM queue_items")?.query_row([], |r| r.get(0))?;
+                let ms = oldest.map_or(0, |t| u64::try_from(now.saturating_sub(t)).unwrap_or(0));
+                Ok(Duration::from_millis(ms))
+            })
+            .await
+            .map_err(queue_error)
+    }
+
     pub async fn stats(&self) -> Result<QueueStats, QueueError> {
         let clock = Arc::clone(&self.clock);
         self.db

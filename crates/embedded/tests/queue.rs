@@ -93,6 +93,23 @@ async fn it_delivers_a_groups_items_in_order() {
 }
 
 #[tokio::test]
+async fn the_oldest_items_age_is_the_backlog_until_it_is_acked() {
+    let f = Fixture::new();
+    assert_eq!(f.queue.oldest_item_age().await.unwrap(), Duration::ZERO, "empty");
+    f.enqueue("A", "a1").await;
+    f.clock.advance_std(Duration::from_secs(5));
+    f.enqueue("B", "b1").await;
+    f.clock.advance_std(Duration::from_secs(2));
+    assert_eq!(f.queue.oldest_item_age().await.unwrap(), Duration::from_secs(7));
+    // in flight still counts (it has not been answered); once acked, the next oldest does
+    let first = f.receive().await;
+    assert_eq!(first.body, "a1");
+    assert_eq!(f.queue.oldest_item_age().await.unwrap(), Duration::from_secs(7));
+    assert!(f.queue.ack(&first.receipt).await.unwrap());
+    assert_eq!(f.queue.oldest_item_age().await.unwrap(), Duration::from_secs(2));
+}
+
+#[tokio::test]
 async fn it_holds_back_a_groups_next_item_while_its_head_is_in_flight() {
     // given a conversation with two items, the first received and not yet acked
     let f = Fixture::new();
