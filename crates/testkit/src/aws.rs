@@ -32,6 +32,26 @@ pub use crate::ManualClock;
 
 // ---- moto -----------------------------------------------------------------------------------------
 
+/// Runs moto's server (what `moto_server` runs) with one difference: DynamoDB requests are
+/// served one at a time. DynamoDB applies each write, condition and transaction atomically;
+/// moto checks a condition and applies the write in separate Python steps, so two threads can
+/// both pass `count < limit`. The adapters' guarantees (exactly the limit admitted, one caller
+/// first) rest on DynamoDB's atomicity, so the emulator must give it. SQS and S3 stay threaded
+/// (a long-polling receive must not hold up a send).
+const LAUNCHER: &str = "import os, sys, threading
+os.environ.setdefault('MOTO_PORT', sys.argv[2])
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serve(environ, start_response):
+    if environ.get('HTTP_X_AMZ_TARGET', '').startswith('DynamoDB_'):
+        with lock:
+            return list(app(environ, start_response))
+    return app(environ, start_response)
+run_simple(sys.argv[1], int(sys.argv[2]), serve, threaded=True, request_handler=MotoRequestHandler)
+";
+
 /// Terminates moto when this process's end closes the watchdog's stdin.
 const WATCHDOG: &str = "import subprocess, sys
 p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -89,11 +109,11 @@ pub fn moto() -> &'static Moto {
         );
         let python = server.parent().map(|d| d.join("python3")).filter(|p| p.exists()).unwrap_or("python3".into());
         let port = free_port();
-        let child = Command::new(python)
+        let child = Command::new(&python)
             .arg("-c")
             .arg(WATCHDOG)
-            .arg(&server)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .arg(&python)
+            .args(["-c", LAUNCHER, "127.0.0.1", &port.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
