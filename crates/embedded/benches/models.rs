@@ -25,6 +25,9 @@ use switchboard_engine::{ExecOutcome, Model, SystemClock, WorkItem};
 use switchboard_models::{ModelSettings, Models};
 use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, converse, messages};
 
+mod support;
+use support::cpu;
+
 const TENANT: &str = "bench";
 const AGENT: &str = "01JD0000BENCH0AGENT0000001";
 const TRIGGER: &str = "01JD0000BENCH0TR1GGER00001";
@@ -148,18 +151,6 @@ fn event(n: usize) -> InboundEvent {
         }
     }))
     .unwrap()
-}
-
-/// User + system CPU of this process so far.
-fn cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name (which may hold spaces) closed by ')'.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // USER_HZ is 100 on every Linux this runs on.
-    Duration::from_millis(ticks * 10)
 }
 
 /// One run: `messages` messages, each on its own conversation; CPU and wall time per message.

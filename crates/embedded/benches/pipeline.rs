@@ -8,6 +8,10 @@
 //! `PIPELINE_WORKERS` (default 4) sets the worker count. `PIPELINE_PHASED=1` ingests everything
 //! before starting the workers, to time ingest and execution apart (latencies then include the
 //! wait in the queue).
+//!
+//! Also printed: the process's CPU time per message (user + system, all threads, from the first
+//! ingest until the queue is idle) and the database calls per message (each one a round trip to
+//! the database thread).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -21,6 +25,9 @@ use switchboard_embedded::runtime::Completion;
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{ConversationLog, ExecutionLog, SystemClock};
 use tokio::sync::{broadcast, oneshot};
+
+mod support;
+use support::cpu;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -169,6 +176,7 @@ async fn run() -> Result<(), BoxError> {
     }
 
     let mut ingested_at: HashMap<String, Instant> = HashMap::with_capacity(total);
+    let (cpu0, calls0) = (cpu(), embedded.store.db_calls());
     let started = Instant::now();
     for round in &rounds {
         for e in round {
@@ -182,6 +190,7 @@ async fn run() -> Result<(), BoxError> {
     }
     embedded.queue.wait_idle().await?;
     let wall = started.elapsed();
+    let (cpu_used, calls) = (cpu().saturating_sub(cpu0), embedded.store.db_calls() - calls0);
     let _ = stop_tx.send(());
     let seen = listener.await?;
     embedded.shutdown().await;
@@ -249,6 +258,8 @@ async fn run() -> Result<(), BoxError> {
     let drain = wall.saturating_sub(ingest_time);
     println!("| drain after last ingest | {:.2} s |", drain.as_secs_f64());
     println!("| throughput | {rate:.0} msg/s |");
+    println!("| CPU per message (process, all threads) | {:.3} ms |", cpu_used.as_secs_f64() * 1000.0 / total as f64);
+    println!("| database calls per message | {:.1} |", calls as f64 / total as f64);
     println!("| latency p50 | {} |", ms(percentile(&latencies, 50.0)));
     println!("| latency p90 | {} |", ms(percentile(&latencies, 90.0)));
     println!("| latency p99 | {} |", ms(percentile(&latencies, 99.0)));

@@ -78,6 +78,11 @@ impl SqliteStore {
         Self { db, clock, trigger_cache: Arc::default() }
     }
 
+    /// Database calls made so far by everything sharing this store's database (store and queue).
+    pub fn db_calls(&self) -> u64 {
+        self.db.calls()
+    }
+
     fn invalidate(&self, tenant: &TenantId) {
         if let Ok(mut cache) = self.trigger_cache.lock() {
             cache.retain(|(t, _), _| t != tenant);
