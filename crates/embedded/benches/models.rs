@@ -131,6 +131,7 @@ async fn model(adapter: Adapter, turn: Turn, messages: usize) -> (Arc<dyn Model>
 fn bundle(model: &str) -> String {
     json!({
         "tenantId": TENANT, "name": "Benchmark tenant",
+        "limits": support::highest_limits(),
         "agents": [{
             "agentId": AGENT, "name": "Support", "systemPrompt": "You answer customers about their orders.",
             "model": model, "tools": ["send_message"], "maxTurns": MAX_TURNS_CEILING, "maxIterations": 3

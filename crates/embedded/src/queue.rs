@@ -40,13 +40,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_engine::{Clock, Enqueued, QueueError, WorkItem, WorkQueue};
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use ulid::Ulid;
 
-use crate::db::{Db, DbError};
+use crate::db::{Db, DbError, atomic};
 
 /// Tables of the queue. `queue_items.seq` orders items (a new item always gets a larger rowid
 /// than every item still queued, which is all that group order needs).
@@ -187,7 +187,7 @@ impl SqliteWorkQueue {
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
-                let tx = immediate(conn)?;
+                let tx = atomic(conn)?;
                 tx.prepare_cached("DELETE FROM queue_dedup WHERE expires_at <= ?1")?.execute([now])?;
                 let fresh = tx
                     .prepare_cached(
@@ -232,7 +232,7 @@ impl SqliteWorkQueue {
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
-                let tx = immediate(conn)?;
+                let tx = atomic(conn)?;
                 let received = receive_in(&tx, now, limits)?;
                 tx.commit()?;
                 Ok(received)
@@ -262,7 +262,7 @@ impl SqliteWorkQueue {
         let deleted = self
             .db
             .call(move |conn| {
-                let tx = immediate(conn)?;
+                let tx = atomic(conn)?;
                 let Some((seq, group_id)) = held_by(&tx, &receipt)? else {
                     return Ok(false);
                 };
@@ -291,7 +291,7 @@ impl SqliteWorkQueue {
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
-                let tx = immediate(conn)?;
+                let tx = atomic(conn)?;
                 let Some((_, group_id)) = held_by(&tx, &receipt)? else {
                     return Ok(false);
                 };
@@ -429,7 +429,7 @@ impl WorkQueue for SqliteWorkQueue {
 }
 
 /// Delivers the next head, dead-lettering the heads that ran out of receives on the way.
-fn receive_in(tx: &Transaction<'_>, now: i64, limits: Limits) -> Result<Received, DbError> {
+fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbError> {
     let mut dead = Vec::new();
     loop {
         let head: Option<(String, i64)> = tx
@@ -485,7 +485,7 @@ fn receive_in(tx: &Transaction<'_>, now: i64, limits: Limits) -> Result<Received
 }
 
 /// The item (seq, group) whose current receipt is `receipt`, if any.
-fn held_by(tx: &Transaction<'_>, receipt: &str) -> Result<Option<(i64, String)>, DbError> {
+fn held_by(tx: &Connection, receipt: &str) -> Result<Option<(i64, String)>, DbError> {
     Ok(tx
         .prepare_cached("SELECT seq, group_id FROM queue_items WHERE receipt = ?1")?
         .query_row([receipt], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -493,7 +493,7 @@ fn held_by(tx: &Transaction<'_>, receipt: &str) -> Result<Option<(i64, String)>,
 }
 
 /// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
-fn advance_head(tx: &Transaction<'_>, group_id: &str) -> Result<(), DbError> {
+fn advance_head(tx: &Connection, group_id: &str) -> Result<(), DbError> {
     let next: Option<(i64, i64)> = tx
         .prepare_cached("SELECT seq, enqueued_at FROM queue_items WHERE group_id = ?1 ORDER BY seq LIMIT 1")?
         .query_row([group_id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -509,12 +509,6 @@ fn advance_head(tx: &Transaction<'_>, group_id: &str) -> Result<(), DbError> {
         None => tx.prepare_cached("DELETE FROM queue_groups WHERE group_id = ?1")?.execute([group_id])?,
     };
     Ok(())
-}
-
-/// Writers take the lock up front: a deferred transaction that reads then writes can fail with
-/// SQLITE_BUSY when another connection (a second process on the same file) wrote in between.
-fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, DbError> {
-    Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
 }
 
 fn millis(d: Duration) -> i64 {

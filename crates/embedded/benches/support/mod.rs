@@ -2,6 +2,19 @@
 
 use std::time::Duration;
 
+use serde_json::{Value, json};
+use switchboard_domain::tenant::{MAX_CONCURRENT_SESSIONS, MAX_INVOCATIONS_PER_MINUTE, MAX_TOKENS_PER_DAY};
+
+/// The bench tenant's limits: the highest accepted, so that no message of a run is refused
+/// (the defaults admit 60 a minute). The limits are still checked for every message.
+pub fn highest_limits() -> Value {
+    json!({
+        "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE,
+        "tokensPerDay": MAX_TOKENS_PER_DAY,
+        "concurrentSessions": MAX_CONCURRENT_SESSIONS,
+    })
+}
+
 /// User + system CPU of this process so far (all threads), from `/proc/self/stat`.
 pub fn cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();

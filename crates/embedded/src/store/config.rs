@@ -11,6 +11,7 @@ use switchboard_domain::{
 use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
 
 use super::{SqliteStore, from_json, is_constraint, store_err};
+use crate::db::atomic;
 
 #[async_trait]
 impl ConfigStore for SqliteStore {
@@ -223,7 +224,7 @@ impl ConfigAdmin for SqliteStore {
         let outcome: Option<i64> = self
             .db
             .call(move |c| {
-                let tx = c.transaction()?;
+                let tx = atomic(c)?;
                 let current: Option<i64> = tx
                     .prepare_cached(
                         "SELECT version FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3",

@@ -9,6 +9,7 @@ use switchboard_domain::TenantId;
 use switchboard_engine::{ConversationLog, LoggedMessage, Sender, StoreError};
 
 use super::{SqliteStore, store_err};
+use crate::db::atomic;
 
 /// The columns of a logged message, with its sender derived (see the module docs).
 const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at,
@@ -128,7 +129,7 @@ impl SqliteStore {
         let message_id = format!("reply-{}", ulid::Ulid::generate());
         self.db
             .call(move |c| {
-                let tx = c.transaction()?;
+                let tx = atomic(c)?;
                 let existing: Option<String> = tx
                     .prepare_cached("SELECT message_id FROM messages WHERE tenant_id = ?1 AND idempotency_key = ?2")?
                     .query_row(params![t, key], |r| r.get(0))

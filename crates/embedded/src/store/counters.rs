@@ -10,6 +10,7 @@ use switchboard_domain::TenantId;
 use switchboard_engine::{Counters, Slot, StoreError};
 
 use super::{SqliteStore, store_err};
+use crate::db::atomic;
 
 #[async_trait]
 impl Counters for SqliteStore {
@@ -25,7 +26,7 @@ impl Counters for SqliteStore {
         let expires = expires.timestamp_millis();
         self.db
             .call(move |c| {
-                let tx = c.transaction()?;
+                let tx = atomic(c)?;
                 tx.prepare_cached("DELETE FROM tenant_counters WHERE tenant_id = ?1 AND expires_ms < ?2")?
                     .execute(params![t, now])?;
                 // Inserting counts 1 (every limit is at least 1); an existing row counts on only
@@ -75,7 +76,7 @@ impl Counters for SqliteStore {
         let (slot, frees_at) = self
             .db
             .call(move |c| {
-                let tx = c.transaction()?;
+                let tx = atomic(c)?;
                 let renewed = tx
                     .prepare_cached(
                         "UPDATE session_slots SET held_until_ms = ?3 WHERE tenant_id = ?1 AND conversation_id = ?2",
@@ -85,7 +86,7 @@ impl Counters for SqliteStore {
                     tx.commit()?;
                     return Ok((Some(false), None));
                 }
-                let count = |tx: &rusqlite::Transaction<'_>| -> rusqlite::Result<i64> {
+                let count = |tx: &rusqlite::Connection| -> rusqlite::Result<i64> {
                     tx.prepare_cached("SELECT count(*) FROM session_slots WHERE tenant_id = ?1")?
                         .query_row(params![t], |r| r.get(0))
                 };

@@ -71,7 +71,12 @@ impl SqliteStore {
     /// Takes the database's write lock and lets it go: fails when the file is read-only, the disk
     /// is gone, or another process holds the lock past the busy timeout.
     pub async fn check_writable(&self) -> Result<(), StoreError> {
-        self.db.call(|c| Ok(c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?)).await.map_err(store_err)
+        // Inside a group the write lock is already held (taking it is how the group began); a
+        // call that runs alone takes it here and meets the error.
+        self.db
+            .call(|c| if c.is_autocommit() { Ok(c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")?) } else { Ok(()) })
+            .await
+            .map_err(store_err)
     }
 
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {

@@ -7,6 +7,7 @@ use switchboard_domain::{Cost, ExecutionId, ExecutionRecord, Session, SessionId,
 use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
+use crate::db::atomic;
 
 #[async_trait]
 impl SessionStore for SqliteStore {
@@ -128,7 +129,7 @@ impl SessionStore for SqliteStore {
             .collect();
         self.db
             .call(move |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let tx = atomic(c)?;
                 for (t, sid, conv, status, version, expected, body) in &writes {
                     let changed = match expected {
                         None => tx
