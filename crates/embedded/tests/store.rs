@@ -354,3 +354,38 @@ async fn the_log_tells_who_wrote_each_message_and_an_echoed_reply_is_not_a_human
         e.store.recent_messages(&t, "c-1", 2).await.unwrap().into_iter().map(|m| m.text).collect();
     assert_eq!(recent, ["I am Sam from support.", "thanks"]);
 }
+
+#[tokio::test]
+async fn tenants_and_agents_are_read_from_memory_until_a_write_changes_them() {
+    use switchboard_domain::TenantStatus;
+    use switchboard_engine::{Bundle, ConfigAdmin, ConfigKind, ConfigStore};
+    let clock = clock();
+    let (e, dir) = open(clock.clone(), 5);
+    let agent: AgentId = "01JD0000CACHE0AGENT0000001".parse().unwrap();
+    let bundle = json!({
+        "tenantId": "t-1", "name": "One",
+        "agents": [{ "agentId": agent.to_string(), "name": "A", "systemPrompt": "p", "model": "scripted:x" }]
+    });
+    Bundle::parse(&bundle.to_string(), clock.as_ref()).unwrap().install(&e.store).await.unwrap();
+    let t: TenantId = "t-1".parse().unwrap();
+    let first = (e.store.get_tenant(&t).await.unwrap().unwrap(), e.store.get_agent(&t, agent).await.unwrap().unwrap());
+    let calls = e.store.db_calls();
+    for _ in 0..3 {
+        assert_eq!(e.store.get_tenant(&t).await.unwrap().as_ref(), Some(&first.0));
+        assert_eq!(e.store.get_agent(&t, agent).await.unwrap().as_ref(), Some(&first.1));
+    }
+    assert_eq!(e.store.db_calls(), calls, "served from memory");
+    // a write through the store is seen by the next read
+    let suspended = switchboard_domain::Tenant { status: TenantStatus::Suspended, ..first.0.clone() };
+    assert!(e.store.update_tenant(&suspended).await.unwrap());
+    assert_eq!(e.store.get_tenant(&t).await.unwrap().unwrap().status, TenantStatus::Suspended);
+    assert!(e.store.delete_config(&t, ConfigKind::Agent, &agent.to_string(), first.1.version).await.unwrap());
+    assert_eq!(e.store.get_agent(&t, agent).await.unwrap(), None);
+    // what does not exist is not remembered: a tenant another process creates is found at once
+    let other: TenantId = "t-2".parse().unwrap();
+    assert_eq!(e.store.get_tenant(&other).await.unwrap(), None);
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[]}"#).unwrap());
+    let second = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    assert!(second.store.create_tenant(&other, "Two").await.unwrap());
+    assert_eq!(e.store.get_tenant(&other).await.unwrap().unwrap().name, "Two");
+}

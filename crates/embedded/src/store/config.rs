@@ -1,4 +1,5 @@
-//! Tenant configuration: reads for the engine (triggers cached until the next write) and
+//! Tenant configuration: reads for the engine (tenants, agents and triggers cached until the next
+//! write) and
 //! conditional writes for the configuration service.
 
 use std::sync::Arc;
@@ -16,6 +17,10 @@ use crate::db::atomic;
 #[async_trait]
 impl ConfigStore for SqliteStore {
     async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
+        if let Some(hit) = self.caches.get(|e| e.tenants.get(tenant).cloned()) {
+            return Ok(Some(hit));
+        }
+        let generation = self.caches.generation();
         let t = tenant.to_string();
         let row: Option<(String, String, String, Option<String>)> = self
             .db
@@ -26,19 +31,31 @@ impl ConfigStore for SqliteStore {
             })
             .await
             .map_err(store_err)?;
-        row.map(|(name, status, created, limits)| {
-            Ok(Tenant {
-                tenant_id: tenant.clone(),
-                name,
-                status: TenantStatus::parse(&status),
-                created_at: created.parse().map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
-                limits: limits.as_deref().map(from_json).transpose()?.unwrap_or_default(),
+        let found = row
+            .map(|(name, status, created, limits)| {
+                Ok::<_, StoreError>(Tenant {
+                    tenant_id: tenant.clone(),
+                    name,
+                    status: TenantStatus::parse(&status),
+                    created_at: created.parse().map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
+                    limits: limits.as_deref().map(from_json).transpose()?.unwrap_or_default(),
+                })
             })
-        })
-        .transpose()
+            .transpose()?;
+        if let Some(t) = &found {
+            self.caches.fill(generation, |e| {
+                e.tenants.insert(tenant.clone(), t.clone());
+            });
+        }
+        Ok(found)
     }
 
     async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {
+        let key = (tenant.clone(), agent);
+        if let Some(hit) = self.caches.get(|e| e.agents.get(&key).cloned()) {
+            return Ok(Some(hit));
+        }
+        let generation = self.caches.generation();
         let (t, a) = (tenant.to_string(), agent.to_string());
         let body: Option<String> = self
             .db
@@ -51,7 +68,13 @@ impl ConfigStore for SqliteStore {
             })
             .await
             .map_err(store_err)?;
-        body.map(|b| from_json(&b)).transpose()
+        let found: Option<Agent> = body.map(|b| from_json(&b)).transpose()?;
+        if let Some(a) = &found {
+            self.caches.fill(generation, |e| {
+                e.agents.insert(key, a.clone());
+            });
+        }
+        Ok(found)
     }
 
     async fn get_tool(&self, tenant: &TenantId, tool: ToolId) -> Result<Option<Tool>, StoreError> {
@@ -70,9 +93,10 @@ impl ConfigStore for SqliteStore {
 
     async fn active_triggers(&self, tenant: &TenantId, event_type: EventType) -> Result<Arc<[Trigger]>, StoreError> {
         let key = (tenant.clone(), event_type);
-        if let Some(hit) = self.trigger_cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        if let Some(hit) = self.caches.get(|e| e.triggers.get(&key).cloned()) {
             return Ok(hit);
         }
+        let generation = self.caches.generation();
         let t = tenant.to_string();
         let bodies: Vec<String> = self
             .db
@@ -93,9 +117,9 @@ impl ConfigStore for SqliteStore {
         }
         switchboard_domain::trigger::sort_for_evaluation(&mut triggers);
         let triggers: Arc<[Trigger]> = triggers.into();
-        if let Ok(mut cache) = self.trigger_cache.lock() {
-            cache.insert(key, Arc::clone(&triggers));
-        }
+        self.caches.fill(generation, |e| {
+            e.triggers.insert(key, Arc::clone(&triggers));
+        });
         Ok(triggers)
     }
 }
@@ -109,14 +133,17 @@ impl ConfigAdmin for SqliteStore {
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
         let (t, name, status) = (tenant.tenant_id.to_string(), tenant.name.clone(), tenant.status.as_str());
         let limits = serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.db
+        let updated = self
+            .db
             .call(move |c| {
                 Ok(c.prepare_cached("UPDATE tenants SET name = ?2, status = ?3, limits = ?4 WHERE tenant_id = ?1")?
                     .execute(params![t, name, status, limits])?
                     == 1)
             })
             .await
-            .map_err(store_err)
+            .map_err(store_err);
+        self.invalidate(&tenant.tenant_id);
+        updated
     }
 
     async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {

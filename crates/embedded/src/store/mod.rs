@@ -16,12 +16,13 @@ mod schema;
 mod sessions;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{ErrorCode, OptionalExtension, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchboard_domain::{EventType, SessionStatus, TenantId, Trigger};
+use switchboard_domain::{Agent, AgentId, EventType, SessionStatus, Tenant, TenantId, Trigger};
 use switchboard_engine::{Clock, StoreError};
 
 use crate::db::{Db, DbError};
@@ -55,16 +56,61 @@ fn status_str(s: SessionStatus) -> &'static str {
     }
 }
 
-/// Active triggers per tenant and event type, sorted for evaluation.
-type TriggerCache = HashMap<(TenantId, EventType), Arc<[Trigger]>>;
+/// What the engine reads for every message, kept in memory until a write through this store
+/// changes it: tenants, agents, and active triggers per event type (sorted for evaluation). Only
+/// records that exist are kept. Other processes on the same file write only new tenants and API
+/// keys (`switchboard tenants …`), which no entry can contradict.
+#[derive(Debug, Default)]
+struct Caches {
+    /// Bumped (under the lock) by every invalidation. A read fills the cache only when no
+    /// invalidation ran since it began, so a slow read never puts back what a write replaced.
+    generation: AtomicU64,
+    entries: Mutex<CacheEntries>,
+}
+
+#[derive(Debug, Default)]
+struct CacheEntries {
+    tenants: HashMap<TenantId, Tenant>,
+    agents: HashMap<(TenantId, AgentId), Agent>,
+    triggers: HashMap<(TenantId, EventType), Arc<[Trigger]>>,
+}
+
+impl Caches {
+    fn get<T>(&self, read: impl FnOnce(&CacheEntries) -> Option<T>) -> Option<T> {
+        self.entries.lock().ok().and_then(|e| read(&e))
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Stores what a read that began at `generation` found, unless a write came in between.
+    fn fill(&self, generation: u64, write: impl FnOnce(&mut CacheEntries)) {
+        if let Ok(mut e) = self.entries.lock()
+            && self.generation.load(Ordering::Acquire) == generation
+        {
+            write(&mut e);
+        }
+    }
+
+    fn invalidate(&self, tenant: &TenantId) {
+        if let Ok(mut e) = self.entries.lock() {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            e.tenants.remove(tenant);
+            e.agents.retain(|(t, _), _| t != tenant);
+            e.triggers.retain(|(t, _), _| t != tenant);
+        }
+    }
+}
 
 /// The embedded store. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     db: Db,
     clock: Arc<dyn Clock>,
-    /// Active triggers per tenant and event type, sorted; dropped on every trigger or agent write.
-    trigger_cache: Arc<Mutex<TriggerCache>>,
+    /// Tenants, agents and active triggers; a tenant's are dropped on every write to its
+    /// configuration.
+    caches: Arc<Caches>,
 }
 
 impl SqliteStore {
@@ -80,7 +126,7 @@ impl SqliteStore {
     }
 
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, trigger_cache: Arc::default() }
+        Self { db, clock, caches: Arc::default() }
     }
 
     /// Database calls made so far by everything sharing this store's database (store and queue).
@@ -89,9 +135,7 @@ impl SqliteStore {
     }
 
     fn invalidate(&self, tenant: &TenantId) {
-        if let Ok(mut cache) = self.trigger_cache.lock() {
-            cache.retain(|(t, _), _| t != tenant);
-        }
+        self.caches.invalidate(tenant);
     }
 
     /// Creates a tenant; `false` if it already existed.
