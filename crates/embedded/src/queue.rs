@@ -239,6 +239,12 @@ impl SqliteWorkQueue {
             })
             .await
             .map_err(queue_error)?;
+        Ok(self.after_receive(received))
+    }
+
+    /// Logs and signals what a receive dead-lettered; the delivery, if any.
+    fn after_receive(&self, received: Received) -> Option<Delivery> {
+        let limits = self.limits;
         for (group_id, dedup_id) in &received.dead {
             tracing::warn!(
                 group_id = %group_id,
@@ -252,33 +258,50 @@ impl SqliteWorkQueue {
             // The dead items' groups may have deliverable heads now.
             self.wake();
         }
-        Ok(received.delivery)
+        received.delivery
     }
 
     /// Deletes the item if `receipt` is still its current receipt (a receipt goes stale when the
     /// visibility timeout passed and the item was received again). Returns whether it deleted.
     pub async fn ack(&self, receipt: &str) -> Result<bool, QueueError> {
         let receipt = receipt.to_owned();
-        let deleted = self
-            .db
-            .call(move |conn| {
-                let tx = atomic(conn)?;
-                let Some((seq, group_id)) = held_by(&tx, &receipt)? else {
-                    return Ok(false);
-                };
-                tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
-                advance_head(&tx, &group_id)?;
-                tx.commit()?;
-                Ok(true)
-            })
-            .await
-            .map_err(queue_error)?;
+        let deleted = self.db.call(move |conn| ack_in(conn, &receipt)).await.map_err(queue_error)?;
         if deleted {
             self.signals.settled.notify_waiters();
             // At most one item (the group's next head) became deliverable.
             self.wake_one();
         }
         Ok(deleted)
+    }
+
+    /// [`SqliteWorkQueue::ack`] then [`SqliteWorkQueue::receive`], in one database call: what a
+    /// worker does between two items. The receive happens whether or not the ack deleted.
+    pub async fn ack_and_receive(&self, receipt: &str) -> Result<(bool, Option<Delivery>), QueueError> {
+        let receipt = receipt.to_owned();
+        let clock = Arc::clone(&self.clock);
+        let limits = self.limits;
+        let (deleted, received) = self
+            .db
+            .call(move |conn| {
+                let deleted = ack_in(conn, &receipt)?;
+                let now = clock.now().timestamp_millis();
+                let tx = atomic(conn)?;
+                let received = receive_in(&tx, now, limits)?;
+                tx.commit()?;
+                Ok((deleted, received))
+            })
+            .await
+            .map_err(queue_error)?;
+        let delivery = self.after_receive(received);
+        if deleted {
+            self.signals.settled.notify_waiters();
+            // The ack may have made the group's next head deliverable; this caller took an item
+            // already (perhaps that one), so another worker may find more.
+            if delivery.is_some() {
+                self.wake_one();
+            }
+        }
+        Ok((deleted, delivery))
     }
 
     /// Makes the item visible again after `delay` (like ChangeMessageVisibility); false if the
@@ -426,6 +449,18 @@ impl WorkQueue for SqliteWorkQueue {
             .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })?;
         self.enqueue_raw(&item.group_id(), &item.dedup_id(), &body).await
     }
+}
+
+/// Deletes the item `receipt` holds and advances its group; false if the receipt is stale.
+fn ack_in(conn: &mut Connection, receipt: &str) -> Result<bool, DbError> {
+    let tx = atomic(conn)?;
+    let Some((seq, group_id)) = held_by(&tx, receipt)? else {
+        return Ok(false);
+    };
+    tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
+    advance_head(&tx, &group_id)?;
+    tx.commit()?;
+    Ok(true)
 }
 
 /// Delivers the next head, dead-lettering the heads that ran out of receives on the way.

@@ -81,17 +81,23 @@ struct Worker {
 
 impl Worker {
     async fn run(mut self) {
+        // The item taken in the same database call as the last ack, if any.
+        let mut next: Option<Delivery> = None;
         while !self.stopping() {
             let woken = self.queue.woken();
             tokio::pin!(woken);
             // Registered before receiving, so work that arrives while we look is not missed.
             woken.as_mut().enable();
-            match self.queue.receive().await {
+            let received = match next.take() {
+                Some(delivery) => Ok(Some(delivery)),
+                None => self.queue.receive().await,
+            };
+            match received {
                 Ok(Some(delivery)) if self.stopping() => {
                     // Shutdown began while we were receiving: hand the item straight back.
                     self.release(&delivery, Duration::ZERO).await;
                 }
-                Ok(Some(delivery)) => self.process(delivery).await,
+                Ok(Some(delivery)) => next = self.process(delivery).await,
                 Ok(None) => {
                     tokio::select! {
                         () = woken => {}
@@ -108,6 +114,10 @@ impl Worker {
                 }
             }
         }
+        if let Some(delivery) = next {
+            // Taken with the last ack as the pool began to stop: handed straight back.
+            self.release(&delivery, Duration::ZERO).await;
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -115,27 +125,41 @@ impl Worker {
         *self.stop.borrow()
     }
 
-    async fn process(&self, delivery: Delivery) {
+    /// Runs one item and settles it; after an ack, the next item if one was deliverable.
+    async fn process(&self, delivery: Delivery) -> Option<Delivery> {
         // A task of its own, so that a panic in the handler fails this item and nothing else.
         let handler = Arc::clone(&self.handler);
         let item = delivery.clone();
         let outcome = tokio::spawn(async move { handler.handle(&item).await }).await;
         match outcome {
-            Ok(Ok(())) => match self.queue.ack(&delivery.receipt).await {
-                Ok(true) => {}
-                Ok(false) => tracing::warn!(
-                    group_id = %delivery.group_id,
-                    dedup_id = %delivery.dedup_id,
-                    "receipt went stale before the ack (visibility timeout too short?); \
-                     the item will run again"
-                ),
-                Err(e) => tracing::warn!(
-                    group_id = %delivery.group_id,
-                    dedup_id = %delivery.dedup_id,
-                    error = %e,
-                    "ack failed; the item will run again after the visibility timeout"
-                ),
-            },
+            Ok(Ok(())) => {
+                // Between two items, the ack and the next receive are one database call; a
+                // stopping worker only acks.
+                let settled = if self.stopping() {
+                    self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None))
+                } else {
+                    self.queue.ack_and_receive(&delivery.receipt).await
+                };
+                match settled {
+                    Ok((acked, next)) => {
+                        if !acked {
+                            tracing::warn!(
+                                group_id = %delivery.group_id,
+                                dedup_id = %delivery.dedup_id,
+                                "receipt went stale before the ack (visibility timeout too short?); \
+                                 the item will run again"
+                            );
+                        }
+                        return next;
+                    }
+                    Err(e) => tracing::warn!(
+                        group_id = %delivery.group_id,
+                        dedup_id = %delivery.dedup_id,
+                        error = %e,
+                        "ack failed; the item will run again after the visibility timeout"
+                    ),
+                }
+            }
             Ok(Err(failure)) => {
                 let delay = failure.retry_after.unwrap_or_else(|| backoff(delivery.receive_count));
                 tracing::warn!(
@@ -159,6 +183,7 @@ impl Worker {
                 self.release(&delivery, backoff(delivery.receive_count)).await;
             }
         }
+        None
     }
 
     /// Failing to release is not fatal: the visibility timeout redelivers the item anyway.

@@ -93,6 +93,25 @@ async fn it_delivers_a_groups_items_in_order() {
 }
 
 #[tokio::test]
+async fn ack_and_receive_settles_an_item_and_takes_the_next_one_in_one_call() {
+    let f = Fixture::new();
+    for body in ["a1", "a2", "b1"] {
+        f.enqueue(if body.starts_with('a') { "A" } else { "B" }, body).await;
+    }
+    let a1 = f.receive().await;
+    let b1 = f.receive().await;
+    assert_eq!((a1.body.as_str(), b1.body.as_str()), ("a1", "b1"));
+    // acking a1 frees A's next item, which the same call delivers
+    let (acked, next) = f.queue.ack_and_receive(&a1.receipt).await.unwrap();
+    assert!(acked);
+    assert_eq!(next.map(|d| d.body), Some("a2".to_owned()));
+    // a stale receipt acks nothing, and the receive still happens (nothing is deliverable here)
+    assert_eq!(f.queue.ack_and_receive(&a1.receipt).await.unwrap(), (false, None));
+    assert!(f.queue.ack(&b1.receipt).await.unwrap());
+    assert_eq!(f.stats().await, stats(0, 1, 0, 0));
+}
+
+#[tokio::test]
 async fn the_oldest_items_age_is_the_backlog_until_it_is_acked() {
     let f = Fixture::new();
     assert_eq!(f.queue.oldest_item_age().await.unwrap(), Duration::ZERO, "empty");
