@@ -449,6 +449,36 @@ async fn a_hundred_open_sessions_fill_the_default_cap_exactly_under_concurrency(
     assert_eq!(retaken, released_held);
 }
 
+#[tokio::test]
+async fn a_slot_and_a_count_are_asked_in_one_call_and_a_refused_count_takes_no_slot() {
+    use switchboard_engine::{Admit, SlotAndCount};
+    let w = World::new(TenantLimits::default()).await;
+    let store = w.embedded.store.clone();
+    let now = switchboard_engine::Clock::now(w.clock.as_ref());
+    let until = now + chrono::Duration::minutes(30);
+    let ask = |conversation, window| SlotAndCount {
+        tenant: &w.tenant,
+        conversation,
+        sessions: 2,
+        now,
+        until,
+        window,
+        limit: 1,
+        expires: now + chrono::Duration::minutes(2),
+    };
+    let calls = store.db_calls();
+    assert_eq!(store.hold_slot_and_take(&ask("c-1", "MIN#a")).await.unwrap(), Admit::Counted);
+    assert_eq!(store.db_calls(), calls + 1, "one database call");
+    // the window is full: c-2's new slot is given back in the same step
+    assert_eq!(store.hold_slot_and_take(&ask("c-2", "MIN#a")).await.unwrap(), Admit::CountFull { took_slot: false });
+    // c-2 holds nothing: c-3 takes the second slot, and c-4 finds both held
+    assert_eq!(store.hold_slot_and_take(&ask("c-3", "MIN#b")).await.unwrap(), Admit::Counted);
+    assert_eq!(store.hold_slot_and_take(&ask("c-4", "MIN#c")).await.unwrap(), Admit::SessionsFull { frees_at: until });
+    // a conversation that holds its slot and meets a full window keeps the slot it had
+    assert_eq!(store.hold_slot_and_take(&ask("c-1", "MIN#b")).await.unwrap(), Admit::CountFull { took_slot: false });
+    assert_eq!(store.hold_slot(&w.tenant, "c-1", 2, now, until).await.unwrap(), Slot::Held { new: false });
+}
+
 // ---- deferral --------------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
 use tracing::{error, info, warn};
 
-use crate::ports::{Clock, Counters, Deps, EventBus, ExecutionLog, Slot, StoreError};
+use crate::ports::{Admit, Clock, Counters, Deps, EventBus, ExecutionLog, SlotAndCount, StoreError};
 
 /// Whether a piece of work may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,23 +67,30 @@ impl Limits {
         let sessions = u64::from(limits.concurrent_sessions);
         let until = now + Duration::minutes(i64::from(limits.session_idle_minutes));
         let t = &tenant.tenant_id;
-        let took_slot = match self.counters.hold_slot(t, conversation, sessions, now, until).await? {
-            Slot::Held { new } => new,
-            Slot::Full { frees_at } => {
+        let reopens = minute + Duration::minutes(1);
+        let window = format!("MIN#{minute_key}");
+        let limit = u64::from(limits.invocations_per_minute);
+        let ask = SlotAndCount {
+            tenant: t,
+            conversation,
+            sessions,
+            now,
+            until,
+            window: &window,
+            limit,
+            // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
+            expires: reopens + Duration::minutes(1),
+        };
+        match self.counters.hold_slot_and_take(&ask).await? {
+            Admit::Counted => return Ok(Admission::Admitted),
+            Admit::SessionsFull { frees_at } => {
                 let window = format!("SES#{minute_key}");
                 let reopens = frees_at.max(now);
                 return self.refuse(tenant, LimitName::ConcurrentSessions, sessions, &window, now, reopens).await;
             }
-        };
-        let reopens = minute + Duration::minutes(1);
-        let window = format!("MIN#{minute_key}");
-        let limit = u64::from(limits.invocations_per_minute);
-        // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
-        if self.counters.take(t, &window, limit, reopens + Duration::minutes(1)).await? {
-            return Ok(Admission::Admitted);
-        }
-        if took_slot {
-            self.release(t, conversation).await;
+            // A slot taken for this message is given back: the message does not run.
+            Admit::CountFull { took_slot: true } => self.release(t, conversation).await,
+            Admit::CountFull { took_slot: false } => {}
         }
         self.refuse(tenant, LimitName::InvocationsPerMinute, limit, &window, now, reopens).await
     }

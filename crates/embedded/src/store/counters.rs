@@ -5,12 +5,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::params;
+use rusqlite::{Connection, params};
 use switchboard_domain::TenantId;
-use switchboard_engine::{Counters, Slot, StoreError};
+use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
 use super::{SqliteStore, store_err};
-use crate::db::atomic;
+use crate::db::{DbError, atomic};
 
 #[async_trait]
 impl Counters for SqliteStore {
@@ -27,19 +27,9 @@ impl Counters for SqliteStore {
         self.db
             .call(move |c| {
                 let tx = atomic(c)?;
-                tx.prepare_cached("DELETE FROM tenant_counters WHERE tenant_id = ?1 AND expires_ms < ?2")?
-                    .execute(params![t, now])?;
-                // Inserting counts 1 (every limit is at least 1); an existing row counts on only
-                // while under the limit. No row changed: the limit is reached.
-                let changed = tx
-                    .prepare_cached(
-                        "INSERT INTO tenant_counters (tenant_id, window_key, count, notified, expires_ms)
-                         VALUES (?1, ?2, 1, 0, ?3)
-                         ON CONFLICT (tenant_id, window_key) DO UPDATE SET count = count + 1 WHERE count < ?4",
-                    )?
-                    .execute(params![t, w, expires, limit])?;
+                let counted = take_in(&tx, &t, &w, now, expires, limit)?;
                 tx.commit()?;
-                Ok(changed == 1)
+                Ok(counted)
             })
             .await
             .map_err(store_err)
@@ -77,57 +67,123 @@ impl Counters for SqliteStore {
             .db
             .call(move |c| {
                 let tx = atomic(c)?;
-                let renewed = tx
-                    .prepare_cached(
-                        "UPDATE session_slots SET held_until_ms = ?3 WHERE tenant_id = ?1 AND conversation_id = ?2",
-                    )?
-                    .execute(params![t, conv, until])?;
-                if renewed == 1 {
+                let held = hold_in(&tx, &t, &conv, limit, now, until)?;
+                if held.0.is_some() {
                     tx.commit()?;
-                    return Ok((Some(false), None));
                 }
-                let count = |tx: &rusqlite::Connection| -> rusqlite::Result<i64> {
-                    tx.prepare_cached("SELECT count(*) FROM session_slots WHERE tenant_id = ?1")?
-                        .query_row(params![t], |r| r.get(0))
-                };
-                let mut held = count(&tx)?;
-                if held >= limit {
-                    tx.prepare_cached("DELETE FROM session_slots WHERE tenant_id = ?1 AND held_until_ms <= ?2")?
-                        .execute(params![t, now])?;
-                    held = count(&tx)?;
-                }
-                if held >= limit {
-                    let first: Option<i64> = tx
-                        .prepare_cached("SELECT min(held_until_ms) FROM session_slots WHERE tenant_id = ?1")?
-                        .query_row(params![t], |r| r.get(0))?;
-                    return Ok((None, first));
-                }
-                tx.prepare_cached(
-                    "INSERT INTO session_slots (tenant_id, conversation_id, held_until_ms) VALUES (?1, ?2, ?3)",
-                )?
-                .execute(params![t, conv, until])?;
-                tx.commit()?;
-                Ok((Some(true), None))
+                Ok(held)
             })
             .await
             .map_err(store_err)?;
         Ok(match slot {
             Some(new) => Slot::Held { new },
-            None => Slot::Full {
-                frees_at: frees_at.and_then(DateTime::from_timestamp_millis).unwrap_or_else(|| self.clock.now()),
-            },
+            None => Slot::Full { frees_at: self.instant(frees_at) },
         })
     }
 
     async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError> {
         let (t, conv) = (tenant.to_string(), conversation.to_string());
-        self.db
+        self.db.call(move |c| release_in(c, &t, &conv)).await.map_err(store_err)
+    }
+
+    /// Both in one database call and one savepoint: a slot taken for a count that is refused
+    /// is given back before anyone sees it.
+    async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
+        let (t, conv, w) = (ask.tenant.to_string(), ask.conversation.to_owned(), ask.window.to_owned());
+        let (now, until, expires) =
+            (ask.now.timestamp_millis(), ask.until.timestamp_millis(), ask.expires.timestamp_millis());
+        let (sessions, limit) =
+            (i64::try_from(ask.sessions).unwrap_or(i64::MAX), i64::try_from(ask.limit).unwrap_or(i64::MAX));
+        let counted_at = self.clock.now().timestamp_millis();
+        let outcome = self
+            .db
             .call(move |c| {
-                c.prepare_cached("DELETE FROM session_slots WHERE tenant_id = ?1 AND conversation_id = ?2")?
-                    .execute(params![t, conv])?;
-                Ok(())
+                let tx = atomic(c)?;
+                let (slot, frees_at) = hold_in(&tx, &t, &conv, sessions, now, until)?;
+                let Some(new) = slot else {
+                    return Ok(Err(frees_at));
+                };
+                let counted = take_in(&tx, &t, &w, counted_at, expires, limit)?;
+                if !counted && new {
+                    release_in(&tx, &t, &conv)?;
+                }
+                tx.commit()?;
+                Ok(Ok(counted))
             })
             .await
-            .map_err(store_err)
+            .map_err(store_err)?;
+        Ok(match outcome {
+            Ok(true) => Admit::Counted,
+            Ok(false) => Admit::CountFull { took_slot: false },
+            Err(frees_at) => Admit::SessionsFull { frees_at: self.instant(frees_at) },
+        })
     }
+}
+
+impl SqliteStore {
+    /// A stored instant in milliseconds; now when there is none.
+    fn instant(&self, millis: Option<i64>) -> DateTime<Utc> {
+        millis.and_then(DateTime::from_timestamp_millis).unwrap_or_else(|| self.clock.now())
+    }
+}
+
+/// Counts one in the tenant's `window` unless it reached `limit`; prunes the tenant's expired
+/// windows first.
+fn take_in(tx: &Connection, t: &str, w: &str, now: i64, expires: i64, limit: i64) -> Result<bool, DbError> {
+    tx.prepare_cached("DELETE FROM tenant_counters WHERE tenant_id = ?1 AND expires_ms < ?2")?
+        .execute(params![t, now])?;
+    // Inserting counts 1 (every limit is at least 1); an existing row counts on only while under
+    // the limit. No row changed: the limit is reached.
+    let changed = tx
+        .prepare_cached(
+            "INSERT INTO tenant_counters (tenant_id, window_key, count, notified, expires_ms)
+             VALUES (?1, ?2, 1, 0, ?3)
+             ON CONFLICT (tenant_id, window_key) DO UPDATE SET count = count + 1 WHERE count < ?4",
+        )?
+        .execute(params![t, w, expires, limit])?;
+    Ok(changed == 1)
+}
+
+/// Renews or takes the conversation's slot: `(Some(new), _)` when held, `(None, first)` when
+/// every slot is held, `first` being the earliest `held_until`. Nothing must be committed when
+/// full (the idle slots it freed stay held).
+fn hold_in(
+    tx: &Connection,
+    t: &str,
+    conv: &str,
+    limit: i64,
+    now: i64,
+    until: i64,
+) -> Result<(Option<bool>, Option<i64>), DbError> {
+    let renewed = tx
+        .prepare_cached("UPDATE session_slots SET held_until_ms = ?3 WHERE tenant_id = ?1 AND conversation_id = ?2")?
+        .execute(params![t, conv, until])?;
+    if renewed == 1 {
+        return Ok((Some(false), None));
+    }
+    let count = || -> rusqlite::Result<i64> {
+        tx.prepare_cached("SELECT count(*) FROM session_slots WHERE tenant_id = ?1")?
+            .query_row(params![t], |r| r.get(0))
+    };
+    let mut held = count()?;
+    if held >= limit {
+        tx.prepare_cached("DELETE FROM session_slots WHERE tenant_id = ?1 AND held_until_ms <= ?2")?
+            .execute(params![t, now])?;
+        held = count()?;
+    }
+    if held >= limit {
+        let first: Option<i64> = tx
+            .prepare_cached("SELECT min(held_until_ms) FROM session_slots WHERE tenant_id = ?1")?
+            .query_row(params![t], |r| r.get(0))?;
+        return Ok((None, first));
+    }
+    tx.prepare_cached("INSERT INTO session_slots (tenant_id, conversation_id, held_until_ms) VALUES (?1, ?2, ?3)")?
+        .execute(params![t, conv, until])?;
+    Ok((Some(true), None))
+}
+
+fn release_in(c: &Connection, t: &str, conv: &str) -> Result<(), DbError> {
+    c.prepare_cached("DELETE FROM session_slots WHERE tenant_id = ?1 AND conversation_id = ?2")?
+        .execute(params![t, conv])?;
+    Ok(())
 }

@@ -41,6 +41,52 @@ pub trait Counters: Send + Sync {
 
     /// Frees the conversation's slot, if it holds one.
     async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError>;
+
+    /// [`Counters::hold_slot`], then (when the conversation holds its slot) [`Counters::take`]
+    /// on `window`: what admitting a message asks. An adapter that can do both in one round trip
+    /// overrides this; one that does may also give back, in the same step, a slot it just took
+    /// for a count that was refused (and says so with `took_slot: false`).
+    async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
+        match self.hold_slot(ask.tenant, ask.conversation, ask.sessions, ask.now, ask.until).await? {
+            Slot::Full { frees_at } => Ok(Admit::SessionsFull { frees_at }),
+            Slot::Held { new } => {
+                if self.take(ask.tenant, ask.window, ask.limit, ask.expires).await? {
+                    Ok(Admit::Counted)
+                } else {
+                    Ok(Admit::CountFull { took_slot: new })
+                }
+            }
+        }
+    }
+}
+
+/// What [`Counters::hold_slot_and_take`] is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotAndCount<'a> {
+    pub tenant: &'a TenantId,
+    pub conversation: &'a str,
+    /// The tenant's session slots.
+    pub sessions: u64,
+    pub now: DateTime<Utc>,
+    /// Until when the slot is held.
+    pub until: DateTime<Utc>,
+    pub window: &'a str,
+    /// The window's limit.
+    pub limit: u64,
+    /// When the window's count may be forgotten.
+    pub expires: DateTime<Utc>,
+}
+
+/// What [`Counters::hold_slot_and_take`] gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// The conversation holds a slot and the window counted one more.
+    Counted,
+    /// Every slot is held (nothing counted); the first may come free at `frees_at`.
+    SessionsFull { frees_at: DateTime<Utc> },
+    /// The window is at its limit. `took_slot`: a slot was taken for this message and is still
+    /// held (the caller gives it back).
+    CountFull { took_slot: bool },
 }
 
 /// What [`Counters::hold_slot`] gave.

@@ -23,7 +23,7 @@ pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
 pub use conversations::{
     ConversationError, ConversationLog, Conversations, HistoryMessage, LoggedMessage, Sender, Sent,
 };
-pub use counters::{Counters, NoCounters, Slot};
+pub use counters::{Admit, Counters, NoCounters, Slot, SlotAndCount};
 pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
