@@ -237,16 +237,22 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn a_call_that_panics_fails_its_group_and_the_thread_goes_on() {
-        let (_dir, db) = open();
-        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).await.unwrap();
-        // The first call holds the thread until the others are queued, so they join its group.
+    /// A call inserting 1 that holds the database thread until `go` is sent, so that the calls
+    /// made before then join its group.
+    fn hold_the_thread(db: &Db) -> (std::sync::mpsc::Sender<()>, impl Future<Output = Result<usize, DbError>>) {
         let (go, gate) = std::sync::mpsc::channel::<()>();
         let first = db.call(move |c| {
             gate.recv().unwrap();
             Ok(c.execute("INSERT INTO t VALUES (1)", [])?)
         });
+        (go, first)
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_fails_its_group_and_the_thread_goes_on() {
+        let (_dir, db) = open();
+        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).await.unwrap();
+        let (go, first) = hold_the_thread(&db);
         let second = db.call(|c| Ok(c.execute("INSERT INTO t VALUES (2)", [])?));
         let bug = db.call(|c| -> Result<(), DbError> {
             let tx = atomic(c)?;
@@ -269,11 +275,7 @@ mod tests {
     async fn calls_in_one_group_commit_or_roll_back_on_their_own() {
         let (_dir, db) = open();
         db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER CHECK (v > 0))")?)).await.unwrap();
-        let (go, gate) = std::sync::mpsc::channel::<()>();
-        let first = db.call(move |c| {
-            gate.recv().unwrap();
-            Ok(c.execute("INSERT INTO t VALUES (1)", [])?)
-        });
+        let (go, first) = hold_the_thread(&db);
         // Fails half way: its savepoint undoes its first insert, and the group still commits.
         let failing = db.call(|c| {
             let tx = atomic(c)?;
@@ -302,11 +304,7 @@ mod tests {
         })
         .await
         .unwrap();
-        let (go, gate) = std::sync::mpsc::channel::<()>();
-        let first = db.call(move |c| {
-            gate.recv().unwrap();
-            Ok(c.execute("INSERT INTO t VALUES (1)", [])?)
-        });
+        let (go, first) = hold_the_thread(&db);
         let orphan = db.call(|c| Ok(c.execute("INSERT INTO child VALUES (42)", [])?));
         go.send(()).unwrap();
         let (first, orphan) = tokio::join!(first, orphan);

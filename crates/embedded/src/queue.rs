@@ -228,17 +228,8 @@ impl SqliteWorkQueue {
     pub async fn receive(&self) -> Result<Option<Delivery>, QueueError> {
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
-        let received = self
-            .db
-            .call(move |conn| {
-                let now = clock.now().timestamp_millis();
-                let tx = atomic(conn)?;
-                let received = receive_in(&tx, now, limits)?;
-                tx.commit()?;
-                Ok(received)
-            })
-            .await
-            .map_err(queue_error)?;
+        let received =
+            self.db.call(move |conn| receive_now(conn, clock.as_ref(), limits)).await.map_err(queue_error)?;
         Ok(self.after_receive(received))
     }
 
@@ -284,11 +275,7 @@ impl SqliteWorkQueue {
             .db
             .call(move |conn| {
                 let deleted = ack_in(conn, &receipt)?;
-                let now = clock.now().timestamp_millis();
-                let tx = atomic(conn)?;
-                let received = receive_in(&tx, now, limits)?;
-                tx.commit()?;
-                Ok((deleted, received))
+                Ok((deleted, receive_now(conn, clock.as_ref(), limits)?))
             })
             .await
             .map_err(queue_error)?;
@@ -461,6 +448,15 @@ fn ack_in(conn: &mut Connection, receipt: &str) -> Result<bool, DbError> {
     advance_head(&tx, &group_id)?;
     tx.commit()?;
     Ok(true)
+}
+
+/// One receive, in its own savepoint, at the clock's now.
+fn receive_now(conn: &mut Connection, clock: &dyn Clock, limits: Limits) -> Result<Received, DbError> {
+    let now = clock.now().timestamp_millis();
+    let tx = atomic(conn)?;
+    let received = receive_in(&tx, now, limits)?;
+    tx.commit()?;
+    Ok(received)
 }
 
 /// Delivers the next head, dead-lettering the heads that ran out of receives on the way.
