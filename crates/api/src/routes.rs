@@ -699,13 +699,16 @@ async fn invoke(
         true => state.executions.execution_for_source(&t, &source_id).await?,
         false => None,
     };
-    if done.is_none()
-        && let Admission::Refused(refusal) =
-            Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id).await?
-    {
-        tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");
-        return Err(Problem::tenant_limit(&refusal));
-    }
+    let day_tokens = match done {
+        Some(_) => None,
+        None => match Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id).await? {
+            Admission::Admitted(day) => Some(day),
+            Admission::Refused(refusal) => {
+                tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");
+                return Err(Problem::tenant_limit(&refusal));
+            }
+        },
+    };
     let text = body.message.unwrap_or_else(|| "[invoked without a message]".to_owned());
     let item = WorkItem {
         tenant_id: t,
@@ -718,6 +721,7 @@ async fn invoke(
         continuation: false,
         detail: json!({ "invoke": true, "metadata": body.metadata }),
         refused: None,
+        day_tokens,
     };
     let recorded = match done {
         Some(r) => Some(r),

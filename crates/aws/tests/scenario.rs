@@ -129,6 +129,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         continuation: false,
         detail: json!({"message": {"text": "Where is my order?"}}),
         refused: None,
+        day_tokens: None,
     };
     counter.take();
 

@@ -16,7 +16,7 @@ use switchboard_domain::{
 };
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    Attempt, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, Model, ModelError,
+    Attempt, Clock, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, Model, ModelError,
     ModelRequest, ModelResponse, RouteOutcome, SessionStore, Slot, WorkItem,
 };
 
@@ -199,10 +199,13 @@ async fn a_redelivered_refusal_is_not_answered_twice() {
 
 #[tokio::test]
 async fn tokens_per_day_refuse_once_the_days_usage_reaches_them_until_the_next_utc_day() {
-    let mut w = World::new(limits(60, 10, OnLimit::Nothing)).await;
-    let (_, record) = w.say("c-1", "a first question that costs more than ten tokens in all").await;
+    let mut w = World::new(limits(60, 1_000_000, OnLimit::Nothing)).await;
+    let (_, record) = w.say("c-1", "a first question").await;
     let used = record.unwrap().token_usage.total();
-    assert!(used >= 10, "the first turn used {used} tokens");
+    // The day's limit lowered to exactly what the day has used.
+    let mut t = w.embedded.store.get_tenant(&w.tenant).await.unwrap().unwrap();
+    t.limits.tokens_per_day = used;
+    assert!(w.embedded.store.update_tenant(&t).await.unwrap());
     let (outcome, record) = w.say("c-1", "and another").await;
     assert_eq!(outcome.as_str(), "budget_exceeded");
     let record = record.unwrap();
@@ -289,6 +292,41 @@ async fn a_per_execution_input_budget_stops_a_tool_loop_before_the_call_that_wou
     let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
     assert!(session.is_active());
     assert_eq!(session.tokens_used, record.token_usage.total());
+}
+
+#[tokio::test]
+async fn the_tenants_tokens_per_day_reached_mid_turn_stop_the_turn_before_the_call_that_would_pass_them() {
+    // Measure one model call of the loop first, on a tenant without a day limit to speak of.
+    let agent = json!({ "maxIterations": 10 });
+    let mut probe = World::with_agent(TenantLimits::default(), agent.clone(), looping_script(), None).await;
+    let (_, record) = probe.say("c-1", "hello").await;
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::MaxIterations);
+    let per_call = record.model_calls[0].usage.total();
+    let whole_turn = record.token_usage.total();
+    // A day that leaves room for three calls but not for ten.
+    let day = per_call * 3 + per_call / 2;
+    assert!(whole_turn > day, "the loop ({whole_turn} tokens) must pass the day's {day}");
+    let mut w = World::with_agent(limits(60, day, OnLimit::Nothing), agent, looping_script(), None).await;
+    let (outcome, record) = w.say("c-1", "hello").await;
+    assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "admitted with the whole day left: {outcome:?}");
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::BudgetExceeded);
+    let error = record.error.unwrap();
+    assert_eq!((error.kind, error.reason.as_deref()), (switchboard_domain::ErrorKind::Limit, Some("tokensPerDay")));
+    let calls = record.model_calls.len();
+    assert!((1..10).contains(&calls), "{calls} model calls");
+    assert!(record.token_usage.total() <= day, "{} tokens used of {day}", record.token_usage.total());
+    assert_eq!(record.tool_calls.len(), calls, "the calls made kept their tools' effects");
+    // The next message is admitted on what the day has left, which is less than its first call.
+    let (_, next) = w.say("c-1", "again").await;
+    let next = next.unwrap();
+    assert_eq!(next.status, ExecutionStatus::BudgetExceeded);
+    assert!(next.model_calls.is_empty(), "{:?}", next.model_calls);
+    let today = w.clock.now().date_naive();
+    let usage = w.embedded.store.usage(&w.tenant, today, today).await.unwrap();
+    let total: u64 = usage.iter().map(|r| r.counts.tokens()).sum();
+    assert_eq!(total, record.token_usage.total(), "the day's usage is the first turn's");
 }
 
 #[tokio::test]

@@ -160,15 +160,16 @@ impl Intake {
             remaining = &remaining[position + 1..];
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let refused = match &self.limits {
+                    let (refused, day_tokens) = match &self.limits {
                         Some(limits) => match limits.admit(tenant, &d.conversation_id).await? {
-                            Admission::Admitted => None,
-                            Admission::Refused(r) => Some(r),
+                            Admission::Admitted(day) => (None, Some(day)),
+                            Admission::Refused(r) => (Some(r), None),
                         },
-                        None => None,
+                        None => (None, None),
                     };
                     let limit = refused.as_ref().map(|r| r.limit);
-                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id), refused);
+                    let item =
+                        WorkItem { day_tokens, ..work_item(event, agent.agent_id, Some(trigger.trigger_id), refused) };
                     let outcome = self.queue.enqueue(&item).await?;
                     if outcome == Enqueued::Duplicate {
                         info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
@@ -210,6 +211,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, r
         continuation: false,
         detail: event.raw_detail.clone(),
         refused,
+        day_tokens: None,
     }
 }
 

@@ -16,12 +16,13 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
 use tracing::{error, info, warn};
 
-use crate::ports::{Admit, Clock, Counters, Deps, EventBus, ExecutionLog, SlotAndCount, StoreError};
+use crate::ports::{Admit, Clock, Counters, DayTokens, Deps, EventBus, ExecutionLog, SlotAndCount, StoreError};
 
 /// Whether a piece of work may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    Admitted,
+    /// Admitted, with what the day's token limit leaves of the day for it.
+    Admitted(DayTokens),
     Refused(Refusal),
 }
 
@@ -82,7 +83,9 @@ impl Limits {
             expires: reopens + Duration::minutes(1),
         };
         match self.counters.hold_slot_and_take(&ask).await? {
-            Admit::Counted => return Ok(Admission::Admitted),
+            Admit::Counted => {
+                return Ok(Admission::Admitted(DayTokens { day: today, left: limits.tokens_per_day - used }));
+            }
             Admit::SessionsFull { frees_at } => {
                 let window = format!("SES#{minute_key}");
                 let reopens = frees_at.max(now);

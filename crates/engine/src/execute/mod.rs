@@ -202,9 +202,10 @@ impl Executor {
         };
         let mut next = item.clone();
         match Limits::new(deps).admit(&tenant, &item.conversation_id).await? {
-            Admission::Admitted => {
+            Admission::Admitted(day) => {
                 info!(limit = refusal.limit.as_str(), "deferred message admitted");
                 next.refused = None;
+                next.day_tokens = Some(day);
             }
             Admission::Refused(again) if attempt.is_some_and(Attempt::is_last) => {
                 warn!(

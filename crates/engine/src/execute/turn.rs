@@ -25,6 +25,9 @@ use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox, TurnSt
 /// The reason a spent `maxSessionTokens` gives (the record's `error.reason`).
 const SESSION_BUDGET: &str = "maxSessionTokens";
 
+/// The reason the tenant's `tokensPerDay` gives when it is reached mid-turn.
+const DAY_BUDGET: &str = "tokensPerDay";
+
 /// What a turn leaves to commit.
 pub(super) struct Turn {
     pub session: Session,
@@ -180,10 +183,24 @@ impl Loop<'_> {
     /// so, the call asks for no more output than the execution's output budget has left.
     fn over_budget(&mut self) -> bool {
         let budget = &self.agent.token_budget;
-        if budget.is_unlimited() {
+        let day = self.cx.item.day_tokens;
+        if budget.is_unlimited() && day.is_none() {
             return false;
         }
         let next = self.request.estimated_input_tokens();
+        let spent = self.record.token_usage.total();
+        if let Some(day) = day
+            && day.would_pass(self.cx.deps.clock.now().date_naive(), spent, next)
+        {
+            warn!(budget = DAY_BUDGET, "the tenant's tokens per day would be passed; the turn stops");
+            self.status = ExecutionStatus::BudgetExceeded;
+            let why = format!(
+                "the next model call (about {next} input tokens, {spent} used by this turn) would pass the tenant's tokens per day ({} were left when the message was admitted)",
+                day.left
+            );
+            self.failure = Some(ExecutionError::new(ErrorKind::Limit, why).with_reason(DAY_BUDGET));
+            return true;
+        }
         if let Some((reason, why)) = spent_budget(self.agent, &self.record, self.state.session.tokens_used, next) {
             warn!(budget = reason, "token budget reached; the turn stops");
             self.status = ExecutionStatus::BudgetExceeded;

@@ -27,7 +27,7 @@ pub use counters::{Admit, Counters, NoCounters, Slot, SlotAndCount};
 pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
-pub use queue::{Enqueued, QueueError, WorkItem, WorkQueue};
+pub use queue::{DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
 pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit};
 pub use store::{Page, StoreError};
 pub use webhooks::{

@@ -27,6 +27,27 @@ pub struct WorkItem {
     /// Set when a tenant limit refused the item at intake: it is recorded as refused, not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// The tenant's tokens left on the day the item was admitted: the turn stops before a model
+    /// call that would pass them. None when no limits apply (or for an item queued before this
+    /// field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day_tokens: Option<DayTokens>,
+}
+
+/// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DayTokens {
+    pub day: chrono::NaiveDate,
+    pub left: u64,
+}
+
+impl DayTokens {
+    /// Whether `spent` tokens of this turn plus a call of about `next` would pass what was left,
+    /// on `today` (a turn that crossed midnight is in a new day's budget).
+    pub fn would_pass(&self, today: chrono::NaiveDate, spent: u64, next: u64) -> bool {
+        today == self.day && spent + next > self.left
+    }
 }
 
 impl WorkItem {
