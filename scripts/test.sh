@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
-# cfn-lint of template.yaml and the cargo-lambda build of the four functions. Needs the Rust
-# toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator (moto,
-# from PyPI) into .venv-emulator on first run.
+# cfn-lint of template.yaml, the console in a headless browser and the cargo-lambda build of the
+# four functions. Needs the Rust toolchain (with rustfmt and clippy) and python3 with venv; it
+# installs the emulator (moto, from PyPI) into .venv-emulator on first run, and Debian's chromium
+# and chromium-driver with apt-get when they are missing.
 #
 # `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
 # only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
@@ -31,6 +32,23 @@ if [ ! -x .venv-emulator/bin/moto_server ]; then
     .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5'
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
+
+echo "== browser (Debian's chromium and chromium-driver, for the console's browser test)"
+# Installed with apt-get when missing and this user may; otherwise the browser suite is skipped,
+# and says so loudly, only because this variable tells it to.
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+    installer=()
+    [ "$(id -u)" -eq 0 ] || installer=(sudo -n)
+    if command -v apt-get >/dev/null \
+        && { "${installer[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 \
+            || { "${installer[@]}" apt-get update -qq >/dev/null 2>&1 \
+                && "${installer[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; }; }; then
+        echo "installed: $(chromium --version 2>/dev/null | head -1)"
+    else
+        echo "!! chromium/chromedriver missing and cannot be installed here: THE CONSOLE'S BROWSER TEST IS SKIPPED" >&2
+        export SWITCHBOARD_SKIP_BROWSER=1
+    fi
+fi
 
 if $quick; then
     echo "== cargo test (--quick: the full script also lints the template and builds the Lambdas)"

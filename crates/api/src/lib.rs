@@ -10,6 +10,8 @@
 
 pub mod auth;
 mod config;
+mod console;
+mod operator;
 pub mod problem;
 mod routes;
 

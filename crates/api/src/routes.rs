@@ -48,7 +48,8 @@ pub fn router(state: ApiState) -> Router {
                     }),
             );
     }
-    app.route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+    let app = app
+        .route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/events", post(post_event))
@@ -71,7 +72,11 @@ pub fn router(state: ApiState) -> Router {
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
         .route("/tenants/{tenant}/sessions/{session}/handoff", post(handoff))
-        .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
+        .route("/tenants/{tenant}/sessions/{session}/claim", post(crate::operator::claim))
+        .route("/tenants/{tenant}/sessions/{session}/messages", post(crate::operator::reply))
+        .route("/tenants/{tenant}/sessions/{session}/end", post(crate::operator::end))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate));
+    crate::console::routes(app)
         .layer(middleware::from_fn_with_state(state.clone(), read_request))
         .layer(middleware::from_fn(log_requests))
         .with_state(state)
@@ -804,7 +809,7 @@ async fn handoff(
     body: Bytes,
 ) -> Result<Response, Problem> {
     use switchboard_domain::{AgentId, SessionId, ValidationErrors};
-    use switchboard_engine::{HandoffError, HandoffTo};
+    use switchboard_engine::HandoffTo;
 
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let no_session = || Problem::not_found(format!("no session '{session}'"));
@@ -841,23 +846,11 @@ async fn handoff(
     };
     errors.into_result().map_err(Problem::invalid)?;
     let Some(to) = to else { return Err(Problem::internal()) };
-    match state.executor.hand_off(&t, session_id, to, body.reason.trim()).await {
-        Ok(done) => Ok(Json(json!({
-            "newSessionId": done.new_session_id,
-            "status": "handed_off",
-            "executionId": done.execution.execution_id,
-        }))
-        .into_response()),
-        Err(HandoffError::NoSession(_)) => Err(no_session()),
-        Err(HandoffError::UnknownAgent(a)) => Err(Problem::invalid(ValidationErrors::single(
-            "/targetAgentId",
-            format!("no active agent '{a}' in this tenant"),
-        ))),
-        Err(e @ (HandoffError::NotAllowed(_) | HandoffError::Conflict)) => Err(Problem::conflict(e.to_string())),
-        Err(HandoffError::Store(e)) => Err(e.into()),
-        Err(HandoffError::Bus(e)) => {
-            tracing::error!(error = %e, "event bus failed during a handoff");
-            Err(if e.retryable { Problem::unavailable() } else { Problem::internal() })
-        }
-    }
+    let done = state
+        .executor
+        .hand_off(&t, session_id, to, body.reason.trim())
+        .await
+        .map_err(|e| crate::operator::problem(e, session_id))?;
+    Ok(Json(json!({ "newSessionId": done.new_session_id, "status": "handed_off", "executionId": done.execution.execution_id }))
+        .into_response())
 }

@@ -186,19 +186,20 @@ impl Conversations for ConversationsApi {
         text: &str,
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError> {
-        let url = self.messages_url(tenant, conversation_id)?;
-        let idempotency_key = format!("{tenant}/{idempotency_key}");
-        let idempotency_key = idempotency_key.as_str();
-        let body = serde_json::to_vec(&serde_json::json!({ "text": text }))
-            .map_err(|e| ConversationError { message: format!("encode the reply: {e}"), retryable: false })?;
-        // Every header that is sent is signed, the idempotency key included.
-        let headers = [("content-type", "application/json"), ("idempotency-key", idempotency_key)];
-        let bytes = self.request(reqwest::Method::POST, &url, &headers, &body).await?;
-        let answer: SendResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
-            message: format!("POST {url}: unexpected answer: {e}"),
-            retryable: false,
-        })?;
-        Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate })
+        self.send(tenant, conversation_id, &serde_json::json!({ "text": text }), idempotency_key).await
+    }
+
+    #[tracing::instrument(skip(self, text, operator, idempotency_key), fields(tenant = %tenant))]
+    async fn send_human(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        operator: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        let body = serde_json::json!({ "text": text, "sender": "human", "operator": operator });
+        self.send(tenant, conversation_id, &body, idempotency_key).await
     }
 
     #[tracing::instrument(skip(self), fields(tenant = %tenant))]
@@ -218,5 +219,30 @@ impl Conversations for ConversationsApi {
         // At most what was asked for, the newest.
         messages.drain(..messages.len().saturating_sub(limit));
         Ok(messages)
+    }
+}
+
+impl ConversationsApi {
+    /// Posts one message under the tenant-scoped `idempotency_key`.
+    async fn send(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        body: &serde_json::Value,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        let url = self.messages_url(tenant, conversation_id)?;
+        let idempotency_key = format!("{tenant}/{idempotency_key}");
+        let idempotency_key = idempotency_key.as_str();
+        let body = serde_json::to_vec(body)
+            .map_err(|e| ConversationError { message: format!("encode the message: {e}"), retryable: false })?;
+        // Every header that is sent is signed, the idempotency key included.
+        let headers = [("content-type", "application/json"), ("idempotency-key", idempotency_key)];
+        let bytes = self.request(reqwest::Method::POST, &url, &headers, &body).await?;
+        let answer: SendResponse = serde_json::from_slice(&bytes).map_err(|e| ConversationError {
+            message: format!("POST {url}: unexpected answer: {e}"),
+            retryable: false,
+        })?;
+        Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate })
     }
 }

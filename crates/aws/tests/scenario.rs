@@ -46,6 +46,17 @@ impl Conversations for FakeConversations {
         Ok(Sent { message_id: id, duplicate: false })
     }
 
+    async fn send_human(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        _operator: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        self.send_reply(tenant, conversation_id, text, idempotency_key).await
+    }
+
     /// What this fake has: the replies it took.
     async fn history(
         &self,

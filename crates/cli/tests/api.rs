@@ -334,6 +334,13 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             format!("{base}/sessions/{session}/handoff"),
             Some(json!({ "targetType": "agent", "targetAgentId": agent, "reason": "x" })),
         ));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/claim"), Some(json!({ "operator": "Eve" }))));
+        corpus.push((
+            Method::POST,
+            format!("{base}/sessions/{session}/messages"),
+            Some(json!({ "operator": "Eve", "text": "hello from elsewhere" })),
+        ));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({ "operator": "Eve" }))));
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/executions?sourceId=x-1"), None));
@@ -365,7 +372,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     }
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
-        let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\"")]).await;
+        let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
         let own_tenant_listing = path.starts_with("/tenants/intruder/conversations")
             || path == "/tenants/intruder/usage"
             || path.starts_with("/tenants/intruder/sessions?");
@@ -389,6 +396,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+    let s = admin.get(&format!("/tenants/acme/sessions/{session}")).await;
+    assert_eq!((s.body["status"].as_str(), s.body.get("claim")), (Some("handed_off"), None), "{}", s.body);
+    let log = admin.get("/tenants/acme/conversations/c-x/messages").await.body.to_string();
+    assert!(!log.contains("hello from elsewhere"), "{log}");
 }
 
 #[tokio::test]
@@ -707,4 +718,108 @@ async fn an_operator_takes_a_conversation_over_and_hands_it_back() {
     // nor can another tenant touch it
     let other = Api::new(&server, &create_tenant(dir.path(), "other"));
     assert_eq!(other.post(&path, json!({ "targetType": "human", "reason": "x" })).await.status, 404);
+}
+
+#[tokio::test]
+async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let event = |id: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-race", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let active = api.post("/events?wait=30", event("r-1", "Where is my order #1234?")).await;
+    let session = active.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let base = format!("/tenants/acme/sessions/{session}");
+    // nothing to claim, say or end while an agent has the conversation
+    assert_eq!(api.post(&format!("{base}/claim"), json!({ "operator": "Ann" })).await.status, 409);
+    let say = |who: &str, text: &str| json!({ "operator": who, "text": text });
+    let r =
+        api.call(Method::POST, &format!("{base}/messages"), Some(say("Ann", "hi")), &[("idempotency-key", "a")]).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": "Ann" })).await.status, 409);
+    let handed = api.post("/events?wait=30", event("r-2", "I want a human")).await;
+    assert_eq!(handed.body["execution"]["status"], "handed_off");
+
+    // eight operators claim at once: exactly one wins, the others hear who
+    let claims = (0..8).map(|i| {
+        let api = &api;
+        let path = format!("{base}/claim");
+        async move { api.post(&path, json!({ "operator": format!("op-{i}") })).await }
+    });
+    let answers = futures::future::join_all(claims).await;
+    let won: Vec<_> = answers.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(won.len(), 1, "{:?}", answers.iter().map(|r| r.status).collect::<Vec<_>>());
+    let winner = won[0].body["claim"]["operator"].as_str().unwrap().to_owned();
+    for lost in answers.iter().filter(|r| r.status != 200) {
+        assert_eq!(lost.status, 409);
+        assert!(lost.body["detail"].as_str().unwrap().contains(&winner), "{}", lost.body);
+    }
+    let records = api.get(&format!("{base}/executions?limit=100")).await.body["items"].clone();
+    let claimed = records.as_array().unwrap().iter().filter(|e| e["input"]["operator"]["action"] == "claim").count();
+    assert_eq!(claimed, 1, "one claim recorded");
+
+    // a double click: the same key five times at once sends one message and records one reply
+    let replies = (0..5).map(|_| {
+        let (api, path, body) = (&api, format!("{base}/messages"), say(&winner, "On it, one moment."));
+        async move { api.call(Method::POST, &path, Some(body), &[("idempotency-key", "click-1")]).await }
+    });
+    let answers = futures::future::join_all(replies).await;
+    assert!(
+        answers.iter().all(|r| r.status == 200 || r.status == 201),
+        "{:?}",
+        answers.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    assert_eq!(answers.iter().filter(|r| r.body["duplicate"] == false).count(), 1);
+    let ids: std::collections::BTreeSet<_> = answers.iter().map(|r| r.body["messageId"].to_string()).collect();
+    assert_eq!(ids.len(), 1, "every answer names the one message: {ids:?}");
+    let log = api.get("/tenants/acme/conversations/c-race/messages").await.body["messages"].clone();
+    let said: Vec<_> = log.as_array().unwrap().iter().filter(|m| m["text"] == "On it, one moment.").collect();
+    assert_eq!((said.len(), said[0]["sender"].as_str()), (1, Some("human")));
+    let s = api.get(&base).await.body;
+    let in_transcript = s["transcript"].to_string().matches("[human operator] On it, one moment.").count();
+    assert_eq!(in_transcript, 1, "{}", s["transcript"]);
+
+    // the loser cannot reply or end; bad input names the field and changes nothing
+    let loser = if winner == "op-0" { "op-1" } else { "op-0" };
+    let r =
+        api.call(Method::POST, &format!("{base}/messages"), Some(say(loser, "me")), &[("idempotency-key", "b")]).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": loser })).await.status, 409);
+    let bad = |body: Value, key: &'static str| {
+        let (api, path) = (&api, format!("{base}/messages"));
+        async move { pointers(&api.call(Method::POST, &path, Some(body), &[("idempotency-key", key)]).await) }
+    };
+    assert_eq!(bad(say(&winner, "   "), "c").await, ["/text"]);
+    assert_eq!(bad(say(&winner, &"x".repeat(16 * 1024 + 1)), "c").await, ["/text"]);
+    assert_eq!(bad(say("", "hi"), "c").await, ["/operator"]);
+    assert_eq!(bad(say("a\u{7}b", "hi"), "c").await, ["/operator"]);
+    assert_eq!(bad(say(&winner, "hi"), "not a key!").await, ["/headers/Idempotency-Key"]);
+    assert_eq!(bad(json!({ "operator": winner, "text": "hi", "cc": "x" }), "c").await, ["/cc"]);
+    let long_note = json!({ "operator": winner, "note": "n".repeat(1001) });
+    assert_eq!(pointers(&api.post(&format!("{base}/end"), long_note).await), ["/note"]);
+    assert_eq!(api.post("/tenants/acme/sessions/not-a-ulid/claim", json!({ "operator": "x" })).await.status, 404);
+    let unknown = "/tenants/acme/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV/claim";
+    assert_eq!(api.post(unknown, json!({ "operator": "x" })).await.status, 404);
+    let s2 = api.get(&base).await.body;
+    assert_eq!(s2["version"], s["version"], "nothing refused changed the session");
+
+    // the winner ends it: the event says who, and the conversation is closed to operators
+    let r = api.post(&format!("{base}/end"), json!({ "operator": winner, "note": "Sorted out" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = api.get("/tenants/acme/events").await.body["events"].clone();
+    let ended = events.as_array().unwrap().iter().find(|e| e["event"]["detailType"] == "session.ended").unwrap();
+    let d = &ended["event"]["detail"];
+    assert_eq!(
+        (d["endedBy"].as_str(), d["operator"].as_str(), d["summary"].as_str()),
+        (Some("human"), Some(winner.as_str()), Some("Sorted out"))
+    );
+    assert_eq!(api.get(&base).await.body["status"], "completed");
+    let r = api
+        .call(Method::POST, &format!("{base}/messages"), Some(say(&winner, "late")), &[("idempotency-key", "d")])
+        .await;
+    assert_eq!(r.status, 409);
 }

@@ -513,6 +513,21 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         .unwrap()
         .to_owned();
     let handoff = |s: &str| format!("/tenants/acme/sessions/{s}/handoff");
+    // an operator claims it (another cannot), replies once per key, then hands it back
+    let claim = format!("/tenants/acme/sessions/{human}/claim");
+    let r = api.post(&claim, json!({ "operator": "Alice" })).await;
+    assert_eq!((r.status, r.str("/claim/operator")), (StatusCode::OK, "Alice".into()));
+    assert_eq!(api.post(&claim, json!({ "operator": "Bob" })).await.status, 409);
+    assert_eq!(api.post(&claim, json!({ "operator": "" })).await.pointers(), ["/operator"]);
+    let say = format!("/tenants/acme/sessions/{human}/messages");
+    let reply = json!({ "operator": "Alice", "text": "Alice here, how can I help?" });
+    let r = api.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
+    assert_eq!((r.status, &r.body["duplicate"]), (StatusCode::CREATED, &json!(false)), "{}", r.body);
+    let again = api.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
+    assert_eq!((again.status, again.str("/messageId")), (StatusCode::OK, r.str("/messageId")));
+    assert_eq!(api.post(&say, reply.clone()).await.pointers(), ["/headers/Idempotency-Key"]);
+    let bob = json!({ "operator": "Bob", "text": "Me too" });
+    assert_eq!(api.call(Method::POST, &say, Body::Json(bob), &[("idempotency-key", "op-2")]).await.status, 409);
     let back = api
         .post(
             &handoff(&human),
@@ -531,6 +546,17 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(r.pointers(), ["/targetAgentId"]);
     let r = api.post(&handoff("01ARZ3NDEKTSV4RRFFQ69G5FAV"), json!({ "targetType": "human", "reason": "x" })).await;
     assert_eq!(r.status, 404);
+    // the VIP conversation is ended by the operator who has it; then nobody owns it
+    let end = format!("/tenants/acme/sessions/{agent_session}/end");
+    let r = api.post(&end, json!({ "operator": "Alice", "note": "Upgraded to priority support" })).await;
+    assert_eq!((r.status, r.str("/status")), (StatusCode::OK, "completed".into()), "{}", r.body);
+    let ended = api.get(&format!("/tenants/acme/executions/{}", r.str("/executionId"))).await;
+    assert_eq!(ended.str("/status"), "operator");
+    assert_eq!(api.post(&end, json!({ "operator": "Alice" })).await.status, 409);
+    assert_eq!(
+        api.post(&format!("/tenants/acme/sessions/{agent_session}/claim"), json!({ "operator": "Alice" })).await.status,
+        409
+    );
 
     // -- tenants: a new one, and a bundle applied to it (then again: nothing changes) ---------
     let r = api.post("/tenants", json!({ "tenantId": "beta", "name": "Beta" })).await;

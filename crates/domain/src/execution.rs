@@ -26,6 +26,9 @@ pub enum ExecutionStatus {
     Failed,
     /// Nothing ran: the conversation is owned by a human, or the session is closed.
     Skipped,
+    /// A human operator acted on a conversation they own (claimed it, replied, ended it); no
+    /// agent ran. Kept as an execution so that the session's history shows who did what.
+    Operator,
 }
 
 /// Why an execution failed, coarse enough to alert on.
@@ -115,6 +118,10 @@ pub struct ToolCallRecord {
     /// Key that makes the call's side effect happen at most once.
     pub idempotency_key: String,
     pub latency_ms: u64,
+    /// How many model calls of the execution came before it: the call that asked for it is
+    /// `modelCalls[afterModelCall - 1]` (0 for a call no model call of this record asked for).
+    #[serde(default)]
+    pub after_model_call: u32,
     /// For webhook tools: what the call did (never the secret or the bodies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookAudit>,

@@ -36,7 +36,9 @@ pub use execution::{
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};
 pub use model_ref::{ModelRef, Provider};
-pub use session::{ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult};
+pub use session::{
+    Claim, ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult,
+};
 pub use skill::Skill;
 pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantStatus};
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};

@@ -41,6 +41,11 @@ pub enum Priority {
 }
 
 impl Priority {
+    /// The priority named `s` (`low`, `normal`, `high`, `urgent`).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Priority::Low, Priority::Normal, Priority::High, Priority::Urgent].into_iter().find(|p| p.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::Low => "low",
@@ -49,6 +54,15 @@ impl Priority {
             Priority::Urgent => "urgent",
         }
     }
+}
+
+/// An operator's claim on a conversation handed to humans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    /// The operator's name as the console gives it.
+    pub operator: String,
+    pub at: DateTime<Utc>,
 }
 
 /// What a handing-off agent tells the next one.
@@ -137,6 +151,12 @@ pub struct Session {
     /// against it).
     #[serde(default)]
     pub tokens_used: u64,
+    /// How urgently the conversation was handed to a human (while a human owns it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_priority: Option<Priority>,
+    /// The operator who claimed a conversation a human owns: the one who answers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -167,6 +187,8 @@ impl Session {
             loaded_skills: Vec::new(),
             recallable: Vec::new(),
             tokens_used: 0,
+            handoff_priority: None,
+            claim: None,
             version: 0,
             started_at: now,
             updated_at: now,

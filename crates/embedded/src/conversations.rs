@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use switchboard_domain::TenantId;
-use switchboard_engine::{ConversationError, Conversations, HistoryMessage, Sent};
+use switchboard_engine::{ConversationError, Conversations, HistoryMessage, Sender, Sent};
 
 use crate::store::SqliteStore;
 
@@ -30,7 +30,23 @@ impl Conversations for LocalConversations {
     ) -> Result<Sent, ConversationError> {
         let (message_id, duplicate) = self
             .store
-            .record_reply(tenant, conversation_id, text, idempotency_key)
+            .record_sent(tenant, conversation_id, text, idempotency_key, Sender::Agent)
+            .await
+            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
+        Ok(Sent { message_id, duplicate })
+    }
+
+    async fn send_human(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        _operator: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        let (message_id, duplicate) = self
+            .store
+            .record_sent(tenant, conversation_id, text, idempotency_key, Sender::Human)
             .await
             .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
         Ok(Sent { message_id, duplicate })

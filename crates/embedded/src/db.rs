@@ -39,6 +39,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::TENANT_STATUS,
     crate::store::TENANT_LIMITS,
     crate::store::SESSION_SLOTS,
+    crate::store::MESSAGE_SENDER,
 ];
 
 #[derive(Debug, thiserror::Error)]

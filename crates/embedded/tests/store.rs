@@ -195,12 +195,12 @@ async fn two_tenants_with_the_same_event_id_both_get_their_reply() {
     let (e, _dir) = open(clock.clone(), 5);
     let (a, b): (TenantId, TenantId) = ("t-a".parse().unwrap(), "t-b".parse().unwrap());
     // the same idempotency key (derived from the same event id) in two tenants
-    let (id_a, dup_a) = e.store.record_reply(&a, "c-1", "hello A", "evt-1/0").await.unwrap();
-    let (id_b, dup_b) = e.store.record_reply(&b, "c-1", "hello B", "evt-1/0").await.unwrap();
+    let (id_a, dup_a) = e.store.record_sent(&a, "c-1", "hello A", "evt-1/0", Sender::Agent).await.unwrap();
+    let (id_b, dup_b) = e.store.record_sent(&b, "c-1", "hello B", "evt-1/0", Sender::Agent).await.unwrap();
     assert!(!dup_a && !dup_b, "neither is a repeat");
     assert_ne!(id_a, id_b);
     // and within one tenant the key still deduplicates
-    let (again, dup) = e.store.record_reply(&a, "c-1", "hello A", "evt-1/0").await.unwrap();
+    let (again, dup) = e.store.record_sent(&a, "c-1", "hello A", "evt-1/0", Sender::Agent).await.unwrap();
     assert!(dup);
     assert_eq!(again, id_a);
     let texts: Vec<_> = e.store.messages(&b, "c-1", 10).await.unwrap().into_iter().map(|m| m.text).collect();
@@ -278,7 +278,7 @@ async fn a_database_of_the_previous_schema_migrates_forward() {
         [(41, "evt-1/0/session.ended")]
     );
     // the reply's idempotency key still deduplicates
-    let (_, duplicate) = e.store.record_reply(&t, "c-1", "old answer", "evt-1/0").await.unwrap();
+    let (_, duplicate) = e.store.record_sent(&t, "c-1", "old answer", "evt-1/0", Sender::Agent).await.unwrap();
     assert!(duplicate);
     // ids that collided under the old constraints are now accepted
     assert!(e.store.record_inbound(&t, "c-2", "m-1", "same id, other conversation").await.unwrap());
@@ -332,7 +332,8 @@ async fn the_log_tells_who_wrote_each_message_and_an_echoed_reply_is_not_a_human
     let (e, _dir) = open(clock(), 5);
     let t: TenantId = "t-1".parse().unwrap();
     assert!(e.store.record_inbound(&t, "c-1", "m-1", "hi").await.unwrap());
-    let (reply_id, _) = e.store.record_reply(&t, "c-1", "Hello! How can I help?", "evt-1/0").await.unwrap();
+    let (reply_id, _) =
+        e.store.record_sent(&t, "c-1", "Hello! How can I help?", "evt-1/0", Sender::Agent).await.unwrap();
     assert!(e.store.record_human(&t, "c-1", "m-2", "I am Sam from support.").await.unwrap());
     // the service echoing the agent's reply, under its own id or the reply's: not logged again
     assert!(!e.store.record_human(&t, "c-1", "svc-9", "Hello! How can I help?").await.unwrap());

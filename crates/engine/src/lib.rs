@@ -26,6 +26,7 @@ mod tools;
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
 pub use config::{ConfigService, ConfigWriteError};
 pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
+pub use execute::operator::OperatorReply;
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, Limits};

@@ -140,6 +140,20 @@ impl Conversations for NoConversations {
         })
     }
 
+    async fn send_human(
+        &self,
+        _tenant: &TenantId,
+        _conversation_id: &str,
+        _text: &str,
+        _operator: &str,
+        _idempotency_key: &str,
+    ) -> Result<Sent, ConversationError> {
+        Err(ConversationError {
+            message: "SWITCHBOARD_CONVERSATIONS_URL is not set: this function cannot send messages".into(),
+            retryable: false,
+        })
+    }
+
     async fn history(
         &self,
         _tenant: &TenantId,

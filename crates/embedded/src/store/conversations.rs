@@ -1,7 +1,8 @@
 //! The local conversation log: inbound messages as they arrive, replies under their
 //! idempotency keys, and other outbound messages (a human operator's, posted as outbound
 //! `message.new` events). Who wrote a message follows from how it was logged: inbound is the
-//! customer, outbound with an idempotency key an agent, outbound without one a human.
+//! customer, outbound with an idempotency key an agent, outbound without one a human; a message an
+//! operator sent from the console has an idempotency key and says `sender = 'human'`.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
@@ -12,8 +13,8 @@ use super::{SqliteStore, store_err};
 use crate::db::atomic;
 
 /// The columns of a logged message, with its sender derived (see the module docs).
-const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at,
-    CASE WHEN direction = 'inbound' THEN 'customer' WHEN idempotency_key IS NULL THEN 'human' ELSE 'agent' END";
+const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at, COALESCE(sender,
+    CASE WHEN direction = 'inbound' THEN 'customer' WHEN idempotency_key IS NULL THEN 'human' ELSE 'agent' END)";
 
 type Row = (String, String, String, String, String);
 
@@ -110,15 +111,18 @@ impl SqliteStore {
         rows.into_iter().map(logged).collect()
     }
 
-    /// Records an outbound reply under its idempotency key; returns its message id and whether
-    /// the key had been used already.
-    pub async fn record_reply(
+    /// Records an outbound message (an agent's reply, or a human operator's sent from the
+    /// console) under its idempotency key; returns its message id and whether the key had been
+    /// used already.
+    pub async fn record_sent(
         &self,
         tenant: &TenantId,
         conversation_id: &str,
         text: &str,
         idempotency_key: &str,
+        sender: Sender,
     ) -> Result<(String, bool), StoreError> {
+        let human = sender == Sender::Human;
         let (t, conv, text, key, now) = (
             tenant.to_string(),
             conversation_id.to_owned(),
@@ -126,7 +130,7 @@ impl SqliteStore {
             idempotency_key.to_owned(),
             self.clock.now().to_rfc3339(),
         );
-        let message_id = format!("reply-{}", ulid::Ulid::generate());
+        let message_id = format!("{}-{}", if human { "human" } else { "reply" }, ulid::Ulid::generate());
         self.db
             .call(move |c| {
                 let tx = atomic(c)?;
@@ -137,8 +141,9 @@ impl SqliteStore {
                 if let Some(id) = existing {
                     return Ok((id, true));
                 }
-                tx.prepare_cached("INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
-                     VALUES (?1, ?2, ?3, 'outbound', ?4, ?5, ?6)")?.execute(params![t, conv, message_id, text, key, now])?;
+                tx.prepare_cached("INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at, sender)
+                     VALUES (?1, ?2, ?3, 'outbound', ?4, ?5, ?6, ?7)")?
+                    .execute(params![t, conv, message_id, text, key, now, human.then_some("human")])?;
                 tx.commit()?;
                 Ok((message_id, false))
             })

@@ -161,3 +161,10 @@ CREATE TABLE session_slots (
     PRIMARY KEY (tenant_id, conversation_id)
 ) STRICT, WITHOUT ROWID;
 "#;
+
+/// Schema step 8: who sent an outbound message when it does not follow from how it was logged
+/// (a human operator's reply from the console has an idempotency key, like an agent's); NULL
+/// keeps the derived sender.
+pub const MESSAGE_SENDER: &str = r#"
+ALTER TABLE messages ADD COLUMN sender TEXT;
+"#;

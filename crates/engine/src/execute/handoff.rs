@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use serde_json::json;
 use switchboard_domain::event::detail_type;
-use switchboard_domain::limits::{EXECUTION_TTL_DAYS, MAX_HANDOFF_DEPTH};
+use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::{
-    Action, AgentId, AgentStatus, ExecutionId, ExecutionRecord, ExecutionStatus, HandoffContext, HandoffTarget,
-    Priority, SessionId, SessionStatus, TenantId, TokenUsage,
+    Action, AgentId, AgentStatus, ExecutionRecord, ExecutionStatus, HandoffContext, HandoffTarget, Priority, SessionId,
+    SessionStatus, TenantId,
 };
 
-use super::Executor;
-use crate::ports::{BusError, StoreError};
+use super::{Executor, record};
+use crate::ports::{BusError, ConversationError, StoreError};
 use crate::ports::{SessionWrite, TurnCommit};
 use crate::tools::system::publish;
 
@@ -39,6 +39,9 @@ pub enum HandoffError {
     Store(StoreError),
     #[error(transparent)]
     Bus(#[from] BusError),
+    /// An operator's message could not be sent into the conversation.
+    #[error(transparent)]
+    Send(ConversationError),
 }
 
 impl From<StoreError> for HandoffError {
@@ -92,6 +95,7 @@ impl Executor {
                 session.status = SessionStatus::HandedOff;
                 session.handed_off_to = Some(HandoffTarget::Human);
                 session.handoff_reason = Some(reason.to_owned());
+                session.handoff_priority = Some(priority);
                 session.ended_at = Some(now);
                 publish(
                     deps,
@@ -151,28 +155,9 @@ impl Executor {
         };
         session.version += 1;
         session.updated_at = now;
-        let execution = ExecutionRecord {
-            tenant_id: tenant.clone(),
-            execution_id: ExecutionId::generate(),
-            session_id: session.session_id,
-            agent_id: session.agent_id,
-            trigger_id: None,
-            source_id,
-            input: json!({ "handoff": { "reason": reason, "requestedBy": "api" } }),
-            status: ExecutionStatus::HandedOff,
-            error: None,
-            iterations: 0,
-            model_calls: vec![],
-            tool_calls: vec![],
-            actions: vec![action],
-            token_usage: TokenUsage::default(),
-            cost_usd: Some(switchboard_domain::Cost::ZERO),
-            price_version: Some(deps.prices.version.clone()),
-            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            created_at: now,
-            children: vec![],
-            expires_at: now + chrono::Duration::days(EXECUTION_TTL_DAYS),
-        };
+        let input = json!({ "handoff": { "reason": reason, "requestedBy": "api" } });
+        let execution =
+            record::of_request(deps, &session, source_id, input, ExecutionStatus::HandedOff, vec![action], started);
         let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
         let new_session_id = new_session.as_ref().map(|s| s.session_id);
         if let Some(next) = new_session {

@@ -8,7 +8,8 @@
 pub(crate) mod context;
 pub mod handoff;
 mod history;
-mod record;
+pub mod operator;
+pub(crate) mod record;
 mod refused;
 mod summary;
 mod turn;

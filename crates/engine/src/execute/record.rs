@@ -16,24 +16,40 @@ use crate::ports::{Deps, WorkItem};
 /// A record for `item` in `session` with nothing done yet (status `success` until the turn says
 /// otherwise), expiring after the retention period.
 pub(crate) fn blank(deps: &Deps, item: &WorkItem, session: &Session, started: Instant) -> ExecutionRecord {
-    let now = deps.clock.now();
-    let execution_id = ExecutionId::generate();
+    let input = json!({ "messageId": item.message_id, "text": item.text, "detail": item.detail });
+    let mut r = of_request(deps, session, item.source_id.clone(), input, ExecutionStatus::Success, vec![], started);
+    r.trigger_id = item.trigger_id;
     // Every later log line of the execution carries its id (the executor's span declares it).
-    tracing::Span::current().record("execution_id", tracing::field::display(execution_id));
+    tracing::Span::current().record("execution_id", tracing::field::display(r.execution_id));
+    r
+}
+
+/// The record of something done to a session from outside a turn (a handoff over the API, an
+/// operator's claim, reply or end): no model ran, `input` says who asked for what.
+pub(crate) fn of_request(
+    deps: &Deps,
+    session: &Session,
+    source_id: String,
+    input: serde_json::Value,
+    status: ExecutionStatus,
+    actions: Vec<Action>,
+    started: Instant,
+) -> ExecutionRecord {
+    let now = deps.clock.now();
     ExecutionRecord {
-        tenant_id: item.tenant_id.clone(),
-        execution_id,
+        tenant_id: session.tenant_id.clone(),
+        execution_id: ExecutionId::generate(),
         session_id: session.session_id,
         agent_id: session.agent_id,
-        trigger_id: item.trigger_id,
-        source_id: item.source_id.clone(),
-        input: json!({ "messageId": item.message_id, "text": item.text, "detail": item.detail }),
-        status: ExecutionStatus::Success,
+        trigger_id: None,
+        source_id,
+        input,
+        status,
         error: None,
         iterations: 0,
         model_calls: vec![],
         tool_calls: vec![],
-        actions: vec![],
+        actions,
         token_usage: TokenUsage::default(),
         cost_usd: Some(Cost::ZERO),
         price_version: Some(deps.prices.version.clone()),

@@ -271,7 +271,9 @@ impl Loop<'_> {
             };
             stored.push(result(called.stored.unwrap_or_else(|| called.outcome.output.clone())));
             results.push(result(called.outcome.output));
-            self.record.tool_calls.push(called.record);
+            let mut done = called.record;
+            done.after_model_call = u32::try_from(self.record.model_calls.len()).unwrap_or(u32::MAX);
+            self.record.tool_calls.push(done);
         }
         self.request.messages.push(Message { role: Role::User, content: results });
         self.new_messages.push(Message { role: Role::User, content: stored });

@@ -165,6 +165,7 @@ async fn classify(
         output,
         idempotency_key: key.to_owned(),
         latency_ms: elapsed_ms(started),
+        after_model_call: u32::try_from(record.model_calls.len()).unwrap_or(u32::MAX),
         webhook: None,
     });
     Ok(pick)

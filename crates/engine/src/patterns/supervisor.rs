@@ -104,7 +104,9 @@ pub(crate) async fn run(
                 content: called.outcome.output,
                 is_error: called.outcome.is_error,
             });
-            child.tool_calls.push(called.record);
+            let mut done = called.record;
+            done.after_model_call = u32::try_from(child.model_calls.len()).unwrap_or(u32::MAX);
+            child.tool_calls.push(done);
         }
         request.messages.push(Message { role: Role::User, content: results });
     }

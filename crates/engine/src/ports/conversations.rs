@@ -50,6 +50,17 @@ pub trait Conversations: Send + Sync {
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError>;
 
+    /// Sends a human operator's message (the console's reply), honouring `idempotency_key` as
+    /// `send_reply` does; the conversation shows it as `operator`'s, not an agent's.
+    async fn send_human(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        operator: &str,
+        idempotency_key: &str,
+    ) -> Result<Sent, ConversationError>;
+
     /// The conversation's newest `limit` messages, oldest first: the customer's, the agents' and
     /// the human operators', including those from before any agent joined.
     async fn history(

@@ -236,6 +236,7 @@ impl Toolbox {
             is_error: outcome.is_error,
             idempotency_key: key,
             latency_ms: elapsed_ms(started),
+            after_model_call: 0,
             webhook: webhook_audit,
         };
         Ok(Called { outcome, record, reconfigure, stored })

@@ -258,6 +258,7 @@ pub(crate) async fn hand_to_human(
     session.status = SessionStatus::HandedOff;
     session.handed_off_to = Some(HandoffTarget::Human);
     session.handoff_reason = Some(reason.to_owned());
+    session.handoff_priority = Some(Priority::parse(priority).unwrap_or_default());
     session.ended_at = Some(deps.clock.now());
     let extra = json!({ "reason": reason, "priority": priority, "context": session.memory });
     publish(deps, key, detail_type::HANDOFF_HUMAN, session, extra).await?;

@@ -1,0 +1,437 @@
+// The Switchboard operator console: a handoff inbox kept live from the tenant's event stream,
+// a conversation view with the operator's actions, and an execution viewer. Plain modules, no
+// build step; the API key stays in this tab's sessionStorage and travels only in the
+// Authorization header (the event stream is read with fetch, not EventSource, for that reason).
+
+const SESSION_KEY = "switchboard.console";
+const PRIORITY = { urgent: 0, high: 1, normal: 2, low: 3 };
+
+let auth = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+let stream = null; // the AbortController of the live event stream
+let lastEventId = null;
+let refreshInbox = null; // set while the inbox is on screen
+const main = document.getElementById("main");
+
+// ---------- small helpers ----------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function say(text, error = false) {
+  const s = document.getElementById("status");
+  s.textContent = text;
+  s.classList.toggle("error", error);
+}
+
+function ago(iso) {
+  if (!iso) return "";
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d`;
+}
+
+function pretty(v) {
+  return el("pre", {}, typeof v === "string" ? v : JSON.stringify(v, null, 2));
+}
+
+const t = () => encodeURIComponent(auth.tenant);
+
+/** One API call; a problem+json answer becomes an Error whose message names the fields at fault. */
+async function api(method, path, body, headers = {}) {
+  const init = { method, headers: { Authorization: `Bearer ${auth.key}`, ...headers } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) {
+    const fields = (data && data.errors ? data.errors : []).map((e) => `${e.pointer}: ${e.message}`);
+    const err = new Error([data && (data.detail || data.title), ...fields].filter(Boolean).join("; ") || res.statusText);
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+// ---------- sign-in ----------
+
+function signInForm() {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("sign-out").hidden = true;
+  document.getElementById("who").textContent = "";
+  main.replaceChildren(
+    el("h1", {}, "Sign in"),
+    el("form", { class: "stack signin", id: "sign-in", onsubmit: signIn },
+      el("label", { for: "tenant" }, "Tenant id"),
+      el("input", { id: "tenant", name: "tenant", required: true, autocomplete: "organization", spellcheck: "false" }),
+      el("label", { for: "key" }, "API key (a tenant key, or the admin key)"),
+      el("input", { id: "key", name: "key", type: "password", required: true, autocomplete: "current-password" }),
+      el("label", { for: "operator" }, "Your name (shown on your claims and replies)"),
+      el("input", { id: "operator", name: "operator", required: true, maxlength: "64", autocomplete: "name" }),
+      el("button", { type: "submit" }, "Sign in"),
+      el("p", { class: "muted" }, "The key is kept in this tab only and forgotten when the tab closes.")));
+  document.getElementById("tenant").focus();
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  auth = { tenant: f.get("tenant").trim(), key: f.get("key"), operator: f.get("operator").trim() };
+  try {
+    await api("GET", `/tenants/${t()}/sessions?limit=1`);
+  } catch (e) {
+    auth = null;
+    say(e.status === 401 ? "That key is not valid." : e.status === 404 ? "No such tenant for that key." : e.message, true);
+    return;
+  }
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify(auth));
+  say(`Signed in to ${auth.tenant}.`);
+  start();
+  location.hash = "#/inbox";
+  render();
+}
+
+function signOut() {
+  sessionStorage.removeItem(SESSION_KEY);
+  auth = null;
+  if (stream) stream.abort();
+  stream = null;
+  say("Signed out.");
+  location.hash = "";
+  signInForm();
+}
+
+function start() {
+  document.getElementById("nav").hidden = false;
+  document.getElementById("sign-out").hidden = false;
+  document.getElementById("who").textContent = `${auth.operator} · ${auth.tenant}`;
+  listen();
+}
+
+// ---------- live events ----------
+
+/** Reads the tenant's event stream with fetch (so the key stays in a header) and reconnects. */
+async function listen() {
+  if (stream) stream.abort();
+  const controller = new AbortController();
+  stream = controller;
+  let delay = 1000;
+  while (!controller.signal.aborted) {
+    try {
+      const headers = { Authorization: `Bearer ${auth.key}`, Accept: "text/event-stream" };
+      if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+      const res = await fetch(`/tenants/${t()}/events/stream`, { headers, signal: controller.signal });
+      if (!res.ok) throw new Error(`event stream: HTTP ${res.status}`);
+      delay = 1000;
+      document.body.dataset.live = "on";
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          onEvent(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    } catch (e) {
+      if (controller.signal.aborted) return;
+    }
+    document.body.dataset.live = "off";
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 30000);
+  }
+}
+
+function onEvent(block) {
+  let name = "message";
+  for (const line of block.split("\n")) {
+    if (line.startsWith("id:")) lastEventId = line.slice(3).trim();
+    else if (line.startsWith("event:")) name = line.slice(6).trim();
+  }
+  if (name.startsWith("session.") && refreshInbox) refreshInbox();
+}
+
+// ---------- inbox ----------
+
+async function inbox() {
+  main.replaceChildren(el("h1", {}, "Handoff inbox"), el("p", { class: "muted" }, "Loading…"));
+  let timer = null;
+  let seen = null;
+  const load = async () => {
+    const waiting = [];
+    let cursor = null;
+    for (let page = 0; page < 10; page++) {
+      const q = `status=handed_off&limit=100${cursor ? `&cursor=${cursor}` : ""}`;
+      const data = await api("GET", `/tenants/${t()}/sessions?${q}`);
+      waiting.push(...data.items.filter((s) => s.handedOffTo && s.handedOffTo.type === "human"));
+      if (!data.nextCursor) break;
+      cursor = data.nextCursor;
+    }
+    waiting.sort((a, b) =>
+      (PRIORITY[a.handoffPriority || "normal"] - PRIORITY[b.handoffPriority || "normal"]) ||
+      (Date.parse(a.endedAt || a.updatedAt) - Date.parse(b.endedAt || b.updatedAt)));
+    const rows = waiting.map((s) => {
+      const fresh = seen && !seen.has(s.sessionId);
+      const summary = (s.handoffContext && s.handoffContext.summary) || (s.summary && s.summary.text) || "";
+      return el("tr", { class: fresh ? "new" : null, "data-session": s.sessionId },
+        el("td", {}, el("span", { class: `pill ${s.handoffPriority || "normal"}` }, s.handoffPriority || "normal")),
+        el("td", {}, ago(s.endedAt || s.updatedAt)),
+        el("td", {}, el("a", { href: `#/session/${s.sessionId}` }, s.conversationId)),
+        el("td", {}, s.handoffReason || ""),
+        el("td", {}, summary),
+        el("td", {}, el("code", {}, s.agentId)),
+        el("td", {}, s.claim ? s.claim.operator : el("span", { class: "muted" }, "unclaimed")));
+    });
+    seen = new Set(waiting.map((s) => s.sessionId));
+    main.replaceChildren(
+      el("h1", {}, "Handoff inbox"),
+      el("p", { class: "muted" }, `${waiting.length} conversation${waiting.length === 1 ? "" : "s"} waiting for a human; most urgent, then longest waiting, first. Updates live.`),
+      el("table", { id: "inbox" },
+        el("caption", { class: "muted" }, "Conversations handed to humans"),
+        el("thead", {}, el("tr", {}, ["Priority", "Waiting", "Conversation", "Reason", "Summary", "Handed off by", "Claimed by"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "7", class: "muted" }, "Nobody is waiting.")))));
+  };
+  refreshInbox = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => load().catch((e) => say(e.message, true)), 150);
+  };
+  await load();
+}
+
+// ---------- conversation ----------
+
+async function conversation(sessionId) {
+  const session = await api("GET", `/tenants/${t()}/sessions/${sessionId}`);
+  const [log, executions, agents] = await Promise.all([
+    api("GET", `/tenants/${t()}/conversations/${encodeURIComponent(session.conversationId)}/messages?limit=100`).catch(() => null),
+    api("GET", `/tenants/${t()}/sessions/${sessionId}/executions?limit=50`),
+    api("GET", `/tenants/${t()}/agents?limit=100`),
+  ]);
+  const human = session.status === "handed_off" && session.handedOffTo && session.handedOffTo.type === "human";
+  const mine = session.claim && session.claim.operator === auth.operator;
+  const claimedByOther = session.claim && !mine;
+
+  const messages = log ? log.messages.map((m) =>
+    el("li", { class: m.sender }, el("span", { class: "who" }, `${m.sender === "human" ? "human operator" : m.sender} · ${new Date(m.createdAt).toLocaleTimeString()}`), m.text))
+    : session.transcript.map((m) => el("li", { class: m.role === "user" ? "customer" : "agent" },
+      el("span", { class: "who" }, m.role === "user" ? "customer" : "agent"),
+      m.content.filter((b) => b.type === "text").map((b) => b.text).join("\n")));
+
+  const actions = [];
+  if (human) {
+    actions.push(el("h2", {}, "Actions"));
+    if (!session.claim) {
+      actions.push(el("button", { id: "claim", type: "button", onclick: () => act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/claim`, { operator: auth.operator }), "Claimed.") }, "Claim (assign to me)"));
+    } else {
+      actions.push(el("p", {}, `Claimed by ${session.claim.operator} ${ago(session.claim.at)} ago.`));
+    }
+    if (!claimedByOther) {
+      let key = null; // one key per message: a double click or a retry sends it once
+      const reply = el("form", { class: "stack", id: "reply", onsubmit: async (ev) => {
+        ev.preventDefault();
+        const text = ev.target.elements.text.value;
+        key = key || `console-${crypto.randomUUID()}`;
+        const button = ev.target.querySelector("button");
+        button.disabled = true;
+        try {
+          await api("POST", `/tenants/${t()}/sessions/${sessionId}/messages`, { operator: auth.operator, text }, { "Idempotency-Key": key });
+          key = null;
+          say("Sent.");
+          render();
+        } catch (e) {
+          say(e.message, true);
+        } finally {
+          button.disabled = false;
+        }
+      } },
+        el("label", { for: "reply-text" }, "Reply as a human"),
+        el("textarea", { id: "reply-text", name: "text", rows: "3", required: true, oninput: () => { key = null; } }),
+        el("button", { type: "submit" }, "Send"));
+      const back = el("form", { class: "stack", id: "hand-back", onsubmit: (ev) => {
+        ev.preventDefault();
+        const f = new FormData(ev.target);
+        act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/handoff`, { targetType: "agent", targetAgentId: f.get("agent"), reason: f.get("note") }), "Handed back to the agent.");
+      } },
+        el("label", { for: "hand-back-agent" }, "Hand back to agent"),
+        el("select", { id: "hand-back-agent", name: "agent" }, agents.items.filter((a) => a.status === "active").map((a) =>
+          el("option", { value: a.agentId, selected: a.agentId === session.agentId }, `${a.name} (${a.agentId})`))),
+        el("label", { for: "hand-back-note" }, "Note for the agent"),
+        el("input", { id: "hand-back-note", name: "note", required: true, maxlength: "1000" }),
+        el("button", { type: "submit", class: "secondary" }, "Hand back"));
+      const end = el("form", { class: "inline", id: "end", onsubmit: (ev) => {
+        ev.preventDefault();
+        const note = new FormData(ev.target).get("note");
+        act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/end`, { operator: auth.operator, note: note || null }), "Conversation ended.");
+      } },
+        el("label", { for: "end-note" }, "Closing note"),
+        el("input", { id: "end-note", name: "note", maxlength: "1000" }),
+        el("button", { type: "submit", class: "secondary" }, "End conversation"));
+      actions.push(reply, back, end);
+    }
+  }
+
+  const ctx = session.handoffContext;
+  main.replaceChildren(
+    el("h1", {}, `Conversation ${session.conversationId}`),
+    el("div", { class: "grid" },
+      el("section", { "aria-labelledby": "transcript-h" },
+        el("div", { class: "card" }, el("h2", { id: "transcript-h" }, "Transcript"), el("ul", { class: "messages", id: "messages" }, messages)),
+        el("div", { class: "card" }, actions.length ? actions : el("p", { class: "muted" }, "No human owns this conversation: nothing to do here."))),
+      el("aside", { "aria-label": "Session" },
+        el("div", { class: "card" },
+          el("h2", {}, "Session"),
+          el("dl", { class: "kv" },
+            el("dt", {}, "Status"), el("dd", {}, session.status + (human ? " (to a human)" : "")),
+            el("dt", {}, "Agent"), el("dd", {}, el("code", {}, session.agentId)),
+            el("dt", {}, "Priority"), el("dd", {}, session.handoffPriority || "—"),
+            el("dt", {}, "Reason"), el("dd", {}, session.handoffReason || "—"),
+            el("dt", {}, "Step"), el("dd", {}, session.currentStep || "—"),
+            el("dt", {}, "Skills"), el("dd", {}, (session.loadedSkills || []).join(", ") || "—"),
+            el("dt", {}, "Tokens"), el("dd", {}, session.tokensUsed || 0),
+            el("dt", {}, "Started"), el("dd", {}, new Date(session.startedAt).toLocaleString()))),
+        ctx ? el("div", { class: "card" }, el("h2", {}, "Handoff context"), el("dl", { class: "kv" },
+          el("dt", {}, "From agent"), el("dd", {}, el("code", {}, ctx.fromAgentId)),
+          el("dt", {}, "Reason"), el("dd", {}, ctx.reason),
+          ctx.summary ? [el("dt", {}, "Summary"), el("dd", {}, ctx.summary)] : null), pretty(ctx.relevantInfo)) : null,
+        el("div", { class: "card" }, el("h2", {}, "Session memory"), Object.keys(session.memory || {}).length ? pretty(session.memory) : el("p", { class: "muted" }, "Empty.")),
+        el("div", { class: "card" }, el("h2", {}, "Executions"),
+          el("ul", { id: "executions" }, executions.items.map((x) =>
+            el("li", {}, el("a", { href: `#/execution/${x.executionId}` }, new Date(x.createdAt).toLocaleTimeString()), " ",
+              el("span", { class: `pill ${x.status}` }, x.status))))))));
+}
+
+async function act(call, done) {
+  try {
+    await call();
+    say(done);
+    render();
+  } catch (e) {
+    say(e.message, true);
+  }
+}
+
+// ---------- execution viewer ----------
+
+function modelCall(c) {
+  return el("li", { class: "model-call" },
+    el("strong", {}, "Model call "), el("code", {}, c.model), " ", el("span", { class: "pill" }, c.stopReason),
+    c.purpose ? ` (${c.purpose})` : "",
+    el("dl", { class: "kv" },
+      el("dt", {}, "Tokens"), el("dd", {}, `${c.usage.inputTokens} in · ${c.usage.outputTokens} out${c.usage.cacheReadTokens ? ` · ${c.usage.cacheReadTokens} cache read` : ""}`),
+      el("dt", {}, "Cost"), el("dd", {}, c.costUsd == null ? "unpriced" : `$${c.costUsd}`),
+      el("dt", {}, "Latency"), el("dd", {}, `${c.latencyMs} ms`),
+      (c.fallbackFrom || []).length ? [el("dt", {}, "Fallbacks"), el("dd", {}, c.fallbackFrom.map((f) => `${f.model}: ${f.kind}`).join("; "))] : null));
+}
+
+function toolCall(c) {
+  const w = c.webhook;
+  return el("li", { class: "tool-call" },
+    el("strong", {}, "Tool call "), el("code", {}, c.name), c.isError ? el("span", { class: "pill failed" }, " error") : "", ` · ${c.latencyMs} ms`,
+    w ? el("p", {}, `Webhook ${w.host}: ${w.outcome}${w.status ? `, HTTP ${w.status}` : ""}, ${w.attempts} attempt${w.attempts === 1 ? "" : "s"}`) : null,
+    el("details", {}, el("summary", {}, "Arguments and result"), pretty(c.input), pretty(c.output)));
+}
+
+/** Each model call followed by the tool calls it asked for, in the order they ran. */
+function timeline(x) {
+  const items = [];
+  const tools = x.toolCalls || [];
+  const askedBy = (n) => tools.filter((c) => (c.afterModelCall || 0) === n);
+  (x.modelCalls || []).forEach((c, i) => {
+    items.push(modelCall(c));
+    askedBy(i + 1).forEach((t) => items.push(toolCall(t)));
+  });
+  // Asked for by no model call of this record (or recorded before calls were numbered).
+  askedBy(0).forEach((t) => items.push(toolCall(t)));
+  (x.children || []).forEach((child) => items.push(el("li", { class: "child" }, el("strong", {}, "Sub-agent "), el("code", {}, child.agentId), el("ol", { class: "timeline" }, timeline(child)))));
+  return items;
+}
+
+async function execution(id) {
+  const x = await api("GET", `/tenants/${t()}/executions/${id}`);
+  const u = x.tokenUsage || {};
+  main.replaceChildren(
+    el("h1", {}, `Execution ${x.executionId}`),
+    el("div", { class: "card" }, el("dl", { class: "kv" },
+      el("dt", {}, "Status"), el("dd", {}, el("span", { class: `pill ${x.status}` }, x.status)),
+      el("dt", {}, "Agent"), el("dd", {}, el("code", {}, x.agentId)),
+      el("dt", {}, "Session"), el("dd", {}, el("a", { href: `#/session/${x.sessionId}` }, x.sessionId)),
+      el("dt", {}, "Source"), el("dd", {}, x.sourceId),
+      el("dt", {}, "Tokens"), el("dd", {}, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out`),
+      el("dt", {}, "Cost"), el("dd", {}, x.costUsd == null ? "unpriced" : `$${x.costUsd}`),
+      el("dt", {}, "Latency"), el("dd", {}, `${x.latencyMs} ms`),
+      x.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${x.error.kind}${x.error.reason ? ` (${x.error.reason})` : ""}: ${x.error.message}`)] : null)),
+    el("h2", {}, "Timeline"),
+    el("ol", { class: "timeline", id: "timeline" }, timeline(x)),
+    el("h2", {}, "Actions"), pretty(x.actions),
+    el("h2", {}, "Input"), pretty(x.input));
+}
+
+// ---------- overview ----------
+
+async function overview() {
+  const today = new Date().toISOString().slice(0, 10);
+  const from = new Date(Date.now() - 6 * 86400000).toISOString().slice(0, 10);
+  const [usage, waiting] = await Promise.all([
+    api("GET", `/tenants/${t()}/usage?from=${from}&to=${today}`),
+    api("GET", `/tenants/${t()}/sessions?status=handed_off&limit=100`),
+  ]);
+  const humans = waiting.items.filter((s) => s.handedOffTo && s.handedOffTo.type === "human").length;
+  const days = usage.byDay || [];
+  main.replaceChildren(
+    el("h1", {}, "Overview"),
+    el("div", { class: "stats" },
+      el("div", { class: "card" }, el("div", { class: "n", id: "waiting-count" }, humans), "waiting for a human"),
+      el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.calls : 0), "model calls, 7 days"),
+      el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.inputTokens + usage.total.outputTokens : 0), "tokens, 7 days"),
+      el("div", { class: "card" }, el("div", { class: "n" }, usage.total && usage.total.costUsd != null ? `$${usage.total.costUsd}` : "—"), "cost, 7 days")),
+    el("h2", {}, "By day"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Day", "Calls", "Input tokens", "Output tokens", "Cost"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, days.map((d) => el("tr", {}, el("td", {}, d.day), el("td", {}, d.calls), el("td", {}, d.inputTokens), el("td", {}, d.outputTokens), el("td", {}, d.costUsd == null ? "—" : `$${d.costUsd}`))))));
+}
+
+// ---------- routing ----------
+
+async function render() {
+  if (!auth) return signInForm();
+  refreshInbox = null;
+  const [, page, id] = location.hash.split("/");
+  try {
+    if (page === "session" && id) await conversation(id);
+    else if (page === "execution" && id) await execution(id);
+    else if (page === "overview") await overview();
+    else await inbox();
+    document.body.dataset.view = page || "inbox";
+  } catch (e) {
+    say(e.message, true);
+    if (e.status === 401) signOut();
+  }
+}
+
+document.getElementById("sign-out").addEventListener("click", signOut);
+document.getElementById("find-execution").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const id = new FormData(ev.target).get("id").trim();
+  if (id) location.hash = `#/execution/${id}`;
+});
+window.addEventListener("hashchange", () => { say(""); render(); });
+if (auth) start();
+render();

@@ -1,0 +1,298 @@
+//! The operator console in a real browser: Debian's headless Chromium driven over WebDriver
+//! (chromedriver, started on a free loopback port and stopped by PID) against `switchboard serve`
+//! with the example tenant. An operator signs in with a tenant key; a customer asks for a person
+//! and the row appears in the inbox live; the operator claims, replies and hands back with a
+//! note; the agent answers the next message with the note in its prompt and the human's reply in
+//! its history; the execution viewer shows a model call and a tool call. Screenshots of each screen
+//! are written to `target/console-screenshots/` (look at them after a change to the page).
+//!
+//! `scripts/test.sh` installs chromium and chromium-driver; only when it cannot does it set
+//! `SWITCHBOARD_SKIP_BROWSER=1`, and then this test says loudly that it was skipped. Without that
+//! variable a missing browser fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use base64::Engine as _;
+use common::{Api, Server, examples};
+use serde_json::{Value, json};
+
+/// The W3C WebDriver element reference key.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// chromedriver on a free loopback port; killed by its own PID when dropped.
+struct Driver {
+    child: Child,
+    base: String,
+}
+
+impl Driver {
+    fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = match Command::new("chromedriver")
+            .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".into()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var("SWITCHBOARD_SKIP_BROWSER").is_ok_and(|v| v == "1"),
+                    "chromedriver cannot be started ({e}); scripts/test.sh installs chromium and chromium-driver"
+                );
+                return None;
+            }
+        };
+        // It says when it listens; reading that line is the wait.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 && !line.contains("started successfully") {
+            line.clear();
+        }
+        assert!(line.contains("started successfully"), "chromedriver did not start");
+        Some(Self { child, base: format!("http://127.0.0.1:{port}") })
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser session.
+struct Browser {
+    http: reqwest::Client,
+    session: String,
+    shots: PathBuf,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn open(driver: &Driver, shots: &Path) -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        let http = reqwest::Client::new();
+        let caps = json!({ "capabilities": { "alwaysMatch": { "browserName": "chrome",
+            "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display())
+            ] } } } });
+        let res: Value =
+            http.post(format!("{}/session", driver.base)).json(&caps).send().await.unwrap().json().await.unwrap();
+        let session = res["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {res}")).to_owned();
+        let b = Self {
+            http,
+            session: format!("{}/session/{session}", driver.base),
+            shots: shots.into(),
+            _profile: profile,
+        };
+        // Finding an element waits up to 10 s for it to appear: the wait for the page's work.
+        b.cmd("POST", "/timeouts", json!({ "implicit": 10_000, "script": 15_000 })).await;
+        b
+    }
+
+    async fn cmd(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}{path}", self.session);
+        let req = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self.http.post(url).json(&body),
+        };
+        let res: Value = req.send().await.unwrap().json().await.unwrap();
+        if let Some(e) = res["value"].get("error") {
+            panic!("webdriver {method} {path}: {e}: {}", res["value"]["message"]);
+        }
+        res["value"].clone()
+    }
+
+    async fn go(&self, url: &str) {
+        self.cmd("POST", "/url", json!({ "url": url })).await;
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let v = self.cmd("POST", "/element", json!({ "using": "css selector", "value": css })).await;
+        v[ELEMENT].as_str().unwrap_or_else(|| panic!("find {css}: {v}")).to_owned()
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let e = self.find(css).await;
+        self.cmd("POST", &format!("/element/{e}/clear"), json!({})).await;
+        self.cmd("POST", &format!("/element/{e}/value"), json!({ "text": text })).await;
+    }
+
+    async fn click(&self, css: &str) {
+        let e = self.find(css).await;
+        self.cmd("POST", &format!("/element/{e}/click"), json!({})).await;
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let e = self.find(css).await;
+        self.cmd("GET", &format!("/element/{e}/text"), json!({})).await.as_str().unwrap().to_owned()
+    }
+
+    /// Waits (in the page, up to 10 s) until the element's text contains `needle`; its text.
+    async fn wait_text(&self, css: &str, needle: &str) -> String {
+        let script = "const [css, needle, done] = arguments; const until = Date.now() + 10000;
+            const look = () => { const e = document.querySelector(css); const t = e ? e.innerText : '';
+              if (t.includes(needle) || Date.now() > until) done(t); else requestAnimationFrame(look); };
+            look();";
+        let v = self.cmd("POST", "/execute/async", json!({ "script": script, "args": [css, needle] })).await;
+        let text = v.as_str().unwrap_or_default().to_owned();
+        assert!(text.contains(needle), "{css} never said {needle:?}: {text:?}");
+        text
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.cmd("POST", "/execute/sync", json!({ "script": script, "args": [] })).await
+    }
+
+    async fn shot(&self, name: &str) {
+        let png = self.cmd("GET", "/screenshot", json!({})).await;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(png.as_str().unwrap()).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "a PNG");
+        std::fs::write(self.shots.join(format!("{name}.png")), bytes).unwrap();
+    }
+
+    async fn close(&self) {
+        self.cmd("DELETE", "", json!({})).await;
+    }
+}
+
+fn event(id: &str, conversation: &str, text: &str) -> Value {
+    json!({ "version": "0", "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": conversation, "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+}
+
+/// The example script with one rule first: an agent whose prompt carries the operator's note
+/// says so.
+fn script_with_note_rule(dir: &Path) -> PathBuf {
+    let mut script: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples().join("script.json")).unwrap()).unwrap();
+    let rules = script["rules"].as_array_mut().unwrap();
+    rules.insert(
+        0,
+        json!({ "when": { "systemContains": "parcel is waiting at the depot" },
+                            "then": { "text": "Welcome back! My colleague told me your parcel is at the depot." } }),
+    );
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's browser test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_with_note_rule(dir.path());
+    let tenant = examples().join("tenant.json");
+    let server = Server::start_with_script(dir.path(), &script, &["--tenant", tenant.to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let issued = admin.post("/tenants/acme/keys", json!({})).await;
+    assert_eq!(issued.status, 201, "{:?}", issued.body);
+    let key = issued.body["key"].as_str().unwrap().to_owned();
+    let api = Api::new(&server, &key);
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = Browser::open(&driver, &shots).await;
+
+    // Sign in with the tenant's key.
+    b.go(&format!("{}/console/", server.base)).await;
+    b.find("#sign-in").await;
+    b.shot("1-sign-in").await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.type_into("#operator", "Alice").await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#inbox", "Nobody is waiting").await;
+    assert_eq!(b.js("return sessionStorage.length").await, 1, "the key is kept for the tab only");
+    assert_eq!(b.js("return localStorage.length").await, 0);
+
+    // A customer asks about an order (a model call and a webhook tool call), then for a person:
+    // the row appears without a reload.
+    let r = api.post("/events?wait=30", event("e-1", "c-42", "Where is my order #1234?")).await;
+    let first_execution = r.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    b.js("window.__same_page = true").await;
+    let r = api.post("/events?wait=30", event("e-2", "c-42", "Can I talk to a human please?")).await;
+    assert_eq!(r.body["execution"]["status"], "handed_off", "{}", r.body);
+    b.find("#inbox tr[data-session]").await;
+    assert_eq!(b.js("return window.__same_page === true").await, true, "the row came live, not by a reload");
+    let row = b.text("#inbox tbody tr").await;
+    assert!(
+        row.contains("high") && row.contains("c-42") && row.contains("Customer asked to talk to a person"),
+        "{row}"
+    );
+    assert!(row.contains("unclaimed"), "{row}");
+    b.shot("2-inbox").await;
+
+    // Open it: the transcript marks who wrote what; claim, then reply as a human.
+    b.click("#inbox tbody tr a").await;
+    b.find("#messages li.customer").await;
+    b.wait_text("#messages", "connecting you with a teammate").await;
+    b.click("#claim").await;
+    b.wait_text("main", "Claimed by Alice").await;
+    let session_id = b.js("return location.hash.split('/')[2]").await.as_str().unwrap().to_owned();
+    b.type_into("#reply-text", "Hi, Alice here. Your parcel is waiting at the depot.").await;
+    b.click("#reply button[type=submit]").await;
+    b.wait_text("#messages", "Alice here").await;
+    assert!(b.text("#messages li.human").await.contains("Alice here"), "marked as the human's");
+    b.shot("3-conversation").await;
+    let claimed = api.get(&format!("/tenants/acme/sessions/{session_id}")).await;
+    assert_eq!(claimed.body["claim"]["operator"], "Alice");
+
+    // Hand back to the agent with a note; the next customer message is the agent's again.
+    b.type_into("#hand-back-note", "The parcel is waiting at the depot; the customer knows.").await;
+    b.click("#hand-back button[type=submit]").await;
+    b.wait_text("#status", "Handed back").await;
+    let r = api.post("/events?wait=30", event("e-3", "c-42", "Thanks, and can I pick it up today?")).await;
+    let answer = &r.body["execution"];
+    assert_eq!(answer["status"], "success", "{answer}");
+    assert_eq!(
+        answer["actions"][0]["text"], "Welcome back! My colleague told me your parcel is at the depot.",
+        "the handback note is in the agent's prompt"
+    );
+    let next = api.get(&format!("/tenants/acme/sessions/{}", answer["sessionId"].as_str().unwrap())).await;
+    let history = next.body["transcript"].to_string();
+    assert!(
+        history.contains("[human operator] Hi, Alice here. Your parcel is waiting at the depot."),
+        "the human's reply is in the agent's history: {history}"
+    );
+
+    // The first execution as a timeline: its model calls and the order-status tool call.
+    b.type_into("#execution-id", &first_execution).await;
+    b.click("#find-execution button").await;
+    let timeline = b.wait_text("#timeline", "order_status").await;
+    assert!(timeline.contains("Model call"), "{timeline}");
+    b.find("#timeline li.tool-call").await;
+    b.shot("4-execution").await;
+
+    b.click("a[href='#/overview']").await;
+    b.find("#waiting-count").await;
+    assert_eq!(b.text("#waiting-count").await, "0", "nobody waits after the handback");
+    b.shot("5-overview").await;
+
+    // Every control is reachable by keyboard and labelled.
+    b.go(&format!("{}/console/#/session/{session_id}", server.base)).await;
+    b.find("#executions li").await;
+    let unlabelled = b
+        .js("return [...document.querySelectorAll('input, select, textarea')]
+                 .filter((e) => !e.labels || e.labels.length === 0).map((e) => e.id || e.name)")
+        .await;
+    assert_eq!(unlabelled, json!([]), "every field has a label");
+    let unreachable = b
+        .js("return [...document.querySelectorAll('a, button, input, select, textarea')]
+                 .filter((e) => e.tabIndex < 0 || e.disabled).map((e) => e.outerHTML.slice(0, 60))")
+        .await;
+    assert_eq!(unreachable, json!([]), "every control takes keyboard focus");
+    b.close().await;
+}
