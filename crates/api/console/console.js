@@ -7,6 +7,10 @@ const SESSION_KEY = "switchboard.console";
 const PRIORITY = { urgent: 0, high: 1, normal: 2, low: 3 };
 
 let auth = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+// How calls reach the API: `none` (the page sends the key) or `aws-sigv4` (the local
+// `switchboard console` signs every call; no key is asked for).
+let config = { signing: "none" };
+let polling = null; // the inbox's timer when the deployment pushes no events
 let stream = null; // the AbortController of the live event stream
 let lastEventId = null;
 let refreshInbox = null; // set while the inbox is on screen
@@ -52,7 +56,8 @@ const t = () => encodeURIComponent(auth.tenant);
 
 /** One API call; a problem+json answer becomes an Error whose message names the fields at fault. */
 async function api(method, path, body, headers = {}) {
-  const init = { method, headers: { Authorization: `Bearer ${auth.key}`, ...headers } };
+  const init = { method, headers: { "X-Switchboard-Console": "1", ...headers } };
+  if (auth.key) init.headers.Authorization = `Bearer ${auth.key}`;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -72,6 +77,7 @@ async function api(method, path, body, headers = {}) {
 // ---------- sign-in ----------
 
 function signInForm() {
+  const signed = config.signing === "aws-sigv4";
   document.getElementById("nav").hidden = true;
   document.getElementById("sign-out").hidden = true;
   document.getElementById("who").textContent = "";
@@ -80,8 +86,9 @@ function signInForm() {
     el("form", { class: "stack signin", id: "sign-in", onsubmit: signIn },
       el("label", { for: "tenant" }, "Tenant id"),
       el("input", { id: "tenant", name: "tenant", required: true, autocomplete: "organization", spellcheck: "false" }),
-      el("label", { for: "key" }, "API key (a tenant key, or the admin key)"),
-      el("input", { id: "key", name: "key", type: "password", required: true, autocomplete: "current-password" }),
+      signed ? el("p", { class: "muted", id: "signed" }, `Calls to ${config.upstream} are signed by switchboard console with your AWS credentials; no key is needed here.`) : [
+        el("label", { for: "key" }, "API key (a tenant key, or the admin key)"),
+        el("input", { id: "key", name: "key", type: "password", required: true, autocomplete: "current-password" })],
       el("label", { for: "operator" }, "Your name (shown on your claims and replies)"),
       el("input", { id: "operator", name: "operator", required: true, maxlength: "64", autocomplete: "name" }),
       el("button", { type: "submit" }, "Sign in"),
@@ -92,12 +99,13 @@ function signInForm() {
 async function signIn(ev) {
   ev.preventDefault();
   const f = new FormData(ev.target);
-  auth = { tenant: f.get("tenant").trim(), key: f.get("key"), operator: f.get("operator").trim() };
+  auth = { tenant: f.get("tenant").trim(), key: f.get("key") || null, operator: f.get("operator").trim() };
   try {
     await api("GET", `/tenants/${t()}/sessions?limit=1`);
   } catch (e) {
     auth = null;
-    say(e.status === 401 ? "That key is not valid." : e.status === 404 ? "No such tenant for that key." : e.message, true);
+    const denied = config.signing === "aws-sigv4" ? "Your AWS identity may not call this tenant's API." : "That key is not valid.";
+    say(e.status === 401 || e.status === 403 ? `${denied} ${e.message}` : e.status === 404 ? "No such tenant for that key." : e.message, true);
     return;
   }
   sessionStorage.setItem(SESSION_KEY, JSON.stringify(auth));
@@ -110,6 +118,7 @@ async function signIn(ev) {
 function signOut() {
   sessionStorage.removeItem(SESSION_KEY);
   auth = null;
+  clearInterval(polling);
   if (stream) stream.abort();
   stream = null;
   say("Signed out.");
@@ -134,9 +143,16 @@ async function listen() {
   let delay = 1000;
   while (!controller.signal.aborted) {
     try {
-      const headers = { Authorization: `Bearer ${auth.key}`, Accept: "text/event-stream" };
+      const headers = { "X-Switchboard-Console": "1", Accept: "text/event-stream" };
+      if (auth.key) headers.Authorization = `Bearer ${auth.key}`;
       if (lastEventId) headers["Last-Event-ID"] = lastEventId;
       const res = await fetch(`/tenants/${t()}/events/stream`, { headers, signal: controller.signal });
+      if (res.status === 404) {
+        // This deployment keeps no event stream (the AWS profile today): look every 5 s instead.
+        document.body.dataset.live = "polling";
+        polling = setInterval(() => refreshInbox && refreshInbox(), 5000);
+        return;
+      }
       if (!res.ok) throw new Error(`event stream: HTTP ${res.status}`);
       delay = 1000;
       document.body.dataset.live = "on";
@@ -204,7 +220,7 @@ async function inbox() {
     seen = new Set(waiting.map((s) => s.sessionId));
     main.replaceChildren(
       el("h1", {}, "Handoff inbox"),
-      el("p", { class: "muted" }, `${waiting.length} conversation${waiting.length === 1 ? "" : "s"} waiting for a human; most urgent, then longest waiting, first. Updates live.`),
+      el("p", { class: "muted" }, `${waiting.length} conversation${waiting.length === 1 ? "" : "s"} waiting for a human; most urgent, then longest waiting, first. ${document.body.dataset.live === "polling" ? "Refreshed every 5 s (this deployment pushes no events)." : "Updates live."}`),
       el("table", { id: "inbox" },
         el("caption", { class: "muted" }, "Conversations handed to humans"),
         el("thead", {}, el("tr", {}, ["Priority", "Waiting", "Conversation", "Reason", "Summary", "Handed off by", "Claimed by"].map((h) => el("th", { scope: "col" }, h)))),
@@ -433,5 +449,7 @@ document.getElementById("find-execution").addEventListener("submit", (ev) => {
   if (id) location.hash = `#/execution/${id}`;
 });
 window.addEventListener("hashchange", () => { say(""); render(); });
-if (auth) start();
-render();
+fetch("/console/config.json").then((r) => r.json()).then((c) => { config = c; }).catch(() => {}).finally(() => {
+  if (auth) start();
+  render();
+});

@@ -15,8 +15,22 @@ const STYLE: &str = include_str!("../console/console.css");
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                       img-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
 
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>(app: Router<S>) -> Router<S> {
+/// How the page reaches the API, told to it at `/console/config.json`: `signing` is `none` when
+/// the browser sends the operator's API key itself (`switchboard serve`), `aws-sigv4` when the
+/// server in front of it signs every call (`switchboard console --aws-sigv4`: no key is asked for).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConsoleConfig {
+    pub signing: &'static str,
+    /// The API the calls go to, when it is not this origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+}
+
+/// Adds the console's routes to `app`.
+pub fn routes<S: Clone + Send + Sync + 'static>(app: Router<S>, config: ConsoleConfig) -> Router<S> {
+    let config = axum::Json(config);
     app.route("/console", get(|| async { Redirect::permanent("/console/") }))
+        .route("/console/config.json", get(move || async move { config.clone().into_response() }))
         .route("/console/", get(|| async { file("text/html; charset=utf-8", INDEX) }))
         .route("/console/console.js", get(|| async { file("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/console/console.css", get(|| async { file("text/css; charset=utf-8", STYLE) }))

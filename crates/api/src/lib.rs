@@ -10,7 +10,7 @@
 
 pub mod auth;
 mod config;
-mod console;
+pub mod console;
 mod operator;
 pub mod problem;
 mod routes;

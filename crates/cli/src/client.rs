@@ -41,6 +41,21 @@ pub struct Remote {
     json: bool,
 }
 
+impl Remote {
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn aws_sigv4(&self) -> bool {
+        self.aws_sigv4
+    }
+
+    #[cfg_attr(not(feature = "aws"), allow(dead_code))]
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref()
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ConfigVerb {
     /// List records (all pages).

@@ -4,6 +4,7 @@
 #[cfg(feature = "aws")]
 mod aws;
 mod client;
+mod console;
 mod demo;
 mod http;
 mod receiver;
@@ -81,6 +82,9 @@ enum Command {
     Apply(ApplyCommand),
     /// Run the example tenant's order system: a webhook receiver that verifies signatures.
     ExampleReceiver(receiver::ReceiverArgs),
+    /// Serve the operator console on a loopback address for a deployment the browser cannot
+    /// call itself, forwarding its API calls to --endpoint (signed with --aws-sigv4).
+    Console(console::ConsoleArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -134,7 +138,7 @@ struct ExecutionArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve(_) => "info",
+        Command::Serve(_) | Command::Console(_) => "info",
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
             Command::Keys(a) => client::keys(&a.remote, a.verb).await,
             Command::Apply(a) => client::apply(&a.remote, a.args).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,
+            Command::Console(a) => console::run(a).await,
         }
     });
     match result {

@@ -296,3 +296,57 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     assert_eq!(unreachable, json!([]), "every control takes keyboard focus");
     b.close().await;
 }
+
+#[tokio::test]
+async fn the_console_served_by_switchboard_console_forwards_calls_and_the_live_stream() {
+    use std::io::{BufRead, BufReader};
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's browser test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(dir.path(), &["--tenant", tenant.to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let key = admin.post("/tenants/acme/keys", json!({})).await.body["key"].as_str().unwrap().to_owned();
+    // The console in front of the server, passing the page's key through (no --aws-sigv4).
+    let mut console = Stopped(
+        common::bin()
+            .args(["console", "--endpoint", &server.base, "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(console.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = Browser::open(&driver, &shots).await;
+    b.go(&format!("{base}/console/")).await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.type_into("#operator", "Bea").await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#inbox", "Nobody is waiting").await;
+    let api = Api::new(&server, &key);
+    let r = api.post("/events?wait=30", event("p-1", "c-7", "I need a person")).await;
+    assert_eq!(r.body["execution"]["status"], "handed_off", "{}", r.body);
+    // the row arrives over the event stream, streamed through the console
+    b.find("#inbox tr[data-session]").await;
+    assert_eq!(b.js("return document.body.dataset.live").await, "on");
+    b.wait_text("main", "Updates live").await;
+    b.shot("6-through-switchboard-console").await;
+    b.close().await;
+}
+
+/// A child process killed by its own PID when dropped, whatever the test did.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -17,7 +17,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, request::Parts};
 use axum::response::{IntoResponse, Response};
-use common::{Server, bin, create_tenant};
+use common::{Server, bin, create_tenant, examples};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -279,7 +279,7 @@ async fn gateway(State(state): State<GatewayState>, request: Request) -> Respons
     });
     let mut forward =
         state.http.request(parts.method.clone(), format!("{}{rest}", state.upstream)).bearer_auth(&state.admin);
-    for name in ["content-type", "if-match"] {
+    for name in ["content-type", "if-match", "idempotency-key"] {
         if let Some(v) = parts.headers.get(name) {
             forward = forward.header(name, v);
         }
@@ -481,4 +481,142 @@ fn without_credentials_or_a_region_the_cli_says_what_is_missing_and_sends_nothin
     assert!(err.contains("--aws-sigv4 needs a region"), "{err}");
 
     assert!(gateway.seen().is_empty() && gateway.refused.lock().unwrap().is_empty());
+}
+
+/// `switchboard console --aws-sigv4` on a free loopback port, with only the given AWS variables;
+/// killed by its own PID when dropped.
+struct Console {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Console {
+    fn start(gateway: &Gateway, aws_env: &[(&str, &str)]) -> Self {
+        use std::io::{BufRead, BufReader};
+        let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-aws-dir");
+        let mut child = bin()
+            .env_clear()
+            .env("AWS_CONFIG_FILE", nowhere.join("config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", nowhere.join("credentials"))
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(aws_env.iter().copied())
+            .args(["console", "--aws-sigv4", "--endpoint", &gateway.url, "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+        Self { child, base }
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_console_signs_the_pages_calls_and_answers_only_its_own_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let gateway = Gateway::start(&server.base, &server.admin);
+    let console = Console::start(&gateway, &good_credentials());
+    gateway.runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let page = http.get(format!("{}/console/", console.base)).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+        let config: Value =
+            http.get(format!("{}/console/config.json", console.base)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(config, json!({ "signing": "aws-sigv4", "upstream": gateway.url }));
+
+        // a conversation waiting for a human, made on the server directly
+        let event = json!({ "id": "e-1", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": "m-1", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "a human please" } } });
+        let run: Value = http
+            .post(format!("{}/events?wait=30", server.base))
+            .bearer_auth(&server.admin)
+            .json(&event)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = run["execution"]["sessionId"].as_str().unwrap().to_owned();
+        let seen_before = gateway.seen().len();
+
+        // what the page does: signed on the way, answered by the server behind the gateway
+        let call = |method: reqwest::Method, path: &str| {
+            http.request(method, format!("{}{path}", console.base)).header("x-switchboard-console", "1")
+        };
+        let list: Value = call(reqwest::Method::GET, "/tenants/acme/sessions?status=handed_off")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["items"][0]["sessionId"], session.as_str(), "{list}");
+        let claimed = call(reqwest::Method::POST, &format!("/tenants/acme/sessions/{session}/claim"))
+            .json(&json!({ "operator": "Ann" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(claimed.status(), 200);
+        let reply = call(reqwest::Method::POST, &format!("/tenants/acme/sessions/{session}/messages"))
+            .header("idempotency-key", "k-1")
+            .json(&json!({ "operator": "Ann", "text": "Ann here." }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 201);
+        let seen = gateway.seen();
+        let signed: Vec<_> = seen[seen_before..].iter().map(|s| (s.method.as_str(), s.signed_headers.as_str())).collect();
+        assert_eq!(signed.len(), 3, "{signed:?}");
+        // (what the page sent is signed with it: `accept` too, which every fetch sends)
+        assert_eq!(signed[0], ("GET", "accept;host;x-amz-date;x-amz-security-token"));
+        assert_eq!(signed[1], ("POST", "accept;content-type;host;x-amz-date;x-amz-security-token"));
+        assert_eq!(signed[2], ("POST", "accept;content-type;host;idempotency-key;x-amz-date;x-amz-security-token"));
+
+        // anything but the page is refused before it reaches the gateway
+        let bare = http.get(format!("{}/tenants/acme/sessions", console.base)).send().await.unwrap();
+        assert_eq!(bare.status(), 403);
+        let port = console.base.rsplit(':').next().unwrap();
+        let rebound = call(reqwest::Method::GET, "/tenants/acme/sessions")
+            .header("host", format!("evil.example:{port}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 403);
+        assert_eq!(gateway.seen().len(), seen_before + 3, "the refused calls never left the console");
+    });
+}
+
+#[test]
+fn the_console_refuses_to_start_without_credentials_or_off_loopback() {
+    let gateway = Gateway::start("http://127.0.0.1:9", "unused");
+    let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-aws-dir");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        bin()
+            .env_clear()
+            .env("AWS_CONFIG_FILE", nowhere.join("config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", nowhere.join("credentials"))
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(env.iter().copied())
+            .args(["console", "--aws-sigv4", "--endpoint", &gateway.url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let stderr = fails(run(&["--listen", "127.0.0.1:0"], &[("AWS_REGION", REGION)]));
+    assert!(stderr.contains("found no AWS credentials"), "{stderr}");
+    let stderr = fails(run(&["--listen", "0.0.0.0:0"], &good_credentials()));
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
 }
