@@ -379,6 +379,37 @@ pub(crate) async fn get_tenant(
     }
 }
 
+/// `DELETE /tenants/{t}` (admin): removes a suspended tenant and everything kept for it. `204`
+/// when nothing is left; `202 {status: deleting}` when the store stopped with more to remove
+/// (a large tenant on DynamoDB): call again. `409` while the tenant is not suspended, so that
+/// nothing new runs for it meanwhile and a live tenant is never deleted by one mistaken call.
+pub(crate) async fn delete_tenant(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    if caller != Caller::Admin {
+        return Err(Problem::not_found("no such route"));
+    }
+    let Some(tenant) = state.config.get_tenant(&t).await? else {
+        return Err(Problem::not_found(format!("no tenant '{tenant_raw}'")));
+    };
+    if tenant.status != switchboard_domain::TenantStatus::Suspended {
+        return Err(Problem::conflict(format!(
+            "tenant {t} is {}: suspend it first (PATCH /tenants/{t} {{\"status\": \"suspended\"}})",
+            tenant.status.as_str()
+        )));
+    }
+    if state.admin.delete_tenant(&t).await? {
+        tracing::info!(tenant = %t, "tenant deleted");
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        tracing::info!(tenant = %t, "tenant partly deleted; more to do");
+        Ok((StatusCode::ACCEPTED, Json(json!({ "status": "deleting", "tenantId": t }))).into_response())
+    }
+}
+
 /// `PATCH /tenants/{t}` (admin): `{name?, status?, limits?}` (limits change field by field);
 /// suspending stops new work for the tenant
 /// (inbound messages are recorded, not answered; `invoke` is refused) and keeps its data.

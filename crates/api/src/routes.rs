@@ -62,7 +62,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/usage", get(usage))
         .route("/tenants", post(config::create_tenant))
-        .route("/tenants/{tenant}", get(config::get_tenant).patch(config::update_tenant))
+        .route("/tenants/{tenant}", get(config::get_tenant).patch(config::update_tenant).delete(config::delete_tenant))
         .route("/tenants/{tenant}/apply", post(config::apply))
         .route("/tenants/{tenant}/keys", post(config::issue_key).get(config::list_keys))
         .route("/tenants/{tenant}/keys/{key}", delete(config::revoke_key))

@@ -46,6 +46,8 @@ struct Subject {
     probe: Arc<dyn QueueProbe>,
     /// Tenant counters as two processes (Lambda containers on AWS) see them.
     counters: [Arc<dyn Counters>; 2],
+    /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
+    bounded_deletes: bool,
     _keep: Box<dyn Any + Send + Sync>,
 }
 
@@ -89,6 +91,7 @@ async fn embedded() -> Subject {
         probe: queue,
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
+        bounded_deletes: false,
         _keep: Box::new((dir, e)),
     }
 }
@@ -98,7 +101,9 @@ async fn aws() -> Subject {
     let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
     let names = common::provision(&sdk).await;
     let clients = AwsClients::new(&sdk);
-    let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()));
+    // A small deletion budget, so that deleting a tenant takes several calls here.
+    let store =
+        Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()).with_delete_budget(25));
     Subject {
         clock: clock.clone(),
         config: store.clone(),
@@ -113,6 +118,7 @@ async fn aws() -> Subject {
             let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
             Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
         }],
+        bounded_deletes: true,
         _keep: Box::new(()),
     }
 }
@@ -149,6 +155,7 @@ contract!(
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
     sessions_list_newest_first_narrowed_and_paged,
+    deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -980,4 +987,70 @@ async fn the_config_service_keeps_references_within_the_tenant(x: &Subject) {
     x.service.delete(&t, ConfigKind::Agent, &boss_id, Some(2)).await.unwrap();
     x.service.delete(&t, ConfigKind::Agent, &sub_id, None).await.unwrap();
     assert!(matches!(x.service.delete(&t, ConfigKind::Agent, &sub_id, None).await, Err(ConfigWriteError::NotFound)));
+}
+
+async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: &Subject) {
+    let (gone, kept) = (tenant("t-gone"), tenant("t-kept"));
+    let now = x.clock.now();
+    let today = now.date_naive();
+    let expires = now + Duration::minutes(2);
+    let mut last = Vec::new();
+    for t in [&gone, &kept] {
+        assert!(x.config_admin.create_tenant(t, "Tenant").await.unwrap());
+        let a = agent(t);
+        x.service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
+        raw_trigger(x, &trigger(t, a.agent_id, TriggerId::generate(), 10, "message.new", "active")).await;
+        // sessions with executions, usage, a limit window and a slot
+        let mut sessions = Vec::new();
+        for i in 0..6 {
+            let s = start(t, &format!("c-{i}"), now);
+            x.sessions
+                .commit_turn(&costly(&s, &format!("evt-{i}"), now, vec![call("m", 10, 5, Some(3))], None))
+                .await
+                .unwrap();
+            sessions.push(s);
+        }
+        assert!(x.counters[0].take(t, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
+        assert_eq!(x.counters[0].hold_slot(t, "c-0", 5, now, expires).await.unwrap(), Slot::Held { new: true });
+        last.push(sessions.pop().unwrap());
+    }
+    let agents_of = |t: &TenantId| {
+        let admin = x.config_admin.clone();
+        let t = t.clone();
+        async move { admin.list_config(&t, ConfigKind::Agent, None, 10).await.unwrap().items.len() }
+    };
+
+    // deleted, in one call or several
+    let mut calls = 0;
+    while !x.config_admin.delete_tenant(&gone).await.unwrap() {
+        calls += 1;
+        assert!(calls < 100, "a deletion must finish");
+    }
+    assert!(calls > 0 || !x.bounded_deletes, "a bounded deletion takes several calls here");
+
+    // then nothing of it is left
+    assert_eq!(x.config.get_tenant(&gone).await.unwrap(), None);
+    assert!(!x.config.tenant_exists(&gone).await.unwrap());
+    assert_eq!(agents_of(&gone).await, 0);
+    assert!(x.config.active_triggers(&gone, EventType::MessageNew).await.unwrap().is_empty());
+    assert_eq!(x.sessions.get_session(&gone, last[0].session_id).await.unwrap(), None);
+    assert_eq!(x.sessions.latest_session(&gone, "c-5").await.unwrap(), None);
+    assert!(x.sessions.list_sessions(&gone, SessionFilter::default(), None, 10).await.unwrap().items.is_empty());
+    assert_eq!(x.executions.execution_for_source(&gone, "evt-5").await.unwrap(), None);
+    assert!(x.executions.usage(&gone, today, today).await.unwrap().is_empty());
+    // its counters start afresh: the window's one admission and the slot are free again
+    assert!(x.counters[1].take(&gone, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
+    assert_eq!(x.counters[1].hold_slot(&gone, "c-9", 1, now, expires).await.unwrap(), Slot::Held { new: true });
+    // and the id may be used again, from nothing
+    assert!(x.config_admin.create_tenant(&gone, "Again").await.unwrap());
+    assert_eq!(agents_of(&gone).await, 0);
+
+    // the other tenant keeps everything
+    assert!(x.config.tenant_exists(&kept).await.unwrap());
+    assert_eq!(agents_of(&kept).await, 1);
+    assert!(x.sessions.get_session(&kept, last[1].session_id).await.unwrap().is_some());
+    assert!(x.executions.execution_for_source(&kept, "evt-5").await.unwrap().is_some());
+    assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);
+    assert!(!x.counters[1].take(&kept, "MIN#2026-11-23T07:00", 1, expires).await.unwrap(), "its window is still used");
+    assert_eq!(x.sessions.list_sessions(&kept, SessionFilter::default(), None, 10).await.unwrap().items.len(), 6);
 }

@@ -353,6 +353,8 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "limits": { "invocationsPerMinute": 1 } }))));
     corpus.push((Method::PATCH, "/tenants/intruder".into(), Some(json!({ "status": "active" }))));
+    corpus.push((Method::DELETE, "/tenants/acme".into(), None));
+    corpus.push((Method::DELETE, "/tenants/intruder".into(), None));
     for kind in ["agents", "triggers", "tools", "skills", "events"] {
         corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
         corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
@@ -822,4 +824,54 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
         .call(Method::POST, &format!("{base}/messages"), Some(say(&winner, "late")), &[("idempotency-key", "d")])
         .await;
     assert_eq!(r.status, 409);
+}
+
+#[tokio::test]
+async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let key = admin.post("/tenants/acme/keys", json!({})).await.body["key"].as_str().unwrap().to_owned();
+    let own = Api::new(&server, &key);
+    let other = Api::new(&server, &create_tenant(dir.path(), "other"));
+    let event = |id: &str, tenant: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": tenant, "conversationId": "c-1", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let run = admin.post("/events?wait=30", event("d-1", "acme", "I want a human")).await;
+    let session = run.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(admin.post("/events", event("d-1", "other", "hello")).await.status, 202);
+
+    // a live tenant is not deleted, and never by its own key
+    let r = admin.call(Method::DELETE, "/tenants/acme", None, &[]).await;
+    assert_eq!(r.status, 409);
+    assert!(r.body["detail"].as_str().unwrap().contains("suspend it first"), "{}", r.body);
+    assert_eq!(own.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 404);
+    assert_eq!(admin.call(Method::DELETE, "/tenants/nobody", None, &[]).await.status, 404);
+    assert_eq!(admin.get("/tenants/acme").await.status, 200, "still there");
+
+    // suspended, then deleted
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended" })), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(admin.post("/events", event("d-2", "acme", "anyone?")).await.body["outcome"], "suspended");
+    assert_eq!(admin.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 204);
+
+    // nothing of it answers: the tenant, its key, its records, its log
+    assert_eq!(admin.get("/tenants/acme").await.status, 404);
+    assert_eq!(own.get("/tenants/acme/agents").await.status, 401, "its keys are gone");
+    assert_eq!(admin.get(&format!("/tenants/acme/sessions/{session}")).await.status, 404);
+    let r = admin.post("/events", event("d-3", "acme", "hello?")).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (422, vec!["/detail/tenantId".to_owned()]));
+    // a tenant made again with the same id starts from nothing
+    assert_eq!(admin.post("/tenants", json!({ "tenantId": "acme", "name": "Acme again" })).await.status, 201);
+    let log = admin.get("/tenants/acme/conversations/c-1/messages").await;
+    assert_eq!(log.body["messages"], json!([]), "{}", log.body);
+    assert_eq!(admin.get("/tenants/acme/events").await.body["events"], json!([]));
+    assert_eq!(admin.get("/tenants/acme/usage").await.body["rows"], json!([]));
+    assert_eq!(admin.get("/tenants/acme/agents").await.body["items"], json!([]));
+    // the other tenant is untouched
+    let log = other.get("/tenants/other/conversations/c-1/messages").await;
+    assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "{}", log.body);
 }

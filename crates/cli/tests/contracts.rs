@@ -580,6 +580,13 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     api.post("/tenants/beta/apply", bundle.clone()).await;
     let r = api.post("/tenants/beta/apply", bundle).await;
     assert!(r.body["changes"].as_array().unwrap().iter().all(|c| c["change"] == "unchanged"), "{}", r.body);
+    // -- and deleted: only once suspended, then nothing of it answers -----------------------
+    assert_eq!(api.call(Method::DELETE, "/tenants/beta", Body::None, &[]).await.status, 409);
+    let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(json!({ "status": "suspended" })), &[]).await;
+    assert_eq!(r.str("/status"), "suspended");
+    assert_eq!(api.call(Method::DELETE, "/tenants/beta", Body::None, &[]).await.status, 204);
+    assert_eq!(api.get("/tenants/beta").await.status, 404);
+    assert_eq!(api.call(Method::DELETE, "/tenants/beta", Body::None, &[]).await.status, 404);
 
     // -- usage: what those turns used, by day, agent and model -------------------------------
     let usage = api.get("/tenants/acme/usage").await;

@@ -542,6 +542,22 @@ fn advance_head(tx: &Connection, group_id: &str) -> Result<(), DbError> {
     Ok(())
 }
 
+/// Drops a tenant's queued, delayed and dead-lettered work (its groups are
+/// `<tenant>:<conversation>`), within the caller's transaction. An item a worker holds is gone
+/// too: its ack then finds nothing. The deduplication ids (hashes, kept until they expire) stay.
+pub(crate) fn forget_tenant(tx: &Connection, tenant: &str) -> Result<(), rusqlite::Error> {
+    // A prefix compare, not LIKE: `_` is a wildcard there and may be in a tenant id.
+    let prefix = format!("{tenant}:");
+    for sql in [
+        "DELETE FROM queue_items WHERE substr(group_id, 1, length(?1)) = ?1",
+        "DELETE FROM queue_groups WHERE substr(group_id, 1, length(?1)) = ?1",
+        "DELETE FROM queue_dead_letters WHERE substr(group_id, 1, length(?1)) = ?1",
+    ] {
+        tx.prepare_cached(sql)?.execute(params![prefix])?;
+    }
+    Ok(())
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

@@ -1183,6 +1183,17 @@ async fn a_bundle_applied_through_the_internal_api_creates_a_tenant_in_dynamodb_
     assert_eq!(api_call(&w, "POST", "/tenants", Some(&body)).await.0, 201);
     assert_eq!(api_call(&w, "POST", "/tenants", Some(&body)).await.0, 409);
     assert_eq!(api_call(&w, "GET", "/tenants/second/agents", None).await.0, 200);
+    // deleted through the internal API once suspended: nothing of it answers, the other stays
+    assert_eq!(api_call(&w, "DELETE", "/tenants/fresh", None).await.0, 409);
+    let suspend = json!({ "status": "suspended" });
+    assert_eq!(api_call(&w, "PATCH", "/tenants/fresh", Some(&suspend)).await.0, 200);
+    assert_eq!(api_call(&w, "DELETE", "/tenants/fresh", None).await.0, 204);
+    assert_eq!(api_call(&w, "GET", "/tenants/fresh", None).await.0, 404);
+    assert_eq!(api_call(&w, "GET", &format!("/tenants/fresh/agents/{agent}"), None).await.0, 404);
+    assert_eq!(api_call(&w, "POST", "/tenants", Some(&json!({ "tenantId": "fresh", "name": "Again" }))).await.0, 201);
+    let (_, agents) = api_call(&w, "GET", "/tenants/fresh/agents", None).await;
+    assert_eq!(agents["items"], json!([]), "a new tenant of the same id starts empty");
+    assert_eq!(api_call(&w, "GET", "/tenants/second", None).await.0, 200);
 }
 
 // ---- agents.invoke ------------------------------------------------------------------------------------

@@ -50,6 +50,12 @@ impl ConfigAdmin for DynamoStore {
         DynamoStore::create_tenant(self, tenant, name).await
     }
 
+    async fn delete_tenant(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let done = self.erase_tenant(tenant).await;
+        self.invalidate(tenant);
+        done
+    }
+
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
         let result = self
             .client

@@ -28,6 +28,7 @@
 mod codec;
 mod config;
 mod counters;
+mod erase;
 mod executions;
 mod keys;
 mod sessions;
@@ -68,6 +69,8 @@ pub struct DynamoStore {
     triggers: Arc<Mutex<TriggerCache>>,
     agents: Arc<Mutex<AgentCache>>,
     records: Arc<Mutex<RecordCache>>,
+    /// Items one `delete_tenant` call removes at most.
+    delete_budget: usize,
 }
 
 impl DynamoStore {
@@ -79,7 +82,15 @@ impl DynamoStore {
             triggers: Arc::default(),
             agents: Arc::default(),
             records: Arc::default(),
+            delete_budget: erase::DELETES_PER_CALL,
         }
+    }
+
+    /// At most `items` deleted per `delete_tenant` call (the default keeps a call well inside
+    /// API Gateway's 29 s; tests make it small to walk a deletion over several calls).
+    pub fn with_delete_budget(mut self, items: usize) -> Self {
+        self.delete_budget = items.max(25);
+        self
     }
 
     pub fn names(&self) -> &AwsNames {

@@ -146,6 +146,36 @@ impl ConfigAdmin for SqliteStore {
         updated
     }
 
+    async fn delete_tenant(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let t = tenant.to_string();
+        let result = self
+            .db
+            .call(move |c| {
+                let tx = atomic(c)?;
+                for table in [
+                    "config_records",
+                    "api_keys",
+                    "sessions",
+                    "executions",
+                    "messages",
+                    "events",
+                    "usage_daily",
+                    "tenant_counters",
+                    "session_slots",
+                ] {
+                    tx.prepare_cached(&format!("DELETE FROM {table} WHERE tenant_id = ?1"))?.execute(params![t])?;
+                }
+                crate::queue::forget_tenant(&tx, &t)?;
+                tx.prepare_cached("DELETE FROM tenants WHERE tenant_id = ?1")?.execute(params![t])?;
+                tx.commit()?;
+                Ok(true)
+            })
+            .await
+            .map_err(store_err);
+        self.invalidate(tenant);
+        result
+    }
+
     async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
         let tenant = record.tenant_id().clone();
         let (t, kind, id) = (tenant.to_string(), record.kind().as_str(), record.id());

@@ -173,6 +173,12 @@ pub trait ConfigAdmin: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<Page<ConfigRecord>, StoreError>;
+    /// Removes the tenant and everything kept for it: configuration, API keys, sessions,
+    /// executions, usage, limit counters and slots (and, embedded, the conversation log, the
+    /// event log and its queued work). Bounded work per call: `false` when it stopped with more
+    /// to remove (call again), `true` when nothing is left. The tenant record goes last, so a
+    /// deletion that stopped half-way is resumed by calling again.
+    async fn delete_tenant(&self, tenant: &TenantId) -> Result<bool, StoreError>;
     /// Deletes if the stored version is `expected_version`; `false` if there was no such record.
     async fn delete_config(
         &self,
