@@ -16,6 +16,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -142,13 +145,27 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = JSON_LOGS.set(cli.log_format == LogFormat::Json);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
+    let logs = match cli.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
         // Span fields (request id, tenant, execution id) go on every line, flattened.
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
-    }
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    // Traces over OTLP when the standard variables name an endpoint; nothing otherwise.
+    let traces = match switchboard_telemetry::Traces::from_env("switchboard", |v| std::env::var(v).ok()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing_subscriber::registry().with(filter).with(logs).with(traces.as_ref().map(|t| t.layer())).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -174,6 +191,10 @@ fn main() -> ExitCode {
             Command::Console(a) => console::run(a).await,
         }
     });
+    drop(runtime);
+    if let Some(t) = traces {
+        t.shutdown();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use switchboard_domain::message::{Message, Role};
 use switchboard_domain::{ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, TokenUsage};
+use tracing::Instrument;
 
 use crate::fault::ExecError;
 use crate::ports::{Deps, ModelRequest, ModelResponse};
@@ -26,7 +27,10 @@ pub(crate) async fn converse(
     let mut fallback_request;
     let mut current = request;
     loop {
-        let error = match deps.model.converse(current).await {
+        let span = chat_span(&current.model);
+        let answer = deps.model.converse(current).instrument(span.clone()).await;
+        record_answer(&span, &answer);
+        let error = match answer {
             Ok(response) => {
                 usage.add(response.usage);
                 let mut record = model_call_record(deps, &response, started);
@@ -54,6 +58,49 @@ pub(crate) async fn converse(
             _ => {
                 return Ok(Err(ExecutionError::new(ErrorKind::Model, error.to_string()).with_reason(error.kind())));
             }
+        }
+    }
+}
+
+/// The span of one model call (each model of a fallback chain gets its own), named and
+/// attributed as OpenTelemetry's GenAI conventions say: `chat <model>`, `gen_ai.request.model`,
+/// `gen_ai.provider.name` (the reference's provider; a bare id is Bedrock's), and once answered
+/// the usage and finish reason, or `error.type`.
+fn chat_span(model: &str) -> tracing::Span {
+    let provider = match model.split_once(':') {
+        Some((provider, _)) => provider,
+        None => "aws.bedrock",
+    };
+    tracing::info_span!(
+        "chat",
+        otel.name = %format!("chat {model}"),
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+fn record_answer(span: &tracing::Span, answer: &Result<ModelResponse, crate::ports::ModelError>) {
+    match answer {
+        Ok(r) => {
+            span.record("gen_ai.response.model", r.model.as_str());
+            // As i64: OpenTelemetry has no unsigned integers (a u64 would become a string).
+            let input = r.usage.input_tokens + r.usage.cache_read_tokens + r.usage.cache_write_tokens;
+            span.record("gen_ai.usage.input_tokens", i64::try_from(input).unwrap_or(i64::MAX));
+            span.record("gen_ai.usage.output_tokens", i64::try_from(r.usage.output_tokens).unwrap_or(i64::MAX));
+            let reason = serde_json::to_value(r.stop_reason).ok().and_then(|v| v.as_str().map(str::to_owned));
+            span.record("gen_ai.response.finish_reasons", reason.unwrap_or_default().as_str());
+        }
+        Err(e) => {
+            span.record("error.type", e.kind());
+            span.record("otel.status_code", "ERROR");
         }
     }
 }

@@ -124,5 +124,13 @@ pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request)
 
 /// Serves the API through the Lambda runtime (API Gateway REST proxy events).
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
-    lambda_http::run(app(state(wiring, None))).await
+    // Each request's spans are sent before its answer returns (a frozen container sends nothing).
+    let router = switchboard_api::router(state(wiring, None)).layer(axum::middleware::from_fn(
+        |req: axum::extract::Request, next: axum::middleware::Next| async move {
+            let res = next.run(req).await;
+            crate::wiring::flush_traces().await;
+            res
+        },
+    ));
+    lambda_http::run(router.map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)).await
 }

@@ -28,7 +28,9 @@ pub enum EventRouterError {
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
     let intake = &wiring.intake;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| async move {
-        handle(intake, event).await.map(|_| ())
+        let routed = handle(intake, event).await.map(|_| ());
+        crate::wiring::flush_traces().await;
+        routed
     }))
     .await
 }

@@ -36,7 +36,9 @@ pub enum ItemResult {
 /// The agent-executor's runtime loop: every SQS batch to [`handle`], until the runtime stops.
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(handle(wiring, event).await)
+        let answer = handle(wiring, event).await;
+        crate::wiring::flush_traces().await;
+        Ok::<_, lambda_runtime::Error>(answer)
     }))
     .await
 }

@@ -84,7 +84,7 @@ pub async fn run_with<S>(
     setup: impl AsyncFnOnce(&SdkConfig) -> Result<S, String>,
     serve: impl AsyncFnOnce(&S) -> Result<(), lambda_runtime::Error>,
 ) -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    init_tracing()?;
     let sdk = load_sdk_config().await;
     let state = setup(&sdk).await?;
     if init_only() {
@@ -93,6 +93,45 @@ pub async fn run_with<S>(
     // Boxed: the runtime's future nests deeply enough that one more layer of async fn would
     // exceed the compiler's layout query depth in the binaries.
     Box::pin(serve(&state)).await
+}
+
+/// The container's traces, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces variant) is set.
+static TRACES: std::sync::OnceLock<switchboard_telemetry::Traces> = std::sync::OnceLock::new();
+
+/// Logs as the Lambda runtime's default subscriber writes them (`AWS_LAMBDA_LOG_FORMAT`,
+/// `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else info), plus the engine's spans over OTLP when an
+/// endpoint is configured (on Lambda, typically the ADOT collector extension on
+/// `http://localhost:4318`).
+fn init_tracing() -> Result<(), String> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let Some(traces) = switchboard_telemetry::Traces::from_env("switchboard", |v| std::env::var(v).ok())? else {
+        lambda_runtime::tracing::init_default_subscriber();
+        return Ok(());
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AWS_LAMBDA_LOG_LEVEL")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    let logs = match json {
+        true => tracing_subscriber::fmt::layer().json().flatten_event(true).without_time().boxed(),
+        false => tracing_subscriber::fmt::layer().without_time().with_ansi(false).boxed(),
+    };
+    tracing_subscriber::registry().with(filter).with(logs).with(traces.layer()).init();
+    let _ = TRACES.set(traces);
+    Ok(())
+}
+
+/// Sends the invocation's spans before it returns (a frozen container sends nothing). A no-op
+/// without traces.
+pub async fn flush_traces() {
+    if let Some(traces) = TRACES.get() {
+        let traces = traces.clone();
+        // The exporter's client blocks; keep it off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || traces.flush()).await;
+    }
 }
 
 /// The model providers' settings of a function: the variables of `env.model_secret` (if set)

@@ -98,7 +98,18 @@ impl Executor {
     /// admitted it runs like any message; still refused it answers an error with `retry_after`
     /// (the queue holds it, and its conversation's later messages, until then) — unless this is
     /// its last delivery, when it is recorded as refused and gets nothing.
-    #[tracing::instrument(skip_all, fields(tenant = %item.tenant_id, source = %item.source_id, execution_id = tracing::field::Empty))]
+    ///
+    /// Its span follows OpenTelemetry's GenAI conventions (`invoke_agent`), with the model calls
+    /// (`chat`) and tool calls (`execute_tool`) of the turn beneath it.
+    #[tracing::instrument(name = "invoke_agent", skip_all, fields(
+        otel.name = %format!("invoke_agent {}", item.agent_id),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.id = %item.agent_id,
+        gen_ai.conversation.id = %item.conversation_id,
+        tenant = %item.tenant_id,
+        source = %item.source_id,
+        execution_id = tracing::field::Empty,
+    ))]
     pub async fn execute_attempt(
         &self,
         item: &WorkItem,

@@ -26,6 +26,7 @@ use switchboard_domain::tool::LOAD_SKILL;
 use switchboard_domain::{
     Agent, AgentStatus, AgentStep, AgentType, Session, Skill, SystemTool, Tool, ToolCallRecord, TriggerStatus,
 };
+use tracing::Instrument;
 
 pub(crate) use call::{CallContext, Called, ToolCall, ToolOutcome, TurnState};
 
@@ -175,7 +176,42 @@ impl Toolbox {
     /// Runs one call. `answered` is a sub-agent's answer when the call was one (sub-agents run
     /// before the other calls of their model turn, concurrently; see the supervisor pattern).
     /// Once the conversation has left the agent in this turn, every later call is refused.
+    ///
+    /// Its span is OpenTelemetry's GenAI `execute_tool <name>`, with `error.type` when the tool
+    /// answered an error.
     pub async fn call(
+        &self,
+        cx: CallContext<'_>,
+        state: &mut TurnState,
+        call: ToolCall,
+        answered: Option<ToolOutcome>,
+    ) -> Result<Called, ExecError> {
+        let kind = match self.resolve(&call.name) {
+            Resolved::Custom(_) => "function",
+            Resolved::SubAgent(_) => "agent",
+            _ => "extension",
+        };
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format!("execute_tool {}", call.name),
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.tool_use_id,
+            gen_ai.tool.type = kind,
+            error.type = tracing::field::Empty,
+        );
+        let called = self.call_in_span(cx, state, call, answered).instrument(span.clone()).await;
+        if let Ok(c) = &called
+            && c.outcome.is_error
+        {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
+        called
+    }
+
+    async fn call_in_span(
         &self,
         cx: CallContext<'_>,
         state: &mut TurnState,
