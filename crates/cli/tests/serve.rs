@@ -405,6 +405,11 @@ async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
         assert_eq!(r["execution"]["status"], "success", "{r}");
     }
     post(&client, &at(&server, "/events?wait=30"), &event("m-0", "acme", "c-m0", "Hi there")).await;
+    // the order-status webhook, whose receiver is a private address this server refuses
+    let (_, r, _) =
+        post(&client, &at(&server, "/events?wait=30"), &event("m-w", "acme", "c-mw", "Where is my order #1234?")).await;
+    let webhook = r["execution"]["toolCalls"].as_array().unwrap().iter().find(|c| c["webhook"].is_object()).cloned();
+    let webhook_outcome = webhook.unwrap_or_else(|| panic!("a webhook call: {r}"))["webhook"]["outcome"].clone();
     let mut quiet = event("m-x", "acme", "c-mx", "Hi there");
     quiet["detail"]["channel"]["platform"] = json!("fax");
     post(&client, &at(&server, "/events"), &quiet).await;
@@ -429,12 +434,16 @@ async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
     };
     assert_eq!(
         value("switchboard_inbound_events_total", &[("tenant", "acme"), ("outcome", "enqueued")]),
-        3.0,
+        4.0,
         "{text}"
     );
     assert_eq!(value("switchboard_inbound_events_total", &[("outcome", "duplicate")]), 1.0, "{text}");
     assert_eq!(value("switchboard_inbound_events_total", &[("outcome", "no_match")]), 1.0, "{text}");
-    assert_eq!(value("switchboard_executions_total", &[("tenant", "acme"), ("status", "success")]), 3.0, "{text}");
+    assert_eq!(value("switchboard_executions_total", &[("tenant", "acme"), ("status", "success")]), 4.0, "{text}");
+    // tool calls by kind and outcome: a webhook's own outcome, the system tools' ok
+    let outcome = webhook_outcome.as_str().unwrap();
+    assert_eq!(value("switchboard_tool_calls_total", &[("kind", "webhook"), ("outcome", outcome)]), 1.0, "{text}");
+    assert!(value("switchboard_tool_calls_total", &[("kind", "system"), ("outcome", "ok")]) >= 1.0, "{text}");
     assert!(value("switchboard_model_calls_total", &[]) >= 3.0, "{text}");
     assert!(value("switchboard_model_tokens_total", &[("tenant", "acme"), ("kind", "input")]) > 0.0, "{text}");
     assert!(

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use switchboard_domain::{ExecutionRecord, ModelCallRecord, TenantId, ToolCallRecord};
+use switchboard_domain::{ExecutionRecord, ModelCallRecord, TenantId};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Inbound {
@@ -202,16 +202,6 @@ impl PrometheusMetrics {
             }
         }
     }
-
-    fn tool_call(&self, call: &ToolCallRecord, sub_agent: bool) {
-        let kind = match (&call.webhook, sub_agent) {
-            (_, true) => "sub_agent",
-            (Some(_), _) => "webhook",
-            (None, _) => "system",
-        };
-        let outcome = if call.is_error { "error" } else { "ok" };
-        self.tools.get_or_create(&ToolLabels { kind: kind.into(), outcome: outcome.into() }).inc();
-    }
 }
 
 fn status_str(record: &ExecutionRecord) -> String {
@@ -231,20 +221,11 @@ impl switchboard_engine::Metrics for PrometheusMetrics {
         let (tenant, status) = (record.tenant_id.to_string(), status_str(record));
         self.executions.get_or_create(&ExecutionLabels { tenant: tenant.clone(), status: status.clone() }).inc();
         self.execution_seconds.get_or_create(&Status { status }).observe(record.latency_ms as f64 / 1000.0);
-        let sub_agent_calls: Vec<&str> = record.children.iter().map(|c| c.tool_use_id.as_str()).collect();
-        for call in &record.model_calls {
+        for call in record.model_calls.iter().chain(record.children.iter().flat_map(|c| c.model_calls.iter())) {
             self.model_call(&tenant, call);
         }
-        for call in &record.tool_calls {
-            self.tool_call(call, sub_agent_calls.contains(&call.tool_use_id.as_str()));
-        }
-        for child in &record.children {
-            for call in &child.model_calls {
-                self.model_call(&tenant, call);
-            }
-            for call in &child.tool_calls {
-                self.tool_call(call, false);
-            }
+        for (_, kind, outcome) in switchboard_engine::tool_calls(record) {
+            self.tools.get_or_create(&ToolLabels { kind: kind.into(), outcome: outcome.into() }).inc();
         }
     }
 }

@@ -126,5 +126,16 @@ impl Metrics for EmfMetrics {
             }
             self.emit(&[("Model", call.model.clone())], &metrics, &ids);
         }
+        // Tool and webhook calls by kind and outcome (the tool's name, which tenants choose, is a
+        // property).
+        for (call, kind, outcome) in switchboard_engine::tool_calls(record) {
+            let mut props = ids.to_vec();
+            props.push(("ToolName", json!(call.name)));
+            self.emit(
+                &[("ToolKind", kind.to_owned()), ("Outcome", outcome.to_owned())],
+                &[("ToolCalls", "Count", 1.0), ("ToolLatency", "Milliseconds", call.latency_ms as f64)],
+                &props,
+            );
+        }
     }
 }

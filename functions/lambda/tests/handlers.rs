@@ -1326,12 +1326,15 @@ async fn the_functions_count_routing_and_executions_in_embedded_metric_format() 
     assert!(response.batch_item_failures.is_empty());
     let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
     let lines: Vec<Value> = text.lines().map(check_emf).collect();
-    // one routing outcome, one execution, one line per model call
-    assert_eq!(lines.len(), 4, "{text}");
+    // one routing outcome, one execution, one line per model call, one per tool call
+    assert_eq!(lines.len(), 5, "{text}");
     assert_eq!((lines[0]["Outcome"].as_str(), lines[0]["InboundEvents"].as_f64()), (Some("enqueued"), Some(1.0)));
     assert_eq!(lines[0]["TenantId"], "t-1", "the tenant is a property, not a dimension");
     assert_eq!((lines[1]["Status"].as_str(), lines[1]["Executions"].as_f64()), (Some("success"), Some(1.0)));
-    for call in &lines[2..] {
+    let tool = &lines[4];
+    assert_eq!((tool["ToolKind"].as_str(), tool["Outcome"].as_str()), (Some("system"), Some("ok")), "{tool}");
+    assert_eq!((tool["ToolCalls"].as_f64(), tool["ToolName"].as_str()), (Some(1.0), Some("send_message")));
+    for call in &lines[2..4] {
         assert_eq!(call["Model"], "anthropic.claude-3-haiku-20240307-v1:0", "the adapter as this world wires it");
         assert!(call["InputTokens"].as_f64().unwrap() > 0.0);
         assert!(call["CostUsd"].as_f64().unwrap() > 0.0, "a priced model: {call}");

@@ -25,7 +25,7 @@ pub use conversations::{
 };
 pub use counters::{Admit, Counters, NoCounters, Slot, SlotAndCount};
 pub use events::{BusError, EventBus, EventLog};
-pub use metrics::{Metrics, NoMetrics};
+pub use metrics::{Metrics, NoMetrics, tool_calls};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
 pub use queue::{DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
 pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit};
