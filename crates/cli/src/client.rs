@@ -108,6 +108,15 @@ pub enum KeyVerb {
     Revoke { key_id: String },
 }
 
+/// What `switchboard tenants show|suspend|reactivate|delete` does over the API.
+#[derive(Debug, Clone, Copy)]
+pub enum TenantVerb {
+    Show,
+    Suspend,
+    Reactivate,
+    Delete,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SessionVerb {
     Get {
@@ -564,8 +573,39 @@ pub async fn executions(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<
     }
 }
 
-/// `switchboard usage`: one line per day, agent and model, then the total. A cost of `-` means
-/// no price is known for the model (not that it was free).
+/// A tenant's record over the API (admin): shown, suspended, reactivated, or deleted — a
+/// deletion is asked for again while the store answers that more is left (`202`).
+pub async fn tenant_record(remote: &Remote, id: &str, verb: TenantVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let path = format!("/tenants/{}", query_value(id));
+    let status = |s: &str| json!({ "status": s });
+    let shown = match verb {
+        TenantVerb::Show => api.call(Method::GET, &path, None, None).await?.0,
+        TenantVerb::Suspend => api.call(Method::PATCH, &path, Some(&status("suspended")), None).await?.0,
+        TenantVerb::Reactivate => api.call(Method::PATCH, &path, Some(&status("active")), None).await?.0,
+        TenantVerb::Delete => {
+            let mut calls = 0;
+            while api.call(Method::DELETE, &path, None, None).await?.0["status"] == "deleting" {
+                calls += 1;
+                eprintln!("deleting tenant '{id}': more is left after call {calls}, going on");
+            }
+            println!("deleted tenant {id}");
+            return Ok(());
+        }
+    };
+    if remote.json {
+        return print_value(&shown);
+    }
+    println!(
+        "tenant {}: {} ({})",
+        shown["tenantId"].as_str().unwrap_or(id),
+        shown["name"].as_str().unwrap_or_default(),
+        shown["status"].as_str().unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `switchboard keys`: issue, list and revoke a tenant's API keys.
 pub async fn keys(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
@@ -597,6 +637,8 @@ pub async fn keys(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `switchboard usage`: one line per day, agent and model, then the total. A cost of `-` means
+/// no price is known for the model (not that it was free).
 pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;

@@ -61,7 +61,8 @@ enum Command {
     /// Run an example tenant (`--example`, default `support`) offline on a fresh temporary data
     /// directory and print what happened.
     Demo(demo::DemoArgs),
-    /// Manage tenants in a data directory (works beside a running server).
+    /// Tenants: create one or issue a key in a data directory (works beside a running server);
+    /// show, suspend, reactivate or delete one over the API (either profile, admin).
     #[command(subcommand)]
     Tenants(tenants::TenantsCommand),
     /// Agents of a tenant, on a running server.

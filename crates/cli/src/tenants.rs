@@ -1,5 +1,6 @@
-//! `switchboard tenants …`: tenant administration straight on a data directory. Creating a tenant
-//! also creates its API key, printed once; only its hash is stored.
+//! `switchboard tenants …`: `create` and `key` work straight on a data directory (creating a
+//! tenant also creates its API key, printed once; only its hash is stored); `show`, `suspend`,
+//! `reactivate` and `delete` go through the API, so they work on either profile.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,12 +13,30 @@ use switchboard_embedded::keys::{generate_api_key, hash_api_key};
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::SystemClock;
 
+use crate::client::TenantVerb;
+
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
     /// Create a tenant and print its API key (shown once).
     Create(CreateArgs),
     /// Issue another API key for an existing tenant (the old ones keep working).
     Key(KeyArgs),
+    /// Show a tenant's record, over the API (either profile).
+    Show(RemoteTenant),
+    /// Suspend a tenant over the API (admin): its messages are recorded, not answered.
+    Suspend(RemoteTenant),
+    /// Reactivate a suspended tenant over the API (admin).
+    Reactivate(RemoteTenant),
+    /// Delete a suspended tenant and everything kept for it, over the API (admin).
+    Delete(RemoteTenant),
+}
+
+#[derive(Debug, Args)]
+pub struct RemoteTenant {
+    /// Tenant id.
+    id: String,
+    #[command(flatten)]
+    remote: crate::client::Remote,
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +80,10 @@ pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
             }
             issue_key(&embedded, &id).await
         }
+        TenantsCommand::Show(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Show).await,
+        TenantsCommand::Suspend(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Suspend).await,
+        TenantsCommand::Reactivate(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Reactivate).await,
+        TenantsCommand::Delete(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Delete).await,
         TenantsCommand::Key(args) => {
             let id = parse_id(&args.id)?;
             let embedded = open(&args.data_dir)?;

@@ -875,3 +875,35 @@ async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
     let log = other.get("/tenants/other/conversations/c-1/messages").await;
     assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "{}", log.body);
 }
+
+#[tokio::test]
+async fn the_cli_shows_suspends_reactivates_and_deletes_a_tenant_over_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let cli = |args: &[&str]| {
+        let out = common::bin()
+            .args(["tenants"])
+            .args(args)
+            .args(["--endpoint", &server.base, "--api-key", &server.admin])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, _) = cli(&["show", "acme"]);
+    assert!(ok && out.contains("tenant acme: ") && out.contains("(active)"), "{out}");
+    let (ok, _, err) = cli(&["delete", "acme"]);
+    assert!(!ok && err.contains("suspend it first"), "a live tenant is not deleted: {err}");
+    let (ok, out, _) = cli(&["suspend", "acme"]);
+    assert!(ok && out.contains("(suspended)"), "{out}");
+    let (ok, out, _) = cli(&["reactivate", "acme"]);
+    assert!(ok && out.contains("(active)"), "{out}");
+    cli(&["suspend", "acme"]);
+    let (ok, out, err) = cli(&["delete", "acme"]);
+    assert!(ok && out.trim() == "deleted tenant acme", "{out} {err}");
+    let (ok, _, err) = cli(&["show", "acme"]);
+    assert!(!ok && err.contains("no tenant 'acme'"), "{err}");
+}
