@@ -542,6 +542,22 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         .filter(|e| e["event"]["detailType"] == "tenant.limit.reached")
         .collect();
     assert!(!reached.is_empty() && reached.len() <= 2, "one per window (the test may span two): {reached:?}");
+    // and every refusal, the invoke's included, is a limit hit on the admin's scrape
+    let scrape = reqwest::Client::new()
+        .get(format!("{}/metrics", server.base))
+        .bearer_auth(&server.admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let hits: f64 = scrape
+        .lines()
+        .filter(|l| l.starts_with("switchboard_limit_hits_total{") && l.contains("tenant=\"acme\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(hits >= 2.0, "a refused event and a refused invoke at least: {scrape}");
 }
 
 #[tokio::test]

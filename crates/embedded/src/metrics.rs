@@ -13,12 +13,18 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use switchboard_domain::{ExecutionRecord, ModelCallRecord, TenantId};
+use switchboard_domain::{ExecutionRecord, LimitName, ModelCallRecord, TenantId};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Inbound {
     tenant: String,
     outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    tenant: String,
+    limit: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -76,6 +82,7 @@ fn latency() -> Histogram {
 pub struct PrometheusMetrics {
     registry: Registry,
     inbound: Family<Inbound, Counter>,
+    limit_hits: Family<LimitLabels, Counter>,
     executions: Family<ExecutionLabels, Counter>,
     execution_seconds: Family<Status, Histogram, fn() -> Histogram>,
     model_calls: Family<ModelLabels, Counter>,
@@ -100,6 +107,7 @@ impl Default for PrometheusMetrics {
         let mut registry = Registry::with_prefix("switchboard");
         let m = PrometheusMetrics {
             inbound: Family::default(),
+            limit_hits: Family::default(),
             executions: Family::default(),
             execution_seconds: Family::new_with_constructor(latency),
             model_calls: Family::default(),
@@ -114,6 +122,11 @@ impl Default for PrometheusMetrics {
             registry: Registry::default(),
         };
         registry.register("inbound_events", "Inbound events by tenant and routing outcome", m.inbound.clone());
+        registry.register(
+            "limit_hits",
+            "Work a tenant limit refused (messages, invokes, deferred messages asked again), by tenant and limit",
+            m.limit_hits.clone(),
+        );
         registry.register("executions", "Committed executions by tenant and status", m.executions.clone());
         registry.register("execution_duration_seconds", "Execution latency by status", m.execution_seconds.clone());
         registry.register("model_calls", "Model calls that answered, by model", m.model_calls.clone());
@@ -215,6 +228,10 @@ impl switchboard_engine::Metrics for PrometheusMetrics {
 
     fn inbound(&self, tenant: &TenantId, outcome: &str) {
         self.inbound.get_or_create(&Inbound { tenant: tenant.to_string(), outcome: outcome.into() }).inc();
+    }
+
+    fn limit_hit(&self, tenant: &TenantId, limit: LimitName) {
+        self.limit_hits.get_or_create(&LimitLabels { tenant: tenant.to_string(), limit: limit.as_str().into() }).inc();
     }
 
     fn execution(&self, record: &ExecutionRecord) {

@@ -16,7 +16,9 @@ use switchboard_domain::event::detail_type;
 use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
 use tracing::{error, info, warn};
 
-use crate::ports::{Admit, Clock, Counters, DayTokens, Deps, EventBus, ExecutionLog, SlotAndCount, StoreError};
+use crate::ports::{
+    Admit, Clock, Counters, DayTokens, Deps, EventBus, ExecutionLog, Metrics, SlotAndCount, StoreError,
+};
 
 /// Whether a piece of work may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +34,7 @@ pub struct Limits {
     executions: Arc<dyn ExecutionLog>,
     bus: Arc<dyn EventBus>,
     clock: Arc<dyn Clock>,
+    metrics: Arc<dyn Metrics>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -47,6 +50,7 @@ impl Limits {
             executions: deps.executions.clone(),
             bus: deps.bus.clone(),
             clock: deps.clock.clone(),
+            metrics: deps.metrics.clone(),
         }
     }
 
@@ -118,6 +122,7 @@ impl Limits {
         let retry_after_seconds = u64::try_from((reopens - now).num_seconds()).unwrap_or(0).max(1);
         let refusal = Refusal { limit, value, retry_after_seconds, on_limit: tenant.limits.on_limit.clone() };
         let t = &tenant.tenant_id;
+        self.metrics.limit_hit(t, limit);
         if self.counters.first(t, window, reopens + Duration::minutes(1)).await? {
             info!(tenant = %t, limit = limit.as_str(), value, window, "tenant limit reached");
             let event = OutboundEvent {

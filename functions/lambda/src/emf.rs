@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use switchboard_domain::{ExecutionRecord, TenantId};
+use switchboard_domain::{ExecutionRecord, LimitName, TenantId};
 use switchboard_engine::Metrics;
 
 /// The CloudWatch namespace of every metric.
@@ -89,11 +89,16 @@ impl Metrics for EmfMetrics {
             &[("InboundEvents", "Count", 1.0)],
             &[("TenantId", json!(tenant))],
         );
-        if matches!(outcome, "rate_limited" | "budget_exceeded") {
-            // By function only, for one alarm over every tenant and limit.
-            let props = [("TenantId", json!(tenant)), ("Outcome", json!(outcome))];
-            self.emit(&[("FunctionName", self.function.clone())], &[("LimitHits", "Count", 1.0)], &props);
-        }
+    }
+
+    fn limit_hit(&self, tenant: &TenantId, limit: LimitName) {
+        // By function only, for one alarm over every tenant and limit.
+        let outcome = match limit {
+            LimitName::TokensPerDay => "budget_exceeded",
+            LimitName::InvocationsPerMinute | LimitName::ConcurrentSessions => "rate_limited",
+        };
+        let props = [("TenantId", json!(tenant)), ("Outcome", json!(outcome)), ("Limit", json!(limit.as_str()))];
+        self.emit(&[("FunctionName", self.function.clone())], &[("LimitHits", "Count", 1.0)], &props);
     }
 
     fn execution(&self, record: &ExecutionRecord) {

@@ -1359,6 +1359,9 @@ async fn limit_hits_and_model_throttles_are_metrics_an_alarm_can_name() {
     second["id"] = json!("refused-event");
     second["detail"]["conversationId"] = json!("c-2");
     assert_eq!(event_router::handle(&w.wiring.intake, event(second)).await.unwrap().as_str(), "rate_limited");
+    // an invoke the same limit refuses is a hit too
+    let invoke = format!("/tenants/t-1/agents/{}/invoke", AGENT);
+    assert_eq!(api_call(&w, "POST", &invoke, Some(&json!({ "conversationId": "c-3" }))).await.0, 429);
     let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
     let lines: Vec<Value> = text.lines().map(check_emf).collect();
     let named = |metric: &str| lines.iter().filter(|l| l.get(metric).is_some()).cloned().collect::<Vec<_>>();
@@ -1366,7 +1369,8 @@ async fn limit_hits_and_model_throttles_are_metrics_an_alarm_can_name() {
     assert_eq!(throttles.len(), 1, "{text}");
     assert!(throttles[0]["ModelThrottles"].as_f64().unwrap() >= 1.0);
     let hits = named("LimitHits");
-    assert_eq!(hits.len(), 1, "{text}");
+    assert_eq!(hits.len(), 2, "the router's refusal and the invoke's: {text}");
+    assert!(hits.iter().all(|h| h["Limit"] == "invocationsPerMinute"), "{text}");
     for line in throttles.iter().chain(&hits) {
         // one dimension, the function's name (what the template's alarms name)
         assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["FunctionName"]]), "{line}");

@@ -1,7 +1,7 @@
 //! Operational metrics: what happened, counted where it happens, named once here and exported by
 //! each profile its own way (the embedded profile as Prometheus text on `GET /metrics`).
 
-use switchboard_domain::{ExecutionRecord, TenantId, ToolCallRecord};
+use switchboard_domain::{ExecutionRecord, LimitName, TenantId, ToolCallRecord};
 
 /// Receives the engine's measurements. Implementations must be cheap and never fail: a metric
 /// that cannot be recorded is dropped, never an error for the work itself.
@@ -16,6 +16,9 @@ pub trait Metrics: Send + Sync {
     /// `unauthorized` …), whether a fallback then answered, the item is retried, or the turn
     /// fails.
     fn model_failed(&self, _model: &str, _kind: &str) {}
+    /// A tenant limit refused work: an inbound message, an `invoke`, or a deferred message asked
+    /// again (each refusal counts).
+    fn limit_hit(&self, _tenant: &TenantId, _limit: LimitName) {}
 }
 
 /// Counts nothing.
