@@ -196,6 +196,9 @@ pub struct Refusal {
     /// Seconds until the limit's window reopens.
     pub retry_after_seconds: u64,
     pub on_limit: OnLimit,
+    /// When the window reopens: a deferred message is not asked again before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopens_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Refusal {

@@ -120,7 +120,8 @@ impl Limits {
         reopens: DateTime<Utc>,
     ) -> Result<Admission, StoreError> {
         let retry_after_seconds = u64::try_from((reopens - now).num_seconds()).unwrap_or(0).max(1);
-        let refusal = Refusal { limit, value, retry_after_seconds, on_limit: tenant.limits.on_limit.clone() };
+        let on_limit = tenant.limits.on_limit.clone();
+        let refusal = Refusal { limit, value, retry_after_seconds, on_limit, reopens_at: Some(reopens) };
         let t = &tenant.tenant_id;
         self.metrics.limit_hit(t, limit);
         if self.counters.first(t, window, reopens + Duration::minutes(1)).await? {

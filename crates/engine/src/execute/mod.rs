@@ -209,6 +209,18 @@ impl Executor {
             return Ok(None);
         };
         let deps = &self.deps;
+        // Delivered before its window reopens (the queue's first delivery comes at once): the
+        // answer is known without asking the counters again.
+        if let Some(reopens) = refusal.reopens_at
+            && !attempt.is_some_and(Attempt::is_last)
+        {
+            let wait = (reopens - deps.clock.now()).num_milliseconds();
+            if wait > 0 {
+                let retry_after_seconds = u64::try_from(wait).unwrap_or(0).div_ceil(1000);
+                info!(limit = refusal.limit.as_str(), retry_after_s = retry_after_seconds, "message deferred");
+                return Err(ExecError::deferred(&Refusal { retry_after_seconds, ..refusal.clone() }));
+            }
+        }
         let Some(tenant) = deps.config.get_tenant(&item.tenant_id).await? else {
             return Err(ExecError::new(ErrorKind::Config, format!("no tenant '{}'", item.tenant_id), false));
         };
