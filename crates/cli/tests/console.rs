@@ -14,6 +14,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -35,6 +36,9 @@ impl Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = match Command::new("chromedriver")
             .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".into()])
+            // Its own process group, with the browsers it starts: dropped, the whole group goes,
+            // even when a failed test never closed its browser.
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -61,7 +65,9 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The group chromedriver leads (its pid): chromedriver and every browser it started.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
@@ -80,7 +86,8 @@ impl Browser {
         let http = reqwest::Client::new();
         let caps = json!({ "capabilities": { "alwaysMatch": { "browserName": "chrome",
             "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-breakpad",
+                "--disable-crash-reporter",
                 "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display())
             ] } } } });
         let res: Value =
