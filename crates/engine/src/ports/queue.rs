@@ -5,8 +5,12 @@ use serde::{Deserialize, Serialize};
 use switchboard_domain::{AgentId, Refusal, TenantId, TriggerId};
 
 /// A unit of agent work: one inbound message for one conversation.
+///
+/// Unknown fields are ignored, not refused: during a deploy an older executor may read an item a
+/// newer router wrote (a refused item would fail every delivery and end in the dead letters).
+/// New fields are optional for the same reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkItem {
     pub tenant_id: TenantId,
     /// Idempotency root of everything this item causes: the event id, plus `#h<n>` when the
@@ -36,7 +40,7 @@ pub struct WorkItem {
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct DayTokens {
     pub day: chrono::NaiveDate,
     pub left: u64,
@@ -85,4 +89,24 @@ pub trait WorkQueue: Send + Sync {
 pub struct QueueError {
     pub message: String,
     pub retryable: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_from_a_newer_or_older_writer_still_reads() {
+        // a field this version does not know (a newer router's), and none of the optional ones
+        // (an older router's): the item runs either way
+        let body = serde_json::json!({
+            "tenantId": "t-1", "sourceId": "evt-1", "conversationId": "c-1", "messageId": "m-1", "text": "hi",
+            "agentId": "01JD0000SVPP0RT0AGENT00001", "detail": {}, "someFutureField": { "x": 1 }
+        });
+        let item: WorkItem = serde_json::from_value(body).unwrap();
+        assert_eq!((item.day_tokens, &item.refused, item.continuation), (None, &None, false));
+        // and what this version writes reads back the same
+        let again: WorkItem = serde_json::from_str(&serde_json::to_string(&item).unwrap()).unwrap();
+        assert_eq!(again, item);
+    }
 }
