@@ -192,6 +192,8 @@ async function inbox() {
   main.replaceChildren(el("h1", {}, "Handoff inbox"), el("p", { class: "muted" }, "Loading…"));
   let timer = null;
   let seen = null;
+  // Agents by id, for their names (read once per visit of the inbox).
+  const agents = await api("GET", `/tenants/${t()}/agents?limit=100`).then((a) => new Map(a.items.map((x) => [x.agentId, x.name]))).catch(() => new Map());
   const load = async () => {
     const waiting = [];
     let cursor = null;
@@ -212,9 +214,10 @@ async function inbox() {
         el("td", {}, el("span", { class: `pill ${s.handoffPriority || "normal"}` }, s.handoffPriority || "normal")),
         el("td", {}, ago(s.endedAt || s.updatedAt)),
         el("td", {}, el("a", { href: `#/session/${s.sessionId}` }, s.conversationId)),
+        el("td", {}, s.channel || "—"),
         el("td", {}, s.handoffReason || ""),
         el("td", {}, summary),
-        el("td", {}, el("code", {}, s.agentId)),
+        el("td", {}, agents.get(s.agentId) || el("code", {}, s.agentId)),
         el("td", {}, s.claim ? s.claim.operator : el("span", { class: "muted" }, "unclaimed")));
     });
     seen = new Set(waiting.map((s) => s.sessionId));
@@ -223,8 +226,8 @@ async function inbox() {
       el("p", { class: "muted" }, `${waiting.length} conversation${waiting.length === 1 ? "" : "s"} waiting for a human; most urgent, then longest waiting, first. ${document.body.dataset.live === "polling" ? "Refreshed every 5 s (this deployment pushes no events)." : "Updates live."}`),
       el("table", { id: "inbox" },
         el("caption", { class: "muted" }, "Conversations handed to humans"),
-        el("thead", {}, el("tr", {}, ["Priority", "Waiting", "Conversation", "Reason", "Summary", "Handed off by", "Claimed by"].map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "7", class: "muted" }, "Nobody is waiting.")))));
+        el("thead", {}, el("tr", {}, ["Priority", "Waiting", "Conversation", "Channel", "Reason", "Summary", "Handed off by", "Claimed by"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "8", class: "muted" }, "Nobody is waiting.")))));
   };
   refreshInbox = () => {
     clearTimeout(timer);
@@ -318,6 +321,7 @@ async function conversation(sessionId) {
           el("dl", { class: "kv" },
             el("dt", {}, "Status"), el("dd", {}, session.status + (human ? " (to a human)" : "")),
             el("dt", {}, "Agent"), el("dd", {}, el("code", {}, session.agentId)),
+            el("dt", {}, "Channel"), el("dd", {}, session.channel || "—"),
             el("dt", {}, "Priority"), el("dd", {}, session.handoffPriority || "—"),
             el("dt", {}, "Reason"), el("dd", {}, session.handoffReason || "—"),
             el("dt", {}, "Step"), el("dd", {}, session.currentStep || "—"),

@@ -239,7 +239,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
         row.contains("high") && row.contains("c-42") && row.contains("Customer asked to talk to a person"),
         "{row}"
     );
-    assert!(row.contains("unclaimed"), "{row}");
+    assert!(row.contains("unclaimed") && row.contains("webchat"), "the channel: {row}");
     b.shot("2-inbox").await;
 
     // Open it: the transcript marks who wrote what; claim, then reply as a human.

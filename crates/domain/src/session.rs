@@ -151,6 +151,10 @@ pub struct Session {
     /// against it).
     #[serde(default)]
     pub tokens_used: u64,
+    /// The channel the conversation came in on (`channel.platform` of the message that started
+    /// the session; carried across handoffs). None for a session an `invoke` started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
     /// How urgently the conversation was handed to a human (while a human owns it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_priority: Option<Priority>,
@@ -187,6 +191,7 @@ impl Session {
             loaded_skills: Vec::new(),
             recallable: Vec::new(),
             tokens_used: 0,
+            channel: None,
             handoff_priority: None,
             claim: None,
             version: 0,
@@ -283,6 +288,7 @@ impl Session {
         next.memory = self.memory.clone();
         next.transcript = text_only(self.unsummarized());
         next.first_message = self.first_message.clone();
+        next.channel = self.channel.clone();
         next.summary = self.summary.clone().map(|s| ConversationSummary { covers: 0, ..s });
         next
     }

@@ -256,7 +256,7 @@ impl Executor {
             // one that the next admitted message goes on with.
             let (session, is_new) = match latest {
                 Some(s) if s.is_active() || s.is_human_owned() => (s, false),
-                _ => (Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now), true),
+                _ => (new_session(item, now), true),
             };
             return Ok(Prepared::Refused { session: Box::new(session), is_new, refusal: refusal.clone() });
         }
@@ -275,7 +275,7 @@ impl Executor {
             }
             _ => {
                 is_new = true;
-                Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now)
+                new_session(item, now)
             }
         };
         match deps.config.get_agent(&item.tenant_id, session.agent_id).await? {
@@ -289,6 +289,13 @@ impl Executor {
             )),
         }
     }
+}
+
+/// The session `item` starts, with the channel its message came in on.
+fn new_session(item: &WorkItem, now: chrono::DateTime<chrono::Utc>) -> Session {
+    let mut session = Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now);
+    session.channel = item.detail["channel"]["platform"].as_str().map(str::to_owned);
+    session
 }
 
 enum Prepared {
