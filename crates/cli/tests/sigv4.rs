@@ -327,20 +327,23 @@ impl Gateway {
 
 // ---- the CLI, with nothing from this machine's AWS setup ----
 
-/// `switchboard <args> --aws-sigv4` with only the given AWS variables: no profile files, no
-/// instance metadata, nothing inherited.
-fn cli(gateway: &Gateway, args: &[&str], aws_env: &[(&str, &str)]) -> Output {
+/// The `switchboard` binary with only the given AWS variables: no profile files, no instance
+/// metadata, nothing inherited.
+fn isolated(aws_env: &[(&str, &str)]) -> std::process::Command {
     let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-aws-dir");
-    bin()
+    let mut command = bin();
+    command
         .env_clear()
         .env("AWS_CONFIG_FILE", nowhere.join("config"))
         .env("AWS_SHARED_CREDENTIALS_FILE", nowhere.join("credentials"))
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .envs(aws_env.iter().copied())
-        .args(args)
-        .args(["--aws-sigv4", "--endpoint", &gateway.url, "--tenant", "acme"])
-        .output()
-        .unwrap()
+        .envs(aws_env.iter().copied());
+    command
+}
+
+/// `switchboard <args> --aws-sigv4` with only the given AWS variables (see [`isolated`]).
+fn cli(gateway: &Gateway, args: &[&str], aws_env: &[(&str, &str)]) -> Output {
+    isolated(aws_env).args(args).args(["--aws-sigv4", "--endpoint", &gateway.url, "--tenant", "acme"]).output().unwrap()
 }
 
 fn good_credentials() -> Vec<(&'static str, &'static str)> {
@@ -493,13 +496,7 @@ struct Console {
 impl Console {
     fn start(gateway: &Gateway, aws_env: &[(&str, &str)]) -> Self {
         use std::io::{BufRead, BufReader};
-        let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-aws-dir");
-        let mut child = bin()
-            .env_clear()
-            .env("AWS_CONFIG_FILE", nowhere.join("config"))
-            .env("AWS_SHARED_CREDENTIALS_FILE", nowhere.join("credentials"))
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .envs(aws_env.iter().copied())
+        let mut child = isolated(aws_env)
             .args(["console", "--aws-sigv4", "--endpoint", &gateway.url, "--listen", "127.0.0.1:0"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -602,18 +599,8 @@ fn the_console_signs_the_pages_calls_and_answers_only_its_own_page() {
 #[test]
 fn the_console_refuses_to_start_without_credentials_or_off_loopback() {
     let gateway = Gateway::start("http://127.0.0.1:9", "unused");
-    let nowhere = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-aws-dir");
     let run = |args: &[&str], env: &[(&str, &str)]| {
-        bin()
-            .env_clear()
-            .env("AWS_CONFIG_FILE", nowhere.join("config"))
-            .env("AWS_SHARED_CREDENTIALS_FILE", nowhere.join("credentials"))
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .envs(env.iter().copied())
-            .args(["console", "--aws-sigv4", "--endpoint", &gateway.url])
-            .args(args)
-            .output()
-            .unwrap()
+        isolated(env).args(["console", "--aws-sigv4", "--endpoint", &gateway.url]).args(args).output().unwrap()
     };
     let stderr = fails(run(&["--listen", "127.0.0.1:0"], &[("AWS_REGION", REGION)]));
     assert!(stderr.contains("found no AWS credentials"), "{stderr}");

@@ -19,6 +19,25 @@ impl LocalConversations {
     }
 }
 
+impl LocalConversations {
+    /// Logs an outbound message from `sender` under its idempotency key.
+    async fn send(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        text: &str,
+        idempotency_key: &str,
+        sender: Sender,
+    ) -> Result<Sent, ConversationError> {
+        let (message_id, duplicate) = self
+            .store
+            .record_sent(tenant, conversation_id, text, idempotency_key, sender)
+            .await
+            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
+        Ok(Sent { message_id, duplicate })
+    }
+}
+
 #[async_trait]
 impl Conversations for LocalConversations {
     async fn send_reply(
@@ -28,12 +47,7 @@ impl Conversations for LocalConversations {
         text: &str,
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError> {
-        let (message_id, duplicate) = self
-            .store
-            .record_sent(tenant, conversation_id, text, idempotency_key, Sender::Agent)
-            .await
-            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
-        Ok(Sent { message_id, duplicate })
+        self.send(tenant, conversation_id, text, idempotency_key, Sender::Agent).await
     }
 
     async fn send_human(
@@ -44,12 +58,7 @@ impl Conversations for LocalConversations {
         _operator: &str,
         idempotency_key: &str,
     ) -> Result<Sent, ConversationError> {
-        let (message_id, duplicate) = self
-            .store
-            .record_sent(tenant, conversation_id, text, idempotency_key, Sender::Human)
-            .await
-            .map_err(|e| ConversationError { message: e.to_string(), retryable: e.retryable() })?;
-        Ok(Sent { message_id, duplicate })
+        self.send(tenant, conversation_id, text, idempotency_key, Sender::Human).await
     }
 
     async fn history(

@@ -186,7 +186,8 @@ impl Toolbox {
         call: ToolCall,
         answered: Option<ToolOutcome>,
     ) -> Result<Called, ExecError> {
-        let kind = match self.resolve(&call.name) {
+        let resolved = self.resolve(&call.name);
+        let kind = match resolved {
             Resolved::Custom(_) => "function",
             Resolved::SubAgent(_) => "agent",
             _ => "extension",
@@ -201,7 +202,7 @@ impl Toolbox {
             gen_ai.tool.type = kind,
             error.type = tracing::field::Empty,
         );
-        let called = self.call_in_span(cx, state, call, answered).instrument(span.clone()).await;
+        let called = self.call_resolved(cx, state, call, resolved, answered).instrument(span.clone()).await;
         if let Ok(c) = &called
             && c.outcome.is_error
         {
@@ -211,11 +212,13 @@ impl Toolbox {
         called
     }
 
-    async fn call_in_span(
+    /// [`Toolbox::call`] once `call.name` is resolved (in its span).
+    async fn call_resolved(
         &self,
         cx: CallContext<'_>,
         state: &mut TurnState,
         call: ToolCall,
+        resolved: Resolved<'_>,
         answered: Option<ToolOutcome>,
     ) -> Result<Called, ExecError> {
         let started = Instant::now();
@@ -223,7 +226,6 @@ impl Toolbox {
         let mut webhook_audit = None;
         let mut reconfigure = false;
         let mut stored = None;
-        let resolved = self.resolve(&name);
         let may_shorten = matches!(resolved, Resolved::Custom(_) | Resolved::SubAgent(_));
         let mut outcome = match resolved {
             _ if state.finished => ToolOutcome::error("the conversation already left this agent in this turn"),
