@@ -9,37 +9,62 @@ use switchboard_domain::{ErrorKind, ExecutionError, ModelCallRecord, ModelFailur
 use tracing::Instrument;
 
 use crate::fault::ExecError;
-use crate::ports::{Deps, ModelRequest, ModelResponse};
+use crate::ports::{Deps, Follower, ModelError, ModelRequest, ModelResponse, TextSink, TurnEvent};
 
 /// Calls the model with `request`, then each of its fallback models in turn while the failure is
 /// one that another model may not have (throttled, unavailable, timeout); adds the answer's usage
 /// to `usage` and its record (with the models that failed before it) to `calls`; the answer as
 /// an assistant message.
+///
+/// With a `follower`, the call is streamed: it hears the call start, its text as the model writes
+/// it, retries, failures and the finished call (see [`TurnEvent`]).
 pub(crate) async fn converse(
     deps: &Deps,
     request: &ModelRequest,
     usage: &mut TokenUsage,
     calls: &mut Vec<ModelCallRecord>,
+    follower: Option<&Follower>,
 ) -> Result<Result<Message, ExecutionError>, ExecError> {
     let started = Instant::now();
     let fallbacks = &request.config.fallback_models;
     let mut failures: Vec<ModelFailure> = Vec::new();
     let mut fallback_request;
     let mut current = request;
+    let index = calls.len();
     loop {
         let span = chat_span(&current.model);
-        let answer = deps.model.converse(current).instrument(span.clone()).await;
+        let answer = match follower {
+            None => deps.model.converse(current).instrument(span.clone()).await,
+            Some(follower) => {
+                let model = current.model.clone();
+                follower.send(TurnEvent::ModelStarted { index, model: model.clone() });
+                let sink = Streamed { follower, index, model };
+                deps.model.converse_streaming(current, &sink).instrument(span.clone()).await
+            }
+        };
         record_answer(&span, &answer);
         let error = match answer {
             Ok(response) => {
                 usage.add(response.usage);
                 let mut record = model_call_record(deps, &response, started);
                 record.fallback_from = failures;
+                if let Some(follower) = follower {
+                    follower.send(TurnEvent::ModelFinished {
+                        index,
+                        model: record.model.clone(),
+                        stop_reason: record.stop_reason.clone(),
+                        usage: record.usage,
+                        latency_ms: record.latency_ms,
+                    });
+                }
                 calls.push(record);
                 return Ok(Ok(Message { role: Role::Assistant, content: response.content }));
             }
             Err(e) => e,
         };
+        if let Some(follower) = follower {
+            follower.send(TurnEvent::ModelFailed { index, model: current.model.clone(), error: error.to_string() });
+        }
         deps.metrics.model_failed(&current.model, error.kind());
         let next = fallbacks.get(failures.len());
         match next {
@@ -59,6 +84,24 @@ pub(crate) async fn converse(
                 return Ok(Err(ExecutionError::new(ErrorKind::Model, error.to_string()).with_reason(error.kind())));
             }
         }
+    }
+}
+
+/// A streamed call's text, on its way to the follower.
+struct Streamed<'a> {
+    follower: &'a Follower,
+    index: usize,
+    model: String,
+}
+
+impl TextSink for Streamed<'_> {
+    fn text(&self, delta: &str) {
+        self.follower.send(TurnEvent::TextDelta { index: self.index, text: delta.to_owned() });
+    }
+
+    fn restart(&self, error: &ModelError) {
+        let (index, model) = (self.index, self.model.clone());
+        self.follower.send(TurnEvent::ModelRetried { index, model, error: error.to_string() });
     }
 }
 
@@ -87,7 +130,7 @@ fn chat_span(model: &str) -> tracing::Span {
     )
 }
 
-fn record_answer(span: &tracing::Span, answer: &Result<ModelResponse, crate::ports::ModelError>) {
+fn record_answer(span: &tracing::Span, answer: &Result<ModelResponse, ModelError>) {
     match answer {
         Ok(r) => {
             span.record("gen_ai.response.model", r.model.as_str());

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::TokenUsage;
 use switchboard_domain::message::{ContentBlock, Message, Role};
-use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink};
 
 use crate::http::JsonClient;
 use crate::{Endpoint, float};
@@ -47,6 +47,131 @@ impl Model for AnthropicMessages {
         let body = request_body(request);
         let answer: MessagesAnswer = self.client.post(&self.url, &body).await?;
         from_answer(request, answer)
+    }
+
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut body = request_body(request);
+        body["stream"] = json!(true);
+        let mut answer = Streamed::default();
+        self.client.post_events(&self.url, &body, |event| answer.read(&event.data, sink)).await?;
+        from_answer(request, answer.finish()?)
+    }
+}
+
+/// A streamed answer, put back together event by event into the message the non-streamed API
+/// answers: `message_start` holds the message without content, each `content_block_start` a
+/// block whose `text_delta`s (or `input_json_delta`s: the tool input's JSON text in pieces,
+/// parsed at `content_block_stop`) follow, `message_delta` the stop reason and output tokens,
+/// `message_stop` the end. An `error` event breaks the call off (`overloaded_error` mid-stream is
+/// the usual one).
+#[derive(Debug, Default)]
+struct Streamed {
+    message: Option<Value>,
+    /// Each block's tool input JSON text so far.
+    partial: Vec<String>,
+    done: bool,
+}
+
+/// The most content blocks one streamed answer may hold.
+const MAX_STREAMED_BLOCKS: usize = 256;
+
+impl Streamed {
+    fn read(&mut self, data: &str, sink: &dyn TextSink) -> Result<bool, ModelError> {
+        let malformed = |why: &str| ModelError::Unavailable(format!("anthropic: the answer's stream {why}"));
+        let event: Value = serde_json::from_str(data).map_err(|_| malformed("holds an event that is not JSON"))?;
+        let index = event["index"].as_u64().and_then(|i| usize::try_from(i).ok());
+        match event["type"].as_str().unwrap_or_default() {
+            "message_start" => {
+                let mut message = event["message"].clone();
+                message["content"] = json!([]);
+                self.message = Some(message);
+            }
+            "content_block_start" => {
+                let content = self.content()?;
+                let index = index.filter(|i| *i == content.len() && *i < MAX_STREAMED_BLOCKS);
+                if index.is_none() {
+                    return Err(malformed("starts a block out of order"));
+                }
+                content.push(event["content_block"].clone());
+                self.partial.push(String::new());
+            }
+            "content_block_delta" => {
+                let i = index.ok_or_else(|| malformed("has a delta without its block"))?;
+                let delta = &event["delta"];
+                let block = self.content()?.get_mut(i).ok_or_else(|| malformed("has a delta for no block"))?;
+                match delta["type"].as_str().unwrap_or_default() {
+                    "text_delta" => {
+                        let piece = delta["text"].as_str().unwrap_or_default();
+                        let text = block["text"].as_str().unwrap_or_default().to_owned() + piece;
+                        block["text"] = Value::String(text);
+                        if !piece.is_empty() {
+                            sink.text(piece);
+                        }
+                    }
+                    "input_json_delta" => {
+                        if let Some(p) = self.partial.get_mut(i) {
+                            p.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                        }
+                    }
+                    // Thinking and its signature: dropped like the non-streamed blocks are.
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let i = index.ok_or_else(|| malformed("stops no block"))?;
+                let json = self.partial.get(i).cloned().unwrap_or_default();
+                let block = self.content()?.get_mut(i).ok_or_else(|| malformed("stops a block it never started"))?;
+                if block["type"] == "tool_use" && !json.trim().is_empty() {
+                    block["input"] = serde_json::from_str(&json)
+                        .map_err(|e| malformed(&format!("holds tool input that is not JSON: {e}")))?;
+                }
+            }
+            "message_delta" => {
+                let message = self.message.as_mut().ok_or_else(|| malformed("changes a message it never started"))?;
+                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
+                    message["stop_reason"] = json!(reason);
+                }
+                if let Some(Value::Object(usage)) = event.get("usage") {
+                    for (k, v) in usage {
+                        if !v.is_null() {
+                            message["usage"][k] = v.clone();
+                        }
+                    }
+                }
+            }
+            "message_stop" => {
+                self.done = true;
+                return Ok(false);
+            }
+            "error" => {
+                let e = &event["error"];
+                let kind = e["type"].as_str().unwrap_or("error");
+                let message = e["message"].as_str().unwrap_or_default();
+                return Err(ModelError::Unavailable(format!("anthropic: the stream broke off: {kind}: {message}")));
+            }
+            // `ping` and whatever comes later.
+            _ => {}
+        }
+        Ok(true)
+    }
+
+    fn content(&mut self) -> Result<&mut Vec<Value>, ModelError> {
+        self.message.as_mut().and_then(|m| m["content"].as_array_mut()).ok_or_else(|| {
+            ModelError::Unavailable("anthropic: the answer's stream has a block before its message".into())
+        })
+    }
+
+    fn finish(self) -> Result<MessagesAnswer, ModelError> {
+        match self.message {
+            Some(message) if self.done => serde_json::from_value(message).map_err(|e| {
+                ModelError::Unavailable(format!("anthropic: the streamed answer is not the expected message: {e}"))
+            }),
+            _ => Err(ModelError::Unavailable("anthropic: the answer's stream ended before the answer did".into())),
+        }
     }
 }
 

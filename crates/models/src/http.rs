@@ -10,6 +10,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::de::DeserializeOwned;
 use switchboard_engine::ModelError;
 
+use crate::sse::{SseEvent, SseReader};
+
 /// The most of a provider's error text kept in a [`ModelError`].
 const MAX_ERROR_TEXT: usize = 400;
 
@@ -65,6 +67,43 @@ impl JsonClient {
         serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::Unavailable(format!("{}: the answer is not the expected JSON: {e}", self.provider))
         })
+    }
+
+    /// POSTs `body` to `url` and hands each server-sent event of the answer to `on_event` as it
+    /// arrives, until the body ends or `on_event` answers `false` (the provider's last event).
+    pub(crate) async fn post_events(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        mut on_event: impl FnMut(SseEvent) -> Result<bool, ModelError> + Send,
+    ) -> Result<(), ModelError> {
+        let mut response = self
+            .client
+            .post(url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let bytes = response.bytes().await.map_err(|e| self.transport(e))?;
+            return Err(self.failure(status.as_u16(), &bytes, retry_after));
+        }
+        let mut reader = SseReader::default();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(e))? {
+            let events = reader.push(&chunk).map_err(|why| {
+                ModelError::Unavailable(format!("{}: the answer's event stream holds {why}", self.provider))
+            })?;
+            for event in events {
+                if !on_event(event)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn transport(&self, e: reqwest::Error) -> ModelError {

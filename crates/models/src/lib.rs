@@ -16,6 +16,7 @@ mod http;
 mod openai;
 mod retry;
 mod settings;
+mod sse;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use switchboard_domain::{ModelRef, Provider};
-use switchboard_engine::{Clock, Model, ModelError, ModelRequest, ModelResponse, SystemClock};
+use switchboard_engine::{Clock, Model, ModelError, ModelRequest, ModelResponse, SystemClock, TextSink};
 
 use crate::breaker::Breakers;
 
@@ -176,6 +177,21 @@ impl Models {
 #[async_trait]
 impl Model for Models {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.dispatch(request, None).await
+    }
+
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        self.dispatch(request, Some(sink)).await
+    }
+}
+
+impl Models {
+    /// The call, to the provider `request.model` names, through its circuit breaker.
+    async fn dispatch(&self, request: &ModelRequest, sink: Option<&dyn TextSink>) -> Result<ModelResponse, ModelError> {
         let (provider, model) = self.resolve(&request.model).map_err(ModelError::Rejected)?;
         let Some(adapter) = self.providers.get(&provider) else {
             return Err(ModelError::Unauthorized(self.check(&request.model).err().unwrap_or_default()));
@@ -191,7 +207,10 @@ impl Model for Models {
         self.breakers.admit(&key)?;
         let mut call = request.clone();
         model.clone_into(&mut call.model);
-        let result = adapter.converse(&call).await;
+        let result = match sink {
+            Some(sink) => adapter.converse_streaming(&call, sink).await,
+            None => adapter.converse(&call).await,
+        };
         // A call cut off by the execution's deadline says nothing about the model.
         if !(matches!(result, Err(ModelError::Timeout)) && request.past_deadline()) {
             self.breakers.record(&key, result.as_ref().map(|_| ()));
@@ -224,8 +243,29 @@ impl DefaultModel {
 #[async_trait]
 impl Model for DefaultModel {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        match self.with_default(request)? {
+            Some(request) => self.inner.converse(&request).await,
+            None => self.inner.converse(request).await,
+        }
+    }
+
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        match self.with_default(request)? {
+            Some(request) => self.inner.converse_streaming(&request, sink).await,
+            None => self.inner.converse_streaming(request, sink).await,
+        }
+    }
+}
+
+impl DefaultModel {
+    /// `request` with the default model, when it names none (`None`: it names one).
+    fn with_default(&self, request: &ModelRequest) -> Result<Option<ModelRequest>, ModelError> {
         if !request.model.trim().is_empty() {
-            return self.inner.converse(request).await;
+            return Ok(None);
         }
         let Some(default) = &self.default else {
             return Err(ModelError::Rejected(
@@ -235,7 +275,7 @@ impl Model for DefaultModel {
         };
         let mut request = request.clone();
         default.clone_into(&mut request.model);
-        self.inner.converse(&request).await
+        Ok(Some(request))
     }
 }
 

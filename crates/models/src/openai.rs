@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::TokenUsage;
 use switchboard_domain::message::{ContentBlock, Message, Role};
-use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink};
 
 use crate::http::JsonClient;
 use crate::{Endpoint, float};
@@ -45,6 +45,163 @@ impl Model for OpenAiChat {
         let body = request_body(request);
         let answer: ChatCompletion = self.client.post(&self.url, &body).await?;
         from_answer(request, answer)
+    }
+
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut body = request_body(request);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let mut answer = Streamed::default();
+        self.client.post_events(&self.url, &body, |event| answer.read(&event.data, sink)).await?;
+        from_answer(request, answer.finish()?)
+    }
+}
+
+/// A streamed answer, put together chunk by chunk: text and refusal as they come, tool calls by
+/// their index (id and name in the first piece, the arguments' text in pieces), the finish
+/// reason from the last choice chunk and the usage from the chunk after it
+/// (`stream_options.include_usage`). It ends with `data: [DONE]`.
+#[derive(Debug, Default)]
+struct Streamed {
+    content: String,
+    refusal: String,
+    calls: Vec<ToolCall>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    model: Option<String>,
+    done: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: usize,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// The most tool calls one streamed answer may hold (an index past it is malformed).
+const MAX_STREAMED_CALLS: usize = 128;
+
+impl Streamed {
+    /// Reads one event's data; `false` once the stream said it is done.
+    fn read(&mut self, data: &str, sink: &dyn TextSink) -> Result<bool, ModelError> {
+        let malformed = |why: String| ModelError::Unavailable(format!("openai: the answer's stream {why}"));
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(false);
+        }
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|e| malformed(format!("holds a chunk that is not JSON: {e}")))?;
+        if let Some(error) = chunk.error {
+            let message = error["message"].as_str().unwrap_or("an error");
+            return Err(ModelError::Unavailable(format!("openai: the stream broke off: {message}")));
+        }
+        if chunk.model.is_some() {
+            self.model = chunk.model;
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        for choice in chunk.choices {
+            if choice.finish_reason.is_some() {
+                self.finish_reason = choice.finish_reason;
+            }
+            let Some(delta) = choice.delta else { continue };
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                sink.text(&text);
+                self.content.push_str(&text);
+            }
+            if let Some(refusal) = delta.refusal {
+                self.refusal.push_str(&refusal);
+            }
+            for piece in delta.tool_calls {
+                if piece.index >= MAX_STREAMED_CALLS {
+                    return Err(malformed(format!("names tool call {} (at most {MAX_STREAMED_CALLS})", piece.index)));
+                }
+                while self.calls.len() <= piece.index {
+                    let function = FunctionCall { name: String::new(), arguments: String::new() };
+                    self.calls.push(ToolCall { id: String::new(), function });
+                }
+                let call = &mut self.calls[piece.index];
+                if let Some(id) = piece.id {
+                    call.id = id;
+                }
+                if let Some(f) = piece.function {
+                    if let Some(name) = f.name {
+                        call.function.name.push_str(&name);
+                    }
+                    if let Some(arguments) = f.arguments {
+                        call.function.arguments.push_str(&arguments);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The answer as the non-streamed API would have given it.
+    fn finish(self) -> Result<ChatCompletion, ModelError> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(ModelError::Unavailable("openai: the answer's stream ended before the answer did".into()));
+        }
+        if let Some(call) = self.calls.iter().find(|c| c.id.is_empty() || c.function.name.is_empty()) {
+            return Err(ModelError::Unavailable(format!(
+                "openai: a streamed tool call came without its id or name ({:?})",
+                call.function.name
+            )));
+        }
+        let message =
+            AnswerMessage { content: Some(self.content), refusal: Some(self.refusal), tool_calls: self.calls };
+        Ok(ChatCompletion {
+            choices: vec![Choice { message, finish_reason: self.finish_reason }],
+            usage: self.usage,
+            model: self.model,
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, TextSink};
 
 /// How often and how patiently a call is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +81,28 @@ impl Retrying {
 #[async_trait]
 impl Model for Retrying {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.attempts(request, None).await
+    }
+
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        self.attempts(request, Some(sink)).await
+    }
+}
+
+impl Retrying {
+    /// Attempts until one answers or the policy gives up; a streamed call's sink hears of each
+    /// retry before it starts.
+    async fn attempts(&self, request: &ModelRequest, sink: Option<&dyn TextSink>) -> Result<ModelResponse, ModelError> {
         let mut retry = 0;
         loop {
-            let attempt = self.inner.converse(request);
+            let attempt = match sink {
+                Some(sink) => self.inner.converse_streaming(request, sink),
+                None => self.inner.converse(request),
+            };
             let outcome = match request.deadline {
                 Some(deadline) => {
                     tokio::time::timeout_at(deadline.into(), attempt).await.unwrap_or(Err(ModelError::Timeout))
@@ -105,6 +124,9 @@ impl Model for Retrying {
                 model = %request.model, retry, delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), %error,
                 "retrying model call"
             );
+            if let Some(sink) = sink {
+                sink.restart(&error);
+            }
             tokio::time::sleep(delay).await;
             retry += 1;
         }

@@ -481,3 +481,102 @@ async fn prompt_cache_tokens_are_counted_apart_from_fresh_input() {
     let r = kit.models(&fake, 1, None).converse(&kit.request(vec![Message::user_text("hi")])).await.unwrap();
     assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens), (30, 100, 50));
 }
+
+// ---- streaming ---------------------------------------------------------------------------------
+
+/// What a streamed call handed its sink: text pieces, and `None` where an attempt restarted.
+#[derive(Default)]
+struct Pieces(std::sync::Mutex<Vec<Option<String>>>);
+
+impl switchboard_engine::TextSink for Pieces {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push(Some(delta.to_owned()));
+    }
+
+    fn restart(&self, _error: &ModelError) {
+        self.0.lock().unwrap().push(None);
+    }
+}
+
+impl Pieces {
+    fn taken(&self) -> Vec<Option<String>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_call_answers_what_the_plain_call_does_and_hands_its_text_over_in_pieces() {
+    for kit in kits() {
+        let text = "Your order ships today, tracking follows.";
+        let tools = (kit.tools)(&[("call_1", "lookup_order", json!({"orderId": "Ä-1"}))]);
+        let fake = start(&kit, vec![(kit.text)(text), (kit.text)(text), tools.clone(), tools]).await;
+        let models = kit.models(&fake, 1, None);
+        for _ in 0..2 {
+            let request = kit.request(vec![Message::user_text("hi")]);
+            let plain = models.converse(&request).await.unwrap();
+            let sink = Pieces::default();
+            let streamed = models.converse_streaming(&request, &sink).await.unwrap();
+            assert_eq!(streamed, plain, "{}", kit.prefix);
+            let pieces = sink.taken();
+            let joined: String = pieces.iter().flatten().map(String::as_str).collect();
+            let expected: String = plain
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(joined, expected, "{}: the pieces make the text", kit.prefix);
+            if plain.stop_reason == StopReason::EndTurn {
+                assert!(pieces.len() > 3, "{}: streamed a word at a time: {pieces:?}", kit.prefix);
+            }
+        }
+        let sent = fake.received();
+        assert_eq!(sent[1].body["stream"], true, "{}", kit.prefix);
+        assert_eq!(sent[0].body.get("stream"), None, "{}: a plain call does not stream", kit.prefix);
+        if kit.wire == Wire::ChatCompletions {
+            assert_eq!(sent[1].body["stream_options"]["include_usage"], true, "usage comes in the last chunk");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_call_that_is_retried_tells_its_sink_to_start_over() {
+    for kit in kits() {
+        let fake = start(&kit, vec![(kit.throttled)(None), (kit.text)("Hello there")]).await;
+        let sink = Pieces::default();
+        let r = kit.models(&fake, 2, None).converse_streaming(&kit.request(vec![]), &sink).await.unwrap();
+        assert_eq!(r.content, vec![ContentBlock::Text { text: "Hello there".into() }]);
+        assert_eq!(sink.taken(), vec![None, Some("Hello".into()), Some(" there".into())], "{}", kit.prefix);
+    }
+}
+
+#[tokio::test]
+async fn a_stream_cut_short_or_broken_off_is_unavailable_and_retryable() {
+    let cut_chat = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n".to_owned();
+    let broken_chat = format!("{cut_chat}data: {{\"error\":{{\"message\":\"upstream reset\"}}}}\n\n");
+    let start_msg = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-3-5-haiku-20241022\",\"content\":[],\"usage\":{\"input_tokens\":3}}}\n\n";
+    let cut_messages = format!(
+        "{start_msg}event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n"
+    );
+    let broken_messages = format!(
+        "{cut_messages}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n"
+    );
+    for kit in kits() {
+        let (cut, broken) = match kit.wire {
+            Wire::ChatCompletions => (cut_chat.clone(), broken_chat.clone()),
+            _ => (cut_messages.clone(), broken_messages.clone()),
+        };
+        for (body, says) in [(cut, "ended before the answer did"), (broken, "broke off")] {
+            let fake = start(&kit, vec![Answer::Sse(body)]).await;
+            let err = kit
+                .models(&fake, 1, None)
+                .converse_streaming(&kit.request(vec![]), &Pieces::default())
+                .await
+                .unwrap_err();
+            assert!(matches!(&err, ModelError::Unavailable(m) if m.contains(says)), "{}: {err:?}", kit.prefix);
+            assert!(err.retryable(), "another attempt may work");
+        }
+    }
+}

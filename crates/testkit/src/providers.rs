@@ -29,6 +29,8 @@ pub enum Answer {
     Status { status: u16, body: Value, retry_after: Option<&'static str> },
     /// Never answers (until the test ends): for timeouts.
     Stall,
+    /// 200 with this `text/event-stream` body, as it is (a stream cut short, an error event).
+    Sse(String),
 }
 
 /// One request as the fake received it.
@@ -80,12 +82,19 @@ impl FakeProvider {
                 .iter()
                 .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
                 .collect();
+            let streamed = body["stream"] == Value::Bool(true);
+            let path_is_chat = uri.path().ends_with("/chat/completions");
             let next = {
                 let mut s = state.lock().unwrap();
                 s.received.push(Received { path: uri.path().to_owned(), headers, body });
                 s.script.pop_front()
             };
             match next {
+                // A streamed call gets the same answer as the provider streams it.
+                Some(Answer::Json(v)) if streamed => {
+                    let stream = if path_is_chat { chat::stream_of(&v) } else { messages::stream_of(&v) };
+                    ([("content-type", "text/event-stream")], stream).into_response()
+                }
                 Some(Answer::Json(v)) => axum::Json(v).into_response(),
                 Some(Answer::Status { status, body, retry_after }) => {
                     let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
@@ -95,6 +104,7 @@ impl FakeProvider {
                     r
                 }
                 Some(Answer::Stall) => std::future::pending().await,
+                Some(Answer::Sse(body)) => ([("content-type", "text/event-stream")], body).into_response(),
                 None => (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response(),
             }
         }
@@ -178,6 +188,59 @@ pub mod chat {
             retry_after,
         }
     }
+
+    /// The text pieces [`stream_of`] sends `text` in: a word at a time, each with the space
+    /// before it.
+    pub fn pieces(text: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (i, word) in text.split(' ').enumerate() {
+            out.push(if i == 0 { word.to_owned() } else { format!(" {word}") });
+        }
+        out.retain(|p| !p.is_empty());
+        out
+    }
+
+    /// A completion as `stream: true` sends it (`text/event-stream`): a role chunk, the text in
+    /// [`pieces`], each tool call's id and name then its arguments in two halves, the finish
+    /// reason, the usage chunk (`stream_options.include_usage`), `[DONE]`.
+    pub fn stream_of(completion: &Value) -> String {
+        let model = &completion["model"];
+        let chunk = |choices: Value, usage: Value| {
+            let c = json!({"id": "chatcmpl-AbC123", "object": "chat.completion.chunk", "created": 1_763_900_000,
+                "model": model, "system_fingerprint": "fp_0ba0d124f1", "choices": choices, "usage": usage});
+            format!("data: {c}\n\n")
+        };
+        let delta =
+            |d: Value| chunk(json!([{"index": 0, "delta": d, "logprobs": null, "finish_reason": null}]), Value::Null);
+        let choice = &completion["choices"][0];
+        let message = &choice["message"];
+        let mut out = delta(json!({"role": "assistant", "content": "", "refusal": null}));
+        if let Some(text) = message["content"].as_str() {
+            for piece in pieces(text) {
+                out.push_str(&delta(json!({"content": piece})));
+            }
+        }
+        if let Some(refusal) = message["refusal"].as_str() {
+            out.push_str(&delta(json!({"refusal": refusal})));
+        }
+        for (i, call) in message["tool_calls"].as_array().into_iter().flatten().enumerate() {
+            let f = &call["function"];
+            out.push_str(&delta(json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                "function": {"name": f["name"], "arguments": ""}}]})));
+            let args = f["arguments"].as_str().unwrap_or("");
+            let half = args.char_indices().nth(args.chars().count() / 2).map_or(args.len(), |(at, _)| at);
+            for part in [&args[..half], &args[half..]] {
+                out.push_str(&delta(json!({"tool_calls": [{"index": i, "function": {"arguments": part}}]})));
+            }
+        }
+        out.push_str(&chunk(
+            json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": choice["finish_reason"]}]),
+            Value::Null,
+        ));
+        out.push_str(&chunk(json!([]), completion["usage"].clone()));
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
 }
 
 /// Messages answers, shaped as Anthropic sends them.
@@ -226,6 +289,62 @@ pub mod messages {
             body: json!({"type": "error", "error": {"type": kind, "message": message}}),
             retry_after,
         }
+    }
+
+    /// A message as `stream: true` sends it: `message_start` (no content, output tokens 1),
+    /// each block's start, deltas (text in [`super::chat::pieces`], thinking whole, tool input
+    /// JSON text in two halves) and stop, a `ping`, `message_delta` with the stop reason and
+    /// output tokens, `message_stop`.
+    pub fn stream_of(message: &Value) -> String {
+        let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+        let mut start = message.clone();
+        start["content"] = json!([]);
+        start["stop_reason"] = Value::Null;
+        start["usage"]["output_tokens"] = json!(1);
+        let mut out = event("message_start", json!({"type": "message_start", "message": start}));
+        out.push_str(&event("ping", json!({"type": "ping"})));
+        for (i, block) in message["content"].as_array().into_iter().flatten().enumerate() {
+            let delta =
+                |d: Value| event("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": d}));
+            let kind = block["type"].as_str().unwrap_or_default();
+            let empty = match kind {
+                "text" => json!({"type": "text", "text": ""}),
+                "thinking" => json!({"type": "thinking", "thinking": ""}),
+                "tool_use" => json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                _ => block.clone(),
+            };
+            out.push_str(&event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": i, "content_block": empty}),
+            ));
+            match kind {
+                "text" => {
+                    for piece in super::chat::pieces(block["text"].as_str().unwrap_or_default()) {
+                        out.push_str(&delta(json!({"type": "text_delta", "text": piece})));
+                    }
+                }
+                "thinking" => {
+                    out.push_str(&delta(json!({"type": "thinking_delta", "thinking": block["thinking"]})));
+                    out.push_str(&delta(json!({"type": "signature_delta", "signature": block["signature"]})));
+                }
+                "tool_use" => {
+                    let args = block["input"].to_string();
+                    let half = args.char_indices().nth(args.chars().count() / 2).map_or(args.len(), |(at, _)| at);
+                    for part in [&args[..half], &args[half..]] {
+                        out.push_str(&delta(json!({"type": "input_json_delta", "partial_json": part})));
+                    }
+                }
+                _ => {}
+            }
+            out.push_str(&event("content_block_stop", json!({"type": "content_block_stop", "index": i})));
+        }
+        out.push_str(&event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+        ));
+        out.push_str(&event("message_stop", json!({"type": "message_stop"})));
+        out
     }
 }
 

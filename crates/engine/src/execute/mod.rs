@@ -14,6 +14,7 @@ mod refused;
 mod summary;
 mod turn;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_domain::message::Message;
@@ -22,7 +23,7 @@ use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
 use crate::limits::{Admission, Limits};
-use crate::ports::{Deps, SessionWrite, StoreError, TurnCommit, WorkItem};
+use crate::ports::{Deps, Progress, SessionWrite, StoreError, TurnCommit, WorkItem};
 pub use record::describe;
 
 /// How often a turn is re-run after losing a session version race before giving up (and
@@ -60,11 +61,24 @@ impl Attempt {
 pub struct Executor {
     deps: Deps,
     budget: Option<Duration>,
+    progress: Option<Arc<dyn Progress>>,
+}
+
+impl std::fmt::Debug for dyn Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 impl Executor {
     pub fn new(deps: Deps) -> Self {
-        Self { deps, budget: None }
+        Self { deps, budget: None, progress: None }
+    }
+
+    /// Who may follow a turn while it runs (a streamed invoke); without it nobody can.
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// How long one item may run (model calls, tool calls, bookkeeping) before its turn stops
@@ -159,7 +173,8 @@ impl Executor {
                 }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
-                    let turn = turn::run(deps, item, *session, &agent, started, deadline).await?;
+                    let follower = self.progress.as_ref().and_then(|p| p.follower(&item.tenant_id, &item.source_id));
+                    let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
                     let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
                     if let Some(next) = turn.new_session {
                         sessions.push(SessionWrite { session: next, expected_version: None });

@@ -67,7 +67,7 @@ pub(super) async fn refresh(
         return;
     }
     let calls_before = record.model_calls.len();
-    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls).await;
+    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls, None).await;
     for call in &mut record.model_calls[calls_before..] {
         call.purpose = Some("summary".into());
     }

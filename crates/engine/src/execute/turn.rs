@@ -19,7 +19,7 @@ use super::{context, history, record, summary};
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
 use crate::patterns::{router, supervisor};
-use crate::ports::{Deps, ModelRequest, WorkItem};
+use crate::ports::{Deps, Follower, ModelRequest, TurnEvent, WorkItem};
 use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox, TurnState, system};
 
 /// The reason a spent `maxSessionTokens` gives (the record's `error.reason`).
@@ -43,8 +43,17 @@ pub(super) async fn run(
     agent: &Agent,
     started: Instant,
     deadline: Option<Instant>,
+    follower: Option<&Follower>,
 ) -> Result<Turn, ExecError> {
     let mut record = record::blank(deps, item, &session, started);
+    if let Some(f) = follower {
+        f.send(TurnEvent::ExecutionStarted {
+            execution_id: record.execution_id,
+            session_id: session.session_id,
+            agent_id: agent.agent_id,
+            conversation_id: item.conversation_id.clone(),
+        });
+    }
     history::load(deps, item, agent, &mut session).await;
     let session_tokens = session.tokens_used;
     let fits = |r: &ExecutionRecord, next: u64| spent_budget(agent, r, session_tokens, next).is_none();
@@ -71,6 +80,7 @@ pub(super) async fn run(
         calls: 0,
         status: ExecutionStatus::MaxIterations,
         failure: None,
+        follower,
     };
     if agent.agent_type == AgentType::Router {
         let routed =
@@ -147,6 +157,8 @@ struct Loop<'a> {
     /// `MaxIterations` while the loop goes on.
     status: ExecutionStatus,
     failure: Option<ExecutionError>,
+    /// Who follows the turn as it runs, if anyone.
+    follower: Option<&'a Follower>,
 }
 
 impl Loop<'_> {
@@ -154,7 +166,8 @@ impl Loop<'_> {
     async fn step(&mut self) -> Result<(), ExecError> {
         self.record.iterations += 1;
         let deps = self.cx.deps;
-        let answer = converse(deps, &self.request, &mut self.record.token_usage, &mut self.record.model_calls).await;
+        let (usage, calls) = (&mut self.record.token_usage, &mut self.record.model_calls);
+        let answer = converse(deps, &self.request, usage, calls, self.follower).await;
         let assistant = match answer {
             Ok(Ok(message)) => message,
             // Past the deadline, whatever failed: the turn stops here, recorded, so that a
@@ -229,7 +242,9 @@ impl Loop<'_> {
     async fn final_answer(&mut self, text: &str) -> Result<(), ExecError> {
         if self.state.replies_sent == 0 && !text.trim().is_empty() {
             let key = format!("{}/{}", self.cx.item.source_id, self.calls);
+            let before = self.state.actions.len();
             let outcome = system::send_reply(self.cx.deps, self.cx.item, &mut self.state, text, &key).await?;
+            self.announce_actions(before);
             if outcome.is_error {
                 warn!(error = %outcome.output, "final answer could not be sent");
                 let message = outcome.output.to_string();
@@ -257,12 +272,31 @@ impl Loop<'_> {
             })
             .collect();
         self.calls += calls.len();
+        // A sub-agent call starts with the others' batch, before any other tool runs.
+        for call in calls.iter().filter(|c| matches!(self.tools.resolve(&c.name), Resolved::SubAgent(_))) {
+            self.announce_tool(call);
+        }
         let answers = self.ask_sub_agents(&calls).await?;
         let mut results = Vec::with_capacity(calls.len());
         let mut stored = Vec::with_capacity(calls.len());
         let mut reconfigure = false;
         for (call, answered) in calls.into_iter().zip(answers) {
+            if answered.is_none() {
+                self.announce_tool(&call);
+            }
+            let actions_before = self.state.actions.len();
             let called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
+            if let Some(f) = self.follower {
+                let r = &called.record;
+                f.send(TurnEvent::ToolFinished {
+                    tool_use_id: r.tool_use_id.clone(),
+                    name: r.name.clone(),
+                    is_error: r.is_error,
+                    outcome: r.webhook.as_ref().map(|w| w.outcome.clone()),
+                    latency_ms: r.latency_ms,
+                });
+                self.announce_actions(actions_before);
+            }
             reconfigure |= called.reconfigure;
             let result = |content| ContentBlock::ToolResult {
                 tool_use_id: called.record.tool_use_id.clone(),
@@ -287,6 +321,22 @@ impl Loop<'_> {
             self.request.tools = self.tools.specs();
         }
         Ok(())
+    }
+
+    /// Tells the follower, if any, that `call` starts.
+    fn announce_tool(&self, call: &ToolCall) {
+        if let Some(f) = self.follower {
+            f.send(TurnEvent::ToolStarted { tool_use_id: call.tool_use_id.clone(), name: call.name.clone() });
+        }
+    }
+
+    /// Tells the follower, if any, of the turn's actions from `from` on.
+    fn announce_actions(&self, from: usize) {
+        if let Some(f) = self.follower {
+            for action in self.state.actions.iter().skip(from) {
+                f.send(TurnEvent::Action { action: action.clone() });
+            }
+        }
     }
 
     /// Runs the sub-agent calls among `calls` concurrently; their answers, in call order (`None`
@@ -366,12 +416,14 @@ impl Loop<'_> {
     async fn hand_on(&mut self, reason: String, why: &str) -> Result<(), ExecError> {
         let (deps, agent) = (self.cx.deps, self.agent);
         let key = format!("{}/{why}", self.cx.item.source_id);
+        let before = self.state.actions.len();
         match agent.handoff_behavior {
             HandoffBehavior::Escalate => {
                 system::handoff_to_human(deps, &mut self.state, &reason, "normal", &key).await?;
             }
             HandoffBehavior::End => system::end_session(deps, &mut self.state, Some(reason), &key).await?,
         }
+        self.announce_actions(before);
         Ok(())
     }
 }

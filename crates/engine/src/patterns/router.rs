@@ -119,7 +119,7 @@ async fn classify(
     let started = Instant::now();
     record.iterations = 1;
     // The same model-call step as every turn: fallbacks, the deadline, the call's record.
-    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls).await?;
+    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls, None).await?;
     let (tool_use_id, input, verdict) = match answer {
         Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {}", e.message))),
         Ok(message) => {

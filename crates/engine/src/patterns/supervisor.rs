@@ -78,7 +78,7 @@ pub(crate) async fn run(
     let mut calls = 0usize;
     while child.iterations < sub.max_iterations {
         child.iterations += 1;
-        let assistant = match converse(deps, &request, &mut child.token_usage, &mut child.model_calls).await? {
+        let assistant = match converse(deps, &request, &mut child.token_usage, &mut child.model_calls, None).await? {
             Ok(message) => message,
             Err(e) => {
                 child.status = ExecutionStatus::Failed;

@@ -9,6 +9,7 @@ mod counters;
 mod events;
 mod metrics;
 mod model;
+mod progress;
 mod queue;
 mod sessions;
 mod store;
@@ -26,7 +27,8 @@ pub use conversations::{
 pub use counters::{Admit, Counters, NoCounters, Slot, SlotAndCount};
 pub use events::{BusError, EventBus, EventLog};
 pub use metrics::{Metrics, NoMetrics, tool_calls};
-pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolSpec};
+pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink, ToolSpec};
+pub use progress::{Follower, Progress, TurnEvent};
 pub use queue::{DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
 pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit};
 pub use store::{Page, StoreError};

@@ -77,6 +77,33 @@ pub struct ModelResponse {
 #[async_trait]
 pub trait Model: Send + Sync {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// [`Model::converse`], with the answer's text handed to `sink` as the model writes it. An
+    /// adapter whose provider streams overrides it; this one hands each text block over whole
+    /// once the answer is in. The response is the same either way.
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self.converse(request).await?;
+        for block in &response.content {
+            if let ContentBlock::Text { text } = block
+                && !text.is_empty()
+            {
+                sink.text(text);
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// Where a streamed model call's text goes.
+pub trait TextSink: Send + Sync {
+    /// The next piece of the answer's text.
+    fn text(&self, delta: &str);
+    /// The attempt failed with `error` and another is about to be made: the text so far is void.
+    fn restart(&self, error: &ModelError);
 }
 
 /// Why a model call failed, sorted so that callers can tell what another attempt (or another
