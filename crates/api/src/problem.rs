@@ -103,6 +103,11 @@ impl Problem {
         )
     }
 
+    /// 406: the response cannot be given in a type the `Accept` header allows.
+    pub fn not_acceptable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_ACCEPTABLE, "not-acceptable", "Not acceptable", detail)
+    }
+
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
     }
@@ -176,16 +181,26 @@ impl Problem {
     }
 }
 
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let body = Body {
+impl Problem {
+    fn body(&self) -> Body<'_> {
+        Body {
             kind: format!("urn:switchboard:problem:{}", self.kind),
             title: self.title,
             status: self.status.as_u16(),
             detail: &self.detail,
             errors: &self.errors,
-        };
-        let json = serde_json::to_vec(&body).unwrap_or_default();
+        }
+    }
+
+    /// The problem's body as JSON (where it goes inside another body, such as a stream's event).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.body()).unwrap_or_default()
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let json = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut res = (self.status, json).into_response();
         let headers = res.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));

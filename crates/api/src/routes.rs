@@ -678,6 +678,12 @@ async fn invoke(
         errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
     }
     errors.into_result().map_err(Problem::invalid)?;
+    let streamed = wants_event_stream(&headers);
+    if streamed && !state.invoker.follows_turns() {
+        return Err(Problem::not_acceptable(
+            "this deployment cannot stream a turn yet; call without 'Accept: text/event-stream' for the execution",
+        ));
+    }
     let tenant = state.config.get_tenant(&t).await?.ok_or_else(|| Problem::not_found(format!("no tenant '{t}'")))?;
     if tenant.status == switchboard_domain::TenantStatus::Suspended {
         return Err(Problem::conflict(format!("tenant {t} is suspended")));
@@ -729,6 +735,9 @@ async fn invoke(
         refused: None,
         day_tokens,
     };
+    if streamed {
+        return Ok(stream_invoke(&state, item, done, &tenant_raw));
+    }
     let recorded = match done {
         Some(r) => Some(r),
         None => state.invoker.invoke(item, INVOKE_WAIT).await?,
@@ -752,6 +761,79 @@ async fn invoke(
             Ok(res)
         }
     }
+}
+
+/// Whether the caller asked for a stream of the turn (`Accept: text/event-stream`).
+fn wants_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream")))
+}
+
+/// What a streamed invoke's body carries, in order: the turn's events, then how it ended.
+enum Streamed {
+    Turn(switchboard_engine::TurnEvent),
+    End(Result<Option<switchboard_domain::ExecutionRecord>, Problem>),
+}
+
+/// A streamed invoke (`contracts/invoke-stream.md`): the turn's events as server-sent events
+/// while it runs, then `execution.finished` with the record (or `execution.pending` with where
+/// to find it once the wait has passed, or `error` with a problem), and the stream ends. The
+/// turn runs in the conversation's queue, not in this request: a client that goes away does not
+/// stop or repeat it. A retried call whose execution is recorded (`done`) gets only the end.
+fn stream_invoke(
+    state: &ApiState,
+    item: WorkItem,
+    done: Option<switchboard_domain::ExecutionRecord>,
+    tenant_raw: &str,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures::StreamExt;
+    use switchboard_engine::Follower;
+
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Streamed>();
+    let location = format!("/tenants/{tenant_raw}/executions?sourceId={}", item.source_id);
+    let source_id = item.source_id.clone();
+    match done {
+        Some(record) => {
+            let _ = tx.send(Streamed::End(Ok(Some(record))));
+        }
+        None => {
+            let invoker = state.invoker.clone();
+            let turn = tx.clone();
+            let follower = Follower::new(move |event| {
+                // Nobody reading any more (the client went away) is fine.
+                let _ = turn.send(Streamed::Turn(event));
+            });
+            tokio::spawn(async move {
+                let ended = invoker.invoke_following(item, INVOKE_WAIT, follower).await.map_err(Problem::from);
+                let _ = tx.send(Streamed::End(ended));
+            });
+        }
+    }
+    let events = futures::stream::unfold(Some(rx), move |rx| {
+        let (location, source_id) = (location.clone(), source_id.clone());
+        async move {
+            let mut rx = rx?;
+            let event = match rx.recv().await? {
+                Streamed::Turn(e) => return Some((Event::default().event(e.name()).json_data(&e), Some(rx))),
+                Streamed::End(Ok(Some(record))) => Event::default()
+                    .event("execution.finished")
+                    .json_data(json!({ "event": "execution.finished", "execution": record })),
+                Streamed::End(Ok(None)) => Event::default().event("execution.pending").json_data(json!({
+                    "event": "execution.pending", "sourceId": source_id, "location": location,
+                })),
+                Streamed::End(Err(problem)) => {
+                    Event::default().event("error").json_data(json!({ "event": "error", "problem": problem.to_json() }))
+                }
+            };
+            Some((event, None))
+        }
+    });
+    Sse::new(events.map(|e| e.map_err(std::io::Error::other))).keep_alive(KeepAlive::default()).into_response()
 }
 
 #[derive(Debug, Deserialize)]

@@ -88,6 +88,10 @@ pub enum ConfigVerb {
         conversation: String,
         #[arg(long)]
         message: Option<String>,
+        /// Print the turn as it happens (model calls, the reply as it is written, tool calls,
+        /// actions); with --json, each event as a line of JSON.
+        #[arg(long)]
+        stream: bool,
     },
 }
 
@@ -268,6 +272,27 @@ impl Api {
         body: Option<&Value>,
         if_match: Option<&str>,
     ) -> anyhow::Result<(Value, Option<String>)> {
+        let extra: Vec<(&str, &str)> = if_match.map(|tag| ("if-match", tag)).into_iter().collect();
+        let res = self.send(method, path, body, &extra).await?;
+        let status = res.status();
+        let etag = res.headers().get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = res.text().await?;
+        let value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            bail!("{}", problem_message(status, &value));
+        }
+        Ok((value, etag))
+    }
+
+    /// Sends one request, signed or with the key, with `extra` headers; the response as it is.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<reqwest::Response> {
         // The URL as it will be sent (parsed once, so the signed string is the sent one) and the
         // body's exact bytes: a signature covers both.
         let url = reqwest::Url::parse(&format!("{}{path}", self.base))
@@ -277,9 +302,7 @@ impl Api {
         if body.is_some() {
             headers.push(("content-type", "application/json"));
         }
-        if let Some(tag) = if_match {
-            headers.push(("if-match", tag));
-        }
+        headers.extend_from_slice(extra);
         let auth = self.auth.headers(&method, url.as_str(), &headers, body.as_deref().unwrap_or_default())?;
         let mut req = self.http.request(method, url);
         for (name, value) in headers.iter().copied().chain(auth.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
@@ -291,16 +314,7 @@ impl Api {
         if let Some(b) = body {
             req = req.body(b);
         }
-        let res = req.send().await.with_context(|| format!("cannot reach {} (--endpoint)", self.base))?;
-        let status = res.status();
-        let etag = res.headers().get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let text = res.text().await?;
-        let value =
-            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-        if !status.is_success() {
-            bail!("{}", problem_message(status, &value));
-        }
-        Ok((value, etag))
+        req.send().await.with_context(|| format!("cannot reach {} (--endpoint)", self.base))
     }
 }
 
@@ -474,11 +488,14 @@ pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow:
             println!("deleted {} {id}", segment.trim_end_matches('s'));
             Ok(())
         }
-        ConfigVerb::Invoke { id, conversation, message } => {
+        ConfigVerb::Invoke { id, conversation, message, stream } => {
             if segment != "agents" {
                 bail!("invoke works on agents only");
             }
             let body = json!({ "conversationId": conversation, "message": message });
+            if stream {
+                return stream_invoke(&api, &format!("{base}/{id}/invoke"), &body, remote.json).await;
+            }
             let (result, _) = api.call(Method::POST, &format!("{base}/{id}/invoke"), Some(&body), None).await?;
             if remote.json {
                 print_value(&result)
@@ -500,6 +517,105 @@ pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow:
             }
         }
     }
+}
+
+/// `agents invoke --stream`: prints the turn's events as they come (`contracts/invoke-stream.md`),
+/// or each event's JSON on a line of its own with `json`. Fails on an `error` event.
+async fn stream_invoke(api: &Api, path: &str, body: &Value, json: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    use switchboard_models::sse::SseReader;
+
+    let mut res = api.send(Method::POST, path, Some(body), &[("accept", "text/event-stream")]).await?;
+    let status = res.status();
+    if !status.is_success() {
+        let text = res.text().await?;
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        bail!("{}", problem_message(status, &value));
+    }
+    let mut reader = SseReader::default();
+    let mut out = std::io::stdout().lock();
+    // Whether the line under way holds streamed text (ended before the next line).
+    let mut in_text = false;
+    while let Some(chunk) = res.chunk().await.context("the stream broke off")? {
+        for event in reader.push(&chunk).map_err(|why| anyhow::anyhow!("the stream holds {why}"))? {
+            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::String(event.data.clone()));
+            if json {
+                writeln!(out, "{data}")?;
+            } else {
+                if in_text && event.event != "text.delta" {
+                    writeln!(out)?;
+                    in_text = false;
+                }
+                match event.event.as_str() {
+                    "text.delta" => {
+                        if !in_text {
+                            write!(out, "  … ")?;
+                            in_text = true;
+                        }
+                        write!(out, "{}", cell(&data["text"]))?;
+                    }
+                    name => {
+                        if let Some(line) = describe_event(name, &data) {
+                            writeln!(out, "{line}")?;
+                        }
+                    }
+                }
+            }
+            out.flush()?;
+            match event.event.as_str() {
+                "error" => bail!("{}", data["problem"]["detail"].as_str().unwrap_or("the invoke failed")),
+                "execution.finished" | "execution.pending" => return Ok(()),
+                _ => {}
+            }
+        }
+    }
+    bail!("the stream ended before the execution did; look it up with `executions` by its source")
+}
+
+/// One line for a streamed invoke's event (none for the ones not worth a line).
+fn describe_event(name: &str, data: &Value) -> Option<String> {
+    Some(match name {
+        "execution.started" => {
+            format!("execution {} · session {}", cell(&data["executionId"]), cell(&data["sessionId"]))
+        }
+        "model.started" => format!("  model {} …", cell(&data["model"])),
+        "model.finished" => format!(
+            "  model {} · {} in / {} out tokens · {} ms · {}",
+            cell(&data["model"]),
+            cell(&data["usage"]["inputTokens"]),
+            cell(&data["usage"]["outputTokens"]),
+            cell(&data["latencyMs"]),
+            cell(&data["stopReason"])
+        ),
+        "model.retried" => format!("  model {} failed, retrying: {}", cell(&data["model"]), cell(&data["error"])),
+        "model.failed" => format!("  model {} failed: {}", cell(&data["model"]), cell(&data["error"])),
+        "tool.started" => format!("  tool {} …", cell(&data["name"])),
+        "tool.finished" => format!(
+            "  tool {} · {} · {} ms",
+            cell(&data["name"]),
+            if data["isError"] == true { "error" } else { "ok" },
+            cell(&data["latencyMs"])
+        ),
+        "action" => {
+            let a = &data["action"];
+            format!(
+                "  → {} {}",
+                cell(&a["type"]),
+                cell(a.get("text").unwrap_or(a.get("reason").unwrap_or(&Value::Null)))
+            )
+        }
+        "execution.finished" => {
+            let e = &data["execution"];
+            format!(
+                "session {} · execution {} · {}",
+                cell(&e["sessionId"]),
+                cell(&e["executionId"]),
+                cell(&e["status"])
+            )
+        }
+        "execution.pending" => format!("still running; the execution will be at {}", cell(&data["location"])),
+        _ => return None,
+    })
 }
 
 /// `switchboard sessions <verb>`

@@ -282,3 +282,147 @@ fn an_agent_that_names_no_model_needs_a_default_model() {
     let stderr = refused_with("", &["--default-model", "gemini:pro"]);
     assert!(stderr.contains("--default-model gemini:pro") && stderr.contains("unknown provider"), "{stderr}");
 }
+
+// ---- agents.invoke, streamed -------------------------------------------------------------------
+
+const SUPPORT: &str = "01JD0000SVPP0RT0AGENT00001";
+
+/// `switchboard serve` with the example tenant on `openai:gpt-4o-mini`, pointed at `fake`.
+fn openai_server(dir: &Path, fake: &FakeProvider) -> common::Server {
+    let tenant = tenant_with_model(dir, "openai:gpt-4o-mini");
+    common::Server::start_with_env(
+        &dir.join("data"),
+        &["--tenant", tenant.to_str().unwrap()],
+        &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)],
+    )
+}
+
+/// POSTs an invoke asking for the stream; the response, its headers read.
+async fn invoke_streamed(server: &common::Server, conversation: &str, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/tenants/acme/agents/{SUPPORT}/invoke", server.base))
+        .bearer_auth(&server.admin)
+        .header("accept", "text/event-stream")
+        .header("idempotency-key", key)
+        .json(&json!({ "conversationId": conversation, "message": "Where is my order #1234?" }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Every event of a stream that ends by itself: `(event line, data)`.
+async fn read_events(res: reqwest::Response) -> Vec<(String, Value)> {
+    let mut reader = switchboard_models::sse::SseReader::default();
+    let body = res.bytes().await.unwrap();
+    let events = reader.push(&body).unwrap();
+    events.into_iter().map(|e| (e.event, serde_json::from_str(&e.data).unwrap())).collect()
+}
+
+#[tokio::test]
+async fn a_streamed_invoke_shows_the_turn_as_it_happens_and_ends_with_its_record() {
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "set_context", r#"{"key":"order","value":"1234"}"#)]), chat::text(REPLY)],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = openai_server(dir.path(), &fake);
+    let res = invoke_streamed(&server, "c-stream", "k-stream").await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let events = read_events(res).await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    let words = chat::pieces(REPLY);
+    let mut expected =
+        vec!["execution.started", "model.started", "model.finished", "tool.started", "tool.finished", "model.started"];
+    expected.extend(std::iter::repeat_n("text.delta", words.len()));
+    expected.extend(["model.finished", "action", "execution.finished"]);
+    assert_eq!(names, expected, "{events:#?}");
+    for (name, data) in &events {
+        assert_eq!(data["event"], json!(name), "the data names its event");
+    }
+    let data = |i: usize| &events[i].1;
+    let execution = &data(events.len() - 1)["execution"];
+    // the stream's ids, calls and tools are the record's
+    assert_eq!(data(0)["executionId"], execution["executionId"]);
+    assert_eq!(data(0)["sessionId"], execution["sessionId"]);
+    assert_eq!((data(1)["index"].clone(), data(1)["model"].clone()), (json!(0), json!("openai:gpt-4o-mini")));
+    assert_eq!(data(2)["usage"], execution["modelCalls"][0]["usage"]);
+    assert_eq!(data(2)["stopReason"], "tool_use");
+    assert_eq!((data(3)["name"].clone(), data(3)["toolUseId"].clone()), (json!("set_context"), json!("call_1")));
+    assert_eq!(
+        (data(4)["isError"].clone(), data(4)["latencyMs"].clone()),
+        (json!(false), execution["toolCalls"][0]["latencyMs"].clone())
+    );
+    assert_eq!(data(5)["index"], 1);
+    // the text came a word at a time and makes the reply that was recorded and sent
+    let streamed: String =
+        events.iter().filter(|(n, _)| n == "text.delta").map(|(_, d)| d["text"].as_str().unwrap()).collect();
+    let pieces: Vec<String> =
+        events.iter().filter(|(n, _)| n == "text.delta").map(|(_, d)| d["text"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(pieces, words);
+    assert_eq!(streamed, REPLY);
+    let action = &data(events.len() - 2)["action"];
+    assert_eq!((action["type"].clone(), action["text"].clone()), (json!("reply"), json!(REPLY)));
+    assert_eq!(execution["actions"], json!([action]));
+    assert_eq!(execution["status"], "success");
+    assert_eq!(fake.received().len(), 2);
+    assert!(fake.received().iter().all(|r| r.body["stream"] == true), "both calls streamed");
+    // a retry with the same key answers with the recorded execution and runs nothing again
+    let again = read_events(invoke_streamed(&server, "c-stream", "k-stream").await).await;
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].0, "execution.finished");
+    assert_eq!(&again[0].1["execution"], execution);
+    assert_eq!(fake.received().len(), 2);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_stream_neither_stops_nor_repeats_the_turn() {
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "send_message", &json!({"text": REPLY}).to_string())]), chat::text("")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = openai_server(dir.path(), &fake);
+    let mut res = invoke_streamed(&server, "c-leave", "k-leave").await;
+    assert_eq!(res.status(), 200);
+    let mut reader = switchboard_models::sse::SseReader::default();
+    let first = loop {
+        let chunk = res.chunk().await.unwrap().expect("the stream ended before its first event");
+        if let Some(e) = reader.push(&chunk).unwrap().into_iter().next() {
+            break e;
+        }
+    };
+    assert_eq!(first.event, "execution.started");
+    drop(res);
+    // the same call again, not streamed: it waits for the one execution and answers with it
+    let client = reqwest::Client::new();
+    let answer: Value = client
+        .post(format!("{}/tenants/acme/agents/{SUPPORT}/invoke", server.base))
+        .bearer_auth(&server.admin)
+        .header("idempotency-key", "k-leave")
+        .json(&json!({ "conversationId": "c-leave", "message": "Where is my order #1234?" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let started: Value = serde_json::from_str(&first.data).unwrap();
+    assert_eq!(answer["executionId"], started["executionId"], "{answer}");
+    assert_eq!(answer["status"], "success", "{answer}");
+    let messages: Value = client
+        .get(format!("{}/tenants/acme/conversations/c-leave/messages", server.base))
+        .bearer_auth(&server.admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let texts: Vec<&str> =
+        messages["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, [REPLY], "sent once");
+    assert_eq!(fake.received().len(), 2, "the model was called for one turn only");
+}

@@ -6,6 +6,7 @@ pub mod api;
 pub mod bus;
 pub mod conversations;
 pub mod db;
+pub mod follow;
 pub mod keys;
 pub mod metrics;
 pub mod queue;

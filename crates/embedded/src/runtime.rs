@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
-    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Ingest, Intake,
-    Invoker, Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Follower, Ingest,
+    Intake, Invoker, Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 use crate::bus::InProcessBus;
 use crate::conversations::LocalConversations;
 use crate::db::{Db, DbError};
+use crate::follow::Followers;
 use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
 use crate::store::SqliteStore;
@@ -88,6 +89,8 @@ pub struct Embedded {
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
     completions: broadcast::Sender<Completion>,
+    /// Who follows which turn (streamed invokes).
+    followers: Arc<Followers>,
 }
 
 /// A work item that finished (recorded, already recorded, or dropped).
@@ -130,7 +133,8 @@ impl Embedded {
             counters: store_arc.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps);
-        let executor = executor.with_budget(options.turn_budget);
+        let followers = Arc::new(Followers::default());
+        let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());
         Ok(Self {
             data_dir: data_dir.to_owned(),
             store,
@@ -142,6 +146,7 @@ impl Embedded {
             options,
             pool: Mutex::new(None),
             completions: broadcast::channel(1024).0,
+            followers,
         })
     }
 
@@ -262,6 +267,22 @@ impl Invoker for Embedded {
         let completions = self.subscribe_completions();
         self.queue.enqueue(&item).await?;
         Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
+    }
+
+    fn follows_turns(&self) -> bool {
+        true
+    }
+
+    async fn invoke_following(
+        &self,
+        item: WorkItem,
+        wait: Duration,
+        follower: Follower,
+    ) -> Result<Option<ExecutionRecord>, RouteError> {
+        // Registered before the item is queued, so that no event of its turn is missed; ended
+        // when this returns (or is dropped with a client that went away).
+        let _following = self.followers.follow(&item.tenant_id, &item.source_id, follower);
+        self.invoke(item, wait).await
     }
 }
 

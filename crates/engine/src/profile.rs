@@ -42,6 +42,23 @@ impl Ingest for Intake {
 pub trait Invoker: Send + Sync {
     /// `None` when `wait` passed before the execution was recorded.
     async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError>;
+
+    /// Whether [`Invoker::invoke_following`] can follow the turn as it runs here.
+    fn follows_turns(&self) -> bool {
+        false
+    }
+
+    /// [`Invoker::invoke`], with the turn's events sent to `follower` as they happen (when
+    /// [`Invoker::follows_turns`]; else none are).
+    async fn invoke_following(
+        &self,
+        item: WorkItem,
+        wait: Duration,
+        follower: crate::ports::Follower,
+    ) -> Result<Option<ExecutionRecord>, RouteError> {
+        let _ = follower;
+        self.invoke(item, wait).await
+    }
 }
 
 /// Events as they are published, with their event-log sequence numbers (embedded profile).

@@ -16,7 +16,7 @@ mod http;
 mod openai;
 mod retry;
 mod settings;
-mod sse;
+pub mod sse;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

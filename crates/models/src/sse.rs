@@ -1,11 +1,11 @@
-//! Server-sent events as the streaming provider APIs send them, read incrementally from the
+//! Server-sent events as the streaming provider APIs (and Switchboard's own streamed invoke) send them, read incrementally from the
 //! body's chunks: `event:` and `data:` fields, one event per blank line, comments (`:`) and other
 //! fields ignored, several `data:` lines joined by a newline. Lines may end in `\n` or `\r\n`,
 //! and a chunk may end anywhere, inside a line or a UTF-8 character.
 
 /// One event: its name (empty when the server named none) and its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     pub event: String,
     pub data: String,
 }
@@ -14,7 +14,7 @@ pub(crate) struct SseEvent {
 const MAX_EVENT_BYTES: usize = 4 << 20;
 
 #[derive(Debug, Default)]
-pub(crate) struct SseReader {
+pub struct SseReader {
     /// Bytes of a line not yet ended.
     line: Vec<u8>,
     event: String,
