@@ -141,6 +141,20 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         serde_json::from_str(&cli.ok(&["sessions", "list", "--status", "handed_off", "--json"])).unwrap();
     assert_eq!(handed[0]["sessionId"], session.as_str());
     assert!(cli.ok(&["sessions", "list", "--status", "active"]).trim().lines().count() <= 1, "no active session");
+    // streamed: the turn line by line as it happens, the reply's text as it was written
+    let streamed = cli.ok(&["agents", "invoke", &agent, "--conversation", "c-2", "--message", "Hi again", "--stream"]);
+    let lines: Vec<&str> = streamed.lines().collect();
+    assert!(lines[0].starts_with("execution ") && lines[0].contains("· session "), "{streamed}");
+    assert!(lines[1].starts_with("  model ") && lines[1].ends_with('…'), "{streamed}");
+    let text = lines.iter().find_map(|l| l.strip_prefix("  … ")).expect("the text line");
+    let reply = lines.iter().find_map(|l| l.strip_prefix("  → reply ")).expect("the reply line");
+    assert_eq!(text, reply, "{streamed}");
+    assert!(lines.last().unwrap().starts_with("session ") && lines.last().unwrap().ends_with("success"), "{streamed}");
+    let json = cli.ok(&["agents", "invoke", &agent, "--conversation", "c-3", "--stream", "--json"]);
+    let events: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events[0]["event"], "execution.started", "{json}");
+    assert_eq!(events.last().unwrap()["event"], "execution.finished", "{json}");
+    assert_eq!(events.last().unwrap()["execution"]["status"], "success", "{json}");
     let err = cli.fails(&["sessions", "list", "--status", "waiting", "--agent", "nobody"]);
     assert!(err.contains("/query/status") && err.contains("/query/agentId"), "{err}");
 

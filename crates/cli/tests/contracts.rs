@@ -331,10 +331,31 @@ impl<'a> Api<'a> {
                 let value = if ctype.ends_with("json") {
                     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what} ({status}): not JSON ({e}): {text}"))
                 } else {
-                    Value::String(text)
+                    Value::String(text.clone())
                 };
                 spec.check(&media["schema"], &value, &format!("{what} ({status}) body"));
-                value
+                // a stream that ended: each event's data is checked, and the events are the value
+                if let Some(data_schema) = media.get("x-sse-data") {
+                    let mut events = Vec::new();
+                    for frame in text.split("\n\n").filter(|f| f.lines().any(|l| l.starts_with("data:"))) {
+                        let line = |field: &str| {
+                            frame.lines().find_map(|l| l.strip_prefix(field)).map(|v| v.trim().to_owned())
+                        };
+                        let data: Value = serde_json::from_str(&line("data:").unwrap()).unwrap();
+                        spec.check(data_schema, &data, &format!("{what} ({status}) event"));
+                        if let Some(name) = data.get("event") {
+                            assert_eq!(
+                                line("event:").as_deref(),
+                                name.as_str(),
+                                "{what}: the event line names the data's event"
+                            );
+                        }
+                        events.push(data);
+                    }
+                    Value::Array(events)
+                } else {
+                    value
+                }
             }
         };
         // what the server accepted is what the contract documents
@@ -504,6 +525,15 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(by_source.str("/executionId"), first.str("/executionId"));
     assert_eq!(api.get("/tenants/acme/executions?sourceId=invoke-nope").await.status, 404);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "c-invoke-2" })).await.status, 200);
+    // streamed: the turn's events, each as documented, ending with the record
+    let streamed = json!({ "conversationId": "c-invoke-3", "message": "Where is my order #78?" });
+    let accept = ("accept", "text/event-stream");
+    let events = api.call(Method::POST, &invoke, Body::Json(streamed), &[accept]).await;
+    assert_eq!(events.status, StatusCode::OK);
+    let names: Vec<&str> = events.body.as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(names.first(), Some(&"execution.started"), "{names:?}");
+    assert_eq!(names.last(), Some(&"execution.finished"), "{names:?}");
+    assert!(names.contains(&"model.finished") && names.contains(&"action"), "{names:?}");
     assert_eq!(api.post(&invoke, json!({ "conversationId": "c-human" })).await.status, 409);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "bad id!" })).await.pointers(), ["/conversationId"]);
 
