@@ -776,7 +776,7 @@ fn wants_event_stream(headers: &HeaderMap) -> bool {
 /// What a streamed invoke's body carries, in order: the turn's events, then how it ended.
 enum Streamed {
     Turn(switchboard_engine::TurnEvent),
-    End(Result<Option<switchboard_domain::ExecutionRecord>, Problem>),
+    End(Result<Option<Box<switchboard_domain::ExecutionRecord>>, Problem>),
 }
 
 /// A streamed invoke (`contracts/invoke-stream.md`): the turn's events as server-sent events
@@ -799,7 +799,7 @@ fn stream_invoke(
     let source_id = item.source_id.clone();
     match done {
         Some(record) => {
-            let _ = tx.send(Streamed::End(Ok(Some(record))));
+            let _ = tx.send(Streamed::End(Ok(Some(Box::new(record)))));
         }
         None => {
             let invoker = state.invoker.clone();
@@ -809,7 +809,11 @@ fn stream_invoke(
                 let _ = turn.send(Streamed::Turn(event));
             });
             tokio::spawn(async move {
-                let ended = invoker.invoke_following(item, INVOKE_WAIT, follower).await.map_err(Problem::from);
+                let ended = invoker
+                    .invoke_following(item, INVOKE_WAIT, follower)
+                    .await
+                    .map(|r| r.map(Box::new))
+                    .map_err(Problem::from);
                 let _ = tx.send(Streamed::End(ended));
             });
         }
