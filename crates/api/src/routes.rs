@@ -734,6 +734,7 @@ async fn invoke(
         detail: json!({ "invoke": true, "metadata": body.metadata }),
         refused: None,
         day_tokens,
+        follow: streamed,
     };
     if streamed {
         return Ok(stream_invoke(&state, item, done, &tenant_raw));

@@ -18,7 +18,7 @@ pub mod sqs;
 pub use bedrock::BedrockModel;
 pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
-pub use dynamo::DynamoStore;
+pub use dynamo::{DynamoStore, TurnLog, TurnPages};
 pub use eventbridge::EventBridgeBus;
 pub use s3::{ArchiveError, S3Archive};
 pub use secrets::{SecretsManagerSecrets, secret_variables};

@@ -787,6 +787,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         detail: json!({"message": {"text": "hello", "n": 1.5}}),
         refused: None,
         day_tokens: None,
+        follow: false,
     }
 }
 

@@ -141,6 +141,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         detail: json!({"message": {"text": "Where is my order?"}}),
         refused: None,
         day_tokens: None,
+        follow: false,
     };
     counter.take();
 

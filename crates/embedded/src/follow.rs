@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use switchboard_domain::TenantId;
-use switchboard_engine::{Follower, Progress};
+use switchboard_engine::{Follower, Progress, WorkItem};
 
 type Key = (TenantId, String);
 
@@ -36,9 +36,9 @@ impl Followers {
 }
 
 impl Progress for Followers {
-    fn follower(&self, tenant: &TenantId, source_id: &str) -> Option<Follower> {
+    fn follower(&self, item: &WorkItem) -> Option<Follower> {
         let map = self.by_source.lock().ok()?;
-        let list = map.get(&(tenant.clone(), source_id.to_owned()))?;
+        let list = map.get(&(item.tenant_id.clone(), item.source_id.clone()))?;
         match list.as_slice() {
             [] => None,
             [(_, one)] => Some(one.clone()),

@@ -263,6 +263,7 @@ async fn a_redelivered_event_yields_one_reply_and_one_record() {
         detail: e.raw_detail.clone(),
         refused: None,
         day_tokens: None,
+        follow: false,
     };
     let replay = executor.execute(&item).await.unwrap();
     assert!(matches!(replay, ExecOutcome::AlreadyRecorded(_)));

@@ -212,6 +212,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, r
         detail: event.raw_detail.clone(),
         refused,
         day_tokens: None,
+        follow: false,
     }
 }
 

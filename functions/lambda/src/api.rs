@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 use switchboard_api::{ApiState, Invoker, RateLimiter};
+use switchboard_aws::TurnLog;
 use switchboard_domain::ExecutionRecord;
-use switchboard_engine::{ExecutionLog, RouteError, WorkItem, WorkQueue};
+use switchboard_engine::{ExecutionLog, Follower, RouteError, WorkItem, WorkQueue};
 use tower::ServiceExt;
 use tower::util::MapRequest;
 
@@ -32,11 +33,26 @@ pub struct QueueInvoker {
     queue: Arc<dyn WorkQueue>,
     executions: Arc<dyn ExecutionLog>,
     bound: Duration,
+    /// Where a followed turn's events are read from; without it, turns cannot be followed.
+    turns: Option<TurnLog>,
 }
+
+/// How often a streamed invoke reads the turn log while it waits.
+const TURN_POLL: Duration = Duration::from_millis(100);
+
+/// A streamed invoke looks for the record every this many reads of the turn log even without an
+/// ended page (a turn that writes none: skipped for a human operator, refused by a limit).
+const RECORD_EVERY: u32 = 5;
 
 impl QueueInvoker {
     pub fn new(queue: Arc<dyn WorkQueue>, executions: Arc<dyn ExecutionLog>) -> Self {
-        Self { queue, executions, bound: INVOKE_WAIT_BOUND }
+        Self { queue, executions, bound: INVOKE_WAIT_BOUND, turns: None }
+    }
+
+    /// Streamed invokes follow the turn through `turns`.
+    pub fn following(mut self, turns: TurnLog) -> Self {
+        self.turns = Some(turns);
+        self
     }
 
     /// Waits at most `bound` (tests use 0: enqueue and answer at once).
@@ -70,6 +86,53 @@ impl Invoker for QueueInvoker {
             pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
+
+    fn follows_turns(&self) -> bool {
+        self.turns.is_some()
+    }
+
+    /// Enqueues as [`Invoker::invoke`] does, then reads the turn's pages every [`TURN_POLL`],
+    /// handing their events on, until the record is there (after an ended page, or found on its
+    /// own) or the bound passes.
+    async fn invoke_following(
+        &self,
+        item: WorkItem,
+        wait: Duration,
+        follower: Follower,
+    ) -> Result<Option<ExecutionRecord>, RouteError> {
+        let Some(turns) = &self.turns else { return self.invoke(item, wait).await };
+        let item = WorkItem { follow: true, ..item };
+        self.queue.enqueue(&item).await?;
+        let until = tokio::time::Instant::now() + wait.min(self.bound);
+        let mut after: Option<String> = None;
+        let mut reads = 0u32;
+        loop {
+            let pages = turns.read(&item.tenant_id, &item.source_id, after.as_deref()).await?;
+            for event in pages.events {
+                follower.send(event);
+            }
+            if pages.last.is_some() {
+                after = pages.last;
+            }
+            reads += 1;
+            // An ended page means a run of the turn was committed (or lost a race and runs again).
+            if (pages.ended || reads.is_multiple_of(RECORD_EVERY))
+                && let Some(record) = self.executions.execution_for_source(&item.tenant_id, &item.source_id).await?
+            {
+                // What the last run wrote after its commit (its ended page) is read on the way.
+                let rest = turns.read(&item.tenant_id, &item.source_id, after.as_deref()).await?;
+                for event in rest.events {
+                    follower.send(event);
+                }
+                return Ok(Some(record));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= until {
+                return Ok(None);
+            }
+            tokio::time::sleep(TURN_POLL.min(until - now)).await;
+        }
+    }
 }
 
 /// The API's state on the AWS adapters. `limiter`: an optional per-container rate limit (API
@@ -78,7 +141,9 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
     ApiState {
         // `POST /events`: event intake, as the event-router function runs it.
         ingest: Arc::new(wiring.intake.clone()),
-        invoker: Arc::new(QueueInvoker::new(wiring.queue.clone(), wiring.store.clone())),
+        invoker: Arc::new(
+            QueueInvoker::new(wiring.queue.clone(), wiring.store.clone()).following(wiring.turns.clone()),
+        ),
         executor: wiring.executor.clone(),
         config: wiring.store.clone(),
         admin: wiring.store.clone(),

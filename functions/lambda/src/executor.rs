@@ -58,6 +58,8 @@ pub async fn handle(wiring: &Wiring, event: LambdaEvent<SqsEvent>) -> SqsBatchRe
         .map(|m| (m.message_id.clone().unwrap_or_default(), m.receipt_handle.clone().unwrap_or_default()))
         .collect();
     let results = run_batch(&wiring.executor, event.payload.records, deadline, wiring.max_receives).await;
+    // Followed turns' last pages are written before the container may be frozen.
+    wiring.turns.flush().await;
     let mut response = SqsBatchResponse::default();
     for (message_id, result) in results {
         if let ItemResult::Deferred(delay) = result

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
-    EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue,
+    EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue, TurnLog,
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
@@ -255,6 +255,8 @@ pub struct Wiring {
     pub deps: Deps,
     pub intake: Intake,
     pub executor: Executor,
+    /// Followed turns' events (streamed invokes): the executor writes them, the API reads them.
+    pub turns: TurnLog,
     /// The work queue's `maxReceiveCount` (`SWITCHBOARD_WORK_MAX_RECEIVES`, default
     /// [`DEFAULT_MAX_RECEIVES`]): a deferred message still refused at that delivery is recorded
     /// as refused instead of going to the dead-letter queue.
@@ -331,7 +333,9 @@ impl Wiring {
             counters: store.clone(),
         };
         let Engine { intake, executor } = Engine::new(deps.clone());
-        Self { store, queue, executor, deps, intake, max_receives: DEFAULT_MAX_RECEIVES }
+        let turns = TurnLog::new(&store);
+        let executor = executor.with_progress(Arc::new(turns.clone()));
+        Self { store, queue, executor, deps, intake, turns, max_receives: DEFAULT_MAX_RECEIVES }
     }
 
     /// The same wiring with model calls priced at `prices` instead of the shipped table.
@@ -353,7 +357,7 @@ impl Wiring {
     fn rebuilt(mut self, change: impl FnOnce(&mut Deps)) -> Self {
         change(&mut self.deps);
         let Engine { intake, executor } = Engine::new(self.deps.clone());
-        (self.intake, self.executor) = (intake, executor);
+        (self.intake, self.executor) = (intake, executor.with_progress(Arc::new(self.turns.clone())));
         self
     }
 }

@@ -16,6 +16,7 @@
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
+//! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //!
@@ -32,6 +33,9 @@ mod erase;
 mod executions;
 mod keys;
 mod sessions;
+mod turns;
+
+pub use turns::{TurnLog, TurnPages};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -173,7 +173,7 @@ impl Executor {
                 }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
-                    let follower = self.progress.as_ref().and_then(|p| p.follower(&item.tenant_id, &item.source_id));
+                    let follower = self.progress.as_ref().and_then(|p| p.follower(item));
                     let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
                     let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
                     if let Some(next) = turn.new_session {

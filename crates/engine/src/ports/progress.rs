@@ -7,11 +7,13 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-use switchboard_domain::{Action, AgentId, ExecutionId, SessionId, TenantId, TokenUsage};
+use serde::{Deserialize, Serialize};
+use switchboard_domain::{Action, AgentId, ExecutionId, SessionId, TokenUsage};
+
+use super::WorkItem;
 
 /// One thing that happened during a turn, in the order it happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event")]
 pub enum TurnEvent {
     /// The turn began (again, if a second one comes: the session changed under the first, whose
@@ -89,7 +91,8 @@ impl std::fmt::Debug for Follower {
     }
 }
 
-/// Who follows which turn (by the work item's source id).
+/// Who follows which turn.
 pub trait Progress: Send + Sync {
-    fn follower(&self, tenant: &TenantId, source_id: &str) -> Option<Follower>;
+    /// The follower of `item`'s turn, if anyone follows it.
+    fn follower(&self, item: &WorkItem) -> Option<Follower>;
 }

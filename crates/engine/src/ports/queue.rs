@@ -36,6 +36,10 @@ pub struct WorkItem {
     /// field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub day_tokens: Option<DayTokens>,
+    /// Someone follows the turn as it runs (a streamed invoke): the executor hands its events to
+    /// the profile's [`crate::Progress`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.
