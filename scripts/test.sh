@@ -58,9 +58,11 @@ fi
 
 echo "== build tools (cfn-lint, cargo-lambda, zig; from PyPI, for the AWS deployables)"
 # A second git-ignored venv, installed only when something is missing.
-if [ ! -x .venv-tools/bin/cfn-lint ] || [ ! -x .venv-tools/bin/cargo-lambda ] || [ ! -x .venv-tools/bin/python-zig ]; then
+# aws-sam-translator lets cfn-lint expand the SAM resources and lint what CloudFormation gets.
+if [ ! -x .venv-tools/bin/cfn-lint ] || [ ! -x .venv-tools/bin/cargo-lambda ] || [ ! -x .venv-tools/bin/python-zig ] \
+    || ! .venv-tools/bin/python -c 'import samtranslator' 2>/dev/null; then
     python3 -m venv .venv-tools
-    .venv-tools/bin/pip install --quiet 'cfn-lint==1.58.0' 'cargo-lambda==1.9.2' 'ziglang==0.17.1'
+    .venv-tools/bin/pip install --quiet 'cfn-lint==1.58.0' 'aws-sam-translator==1.115.0' 'cargo-lambda==1.9.2' 'ziglang==0.17.1'
 fi
 
 echo "== cfn-lint template.yaml"

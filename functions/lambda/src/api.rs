@@ -197,5 +197,34 @@ pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
             res
         },
     ));
-    lambda_http::run(router.map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)).await
+    let app = router.map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request);
+    if streams_responses(|name| std::env::var(name).ok()) {
+        // API Gateway's integration streams (the template's `responseTransferMode: STREAM`):
+        // every answer goes out as it is written, a streamed invoke's events included.
+        lambda_http::run_with_streaming_response(app).await
+    } else {
+        lambda_http::run(app).await
+    }
+}
+
+/// Whether the function answers in Lambda's response-streaming format
+/// (`SWITCHBOARD_API_RESPONSE_STREAMING=true`, which the template sets together with the API's
+/// streaming integration: the two must agree, or API Gateway cannot read the answer).
+pub fn streams_responses(var: impl Fn(&str) -> Option<String>) -> bool {
+    var("SWITCHBOARD_API_RESPONSE_STREAMING").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_function_streams_its_answers_only_when_the_template_says_so() {
+        let with =
+            |v: &'static str| move |name: &str| (name == "SWITCHBOARD_API_RESPONSE_STREAMING").then(|| v.to_owned());
+        assert!(streams_responses(with("true")));
+        assert!(streams_responses(with(" TRUE ")));
+        assert!(!streams_responses(with("1")), "only `true`, as the template writes it");
+        assert!(!streams_responses(|_| None));
+    }
 }
