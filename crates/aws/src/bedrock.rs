@@ -7,19 +7,24 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::http::HttpResponse;
 use aws_sdk_bedrockruntime::error::SdkError;
 use aws_sdk_bedrockruntime::operation::converse::{ConverseError, ConverseOutput};
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
+use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_sdk_bedrockruntime::types::{
-    CachePointBlock, CachePointType, CitationGeneratedContent, ContentBlock as BContent, ConversationRole,
-    ConverseOutput as BOutput, GuardrailConfiguration, GuardrailTrace, InferenceConfiguration, Message as BMessage,
-    StopReason as BStop, SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock,
-    ToolResultContentBlock, ToolResultStatus, ToolSpecification, ToolUseBlock,
+    CachePointBlock, CachePointType, CitationGeneratedContent, ContentBlock as BContent, ContentBlockDelta,
+    ContentBlockStart, ConversationRole, ConverseOutput as BOutput, ConverseStreamOutput, GuardrailConfiguration,
+    GuardrailStreamConfiguration, GuardrailTrace, InferenceConfiguration, Message as BMessage, StopReason as BStop,
+    SystemContentBlock, Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock, ToolResultContentBlock,
+    ToolResultStatus, ToolSpecification, ToolUseBlock,
 };
 use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::event_stream::RawMessage;
 use aws_smithy_types::{Document, Number};
 use switchboard_domain::TokenUsage;
 use switchboard_domain::message::{ContentBlock, Message, Role};
-use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
+use switchboard_engine::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink};
 
 #[derive(Debug, Clone)]
 pub struct BedrockModel {
@@ -32,27 +37,38 @@ impl BedrockModel {
     }
 }
 
+/// What a Converse and a ConverseStream request share.
+struct Parts {
+    system: Option<Vec<SystemContentBlock>>,
+    messages: Vec<BMessage>,
+    tools: Option<ToolConfiguration>,
+    inference: InferenceConfiguration,
+}
+
+fn parts(request: &ModelRequest) -> Result<Parts, ModelError> {
+    let messages = request.messages.iter().map(to_bedrock_message).collect::<Result<Vec<_>, _>>()?;
+    let tools = tool_config(request)?;
+    let inference = InferenceConfiguration::builder()
+        .max_tokens(i32::try_from(request.config.max_tokens).unwrap_or(i32::MAX))
+        .temperature(request.config.temperature)
+        .set_top_p(request.config.top_p)
+        .set_stop_sequences((!request.config.stop_sequences.is_empty()).then(|| request.config.stop_sequences.clone()))
+        .build();
+    let mut system = Vec::new();
+    if !request.system.trim().is_empty() {
+        system.push(SystemContentBlock::Text(request.system.clone()));
+        if request.config.prompt_caching {
+            system.push(SystemContentBlock::CachePoint(cache_point()?));
+        }
+    }
+    Ok(Parts { system: (!system.is_empty()).then_some(system), messages, tools, inference })
+}
+
 #[async_trait]
 impl Model for BedrockModel {
     #[tracing::instrument(skip_all, fields(model = %request.model))]
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let messages = request.messages.iter().map(to_bedrock_message).collect::<Result<Vec<_>, _>>()?;
-        let tools = tool_config(request)?;
-        let inference = InferenceConfiguration::builder()
-            .max_tokens(i32::try_from(request.config.max_tokens).unwrap_or(i32::MAX))
-            .temperature(request.config.temperature)
-            .set_top_p(request.config.top_p)
-            .set_stop_sequences(
-                (!request.config.stop_sequences.is_empty()).then(|| request.config.stop_sequences.clone()),
-            )
-            .build();
-        let mut system = Vec::new();
-        if !request.system.trim().is_empty() {
-            system.push(SystemContentBlock::Text(request.system.clone()));
-            if request.config.prompt_caching {
-                system.push(SystemContentBlock::CachePoint(cache_point()?));
-            }
-        }
+        let Parts { system, messages, tools, inference } = parts(request)?;
         let guardrail = request.config.guardrail.as_ref().map(|g| {
             GuardrailConfiguration::builder()
                 .guardrail_identifier(&g.id)
@@ -64,7 +80,7 @@ impl Model for BedrockModel {
             .client
             .converse()
             .model_id(&request.model)
-            .set_system((!system.is_empty()).then_some(system))
+            .set_system(system)
             .set_messages(Some(messages))
             .set_tool_config(tools)
             .set_guardrail_config(guardrail)
@@ -73,6 +89,171 @@ impl Model for BedrockModel {
             Ok(out) => from_output(request, &out),
             Err(e) => Err(classify(&e)),
         }
+    }
+
+    /// ConverseStream: the text goes to `sink` as it comes; the answer is put back together
+    /// from the content blocks' starts and deltas (a tool use's input arrives as JSON text in
+    /// pieces), the stop event and the metadata event's usage. An error event mid-stream is
+    /// sorted like the call's own errors.
+    #[tracing::instrument(skip_all, fields(model = %request.model))]
+    async fn converse_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        let Parts { system, messages, tools, inference } = parts(request)?;
+        let guardrail = request.config.guardrail.as_ref().map(|g| {
+            GuardrailStreamConfiguration::builder()
+                .guardrail_identifier(&g.id)
+                .guardrail_version(&g.version)
+                .trace(if g.trace { GuardrailTrace::Enabled } else { GuardrailTrace::Disabled })
+                .build()
+        });
+        let call = self
+            .client
+            .converse_stream()
+            .model_id(&request.model)
+            .set_system(system)
+            .set_messages(Some(messages))
+            .set_tool_config(tools)
+            .set_guardrail_config(guardrail)
+            .inference_config(inference);
+        let mut out = call.send().await.map_err(|e| classify_stream(&e))?;
+        let mut answer = Streamed::default();
+        while let Some(event) = out.stream.recv().await.map_err(|e| classify_stream_event(&e))? {
+            answer.read(event, sink)?;
+        }
+        answer.finish(request)
+    }
+}
+
+/// A ConverseStream answer put back together.
+#[derive(Debug, Default)]
+struct Streamed {
+    /// By content block index: text, or a tool use with its input's JSON text so far.
+    blocks: std::collections::BTreeMap<i32, StreamedBlock>,
+    stop: Option<BStop>,
+    usage: Option<TokenUsage>,
+}
+
+#[derive(Debug)]
+enum StreamedBlock {
+    Text(String),
+    ToolUse { id: String, name: String, input: String },
+}
+
+impl Streamed {
+    fn read(&mut self, event: ConverseStreamOutput, sink: &dyn TextSink) -> Result<(), ModelError> {
+        match event {
+            ConverseStreamOutput::ContentBlockStart(e) => {
+                if let Some(ContentBlockStart::ToolUse(t)) = e.start() {
+                    let block = StreamedBlock::ToolUse {
+                        id: t.tool_use_id().to_owned(),
+                        name: t.name().to_owned(),
+                        input: String::new(),
+                    };
+                    self.blocks.insert(e.content_block_index(), block);
+                }
+            }
+            ConverseStreamOutput::ContentBlockDelta(e) => match e.delta() {
+                Some(ContentBlockDelta::Text(piece)) => {
+                    let block = self
+                        .blocks
+                        .entry(e.content_block_index())
+                        .or_insert_with(|| StreamedBlock::Text(String::new()));
+                    if let StreamedBlock::Text(text) = block {
+                        text.push_str(piece);
+                        if !piece.is_empty() {
+                            sink.text(piece);
+                        }
+                    }
+                }
+                Some(ContentBlockDelta::ToolUse(d)) => match self.blocks.get_mut(&e.content_block_index()) {
+                    Some(StreamedBlock::ToolUse { input, .. }) => input.push_str(d.input()),
+                    _ => {
+                        return Err(ModelError::Unavailable(
+                            "bedrock: tool input for a block that is no tool use".into(),
+                        ));
+                    }
+                },
+                // Reasoning and citations: dropped, as in a Converse answer.
+                _ => {}
+            },
+            ConverseStreamOutput::MessageStop(e) => self.stop = Some(e.stop_reason().clone()),
+            ConverseStreamOutput::Metadata(e) => self.usage = e.usage().map(token_usage),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let Some(stop) = self.stop else {
+            return Err(ModelError::Unavailable("bedrock: the stream ended before the answer did".into()));
+        };
+        let mut content = Vec::with_capacity(self.blocks.len());
+        for block in self.blocks.into_values() {
+            content.push(match block {
+                StreamedBlock::Text(text) if text.is_empty() => continue,
+                StreamedBlock::Text(text) => ContentBlock::Text { text },
+                StreamedBlock::ToolUse { id, name, input } => {
+                    let input = if input.trim().is_empty() { "{}" } else { &input };
+                    let input = serde_json::from_str(input).map_err(|e| {
+                        ModelError::Unavailable(format!("bedrock: tool use {id} has input that is not JSON: {e}"))
+                    })?;
+                    ContentBlock::ToolUse { tool_use_id: id, name, input }
+                }
+            });
+        }
+        let stop_reason = stop_reason(&stop)?;
+        Ok(ModelResponse { content, stop_reason, usage: self.usage.unwrap_or_default(), model: request.model.clone() })
+    }
+}
+
+/// ConverseStream's refusals before the stream, sorted as Converse's are.
+fn classify_stream(err: &SdkError<ConverseStreamError, HttpResponse>) -> ModelError {
+    let text = DisplayErrorContext(err).to_string();
+    match err {
+        SdkError::ServiceError(service) => match service.err() {
+            ConverseStreamError::ThrottlingException(_) => ModelError::throttled(text),
+            ConverseStreamError::ServiceUnavailableException(_)
+            | ConverseStreamError::InternalServerException(_)
+            | ConverseStreamError::ModelNotReadyException(_)
+            | ConverseStreamError::ModelStreamErrorException(_) => ModelError::Unavailable(text),
+            ConverseStreamError::ModelTimeoutException(_) => ModelError::Timeout,
+            ConverseStreamError::AccessDeniedException(_) => ModelError::Unauthorized(text),
+            ConverseStreamError::ValidationException(_)
+            | ConverseStreamError::ResourceNotFoundException(_)
+            | ConverseStreamError::ModelErrorException(_) => ModelError::Rejected(text),
+            _ => by_status(service.raw().status().as_u16(), text),
+        },
+        SdkError::TimeoutError(_) => ModelError::Timeout,
+        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
+        _ => ModelError::Rejected(text),
+    }
+}
+
+/// An error event in the middle of a ConverseStream answer.
+fn classify_stream_event(err: &SdkError<ConverseStreamOutputError, RawMessage>) -> ModelError {
+    let text = DisplayErrorContext(err).to_string();
+    match err {
+        SdkError::ServiceError(service) => match service.err() {
+            ConverseStreamOutputError::ThrottlingException(_) => ModelError::throttled(text),
+            ConverseStreamOutputError::ValidationException(_) => ModelError::Rejected(text),
+            _ => ModelError::Unavailable(text),
+        },
+        SdkError::TimeoutError(_) => ModelError::Timeout,
+        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
+        _ => ModelError::Unavailable(text),
+    }
+}
+
+fn by_status(status: u16, text: String) -> ModelError {
+    match status {
+        429 => ModelError::throttled(text),
+        401 | 403 => ModelError::Unauthorized(text),
+        s if s >= 500 => ModelError::Unavailable(text),
+        _ => ModelError::Rejected(text),
     }
 }
 
@@ -91,12 +272,7 @@ fn classify(err: &SdkError<ConverseError>) -> ModelError {
             }
             // The model failed on this input; another model may not.
             ConverseError::ModelErrorException(_) => ModelError::Rejected(text),
-            _ => match service.raw().status().as_u16() {
-                429 => ModelError::throttled(text),
-                401 | 403 => ModelError::Unauthorized(text),
-                s if s >= 500 => ModelError::Unavailable(text),
-                _ => ModelError::Rejected(text),
-            },
+            _ => by_status(service.raw().status().as_u16(), text),
         },
         SdkError::TimeoutError(_) => ModelError::Timeout,
         SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
@@ -220,34 +396,37 @@ fn from_output(request: &ModelRequest, out: &ConverseOutput) -> Result<ModelResp
     if !dropped.is_empty() {
         tracing::debug!(blocks = ?dropped, "Converse content the engine does not use was dropped");
     }
-    let stop_reason = match out.stop_reason() {
+    let stop_reason = stop_reason(out.stop_reason())?;
+    let usage = out.usage().map(token_usage).unwrap_or_default();
+    Ok(ModelResponse { content, stop_reason, usage, model: request.model.clone() })
+}
+
+fn stop_reason(stop: &BStop) -> Result<StopReason, ModelError> {
+    Ok(match stop {
         BStop::EndTurn => StopReason::EndTurn,
         BStop::ToolUse => StopReason::ToolUse,
         BStop::MaxTokens | BStop::ModelContextWindowExceeded => StopReason::MaxTokens,
         BStop::StopSequence => StopReason::StopSequence,
         BStop::ContentFiltered | BStop::GuardrailIntervened => StopReason::ContentFiltered,
         BStop::MalformedModelOutput | BStop::MalformedToolUse => {
-            return Err(ModelError::Unavailable(format!("the model's output was malformed ({})", out.stop_reason())));
+            return Err(ModelError::Unavailable(format!("the model's output was malformed ({stop})")));
         }
         other => {
             tracing::warn!(stop_reason = %other, "unknown Converse stop reason; treating it as end_turn");
             StopReason::EndTurn
         }
-    };
-    let usage = out
-        .usage()
-        .map(|u| {
-            let count = |n: Option<i32>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
-            // Converse counts cache reads and writes apart from `inputTokens` already.
-            TokenUsage {
-                input_tokens: count(Some(u.input_tokens())),
-                output_tokens: count(Some(u.output_tokens())),
-                cache_read_tokens: count(u.cache_read_input_tokens()),
-                cache_write_tokens: count(u.cache_write_input_tokens()),
-            }
-        })
-        .unwrap_or_default();
-    Ok(ModelResponse { content, stop_reason, usage, model: request.model.clone() })
+    })
+}
+
+/// Converse counts cache reads and writes apart from `inputTokens` already.
+fn token_usage(u: &aws_sdk_bedrockruntime::types::TokenUsage) -> TokenUsage {
+    let count = |n: Option<i32>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+    TokenUsage {
+        input_tokens: count(Some(u.input_tokens())),
+        output_tokens: count(Some(u.output_tokens())),
+        cache_read_tokens: count(u.cache_read_input_tokens()),
+        cache_write_tokens: count(u.cache_write_input_tokens()),
+    }
 }
 
 /// JSON to a Smithy document. Integers stay integers (non-negative as `PosInt`, negative as

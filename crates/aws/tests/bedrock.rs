@@ -297,3 +297,98 @@ async fn reasoning_is_dropped_and_the_text_of_a_cited_answer_kept() {
         ]
     );
 }
+
+// ---- ConverseStream ----------------------------------------------------------------------------
+
+/// What a streamed call handed its sink: text pieces, and `None` where an attempt restarted.
+#[derive(Default)]
+struct Pieces(std::sync::Mutex<Vec<Option<String>>>);
+
+impl switchboard_engine::TextSink for Pieces {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push(Some(delta.to_owned()));
+    }
+
+    fn restart(&self, _error: &ModelError) {
+        self.0.lock().unwrap().push(None);
+    }
+}
+
+#[tokio::test]
+async fn converse_stream_answers_what_converse_does_with_the_text_in_pieces() {
+    let text = "Your order ships today.";
+    let tool = Reply::tool_use("tu-1", "lookup_order", json!({"orderId": "Ä-1", "items": [1, 2]}));
+    let fake = FakeBedrock::start(vec![Reply::text(text), Reply::text(text), tool.clone(), tool]).await;
+    let m = model(&fake, fast(1)).await;
+    for _ in 0..2 {
+        let plain = m.converse(&simple_request()).await.unwrap();
+        let sink = Pieces::default();
+        let streamed = m.converse_streaming(&simple_request(), &sink).await.unwrap();
+        assert_eq!(streamed, plain);
+        let pieces = sink.0.lock().unwrap().clone();
+        let joined: String = pieces.iter().flatten().map(String::as_str).collect();
+        let expected: String = plain
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(joined, expected);
+        assert!(pieces.len() >= 2, "a word at a time: {pieces:?}");
+    }
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn converse_stream_is_retried_like_converse_and_its_sink_starts_over() {
+    let fake = FakeBedrock::start(vec![
+        Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again."),
+        Reply::text("Hello there"),
+    ])
+    .await;
+    let sink = Pieces::default();
+    let r = model(&fake, fast(2)).await.converse_streaming(&simple_request(), &sink).await.unwrap();
+    assert_eq!(r.content, vec![ContentBlock::Text { text: "Hello there".into() }]);
+    assert_eq!(*sink.0.lock().unwrap(), vec![None, Some("Hello".into()), Some(" there".into())]);
+    let fake = FakeBedrock::start(vec![Reply::Error(400, "ValidationException", "The model id is invalid.")]).await;
+    let err = model(&fake, fast(3)).await.converse_streaming(&simple_request(), &Pieces::default()).await.unwrap_err();
+    assert!(matches!(&err, ModelError::Rejected(m) if m.contains("invalid")), "{err:?}");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "a bad request is not retried");
+}
+
+#[tokio::test]
+async fn a_converse_stream_cut_short_or_broken_off_is_unavailable() {
+    // the answer's frames without its stop and metadata events
+    let whole = common::converse_stream_frames(&switchboard_testkit::providers::converse::text_body("Hello there"));
+    let stop = whole.windows(11).position(|w| w == b"messageStop").unwrap();
+    // back to the start of the frame holding `messageStop`: its prelude's total length
+    let mut at = 0;
+    while at + 4 <= whole.len() {
+        let len = u32::from_be_bytes(whole[at..at + 4].try_into().unwrap()) as usize;
+        if at + len > stop {
+            break;
+        }
+        at += len;
+    }
+    let cut = whole[..at].to_vec();
+    // an error event (`modelStreamErrorException`) after the first text
+    let error = {
+        use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+        let message = Message::new(br#"{"message":"The model stopped"}"#.to_vec())
+            .add_header(Header::new(":exception-type", HeaderValue::String("modelStreamErrorException".into())))
+            .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())))
+            .add_header(Header::new(":message-type", HeaderValue::String("exception".into())));
+        let mut frames = cut[..at.min(cut.len())].to_vec();
+        aws_smithy_eventstream::frame::write_message_to(&message, &mut frames).unwrap();
+        frames
+    };
+    for (frames, says) in [(cut, "ended before the answer did"), (error, "stopped")] {
+        let fake = FakeBedrock::start(vec![Reply::Frames(frames)]).await;
+        let err =
+            model(&fake, fast(1)).await.converse_streaming(&simple_request(), &Pieces::default()).await.unwrap_err();
+        assert!(matches!(&err, ModelError::Unavailable(m) if m.contains(says)), "{err:?}");
+        assert!(err.retryable());
+    }
+}

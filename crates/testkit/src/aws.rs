@@ -296,6 +296,8 @@ pub enum Reply {
     Ok(serde_json::Value),
     /// HTTP status, `x-amzn-errortype`, message.
     Error(u16, &'static str, &'static str),
+    /// ConverseStream only: these event frames as they are (a stream cut short, an error event).
+    Frames(Vec<u8>),
 }
 
 impl Reply {
@@ -363,14 +365,32 @@ impl FakeBedrock {
                     r.headers_mut().insert(HeaderName::from_static("x-amzn-errortype"), HeaderValue::from_static(kind));
                     r
                 }
+                Some(Reply::Frames(frames)) => {
+                    ([("content-type", "application/vnd.amazon.eventstream")], frames).into_response()
+                }
                 None => (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response(),
             }
+        }
+
+        /// The same answers as ConverseStream sends them (`application/vnd.amazon.eventstream`).
+        async fn converse_stream(shared: State<Shared>, model_id: Path<String>, body: axum::body::Bytes) -> Response {
+            let answer = converse(shared, model_id, body).await;
+            let is_frames =
+                answer.headers().get("content-type").is_some_and(|v| v == "application/vnd.amazon.eventstream");
+            if !answer.status().is_success() || is_frames {
+                return answer;
+            }
+            let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
+            let output: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            let frames = converse_stream_frames(&output);
+            ([("content-type", "application/vnd.amazon.eventstream")], frames).into_response()
         }
 
         let state = Arc::new(Mutex::new(FakeState { script: script.into(), requests: vec![] }));
         let calls = Arc::new(AtomicUsize::new(0));
         let app = axum::Router::new()
             .route("/model/{model_id}/converse", axum::routing::post(converse))
+            .route("/model/{model_id}/converse-stream", axum::routing::post(converse_stream))
             .with_state((Arc::clone(&state), Arc::clone(&calls)));
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -391,6 +411,44 @@ impl FakeBedrock {
         }
         aws_sdk_bedrockruntime::Client::from_conf(conf.build())
     }
+}
+
+/// A Converse answer as ConverseStream's event frames: `messageStart`, each content block (text
+/// in [`crate::providers::chat::pieces`], a tool use's start then its input's JSON text in two
+/// halves), `messageStop` with the stop reason, `metadata` with the usage.
+pub fn converse_stream_frames(output: &serde_json::Value) -> Vec<u8> {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    use serde_json::json;
+
+    let mut out = Vec::new();
+    let mut frame = |event: &str, payload: serde_json::Value| {
+        let message = Message::new(payload.to_string().into_bytes())
+            .add_header(Header::new(":event-type", HeaderValue::String(event.to_owned().into())))
+            .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())))
+            .add_header(Header::new(":message-type", HeaderValue::String("event".into())));
+        aws_smithy_eventstream::frame::write_message_to(&message, &mut out).unwrap();
+    };
+    frame("messageStart", json!({"role": "assistant"}));
+    let content = output["output"]["message"]["content"].as_array().cloned().unwrap_or_default();
+    for (i, block) in content.iter().enumerate() {
+        if let Some(text) = block["text"].as_str() {
+            for piece in crate::providers::chat::pieces(text) {
+                frame("contentBlockDelta", json!({"contentBlockIndex": i, "delta": {"text": piece}}));
+            }
+        } else if let Some(tool) = block.get("toolUse") {
+            let start = json!({"toolUse": {"toolUseId": tool["toolUseId"], "name": tool["name"]}});
+            frame("contentBlockStart", json!({"contentBlockIndex": i, "start": start}));
+            let input = tool["input"].to_string();
+            let half = input.char_indices().nth(input.chars().count() / 2).map_or(input.len(), |(at, _)| at);
+            for part in [&input[..half], &input[half..]] {
+                frame("contentBlockDelta", json!({"contentBlockIndex": i, "delta": {"toolUse": {"input": part}}}));
+            }
+        }
+        frame("contentBlockStop", json!({"contentBlockIndex": i}));
+    }
+    frame("messageStop", json!({"stopReason": output["stopReason"]}));
+    frame("metadata", json!({"usage": output["usage"], "metrics": output["metrics"]}));
+    out
 }
 
 // ---- fake Conversations Service ------------------------------------------------------------------
