@@ -390,6 +390,15 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
         }
     }
+    // a streamed invoke of acme's agent is refused before any stream starts
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        let path = format!("{base}/agents/{agent}/invoke");
+        let r = intruder
+            .call(Method::POST, &path, Some(json!({ "conversationId": "c-x" })), &[("accept", "text/event-stream")])
+            .await;
+        assert_eq!(r.status, 404, "{path}: {}", r.body);
+        assert_eq!(r.headers["content-type"], "application/problem+json", "{path}");
+    }
     // the intruder's usage is its own (none), while acme's counts the message it answered
     let theirs = intruder.get("/tenants/intruder/usage").await;
     assert_eq!((theirs.body["rows"].clone(), theirs.body["total"]["calls"].clone()), (json!([]), json!(0)));

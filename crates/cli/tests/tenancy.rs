@@ -146,6 +146,26 @@ async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
     }
     assert_ne!(executions[0], executions[1]);
 
+    // both tenants stream an invoke with the same key at once: each stream is its own turn
+    let streamed = async |t: &Tenant<'_>, agent: &str| -> (u16, Value) {
+        let path = format!("/tenants/{}/agents/{agent}/invoke", t.id);
+        let body = json!({ "conversationId": "c-5", "message": format!("streamed for {}", t.id) });
+        let headers = [("idempotency-key", "k2"), ("accept", "text/event-stream")];
+        t.call(reqwest::Method::POST, &path, Some(body), &headers).await
+    };
+    let (a, b) = tokio::join!(streamed(&ta, &agent_a), streamed(&tb, &agent_b));
+    for (t, (status, body)) in [(&ta, a), (&tb, b)] {
+        assert_eq!(status, 200, "{}: {body}", t.id);
+        let text = body.as_str().unwrap();
+        let events = switchboard_models::sse::SseReader::default().push(text.as_bytes()).unwrap();
+        let data: Vec<Value> = events.iter().map(|e| serde_json::from_str(&e.data).unwrap()).collect();
+        let delta: String =
+            data.iter().filter(|d| d["event"] == "text.delta").map(|d| d["text"].as_str().unwrap()).collect();
+        assert_eq!(delta, format!("streamed for {}, said the agent", t.id));
+        let record = &data.last().unwrap()["execution"];
+        assert_eq!((record["tenantId"].as_str(), record["sourceId"].as_str()), (Some(t.id), Some("invoke-k2")));
+    }
+
     // the same event id handing a conversation to a human: both tenants' operators are told
     for t in [&ta, &tb] {
         let (_, r) = t.post("/events?wait=30", t.event("evt-h", "c-4", "m-h", "a human please")).await;
