@@ -30,6 +30,33 @@ impl EventBridgeBus {
     }
 }
 
+/// EventBridge, with the tenant's event log beside it: each event is published, then logged in
+/// DynamoDB (once per event id), where `GET /tenants/{t}/events` reads it. A log that fails
+/// fails the publish (retryably), so the turn is replayed and both happen.
+#[derive(Debug, Clone)]
+pub struct LoggingBus {
+    bus: EventBridgeBus,
+    log: crate::DynamoStore,
+}
+
+impl LoggingBus {
+    pub fn new(bus: EventBridgeBus, log: crate::DynamoStore) -> Self {
+        Self { bus, log }
+    }
+}
+
+#[async_trait]
+impl EventBus for LoggingBus {
+    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
+        self.bus.publish(event).await?;
+        self.log
+            .log_event(event)
+            .await
+            .map(|_| ())
+            .map_err(|e| BusError { message: format!("event log: {e}"), retryable: e.retryable() })
+    }
+}
+
 /// The `detail` published: the event's own detail with its `id` and `tenantId` added, so that
 /// consumers can drop repeats and route by tenant.
 pub fn detail_json(event: &OutboundEvent) -> serde_json::Value {

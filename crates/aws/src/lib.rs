@@ -19,7 +19,7 @@ pub use bedrock::BedrockModel;
 pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::{DynamoStore, TurnLog, TurnPages};
-pub use eventbridge::EventBridgeBus;
+pub use eventbridge::{EventBridgeBus, LoggingBus};
 pub use s3::{ArchiveError, S3Archive};
 pub use secrets::{SecretsManagerSecrets, secret_variables};
 pub use sqs::SqsWorkQueue;

@@ -13,12 +13,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
+use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
     Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
     OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger,
     TriggerId, UsageCounts,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{BusError, EventBus, EventLog};
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, Counters, ExecutionLog,
     SessionFilter, SessionStore, SessionWrite, Slot, StoreError, TurnCommit, WorkItem, WorkQueue,
@@ -48,7 +50,21 @@ struct Subject {
     counters: [Arc<dyn Counters>; 2],
     /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
     bounded_deletes: bool,
+    /// Publishing into the tenant's event log (the in-process bus; on AWS the log half of
+    /// `LoggingBus`, EventBridge being tested on its own), and reading it back.
+    bus: Arc<dyn EventBus>,
+    events: Arc<dyn EventLog>,
     _keep: Box<dyn Any + Send + Sync>,
+}
+
+/// The DynamoDB event log as a bus: what `LoggingBus` does after EventBridge accepted an event.
+struct LogOnly(DynamoStore);
+
+#[async_trait]
+impl EventBus for LogOnly {
+    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
+        self.0.log_event(event).await.map(|_| ()).map_err(|e| BusError { message: e.to_string(), retryable: true })
+    }
 }
 
 #[async_trait]
@@ -92,6 +108,8 @@ async fn embedded() -> Subject {
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
         bounded_deletes: false,
+        bus: Arc::new(e.bus.clone()),
+        events: store.clone(),
         _keep: Box::new((dir, e)),
     }
 }
@@ -114,6 +132,8 @@ async fn aws() -> Subject {
         service: ConfigService::new(store.clone(), store.clone()),
         probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url.clone())),
         // A second container: its own SDK client and store over the same tables.
+        bus: Arc::new(LogOnly((*store).clone())),
+        events: store.clone(),
         counters: [store, {
             let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
             Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
@@ -156,6 +176,7 @@ contract!(
     session_slots_stay_within_the_limit_across_processes,
     sessions_list_newest_first_narrowed_and_paged,
     deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
+    the_event_log_keeps_each_event_once_in_order_and_per_tenant,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -1013,6 +1034,7 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
         }
         assert!(x.counters[0].take(t, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
         assert_eq!(x.counters[0].hold_slot(t, "c-0", 5, now, expires).await.unwrap(), Slot::Held { new: true });
+        x.bus.publish(&outbound(t, "ev-1")).await.unwrap();
         last.push(sessions.pop().unwrap());
     }
     let agents_of = |t: &TenantId| {
@@ -1039,6 +1061,7 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert!(x.sessions.list_sessions(&gone, SessionFilter::default(), None, 10).await.unwrap().items.is_empty());
     assert_eq!(x.executions.execution_for_source(&gone, "evt-5").await.unwrap(), None);
     assert!(x.executions.usage(&gone, today, today).await.unwrap().is_empty());
+    assert!(x.events.events_after(&gone, 0, 10).await.unwrap().is_empty(), "its event log");
     // its counters start afresh: the window's one admission and the slot are free again
     assert!(x.counters[1].take(&gone, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
     assert_eq!(x.counters[1].hold_slot(&gone, "c-9", 1, now, expires).await.unwrap(), Slot::Held { new: true });
@@ -1054,4 +1077,41 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);
     assert!(!x.counters[1].take(&kept, "MIN#2026-11-23T07:00", 1, expires).await.unwrap(), "its window is still used");
     assert_eq!(x.sessions.list_sessions(&kept, SessionFilter::default(), None, 10).await.unwrap().items.len(), 6);
+    assert_eq!(x.events.events_after(&kept, 0, 10).await.unwrap().len(), 1);
+}
+
+fn outbound(t: &TenantId, id: &str) -> OutboundEvent {
+    OutboundEvent {
+        id: id.into(),
+        detail_type: "session.handoff.human".into(),
+        tenant_id: t.clone(),
+        detail: json!({ "sessionId": SessionId::generate(), "reason": format!("{id} of {t}") }),
+    }
+}
+
+async fn the_event_log_keeps_each_event_once_in_order_and_per_tenant(x: &Subject) {
+    let (a, b) = (tenant("t-a"), tenant("t-b"));
+    for t in [&a, &b] {
+        assert!(x.config_admin.create_tenant(t, "Tenant").await.unwrap());
+    }
+    // the same ids in both tenants, and a replayed publication of one
+    for id in ["e-1", "e-2", "e-1", "e-3"] {
+        x.bus.publish(&outbound(&a, id)).await.unwrap();
+    }
+    x.bus.publish(&outbound(&b, "e-1")).await.unwrap();
+    let logged = x.events.events_after(&a, 0, 10).await.unwrap();
+    let ids: Vec<&str> = logged.iter().map(|(_, e)| e.id.as_str()).collect();
+    assert_eq!(ids, ["e-1", "e-2", "e-3"], "once each, in publication order");
+    assert!(logged.windows(2).all(|w| w[0].0 < w[1].0), "sequence numbers rise");
+    assert!(logged.iter().all(|(_, e)| e.tenant_id == a && e.detail["reason"].as_str().unwrap().ends_with("of t-a")));
+    // paged by the last sequence number seen
+    let first = x.events.events_after(&a, 0, 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let rest = x.events.events_after(&a, first[0].0, 10).await.unwrap();
+    assert_eq!(rest.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["e-2", "e-3"]);
+    assert!(x.events.events_after(&a, logged[2].0, 10).await.unwrap().is_empty());
+    // the other tenant's log holds its own event only
+    let theirs = x.events.events_after(&b, 0, 10).await.unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].1.detail["reason"], "e-1 of t-b");
 }

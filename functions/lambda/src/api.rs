@@ -3,7 +3,8 @@
 //! caller's SigV4 signature against an IAM policy scoped to `/tenants/<id>/*`. Intake routes to
 //! the work queue; `agents/{id}/invoke` enqueues the work item, then waits (bounded, under API
 //! Gateway's 29 s) for the agent-executor function to record it, and answers exactly as the
-//! embedded profile does. There is no conversation log or event log on AWS.
+//! embedded profile does. There is no conversation log on AWS (the Conversations Service has it);
+//! the event log is DynamoDB's (`LoggingBus`), read by `GET …/events` (no live push yet).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +151,8 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         sessions: wiring.store.clone(),
         executions: wiring.store.clone(),
         conversations: None,
-        events: None,
+        // The event log DynamoDB keeps beside EventBridge; no live feed (polled, not pushed).
+        events: Some(wiring.store.clone()),
         live: None,
         auth: None,
         limiter,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
-    EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue, TurnLog,
+    EventBridgeBus, LoggingBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue, TurnLog,
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
@@ -322,7 +322,10 @@ impl Wiring {
             sessions: store.clone(),
             executions: store.clone(),
             queue: queue.clone(),
-            bus: Arc::new(EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone())),
+            bus: Arc::new(LoggingBus::new(
+                EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone()),
+                (*store).clone(),
+            )),
             conversations,
             model,
             webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),

@@ -1315,6 +1315,44 @@ async fn a_streamed_invoke_where_turns_cannot_be_followed_is_refused_with_406() 
 }
 
 #[tokio::test]
+async fn the_event_log_on_aws_lists_each_published_event_once_and_only_to_its_tenant() {
+    let script = vec![Reply::tool_use("tu-1", "handoff_to_human", json!({"reason": "asked for a person"}))];
+    let w = world(script, false).await;
+    w.wiring.store.create_tenant(&"t-2".parse().unwrap(), "Other").await.unwrap();
+    let executor = async {
+        loop {
+            if let Some(done) = poll_once(&w).await {
+                return done;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let ((status, _, body), _) = tokio::join!(invoke_call(api::state(&w.wiring, None), "k-ev"), executor);
+    assert_eq!((status, body["status"].as_str()), (200, Some("handed_off")), "{body}");
+    let (status, log) = api_call(&w, "GET", "/tenants/t-1/events", None).await;
+    assert_eq!(status, 200, "{log}");
+    let events = log["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 1, "{log}");
+    let event = &events[0]["event"];
+    assert_eq!(
+        (event["detailType"].as_str(), event["tenantId"].as_str()),
+        (Some("session.handoff.human"), Some("t-1"))
+    );
+    assert_eq!(event["detail"]["reason"], "asked for a person");
+    // a replayed turn publishes the same event again: it is logged once
+    let again: switchboard_domain::OutboundEvent = serde_json::from_value(event.clone()).unwrap();
+    w.wiring.deps.bus.publish(&again).await.unwrap();
+    let (_, log) = api_call(&w, "GET", "/tenants/t-1/events", None).await;
+    assert_eq!(log["events"].as_array().unwrap().len(), 1, "{log}");
+    // paging: nothing after the last sequence number; another tenant's log is its own
+    let seq = events[0]["seq"].as_i64().unwrap();
+    let (_, after) = api_call(&w, "GET", &format!("/tenants/t-1/events?after={seq}"), None).await;
+    assert_eq!(after["events"], json!([]));
+    let (status, other) = api_call(&w, "GET", "/tenants/t-2/events", None).await;
+    assert_eq!((status, &other["events"]), (200, &json!([])));
+}
+
+#[tokio::test]
 async fn invoke_past_its_bound_answers_202_with_where_the_execution_will_be() {
     let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Later."})), Reply::text("")];
     let w = world(script, false).await;

@@ -1,7 +1,7 @@
 //! Deleting a tenant from DynamoDB: every partition that holds its data, in a bounded amount of
 //! work per call (a Lambda behind API Gateway has under 30 s), so a large tenant is deleted over
 //! several calls. Order: each session's executions then the session, the conversation markers,
-//! the tenant's execution pointers, usage, limit counters and slots, its configuration, and the
+//! the tenant's execution pointers, usage, event log, limit counters and slots, its configuration, and the
 //! tenant marker last — so a deletion that stopped half-way is found and resumed by the next
 //! call. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
 //! unprocessed items are sent again a few times before the call gives up with more to do).
@@ -52,6 +52,7 @@ impl DynamoStore {
             (&sessions, pk.clone(), ""),
             (&executions, pk.clone(), ""),
             (&executions, usage_pk(tenant), ""),
+            (&executions, format!("{pk}#EVENTS"), ""),
             (&executions, format!("{pk}#LIMIT"), ""),
             (&executions, format!("{pk}#SLOT"), ""),
             (&config, pk.clone(), "AGENT#"),

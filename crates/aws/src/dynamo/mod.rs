@@ -17,6 +17,7 @@
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
 //! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
+//! | executions | `TENANT#<t>#EVENTS` | `SEQ` / `EVENT#<seq>` / `EVENTID#<id>` | the counter `n`; `body`, `expiresAt`; `seq` (the event log, `event_log`) |
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //!
@@ -30,6 +31,7 @@ mod codec;
 mod config;
 mod counters;
 mod erase;
+mod event_log;
 mod executions;
 mod keys;
 mod sessions;

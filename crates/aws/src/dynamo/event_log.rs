@@ -1,0 +1,129 @@
+//! The tenant's event log on AWS: every outbound event, as `GET /tenants/{t}/events` lists it
+//! (the operator console reads it), beside its publication on EventBridge. Partition
+//! `TENANT#<t>#EVENTS` in the executions table: `SEQ` the tenant's counter, `EVENT#<seq>` each
+//! event (`body`, `expiresAt`), `EVENTID#<id>` marking an event id as logged. An event is
+//! logged once however often a replayed turn publishes it: the event and its id marker are
+//! written in one transaction whose condition is that the id is new (a replay burns a sequence
+//! number, leaving a gap, which readers do not mind). Kept as long as execution records.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Put, ReturnValue, TransactWriteItem};
+use switchboard_domain::limits::EXECUTION_TTL_DAYS;
+use switchboard_domain::{OutboundEvent, TenantId};
+use switchboard_engine::{EventLog, StoreError};
+
+use super::codec::*;
+use super::keys::*;
+use super::{DynamoStore, Item};
+
+/// Where a tenant's events are.
+fn events_pk(tenant: &TenantId) -> String {
+    format!("{}#EVENTS", tenant_pk(tenant))
+}
+
+/// Sequence numbers sort as text at this width (an `i64` has at most 19 digits).
+fn event_sk(seq: i64) -> String {
+    format!("EVENT#{seq:019}")
+}
+
+impl DynamoStore {
+    /// Logs `event` under the tenant's next sequence number, unless its id is logged already;
+    /// `true` when it was logged now.
+    pub async fn log_event(&self, event: &OutboundEvent) -> Result<bool, StoreError> {
+        let table = &self.names.executions_table;
+        let pk = events_pk(&event.tenant_id);
+        let counted = self
+            .client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key(pk.clone(), "SEQ".into())))
+            .update_expression("ADD #n :one")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(|e| unavailable("UpdateItem", &e))?;
+        let seq = counted
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get("n"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(|| StoreError::Corrupt("the event counter has no number".into()))?;
+        let ttl = n(ttl_seconds(self.clock.now() + chrono::Duration::days(EXECUTION_TTL_DAYS)));
+        let mut marker = key(pk.clone(), format!("EVENTID#{}", event.id));
+        marker.insert("seq".into(), n(seq));
+        marker.insert("expiresAt".into(), ttl.clone());
+        let mut item: Item = key(pk, event_sk(seq));
+        item.insert("body".into(), encode(event)?);
+        item.insert("expiresAt".into(), ttl);
+        let put = |item: Item, condition: Option<&str>| -> Result<TransactWriteItem, StoreError> {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .set_condition_expression(condition.map(str::to_owned))
+                .build()
+                .map_err(build_err)?;
+            Ok(TransactWriteItem::builder().put(put).build())
+        };
+        let writes = vec![put(marker, Some("attribute_not_exists(PK)"))?, put(item, None)?];
+        match self.client.transact_write_items().set_transact_items(Some(writes)).send().await {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let repeat = matches!(e.as_service_error(), Some(TransactWriteItemsError::TransactionCanceledException(c))
+                    if c.cancellation_reasons().first().and_then(|r| r.code()) == Some("ConditionalCheckFailed"));
+                if repeat { Ok(false) } else { Err(unavailable("TransactWriteItems", &e)) }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl EventLog for DynamoStore {
+    async fn events_after(
+        &self,
+        tenant: &TenantId,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
+        let now = self.clock.now();
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        while found.len() < limit {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.executions_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(events_pk(tenant)))
+                .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
+                .expression_attribute_values(":to", s("EVENT#~"))
+                .limit(i32::try_from(limit - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                let Some(seq) = attr_s(&item, "SK")?.strip_prefix("EVENT#").and_then(|v| v.parse::<i64>().ok()) else {
+                    continue;
+                };
+                let expired = item
+                    .get("expiresAt")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|t| t <= now.timestamp());
+                let event: OutboundEvent = decode(&item)?;
+                if !expired && event.tenant_id == *tenant {
+                    found.push((seq, event));
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(found)
+    }
+}
