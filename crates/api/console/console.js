@@ -148,7 +148,7 @@ async function listen() {
       if (lastEventId) headers["Last-Event-ID"] = lastEventId;
       const res = await fetch(`/tenants/${t()}/events/stream`, { headers, signal: controller.signal });
       if (res.status === 404) {
-        // This deployment keeps no event stream (the AWS profile today): look every 5 s instead.
+        // This deployment keeps no event stream: look every 5 s instead.
         document.body.dataset.live = "polling";
         polling = setInterval(() => refreshInbox && refreshInbox(), 5000);
         return;

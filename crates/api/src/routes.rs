@@ -615,7 +615,7 @@ async fn stream_events(
     let after = last_seen.or(q.after).unwrap_or(0);
     // Subscribe before reading the log so nothing published in between is missed; the live
     // part then skips what the replay already sent.
-    let live = live.subscribe();
+    let live = live.subscribe(&t, after);
     let replay = log.events_after(&t, after, MAX_REPLAY).await?;
     let replayed_up_to = replay.last().map_or(after, |(seq, _)| *seq);
     let tenant = t.clone();

@@ -64,7 +64,8 @@ impl EventBus for InProcessBus {
 }
 
 impl EventFeed for InProcessBus {
-    fn subscribe(&self) -> LiveEvents {
+    /// Every tenant's events as they are published; never ends.
+    fn subscribe(&self, _tenant: &switchboard_domain::TenantId, _after: i64) -> LiveEvents {
         self.live_stream()
     }
 }

@@ -66,5 +66,8 @@ pub type LiveEvents = futures::stream::BoxStream<'static, (i64, OutboundEvent)>;
 
 /// Opens a live feed of every tenant's published events; the reader filters by tenant.
 pub trait EventFeed: Send + Sync {
-    fn subscribe(&self) -> LiveEvents;
+    /// Events from now on for a reader of `tenant`'s events that has seen up to `after`; a feed
+    /// may give other tenants' events and ones at or before `after` too (the reader filters),
+    /// and may end (the reader reconnects with the last sequence number it saw).
+    fn subscribe(&self, tenant: &switchboard_domain::TenantId, after: i64) -> LiveEvents;
 }

@@ -4,7 +4,8 @@
 //! the work queue; `agents/{id}/invoke` enqueues the work item, then waits (bounded, under API
 //! Gateway's 29 s) for the agent-executor function to record it, and answers exactly as the
 //! embedded profile does. There is no conversation log on AWS (the Conversations Service has it);
-//! the event log is DynamoDB's (`LoggingBus`), read by `GET …/events` (no live push yet).
+//! the event log is DynamoDB's (`LoggingBus`), read by `GET …/events` and, polled, streamed by
+//! `GET …/events/stream` (`PolledEvents`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,64 @@ pub struct QueueInvoker {
     bound: Duration,
     /// Where a followed turn's events are read from; without it, turns cannot be followed.
     turns: Option<TurnLog>,
+}
+
+/// The event stream on AWS (`GET …/events/stream`): the tenant's event log read every
+/// [`PolledEvents::EVERY`], for [`PolledEvents::FOR`] (inside the function's 29 s); then the
+/// stream ends and the reader reconnects with `Last-Event-ID` (the console does, within a
+/// second). Needs the API's streaming integration to reach a browser as it goes.
+#[derive(Clone)]
+pub struct PolledEvents {
+    log: Arc<dyn switchboard_engine::EventLog>,
+    every: Duration,
+    lasting: Duration,
+}
+
+impl std::fmt::Debug for PolledEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolledEvents")
+            .field("every", &self.every)
+            .field("lasting", &self.lasting)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolledEvents {
+    pub const EVERY: Duration = Duration::from_secs(1);
+    pub const FOR: Duration = Duration::from_secs(20);
+
+    pub fn new(log: Arc<dyn switchboard_engine::EventLog>) -> Self {
+        Self { log, every: Self::EVERY, lasting: Self::FOR }
+    }
+
+    /// Reads every `every`, for `lasting` (tests make both short).
+    pub fn timed(mut self, every: Duration, lasting: Duration) -> Self {
+        (self.every, self.lasting) = (every, lasting);
+        self
+    }
+}
+
+impl switchboard_engine::EventFeed for PolledEvents {
+    fn subscribe(&self, tenant: &switchboard_domain::TenantId, after: i64) -> switchboard_engine::LiveEvents {
+        use futures::StreamExt;
+        let (log, every, tenant) = (Arc::clone(&self.log), self.every, tenant.clone());
+        let until = tokio::time::Instant::now() + self.lasting;
+        let pages = futures::stream::unfold(after, move |seen| {
+            let (log, tenant) = (Arc::clone(&log), tenant.clone());
+            async move {
+                let now = tokio::time::Instant::now();
+                if now >= until {
+                    return None;
+                }
+                tokio::time::sleep(every.min(until - now)).await;
+                // A read that fails is tried again at the next tick.
+                let events = log.events_after(&tenant, seen, 100).await.unwrap_or_default();
+                let next = events.last().map_or(seen, |(seq, _)| *seq);
+                Some((futures::stream::iter(events), next))
+            }
+        });
+        pages.flatten().boxed()
+    }
 }
 
 /// How often a streamed invoke reads the turn log while it waits.
@@ -151,9 +210,9 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         sessions: wiring.store.clone(),
         executions: wiring.store.clone(),
         conversations: None,
-        // The event log DynamoDB keeps beside EventBridge; no live feed (polled, not pushed).
+        // The event log DynamoDB keeps beside EventBridge, and a stream of it, polled.
         events: Some(wiring.store.clone()),
-        live: None,
+        live: Some(Arc::new(PolledEvents::new(wiring.store.clone()))),
         auth: None,
         limiter,
         // API Gateway delivers the whole body in the event; nothing is read from a socket.

@@ -1353,6 +1353,53 @@ async fn the_event_log_on_aws_lists_each_published_event_once_and_only_to_its_te
 }
 
 #[tokio::test]
+async fn the_event_stream_on_aws_replays_the_log_then_polls_it_and_ends_for_a_reconnect() {
+    let w = world(vec![], false).await;
+    let event = |id: &str| switchboard_domain::OutboundEvent {
+        id: id.into(),
+        detail_type: "session.handoff.human".into(),
+        tenant_id: "t-1".parse().unwrap(),
+        detail: json!({ "reason": id }),
+    };
+    let stream = async |every: Duration, lasting: Duration| {
+        let mut state = api::state(&w.wiring, None);
+        state.live = Some(Arc::new(api::PolledEvents::new(w.wiring.store.clone()).timed(every, lasting)));
+        let request = lambda_http::http::Request::builder()
+            .method("GET")
+            .uri("/tenants/t-1/events/stream")
+            .body(lambda_http::Body::Empty)
+            .unwrap();
+        let response = api::app(state).oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.into_body().into_data_stream()
+    };
+    let id_of = |e: &switchboard_models::sse::SseEvent| serde_json::from_str::<Value>(&e.data).unwrap()["id"].clone();
+    w.wiring.deps.bus.publish(&event("ev-1")).await.unwrap();
+    // open: the logged event first, then one published meanwhile, found by reading the log
+    let mut body = stream(Duration::from_millis(20), Duration::from_secs(600)).await;
+    let mut reader = switchboard_models::sse::SseReader::default();
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        let chunk = futures::StreamExt::next(&mut body).await.expect("the stream ended early").unwrap();
+        events.extend(reader.push(&chunk).unwrap());
+        if events.len() == 1 {
+            w.wiring.deps.bus.publish(&event("ev-2")).await.unwrap();
+        }
+    }
+    assert_eq!(events.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["session.handoff.human"; 2]);
+    assert_eq!(events.iter().map(id_of).collect::<Vec<_>>(), [json!("ev-1"), json!("ev-2")]);
+    drop(body);
+    // its time up, a stream gives what the log holds and ends, for the reader to reconnect
+    let mut body = stream(Duration::from_millis(20), Duration::ZERO).await;
+    let mut reader = switchboard_models::sse::SseReader::default();
+    let mut all = Vec::new();
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        all.extend(reader.push(&chunk.unwrap()).unwrap());
+    }
+    assert_eq!(all.iter().map(id_of).collect::<Vec<_>>(), [json!("ev-1"), json!("ev-2")], "each once, then the end");
+}
+
+#[tokio::test]
 async fn invoke_past_its_bound_answers_202_with_where_the_execution_will_be() {
     let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Later."})), Reply::text("")];
     let w = world(script, false).await;
