@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use common::{Server, examples};
 use serde_json::{Value, json};
-use switchboard_testkit::providers::{FakeProvider, Wire, chat, converse, messages};
+#[cfg(feature = "aws")]
+use switchboard_testkit::providers::converse;
+use switchboard_testkit::providers::{FakeProvider, Wire, chat, messages};
 
 const REPLY: &str = "Order 1234 shipped yesterday.";
 
