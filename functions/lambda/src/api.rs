@@ -175,7 +175,8 @@ impl Invoker for QueueInvoker {
                 after = pages.last;
             }
             reads += 1;
-            // An ended page means a run of the turn was committed (or lost a race and runs again).
+            // An ended page means a run of the turn was committed (or lost a race and runs again);
+            // the other reads find a record no page announces (a turn skipped or refused).
             if (pages.ended || reads.is_multiple_of(RECORD_EVERY))
                 && let Some(record) = self.executions.execution_for_source(&item.tenant_id, &item.source_id).await?
             {

@@ -154,6 +154,9 @@ impl Executor {
             let prepared = self.prepare(item).await?;
             // Whether the turn may end the conversation's time with an agent (and so its slot).
             let mut may_end = true;
+            // Who follows this run of the turn; let go once its commit is decided, so that a
+            // follower's end (the AWS turn log's last page) comes after the record.
+            let follower: Option<crate::ports::Follower>;
             let (commit, record) = match prepared {
                 Prepared::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
                 Prepared::Skip(mut session, reason) => {
@@ -173,7 +176,7 @@ impl Executor {
                 }
                 Prepared::Run { session, agent, is_new } => {
                     let expected = (!is_new).then_some(session.version);
-                    let follower = self.progress.as_ref().and_then(|p| p.follower(item));
+                    follower = self.progress.as_ref().and_then(|p| p.follower(item));
                     let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
                     let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
                     if let Some(next) = turn.new_session {
