@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{FakeBedrock, Reply};
 use serde_json::json;
 use std::sync::Arc;
+use switchboard_testkit::Pieces;
 
 use switchboard_aws::BedrockModel;
 use switchboard_domain::message::{ContentBlock, Message, Role};
@@ -300,20 +301,6 @@ async fn reasoning_is_dropped_and_the_text_of_a_cited_answer_kept() {
 
 // ---- ConverseStream ----------------------------------------------------------------------------
 
-/// What a streamed call handed its sink: text pieces, and `None` where an attempt restarted.
-#[derive(Default)]
-struct Pieces(std::sync::Mutex<Vec<Option<String>>>);
-
-impl switchboard_engine::TextSink for Pieces {
-    fn text(&self, delta: &str) {
-        self.0.lock().unwrap().push(Some(delta.to_owned()));
-    }
-
-    fn restart(&self, _error: &ModelError) {
-        self.0.lock().unwrap().push(None);
-    }
-}
-
 #[tokio::test]
 async fn converse_stream_answers_what_converse_does_with_the_text_in_pieces() {
     let text = "Your order ships today.";
@@ -325,7 +312,7 @@ async fn converse_stream_answers_what_converse_does_with_the_text_in_pieces() {
         let sink = Pieces::default();
         let streamed = m.converse_streaming(&simple_request(), &sink).await.unwrap();
         assert_eq!(streamed, plain);
-        let pieces = sink.0.lock().unwrap().clone();
+        let pieces = sink.taken();
         let joined: String = pieces.iter().flatten().map(String::as_str).collect();
         let expected: String = plain
             .content
@@ -351,7 +338,7 @@ async fn converse_stream_is_retried_like_converse_and_its_sink_starts_over() {
     let sink = Pieces::default();
     let r = model(&fake, fast(2)).await.converse_streaming(&simple_request(), &sink).await.unwrap();
     assert_eq!(r.content, vec![ContentBlock::Text { text: "Hello there".into() }]);
-    assert_eq!(*sink.0.lock().unwrap(), vec![None, Some("Hello".into()), Some(" there".into())]);
+    assert_eq!(sink.taken(), vec![None, Some("Hello".into()), Some(" there".into())]);
     let fake = FakeBedrock::start(vec![Reply::Error(400, "ValidationException", "The model id is invalid.")]).await;
     let err = model(&fake, fast(3)).await.converse_streaming(&simple_request(), &Pieces::default()).await.unwrap_err();
     assert!(matches!(&err, ModelError::Rejected(m) if m.contains("invalid")), "{err:?}");

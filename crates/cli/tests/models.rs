@@ -301,10 +301,15 @@ fn openai_server(dir: &Path, fake: &FakeProvider) -> common::Server {
 
 /// POSTs an invoke asking for the stream; the response, its headers read.
 async fn invoke_streamed(server: &common::Server, conversation: &str, key: &str) -> reqwest::Response {
+    invoke(server, conversation, key, "text/event-stream").await
+}
+
+/// POSTs an invoke of the support agent with `key`, accepting `accept`.
+async fn invoke(server: &common::Server, conversation: &str, key: &str, accept: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{}/tenants/acme/agents/{SUPPORT}/invoke", server.base))
         .bearer_auth(&server.admin)
-        .header("accept", "text/event-stream")
+        .header("accept", accept)
         .header("idempotency-key", key)
         .json(&json!({ "conversationId": conversation, "message": "Where is my order #1234?" }))
         .send()
@@ -400,17 +405,7 @@ async fn a_client_that_leaves_mid_stream_neither_stops_nor_repeats_the_turn() {
     drop(res);
     // the same call again, not streamed: it waits for the one execution and answers with it
     let client = reqwest::Client::new();
-    let answer: Value = client
-        .post(format!("{}/tenants/acme/agents/{SUPPORT}/invoke", server.base))
-        .bearer_auth(&server.admin)
-        .header("idempotency-key", "k-leave")
-        .json(&json!({ "conversationId": "c-leave", "message": "Where is my order #1234?" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer: Value = invoke(&server, "c-leave", "k-leave", "application/json").await.json().await.unwrap();
     let started: Value = serde_json::from_str(&first.data).unwrap();
     assert_eq!(answer["executionId"], started["executionId"], "{answer}");
     assert_eq!(answer["status"], "success", "{answer}");

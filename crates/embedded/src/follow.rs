@@ -28,11 +28,6 @@ impl Followers {
         }
         FollowGuard { followers: Arc::clone(self), key, id }
     }
-
-    /// How many turns are followed now.
-    pub fn followed(&self) -> usize {
-        self.by_source.lock().map_or(0, |m| m.len())
-    }
 }
 
 impl Progress for Followers {

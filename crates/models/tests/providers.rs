@@ -14,8 +14,8 @@ use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{ModelConfig, TokenUsage};
 use switchboard_engine::{Model, ModelError, ModelRequest, StopReason, ToolSpec};
 use switchboard_models::{BreakerPolicy, ModelSettings, Models, RetryPolicy};
-use switchboard_testkit::ManualClock;
 use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, messages};
+use switchboard_testkit::{ManualClock, Pieces};
 
 const KEY: &str = "sk-test-0123456789abcdef";
 
@@ -483,26 +483,6 @@ async fn prompt_cache_tokens_are_counted_apart_from_fresh_input() {
 }
 
 // ---- streaming ---------------------------------------------------------------------------------
-
-/// What a streamed call handed its sink: text pieces, and `None` where an attempt restarted.
-#[derive(Default)]
-struct Pieces(std::sync::Mutex<Vec<Option<String>>>);
-
-impl switchboard_engine::TextSink for Pieces {
-    fn text(&self, delta: &str) {
-        self.0.lock().unwrap().push(Some(delta.to_owned()));
-    }
-
-    fn restart(&self, _error: &ModelError) {
-        self.0.lock().unwrap().push(None);
-    }
-}
-
-impl Pieces {
-    fn taken(&self) -> Vec<Option<String>> {
-        self.0.lock().unwrap().clone()
-    }
-}
 
 #[tokio::test]
 async fn a_streamed_call_answers_what_the_plain_call_does_and_hands_its_text_over_in_pieces() {

@@ -13,7 +13,7 @@ pub mod providers;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use switchboard_engine::Clock;
+use switchboard_engine::{Clock, ModelError, TextSink};
 
 /// A clock that moves only when told to; starts at 2026-11-23T07:00:00Z.
 #[derive(Debug)]
@@ -37,5 +37,26 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap()
+    }
+}
+
+/// A streamed model call's sink that keeps what it was handed: text pieces, and `None` where an
+/// attempt started over.
+#[derive(Debug, Default)]
+pub struct Pieces(Mutex<Vec<Option<String>>>);
+
+impl Pieces {
+    pub fn taken(&self) -> Vec<Option<String>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl TextSink for Pieces {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push(Some(delta.to_owned()));
+    }
+
+    fn restart(&self, _error: &ModelError) {
+        self.0.lock().unwrap().push(None);
     }
 }

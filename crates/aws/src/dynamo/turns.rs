@@ -35,7 +35,6 @@ pub struct TurnLog {
     client: Client,
     table: String,
     store: DynamoStore,
-    linger: Duration,
     writers: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -58,15 +57,8 @@ impl TurnLog {
             client: store.client.clone(),
             table: store.names.executions_table.clone(),
             store: store.clone(),
-            linger: Self::LINGER,
             writers: Arc::default(),
         }
-    }
-
-    /// The same log with another linger (tests).
-    pub fn with_linger(mut self, linger: Duration) -> Self {
-        self.linger = linger;
-        self
     }
 
     /// Waits until every turn followed so far has its pages written (a Lambda function calls it
@@ -143,7 +135,7 @@ impl TurnLog {
         let mut batch = Vec::new();
         while let Some(first) = rx.recv().await {
             batch.push(first);
-            tokio::time::sleep(self.linger).await;
+            tokio::time::sleep(Self::LINGER).await;
             while batch.len() < MAX_PAGE_EVENTS {
                 match rx.try_recv() {
                     Ok(e) => batch.push(e),
