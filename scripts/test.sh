@@ -2,9 +2,10 @@
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
 # cfn-lint of template.yaml, the console in a headless browser and the cargo-lambda build of the
-# four functions. Needs the Rust toolchain (with rustfmt and clippy) and python3 with venv; it
-# installs the emulator (moto, from PyPI) into .venv-emulator on first run, and Debian's chromium
-# and chromium-driver with apt-get when they are missing.
+# four functions, and the container image's smoke test when Docker or Podman works here. Needs
+# the Rust toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator
+# (moto, from PyPI) into .venv-emulator on first run, and Debian's chromium and chromium-driver
+# with apt-get when they are missing.
 #
 # `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
 # only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
@@ -93,3 +94,7 @@ echo "== cargo lambda build --release --x86-64 (the four Lambda functions)"
 PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked \
     -p switchboard-fn-event-router -p switchboard-fn-agent-executor \
     -p switchboard-fn-internal-api -p switchboard-fn-archiver
+
+echo "== container image (Dockerfile), when a container engine works here"
+# Docker with a daemon, or Podman; otherwise it says loudly that it skipped.
+scripts/container.sh --if-available

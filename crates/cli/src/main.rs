@@ -89,6 +89,9 @@ enum Command {
     /// Serve the operator console on a loopback address for a deployment the browser cannot
     /// call itself, forwarding its API calls to --endpoint (signed with --aws-sigv4).
     Console(console::ConsoleArgs),
+    /// Ask a running server whether it is ready (`GET /ready`: database writable, workers
+    /// running); exits 0 when it is, 1 with the reason when not. No key needed.
+    Ready(client::ReadyArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -190,6 +193,7 @@ fn main() -> ExitCode {
             Command::Apply(a) => client::apply(&a.remote, a.args).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,
             Command::Console(a) => console::run(a).await,
+            Command::Ready(a) => client::ready(a).await,
         }
     });
     drop(runtime);
