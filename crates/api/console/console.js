@@ -407,22 +407,47 @@ async function execution(id) {
 
 // ---------- overview ----------
 
+const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator"];
+
 async function overview() {
   const today = new Date().toISOString().slice(0, 10);
   const from = new Date(Date.now() - 6 * 86400000).toISOString().slice(0, 10);
-  const [usage, waiting] = await Promise.all([
+  const [usage, waiting, activity] = await Promise.all([
     api("GET", `/tenants/${t()}/usage?from=${from}&to=${today}`),
     api("GET", `/tenants/${t()}/sessions?status=handed_off&limit=100`),
+    api("GET", `/tenants/${t()}/activity?hours=24`),
   ]);
   const humans = waiting.items.filter((s) => s.handedOffTo && s.handedOffTo.type === "human").length;
   const days = usage.byDay || [];
+  const byStatus = activity.executions || {};
+  const failing = (byStatus.failed || 0) + (byStatus.timeout || 0);
+  // the statuses seen in the span, in the API's order
+  const statuses = STATUSES.filter((s) => byStatus[s]);
+  const busiest = Math.max(1, ...activity.byHour.map((h) => h.total));
+  const hourLabel = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const active = activity.byHour.filter((h) => h.total > 0).reverse();
   main.replaceChildren(
     el("h1", {}, "Overview"),
     el("div", { class: "stats" },
       el("div", { class: "card" }, el("div", { class: "n", id: "waiting-count" }, humans), "waiting for a human"),
+      el("div", { class: "card" }, el("div", { class: "n", id: "executions-24h" }, activity.total), "executions, 24 hours"),
+      el("div", { class: "card" + (failing ? " alarm" : "") }, el("div", { class: "n", id: "failing-24h" }, failing), "failed or timed out, 24 hours"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.calls : 0), "model calls, 7 days"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.inputTokens + usage.total.outputTokens : 0), "tokens, 7 days"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total && usage.total.costUsd != null ? `$${usage.total.costUsd}` : "—"), "cost, 7 days")),
+    el("h2", {}, "Executions, last 24 hours"),
+    el("div", { class: "bars", role: "img", "aria-label": `Executions per hour over the last 24 hours, ${activity.total} in all` },
+      activity.byHour.map((h) => {
+        const bar = el("div", { class: "bar" + (h.total ? "" : " empty"), title: `${hourLabel(h.hour)}: ${h.total}` });
+        bar.style.height = `${Math.max(2, Math.round((h.total / busiest) * 100))}%`; // CSSOM: allowed by the CSP
+        return bar;
+      })),
+    active.length === 0 ? el("p", { class: "muted" }, "Nothing ran in the last 24 hours.") :
+      el("table", { id: "activity" },
+        el("thead", {}, el("tr", {}, ["Hour", "Executions", ...statuses].map((h) => el("th", { scope: "col" }, h.replace("_", " "))))),
+        el("tbody", {}, active.map((h) => el("tr", {},
+          el("td", {}, hourLabel(h.hour)), el("td", {}, h.total),
+          statuses.map((s) => el("td", { class: s === "failed" || s === "timeout" ? "error" : "" }, h.executions[s] || 0)))))),
     el("h2", {}, "By day"),
     el("table", {}, el("thead", {}, el("tr", {}, ["Day", "Calls", "Input tokens", "Output tokens", "Cost"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, days.map((d) => el("tr", {}, el("td", {}, d.day), el("td", {}, d.calls), el("td", {}, d.inputTokens), el("td", {}, d.outputTokens), el("td", {}, d.costUsd == null ? "—" : `$${d.costUsd}`))))));

@@ -61,6 +61,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/executions", get(execution_by_source))
         .route("/tenants/{tenant}/executions/{execution}", get(get_execution))
         .route("/tenants/{tenant}/usage", get(usage))
+        .route("/tenants/{tenant}/activity", get(activity))
         .route("/tenants", post(config::create_tenant))
         .route("/tenants/{tenant}", get(config::get_tenant).patch(config::update_tenant).delete(config::delete_tenant))
         .route("/tenants/{tenant}/apply", post(config::apply))
@@ -572,6 +573,64 @@ async fn usage(
         "rows": rows,
         "byDay": by_day,
         "total": total,
+    }))
+    .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActivityQuery {
+    hours: Option<String>,
+}
+
+/// Hours an activity report spans at most (a week).
+const ACTIVITY_MAX_HOURS: i64 = 168;
+
+/// The tenant's executions by status in each of the last `hours` UTC hours (default 24), the
+/// current hour last and every hour listed, with the totals of the span.
+async fn activity(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+    q: Result<Query<ActivityQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let hours = match q.hours.as_deref() {
+        None => 24,
+        Some(raw) => raw.parse::<i64>().ok().filter(|h| (1..=ACTIVITY_MAX_HOURS).contains(h)).ok_or_else(|| {
+            Problem::invalid(ValidationErrors::single(
+                "/query/hours",
+                format!("must be a whole number of hours from 1 to {ACTIVITY_MAX_HOURS}"),
+            ))
+        })?,
+    };
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let to = switchboard_domain::hour_of(state.executor.deps().clock.now());
+    let from = to - chrono::Duration::hours(hours - 1);
+    let rows = state.executions.activity(&t, from, to).await?;
+    let mut total = serde_json::Map::new();
+    let by_hour: Vec<serde_json::Value> = (0..hours)
+        .map(|i| {
+            let hour = from + chrono::Duration::hours(i);
+            let mut executions = serde_json::Map::new();
+            let mut sum = 0u64;
+            for r in rows.iter().filter(|r| r.hour == hour) {
+                executions.insert(r.status.as_str().to_owned(), json!(r.executions));
+                let t = total.entry(r.status.as_str()).or_insert(json!(0u64));
+                *t = json!(t.as_u64().unwrap_or(0) + r.executions);
+                sum += r.executions;
+            }
+            json!({ "hour": hour, "executions": executions, "total": sum })
+        })
+        .collect();
+    let sum: u64 = rows.iter().map(|r| r.executions).sum();
+    Ok(Json(json!({
+        "tenantId": t,
+        "from": from,
+        "to": to,
+        "byHour": by_hour,
+        "executions": total,
+        "total": sum,
     }))
     .into_response())
 }

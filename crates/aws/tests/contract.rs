@@ -17,7 +17,7 @@ use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
     Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
     OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger,
-    TriggerId, UsageCounts,
+    TriggerId, UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{BusError, EventBus, EventLog};
@@ -171,6 +171,7 @@ contract!(
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
     usage_adds_up_per_day_agent_and_model_once_per_source,
+    activity_counts_executions_per_hour_and_status_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
@@ -495,6 +496,48 @@ async fn usage_adds_up_per_day_agent_and_model_once_per_source(x: &Subject) {
     let theirs = x.executions.usage(&other, today, today + Duration::days(1)).await.unwrap();
     assert_eq!(theirs.len(), 1);
     assert_eq!(theirs[0].counts, priced(1, 5, 5, 5));
+}
+
+async fn activity_counts_executions_per_hour_and_status_once_per_source(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let h = hour_of(x.clock.now());
+    let at = |hour: DateTime<Utc>, minute: i64, status: ExecutionStatus, mut c: TurnCommit| {
+        c.execution.created_at = hour + Duration::minutes(minute);
+        c.execution.status = status;
+        c
+    };
+    let s = start(&t, "c-1", h);
+    x.sessions.commit_turn(&at(h, 1, ExecutionStatus::Success, create(&s, "evt-1", h))).await.unwrap();
+    // a redelivery of the same source is not counted, whatever status it would have had
+    let again = at(h, 2, ExecutionStatus::Failed, create(&start(&t, "c-2", h), "evt-1", h));
+    assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
+    let (s, second) = update(&s, "evt-2", h);
+    x.sessions.commit_turn(&at(h, 59, ExecutionStatus::HandedOff, second)).await.unwrap();
+    let (s, third) = update(&s, "evt-3", h);
+    x.sessions.commit_turn(&at(h, 30, ExecutionStatus::Success, third)).await.unwrap();
+    // the next hour, and another tenant in the first
+    let next = h + Duration::hours(1);
+    let (_, fourth) = update(&s, "evt-4", next);
+    x.sessions.commit_turn(&at(next, 0, ExecutionStatus::Failed, fourth)).await.unwrap();
+    x.sessions
+        .commit_turn(&at(h, 5, ExecutionStatus::Success, create(&start(&other, "c-1", h), "evt-1", h)))
+        .await
+        .unwrap();
+
+    let shape = |rows: Vec<switchboard_domain::ActivityRow>| -> Vec<_> {
+        rows.into_iter().map(|r| (r.hour, r.status, r.executions)).collect()
+    };
+    assert_eq!(
+        shape(x.executions.activity(&t, h, h).await.unwrap()),
+        vec![(h, ExecutionStatus::Success, 2), (h, ExecutionStatus::HandedOff, 1)],
+        "by hour, then status in declaration order"
+    );
+    assert_eq!(
+        shape(x.executions.activity(&t, h - Duration::hours(5), next).await.unwrap()),
+        vec![(h, ExecutionStatus::Success, 2), (h, ExecutionStatus::HandedOff, 1), (next, ExecutionStatus::Failed, 1)]
+    );
+    assert!(x.executions.activity(&t, next + Duration::hours(1), next + Duration::hours(9)).await.unwrap().is_empty());
+    assert_eq!(shape(x.executions.activity(&other, h, next).await.unwrap()), vec![(h, ExecutionStatus::Success, 1)]);
 }
 
 async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
@@ -1061,6 +1104,8 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert!(x.sessions.list_sessions(&gone, SessionFilter::default(), None, 10).await.unwrap().items.is_empty());
     assert_eq!(x.executions.execution_for_source(&gone, "evt-5").await.unwrap(), None);
     assert!(x.executions.usage(&gone, today, today).await.unwrap().is_empty());
+    let (day_start, day_end) = (hour_of(now) - Duration::days(2), hour_of(now) + Duration::days(2));
+    assert!(x.executions.activity(&gone, day_start, day_end).await.unwrap().is_empty(), "its activity");
     assert!(x.events.events_after(&gone, 0, 10).await.unwrap().is_empty(), "its event log");
     // its counters start afresh: the window's one admission and the slot are free again
     assert!(x.counters[1].take(&gone, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
@@ -1075,6 +1120,8 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert!(x.sessions.get_session(&kept, last[1].session_id).await.unwrap().is_some());
     assert!(x.executions.execution_for_source(&kept, "evt-5").await.unwrap().is_some());
     assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);
+    let kept_activity = x.executions.activity(&kept, day_start, day_end).await.unwrap();
+    assert_eq!(kept_activity.iter().map(|r| r.executions).sum::<u64>(), 6, "its activity: {kept_activity:?}");
     assert!(!x.counters[1].take(&kept, "MIN#2026-11-23T07:00", 1, expires).await.unwrap(), "its window is still used");
     assert_eq!(x.sessions.list_sessions(&kept, SessionFilter::default(), None, 10).await.unwrap().items.len(), 6);
     assert_eq!(x.events.events_after(&kept, 0, 10).await.unwrap().len(), 1);

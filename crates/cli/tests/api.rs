@@ -347,6 +347,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
         corpus.push((Method::GET, format!("{base}/usage"), None));
+        corpus.push((Method::GET, format!("{base}/activity"), None));
         corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
     }
     corpus.push((Method::GET, "/tenants/acme".into(), None));
@@ -377,6 +378,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
         let own_tenant_listing = path.starts_with("/tenants/intruder/conversations")
             || path == "/tenants/intruder/usage"
+            || path == "/tenants/intruder/activity"
             || path.starts_with("/tenants/intruder/sessions?");
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing {
@@ -404,6 +406,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     assert_eq!((theirs.body["rows"].clone(), theirs.body["total"]["calls"].clone()), (json!([]), json!(0)));
     let acme = admin.get("/tenants/acme/usage").await;
     assert!(acme.body["total"]["calls"].as_u64().unwrap() >= 1, "{}", acme.body);
+    // and so is its activity
+    let theirs = intruder.get("/tenants/intruder/activity").await;
+    assert_eq!((theirs.body["total"].clone(), theirs.body["executions"].clone()), (json!(0), json!({})));
+    assert!(admin.get("/tenants/acme/activity").await.body["total"].as_u64().unwrap() >= 1);
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
@@ -685,6 +691,55 @@ async fn usage_reports_tokens_by_day_agent_and_model_and_refuses_bad_ranges() {
         ("since=2026-11-01", "/query"),
     ] {
         let r = api.get(&format!("/tenants/acme/usage?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.body);
+        assert_eq!(pointers(&r), [pointer], "{query}");
+    }
+}
+
+#[tokio::test]
+async fn activity_counts_executions_by_hour_and_status_and_refuses_bad_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let message = |id: &str, conversation: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": conversation, "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let answered = api.post("/events?wait=30", message("a-1", "c-a", "where is my order")).await;
+    let handed = api.post("/events?wait=30", message("a-2", "c-b", "I want a human now")).await;
+    let statuses = [&answered, &handed].map(|r| r.body["execution"]["status"].as_str().unwrap().to_owned());
+    assert_eq!(statuses, ["success", "handed_off"], "{} {}", answered.body, handed.body);
+    // a redelivery adds nothing
+    api.post("/events?wait=30", message("a-1", "c-a", "where is my order")).await;
+
+    let report = api.get("/tenants/acme/activity?hours=3").await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let hours = report.body["byHour"].as_array().unwrap();
+    assert_eq!(hours.len(), 3, "every hour listed: {}", report.body);
+    assert_eq!(report.body["from"], hours[0]["hour"]);
+    assert_eq!(report.body["to"], hours[2]["hour"]);
+    // both executions were committed in the current hour, which is the last (a turn of the clock
+    // between them would put one in the hour before: count across the span)
+    let created: Vec<&str> =
+        [&answered, &handed].iter().map(|r| r.body["execution"]["createdAt"].as_str().unwrap()).collect();
+    for (i, at) in created.iter().enumerate() {
+        let hour = format!("{}:00:00Z", &at[..13]);
+        let row = hours.iter().find(|h| h["hour"] == json!(hour)).unwrap_or_else(|| panic!("{hour}: {}", report.body));
+        assert!(row["executions"][&statuses[i]].as_u64().unwrap() >= 1, "{row}");
+    }
+    assert_eq!(report.body["executions"], json!({ "success": 1, "handed_off": 1 }));
+    assert_eq!(report.body["total"], 2);
+    let summed: u64 = hours.iter().map(|h| h["total"].as_u64().unwrap()).sum();
+    assert_eq!(summed, 2);
+    // the default span is a day
+    assert_eq!(api.get("/tenants/acme/activity").await.body["byHour"].as_array().unwrap().len(), 24);
+    // bad spans name the parameter at fault
+    for (query, pointer) in
+        [("hours=0", "/query/hours"), ("hours=169", "/query/hours"), ("hours=a", "/query/hours"), ("days=1", "/query")]
+    {
+        let r = api.get(&format!("/tenants/acme/activity?{query}")).await;
         assert_eq!(r.status, 400, "{query}: {}", r.body);
         assert_eq!(pointers(&r), [pointer], "{query}");
     }

@@ -350,3 +350,47 @@ async fn an_admin_creates_a_tenant_once_and_a_tenant_key_cannot() {
     assert_eq!(tenant.post("/tenants", serde_json::json!({ "tenantId": "gamma", "name": "G" })).await.status, 404);
     assert_eq!(admin.get("/tenants/gamma/agents").await.status, 404);
 }
+
+#[test]
+fn ready_answers_for_a_running_server_and_names_the_reason_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&dir.path().join("data"), &[]);
+    let out = bin().args(["ready", "--endpoint", &server.base]).env_remove("SWITCHBOARD_API_KEY").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout(&out).trim(), "ready");
+    server.terminate();
+
+    // nothing listening: the address is named
+    let out = bin().args(["ready", "--endpoint", &server.base]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach") && err.contains(&server.base), "{err}");
+
+    // a server that answers 503 with a problem: its detail is the reason
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let answering = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).unwrap();
+        let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let body = r#"{"type":"about:blank","title":"Not ready","status":503,"detail":"the workers have stopped"}"#;
+        write!(
+            conn,
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        request
+    });
+    let out = bin().args(["ready", "--endpoint", &base]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not ready: 503 Not ready: the workers have stopped"), "{err}");
+    assert!(answering.join().unwrap().starts_with("GET /ready HTTP/1.1"));
+
+    // a bad endpoint is named
+    let out = bin().args(["ready", "--endpoint", "not a url"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--endpoint not a url is not a URL"));
+}

@@ -286,6 +286,16 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     b.click("a[href='#/overview']").await;
     b.find("#waiting-count").await;
     assert_eq!(b.text("#waiting-count").await, "0", "nobody waits after the handback");
+    // the last 24 hours' executions, as the activity report counts them: the agents' turns and
+    // the operator's claim and reply (the handback is a handoff)
+    let activity = api.get("/tenants/acme/activity").await.body;
+    let total = activity["total"].as_u64().unwrap();
+    assert!(total >= 5 && activity["executions"]["operator"].as_u64().unwrap() >= 2, "{activity}");
+    assert_eq!(b.text("#executions-24h").await, total.to_string());
+    assert_eq!(b.text("#failing-24h").await, "0");
+    assert_eq!(b.js("return document.querySelectorAll('.bars .bar').length").await, json!(24));
+    let table = b.text("#activity").await;
+    assert!(table.contains("operator") && table.contains("success"), "{table}");
     b.shot("5-overview").await;
 
     // Every control is reachable by keyboard and labelled.

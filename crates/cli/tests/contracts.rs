@@ -623,6 +623,9 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert!(usage.body["total"]["calls"].as_u64().unwrap() > 0, "{}", usage.body);
     assert!(!usage.body["rows"].as_array().unwrap().is_empty());
     assert_eq!(api.get("/tenants/acme/usage?from=2026-02-30").await.pointers(), ["/query/from"]);
+    let activity = api.get("/tenants/acme/activity?hours=2").await;
+    assert!(activity.body["total"].as_u64().unwrap() > 0, "{}", activity.body);
+    assert_eq!(api.get("/tenants/acme/activity?hours=169").await.pointers(), ["/query/hours"]);
 
     // -- configuration CRUD -------------------------------------------------------------------
     let tool = api

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, DurationRound, NaiveDate, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::execution::{ExecutionRecord, ModelCallRecord, TokenUsage};
+use crate::execution::{ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage};
 use crate::ids::AgentId;
 
 /// An amount in US dollars, held as nano-dollars; serialised as a dollar number.
@@ -234,7 +234,27 @@ pub struct UsageLine {
     pub counts: UsageCounts,
 }
 
+/// Executions of one tenant committed in one UTC hour with one status: what an overview of the
+/// tenant's activity counts. Kept as long as usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityRow {
+    pub hour: DateTime<Utc>,
+    pub status: ExecutionStatus,
+    pub executions: u64,
+}
+
+/// The start of the UTC hour `t` falls in.
+pub fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::TimeDelta::hours(1)).unwrap_or(t)
+}
+
 impl ExecutionRecord {
+    /// The UTC hour the execution is counted in by [`ActivityRow`]s.
+    pub fn activity_hour(&self) -> DateTime<Utc> {
+        hour_of(self.created_at)
+    }
+
     /// The UTC day the execution is counted on.
     pub fn usage_day(&self) -> NaiveDate {
         self.created_at.date_naive()

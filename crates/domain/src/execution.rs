@@ -31,6 +31,43 @@ pub enum ExecutionStatus {
     Operator,
 }
 
+impl ExecutionStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [ExecutionStatus; 10] = [
+        Self::Success,
+        Self::HandedOff,
+        Self::Ended,
+        Self::MaxIterations,
+        Self::BudgetExceeded,
+        Self::RateLimited,
+        Self::Timeout,
+        Self::Failed,
+        Self::Skipped,
+        Self::Operator,
+    ];
+
+    /// The status as the API spells it (`handed_off`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::HandedOff => "handed_off",
+            Self::Ended => "ended",
+            Self::MaxIterations => "max_iterations",
+            Self::BudgetExceeded => "budget_exceeded",
+            Self::RateLimited => "rate_limited",
+            Self::Timeout => "timeout",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Operator => "operator",
+        }
+    }
+
+    /// The status [`as_str`](Self::as_str) spells `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+}
+
 /// Why an execution failed, coarse enough to alert on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -250,4 +287,19 @@ pub struct ChildExecution {
     pub tool_calls: Vec<ToolCallRecord>,
     pub token_usage: TokenUsage,
     pub latency_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_status_is_spelled_as_serde_spells_it_and_read_back() {
+        for status in ExecutionStatus::ALL {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+            assert_eq!(ExecutionStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(ExecutionStatus::parse("succeeded"), None);
+    }
 }

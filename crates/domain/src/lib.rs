@@ -27,7 +27,7 @@ pub use agent::{
     Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig,
 };
 pub use condition::{ConditionError, Conditions};
-pub use cost::{Cost, Price, PriceTable, UsageCounts, UsageLine, UsageRow};
+pub use cost::{ActivityRow, Cost, Price, PriceTable, UsageCounts, UsageLine, UsageRow, hour_of};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
     Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,

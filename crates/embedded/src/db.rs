@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::TENANT_LIMITS,
     crate::store::SESSION_SLOTS,
     crate::store::MESSAGE_SENDER,
+    crate::store::ACTIVITY,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -390,3 +390,44 @@ async fn tenants_and_agents_are_read_from_memory_until_a_write_changes_them() {
     assert!(second.store.create_tenant(&other, "Two").await.unwrap());
     assert_eq!(e.store.get_tenant(&other).await.unwrap().unwrap().name, "Two");
 }
+
+/// The activity step fills its counts from the execution records a data directory already has,
+/// in the hour and with the status each record was written with.
+#[tokio::test]
+async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
+    let clock = clock();
+    let (e, dir) = open(clock.clone(), 5);
+    let t: TenantId = "t-1".parse().unwrap();
+    let h = switchboard_domain::hour_of(clock.now());
+    let mut s = Session::start(t.clone(), "c-1".into(), AgentId::generate(), clock.now());
+    let statuses = [(0, ExecutionStatus::Success), (59, ExecutionStatus::Success), (61, ExecutionStatus::Failed)];
+    for (i, (minute, status)) in statuses.into_iter().enumerate() {
+        let mut r = record(&t, s.session_id, &format!("evt-{i}"), h + chrono::Duration::minutes(minute));
+        r.status = status;
+        let expected_version = (i > 0).then_some(s.version);
+        if i > 0 {
+            s.version += 1;
+        }
+        e.store
+            .commit_turn(&TurnCommit {
+                sessions: vec![SessionWrite { session: s.clone(), expected_version }],
+                execution: r,
+            })
+            .await
+            .unwrap();
+    }
+    let before = e.store.activity(&t, h, h + chrono::Duration::hours(1)).await.unwrap();
+    drop(e);
+    // as if the data directory predated the step
+    let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    let steps = i64::try_from(switchboard_embedded::db::MIGRATIONS.len()).unwrap();
+    conn.execute_batch(&format!("DROP TABLE activity_hourly; PRAGMA user_version = {};", steps - 1)).unwrap();
+    drop(conn);
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    let after = e.store.activity(&t, h, h + chrono::Duration::hours(1)).await.unwrap();
+    let shape: Vec<_> = after.iter().map(|r| (r.hour, r.status, r.executions)).collect();
+    assert_eq!(shape, [(h, ExecutionStatus::Success, 2), (h + chrono::Duration::hours(1), ExecutionStatus::Failed, 1)]);
+    assert_eq!(after, before, "the same counts as kept at commit");
+}

@@ -615,7 +615,9 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         .send()
         .await
         .unwrap();
-    assert_eq!(usage_items.items().len(), 1);
+    // one day's usage and one hour's activity
+    let sks: Vec<_> = usage_items.items().iter().filter_map(|i| i.get("SK")?.as_s().ok()).collect();
+    assert!(sks.len() == 2 && sks[0].starts_with("DAY#") && sks[1].starts_with("HOUR#"), "{sks:?}");
     let usage_image = serde_json::to_value(serde_dynamo::Item::from(usage_items.items()[0].clone())).unwrap();
     let stream = json!({"Records": [{
         "eventID": "1", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",

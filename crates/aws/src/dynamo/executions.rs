@@ -3,8 +3,11 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use chrono::NaiveDate;
-use switchboard_domain::{AgentId, Cost, ExecutionId, ExecutionRecord, SessionId, TenantId, UsageCounts, UsageRow};
+use chrono::{DateTime, NaiveDate, Utc};
+use switchboard_domain::{
+    ActivityRow, AgentId, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, SessionId, TenantId, UsageCounts,
+    UsageRow,
+};
 use switchboard_engine::{ExecutionLog, Page, StoreError};
 
 use super::DynamoStore;
@@ -162,5 +165,58 @@ impl ExecutionLog for DynamoStore {
                 Ok(UsageRow { day, agent_id, model, counts })
             })
             .collect()
+    }
+
+    /// Sums the shards of each hour and status.
+    async fn activity(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<ActivityRow>, StoreError> {
+        let mut rows: BTreeMap<(DateTime<Utc>, usize), u64> = BTreeMap::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.names.executions_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(usage_pk(tenant)))
+                .expression_attribute_values(":from", s(format!("HOUR#{}#", from.format("%Y-%m-%dT%H"))))
+                // `~` sorts after every character of a status and a shard.
+                .expression_attribute_values(":to", s(format!("HOUR#{}#~", to.format("%Y-%m-%dT%H"))))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("Query", &e))?;
+            for item in out.items.unwrap_or_default() {
+                let hour = attr_s(&item, "hour")?;
+                let hour = DateTime::parse_from_rfc3339(hour)
+                    .map_err(|e| StoreError::Corrupt(format!("activity item hour {hour}: {e}")))?
+                    .with_timezone(&Utc);
+                let status = attr_s(&item, "status")?;
+                let status = ExecutionStatus::ALL
+                    .iter()
+                    .position(|s| s.as_str() == status)
+                    .ok_or_else(|| StoreError::Corrupt(format!("activity item status {status}")))?;
+                let executions = item
+                    .get("executions")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .ok_or_else(|| StoreError::Corrupt("activity item executions is not a count".into()))?;
+                let sum = rows.entry((hour, status)).or_default();
+                *sum = sum.saturating_add(executions);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|((hour, status), executions)| ActivityRow { hour, status: ExecutionStatus::ALL[status], executions })
+            .collect())
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, NaiveDate, Utc};
-use switchboard_domain::{AgentId, ExecutionId, Session, SessionId, TenantId};
+use switchboard_domain::{AgentId, ExecutionId, ExecutionStatus, Session, SessionId, TenantId};
 use switchboard_engine::ConfigKind;
 
 use super::Item;
@@ -82,6 +82,11 @@ pub(super) const USAGE_SHARDS: u128 = 16;
 /// ULIDs (no `#`), so the model is everything between the agent and the shard.
 pub(super) fn usage_sk(day: NaiveDate, agent: AgentId, model: &str, shard: u128) -> String {
     format!("DAY#{day}#{agent}#{model}#{shard:02}")
+}
+
+/// `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>`, beside the usage items: sorts by hour, then status.
+pub(super) fn activity_sk(hour: DateTime<Utc>, status: ExecutionStatus, shard: u128) -> String {
+    format!("HOUR#{}#{}#{shard:02}", hour.format("%Y-%m-%dT%H"), status.as_str())
 }
 
 /// TTL value: epoch seconds, rounded up so that DynamoDB never deletes a record before it expires.

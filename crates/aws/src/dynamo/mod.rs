@@ -19,6 +19,7 @@
 //! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
 //! | executions | `TENANT#<t>#EVENTS` | `SEQ` / `EVENT#<seq>` / `EVENTID#<id>` | the counter `n`; `body`, `expiresAt`; `seq` (the event log, `event_log`) |
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
+//! | executions | `TENANT#<t>#USAGE` | `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>` | `hour`, `status`, `executions`, `expiresAt` (activity) |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //!
 //! GSI `SessionsByConversation` on the sessions table: partition `conversationKey`

@@ -136,7 +136,7 @@ impl DynamoStore {
     }
 
     /// What the record adds to its tenant's daily usage: one counter update per agent and model,
-    /// on a shard picked by the execution id.
+    /// and one to its hour's executions of its status, on a shard picked by the execution id.
     fn usage_items(&self, e: &ExecutionRecord) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
         let day = e.usage_day();
         let shard = e.execution_id.0.random() % USAGE_SHARDS;
@@ -187,6 +187,23 @@ impl DynamoStore {
                 .map_err(build_err)?;
             out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
         }
+        // and one execution of its status in its hour, on the same shard
+        let hour = e.activity_hour();
+        let update = Update::builder()
+            .table_name(&self.names.executions_table)
+            .set_key(Some(key(usage_pk(&e.tenant_id), activity_sk(hour, e.status, shard))))
+            .update_expression("SET #hour = :hour, #status = :status, #ttl = :ttl ADD #n :one")
+            .expression_attribute_names("#hour", "hour")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#ttl", "expiresAt")
+            .expression_attribute_names("#n", "executions")
+            .expression_attribute_values(":hour", s(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+            .expression_attribute_values(":status", s(e.status.as_str()))
+            .expression_attribute_values(":ttl", n(ttl.timestamp()))
+            .expression_attribute_values(":one", n(1))
+            .build()
+            .map_err(build_err)?;
+        out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
         Ok(out)
     }
 

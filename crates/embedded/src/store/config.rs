@@ -160,6 +160,7 @@ impl ConfigAdmin for SqliteStore {
                     "messages",
                     "events",
                     "usage_daily",
+                    "activity_hourly",
                     "tenant_counters",
                     "session_slots",
                 ] {

@@ -27,7 +27,9 @@ use switchboard_engine::{Clock, StoreError};
 
 use crate::db::{Db, DbError};
 
-pub use schema::{MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, TENANT_LIMITS, TENANT_STATUS, USAGE};
+pub use schema::{
+    ACTIVITY, MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, TENANT_LIMITS, TENANT_STATUS, USAGE,
+};
 
 /// Maps database failures onto the engine's store errors.
 fn store_err(e: DbError) -> StoreError {

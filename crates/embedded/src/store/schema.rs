@@ -168,3 +168,20 @@ CREATE TABLE session_slots (
 pub const MESSAGE_SENDER: &str = r#"
 ALTER TABLE messages ADD COLUMN sender TEXT;
 "#;
+
+/// Schema step 9: executions per tenant, UTC hour (`YYYY-MM-DDTHH:00:00Z`) and status, added to
+/// in the transaction that records each execution, for the console's overview; filled from the
+/// execution records still kept when the step is applied.
+pub const ACTIVITY: &str = r#"
+CREATE TABLE activity_hourly (
+    tenant_id  TEXT NOT NULL,
+    hour       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    executions INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, hour, status)
+) STRICT, WITHOUT ROWID;
+INSERT INTO activity_hourly (tenant_id, hour, status, executions)
+    SELECT tenant_id, substr(json_extract(body, '$.createdAt'), 1, 13) || ':00:00Z',
+           json_extract(body, '$.status'), count(*)
+    FROM executions GROUP BY 1, 2, 3;
+"#;

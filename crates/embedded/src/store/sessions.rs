@@ -1,9 +1,12 @@
 //! Sessions, their per-turn commits (one transaction), and execution records.
 
 use async_trait::async_trait;
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{OptionalExtension, params};
-use switchboard_domain::{Cost, ExecutionId, ExecutionRecord, Session, SessionId, TenantId, UsageCounts, UsageRow};
+use switchboard_domain::{
+    ActivityRow, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
+    UsageRow,
+};
 use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
@@ -108,6 +111,7 @@ impl SessionStore for SqliteStore {
             serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
         let day = e.usage_day().to_string();
+        let (hour, status) = (hour_key(e.activity_hour()), e.status.as_str());
         let usage: Vec<(String, String, [i64; 7])> = e
             .usage_lines()
             .into_iter()
@@ -186,6 +190,11 @@ impl SessionStore for SqliteStore {
                     )?
                     .execute(params![t, day, agent, model, calls, input, output, read, write, cost, unpriced])?;
                 }
+                tx.prepare_cached(
+                    "INSERT INTO activity_hourly (tenant_id, hour, status, executions) VALUES (?1, ?2, ?3, 1)
+                     ON CONFLICT (tenant_id, hour, status) DO UPDATE SET executions = executions + 1",
+                )?
+                .execute(params![t, hour, status])?;
                 tx.commit()?;
                 Ok(Ok(()))
             })
@@ -274,6 +283,50 @@ impl ExecutionLog for SqliteStore {
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
         self.usage_rows(tenant, from, to).await
     }
+
+    async fn activity(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<ActivityRow>, StoreError> {
+        let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
+        let raw: Vec<(String, String, i64)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT hour, status, executions FROM activity_hourly
+                     WHERE tenant_id = ?1 AND hour >= ?2 AND hour <= ?3 ORDER BY hour, status",
+                )?;
+                let rows = stmt
+                    .query_map(params![t, from, to], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let mut rows = raw
+            .into_iter()
+            .map(|(hour, status, n)| {
+                Ok(ActivityRow {
+                    hour: DateTime::parse_from_rfc3339(&hour)
+                        .map_err(|e| StoreError::Corrupt(format!("activity hour {hour}: {e}")))?
+                        .with_timezone(&Utc),
+                    status: ExecutionStatus::parse(&status)
+                        .ok_or_else(|| StoreError::Corrupt(format!("activity status {status}")))?,
+                    executions: u64::try_from(n).unwrap_or(0),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // by hour, then by status in declaration order (not alphabetical)
+        rows.sort_by_key(|r| (r.hour, ExecutionStatus::ALL.iter().position(|s| *s == r.status)));
+        Ok(rows)
+    }
+}
+
+/// How an activity row's hour is stored: sortable text, `YYYY-MM-DDTHH:00:00Z`.
+fn hour_key(hour: DateTime<Utc>) -> String {
+    switchboard_domain::hour_of(hour).format("%Y-%m-%dT%H:00:00Z").to_string()
 }
 
 impl SqliteStore {

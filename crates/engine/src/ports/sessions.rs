@@ -1,9 +1,9 @@
 //! Sessions, their per-turn commits, and the execution records those commits write.
 
 use async_trait::async_trait;
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    AgentId, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, UsageRow,
+    ActivityRow, AgentId, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, UsageRow,
 };
 
 use super::{Page, StoreError};
@@ -82,4 +82,14 @@ pub trait ExecutionLog: Send + Sync {
     /// The tenant's model usage on the UTC days `from..=to`, one row per day, agent and model
     /// with calls in it, ordered by day, agent, model. Usage outlives the execution records.
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError>;
+    /// The tenant's executions by status in the UTC hours starting at `from..=to` (both hour
+    /// starts), one row per hour and status with executions in it, ordered by hour, then status
+    /// in [`ExecutionStatus::ALL`](switchboard_domain::ExecutionStatus::ALL) order.
+    /// Counted in the transaction that records each execution; kept as long as usage.
+    async fn activity(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<ActivityRow>, StoreError>;
 }
