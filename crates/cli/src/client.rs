@@ -787,6 +787,28 @@ pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `switchboard activity`: executions per UTC hour and status, the hours with any.
+pub async fn activity(remote: &Remote, hours: u16) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let report = api.call(Method::GET, &format!("/tenants/{t}/activity?hours={hours}"), None, None).await?.0;
+    if remote.json {
+        return print_value(&report);
+    }
+    println!("{} to {} (UTC hours)", cell(&report["from"]), cell(&report["to"]));
+    let by_status = |v: &Value| -> String {
+        v.as_object()
+            .map(|m| m.iter().map(|(status, n)| format!("{status}={n}")).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    println!("{:<20}  {:>10}  BY STATUS", "HOUR", "EXECUTIONS");
+    for h in report["byHour"].as_array().into_iter().flatten().filter(|h| h["total"].as_u64() > Some(0)) {
+        println!("{:<20}  {:>10}  {}", cell(&h["hour"]), cell(&h["total"]), by_status(&h["executions"]));
+    }
+    println!("{:<20}  {:>10}  {}", "total", cell(&report["total"]), by_status(&report["executions"]));
+    Ok(())
+}
+
 /// `switchboard apply -f tenant.json`: creates or updates every record of the bundle (and, with
 /// an admin key or IAM on AWS, the tenant), printing what changed.
 pub async fn apply(remote: &Remote, args: ApplyArgs) -> anyhow::Result<()> {

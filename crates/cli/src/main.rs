@@ -79,6 +79,8 @@ enum Command {
     Executions(ExecutionArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
     Usage(UsageArgs),
+    /// Executions of a tenant per UTC hour and status, on a running server.
+    Activity(ActivityArgs),
     /// API keys of a tenant, on a running server (admin key; the embedded profile).
     Keys(KeysArgs),
     /// Create or update a whole tenant bundle (agents, triggers, tools, skills) on a running
@@ -132,6 +134,15 @@ struct UsageArgs {
     remote: client::Remote,
     #[command(flatten)]
     range: client::UsageRange,
+}
+
+#[derive(Debug, clap::Args)]
+struct ActivityArgs {
+    #[command(flatten)]
+    remote: client::Remote,
+    /// Hours to report, the current one included (1 to 168)
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u16).range(1..=168))]
+    hours: u16,
 }
 
 #[derive(Debug, clap::Args)]
@@ -189,6 +200,7 @@ fn main() -> ExitCode {
             Command::Sessions(a) => client::sessions(&a.remote, a.verb).await,
             Command::Executions(a) => client::executions(&a.remote, a.verb).await,
             Command::Usage(a) => client::usage(&a.remote, a.range).await,
+            Command::Activity(a) => client::activity(&a.remote, a.hours).await,
             Command::Keys(a) => client::keys(&a.remote, a.verb).await,
             Command::Apply(a) => client::apply(&a.remote, a.args).await,
             Command::ExampleReceiver(a) => receiver::run(a).await,

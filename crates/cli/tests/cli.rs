@@ -132,6 +132,17 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     assert!(usage.contains("without a price"), "{usage}");
     let err = cli.fails(&["usage", "--from", "2026-11-30", "--to", "2026-11-01"]);
     assert!(err.contains("400") && err.contains("/query/from"), "{err}");
+    // and when: the invoke's one execution, in its hour
+    let activity = cli.ok(&["activity", "--hours", "2"]);
+    let lines: Vec<&str> = activity.lines().collect();
+    assert!(lines[1].starts_with("HOUR") && lines.len() >= 4, "{activity}");
+    assert!(lines[lines.len() - 2].ends_with("success=1"), "{activity}");
+    assert!(
+        lines[lines.len() - 1].starts_with("total") && lines[lines.len() - 1].contains(" 1  success=1"),
+        "{activity}"
+    );
+    let err = cli.fails(&["activity", "--hours", "169"]);
+    assert!(err.contains("--hours"), "{err}");
     assert_eq!(
         cli.ok(&["sessions", "handoff", &session, "--to", "human", "--reason", "VIP"]).trim(),
         "handed off to a human"
