@@ -10,10 +10,13 @@ FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 # The registry and target caches survive between builds (BuildKit and Buildah both honour
-# them); the binary is copied out of the cache in the same step.
+# them); the binary is copied out of the cache in the same step. COPY keeps the context's
+# modification times, which can be older than a cached build of other sources: the workspace's
+# own files are touched so that cargo always rebuilds them (dependencies stay cached).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p switchboard-cli \
+    find crates functions -type f -exec touch {} + \
+    && cargo build --release --locked -p switchboard-cli \
     && install -m 0755 target/release/switchboard /usr/local/bin/switchboard
 
 FROM ${RUNTIME_IMAGE}

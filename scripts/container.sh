@@ -64,9 +64,14 @@ ex=/usr/share/switchboard/examples/support
 start() { # name: runs the server on the volume, port published on loopback only
     "$engine" run -d --name "$1" -v "$volume:/data" -p 127.0.0.1::8080 "$image" \
         serve --tenant "$ex/tenant.json" --scripted-model "$ex/script.json" >/dev/null
-    # the first line on stdout says the server is listening (no polling)
-    timeout 60 bash -c "$engine logs -f $1 2>/dev/null | grep -q -m1 '^listening on '" \
-        || fail "$1 did not start listening within 60 s"
+    # the first line on stdout says the server is listening (no polling); the log follower is
+    # stopped once it has been read
+    local fd follower
+    exec {fd}< <(exec timeout 60 "$engine" logs -f "$1" 2>/dev/null)
+    follower=$!
+    grep -q -m1 '^listening on ' <&"$fd" || fail "$1 did not start listening within 60 s"
+    kill "$follower" 2>/dev/null || true
+    exec {fd}<&-
     port=$("$engine" port "$1" 8080/tcp | head -1 | sed 's/.*://')
     base="http://127.0.0.1:$port"
 }
@@ -76,6 +81,14 @@ start "$name"
 "$engine" exec "$name" switchboard ready | grep -qx ready || fail "switchboard ready inside the container"
 [ "$("$engine" exec "$name" id -u)" = 10001 ] || fail "the server does not run as uid 10001"
 curl -fsS "$base/ready" | grep -q '"ready"' || fail "GET /ready from the host"
+# the image's health check: run now (podman), or at least present in the image (docker runs it
+# on its own schedule)
+if [ "$engine" = podman ]; then
+    podman healthcheck run "$name" 2>/dev/null || fail "the health check does not pass"
+else
+    docker image inspect --format '{{json .Config.Healthcheck}}' "$image" | grep -q 'switchboard","ready' \
+        || fail "the image has no health check"
+fi
 key=$("$engine" exec "$name" cat /data/admin.key)
 
 echo "== a message answered by the example tenant"
