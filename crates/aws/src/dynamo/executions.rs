@@ -10,9 +10,9 @@ use switchboard_domain::{
 };
 use switchboard_engine::{ExecutionLog, Page, StoreError};
 
-use super::DynamoStore;
 use super::codec::*;
 use super::keys::*;
+use super::{DynamoStore, Item};
 
 impl DynamoStore {
     /// The execution a pointer item (`SOURCE#…` or `EXECID#…`) leads to, if it has not expired.
@@ -109,53 +109,33 @@ impl ExecutionLog for DynamoStore {
     /// Sums the shards of each day, agent and model.
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
         let mut rows: BTreeMap<(NaiveDate, String, String), (UsageCounts, u64)> = BTreeMap::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-                .expression_attribute_values(":pk", s(usage_pk(tenant)))
-                .expression_attribute_values(":from", s(format!("DAY#{from}#")))
-                // `~` sorts after every character of an agent id, a model and a shard.
-                .expression_attribute_values(":to", s(format!("DAY#{to}#~")))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                let day: NaiveDate =
-                    attr_s(&item, "day")?.parse().map_err(|e| StoreError::Corrupt(format!("usage item day: {e}")))?;
-                let number = |name: &str| -> Result<u64, StoreError> {
-                    match item.get(name) {
-                        None => Ok(0),
-                        Some(v) => v
-                            .as_n()
-                            .ok()
-                            .and_then(|n| n.parse().ok())
-                            .ok_or_else(|| StoreError::Corrupt(format!("usage item {name} is not a count"))),
-                    }
-                };
-                let counts = UsageCounts {
-                    calls: number("calls")?,
-                    input_tokens: number("inputTokens")?,
-                    output_tokens: number("outputTokens")?,
-                    cache_read_tokens: number("cacheReadTokens")?,
-                    cache_write_tokens: number("cacheWriteTokens")?,
-                    cost_usd: None,
-                    unpriced_calls: number("unpricedCalls")?,
-                };
-                let k = (day, attr_s(&item, "agentId")?.to_owned(), attr_s(&item, "model")?.to_owned());
-                let (sum, nanos) = rows.entry(k).or_default();
-                sum.add(&counts);
-                *nanos = nanos.saturating_add(number("costNanos")?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
+        // `~` sorts after every character of an agent id, a model and a shard.
+        for item in self.usage_partition(tenant, format!("DAY#{from}#"), format!("DAY#{to}#~")).await? {
+            let day: NaiveDate =
+                attr_s(&item, "day")?.parse().map_err(|e| StoreError::Corrupt(format!("usage item day: {e}")))?;
+            let number = |name: &str| -> Result<u64, StoreError> {
+                match item.get(name) {
+                    None => Ok(0),
+                    Some(v) => v
+                        .as_n()
+                        .ok()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| StoreError::Corrupt(format!("usage item {name} is not a count"))),
+                }
+            };
+            let counts = UsageCounts {
+                calls: number("calls")?,
+                input_tokens: number("inputTokens")?,
+                output_tokens: number("outputTokens")?,
+                cache_read_tokens: number("cacheReadTokens")?,
+                cache_write_tokens: number("cacheWriteTokens")?,
+                cost_usd: None,
+                unpriced_calls: number("unpricedCalls")?,
+            };
+            let k = (day, attr_s(&item, "agentId")?.to_owned(), attr_s(&item, "model")?.to_owned());
+            let (sum, nanos) = rows.entry(k).or_default();
+            sum.add(&counts);
+            *nanos = nanos.saturating_add(number("costNanos")?);
         }
         rows.into_iter()
             .map(|((day, agent, model), (mut counts, nanos))| {
@@ -175,6 +155,38 @@ impl ExecutionLog for DynamoStore {
         to: DateTime<Utc>,
     ) -> Result<Vec<ActivityRow>, StoreError> {
         let mut rows: BTreeMap<(DateTime<Utc>, usize), u64> = BTreeMap::new();
+        let (from, to) = (from.format("%Y-%m-%dT%H"), to.format("%Y-%m-%dT%H"));
+        // `~` sorts after every character of a status and a shard.
+        for item in self.usage_partition(tenant, format!("HOUR#{from}#"), format!("HOUR#{to}#~")).await? {
+            let hour = attr_s(&item, "hour")?;
+            let hour = DateTime::parse_from_rfc3339(hour)
+                .map_err(|e| StoreError::Corrupt(format!("activity item hour {hour}: {e}")))?
+                .with_timezone(&Utc);
+            let status = attr_s(&item, "status")?;
+            let status = ExecutionStatus::ALL
+                .iter()
+                .position(|s| s.as_str() == status)
+                .ok_or_else(|| StoreError::Corrupt(format!("activity item status {status}")))?;
+            let executions = item
+                .get("executions")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| StoreError::Corrupt("activity item executions is not a count".into()))?;
+            let sum = rows.entry((hour, status)).or_default();
+            *sum = sum.saturating_add(executions);
+        }
+        Ok(rows
+            .into_iter()
+            .map(|((hour, status), executions)| ActivityRow { hour, status: ExecutionStatus::ALL[status], executions })
+            .collect())
+    }
+}
+
+impl DynamoStore {
+    /// Every item of the tenant's usage partition (daily usage and hourly activity) whose sort
+    /// key is in `from..=to`, reading page after page.
+    async fn usage_partition(&self, tenant: &TenantId, from: String, to: String) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
         let mut start = None;
         loop {
             let out = self
@@ -183,40 +195,19 @@ impl ExecutionLog for DynamoStore {
                 .table_name(&self.names.executions_table)
                 .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
                 .expression_attribute_values(":pk", s(usage_pk(tenant)))
-                .expression_attribute_values(":from", s(format!("HOUR#{}#", from.format("%Y-%m-%dT%H"))))
-                // `~` sorts after every character of a status and a shard.
-                .expression_attribute_values(":to", s(format!("HOUR#{}#~", to.format("%Y-%m-%dT%H"))))
+                .expression_attribute_values(":from", s(from.clone()))
+                .expression_attribute_values(":to", s(to.clone()))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                let hour = attr_s(&item, "hour")?;
-                let hour = DateTime::parse_from_rfc3339(hour)
-                    .map_err(|e| StoreError::Corrupt(format!("activity item hour {hour}: {e}")))?
-                    .with_timezone(&Utc);
-                let status = attr_s(&item, "status")?;
-                let status = ExecutionStatus::ALL
-                    .iter()
-                    .position(|s| s.as_str() == status)
-                    .ok_or_else(|| StoreError::Corrupt(format!("activity item status {status}")))?;
-                let executions = item
-                    .get("executions")
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .ok_or_else(|| StoreError::Corrupt("activity item executions is not a count".into()))?;
-                let sum = rows.entry((hour, status)).or_default();
-                *sum = sum.saturating_add(executions);
-            }
+            items.extend(out.items.unwrap_or_default());
             match out.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => break,
             }
         }
-        Ok(rows
-            .into_iter()
-            .map(|((hour, status), executions)| ActivityRow { hour, status: ExecutionStatus::ALL[status], executions })
-            .collect())
+        Ok(items)
     }
 }
