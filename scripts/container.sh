@@ -6,8 +6,8 @@
 #   scripts/container.sh                 # docker, or podman when docker has no daemon
 #   CONTAINER_ENGINE=podman scripts/container.sh
 #   scripts/container.sh --if-available  # what scripts/test.sh runs: skips (loudly) when no
-#                                        # engine can build here, or SWITCHBOARD_SKIP_CONTAINER
-#                                        # is set (an engine that cannot reach a registry)
+#                                        # engine works here, the base images can be neither
+#                                        # found nor pulled, or SWITCHBOARD_SKIP_CONTAINER is set
 #
 # RUST_IMAGE / RUNTIME_IMAGE, when set, are passed as build arguments (a mirror or local images).
 # Needs curl and python3. Removes the containers and volume it made; keeps the image
@@ -61,6 +61,23 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAILED: $*" >&2; "$engine" logs "$name" 2>&1 | tail -20 >&2 || true; exit 1; }
+
+# The base images must be here or reachable. An engine that works but cannot reach a registry
+# (an offline CI machine) is, for --if-available, the same as no engine: skip loudly.
+dockerfile_default() { sed -n "s/^ARG $1=//p" Dockerfile; }
+for base in "${RUST_IMAGE:-$(dockerfile_default RUST_IMAGE)}" \
+    "${RUNTIME_IMAGE:-$(dockerfile_default RUNTIME_IMAGE)}"; do
+    "$engine" image inspect "$base" >/dev/null 2>&1 && continue
+    echo "== $engine pull $base"
+    if ! "$engine" pull "$base"; then
+        if $if_available; then
+            echo "!! $engine cannot pull the base image $base (no registry access?): THE CONTAINER IMAGE IS NOT BUILT OR SMOKE-TESTED" >&2
+            exit 0
+        fi
+        echo "error: $engine cannot pull the base image $base; set RUST_IMAGE / RUNTIME_IMAGE to images it has" >&2
+        exit 1
+    fi
+done
 
 echo "== $engine build -t $image ."
 "$engine" build "${format[@]}" "${build_args[@]}" -t "$image" .
