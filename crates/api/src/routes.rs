@@ -750,7 +750,9 @@ async fn invoke(
     if agent.status != AgentStatus::Active {
         return Err(Problem::conflict(format!("agent {agent_id} is not active")));
     }
-    if let Some(s) = state.sessions.latest_session(&t, &body.conversation_id).await? {
+    let latest = state.sessions.latest_session(&t, &body.conversation_id).await?;
+    let agent_session = latest.as_ref().is_some_and(|s| s.is_active());
+    if let Some(s) = latest {
         if s.is_human_owned() {
             return Err(Problem::conflict("a human operator owns this conversation; hand it back first"));
         }
@@ -772,7 +774,7 @@ async fn invoke(
     };
     let day_tokens = match done {
         Some(_) => None,
-        None => match Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id).await? {
+        None => match Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id, agent_session).await? {
             Admission::Admitted(day) => Some(day),
             Admission::Refused(refusal) => {
                 tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");

@@ -15,9 +15,9 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
-    Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, ModelCallRecord,
-    OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger,
-    TriggerId, UsageCounts, hour_of,
+    Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, HandoffTarget,
+    ModelCallRecord, OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus,
+    TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{BusError, EventBus, EventLog};
@@ -161,6 +161,7 @@ contract!(
     a_recorded_source_is_a_duplicate_and_writes_nothing,
     latest_session_is_the_active_one_else_the_newest,
     sessions_of_a_conversation_come_oldest_first,
+    routing_sees_the_conversations_newest_session_and_who_owns_it,
     executions_page_with_a_cursor_across_pages,
     expired_executions_are_never_returned,
     another_tenants_ids_return_nothing,
@@ -175,6 +176,7 @@ contract!(
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
+    a_slot_and_a_count_are_asked_together_and_a_refused_count_takes_no_slot,
     sessions_list_newest_first_narrowed_and_paged,
     deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
     the_event_log_keeps_each_event_once_in_order_and_per_tenant,
@@ -638,6 +640,46 @@ async fn session_slots_stay_within_the_limit_across_processes(x: &Subject) {
     assert_eq!(full, Slot::Full { frees_at: later + Duration::minutes(30) });
 }
 
+async fn a_slot_and_a_count_are_asked_together_and_a_refused_count_takes_no_slot(x: &Subject) {
+    use switchboard_engine::{Admit, SlotAndCount};
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let until = now + Duration::minutes(30);
+    let ask = |conversation, window, likely_held| SlotAndCount {
+        tenant: &t,
+        conversation,
+        sessions: 2,
+        now,
+        until,
+        window,
+        limit: 1,
+        expires: now + Duration::minutes(2),
+        likely_held,
+    };
+    // a new conversation, guessed right and guessed wrong
+    assert_eq!(x.counters[0].hold_slot_and_take(&ask("c-1", "MIN#a", false)).await.unwrap(), Admit::Counted);
+    // the window is full: c-2 takes no slot
+    let full = x.counters[1].hold_slot_and_take(&ask("c-2", "MIN#a", true)).await.unwrap();
+    assert_eq!(full, Admit::CountFull { took_slot: false });
+    // so c-3 takes the second slot (the wrong guess costs nothing but a round trip), and c-4
+    // finds both held
+    assert_eq!(x.counters[1].hold_slot_and_take(&ask("c-3", "MIN#b", true)).await.unwrap(), Admit::Counted);
+    let sessions_full = x.counters[0].hold_slot_and_take(&ask("c-4", "MIN#c", false)).await.unwrap();
+    assert_eq!(sessions_full, Admit::SessionsFull { frees_at: until });
+    // both limits reached at once: the sessions cap is the one reported
+    let both = x.counters[0].hold_slot_and_take(&ask("c-4", "MIN#a", true)).await.unwrap();
+    assert_eq!(both, Admit::SessionsFull { frees_at: until });
+    // a holder renews whichever way it is guessed, and meeting a full window keeps its slot
+    assert_eq!(x.counters[1].hold_slot_and_take(&ask("c-1", "MIN#c", false)).await.unwrap(), Admit::Counted);
+    let kept = x.counters[0].hold_slot_and_take(&ask("c-1", "MIN#c", true)).await.unwrap();
+    assert_eq!(kept, Admit::CountFull { took_slot: false });
+    assert_eq!(x.counters[1].hold_slot(&t, "c-1", 2, now, until).await.unwrap(), Slot::Held { new: false });
+    // a count refused in one window took nothing from another, and an idle slot frees for a newcomer
+    let later = until + Duration::seconds(1);
+    let newcomer = SlotAndCount { now: later, until: later + Duration::minutes(30), ..ask("c-5", "MIN#d", false) };
+    assert_eq!(x.counters[0].hold_slot_and_take(&newcomer).await.unwrap(), Admit::Counted);
+}
+
 async fn walk(x: &Subject, t: &TenantId, filter: SessionFilter, limit: usize) -> Vec<SessionId> {
     let (mut seen, mut after) = (vec![], None);
     loop {
@@ -706,6 +748,29 @@ async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
         .await
         .unwrap();
     assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(newer));
+}
+
+async fn routing_sees_the_conversations_newest_session_and_who_owns_it(x: &Subject) {
+    let t = tenant("t-1");
+    assert_eq!(x.sessions.latest_session_for_routing(&t, "c-1").await.unwrap(), None);
+    let active = start(&t, "c-1", x.clock.now());
+    x.sessions.commit_turn(&create(&active, "evt-1", x.clock.now())).await.unwrap();
+    let seen = x.sessions.latest_session_for_routing(&t, "c-1").await.unwrap();
+    assert_eq!(seen.as_ref().map(|s| (s.session_id, s.is_active())), Some((active.session_id, true)));
+    // handed to a human: routing sees who owns the conversation now; another tenant sees nothing
+    let mut human = bump(&active, x.clock.now());
+    human.status = SessionStatus::HandedOff;
+    human.handed_off_to = Some(HandoffTarget::Human);
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: human, expected_version: Some(active.version) }],
+            execution: record(&active, "evt-2", x.clock.now()),
+        })
+        .await
+        .unwrap();
+    let seen = x.sessions.latest_session_for_routing(&t, "c-1").await.unwrap().unwrap();
+    assert!(seen.is_human_owned(), "{:?}", seen.status);
+    assert_eq!(x.sessions.latest_session_for_routing(&tenant("t-2"), "c-1").await.unwrap(), None);
 }
 
 async fn sessions_of_a_conversation_come_oldest_first(x: &Subject) {

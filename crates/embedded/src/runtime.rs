@@ -250,7 +250,8 @@ impl Ingest for Embedded {
         let completions = self.subscribe_completions();
         let outcome = Embedded::ingest(self, event).await?;
         let record = match outcome {
-            RouteOutcome::Enqueued { .. } | RouteOutcome::Limited { .. } => {
+            // a human-owned conversation's message is recorded too (skipped, in the transcript)
+            RouteOutcome::Enqueued { .. } | RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => {
                 self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
             }
             _ => None,

@@ -226,6 +226,33 @@ async fn tokens_per_day_refuse_once_the_days_usage_reaches_them_until_the_next_u
 }
 
 #[tokio::test]
+async fn a_day_usage_cache_reads_the_days_tokens_once_per_ttl_and_is_late_by_at_most_that() {
+    use switchboard_engine::{Admission, Limits};
+    let mut w = World::new(limits(60, 1_000_000, OnLimit::Nothing)).await;
+    let deps = w.embedded.executor.deps().clone();
+    let cached = Limits::new(&deps).with_day_usage_cache(std::time::Duration::from_secs(3600));
+    let tenant = w.embedded.store.get_tenant(&w.tenant).await.unwrap().unwrap();
+    let admitted = |a: &Admission| matches!(a, Admission::Admitted(_));
+    let calls = w.embedded.store.db_calls();
+    assert!(admitted(&cached.admit(&tenant, "c-1", false).await.unwrap()));
+    let first = w.embedded.store.db_calls() - calls;
+    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()));
+    assert_eq!(w.embedded.store.db_calls() - calls - first, first - 1, "the second admission reads no usage");
+    // the day's tokens reach the limit: a fresh read refuses, the cached figure admits until it expires
+    let (_, record) = w.say("c-1", "a first question").await;
+    let mut tenant = tenant;
+    tenant.limits.tokens_per_day = record.unwrap().token_usage.total();
+    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()), "within the TTL: the usage as last read");
+    let refused = Limits::new(&deps).with_day_usage_cache(std::time::Duration::ZERO).admit(&tenant, "c-1", true).await;
+    assert!(matches!(refused.unwrap(), Admission::Refused(r) if r.limit == LimitName::TokensPerDay));
+    // the next UTC day is a new entry
+    w.clock.advance(chrono::Duration::hours(17));
+    let calls = w.embedded.store.db_calls();
+    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()));
+    assert_eq!(w.embedded.store.db_calls() - calls, first, "a new day is read");
+}
+
+#[tokio::test]
 async fn on_limit_hands_the_conversation_to_a_human_who_then_owns_it() {
     let mut w = World::new(limits(1, 1_000_000, OnLimit::HandoffToHuman)).await;
     w.say("c-1", "hello").await;
@@ -503,6 +530,7 @@ async fn a_slot_and_a_count_are_asked_in_one_call_and_a_refused_count_takes_no_s
         window,
         limit: 1,
         expires: now + chrono::Duration::minutes(2),
+        likely_held: false,
     };
     let calls = store.db_calls();
     assert_eq!(store.hold_slot_and_take(&ask("c-1", "MIN#a")).await.unwrap(), Admit::Counted);

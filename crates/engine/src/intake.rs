@@ -3,7 +3,9 @@
 //! runs no agent and sends nothing. (Not to be confused with the router *pattern*, an agent that
 //! picks another agent: `crate::patterns::router`.)
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::first_match;
@@ -80,6 +82,13 @@ pub struct Intake {
     queue: Arc<dyn WorkQueue>,
     metrics: Arc<dyn Metrics>,
     limits: Option<Limits>,
+    tenants: Option<Arc<TenantCache>>,
+}
+
+/// Tenants [`Intake::route`] read, kept for a while (an unknown tenant is never kept).
+struct TenantCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<TenantId, (Instant, Tenant)>>,
 }
 
 impl std::fmt::Debug for Intake {
@@ -90,7 +99,29 @@ impl std::fmt::Debug for Intake {
 
 impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
-        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None }
+        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None, tenants: None }
+    }
+
+    /// Serves each tenant [`Intake::route`] reads from memory for `ttl` (its status and limits
+    /// included): a read saved per message at the price of changes showing up to `ttl` late.
+    pub fn with_tenant_cache(mut self, ttl: Duration) -> Self {
+        self.tenants = Some(Arc::new(TenantCache { ttl, entries: Mutex::default() }));
+        self
+    }
+
+    async fn tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
+        let Some(cache) = &self.tenants else {
+            return self.config.get_tenant(tenant).await;
+        };
+        let fresh = |(at, _): &&(Instant, Tenant)| at.elapsed() < cache.ttl;
+        if let Some((_, hit)) = cache.entries.lock().ok().and_then(|e| e.get(tenant).filter(fresh).cloned()) {
+            return Ok(Some(hit));
+        }
+        let found = self.config.get_tenant(tenant).await?;
+        if let (Some(t), Ok(mut entries)) = (&found, cache.entries.lock()) {
+            entries.insert(tenant.clone(), (Instant::now(), t.clone()));
+        }
+        Ok(found)
     }
 
     /// Enforces the tenants' limits on every message an agent would answer (without: none).
@@ -115,7 +146,7 @@ impl Intake {
     /// event id and the executor records each source once.
     pub async fn route(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
-        match self.config.get_tenant(&d.tenant_id).await? {
+        match self.tenant(&d.tenant_id).await? {
             None => Err(RouteError::UnknownTenant(d.tenant_id.clone())),
             Some(t) if t.status == TenantStatus::Suspended => {
                 info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
@@ -140,7 +171,9 @@ impl Intake {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
             return Ok(RouteOutcome::NotInbound);
         }
-        if let Some(latest) = self.sessions.latest_session(&d.tenant_id, &d.conversation_id).await?
+        let latest = self.sessions.latest_session_for_routing(&d.tenant_id, &d.conversation_id).await?;
+        let agent_session = latest.as_ref().is_some_and(|s| s.is_active());
+        if let Some(latest) = latest
             && latest.is_human_owned()
         {
             // No trigger is consulted and no agent will answer; the item still goes through the
@@ -161,7 +194,7 @@ impl Intake {
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
                     let (refused, day_tokens) = match &self.limits {
-                        Some(limits) => match limits.admit(tenant, &d.conversation_id).await? {
+                        Some(limits) => match limits.admit(tenant, &d.conversation_id, agent_session).await? {
                             Admission::Admitted(day) => (None, Some(day)),
                             Admission::Refused(r) => (Some(r), None),
                         },
@@ -244,11 +277,13 @@ mod tests {
         latest: Option<Session>,
         queued: Mutex<Vec<WorkItem>>,
         dedup: Mutex<HashSet<String>>,
+        tenant_reads: std::sync::atomic::AtomicUsize,
     }
 
     #[async_trait]
     impl ConfigStore for World {
         async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<switchboard_domain::Tenant>, StoreError> {
+            self.tenant_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(self.tenants.contains(tenant).then(|| switchboard_domain::Tenant {
                 tenant_id: tenant.clone(),
                 name: "T".into(),
@@ -372,6 +407,30 @@ mod tests {
         assert_eq!(i.route(&event("ta", "e-2", "outbound", "help")).await.unwrap(), RouteOutcome::NotInbound);
         assert_eq!(i.route(&event("ta", "e-3", "inbound", "hello")).await.unwrap(), RouteOutcome::NoMatch);
         assert!(w.queued.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_tenant_cache_reads_a_known_tenant_once_per_ttl_and_an_unknown_one_every_time() {
+        let reads = |w: &World| w.tenant_reads.load(std::sync::atomic::Ordering::Relaxed);
+        let w = Arc::new(world());
+        let cached = intake(&w).with_tenant_cache(Duration::from_secs(3600));
+        for (i, t) in ["ta", "ta", "tb", "ta"].into_iter().enumerate() {
+            let outcome = cached.route(&event(t, &format!("e-{i}"), "inbound", "help")).await.unwrap();
+            assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
+        }
+        assert_eq!(reads(&w), 2, "ta and tb read once each");
+        for _ in 0..2 {
+            let unknown = cached.route(&event("tz", "e-9", "inbound", "help")).await;
+            assert!(matches!(unknown, Err(RouteError::UnknownTenant(_))));
+        }
+        assert_eq!(reads(&w), 4, "an unknown tenant is asked for every time (it may be created any moment)");
+        // a clone shares the cache; a TTL of zero keeps nothing
+        cached.clone().route(&event("tb", "e-10", "inbound", "help")).await.unwrap();
+        assert_eq!(reads(&w), 4);
+        let uncached = intake(&w).with_tenant_cache(Duration::ZERO);
+        uncached.route(&event("ta", "e-11", "inbound", "help")).await.unwrap();
+        uncached.route(&event("ta", "e-12", "inbound", "help")).await.unwrap();
+        assert_eq!(reads(&w), 6);
     }
 
     #[tokio::test]

@@ -8,9 +8,11 @@
 //! for the sessions cap) publishes `tenant.limit.reached`; later ones in the same window do not. What a refused message becomes (its record, the customer's answer) is the executor's
 //! business: intake queues it with the [`Refusal`], so it keeps its place in the conversation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
 use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
@@ -35,6 +37,13 @@ pub struct Limits {
     bus: Arc<dyn EventBus>,
     clock: Arc<dyn Clock>,
     metrics: Arc<dyn Metrics>,
+    day_usage: Option<Arc<DayUsageCache>>,
+}
+
+/// The tokens a tenant used on a day, as last read, kept for a while.
+struct DayUsageCache {
+    ttl: std::time::Duration,
+    entries: Mutex<HashMap<(TenantId, NaiveDate), (Instant, u64)>>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -51,17 +60,47 @@ impl Limits {
             bus: deps.bus.clone(),
             clock: deps.clock.clone(),
             metrics: deps.metrics.clone(),
+            day_usage: None,
         }
     }
 
+    /// Keeps each tenant's tokens used today for `ttl` instead of reading them for every
+    /// message: a tenant that reaches its tokens per day is refused up to `ttl` later (on top
+    /// of the turns already running, which no check before a turn can bound).
+    pub fn with_day_usage_cache(mut self, ttl: std::time::Duration) -> Self {
+        self.day_usage = Some(Arc::new(DayUsageCache { ttl, entries: Mutex::default() }));
+        self
+    }
+
+    /// The tokens `tenant` used on `day`.
+    async fn used_on(&self, tenant: &TenantId, day: NaiveDate) -> Result<u64, StoreError> {
+        let k = (tenant.clone(), day);
+        if let Some(cache) = &self.day_usage
+            && let Some((_, used)) =
+                cache.entries.lock().ok().and_then(|e| e.get(&k).filter(|(at, _)| at.elapsed() < cache.ttl).copied())
+        {
+            return Ok(used);
+        }
+        let used = self.executions.usage(tenant, day, day).await?.iter().map(|r| r.counts.tokens()).sum();
+        if let Some(cache) = &self.day_usage
+            && let Ok(mut entries) = cache.entries.lock()
+        {
+            // yesterday's entries go as the day turns
+            entries.retain(|(_, d), _| *d >= day);
+            entries.insert(k, (Instant::now(), used));
+        }
+        Ok(used)
+    }
+
     /// Counts one invocation for `tenant` in `conversation` unless a limit refuses it. A refused
-    /// piece of work is not counted and takes no new session slot.
-    pub async fn admit(&self, tenant: &Tenant, conversation: &str) -> Result<Admission, StoreError> {
+    /// piece of work is not counted and takes no new session slot. `likely_held`: the caller
+    /// has just seen the conversation's active agent session (so it probably holds its slot);
+    /// it only decides which write is tried first.
+    pub async fn admit(&self, tenant: &Tenant, conversation: &str, likely_held: bool) -> Result<Admission, StoreError> {
         let now = self.clock.now();
         let limits = &tenant.limits;
         let today = now.date_naive();
-        let used: u64 =
-            self.executions.usage(&tenant.tenant_id, today, today).await?.iter().map(|r| r.counts.tokens()).sum();
+        let used = self.used_on(&tenant.tenant_id, today).await?;
         if used >= limits.tokens_per_day {
             let reopens = (today + Duration::days(1)).and_time(chrono::NaiveTime::MIN).and_utc();
             let window = format!("DAY#{today}");
@@ -85,6 +124,7 @@ impl Limits {
             limit,
             // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
             expires: reopens + Duration::minutes(1),
+            likely_held,
         };
         match self.counters.hold_slot_and_take(&ask).await? {
             Admit::Counted => {

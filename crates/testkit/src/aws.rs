@@ -261,7 +261,8 @@ pub async fn drain_queue(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<(String, S
 
 // ---- request counting ---------------------------------------------------------------------------
 
-/// Counts every HTTP attempt an SDK client makes, by `Service.Operation`.
+/// Counts every HTTP attempt an SDK client makes, by `Service.Operation` (and prints each one's
+/// body, cut short, when `SWITCHBOARD_TEST_PRINT_REQUESTS` is set).
 #[derive(Debug, Clone, Default)]
 pub struct RequestCounter(Arc<Mutex<Vec<String>>>);
 
@@ -278,11 +279,16 @@ impl Intercept for RequestCounter {
 
     fn read_before_transmit(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let op = cfg.load::<Metadata>().map_or("?".to_owned(), |m| format!("{}.{}", m.service(), m.name()));
+        // Which items a request touches, when looking for requests to save.
+        if std::env::var_os("SWITCHBOARD_TEST_PRINT_REQUESTS").is_some() {
+            let body = context.request().body().bytes().map(String::from_utf8_lossy);
+            eprintln!("{op} {}", body.as_deref().unwrap_or("(streamed body)").chars().take(400).collect::<String>());
+        }
         self.0.lock().unwrap().push(op);
         Ok(())
     }

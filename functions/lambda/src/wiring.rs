@@ -12,7 +12,7 @@ use switchboard_aws::{
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Model, Secrets, Sent,
+    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Limits, Model, Secrets, Sent,
     SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_models::{DefaultModel, ModelSettings, Models};
@@ -335,7 +335,7 @@ impl Wiring {
             metrics: Arc::new(crate::emf::EmfMetrics::stdout()),
             counters: store.clone(),
         };
-        let Engine { intake, executor } = Engine::new(deps.clone());
+        let (intake, executor) = engine(&deps);
         let turns = TurnLog::new(&store);
         let executor = executor.with_progress(Arc::new(turns.clone()));
         Self { store, queue, executor, deps, intake, turns, max_receives: DEFAULT_MAX_RECEIVES }
@@ -357,10 +357,33 @@ impl Wiring {
         self.rebuilt(|deps| deps.clock = clock)
     }
 
+    /// The engine as a newly started container has it: no tenant or day's usage kept yet
+    /// (tests; the store's own caches are shared with `self`).
+    pub fn restarted(&self) -> Self {
+        self.clone().rebuilt(|_| {})
+    }
+
     fn rebuilt(mut self, change: impl FnOnce(&mut Deps)) -> Self {
         change(&mut self.deps);
-        let Engine { intake, executor } = Engine::new(self.deps.clone());
+        let (intake, executor) = engine(&self.deps);
         (self.intake, self.executor) = (intake, executor.with_progress(Arc::new(self.turns.clone())));
         self
     }
+}
+
+/// How long a warm container routes with the tenant (status, limits) it read: a suspension or a
+/// limit changed through the API takes effect within this on every container. Triggers are
+/// kept 60 s and agents five minutes (`switchboard_aws::dynamo`).
+pub const TENANT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a warm container admits with the tokens a tenant used today as it last read them:
+/// a tenant that reaches its tokens per day is refused within this.
+pub const DAY_USAGE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The engine over `deps`, its intake keeping tenants for [`TENANT_CACHE_TTL`] and their day's
+/// usage for [`DAY_USAGE_CACHE_TTL`].
+fn engine(deps: &Deps) -> (Intake, Executor) {
+    let Engine { intake, executor } = Engine::new(deps.clone());
+    let limits = Limits::new(deps).with_day_usage_cache(DAY_USAGE_CACHE_TTL);
+    (intake.with_tenant_cache(TENANT_CACHE_TTL).with_limits(limits), executor)
 }

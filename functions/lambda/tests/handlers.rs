@@ -508,7 +508,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         "usage": {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29},
         "metrics": {"latencyMs": 5}
     }));
-    let w = world(vec![two_tools, Reply::text("Done.")], false).await;
+    let w = world(vec![two_tools, Reply::text("Hello."), Reply::text("Still here.")], false).await;
     let sqs = aws_sdk_sqs::Client::new(&w.sdk);
     let eb = aws_sdk_eventbridge::Client::new(&w.sdk);
     let suffix = ulid::Ulid::generate().to_string().to_lowercase();
@@ -650,16 +650,82 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     assert_eq!(report["total"]["calls"], json!(record.model_calls.len()), "{report}");
     assert_eq!(report["total"]["inputTokens"], json!(record.token_usage.input_tokens), "{report}");
 
-    // the AWS requests this one message cost
-    println!(
-        "AWS requests per inbound message: router {} {:?}; executor {} {:?}",
-        router_requests.len(),
-        by_operation(&router_requests),
-        executor_requests.len(),
-        by_operation(&executor_requests)
+    // the AWS requests this one message cost, on cold containers (router and executor share one
+    // store here, so the executor's read of the agent is the router's: a cold executor adds it)
+    let cold = (by_operation(&router_requests), by_operation(&executor_requests));
+    println!("AWS requests per inbound message, cold: router {:?}; executor {:?}", cold.0, cold.1);
+    let ops = |list: &[(&str, usize)]| list.iter().map(|(o, n)| ((*o).to_owned(), *n)).collect::<Vec<_>>();
+    assert_eq!(
+        cold.0,
+        ops(&[
+            ("DynamoDB.GetItem", 2),
+            ("DynamoDB.Query", 3),
+            ("DynamoDB.TransactWriteItems", 1),
+            ("SQS.SendMessage", 1)
+        ]),
+        "tenant and agent read, the conversation index, triggers, the day's usage, one limits transaction, the work item"
     );
-    assert!((1..=10).contains(&router_requests.len()), "{router_requests:?}");
-    assert!((3..=20).contains(&executor_requests.len()), "{executor_requests:?}");
+    // and warm: a new conversation, then its next message
+    let warm_new = route_and_run(&w, "c-2", "help me with a refund").await;
+    println!("warm, new conversation: router {:?}; executor {:?}", warm_new.0, warm_new.1);
+    assert_eq!(
+        warm_new.0,
+        ops(&[("DynamoDB.Query", 1), ("DynamoDB.TransactWriteItems", 1), ("SQS.SendMessage", 1)]),
+        "the conversation index, one limits transaction, the work item"
+    );
+    assert_eq!(
+        warm_new.1,
+        ops(&[
+            ("DynamoDB.BatchGetItem", 1),
+            ("DynamoDB.Query", 1),
+            ("Bedrock Runtime.Converse", 1),
+            ("DynamoDB.TransactWriteItems", 1)
+        ]),
+        "the source's record and the active marker, the conversation index, the model, the commit"
+    );
+    let warm_next = route_and_run(&w, "c-2", "help, anyone?").await;
+    println!("warm, the conversation's next message: router {:?}; executor {:?}", warm_next.0, warm_next.1);
+    assert_eq!(warm_next.0, warm_new.0, "the slot is renewed in the same one transaction");
+    assert_eq!(
+        warm_next.1,
+        ops(&[
+            ("DynamoDB.BatchGetItem", 1),
+            ("DynamoDB.GetItem", 1),
+            ("Bedrock Runtime.Converse", 1),
+            ("DynamoDB.TransactWriteItems", 1)
+        ]),
+        "the source's record and the active marker, the session, the model, the commit"
+    );
+    assert_eq!(
+        w.conversations.accepted().iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
+        ["Connecting you to a person.", "Hello.", "Still here."]
+    );
+}
+
+/// Routes an inbound message in `conversation` and runs the work item it queued: the AWS
+/// requests of the router and of the executor, by operation.
+async fn route_and_run(w: &World, conversation: &str, text: &str) -> (Vec<(String, usize)>, Vec<(String, usize)>) {
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let mut envelope = fixture("eventbridge-message-new.json");
+    let id = ulid::Ulid::generate().to_string();
+    envelope["id"] = json!(id);
+    envelope["detail"]["conversationId"] = json!(conversation);
+    envelope["detail"]["messageId"] = json!(format!("m-{id}"));
+    envelope["detail"]["message"]["text"] = json!(text);
+    w.counter.take();
+    let routed = event_router::handle(&w.wiring.intake, event::<EventBridgeEvent>(envelope)).await.unwrap();
+    let router = w.counter.take();
+    assert!(matches!(routed, RouteOutcome::Enqueued { duplicate: false, .. }), "{routed:?}");
+    let work = receive_all(&sqs, &w.names.work_queue_url).await;
+    assert_eq!(work.len(), 1);
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&work))).await;
+    let executor = w.counter.take();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    for m in &work {
+        let receipt = m.receipt_handle().unwrap();
+        sqs.delete_message().queue_url(&w.names.work_queue_url).receipt_handle(receipt).send().await.unwrap();
+    }
+    (by_operation(&router), by_operation(&executor))
 }
 
 // ---- the Lambda SQS poller, one message at a time ------------------------------------------------
@@ -1437,11 +1503,16 @@ async fn a_suspended_tenant_is_not_answered_until_it_is_active_again() {
     let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     assert_eq!(outcome, RouteOutcome::Suspended);
     assert!(poll_once(&w).await.is_none(), "nothing queued");
-    // active again: the next message is answered
+    // active again: a router container that read the tenant keeps it for TENANT_CACHE_TTL (so
+    // still suspended there); one that starts now answers the next message
     let mut active = w.wiring.store.get_tenant(&t1).await.unwrap().unwrap();
     active.status = switchboard_domain::TenantStatus::Active;
     assert!(w.wiring.store.update_tenant(&active).await.unwrap());
-    let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let warm = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert_eq!(warm, RouteOutcome::Suspended);
+    let restarted = w.wiring.restarted();
+    let outcome =
+        event_router::handle(&restarted.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
     let (_, response) = poll_once(&w).await.unwrap();
     assert!(response.batch_item_failures.is_empty());

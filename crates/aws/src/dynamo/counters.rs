@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use switchboard_domain::TenantId;
-use switchboard_engine::{Counters, Slot, StoreError};
+use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
 use super::codec::{build_err, conditional, unavailable};
 use super::keys::{key, n, ttl_seconds};
@@ -244,5 +244,71 @@ impl Counters for DynamoStore {
 
     async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError> {
         self.free_lease(tenant, lease_sk(conversation), None).await.map(|_| ())
+    }
+
+    /// One `TransactWriteItems` in the usual case: the lease renewed (or taken, with the count
+    /// of slots) and the window counted together, or nothing written. The count comes last, so
+    /// that when both limits are reached the sessions cap is the one reported, as when they are
+    /// asked one after the other (a cancelled transaction names every item whose condition
+    /// failed; the first is taken). Which lease write goes first follows
+    /// `likely_held`; a wrong guess costs one more transaction.
+    async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
+        let t = ask.tenant;
+        let mut renew = ask.likely_held;
+        let mut freed_idle = None::<Option<i64>>;
+        for attempt in 1..=SLOT_CONFLICT_RETRIES {
+            let lease_key = key(slots_pk(t), lease_sk(ask.conversation));
+            let mut items = Vec::with_capacity(3);
+            if renew {
+                let u = Update::builder()
+                    .table_name(&self.names.executions_table)
+                    .set_key(Some(lease_key))
+                    .update_expression("SET heldUntil = :until")
+                    .condition_expression("attribute_exists(PK)")
+                    .expression_attribute_values(":until", n(ask.until.timestamp_millis()));
+                items.push(TransactWriteItem::builder().update(u.build().map_err(build_err)?).build());
+            } else {
+                let mut lease = lease_key;
+                lease.insert("heldUntil".into(), n(ask.until.timestamp_millis()));
+                let put = Put::builder()
+                    .table_name(&self.names.executions_table)
+                    .set_item(Some(lease))
+                    .condition_expression("attribute_not_exists(PK)")
+                    .build()
+                    .map_err(build_err)?;
+                items.push(TransactWriteItem::builder().put(put).build());
+                items.push(self.slot_count(t, 1, Some(ask.sessions))?);
+            }
+            let count = Update::builder()
+                .table_name(&self.names.executions_table)
+                .set_key(Some(key(counter_pk(t), ask.window.to_owned())))
+                .update_expression("ADD #count :one SET expiresAt = :exp")
+                .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+                .expression_attribute_names("#count", "count")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":limit", n(ask.limit))
+                .expression_attribute_values(":exp", n(ttl_seconds(ask.expires)));
+            items.push(TransactWriteItem::builder().update(count.build().map_err(build_err)?).build());
+            let count_at = items.len() - 1;
+            let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+            match (tx_end(sent)?, renew) {
+                (TxEnd::Done, _) => return Ok(Admit::Counted),
+                (TxEnd::Condition(i), _) if i == count_at => return Ok(Admit::CountFull { took_slot: false }),
+                // no lease to renew: take a slot
+                (TxEnd::Condition(_), true) => renew = false,
+                // the conversation holds a lease after all: renew it
+                (TxEnd::Condition(0), false) => renew = true,
+                // every slot is held: free the idle ones once, then ask again
+                (TxEnd::Condition(_), false) => match freed_idle {
+                    None => freed_idle = Some(self.free_idle(t, ask.now).await?),
+                    Some(first) => {
+                        let frees_at = first.and_then(DateTime::from_timestamp_millis).unwrap_or(ask.now);
+                        return Ok(Admit::SessionsFull { frees_at });
+                    }
+                },
+                (TxEnd::Conflict, _) => pause(attempt).await,
+            }
+        }
+        Err(StoreError::Unavailable { message: "session slots kept meeting concurrent writes".into(), retryable: true })
     }
 }

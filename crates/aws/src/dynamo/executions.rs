@@ -22,10 +22,20 @@ impl DynamoStore {
         sk: String,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
         let table = &self.names.executions_table;
-        let Some(pointer) = self.get_item(table, key(tenant_pk(tenant), sk), "GetItem").await? else {
-            return Ok(None);
-        };
-        let target = key(attr_s(&pointer, "executionPk")?.to_owned(), attr_s(&pointer, "executionSk")?.to_owned());
+        match self.get_item(table, key(tenant_pk(tenant), sk), "GetItem").await? {
+            Some(pointer) => self.execution_at_pointer(tenant, &pointer).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The live record a `SOURCE#` / `EXECID#` pointer item leads to.
+    pub(super) async fn execution_at_pointer(
+        &self,
+        tenant: &TenantId,
+        pointer: &Item,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let table = &self.names.executions_table;
+        let target = key(attr_s(pointer, "executionPk")?.to_owned(), attr_s(pointer, "executionSk")?.to_owned());
         let Some(item) = self.get_item(table, target, "GetItem").await? else {
             return Ok(None);
         };

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
-use switchboard_engine::{Page, SessionFilter, SessionStore, StoreError, TurnCommit};
+use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit, TurnStart};
 
 use super::codec::*;
 use super::keys::*;
@@ -36,6 +36,14 @@ enum Retry {
 
 /// How often a transaction whose only conflict was on usage counters is tried again.
 const USAGE_CONFLICT_RETRIES: u32 = 5;
+
+/// How often a `BatchGetItem` is sent while DynamoDB leaves keys unprocessed.
+const BATCH_GET_ATTEMPTS: u32 = 5;
+
+/// One key of a `BatchGetItem`, read strongly consistent.
+fn keys_and_attributes(k: Item) -> Result<KeysAndAttributes, StoreError> {
+    KeysAndAttributes::builder().keys(k).consistent_read(true).build().map_err(build_err)
+}
 
 impl DynamoStore {
     /// The transaction items that keep the conversation's active-session marker true after the
@@ -251,6 +259,50 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// [`SessionStore::latest_session`], given what the conversation's active marker read.
+    async fn latest_after_marker(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        marker: Option<Item>,
+    ) -> Result<Option<Session>, StoreError> {
+        if let Some(marker) = marker {
+            let id: SessionId = attr_s(&marker, "sessionId")?
+                .parse()
+                .map_err(|_| StoreError::Corrupt("active marker holds a bad session id".into()))?;
+            if let Some(session) = self.get_session(tenant, id).await?
+                && session.is_active()
+            {
+                return Ok(Some(session));
+            }
+        }
+        self.newest_indexed_session(tenant, conversation_id).await
+    }
+
+    /// The conversation's newest session by the `SessionsByConversation` index (whose writes
+    /// trail the table's by a moment).
+    async fn newest_indexed_session(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Option<Session>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.names.sessions_table)
+            .index_name(SESSIONS_BY_CONVERSATION)
+            .key_condition_expression("conversationKey = :c")
+            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
+            .scan_index_forward(false)
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| unavailable("Query", &e))?;
+        out.items.unwrap_or_default().first().map(decode).transpose()
+    }
+}
+
 #[async_trait]
 impl SessionStore for DynamoStore {
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {
@@ -262,31 +314,65 @@ impl SessionStore for DynamoStore {
     /// The active session if there is one (by its marker, strongly consistent), else the newest.
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError> {
         let table = &self.names.sessions_table;
-        if let Some(marker) =
-            self.get_item(table, key(tenant_pk(tenant), active_sk(conversation_id)), "GetItem").await?
-        {
-            let id: SessionId = attr_s(&marker, "sessionId")?
-                .parse()
-                .map_err(|_| StoreError::Corrupt("active marker holds a bad session id".into()))?;
-            if let Some(session) = self.get_session(tenant, id).await?
-                && session.is_active()
-            {
-                return Ok(Some(session));
+        let marker = self.get_item(table, key(tenant_pk(tenant), active_sk(conversation_id)), "GetItem").await?;
+        self.latest_after_marker(tenant, conversation_id, marker).await
+    }
+
+    /// The newest session from the conversation index alone: one `Query`, eventually consistent.
+    async fn latest_session_for_routing(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Option<Session>, StoreError> {
+        self.newest_indexed_session(tenant, conversation_id).await
+    }
+
+    /// The source's pointer and the conversation's active marker in one `BatchGetItem` (both
+    /// strongly consistent); the record or the session they lead to is read after it.
+    async fn turn_start(
+        &self,
+        _log: &dyn ExecutionLog,
+        tenant: &TenantId,
+        source_id: &str,
+        conversation_id: &str,
+    ) -> Result<TurnStart, StoreError> {
+        let (executions, sessions) = (&self.names.executions_table, &self.names.sessions_table);
+        let pointer_key = key(tenant_pk(tenant), source_sk(source_id));
+        let marker_key = key(tenant_pk(tenant), active_sk(conversation_id));
+        let mut wanted = HashMap::from([
+            (executions.clone(), keys_and_attributes(pointer_key)?),
+            (sessions.clone(), keys_and_attributes(marker_key)?),
+        ]);
+        let (mut pointer, mut marker) = (None, None);
+        for attempt in 1..=BATCH_GET_ATTEMPTS {
+            let out = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(wanted))
+                .send()
+                .await
+                .map_err(|e| unavailable("BatchGetItem", &e))?;
+            let mut found = out.responses.unwrap_or_default();
+            if let Some(item) = found.remove(executions).and_then(|items| items.into_iter().next()) {
+                pointer = Some(item);
             }
+            if let Some(item) = found.remove(sessions).and_then(|items| items.into_iter().next()) {
+                marker = Some(item);
+            }
+            wanted = out.unprocessed_keys.unwrap_or_default();
+            if wanted.is_empty() {
+                if let Some(pointer) = pointer
+                    && let Some(done) = self.execution_at_pointer(tenant, &pointer).await?
+                {
+                    return Ok(TurnStart::Recorded(Box::new(done)));
+                }
+                let latest = self.latest_after_marker(tenant, conversation_id, marker).await?;
+                return Ok(TurnStart::Latest(latest.map(Box::new)));
+            }
+            // DynamoDB left keys unread (throttling): ask for those again, after a short pause.
+            tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(5..=25 * u64::from(attempt)))).await;
         }
-        let out = self
-            .client
-            .query()
-            .table_name(table)
-            .index_name(SESSIONS_BY_CONVERSATION)
-            .key_condition_expression("conversationKey = :c")
-            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
-            .scan_index_forward(false)
-            .limit(1)
-            .send()
-            .await
-            .map_err(|e| unavailable("Query", &e))?;
-        out.items.unwrap_or_default().first().map(decode).transpose()
+        Err(StoreError::Unavailable { message: "BatchGetItem kept leaving keys unprocessed".into(), retryable: true })
     }
 
     /// A `Query` of the tenant's `SESSION#` items, newest first, with the filter as a

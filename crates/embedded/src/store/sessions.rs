@@ -2,15 +2,32 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_domain::{
     ActivityRow, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
     UsageRow,
 };
-use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit};
+use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit, TurnStart};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
 use crate::db::atomic;
+
+/// The conversation's active session if there is one, else its newest (JSON).
+fn latest_session_body(c: &Connection, tenant: &str, conversation: &str) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached(
+        "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
+         ORDER BY (status = 'active') DESC, seq DESC LIMIT 1",
+    )?
+    .query_row(params![tenant, conversation], |r| r.get(0))
+    .optional()
+}
+
+/// The unexpired record of `source` (JSON).
+fn record_for_source(c: &Connection, tenant: &str, source: &str, now_ms: i64) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached("SELECT body FROM executions WHERE tenant_id = ?1 AND source_id = ?2 AND expires_at > ?3")?
+        .query_row(params![tenant, source, now_ms], |r| r.get(0))
+        .optional()
+}
 
 #[async_trait]
 impl SessionStore for SqliteStore {
@@ -70,20 +87,33 @@ impl SessionStore for SqliteStore {
 
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError> {
         let (t, conv) = (tenant.to_string(), conversation_id.to_owned());
-        let body: Option<String> = self
+        let body: Option<String> =
+            self.db.call(move |c| Ok(latest_session_body(c, &t, &conv)?)).await.map_err(store_err)?;
+        body.map(|b| from_json(&b)).transpose()
+    }
+
+    /// Both reads in one call on the database thread.
+    async fn turn_start(
+        &self,
+        _log: &dyn ExecutionLog,
+        tenant: &TenantId,
+        source_id: &str,
+        conversation_id: &str,
+    ) -> Result<TurnStart, StoreError> {
+        let (t, source, conv) = (tenant.to_string(), source_id.to_owned(), conversation_id.to_owned());
+        let now = self.clock.now().timestamp_millis();
+        let (record, latest): (Option<String>, Option<String>) = self
             .db
-            .call(move |c| {
-                // The active session if there is one, else the newest.
-                Ok(c.prepare_cached(
-                    "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
-                     ORDER BY (status = 'active') DESC, seq DESC LIMIT 1",
-                )?
-                .query_row(params![t, conv], |r| r.get(0))
-                .optional()?)
+            .call(move |c| match record_for_source(c, &t, &source, now)? {
+                Some(record) => Ok((Some(record), None)),
+                None => Ok((None, latest_session_body(c, &t, &conv)?)),
             })
             .await
             .map_err(store_err)?;
-        body.map(|b| from_json(&b)).transpose()
+        match record {
+            Some(done) => Ok(TurnStart::Recorded(Box::new(from_json(&done)?))),
+            None => Ok(TurnStart::Latest(latest.map(|b| from_json(&b).map(Box::new)).transpose()?)),
+        }
     }
 
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
@@ -211,17 +241,8 @@ impl ExecutionLog for SqliteStore {
         source_id: &str,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
         let (t, s, now) = (tenant.to_string(), source_id.to_owned(), self.clock.now().timestamp_millis());
-        let body: Option<String> = self
-            .db
-            .call(move |c| {
-                Ok(c.prepare_cached(
-                    "SELECT body FROM executions WHERE tenant_id = ?1 AND source_id = ?2 AND expires_at > ?3",
-                )?
-                .query_row(params![t, s, now], |r| r.get(0))
-                .optional()?)
-            })
-            .await
-            .map_err(store_err)?;
+        let body: Option<String> =
+            self.db.call(move |c| Ok(record_for_source(c, &t, &s, now)?)).await.map_err(store_err)?;
         body.map(|b| from_json(&b)).transpose()
     }
 

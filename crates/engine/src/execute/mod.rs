@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
 use crate::limits::{Admission, Limits};
-use crate::ports::{Deps, Progress, SessionWrite, StoreError, TurnCommit, WorkItem};
+use crate::ports::{Deps, Progress, SessionWrite, StoreError, TurnCommit, TurnStart, WorkItem};
 pub use record::describe;
 
 /// How often a turn is re-run after losing a session version race before giving up (and
@@ -136,10 +136,18 @@ impl Executor {
             (a, b) => a.or(b),
         };
         let deps = &self.deps;
-        if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
-            info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
-            return Ok(ExecOutcome::AlreadyRecorded(Box::new(done)));
-        }
+        let start = deps
+            .sessions
+            .turn_start(deps.executions.as_ref(), &item.tenant_id, &item.source_id, &item.conversation_id)
+            .await?;
+        // The session read with the record lookup serves the first attempt; a retry reads again.
+        let mut latest = match start {
+            TurnStart::Recorded(done) => {
+                info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
+                return Ok(ExecOutcome::AlreadyRecorded(done));
+            }
+            TurnStart::Latest(latest) => Some(latest.map(|s| *s)),
+        };
         let admitted;
         let item = match self.admit_deferred(item, attempt).await? {
             Some(next) => {
@@ -151,7 +159,7 @@ impl Executor {
         let mut last_conflict = String::new();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
             let started = Instant::now();
-            let prepared = self.prepare(item).await?;
+            let prepared = self.prepare(item, latest.take()).await?;
             // Whether the turn may end the conversation's time with an agent (and so its slot).
             let mut may_end = true;
             // Who follows this run of the turn; let go once its commit is decided, so that a
@@ -243,7 +251,7 @@ impl Executor {
             return Err(ExecError::new(ErrorKind::Config, format!("no tenant '{}'", item.tenant_id), false));
         };
         let mut next = item.clone();
-        match Limits::new(deps).admit(&tenant, &item.conversation_id).await? {
+        match Limits::new(deps).admit(&tenant, &item.conversation_id, true).await? {
             Admission::Admitted(day) => {
                 info!(limit = refusal.limit.as_str(), "deferred message admitted");
                 next.refused = None;
@@ -264,10 +272,14 @@ impl Executor {
         Ok(Some(next))
     }
 
-    async fn prepare(&self, item: &WorkItem) -> Result<Prepared, ExecError> {
+    /// What to do with `item`, given the conversation's latest session if it was just read.
+    async fn prepare(&self, item: &WorkItem, latest: Option<Option<Session>>) -> Result<Prepared, ExecError> {
         let deps = &self.deps;
         let now = deps.clock.now();
-        let latest = deps.sessions.latest_session(&item.tenant_id, &item.conversation_id).await?;
+        let latest = match latest {
+            Some(read) => read,
+            None => deps.sessions.latest_session(&item.tenant_id, &item.conversation_id).await?,
+        };
         let mut is_new = false;
         if let Some(refusal) = &item.refused {
             // Recorded in the conversation's current session (a human's included), or in a new

@@ -75,6 +75,10 @@ pub struct SlotAndCount<'a> {
     pub limit: u64,
     /// When the window's count may be forgotten.
     pub expires: DateTime<Utc>,
+    /// Whether the conversation probably holds its slot already (its latest session is an
+    /// agent's, still active): which write an adapter tries first. A wrong guess costs a round
+    /// trip, never a wrong answer.
+    pub likely_held: bool,
 }
 
 /// What [`Counters::hold_slot_and_take`] gave.

@@ -30,7 +30,7 @@ pub use metrics::{Metrics, NoMetrics, tool_calls};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink, ToolSpec};
 pub use progress::{Follower, Progress, TurnEvent};
 pub use queue::{DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
-pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit};
+pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart};
 pub use store::{Page, StoreError};
 pub use webhooks::{
     NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,

@@ -32,12 +32,34 @@ pub struct SessionFilter {
     pub agent_id: Option<AgentId>,
 }
 
+/// What [`SessionStore::turn_start`] found.
+#[derive(Debug, Clone)]
+pub enum TurnStart {
+    /// The source is already recorded (a redelivery).
+    Recorded(Box<ExecutionRecord>),
+    /// It is not; the conversation's newest session, whatever its status.
+    Latest(Option<Box<Session>>),
+}
+
 /// Sessions and their per-turn commits.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError>;
     /// The newest session of a conversation, whatever its status.
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError>;
+    /// [`SessionStore::latest_session`] as event intake may see it: possibly a moment behind the
+    /// newest commit, and simply the newest session (an adapter may answer from an eventually
+    /// consistent index in one read, without preferring an older active session).
+    /// Intake only chooses the path with it; the executor decides on the session it reads
+    /// strongly (a message routed past a human who just took over is recorded in the human's
+    /// session, not answered).
+    async fn latest_session_for_routing(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+    ) -> Result<Option<Session>, StoreError> {
+        self.latest_session(tenant, conversation_id).await
+    }
     /// Every session of a conversation, oldest first (the `SessionsByConversation` index).
     async fn sessions_for_conversation(
         &self,
@@ -53,6 +75,22 @@ pub trait SessionStore: Send + Sync {
         after: Option<SessionId>,
         limit: usize,
     ) -> Result<Page<Session>, StoreError>;
+    /// What a turn reads before it runs: the record of `source_id` if there is one (a
+    /// redelivery), otherwise the conversation's [`SessionStore::latest_session`]. An adapter
+    /// that is also the execution log and can read both in one round trip overrides this (and
+    /// reads records itself, not from `log`).
+    async fn turn_start(
+        &self,
+        log: &dyn ExecutionLog,
+        tenant: &TenantId,
+        source_id: &str,
+        conversation_id: &str,
+    ) -> Result<TurnStart, StoreError> {
+        if let Some(done) = log.execution_for_source(tenant, source_id).await? {
+            return Ok(TurnStart::Recorded(Box::new(done)));
+        }
+        Ok(TurnStart::Latest(self.latest_session(tenant, conversation_id).await?.map(Box::new)))
+    }
     /// Writes the turn or nothing. Fails with [`StoreError::VersionConflict`] when a session
     /// changed since it was read (or a second active session would appear for the
     /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
