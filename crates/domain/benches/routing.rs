@@ -1,12 +1,13 @@
 //! Measures trigger routing for one inbound `message.new` event against 10, 100 and 1,000 active
-//! triggers (`sort_for_evaluation` once, then `first_match` per event), with no trigger matching
-//! (every trigger evaluated) and with only the last trigger matching; plus `Conditions::parse` of
+//! triggers (`sort_for_evaluation` once, then `first_match` per event, or the triggers compiled
+//! into a `TriggerIndex` once and its `first_match` per event), with no trigger matching (every
+//! trigger evaluated) and with only the last trigger matching; plus `Conditions::parse` of
 //! one realistic condition tree and `InboundEvent::parse_bytes` of a typical 1 KB envelope.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use divan::{Bencher, black_box};
 use serde_json::{Value, json};
-use switchboard_domain::trigger::{first_match, sort_for_evaluation};
+use switchboard_domain::trigger::{TriggerIndex, first_match, sort_for_evaluation};
 use switchboard_domain::{Conditions, EventType, InboundEvent, Trigger};
 
 const SIZES: &[usize] = &[10, 100, 1000];
@@ -163,6 +164,32 @@ fn route_last_matches(bencher: Bencher, n: usize) {
     let sorted = triggers(n, true);
     let d = detail();
     bencher.bench_local(|| first_match(black_box(&sorted), EventType::MessageNew, black_box(&d)).is_some());
+}
+
+/// The same triggers compiled into a [`TriggerIndex`] (what routing does, once per trigger-cache
+/// fill): no trigger matches.
+#[divan::bench(args = SIZES)]
+fn indexed_no_match(bencher: Bencher, n: usize) {
+    let index = TriggerIndex::new(&triggers(n, false), EventType::MessageNew);
+    let d = detail();
+    assert!(index.first_match(&d, 0).is_none());
+    bencher.bench_local(|| black_box(&index).first_match(black_box(&d), 0).is_some());
+}
+
+/// Compiled: only the last trigger in evaluation order matches.
+#[divan::bench(args = SIZES)]
+fn indexed_last_matches(bencher: Bencher, n: usize) {
+    let index = TriggerIndex::new(&triggers(n, true), EventType::MessageNew);
+    let d = detail();
+    assert_eq!(index.first_match(&d, 0).map(|(p, _)| p), Some(n - 1));
+    bencher.bench_local(|| black_box(&index).first_match(black_box(&d), 0).is_some());
+}
+
+/// Compiling a tenant's triggers into a [`TriggerIndex`].
+#[divan::bench(args = SIZES)]
+fn build_index(bencher: Bencher, n: usize) {
+    let sorted = triggers(n, true);
+    bencher.bench_local(|| TriggerIndex::new(black_box(&sorted), EventType::MessageNew));
 }
 
 /// One non-matching condition tree of each shape used above, evaluated alone (what each kind of

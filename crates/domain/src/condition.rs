@@ -68,6 +68,9 @@ pub const MAX_FIELD_SEGMENTS: usize = 16;
 pub const MAX_PATTERN_BYTES: usize = 1024;
 /// Compiled-program budget per regex, so one tenant cannot make routing slow or memory-hungry.
 const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+/// Budget of a tenant's `matches` patterns compiled together for routing (past it, they are
+/// evaluated one by one).
+const REGEX_SET_SIZE_LIMIT: usize = 16 * 1024 * 1024;
 
 /// A validated, compiled trigger condition tree. Serializes back to the JSON it was parsed from.
 #[derive(Debug, Clone)]
@@ -113,6 +116,61 @@ impl Conditions {
     pub fn as_json(&self) -> &Value {
         &self.raw
     }
+
+    /// What routing may index this tree by: tests that every event the tree matches passes
+    /// (leaves required by the root's `all` chain, and `any` groups whose members are all such
+    /// leaves). Only necessary, never sufficient: a tree whose requirements hold is still
+    /// evaluated. Leaves no index can answer (negations, `exists`, text bounds, members of
+    /// `any` groups holding groups) add nothing.
+    pub fn requirements(&self) -> Vec<Requirement> {
+        let mut out = Vec::new();
+        self.root.requirements(&mut out);
+        out
+    }
+}
+
+/// One necessary test of a condition tree ([`Conditions::requirements`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Requirement {
+    Atom(Atom),
+    /// At least one of these holds (an `any` group; empty: the group matches nothing).
+    AnyOf(Vec<Atom>),
+}
+
+/// A test on one field that an index can answer for many trees at once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Atom {
+    /// The field is text equal to one of `values` (both lowercased with `str::to_lowercase`
+    /// when `case_insensitive`; `values` already are).
+    OneOf { field: FieldPath, case_insensitive: bool, values: Vec<Box<str>> },
+    /// The field is text containing `needle` (lowercased as above), or an array (membership,
+    /// which an index does not check).
+    Contains { field: FieldPath, case_insensitive: bool, needle: Box<str> },
+    /// The field is text the regular expression `pattern` matches.
+    Matches { field: FieldPath, case_insensitive: bool, pattern: Box<str> },
+    /// The field is a number above `bound` (or equal, when `inclusive`).
+    Above { field: FieldPath, bound: f64, inclusive: bool },
+    /// The field is a number below `bound` (or equal, when `inclusive`).
+    Below { field: FieldPath, bound: f64, inclusive: bool },
+}
+
+/// A leaf's `field`, resolved against event details the way the leaf resolves it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldPath(Box<[Segment]>);
+
+impl FieldPath {
+    /// The value at this path, if it resolves.
+    pub fn resolve<'a>(&self, detail: &'a Value) -> Option<&'a Value> {
+        resolve(&self.0, detail)
+    }
+}
+
+/// The regex options of a `matches` leaf, for a set of patterns compiled together.
+pub fn regex_set(patterns: &[&str], case_insensitive: bool) -> Result<regex::RegexSet, regex::Error> {
+    regex::RegexSetBuilder::new(patterns)
+        .case_insensitive(case_insensitive)
+        .size_limit(REGEX_SIZE_LIMIT.saturating_mul(patterns.len().max(1)).min(REGEX_SET_SIZE_LIMIT))
+        .build()
 }
 
 impl PartialEq for Conditions {
@@ -158,7 +216,7 @@ struct Leaf {
     test: Test,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Segment {
     key: Box<str>,
     index: Option<usize>,
@@ -204,13 +262,64 @@ impl Node {
     }
 }
 
+impl Node {
+    fn requirements(&self, out: &mut Vec<Requirement>) {
+        match self {
+            Node::Leaf(leaf) => out.extend(leaf.atom().map(Requirement::Atom)),
+            Node::Group(group) => {
+                for node in &group.all {
+                    node.requirements(out);
+                }
+                if let Some(any) = &group.any {
+                    let atoms: Option<Vec<Atom>> = any
+                        .iter()
+                        .map(|node| match node {
+                            Node::Leaf(leaf) => leaf.atom(),
+                            Node::Group(_) => None,
+                        })
+                        .collect();
+                    out.extend(atoms.map(Requirement::AnyOf));
+                }
+            }
+        }
+    }
+}
+
 impl Leaf {
     fn resolve<'a>(&self, detail: &'a Value) -> Option<&'a Value> {
-        self.path.iter().try_fold(detail, |current, segment| match current {
-            Value::Object(map) => map.get(&*segment.key),
-            Value::Array(items) => segment.index.and_then(|i| items.get(i)),
+        resolve(&self.path, detail)
+    }
+
+    /// The test an index can answer that this leaf's match implies, if there is one.
+    fn atom(&self) -> Option<Atom> {
+        let field = FieldPath(self.path.clone());
+        let case_insensitive = self.case_insensitive;
+        match &self.test {
+            Test::Eq { expected: Value::String(text), negate: false } => {
+                Some(Atom::OneOf { field, case_insensitive, values: vec![text.as_str().into()] })
+            }
+            Test::In { options, negate: false } => {
+                let mut values: Vec<Box<str>> =
+                    options.iter().map(|o| o.as_str().map(Box::from)).collect::<Option<_>>()?;
+                values.sort_unstable();
+                values.dedup();
+                Some(Atom::OneOf { field, case_insensitive, values })
+            }
+            Test::Contains { needle: Value::String(needle), negate: false } if !needle.is_empty() => {
+                Some(Atom::Contains { field, case_insensitive, needle: needle.as_str().into() })
+            }
+            Test::Matches(regex) => Some(Atom::Matches { field, case_insensitive, pattern: regex.as_str().into() }),
+            Test::Order { op, bound: Bound::Number(bound) } => {
+                let bound = *bound;
+                Some(match op {
+                    OrderOp::Gt => Atom::Above { field, bound, inclusive: false },
+                    OrderOp::Gte => Atom::Above { field, bound, inclusive: true },
+                    OrderOp::Lt => Atom::Below { field, bound, inclusive: false },
+                    OrderOp::Lte => Atom::Below { field, bound, inclusive: true },
+                })
+            }
             _ => None,
-        })
+        }
     }
 
     fn matches(&self, detail: &Value) -> bool {
@@ -252,6 +361,14 @@ impl Leaf {
             }
         }
     }
+}
+
+fn resolve<'a>(path: &[Segment], detail: &'a Value) -> Option<&'a Value> {
+    path.iter().try_fold(detail, |current, segment| match current {
+        Value::Object(map) => map.get(&*segment.key),
+        Value::Array(items) => segment.index.and_then(|i| items.get(i)),
+        _ => None,
+    })
 }
 
 fn numbers_eq(a: &serde_json::Number, b: &serde_json::Number) -> bool {

@@ -97,3 +97,6 @@ pub fn first_match<'a>(
         .iter()
         .find(|t| t.status == TriggerStatus::Active && t.event_type == event_type && t.conditions.matches(detail))
 }
+
+mod index;
+pub use index::TriggerIndex;

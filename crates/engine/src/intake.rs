@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use switchboard_domain::event::Direction;
-use switchboard_domain::trigger::first_match;
+use switchboard_domain::trigger::TriggerIndex;
 use switchboard_domain::{
     AgentId, AgentStatus, EventType, InboundEvent, LimitName, Refusal, SessionId, Tenant, TenantId, TenantStatus,
-    TriggerId,
+    Trigger, TriggerId,
 };
 use tracing::{debug, info, warn};
 
@@ -83,6 +83,31 @@ pub struct Intake {
     metrics: Arc<dyn Metrics>,
     limits: Option<Limits>,
     tenants: Option<Arc<TenantCache>>,
+    indexes: Arc<Indexes>,
+}
+
+/// Each tenant's triggers compiled for routing, rebuilt when the store hands out a new list
+/// (its trigger cache refilled).
+#[derive(Default)]
+struct Indexes(Mutex<HashMap<TenantId, Compiled>>);
+
+/// A trigger list as the store handed it out, and its index.
+type Compiled = (Arc<[Trigger]>, Arc<TriggerIndex>);
+
+impl Indexes {
+    fn get(&self, tenant: &TenantId, triggers: &Arc<[Trigger]>) -> Arc<TriggerIndex> {
+        if let Ok(map) = self.0.lock()
+            && let Some((list, index)) = map.get(tenant)
+            && Arc::ptr_eq(list, triggers)
+        {
+            return Arc::clone(index);
+        }
+        let index = Arc::new(TriggerIndex::new(triggers, EventType::MessageNew));
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(tenant.clone(), (Arc::clone(triggers), Arc::clone(&index)));
+        }
+        index
+    }
 }
 
 /// Tenants [`Intake::route`] read, kept for a while (an unknown tenant is never kept).
@@ -99,7 +124,8 @@ impl std::fmt::Debug for Intake {
 
 impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
-        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None, tenants: None }
+        let indexes = Arc::default();
+        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None, tenants: None, indexes }
     }
 
     /// Serves each tenant [`Intake::route`] reads from memory for `ttl` (its status and limits
@@ -187,10 +213,10 @@ impl Intake {
             return Ok(RouteOutcome::HumanOwned { session_id: latest.session_id });
         }
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
-        let mut remaining: &[_] = &triggers;
-        while let Some(trigger) = first_match(remaining, EventType::MessageNew, &event.raw_detail) {
-            let position = remaining.iter().position(|t| t.trigger_id == trigger.trigger_id).unwrap_or(0);
-            remaining = &remaining[position + 1..];
+        let index = self.indexes.get(&d.tenant_id, &triggers);
+        let mut from = 0;
+        while let Some((position, trigger)) = index.first_match(&event.raw_detail, from) {
+            from = position + 1;
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
                     let (refused, day_tokens) = match &self.limits {
