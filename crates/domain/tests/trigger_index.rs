@@ -86,22 +86,27 @@ fn arb_conditions() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// A `message.new` trigger with these conditions.
+fn trigger(conditions: &Value, priority: i32, status: TriggerStatus) -> Trigger {
+    let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    Trigger {
+        tenant_id: "t".parse().unwrap(),
+        trigger_id: TriggerId::generate(),
+        name: "t".into(),
+        agent_id: AgentId::generate(),
+        event_type: EventType::MessageNew,
+        conditions: Conditions::parse(conditions).unwrap(),
+        priority,
+        status,
+        created_at: at,
+        updated_at: at,
+        version: 1,
+    }
+}
+
 fn arb_trigger() -> impl Strategy<Value = Trigger> {
     (arb_conditions(), 0..4i32, prop::bool::weighted(0.9)).prop_map(|(conditions, priority, active)| {
-        let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        Trigger {
-            tenant_id: "t".parse().unwrap(),
-            trigger_id: TriggerId::generate(),
-            name: "t".into(),
-            agent_id: AgentId::generate(),
-            event_type: EventType::MessageNew,
-            conditions: Conditions::parse(&conditions).unwrap(),
-            priority,
-            status: if active { TriggerStatus::Active } else { TriggerStatus::Inactive },
-            created_at: at,
-            updated_at: at,
-            version: 1,
-        }
+        trigger(&conditions, priority, if active { TriggerStatus::Active } else { TriggerStatus::Inactive })
     })
 }
 
@@ -192,20 +197,7 @@ fn what_a_tree_requires_is_read_from_its_all_chain_and_its_any_groups_of_leaves(
 
 #[test]
 fn a_trigger_whose_indexed_requirements_fail_is_not_evaluated_and_an_empty_any_never_matches() {
-    let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-    let trigger = |conditions: Value, priority: i32| Trigger {
-        tenant_id: "t".parse().unwrap(),
-        trigger_id: TriggerId::generate(),
-        name: "t".into(),
-        agent_id: AgentId::generate(),
-        event_type: EventType::MessageNew,
-        conditions: Conditions::parse(&conditions).unwrap(),
-        priority,
-        status: TriggerStatus::Active,
-        created_at: at,
-        updated_at: at,
-        version: 1,
-    };
+    let trigger = |conditions: Value, priority: i32| trigger(&conditions, priority, TriggerStatus::Active);
     let mut triggers = vec![
         trigger(json!({"any": []}), 1),
         trigger(

@@ -86,6 +86,25 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().update(u.build().map_err(build_err)?).build())
     }
 
+    /// The conversation's lease held until `until`, put only if it holds none (in a slot
+    /// transaction, beside the count of slots).
+    fn new_lease(
+        &self,
+        t: &TenantId,
+        conversation: &str,
+        until: DateTime<Utc>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut lease: Item = key(slots_pk(t), lease_sk(conversation));
+        lease.insert("heldUntil".into(), n(until.timestamp_millis()));
+        let put = Put::builder()
+            .table_name(&self.names.executions_table)
+            .set_item(Some(lease))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(build_err)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
     /// Takes a free slot for `conversation`: `Some(true)` taken, `Some(false)` the conversation
     /// already holds one, `None` every slot is held.
     async fn take_slot(
@@ -96,15 +115,7 @@ impl DynamoStore {
         until: DateTime<Utc>,
     ) -> Result<Option<bool>, StoreError> {
         for attempt in 1..=SLOT_CONFLICT_RETRIES {
-            let mut lease: Item = key(slots_pk(t), lease_sk(conversation));
-            lease.insert("heldUntil".into(), n(until.timestamp_millis()));
-            let put = Put::builder()
-                .table_name(&self.names.executions_table)
-                .set_item(Some(lease))
-                .condition_expression("attribute_not_exists(PK)")
-                .build()
-                .map_err(build_err)?;
-            let items = vec![self.slot_count(t, 1, Some(limit))?, TransactWriteItem::builder().put(put).build()];
+            let items = vec![self.slot_count(t, 1, Some(limit))?, self.new_lease(t, conversation, until)?];
             let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
             match tx_end(sent)? {
                 TxEnd::Done => return Ok(Some(true)),
@@ -257,26 +268,17 @@ impl Counters for DynamoStore {
         let mut renew = ask.likely_held;
         let mut freed_idle = None::<Option<i64>>;
         for attempt in 1..=SLOT_CONFLICT_RETRIES {
-            let lease_key = key(slots_pk(t), lease_sk(ask.conversation));
             let mut items = Vec::with_capacity(3);
             if renew {
                 let u = Update::builder()
                     .table_name(&self.names.executions_table)
-                    .set_key(Some(lease_key))
+                    .set_key(Some(key(slots_pk(t), lease_sk(ask.conversation))))
                     .update_expression("SET heldUntil = :until")
                     .condition_expression("attribute_exists(PK)")
                     .expression_attribute_values(":until", n(ask.until.timestamp_millis()));
                 items.push(TransactWriteItem::builder().update(u.build().map_err(build_err)?).build());
             } else {
-                let mut lease = lease_key;
-                lease.insert("heldUntil".into(), n(ask.until.timestamp_millis()));
-                let put = Put::builder()
-                    .table_name(&self.names.executions_table)
-                    .set_item(Some(lease))
-                    .condition_expression("attribute_not_exists(PK)")
-                    .build()
-                    .map_err(build_err)?;
-                items.push(TransactWriteItem::builder().put(put).build());
+                items.push(self.new_lease(t, ask.conversation, ask.until)?);
                 items.push(self.slot_count(t, 1, Some(ask.sessions))?);
             }
             let count = Update::builder()
