@@ -278,6 +278,8 @@ struct Flaky {
     inner: Arc<dyn SessionStore>,
     mode: Mode,
     commits: AtomicU32,
+    /// What the racing operator reply of [`Mode::SameReplyCommitsFirst`] answered.
+    raced: std::sync::Mutex<Option<switchboard_engine::OperatorReply>>,
 }
 
 enum Mode {
@@ -285,6 +287,9 @@ enum Mode {
     CrashBeforeCommit,
     /// Someone else writes the session between read and commit.
     ConcurrentWrite,
+    /// An operator's reply is sent, and before it commits the same reply (same idempotency key,
+    /// as a double click sends it) runs whole through this executor and commits first.
+    SameReplyCommitsFirst(Executor),
 }
 
 #[async_trait]
@@ -309,7 +314,7 @@ impl SessionStore for Flaky {
     }
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
-            match self.mode {
+            match &self.mode {
                 Mode::CrashBeforeCommit => {
                     return Err(StoreError::Unavailable { message: "simulated crash".into(), retryable: true });
                 }
@@ -331,6 +336,14 @@ impl SessionStore for Flaky {
                         })
                         .await?;
                 }
+                Mode::SameReplyCommitsFirst(racer) => {
+                    let (e, s) = (&commit.execution, &commit.sessions[0].session);
+                    let operator = e.input["operator"]["name"].as_str().unwrap();
+                    let text = e.input["text"].as_str().unwrap();
+                    let key = e.source_id.strip_prefix("reply-").unwrap();
+                    let raced = racer.human_reply(&e.tenant_id, s.session_id, operator, text, key).await.unwrap();
+                    *self.raced.lock().unwrap() = Some(raced);
+                }
             }
         }
         self.inner.commit_turn(commit).await
@@ -338,10 +351,35 @@ impl SessionStore for Flaky {
 }
 
 fn flaky_executor(w: &World, mode: Mode) -> Executor {
+    flaky(w, mode).0
+}
+
+fn flaky(w: &World, mode: Mode) -> (Executor, Arc<Flaky>) {
     let deps = w.embedded.executor.deps().clone();
-    let sessions: Arc<dyn SessionStore> =
-        Arc::new(Flaky { inner: deps.sessions.clone(), mode, commits: AtomicU32::new(0) });
-    Executor::new(Deps { sessions, ..deps })
+    let flaky =
+        Arc::new(Flaky { inner: deps.sessions.clone(), mode, commits: AtomicU32::new(0), raced: Default::default() });
+    let sessions: Arc<dyn SessionStore> = flaky.clone();
+    (Executor::new(Deps { sessions, ..deps }), flaky)
+}
+
+#[tokio::test]
+async fn of_two_replies_with_one_key_the_one_that_commits_is_not_the_duplicate() {
+    let mut w = World::new(&default_bundle(json!({ "maxTurns": 1 })), says("ok")).await;
+    w.say("c-1", "one").await;
+    let session = w.session("c-1").await;
+    assert!(session.is_human_owned());
+    // the first request sends, then loses the commit to a second request with the same key
+    let (executor, flaky) = flaky(&w, Mode::SameReplyCommitsFirst(w.embedded.executor.clone()));
+    let first = executor.human_reply(&w.tenant, session.session_id, "Ann", "On it.", "click-1").await.unwrap();
+    let second = flaky.raced.lock().unwrap().take().unwrap();
+    // one message was sent, one reply recorded, and exactly one answer says it did that
+    assert_eq!((first.duplicate, second.duplicate), (true, false));
+    assert_eq!(first.message_id, second.message_id);
+    assert_eq!(first.execution.execution_id, second.execution.execution_id);
+    let log = w.embedded.store.messages(&w.tenant, "c-1", 100).await.unwrap();
+    assert_eq!(log.iter().filter(|m| m.text == "On it.").count(), 1);
+    let page = w.embedded.store.list_executions(&w.tenant, session.session_id, None, 100).await.unwrap();
+    assert_eq!(page.items.iter().filter(|e| e.source_id == "reply-click-1").count(), 1);
 }
 
 #[tokio::test]

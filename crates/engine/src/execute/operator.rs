@@ -27,7 +27,8 @@ const ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperatorReply {
     pub message_id: String,
-    /// The same idempotency key was used before: nothing new was sent or recorded.
+    /// Another request with the same idempotency key recorded the reply: this one sent and
+    /// recorded nothing new (of several requests with one key, exactly one answers `false`).
     pub duplicate: bool,
     pub execution: ExecutionRecord,
 }
@@ -91,14 +92,17 @@ impl Executor {
                 None => session.claim = Some(Claim { operator: operator.to_owned(), at: deps.clock.now() }),
             }
             // The key is the record's source, so a retry finds the first send (the port keeps
-            // it) and the first record (the commit refuses a second one).
+            // it) and the first record (the commit refuses a second one). The answer that
+            // committed the record is the one not marked duplicate — not the one whose send came
+            // first: two requests with one key may both pass the check above, and the one that
+            // sent may lose the commit to the other.
             let sent = deps.conversations.send_human(tenant, &session.conversation_id, text, operator, &source).await;
             let sent = sent.map_err(HandoffError::Send)?;
             session.append_transcript([Message::assistant_text(format!("{HUMAN_PREFIX}{text}"))]);
             let input = json!({ "operator": { "name": operator, "action": "reply" }, "text": text });
             let actions = vec![Action::Reply { text: text.to_owned(), message_id: sent.message_id.clone() }];
             match self.commit_operator(session, source.clone(), input, actions, started).await {
-                Ok(execution) => return Ok(replied(execution, sent.duplicate)),
+                Ok(execution) => return Ok(replied(execution, false)),
                 Err(StoreError::VersionConflict(_) | StoreError::Duplicate(_)) => {}
                 Err(e) => return Err(e.into()),
             }
