@@ -289,7 +289,7 @@ enum Mode {
     ConcurrentWrite,
     /// An operator's reply is sent, and before it commits the same reply (same idempotency key,
     /// as a double click sends it) runs whole through this executor and commits first.
-    SameReplyCommitsFirst(Executor),
+    SameReplyCommitsFirst(Box<Executor>),
 }
 
 #[async_trait]
@@ -369,7 +369,7 @@ async fn of_two_replies_with_one_key_the_one_that_commits_is_not_the_duplicate()
     let session = w.session("c-1").await;
     assert!(session.is_human_owned());
     // the first request sends, then loses the commit to a second request with the same key
-    let (executor, flaky) = flaky(&w, Mode::SameReplyCommitsFirst(w.embedded.executor.clone()));
+    let (executor, flaky) = flaky(&w, Mode::SameReplyCommitsFirst(Box::new(w.embedded.executor.clone())));
     let first = executor.human_reply(&w.tenant, session.session_id, "Ann", "On it.", "click-1").await.unwrap();
     let second = flaky.raced.lock().unwrap().take().unwrap();
     // one message was sent, one reply recorded, and exactly one answer says it did that
