@@ -88,12 +88,12 @@ if [ -n "${CI:-}" ]; then
 fi
 echo "== disk before the release build: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
 
-echo "== cargo lambda build --release --x86-64 (the four Lambda functions)"
+echo "== cargo lambda build --release --x86-64 (the five Lambda functions)"
 # x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
 # The release profile in Cargo.toml is explicit, so cargo-lambda does not force fat settings.
 PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked \
     -p switchboard-fn-event-router -p switchboard-fn-agent-executor \
-    -p switchboard-fn-internal-api -p switchboard-fn-archiver
+    -p switchboard-fn-internal-api -p switchboard-fn-archiver -p switchboard-fn-console-push
 
 echo "== container image (Dockerfile), when a container engine works here"
 # Docker with a daemon, or Podman; otherwise it says loudly that it skipped.

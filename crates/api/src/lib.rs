@@ -45,6 +45,8 @@ pub struct ApiState {
     pub events: Option<Arc<dyn EventLog>>,
     /// Present in the embedded profile only.
     pub live: Option<Arc<dyn EventFeed>>,
+    /// Tickets for the live push (AWS profile, when the stack has its WebSocket API).
+    pub push: Option<Arc<dyn switchboard_engine::PushTickets>>,
     /// API-key authentication (embedded). `None` behind API Gateway's IAM auth.
     pub auth: Option<Arc<dyn Authenticator>>,
     /// Per-tenant request rate limit.

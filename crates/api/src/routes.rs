@@ -69,6 +69,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tenants/{tenant}/keys/{key}", delete(config::revoke_key))
         .route("/tenants/{tenant}/events", get(list_events))
         .route("/tenants/{tenant}/events/stream", get(stream_events))
+        .route("/tenants/{tenant}/events/push", post(push_ticket))
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke))
@@ -683,6 +684,27 @@ async fn stream_events(
         .chain(live)
         .map(|(seq, e)| Event::default().id(seq.to_string()).event(e.detail_type.clone()).json_data(&e));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// `POST /tenants/{t}/events/push`: a single-use ticket (valid a minute) to open the live push
+/// WebSocket for this tenant (AWS profile). 404 where there is none: the embedded profile
+/// streams over `GET …/events/stream` instead.
+async fn push_ticket(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Path(tenant_raw): Path<String>,
+) -> Result<Response, Problem> {
+    let t = known_tenant(&state, &caller, &tenant_raw).await?;
+    let Some(push) = &state.push else {
+        return Err(Problem::not_found(format!(
+            "this deployment has no live push; read GET /tenants/{tenant_raw}/events/stream"
+        )));
+    };
+    let ticket = push.issue(&t).await?;
+    let body = json!({ "ticket": ticket.ticket, "url": ticket.url, "tenantId": t, "expiresAt": ticket.expires_at });
+    let mut res = (StatusCode::CREATED, Json(body)).into_response();
+    res.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    Ok(res)
 }
 
 /// Most logged events one stream replays before going live.

@@ -30,9 +30,11 @@ impl EventBridgeBus {
     }
 }
 
-/// EventBridge, with the tenant's event log beside it: each event is published, then logged in
-/// DynamoDB (once per event id), where `GET /tenants/{t}/events` reads it. A log that fails
-/// fails the publish (retryably), so the turn is replayed and both happen.
+/// EventBridge, with the tenant's event log beside it: each event is logged in DynamoDB (once
+/// per event id), where `GET /tenants/{t}/events` reads it, then published. Logged first, so
+/// that whoever hears of the event on the bus (the console push, whose consoles then read the
+/// log) finds it there. Either failing fails the publish (retryably), so the turn is replayed
+/// and both happen.
 #[derive(Debug, Clone)]
 pub struct LoggingBus {
     bus: EventBridgeBus,
@@ -48,12 +50,11 @@ impl LoggingBus {
 #[async_trait]
 impl EventBus for LoggingBus {
     async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
-        self.bus.publish(event).await?;
         self.log
             .log_event(event)
             .await
-            .map(|_| ())
-            .map_err(|e| BusError { message: format!("event log: {e}"), retryable: e.retryable() })
+            .map_err(|e| BusError { message: format!("event log: {e}"), retryable: e.retryable() })?;
+        self.bus.publish(event).await
     }
 }
 

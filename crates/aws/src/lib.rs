@@ -1,7 +1,8 @@
 //! The AWS profile's adapters: DynamoDB store, SQS FIFO work queue, EventBridge bus and the
 //! Bedrock Converse model, behind the engine's ports. The only crate that names `aws-sdk-*`;
 //! the engine never sees an SDK type. Also the S3 archive, Secrets Manager reader and the
-//! SigV4-signed Conversations Service client, with the SigV4 signer it shares with the CLI.
+//! SigV4-signed Conversations Service client, with the SigV4 signer it shares with the CLI, and
+//! the console push (API Gateway WebSocket connections).
 //! Lambda entry points live in `functions/`.
 
 pub mod bedrock;
@@ -10,6 +11,7 @@ pub mod conversations;
 pub mod dynamo;
 mod errors;
 pub mod eventbridge;
+pub mod push;
 pub mod s3;
 pub mod secrets;
 pub mod sigv4;
@@ -20,6 +22,7 @@ pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::{DynamoStore, TurnLog, TurnPages};
 pub use eventbridge::{EventBridgeBus, LoggingBus};
+pub use push::{ConsolePush, Delivery, DynamoPushTickets, ManagementApi, PushReport};
 pub use s3::{ArchiveError, S3Archive};
 pub use secrets::{SecretsManagerSecrets, secret_variables};
 pub use sqs::SqsWorkQueue;

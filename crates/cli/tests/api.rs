@@ -361,6 +361,8 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
     }
     corpus.push((Method::GET, "/tenants/acme/events/stream".into(), None));
+    corpus.push((Method::POST, "/tenants/acme/events/push".into(), Some(json!({}))));
+    corpus.push((Method::POST, "/tenants/intruder/events/push".into(), Some(json!({}))));
     let acme_bundle: Value =
         serde_json::from_str(&std::fs::read_to_string(examples().join("tenant.json")).unwrap()).unwrap();
     corpus.push((Method::POST, "/tenants/acme/apply".into(), Some(acme_bundle.clone())));

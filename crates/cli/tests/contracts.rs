@@ -883,6 +883,10 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         api.stream("/tenants/acme/events/stream?after=0", &[("last-event-id", &first)], events.len() - 1).await;
     assert_eq!(resumed, events[1..], "Last-Event-ID resumes after that event");
     api.get(&format!("/tenants/acme/events?after={}&limit=1", events[0].0)).await;
+    // the live push is the AWS profile's: here a problem that names the stream instead
+    let push = api.post("/tenants/acme/events/push", json!({})).await;
+    assert_eq!(push.status, StatusCode::NOT_FOUND);
+    assert!(push.body["detail"].as_str().unwrap().contains("/events/stream"), "{}", push.body);
 
     // -- every documented operation was exercised, and every one is served -------------------
     let missing: Vec<_> = spec.operations().difference(&api.seen()).cloned().collect();

@@ -77,6 +77,7 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         conversations: Some(store.clone()),
         events: Some(store),
         live: Some(Arc::new(embedded.bus.clone())),
+        push: None,
         body_timeout,
         ready: Some(embedded.clone()),
         metrics: Some(embedded.clone()),

@@ -214,6 +214,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         // The event log DynamoDB keeps beside EventBridge, and a stream of it, polled.
         events: Some(wiring.store.clone()),
         live: Some(Arc::new(PolledEvents::new(wiring.store.clone()))),
+        push: None,
         auth: None,
         limiter,
         // API Gateway delivers the whole body in the event; nothing is read from a socket.
@@ -252,7 +253,9 @@ pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request)
 /// Serves the API through the Lambda runtime (API Gateway REST proxy events).
 pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
     // Each request's spans are sent before its answer returns (a frozen container sends nothing).
-    let router = switchboard_api::router(state(wiring, None)).layer(axum::middleware::from_fn(
+    let mut state = state(wiring, None);
+    state.push = push_tickets(wiring, |name| std::env::var(name).ok());
+    let router = switchboard_api::router(state).layer(axum::middleware::from_fn(
         |req: axum::extract::Request, next: axum::middleware::Next| async move {
             let res = next.run(req).await;
             crate::wiring::flush_traces().await;
@@ -267,6 +270,17 @@ pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
     } else {
         lambda_http::run(app).await
     }
+}
+
+/// Tickets for the console push when the stack has its WebSocket API (`SWITCHBOARD_PUSH_URL`,
+/// `wss://<api id>.execute-api.<region>.amazonaws.com/<stage>`); without it
+/// `POST /tenants/{t}/events/push` answers 404 and consoles read the polled stream.
+pub fn push_tickets(
+    wiring: &Wiring,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<Arc<dyn switchboard_engine::PushTickets>> {
+    let url = var("SWITCHBOARD_PUSH_URL").map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())?;
+    Some(Arc::new(switchboard_aws::DynamoPushTickets { store: wiring.store.clone(), url }))
 }
 
 /// Whether the function answers in Lambda's response-streaming format

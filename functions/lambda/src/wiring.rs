@@ -58,6 +58,17 @@ impl FunctionEnv {
         })
     }
 
+    /// console-push: the executions table (`SWITCHBOARD_EXECUTIONS_TABLE`, where connections
+    /// are kept) and the WebSocket API's management endpoint (`SWITCHBOARD_PUSH_ENDPOINT`,
+    /// `https://<api id>.execute-api.<region>.amazonaws.com/<stage>`).
+    pub fn push_from_env(sdk: &SdkConfig) -> Result<switchboard_aws::ConsolePush, String> {
+        let names = AwsNames::from_env()?;
+        let endpoint = std::env::var("SWITCHBOARD_PUSH_ENDPOINT")
+            .map_err(|_| "environment variable SWITCHBOARD_PUSH_ENDPOINT is not set".to_owned())?;
+        let store = Arc::new(DynamoStore::from_config(sdk, names, Arc::new(SystemClock)));
+        Ok(switchboard_aws::ConsolePush { store, management: switchboard_aws::ManagementApi::new(sdk, &endpoint)? })
+    }
+
     /// The archiver needs only the bucket (`SWITCHBOARD_ARCHIVE_BUCKET`), not the tables.
     pub fn archive_from_env(sdk: &SdkConfig) -> Result<S3Archive, String> {
         let bucket = std::env::var("SWITCHBOARD_ARCHIVE_BUCKET")

@@ -97,6 +97,8 @@ impl EventLog for DynamoStore {
                 .query()
                 .table_name(&self.names.executions_table)
                 .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                // Strong: a console reads right after a push tells it of an event just logged.
+                .consistent_read(true)
                 .expression_attribute_values(":pk", s(events_pk(tenant)))
                 .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
                 .expression_attribute_values(":to", s("EVENT#~"))

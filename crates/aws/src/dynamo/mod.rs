@@ -21,6 +21,7 @@
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
 //! | executions | `TENANT#<t>#USAGE` | `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>` | `hour`, `status`, `executions`, `expiresAt` (activity) |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
+//! | executions | `TENANT#<t>#PUSH` | `TICKET#<sha-256>` / `CONN#<connection id>` | `validUntil`, `connectionId`, `expiresAt` (live push, `push`) |
 //!
 //! GSI `SessionsByConversation` on the sessions table: partition `conversationKey`
 //! (`TENANT#<t>#CONV#<conversation>`), sort `startKey` (`<startedAt>#<handoff depth>#<ulid>`).
@@ -35,6 +36,7 @@ mod erase;
 mod event_log;
 mod executions;
 mod keys;
+mod push;
 mod sessions;
 mod turns;
 
@@ -91,6 +93,11 @@ impl DynamoStore {
             records: Arc::default(),
             delete_budget: erase::DELETES_PER_CALL,
         }
+    }
+
+    /// A store with a DynamoDB client of its own, made from `config`.
+    pub fn from_config(config: &aws_config::SdkConfig, names: AwsNames, clock: Arc<dyn Clock>) -> Self {
+        Self::new(Client::new(config), names, clock)
     }
 
     /// At most `items` deleted per `delete_tenant` call (the default keeps a call well inside

@@ -25,6 +25,24 @@ pub trait EventLog: Send + Sync {
     ) -> Result<Vec<(i64, OutboundEvent)>, StoreError>;
 }
 
+/// Live push to operator consoles (the AWS profile's WebSocket API). A console asks the API for
+/// a ticket — the API has checked the caller's access to the tenant — and opens the WebSocket
+/// with it; redeeming the ticket binds the connection to that tenant alone.
+#[async_trait]
+pub trait PushTickets: Send + Sync {
+    /// A new single-use ticket for `tenant`'s events.
+    async fn issue(&self, tenant: &TenantId) -> Result<PushTicket, StoreError>;
+}
+
+/// Where and with what a console connects for a tenant's live events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushTicket {
+    pub ticket: String,
+    /// The WebSocket URL (`wss://…/<stage>`); the ticket and tenant go in its query.
+    pub url: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("event bus: {message}")]
 pub struct BusError {

@@ -25,7 +25,7 @@ pub use conversations::{
     ConversationError, ConversationLog, Conversations, HistoryMessage, LoggedMessage, Sender, Sent,
 };
 pub use counters::{Admit, Counters, NoCounters, Slot, SlotAndCount};
-pub use events::{BusError, EventBus, EventLog};
+pub use events::{BusError, EventBus, EventLog, PushTicket, PushTickets};
 pub use metrics::{Metrics, NoMetrics, tool_calls};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink, ToolSpec};
 pub use progress::{Follower, Progress, TurnEvent};
