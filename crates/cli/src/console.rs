@@ -37,6 +37,9 @@ pub struct ConsoleArgs {
     /// Where the console listens: a loopback address (this process signs with your credentials).
     #[arg(long, default_value = "127.0.0.1:8090")]
     listen: SocketAddr,
+    /// With the stack's live push: seconds between reads of the event log without a push.
+    #[arg(long, default_value_t = 30, hide = true)]
+    catch_up_secs: u64,
 }
 
 #[derive(Clone)]
@@ -46,6 +49,9 @@ struct Proxy {
     http: reqwest::Client,
     /// The `Host` values this server answers.
     hosts: Vec<String>,
+    /// How often the live push relay reads the log without a push.
+    #[cfg_attr(not(feature = "aws"), allow(dead_code))]
+    catch_up: Duration,
 }
 
 #[cfg(feature = "aws")]
@@ -75,8 +81,12 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         signing: if signer.is_some() { "aws-sigv4" } else { "none" },
         upstream: Some(upstream.clone()),
     };
-    let state = Proxy { upstream, signer, http: reqwest::Client::new(), hosts };
-    let app = routes(axum::Router::new(), config).fallback(forward).with_state(state.clone());
+    let catch_up = Duration::from_secs(args.catch_up_secs.max(1));
+    let state = Proxy { upstream, signer, http: reqwest::Client::new(), hosts, catch_up };
+    let app = routes(axum::Router::new(), config)
+        .route("/tenants/{tenant}/events/stream", axum::routing::get(events_stream))
+        .fallback(forward)
+        .with_state(state.clone());
     let app = app.layer(axum::middleware::from_fn_with_state(state, same_host));
     println!("listening on http://{addr}");
     crate::notice(&format!("the console is at http://{addr}/console/ (Ctrl-C stops it)"));
@@ -94,6 +104,34 @@ async fn same_host(State(p): State<Proxy>, req: Request, next: axum::middleware:
         return refuse(StatusCode::FORBIDDEN, "this console answers only its own loopback address");
     }
     next.run(req).await
+}
+
+/// The page's live events. Signing for a stack with the live push: relayed from its WebSocket
+/// (`crate::relay`); otherwise, or when the push cannot be opened, the API's own stream
+/// forwarded.
+#[cfg_attr(not(feature = "aws"), allow(unused_variables))]
+async fn events_stream(
+    State(p): State<Proxy>,
+    axum::extract::Path(tenant): axum::extract::Path<String>,
+    req: Request,
+) -> Response {
+    #[cfg(feature = "aws")]
+    if let Some(signer) = p.signer.clone()
+        && req.headers().contains_key(CONSOLE_HEADER)
+        && tenant.parse::<switchboard_domain::TenantId>().is_ok()
+    {
+        let query_after =
+            req.uri().query().into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix("after="));
+        let resume = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
+        let after = resume.or(query_after).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+        let upstream = crate::relay::Upstream { http: p.http.clone(), base: p.upstream.clone(), signer };
+        match crate::relay::events(upstream, &tenant, after, p.catch_up).await {
+            Ok(Some(stream)) => return stream,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = format!("{e:#}"), "no live push; forwarding the API's polled stream"),
+        }
+    }
+    forward(State(p), req).await
 }
 
 /// Forwards one API call of the page to the upstream API, signed, and streams the answer back

@@ -8,6 +8,8 @@ mod console;
 mod demo;
 mod http;
 mod receiver;
+#[cfg(feature = "aws")]
+mod relay;
 mod serve;
 mod tenants;
 

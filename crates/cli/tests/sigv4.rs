@@ -28,6 +28,8 @@ const TOKEN: &str = "session-token-for-tests";
 const REGION: &str = "eu-west-1";
 const STAGE: &str = "/prod";
 
+type PushSocket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
 // ---- SigV4, independently: the steps of AWS's "Create a signed AWS API request" guide ----
 
 fn hex(bytes: &[u8]) -> String {
@@ -170,6 +172,17 @@ struct GatewayState {
     http: reqwest::Client,
     seen: Arc<Mutex<Vec<Seen>>>,
     refused: Arc<Mutex<Vec<String>>>,
+    /// The stack's live push, when it has one: `POST …/events/push` answered here with a
+    /// ticket for this WebSocket URL.
+    push: Arc<Mutex<Option<PushTickets>>>,
+    /// Told of every event log read (`GET …/events?…`) that passed.
+    log_reads: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct PushTickets {
+    url: String,
+    issued: Vec<(String, String)>,
 }
 
 /// API Gateway's refusal: 403, its error type header and `{"message"}`.
@@ -277,6 +290,20 @@ async fn gateway(State(state): State<GatewayState>, request: Request) -> Respons
         path_and_query: path_and_query.clone(),
         signed_headers,
     });
+    // the internal API's ticket route, as the AWS profile answers it when the stack has a push
+    let ticket_for = rest.strip_prefix("/tenants/").and_then(|r| r.strip_suffix("/events/push"));
+    if let (true, Some(tenant)) = (parts.method == axum::http::Method::POST, ticket_for)
+        && let Some(push) = state.push.lock().unwrap().as_mut()
+    {
+        let ticket = format!("{:064x}", push.issued.len() + 1);
+        push.issued.push((tenant.to_owned(), ticket.clone()));
+        let body =
+            json!({ "ticket": ticket, "url": push.url, "tenantId": tenant, "expiresAt": "2026-11-26T10:01:00Z" });
+        return (StatusCode::CREATED, axum::Json(body)).into_response();
+    }
+    if parts.method == axum::http::Method::GET && rest.contains("/events?") {
+        state.log_reads.notify_one();
+    }
     let mut forward =
         state.http.request(parts.method.clone(), format!("{}{rest}", state.upstream)).bearer_auth(&state.admin);
     for name in ["content-type", "if-match", "idempotency-key"] {
@@ -300,6 +327,8 @@ struct Gateway {
     url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     refused: Arc<Mutex<Vec<String>>>,
+    push: Arc<Mutex<Option<PushTickets>>>,
+    log_reads: Arc<tokio::sync::Notify>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -312,12 +341,84 @@ impl Gateway {
             http: reqwest::Client::new(),
             seen: Arc::default(),
             refused: Arc::default(),
+            push: Arc::default(),
+            log_reads: Arc::default(),
         };
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let url = format!("http://{}{STAGE}", listener.local_addr().unwrap());
         let app = Router::new().fallback(gateway).with_state(state.clone());
         runtime.spawn(async move { axum::serve(listener, app).await });
-        Self { url, seen: state.seen, refused: state.refused, runtime }
+        let GatewayState { seen, refused, push, log_reads, .. } = state;
+        Self { url, seen, refused, push, log_reads, runtime }
+    }
+
+    /// Gives the stack a live push: a WebSocket API on another free port whose `$connect` is
+    /// checked as API Gateway checks an `AWS_IAM` route (the same SigV4 verifier) and then for
+    /// a ticket this gateway issued to that tenant. Each accepted connection is handed to the
+    /// receiver with its tenant.
+    #[allow(clippy::result_large_err)] // tungstenite's handshake callback type
+    fn with_push(&self) -> tokio::sync::mpsc::UnboundedReceiver<(String, PushSocket)> {
+        use tokio_tungstenite::tungstenite::handshake::server::{
+            ErrorResponse, Request as WsRequest, Response as WsResponse,
+        };
+        let listener = self.runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let url = format!("ws://{}{STAGE}", listener.local_addr().unwrap());
+        *self.push.lock().unwrap() = Some(PushTickets { url, issued: vec![] });
+        let (accepted, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let (push, refused) = (self.push.clone(), self.refused.clone());
+        self.runtime.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (push, refused, accepted) = (push.clone(), refused.clone(), accepted.clone());
+                tokio::spawn(async move {
+                    let tenant = Arc::new(Mutex::new(String::new()));
+                    let check = {
+                        let tenant = tenant.clone();
+                        move |req: &WsRequest, res: WsResponse| -> Result<WsResponse, ErrorResponse> {
+                            let mut builder = axum::http::Request::builder().method(req.method()).uri(req.uri());
+                            for (name, value) in req.headers() {
+                                builder = builder.header(name, value);
+                            }
+                            let (parts, ()) = builder.body(()).unwrap().into_parts();
+                            let deny = |why: String| {
+                                refused.lock().unwrap().push(why.clone());
+                                let mut r = ErrorResponse::new(Some(why));
+                                *r.status_mut() = axum::http::StatusCode::FORBIDDEN;
+                                Err(r)
+                            };
+                            if let Err((_, message)) = verify(&parts, b"") {
+                                return deny(message);
+                            }
+                            let query: std::collections::HashMap<String, String> = parts
+                                .uri
+                                .query()
+                                .unwrap_or("")
+                                .split('&')
+                                .filter_map(|kv| kv.split_once('='))
+                                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                                .collect();
+                            let (Some(t), Some(ticket)) = (query.get("tenant"), query.get("ticket")) else {
+                                return deny("no tenant or ticket".into());
+                            };
+                            let issued = push
+                                .lock()
+                                .unwrap()
+                                .as_ref()
+                                .is_some_and(|p| p.issued.contains(&(t.clone(), ticket.clone())));
+                            if !issued || parts.uri.path() != STAGE {
+                                return deny(format!("ticket {ticket} was not issued for {t}"));
+                            }
+                            *tenant.lock().unwrap() = t.clone();
+                            Ok(res)
+                        }
+                    };
+                    if let Ok(socket) = tokio_tungstenite::accept_hdr_async(tcp, check).await {
+                        let tenant = tenant.lock().unwrap().clone();
+                        let _ = accepted.send((tenant, socket));
+                    }
+                });
+            }
+        });
+        receiver
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -495,9 +596,14 @@ struct Console {
 
 impl Console {
     fn start(gateway: &Gateway, aws_env: &[(&str, &str)]) -> Self {
+        Self::start_with(gateway, aws_env, &[])
+    }
+
+    fn start_with(gateway: &Gateway, aws_env: &[(&str, &str)], args: &[&str]) -> Self {
         use std::io::{BufRead, BufReader};
         let mut child = isolated(aws_env)
             .args(["console", "--aws-sigv4", "--endpoint", &gateway.url, "--listen", "127.0.0.1:0"])
+            .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -606,4 +712,88 @@ fn the_console_refuses_to_start_without_credentials_or_off_loopback() {
     assert!(stderr.contains("found no AWS credentials"), "{stderr}");
     let stderr = fails(run(&["--listen", "0.0.0.0:0"], &good_credentials()));
     assert!(stderr.contains("not a loopback address"), "{stderr}");
+}
+
+/// The next SSE event of a streamed body: its `id`, `event` and `data` (JSON); `None` at the end.
+async fn next_sse(body: &mut reqwest::Response, buffer: &mut String) -> Option<(String, String, Value)> {
+    loop {
+        if let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let field = |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned());
+            let Some(data) = field("data:") else { continue }; // a keep-alive comment
+            return Some((
+                field("id:").unwrap_or_default(),
+                field("event:").unwrap_or_default(),
+                serde_json::from_str(&data).unwrap(),
+            ));
+        }
+        let chunk = body.chunk().await.ok()??;
+        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+#[test]
+fn the_console_relays_the_stacks_live_push_reading_the_log_after_each_push_and_ends_with_the_socket() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let gateway = Gateway::start(&server.base, &server.admin);
+    let mut sockets = gateway.with_push();
+    // (no timed catch-up during the test: every read after the first comes from a push)
+    let console = Console::start_with(&gateway, &good_credentials(), &["--catch-up-secs", "3600"]);
+    gateway.runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let mut stream = http
+            .get(format!("{}/tenants/acme/events/stream", console.base))
+            .header("x-switchboard-console", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        assert_eq!(stream.headers()["content-type"], "text/event-stream");
+        // the console took a ticket for acme, signed, and opened the WebSocket with it, signed
+        let (tenant, mut socket) = sockets.recv().await.unwrap();
+        assert_eq!(tenant, "acme");
+        let issued = gateway.push.lock().unwrap().as_ref().unwrap().issued.clone();
+        assert_eq!(issued.len(), 1);
+        // it read the log once on opening (nothing there yet)
+        gateway.log_reads.notified().await;
+        let body = &mut stream;
+        let mut buffer = String::new();
+
+        // a conversation handed to a human: the event is in acme's log
+        let event = json!({ "id": "e-push", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-push", "messageId": "m-1", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "a human please" } } });
+        let run = http.post(format!("{}/events?wait=30", server.base)).bearer_auth(&server.admin).json(&event).send().await.unwrap();
+        let run: Value = run.json().await.unwrap();
+        assert_eq!(run["execution"]["status"], "handed_off", "{run}");
+        // the push reaches the console, which reads the log and sends the page the event
+        let pushed = json!({ "type": "event", "id": "x", "tenantId": "acme", "detailType": "session.handoff.human", "detail": {} });
+        socket.send(Message::text(pushed.to_string())).await.unwrap();
+        let (id, name, event) = next_sse(body, &mut buffer).await.unwrap();
+        assert_eq!((name.as_str(), event["tenantId"].as_str()), ("session.handoff.human", Some("acme")), "{event}");
+        assert_eq!(event["detail"]["conversationId"], "c-push", "{event}");
+        let log: Value = http.get(format!("{}/tenants/acme/events", server.base)).bearer_auth(&server.admin).send().await.unwrap().json().await.unwrap();
+        assert_eq!(id, log["events"][0]["seq"].to_string(), "the SSE id is the log's sequence number");
+        // a second push with nothing new sends nothing; the next event comes once
+        socket.send(Message::text(pushed.to_string())).await.unwrap();
+        let log_reads = || -> Vec<String> {
+            let seen = gateway.seen().into_iter();
+            seen.filter(|s| s.path_and_query.contains("/events?")).map(|s| s.path_and_query).collect()
+        };
+        while log_reads().len() < 3 {
+            gateway.log_reads.notified().await;
+        }
+        let reads = log_reads();
+        assert_eq!(reads.len(), 3, "{reads:?}");
+        assert!(reads[2].ends_with(&format!("/tenants/acme/events?after={id}&limit=100")), "{reads:?}");
+        // the socket closes: the page's stream ends (the page then reconnects)
+        socket.close(None).await.unwrap();
+        assert!(next_sse(body, &mut buffer).await.is_none());
+        assert!(gateway.refused.lock().unwrap().is_empty(), "{:?}", gateway.refused.lock().unwrap());
+    });
 }
