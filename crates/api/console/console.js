@@ -421,6 +421,9 @@ async function overview() {
   const days = usage.byDay || [];
   const byStatus = activity.executions || {};
   const failing = (byStatus.failed || 0) + (byStatus.timeout || 0);
+  // every customer message handled leaves a record; an operator's actions leave records too
+  const messages = activity.total - (byStatus.operator || 0);
+  const dead = activity.deadLetters;
   // the statuses seen in the span, in the API's order
   const statuses = STATUSES.filter((s) => byStatus[s]);
   const busiest = Math.max(1, ...activity.byHour.map((h) => h.total));
@@ -431,7 +434,10 @@ async function overview() {
     el("div", { class: "stats" },
       el("div", { class: "card" }, el("div", { class: "n", id: "waiting-count" }, humans), "waiting for a human"),
       el("div", { class: "card" }, el("div", { class: "n", id: "executions-24h" }, activity.total), "executions, 24 hours"),
+      el("div", { class: "card" }, el("div", { class: "n", id: "messages-24h" }, messages), "customer messages handled, 24 hours"),
       el("div", { class: "card" + (failing ? " alarm" : "") }, el("div", { class: "n", id: "failing-24h" }, failing), "failed or timed out, 24 hours"),
+      el("div", { class: "card" + (dead ? " alarm" : ""), title: dead == null ? "Counted for all tenants by the stack's WorkDeadLetterAlarm" : "" },
+        el("div", { class: "n", id: "dead-letters" }, dead == null ? "—" : dead), "dead letters"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.calls : 0), "model calls, 7 days"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total ? usage.total.inputTokens + usage.total.outputTokens : 0), "tokens, 7 days"),
       el("div", { class: "card" }, el("div", { class: "n" }, usage.total && usage.total.costUsd != null ? `$${usage.total.costUsd}` : "—"), "cost, 7 days")),

@@ -58,12 +58,21 @@ pub struct ApiState {
     pub ready: Option<Arc<dyn Readiness>>,
     /// What `GET /metrics` renders (embedded). `None`: no such route (Lambda logs EMF instead).
     pub metrics: Option<Arc<dyn MetricsText>>,
+    /// Dead letters per tenant (embedded). `None`: not countable per tenant (AWS: one shared
+    /// dead-letter queue).
+    pub dead_letters: Option<Arc<dyn DeadLetters>>,
 }
 
 /// The process's metrics as OpenMetrics text, for `GET /metrics`.
 #[async_trait::async_trait]
 pub trait MetricsText: Send + Sync {
     async fn render(&self) -> String;
+}
+
+/// A tenant's work items in the dead letters, for the overview (`GET …/activity`).
+#[async_trait::async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn count(&self, tenant: &switchboard_domain::TenantId) -> Result<u64, switchboard_engine::StoreError>;
 }
 
 /// Whether the process can do its work now, for `GET /ready`.

@@ -625,6 +625,10 @@ async fn activity(
         })
         .collect();
     let sum: u64 = rows.iter().map(|r| r.executions).sum();
+    let dead_letters = match &state.dead_letters {
+        Some(d) => Some(d.count(&t).await?),
+        None => None,
+    };
     Ok(Json(json!({
         "tenantId": t,
         "from": from,
@@ -632,6 +636,7 @@ async fn activity(
         "byHour": by_hour,
         "executions": total,
         "total": sum,
+        "deadLetters": dead_letters,
     }))
     .into_response())
 }

@@ -293,6 +293,9 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     assert!(total >= 5 && activity["executions"]["operator"].as_u64().unwrap() >= 2, "{activity}");
     assert_eq!(b.text("#executions-24h").await, total.to_string());
     assert_eq!(b.text("#failing-24h").await, "0");
+    let operator = activity["executions"]["operator"].as_u64().unwrap();
+    assert_eq!(b.text("#messages-24h").await, (total - operator).to_string(), "the customer's messages only");
+    assert_eq!((activity["deadLetters"].as_u64(), b.text("#dead-letters").await.as_str()), (Some(0), "0"));
     assert_eq!(b.js("return document.querySelectorAll('.bars .bar').length").await, json!(24));
     let table = b.text("#activity").await;
     assert!(table.contains("operator") && table.contains("success"), "{table}");

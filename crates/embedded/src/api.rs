@@ -81,6 +81,17 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         body_timeout,
         ready: Some(embedded.clone()),
         metrics: Some(embedded.clone()),
+        dead_letters: Some(Arc::new(embedded.queue.clone())),
+    }
+}
+
+/// The tenant's items in the queue's dead letters.
+#[async_trait]
+impl switchboard_api::DeadLetters for crate::queue::SqliteWorkQueue {
+    async fn count(&self, tenant: &switchboard_domain::TenantId) -> Result<u64, switchboard_engine::StoreError> {
+        self.dead_letters_of(tenant)
+            .await
+            .map_err(|e| switchboard_engine::StoreError::Unavailable { message: e.to_string(), retryable: true })
     }
 }
 

@@ -344,6 +344,21 @@ impl SqliteWorkQueue {
             .map_err(queue_error)
     }
 
+    /// How many of `tenant`'s items are in the dead letters (its groups are `<tenant>:<conversation>`).
+    pub async fn dead_letters_of(&self, tenant: &switchboard_domain::TenantId) -> Result<u64, QueueError> {
+        // `:` and the next character bound the tenant's groups (tenant ids have no `:`).
+        let (from, to) = (format!("{tenant}:"), format!("{tenant};"));
+        self.db
+            .call(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT count(*) FROM queue_dead_letters WHERE group_id >= ?1 AND group_id < ?2")?;
+                Ok(stmt.query_row([from, to], |row| row.get::<_, i64>(0))?)
+            })
+            .await
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(queue_error)
+    }
+
     /// Counts by state. Counts every queued item: meant for operators and tests, not hot paths.
     /// How long the oldest item still queued (ready, in flight or delayed) has waited since it
     /// was enqueued; zero when the queue is empty. The backlog signal, like SQS's

@@ -238,6 +238,30 @@ async fn it_dead_letters_an_item_after_max_receives_and_unblocks_its_group() {
 }
 
 #[tokio::test]
+async fn dead_letters_are_counted_per_tenant_and_no_tenant_counts_a_neighbours() {
+    // given one receive allowed, and items of tenants whose ids share a prefix
+    let f = Fixture::with(QueueConfig { max_receives: 1, ..QueueConfig::default() });
+    let groups = ["acme:c-1", "acme:c-2", "acme-x:c-1", "acme.x:c-1", "acme_x:c-1", "acme0:c-1", "acm:c-1", "acmf:c-1"];
+    for g in groups {
+        f.enqueue(g, &format!("poison {g}")).await;
+    }
+    // when each is received and never answered
+    for _ in groups {
+        let _ = f.receive().await;
+    }
+    f.clock.advance_std(VISIBILITY);
+    f.receive_nothing().await;
+    assert_eq!(f.stats().await.dead, 8);
+    // then each tenant counts its own only
+    for (tenant, n) in
+        [("acme", 2), ("acme-x", 1), ("acme.x", 1), ("acme_x", 1), ("acme0", 1), ("acm", 1), ("acmf", 1), ("other", 0)]
+    {
+        let tenant: switchboard_domain::TenantId = tenant.parse().unwrap();
+        assert_eq!(f.queue.dead_letters_of(&tenant).await.unwrap(), n, "{tenant}");
+    }
+}
+
+#[tokio::test]
 async fn it_drops_a_duplicate_within_the_dedup_window() {
     // given an event enqueued once
     let f = Fixture::new();

@@ -221,6 +221,8 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         body_timeout: switchboard_api::DEFAULT_BODY_TIMEOUT,
         ready: None,
         metrics: None,
+        // One dead-letter queue for every tenant: counted by the stack's alarm, not per tenant.
+        dead_letters: None,
     }
 }
 

@@ -1762,3 +1762,12 @@ async fn api_keys_are_not_a_thing_on_aws_where_iam_authorises_callers() {
         assert!(problem["detail"].as_str().unwrap().contains("IAM"), "{problem}");
     }
 }
+
+#[tokio::test]
+async fn the_overview_on_aws_says_its_dead_letters_are_not_counted_per_tenant() {
+    let w = world(vec![], false).await;
+    let (status, body) = api_call(&w, "GET", "/tenants/t-1/activity", None).await;
+    assert_eq!(status, 200, "{body}");
+    // present and null: the work queue's dead-letter queue is shared, and alarmed on as a whole
+    assert_eq!(body.get("deadLetters"), Some(&Value::Null), "{body}");
+}
