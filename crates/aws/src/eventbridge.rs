@@ -25,6 +25,11 @@ pub struct EventBridgeBus {
 }
 
 impl EventBridgeBus {
+    /// A bus with an EventBridge client of its own, made from `config`.
+    pub fn from_config(config: &aws_config::SdkConfig, bus_name: impl Into<String>) -> Self {
+        Self::new(Client::new(config), bus_name)
+    }
+
     pub fn new(client: Client, bus_name: impl Into<String>) -> Self {
         Self { client, bus_name: bus_name.into() }
     }

@@ -22,6 +22,11 @@ pub struct SqsWorkQueue {
 }
 
 impl SqsWorkQueue {
+    /// A queue with an SQS client of its own, made from `config`.
+    pub fn from_config(config: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
+        Self::new(Client::new(config), queue_url)
+    }
+
     pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
         Self { client, queue_url: queue_url.into() }
     }

@@ -8,7 +8,6 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
 use switchboard_engine::{Intake, RouteError, RouteOutcome};
 
-use crate::wiring::Wiring;
 
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +24,7 @@ pub enum EventRouterError {
 
 /// The event-router's runtime loop: every EventBridge event to [`handle`], until the runtime
 /// stops. An error goes back to Lambda, so EventBridge retries the event.
-pub async fn serve(wiring: &Wiring) -> Result<(), lambda_runtime::Error> {
-    let intake = &wiring.intake;
+pub async fn serve(intake: &Intake) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| async move {
         let routed = handle(intake, event).await.map(|_| ());
         crate::wiring::flush_traces().await;

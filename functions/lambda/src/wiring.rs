@@ -258,6 +258,52 @@ impl WebhookCaller for LazyWebhooks {
     }
 }
 
+/// The model of a function that runs no agent (the event-router): every call is refused. Built
+/// instead of the providers, so that none of them is linked into that function's binary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoModel;
+
+#[async_trait]
+impl Model for NoModel {
+    async fn converse(
+        &self,
+        _request: &switchboard_engine::ModelRequest,
+    ) -> Result<switchboard_engine::ModelResponse, switchboard_engine::ModelError> {
+        Err(switchboard_engine::ModelError::Rejected("this function runs no model".into()))
+    }
+}
+
+/// The event-router's engine: the store, the work queue and the bus, with the same caches and
+/// limits as [`Wiring`] (the shared [`engine`]). It runs no agent, so it builds no model
+/// provider, webhook caller, Secrets Manager or Bedrock client, nor Conversations client — and
+/// because nothing here names them, none is linked into the event-router binary.
+pub fn router(sdk: &SdkConfig, env: &FunctionEnv) -> Intake {
+    let clock = Arc::new(SystemClock);
+    let store = Arc::new(DynamoStore::from_config(sdk, env.names.clone(), clock.clone()));
+    let queue = Arc::new(SqsWorkQueue::from_config(sdk, env.names.work_queue_url.clone()));
+    let bus = EventBridgeBus::from_config(sdk, env.names.event_bus.clone());
+    let deps = Deps {
+        config: store.clone(),
+        sessions: store.clone(),
+        executions: store.clone(),
+        queue,
+        bus: Arc::new(LoggingBus::new(bus, (*store).clone())),
+        conversations: Arc::new(NoConversations),
+        model: Arc::new(NoModel),
+        webhooks: Arc::new(switchboard_engine::NoWebhooks),
+        clock,
+        prices: Arc::new(PriceTable::builtin()),
+        metrics: Arc::new(crate::emf::EmfMetrics::stdout()),
+        counters: store,
+    };
+    engine(&deps).0
+}
+
+/// [`router`] from the function's environment ([`FunctionEnv::from_env`]).
+pub async fn router_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
+    Ok(router(sdk, &FunctionEnv::from_env()?))
+}
+
 /// The engine wired to the AWS adapters, built once per container from one SDK config.
 #[derive(Debug, Clone)]
 pub struct Wiring {

@@ -1771,3 +1771,27 @@ async fn the_overview_on_aws_says_its_dead_letters_are_not_counted_per_tenant() 
     // present and null: the work queue's dead-letter queue is shared, and alarmed on as a whole
     assert_eq!(body.get("deadLetters"), Some(&Value::Null), "{body}");
 }
+
+#[tokio::test]
+async fn the_deployed_router_needs_only_the_store_the_queue_and_the_bus() {
+    let w = world(vec![], false).await;
+    // the event-router binary's engine: no model, webhooks, secrets or Conversations client
+    let env = FunctionEnv {
+        names: w.names.clone(),
+        archive_bucket: None,
+        conversations_url: None,
+        default_model: None,
+        s3_path_style: false,
+        model_secret: None,
+        model_config: None,
+    };
+    let intake = switchboard_lambda::wiring::router(&w.sdk, &env);
+    let outcome = event_router::handle(&intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+    // the same event again (EventBridge's at-least-once) is dropped by the FIFO queue's dedup
+    event_router::handle(&intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let queued = common::drain_queue(&sqs, &w.names.work_queue_url).await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].0, "t-1:c-1");
+}
