@@ -8,7 +8,6 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
 use switchboard_engine::{Intake, RouteError, RouteOutcome};
 
-
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]
 pub enum EventRouterError {

@@ -274,34 +274,36 @@ impl Model for NoModel {
 }
 
 /// The event-router's engine: the store, the work queue and the bus, with the same caches and
-/// limits as [`Wiring`] (the shared [`engine`]). It runs no agent, so it builds no model
+/// limits as the full [`Wiring`] ([`Wiring::assemble`]). It runs no agent, so it builds no model
 /// provider, webhook caller, Secrets Manager or Bedrock client, nor Conversations client — and
-/// because nothing here names them, none is linked into the event-router binary.
+/// because nothing on its path names them, none is linked into the event-router binary.
 pub fn router(sdk: &SdkConfig, env: &FunctionEnv) -> Intake {
-    let clock = Arc::new(SystemClock);
-    let store = Arc::new(DynamoStore::from_config(sdk, env.names.clone(), clock.clone()));
-    let queue = Arc::new(SqsWorkQueue::from_config(sdk, env.names.work_queue_url.clone()));
-    let bus = EventBridgeBus::from_config(sdk, env.names.event_bus.clone());
-    let deps = Deps {
-        config: store.clone(),
-        sessions: store.clone(),
-        executions: store.clone(),
-        queue,
-        bus: Arc::new(LoggingBus::new(bus, (*store).clone())),
-        conversations: Arc::new(NoConversations),
-        model: Arc::new(NoModel),
-        webhooks: Arc::new(switchboard_engine::NoWebhooks),
-        clock,
-        prices: Arc::new(PriceTable::builtin()),
-        metrics: Arc::new(crate::emf::EmfMetrics::stdout()),
-        counters: store,
-    };
-    engine(&deps).0
+    let parts = Parts::from_config(sdk, env);
+    Wiring::assemble(parts, env, Arc::new(NoConversations), Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks))
+        .intake
 }
 
 /// [`router`] from the function's environment ([`FunctionEnv::from_env`]).
 pub async fn router_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
     Ok(router(sdk, &FunctionEnv::from_env()?))
+}
+
+/// The clients every function's engine needs: the store, the work queue, the bus.
+struct Parts {
+    store: DynamoStore,
+    queue: SqsWorkQueue,
+    bus: EventBridgeBus,
+}
+
+impl Parts {
+    /// Each with a client of its own from `sdk` (the clients of [`AwsClients::new`], made alone).
+    fn from_config(sdk: &SdkConfig, env: &FunctionEnv) -> Self {
+        Self {
+            store: DynamoStore::from_config(sdk, env.names.clone(), Arc::new(SystemClock)),
+            queue: SqsWorkQueue::from_config(sdk, env.names.work_queue_url.clone()),
+            bus: EventBridgeBus::from_config(sdk, env.names.event_bus.clone()),
+        }
+    }
 }
 
 /// The engine wired to the AWS adapters, built once per container from one SDK config.
@@ -354,6 +356,26 @@ impl Wiring {
         Self::new(sdk, &FunctionEnv::from_env()?).await
     }
 
+    /// The internal-api's wiring: everything but the agents' means — the API records handoffs
+    /// and operator actions and enqueues invocations, and runs no turn itself, so no model
+    /// provider, Bedrock or Secrets Manager client, or webhook caller is built (or linked into
+    /// its binary). The Conversations client is, for operators' replies.
+    pub fn api(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
+        let conversations: Arc<dyn Conversations> = match &env.conversations_url {
+            Some(url) => Arc::new(
+                ConversationsApi::new(sdk, url.clone(), ConversationsLimits::default()).map_err(|e| e.to_string())?,
+            ),
+            None => Arc::new(NoConversations),
+        };
+        let parts = Parts::from_config(sdk, env);
+        Ok(Self::assemble(parts, env, conversations, Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks)))
+    }
+
+    /// [`Wiring::api`] from the function's environment.
+    pub async fn api_from_env(sdk: &SdkConfig) -> Result<Self, String> {
+        Self::api(sdk, &FunctionEnv::from_env()?)
+    }
+
     /// Wiring with explicit clients, Conversations adapter, model and webhook policy (tests,
     /// benchmarks). Webhook tools are signed with the tenant's secret from Secrets Manager
     /// (`switchboard/<tenant>/<secretRef>`, read through `clients.secretsmanager`).
@@ -369,23 +391,36 @@ impl Wiring {
         model: Arc<dyn Model>,
         webhooks: WebhookPolicy,
     ) -> Self {
-        let clock = Arc::new(SystemClock);
-        let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), clock.clone()));
-        let queue = Arc::new(SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()));
-        let model: Arc<dyn Model> = Arc::new(DefaultModel::new(model, env.default_model.clone()));
         let secrets = Arc::new(SecretsManagerSecrets::new(clients.secretsmanager.clone()));
+        let parts = Parts {
+            store: DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), Arc::new(SystemClock)),
+            queue: SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()),
+            bus: EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone()),
+        };
+        Self::assemble(parts, env, conversations, model, Arc::new(LazyWebhooks::new(webhooks, secrets)))
+    }
+
+    /// The engine over `parts` and the given agents' means.
+    fn assemble(
+        parts: Parts,
+        env: &FunctionEnv,
+        conversations: Arc<dyn Conversations>,
+        model: Arc<dyn Model>,
+        webhooks: Arc<dyn WebhookCaller>,
+    ) -> Self {
+        let clock = Arc::new(SystemClock);
+        let store = Arc::new(parts.store);
+        let queue = Arc::new(parts.queue);
+        let model: Arc<dyn Model> = Arc::new(DefaultModel::new(model, env.default_model.clone()));
         let deps = Deps {
             config: store.clone(),
             sessions: store.clone(),
             executions: store.clone(),
             queue: queue.clone(),
-            bus: Arc::new(LoggingBus::new(
-                EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone()),
-                (*store).clone(),
-            )),
+            bus: Arc::new(LoggingBus::new(parts.bus, (*store).clone())),
             conversations,
             model,
-            webhooks: Arc::new(LazyWebhooks::new(webhooks, secrets)),
+            webhooks,
             clock,
             prices: Arc::new(PriceTable::builtin()),
             // CloudWatch Embedded Metric Format lines on stdout.

@@ -1795,3 +1795,39 @@ async fn the_deployed_router_needs_only_the_store_the_queue_and_the_bus() {
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].0, "t-1:c-1");
 }
+
+#[tokio::test]
+async fn the_deployed_internal_api_answers_without_any_model_or_webhook_client() {
+    let w = world(vec![], false).await;
+    let env = FunctionEnv {
+        names: w.names.clone(),
+        archive_bucket: None,
+        conversations_url: Some(w.conversations.base_url.clone()),
+        default_model: None,
+        s3_path_style: false,
+        model_secret: None,
+        model_config: None,
+    };
+    let wiring = Wiring::api(&w.sdk, &env).unwrap();
+    let call = |method: &str, uri: &str, body: Option<Value>| {
+        let request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(body.map_or(lambda_http::Body::Empty, |b| lambda_http::Body::Text(b.to_string())))
+            .unwrap();
+        let app = api::app(api::state(&wiring, None));
+        async move {
+            let response = app.oneshot(request).await.unwrap();
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null))
+        }
+    };
+    // configuration is read and events are taken in, as with the full wiring
+    let (status, agents) = call("GET", "/tenants/t-1/agents", None).await;
+    assert_eq!((status, agents["items"][0]["agentId"].as_str()), (200, Some(AGENT)), "{agents}");
+    let envelope = fixture("eventbridge-message-new.json");
+    let (status, routed) = call("POST", "/events", Some(envelope)).await;
+    assert_eq!((status, routed["outcome"].as_str()), (202, Some("enqueued")), "{routed}");
+}
