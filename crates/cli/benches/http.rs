@@ -1,0 +1,228 @@
+//! The whole platform over HTTP, as users drive it: the release `switchboard serve` binary, one
+//! tenant with the highest accepted limits and the scripted model (a deterministic test double,
+//! not an AI) answering with one reply, and `POST /events?wait=30` from `HTTP_BENCH_CLIENTS`
+//! (default 4) keep-alive clients, each message in a new conversation. Measured from outside
+//! the server: its CPU (user + system of every thread, `/proc/<pid>/stat`) over the measured
+//! messages, its resident memory after them (`VmRSS`, and the peak `VmHWM`, from
+//! `/proc/<pid>/status`), throughput and the clients' latencies.
+//!
+//! Each run starts a fresh server and data directory, sends `HTTP_BENCH_WARMUP` (default 400)
+//! messages, then `HTTP_BENCH_MESSAGES` (default 9,600: 10,000 in all, within the tenant's
+//! 10,000 session slots, since every conversation keeps its slot), and checks that every answer
+//! is a successful execution (exit 1 otherwise). `HTTP_BENCH_RUNS` runs (default 3); medians and
+//! ranges are printed. The server logs at `HTTP_BENCH_LOG` (default `warn`: one line per request
+//! at `info` is part of what is measured otherwise).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchboard_domain::tenant::{MAX_CONCURRENT_SESSIONS, MAX_INVOCATIONS_PER_MINUTE, MAX_TOKENS_PER_DAY};
+
+const REPLY: &str = "Thanks! Order 1234 shipped yesterday and should arrive on Thursday.";
+
+fn var(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The server under test, stopped by its PID when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    admin: String,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Self {
+        let bundle = dir.join("tenant.json");
+        std::fs::write(
+            &bundle,
+            json!({
+                "tenantId": "bench", "name": "Bench",
+                "limits": { "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "tokensPerDay": MAX_TOKENS_PER_DAY,
+                            "concurrentSessions": MAX_CONCURRENT_SESSIONS },
+                "agents": [{ "agentId": "01JD0000BENCH0AGENT0000001", "name": "Bench", "systemPrompt": "Answer briefly.",
+                             "model": "bench-model", "tools": ["send_message"], "maxTurns": 100, "maxIterations": 4 }],
+                "triggers": [{ "triggerId": "01JD0000BENCH0TR1GGER00001", "name": "all", "agentId": "01JD0000BENCH0AGENT0000001",
+                               "eventType": "message.new", "priority": 1, "conditions": {} }]
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let script = dir.join("script.json");
+        std::fs::write(
+            &script,
+            json!({ "description": "http bench test double", "rules": [ { "then": { "text": REPLY } } ] }).to_string(),
+        )
+        .unwrap();
+        let data = dir.join("data");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen", "127.0.0.1:0", "--rate-limit", "1000000"])
+            .arg("--tenant")
+            .arg(&bundle)
+            .arg("--scripted-model")
+            .arg(&script)
+            .env("RUST_LOG", std::env::var("HTTP_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+        let admin = std::fs::read_to_string(data.join("admin.key")).unwrap().trim().to_owned();
+        Self { child, base, admin }
+    }
+
+    fn proc(&self, file: &str) -> String {
+        std::fs::read_to_string(format!("/proc/{}/{file}", self.child.id())).unwrap()
+    }
+
+    /// User + system CPU of the server so far, all threads.
+    fn cpu(&self) -> Duration {
+        let stat = self.proc("stat");
+        let rest = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        // utime and stime, in USER_HZ (100) ticks.
+        Duration::from_millis((field(11) + field(12)) * 10)
+    }
+
+    /// A `/proc/<pid>/status` figure in kB (`VmRSS`, `VmHWM`).
+    fn memory_kb(&self, name: &str) -> u64 {
+        let status = self.proc("status");
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap_or_default();
+        line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends messages `from..to` from `clients` keep-alive clients, each message in its own
+/// conversation; the latency of each, and the number of answers that were not a successful
+/// execution.
+async fn send(server: &Server, clients: usize, from: usize, to: usize) -> (Vec<Duration>, usize) {
+    let tasks = (0..clients).map(|c| {
+        let (base, admin) = (server.base.clone(), server.admin.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+            let (mut latencies, mut bad) = (Vec::new(), 0);
+            for i in (from + c..to).step_by(clients) {
+                let event = json!({
+                    "id": format!("e-{i}"), "source": "conversations-service", "detail-type": "message.new",
+                    "detail": { "tenantId": "bench", "conversationId": format!("c-{i}"), "messageId": format!("m-{i}"),
+                                "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                                "message": { "direction": "inbound", "text": "Where is my order #1234?" } }
+                });
+                let started = Instant::now();
+                let answer =
+                    http.post(format!("{base}/events?wait=30")).bearer_auth(&admin).json(&event).send().await.unwrap();
+                let body: Value = answer.json().await.unwrap_or(Value::Null);
+                latencies.push(started.elapsed());
+                if body["execution"]["status"] != "success" {
+                    if bad == 0 {
+                        eprintln!("message {i} was not answered: {body}");
+                    }
+                    bad += 1;
+                }
+            }
+            (latencies, bad)
+        })
+    });
+    let mut all = Vec::new();
+    let mut bad = 0;
+    for task in tasks {
+        let (l, b) = task.await.unwrap();
+        all.extend(l);
+        bad += b;
+    }
+    (all, bad)
+}
+
+struct Run {
+    cpu_per_message: Duration,
+    throughput: f64,
+    p50: Duration,
+    p99: Duration,
+    rss_kb: u64,
+    hwm_kb: u64,
+}
+
+async fn run(clients: usize, warmup: usize, messages: usize) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (_, bad) = send(&server, clients, 0, warmup).await;
+    assert_eq!(bad, 0, "warm-up messages were not answered");
+    let (cpu, started) = (server.cpu(), Instant::now());
+    let (mut latencies, bad) = send(&server, clients, warmup, warmup + messages).await;
+    let (elapsed, cpu) = (started.elapsed(), server.cpu() - cpu);
+    if bad > 0 {
+        eprintln!("{bad} of {messages} messages were not answered with a successful execution");
+        std::process::exit(1);
+    }
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    Run {
+        cpu_per_message: cpu / u32::try_from(messages).unwrap(),
+        throughput: messages as f64 / elapsed.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+        rss_kb: server.memory_kb("VmRSS:"),
+        hwm_kb: server.memory_kb("VmHWM:"),
+    }
+}
+
+fn median_and_range<T: PartialOrd + Copy>(mut values: Vec<T>) -> (T, T, T) {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (values[values.len() / 2], values[0], values[values.len() - 1])
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported.
+    let (clients, warmup, messages, runs) = (
+        var("HTTP_BENCH_CLIENTS", 4),
+        var("HTTP_BENCH_WARMUP", 400),
+        var("HTTP_BENCH_MESSAGES", 9_600),
+        var("HTTP_BENCH_RUNS", 3),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let results: Vec<Run> = (0..runs)
+        .map(|i| {
+            let r = runtime.block_on(run(clients, warmup, messages));
+            println!(
+                "run {}: {:.3} ms CPU/message, {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, RSS {:.1} MB (peak {:.1} MB)",
+                i + 1,
+                r.cpu_per_message.as_secs_f64() * 1e3,
+                r.throughput,
+                r.p50.as_secs_f64() * 1e3,
+                r.p99.as_secs_f64() * 1e3,
+                r.rss_kb as f64 / 1024.0,
+                r.hwm_kb as f64 / 1024.0
+            );
+            r
+        })
+        .collect();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let show =
+        |name: &str, (m, lo, hi): (f64, f64, f64), unit: &str| println!("{name:<22} {m:>9.3} {unit} ({lo:.3}–{hi:.3})");
+    println!(
+        "\nswitchboard serve over HTTP: {clients} clients, {messages} messages per run after {warmup} of warm-up, {runs} runs; median (range)"
+    );
+    show("server CPU / message", median_and_range(results.iter().map(|r| ms(r.cpu_per_message)).collect()), "ms");
+    show("throughput", median_and_range(results.iter().map(|r| r.throughput).collect()), "msg/s");
+    show("p50 latency", median_and_range(results.iter().map(|r| ms(r.p50)).collect()), "ms");
+    show("p99 latency", median_and_range(results.iter().map(|r| ms(r.p99)).collect()), "ms");
+    show("RSS after", median_and_range(results.iter().map(|r| r.rss_kb as f64 / 1024.0).collect()), "MB");
+    show("peak RSS", median_and_range(results.iter().map(|r| r.hwm_kb as f64 / 1024.0).collect()), "MB");
+}
