@@ -391,6 +391,50 @@ async fn tenants_and_agents_are_read_from_memory_until_a_write_changes_them() {
     assert_eq!(e.store.get_tenant(&other).await.unwrap().unwrap().name, "Two");
 }
 
+#[tokio::test]
+async fn api_key_owners_are_read_from_memory_and_a_revoked_or_deleted_tenants_key_is_not() {
+    use switchboard_engine::{ConfigAdmin, ConfigStore};
+    let clock = clock();
+    let (e, dir) = open(clock.clone(), 5);
+    let (t1, t2): (TenantId, TenantId) = ("t-1".parse().unwrap(), "t-2".parse().unwrap());
+    for t in [&t1, &t2] {
+        assert!(e.store.create_tenant(t, "T").await.unwrap());
+    }
+    let (k1, k2, admin) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
+    e.store.add_api_key(&k1, Some(&t1)).await.unwrap();
+    e.store.add_api_key(&k2, Some(&t2)).await.unwrap();
+    e.store.add_api_key(&admin, None).await.unwrap();
+    for (k, owner) in [(&k1, Some(t1.clone())), (&k2, Some(t2.clone())), (&admin, None)] {
+        assert_eq!(e.store.api_key_owner(k).await.unwrap(), Some(owner));
+    }
+    let calls = e.store.db_calls();
+    assert_eq!(e.store.api_key_owner(&k1).await.unwrap(), Some(Some(t1.clone())));
+    assert_eq!(e.store.api_key_owner(&admin).await.unwrap(), Some(None));
+    assert_eq!(e.store.db_calls(), calls, "served from memory");
+    // an unknown key is looked up every time: another process may add it
+    assert_eq!(e.store.api_key_owner(&"d".repeat(64)).await.unwrap(), None);
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[]}"#).unwrap());
+    let second = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    second.store.add_api_key(&"d".repeat(64), Some(&t2)).await.unwrap();
+    assert_eq!(e.store.api_key_owner(&"d".repeat(64)).await.unwrap(), Some(Some(t2.clone())));
+    // revoked: gone at once, and only that tenant's keys are looked up again
+    assert!(e.store.revoke_api_key(&t1, &k1[..16]).await.unwrap());
+    assert_eq!(e.store.api_key_owner(&k1).await.unwrap(), None);
+    // a tenant deleted with its keys: its keys are gone at once
+    assert!(
+        e.store
+            .update_tenant(&switchboard_domain::Tenant {
+                status: switchboard_domain::TenantStatus::Suspended,
+                ..e.store.get_tenant(&t2).await.unwrap().unwrap()
+            })
+            .await
+            .unwrap()
+    );
+    assert!(e.store.delete_tenant(&t2).await.unwrap());
+    assert_eq!(e.store.api_key_owner(&k2).await.unwrap(), None);
+    assert_eq!(e.store.api_key_owner(&admin).await.unwrap(), Some(None));
+}
+
 /// The activity step fills its counts from the execution records a data directory already has,
 /// in the hour and with the status each record was written with.
 #[tokio::test]

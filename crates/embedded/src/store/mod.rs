@@ -58,10 +58,11 @@ fn status_str(s: SessionStatus) -> &'static str {
     }
 }
 
-/// What the engine reads for every message, kept in memory until a write through this store
-/// changes it: tenants, agents, and active triggers per event type (sorted for evaluation). Only
-/// records that exist are kept. Other processes on the same file write only new tenants and API
-/// keys (`switchboard tenants …`), which no entry can contradict.
+/// What the engine and the API read for every message, kept in memory until a write through
+/// this store changes it: tenants, agents, active triggers per event type (sorted for
+/// evaluation) and the owners of API keys. Only records that exist are kept. Other processes on
+/// the same file write only new tenants and API keys (`switchboard tenants …`), which no entry
+/// can contradict; keys are removed only through this store (revoked, or with their tenant).
 #[derive(Debug, Default)]
 struct Caches {
     /// Bumped (under the lock) by every invalidation. A read fills the cache only when no
@@ -75,6 +76,8 @@ struct CacheEntries {
     tenants: HashMap<TenantId, Tenant>,
     agents: HashMap<(TenantId, AgentId), Agent>,
     triggers: HashMap<(TenantId, EventType), Arc<[Trigger]>>,
+    /// API key hash → its owner (`None`: an admin).
+    keys: HashMap<String, Option<TenantId>>,
 }
 
 impl Caches {
@@ -101,6 +104,7 @@ impl Caches {
             e.tenants.remove(tenant);
             e.agents.retain(|(t, _), _| t != tenant);
             e.triggers.retain(|(t, _), _| t != tenant);
+            e.keys.retain(|_, owner| owner.as_ref() != Some(tenant));
         }
     }
 }
@@ -168,6 +172,10 @@ impl SqliteStore {
 
     /// Whom a key hash belongs to: `Some(None)` an admin, `Some(Some(t))` tenant `t`, `None` nobody.
     pub async fn api_key_owner(&self, key_hash: &str) -> Result<Option<Option<TenantId>>, StoreError> {
+        if let Some(owner) = self.caches.get(|e| e.keys.get(key_hash).cloned()) {
+            return Ok(Some(owner));
+        }
+        let generation = self.caches.generation();
         let h = key_hash.to_owned();
         let row: Option<Option<String>> = self
             .db
@@ -178,7 +186,13 @@ impl SqliteStore {
             })
             .await
             .map_err(store_err)?;
-        Ok(row.map(|t| t.and_then(|t| t.parse().ok())))
+        let owner = row.map(|t| t.and_then(|t| t.parse().ok()));
+        if let Some(owner) = &owner {
+            self.caches.fill(generation, |e| {
+                e.keys.insert(key_hash.to_owned(), owner.clone());
+            });
+        }
+        Ok(owner)
     }
 
     /// A tenant's keys as `(key hash, created at)`, oldest first.
@@ -199,7 +213,8 @@ impl SqliteStore {
     /// Deletes the tenant's key whose hash starts with `hash_prefix`: whether one was deleted.
     pub async fn revoke_api_key(&self, tenant: &TenantId, hash_prefix: &str) -> Result<bool, StoreError> {
         let (t, prefix) = (tenant.to_string(), hash_prefix.to_owned());
-        self.db
+        let revoked = self
+            .db
             .call(move |c| {
                 let n = c
                     .prepare_cached("DELETE FROM api_keys WHERE tenant_id = ?1 AND substr(key_hash, 1, ?3) = ?2")?
@@ -207,7 +222,10 @@ impl SqliteStore {
                 Ok(n > 0)
             })
             .await
-            .map_err(store_err)
+            .map_err(store_err);
+        // The tenant's known keys are forgotten (the revoked one among them), whatever the answer.
+        self.invalidate(tenant);
+        revoked
     }
 
     /// Whether any admin key exists.
