@@ -9,9 +9,15 @@
 //! Each run starts a fresh server and data directory, sends `HTTP_BENCH_WARMUP` (default 400)
 //! messages, then `HTTP_BENCH_MESSAGES` (default 9,600: 10,000 in all, within the tenant's
 //! 10,000 session slots, since every conversation keeps its slot), and checks that every answer
-//! is a successful execution (exit 1 otherwise). `HTTP_BENCH_RUNS` runs (default 3); medians and
-//! ranges are printed. The server logs at `HTTP_BENCH_LOG` (default `warn`: one line per request
+//! is a successful execution with the turn's model and tool calls (exit 1 otherwise).
+//! `HTTP_BENCH_RUNS` runs (default 3); medians and ranges are printed. The server logs at `HTTP_BENCH_LOG` (default `warn`: one line per request
 //! at `info` is part of what is measured otherwise).
+//!
+//! Two turns: `scripted` (the scripted test double answers with one reply) and `bedrock` (the
+//! Bedrock Converse adapter, SigV4 and all, against a fake Converse server in this process —
+//! its CPU is not the server's, so not counted — that first calls `send_message`, then ends the
+//! turn: two model calls and one tool per message). `HTTP_BENCH_TURNS` picks (`scripted,bedrock`
+//! by default).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -35,8 +41,48 @@ struct Server {
     admin: String,
 }
 
+/// What answers the agent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    Scripted,
+    Bedrock,
+}
+
+impl Turn {
+    fn name(self) -> &'static str {
+        match self {
+            Turn::Scripted => "scripted, 1 reply",
+            Turn::Bedrock => "bedrock, 2 calls + 1 tool",
+        }
+    }
+}
+
+/// A stateless fake of Bedrock's Converse: a request whose last message carries a tool result
+/// gets the turn's end, any other a `send_message` call. The URL to point the runtime at.
+async fn fake_converse() -> String {
+    async fn converse(axum::Json(body): axum::Json<Value>) -> axum::Json<Value> {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+        let after_tool = last["content"].as_array().is_some_and(|c| c.iter().any(|b| b.get("toolResult").is_some()));
+        axum::Json(if after_tool {
+            json!({ "output": { "message": { "role": "assistant", "content": [{ "text": "" }] } },
+                    "stopReason": "end_turn", "usage": { "inputTokens": 40, "outputTokens": 1, "totalTokens": 41 },
+                    "metrics": { "latencyMs": 1 } })
+        } else {
+            json!({ "output": { "message": { "role": "assistant", "content": [
+                        { "toolUse": { "toolUseId": "t-1", "name": "send_message", "input": { "text": REPLY } } } ] } },
+                    "stopReason": "tool_use", "usage": { "inputTokens": 30, "outputTokens": 12, "totalTokens": 42 },
+                    "metrics": { "latencyMs": 1 } })
+        })
+    }
+    let app = axum::Router::new().route("/model/{model_id}/converse", axum::routing::post(converse));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
 impl Server {
-    fn start(dir: &Path) -> Self {
+    fn start(dir: &Path, turn: Turn, bedrock: &str) -> Self {
         let bundle = dir.join("tenant.json");
         std::fs::write(
             &bundle,
@@ -45,7 +91,8 @@ impl Server {
                 "limits": { "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "tokensPerDay": MAX_TOKENS_PER_DAY,
                             "concurrentSessions": MAX_CONCURRENT_SESSIONS },
                 "agents": [{ "agentId": "01JD0000BENCH0AGENT0000001", "name": "Bench", "systemPrompt": "Answer briefly.",
-                             "model": "bench-model", "tools": ["send_message"], "maxTurns": 100, "maxIterations": 4 }],
+                             "model": "bedrock:anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message"],
+                             "maxTurns": 100, "maxIterations": 4 }],
                 "triggers": [{ "triggerId": "01JD0000BENCH0TR1GGER00001", "name": "all", "agentId": "01JD0000BENCH0AGENT0000001",
                                "eventType": "message.new", "priority": 1, "conditions": {} }]
             })
@@ -59,20 +106,33 @@ impl Server {
         )
         .unwrap();
         let data = dir.join("data");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command
             .arg("serve")
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen", "127.0.0.1:0", "--rate-limit", "1000000"])
             .arg("--tenant")
             .arg(&bundle)
-            .arg("--scripted-model")
-            .arg(&script)
-            .env("RUST_LOG", std::env::var("HTTP_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
+            .env("RUST_LOG", std::env::var("HTTP_BENCH_LOG").unwrap_or_else(|_| "warn".into()));
+        match turn {
+            Turn::Scripted => {
+                command.arg("--scripted-model").arg(&script);
+            }
+            Turn::Bedrock => {
+                // Static credentials and no profile files: nothing is fetched but the fake.
+                command
+                    .env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock)
+                    .env("AWS_REGION", "us-east-1")
+                    .env("AWS_ACCESS_KEY_ID", "AKIDBENCH")
+                    .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+                    .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
+                    .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
+                    .env("AWS_EC2_METADATA_DISABLED", "true");
+            }
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
@@ -112,7 +172,12 @@ impl Drop for Server {
 /// Sends messages `from..to` from `clients` keep-alive clients, each message in its own
 /// conversation; the latency of each, and the number of answers that were not a successful
 /// execution.
-async fn send(server: &Server, clients: usize, from: usize, to: usize) -> (Vec<Duration>, usize) {
+async fn send(server: &Server, turn: Turn, clients: usize, from: usize, to: usize) -> (Vec<Duration>, usize) {
+    // what each answer's execution must show: model calls and tool calls
+    let expected = match turn {
+        Turn::Scripted => (1, 0),
+        Turn::Bedrock => (2, 1),
+    };
     let tasks = (0..clients).map(|c| {
         let (base, admin) = (server.base.clone(), server.admin.clone());
         tokio::spawn(async move {
@@ -130,7 +195,9 @@ async fn send(server: &Server, clients: usize, from: usize, to: usize) -> (Vec<D
                     http.post(format!("{base}/events?wait=30")).bearer_auth(&admin).json(&event).send().await.unwrap();
                 let body: Value = answer.json().await.unwrap_or(Value::Null);
                 latencies.push(started.elapsed());
-                if body["execution"]["status"] != "success" {
+                let e = &body["execution"];
+                let calls = |name: &str| e[name].as_array().map_or(usize::MAX, Vec::len);
+                if e["status"] != "success" || (calls("modelCalls"), calls("toolCalls")) != expected {
                     if bad == 0 {
                         eprintln!("message {i} was not answered: {body}");
                     }
@@ -159,13 +226,13 @@ struct Run {
     hwm_kb: u64,
 }
 
-async fn run(clients: usize, warmup: usize, messages: usize) -> Run {
+async fn run(turn: Turn, bedrock: &str, clients: usize, warmup: usize, messages: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
-    let (_, bad) = send(&server, clients, 0, warmup).await;
+    let server = Server::start(dir.path(), turn, bedrock);
+    let (_, bad) = send(&server, turn, clients, 0, warmup).await;
     assert_eq!(bad, 0, "warm-up messages were not answered");
     let (cpu, started) = (server.cpu(), Instant::now());
-    let (mut latencies, bad) = send(&server, clients, warmup, warmup + messages).await;
+    let (mut latencies, bad) = send(&server, turn, clients, warmup, warmup + messages).await;
     let (elapsed, cpu) = (started.elapsed(), server.cpu() - cpu);
     if bad > 0 {
         eprintln!("{bad} of {messages} messages were not answered with a successful execution");
@@ -196,33 +263,49 @@ fn main() {
         var("HTTP_BENCH_MESSAGES", 9_600),
         var("HTTP_BENCH_RUNS", 3),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let results: Vec<Run> = (0..runs)
-        .map(|i| {
-            let r = runtime.block_on(run(clients, warmup, messages));
-            println!(
-                "run {}: {:.3} ms CPU/message, {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, RSS {:.1} MB (peak {:.1} MB)",
-                i + 1,
-                r.cpu_per_message.as_secs_f64() * 1e3,
-                r.throughput,
-                r.p50.as_secs_f64() * 1e3,
-                r.p99.as_secs_f64() * 1e3,
-                r.rss_kb as f64 / 1024.0,
-                r.hwm_kb as f64 / 1024.0
-            );
-            r
+    let turns: Vec<Turn> = std::env::var("HTTP_BENCH_TURNS")
+        .unwrap_or_else(|_| "scripted,bedrock".into())
+        .split(',')
+        .map(|t| match t.trim() {
+            "scripted" => Turn::Scripted,
+            "bedrock" => Turn::Bedrock,
+            other => panic!("HTTP_BENCH_TURNS: unknown turn {other:?} (scripted, bedrock)"),
         })
         .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let bedrock = runtime.block_on(fake_converse());
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let show =
-        |name: &str, (m, lo, hi): (f64, f64, f64), unit: &str| println!("{name:<22} {m:>9.3} {unit} ({lo:.3}–{hi:.3})");
-    println!(
-        "\nswitchboard serve over HTTP: {clients} clients, {messages} messages per run after {warmup} of warm-up, {runs} runs; median (range)"
-    );
-    show("server CPU / message", median_and_range(results.iter().map(|r| ms(r.cpu_per_message)).collect()), "ms");
-    show("throughput", median_and_range(results.iter().map(|r| r.throughput).collect()), "msg/s");
-    show("p50 latency", median_and_range(results.iter().map(|r| ms(r.p50)).collect()), "ms");
-    show("p99 latency", median_and_range(results.iter().map(|r| ms(r.p99)).collect()), "ms");
-    show("RSS after", median_and_range(results.iter().map(|r| r.rss_kb as f64 / 1024.0).collect()), "MB");
-    show("peak RSS", median_and_range(results.iter().map(|r| r.hwm_kb as f64 / 1024.0).collect()), "MB");
+    let show = |name: &str, (m, lo, hi): (f64, f64, f64), unit: &str| {
+        println!("  {name:<22} {m:>9.3} {unit} ({lo:.3}–{hi:.3})")
+    };
+    for turn in turns {
+        let results: Vec<Run> = (0..runs)
+            .map(|i| {
+                let r = runtime.block_on(run(turn, &bedrock, clients, warmup, messages));
+                println!(
+                    "{} run {}: {:.3} ms CPU/message, {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, RSS {:.1} MB (peak {:.1} MB)",
+                    turn.name(),
+                    i + 1,
+                    ms(r.cpu_per_message),
+                    r.throughput,
+                    ms(r.p50),
+                    ms(r.p99),
+                    r.rss_kb as f64 / 1024.0,
+                    r.hwm_kb as f64 / 1024.0
+                );
+                r
+            })
+            .collect();
+        println!(
+            "\nswitchboard serve over HTTP, {}: {clients} clients, {messages} messages per run after {warmup} of warm-up, {runs} runs; median (range)",
+            turn.name()
+        );
+        show("server CPU / message", median_and_range(results.iter().map(|r| ms(r.cpu_per_message)).collect()), "ms");
+        show("throughput", median_and_range(results.iter().map(|r| r.throughput).collect()), "msg/s");
+        show("p50 latency", median_and_range(results.iter().map(|r| ms(r.p50)).collect()), "ms");
+        show("p99 latency", median_and_range(results.iter().map(|r| ms(r.p99)).collect()), "ms");
+        show("RSS after", median_and_range(results.iter().map(|r| r.rss_kb as f64 / 1024.0).collect()), "MB");
+        show("peak RSS", median_and_range(results.iter().map(|r| r.hwm_kb as f64 / 1024.0).collect()), "MB");
+        println!();
+    }
 }
