@@ -66,6 +66,22 @@ where
     }
 }
 
+/// A conditional `TransactWriteItems`' answer: `true` written, `false` when its first item's
+/// condition did not hold (the transaction was cancelled for it).
+pub(super) fn transact_conditional<T>(
+    result: Result<T, SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>>,
+) -> Result<bool, StoreError> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            let refused = matches!(e.as_service_error(), Some(TransactWriteItemsError::TransactionCanceledException(c))
+                if c.cancellation_reasons().first().and_then(|r| r.code()) == Some("ConditionalCheckFailed"));
+            if refused { Ok(false) } else { Err(unavailable("TransactWriteItems", &e)) }
+        }
+    }
+}
+
 pub(super) fn build_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable { message: format!("building a request: {e}"), retryable: false }
 }

@@ -7,7 +7,6 @@
 //! number, leaving a gap, which readers do not mind). Kept as long as execution records.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Put, ReturnValue, TransactWriteItem};
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::{OutboundEvent, TenantId};
@@ -69,14 +68,7 @@ impl DynamoStore {
             Ok(TransactWriteItem::builder().put(put).build())
         };
         let writes = vec![put(marker, Some("attribute_not_exists(PK)"))?, put(item, None)?];
-        match self.client.transact_write_items().set_transact_items(Some(writes)).send().await {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let repeat = matches!(e.as_service_error(), Some(TransactWriteItemsError::TransactionCanceledException(c))
-                    if c.cancellation_reasons().first().and_then(|r| r.code()) == Some("ConditionalCheckFailed"));
-                if repeat { Ok(false) } else { Err(unavailable("TransactWriteItems", &e)) }
-            }
-        }
+        transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await)
     }
 }
 

@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -96,14 +95,7 @@ impl DynamoStore {
         let keep = Put::builder().table_name(table).set_item(Some(item)).build().map_err(build_err)?;
         let writes =
             vec![TransactWriteItem::builder().delete(redeem).build(), TransactWriteItem::builder().put(keep).build()];
-        match self.client.transact_write_items().set_transact_items(Some(writes)).send().await {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let refused = matches!(e.as_service_error(), Some(TransactWriteItemsError::TransactionCanceledException(c))
-                    if c.cancellation_reasons().first().and_then(|r| r.code()) == Some("ConditionalCheckFailed"));
-                if refused { Ok(false) } else { Err(unavailable("TransactWriteItems", &e)) }
-            }
-        }
+        transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await)
     }
 
     /// The tenant's open connections (those not out of date), every page of them.
