@@ -21,11 +21,13 @@
 //!
 //! Copying the WAL back into the database file (and its `fsync`s) is a second thread's job, on a
 //! connection of its own: SQLite's automatic checkpoint runs inside the commit that crosses its
-//! threshold, so one call in a thousand waited for the copy of the whole log (the pipeline bench's
-//! p99 went from 27 ms to 4 ms when it moved). The database thread only tells the checkpoint
-//! thread, from SQLite's WAL hook, once the log holds [`CHECKPOINT_PAGES`]. If the log still grows
-//! past [`WAL_CEILING_PAGES`] (a reader holding an old snapshot, a checkpoint thread that cannot
-//! keep up), the committing thread checkpoints itself, as SQLite would, so the log stays bounded.
+//! threshold, so one call in a thousand waited for the copy of the whole log. The database thread
+//! asks the checkpoint thread, from SQLite's WAL hook, once the log holds [`CHECKPOINT_PAGES`].
+//! The log starts over only at a write that begins with every frame copied, which a copy made
+//! beside a busy writer never reaches; so once the thread has caught up, the database thread
+//! copies the few frames written meanwhile itself, after its next commit. Past
+//! [`WAL_CEILING_PAGES`] (a reader holding an old snapshot, a checkpoint thread that cannot keep
+//! up) it copies whatever is left, as SQLite would, so the log stays bounded.
 
 use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
@@ -162,12 +164,7 @@ impl Db {
 /// Hands the checkpoints of `conn`'s database to a thread with its own connection (see the module
 /// docs). The thread ends once `conn` is dropped.
 fn start_checkpoints(conn: &mut Connection, path: &Path) -> Result<tokio::sync::watch::Receiver<u64>, DbError> {
-    let checkpointer = Connection::open(path)?;
-    // Reading the mode opens the log on this connection; until then SQLite declines to checkpoint.
-    let mode: String = checkpointer.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(DbError::Task(format!("the database is in {mode} mode, not WAL")));
-    }
+    let checkpointer = wal_connection(path)?;
     let (count, counted) = tokio::sync::watch::channel(0_u64);
     // One request waiting is enough: the checkpoint copies whatever the log holds when it runs.
     let (ask, asked) = mpsc::sync_channel::<()>(1);
@@ -212,6 +209,17 @@ fn start_checkpoints(conn: &mut Connection, path: &Path) -> Result<tokio::sync::
         Ok(())
     }))?;
     Ok(counted)
+}
+
+/// A second connection to the WAL database at `path`, its log opened: until a connection has read
+/// the journal mode, SQLite declines to checkpoint through it.
+fn wal_connection(path: &Path) -> Result<Connection, DbError> {
+    let conn = Connection::open(path)?;
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(DbError::Task(format!("the database is in {mode} mode, not WAL")));
+    }
+    Ok(conn)
 }
 
 /// Runs one statement that returns no rows, kept prepared (transaction control runs for every
@@ -487,9 +495,7 @@ mod tests {
         for v in [1201, 1202] {
             db.call(move |c| Ok(c.execute("INSERT INTO t VALUES (?1, NULL)", [v])?)).await.unwrap();
         }
-        let reader = Connection::open(&file).unwrap();
-        let _: String = reader.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
-        let (log, _) = reader.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE).unwrap();
+        let (log, _) = wal_connection(&file).unwrap().wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE).unwrap();
         assert!((0..10).contains(&log), "{log} frames in the log");
     }
 
