@@ -801,8 +801,15 @@ async fn invoke(
     };
     let day_tokens = match done {
         Some(_) => None,
-        None => match Limits::new(state.executor.deps()).admit(&tenant, &body.conversation_id, agent_session).await? {
+        None => match Limits::new(state.executor.deps())
+            .admit(&tenant, &body.conversation_id, Some(agent_session), true)
+            .await?
+        {
             Admission::Admitted(day) => Some(day),
+            // taken over between the read above and the count
+            Admission::HumanOwned { .. } => {
+                return Err(Problem::conflict("a human operator owns this conversation; hand it back first"));
+            }
             Admission::Refused(refusal) => {
                 tracing::info!(tenant = %t, limit = refusal.limit.as_str(), "invoke refused by a tenant limit");
                 return Err(Problem::tenant_limit(&refusal));

@@ -177,6 +177,7 @@ contract!(
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
     a_slot_and_a_count_are_asked_together_and_a_refused_count_takes_no_slot,
+    an_admission_counts_nothing_for_a_conversation_a_human_owns,
     sessions_list_newest_first_narrowed_and_paged,
     deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
     the_event_log_keeps_each_event_once_in_order_and_per_tenant,
@@ -654,7 +655,8 @@ async fn a_slot_and_a_count_are_asked_together_and_a_refused_count_takes_no_slot
         window,
         limit: 1,
         expires: now + Duration::minutes(2),
-        likely_held,
+        likely_held: Some(likely_held),
+        unless_human: false,
     };
     // a new conversation, guessed right and guessed wrong
     assert_eq!(x.counters[0].hold_slot_and_take(&ask("c-1", "MIN#a", false)).await.unwrap(), Admit::Counted);
@@ -678,6 +680,94 @@ async fn a_slot_and_a_count_are_asked_together_and_a_refused_count_takes_no_slot
     let later = until + Duration::seconds(1);
     let newcomer = SlotAndCount { now: later, until: later + Duration::minutes(30), ..ask("c-5", "MIN#d", false) };
     assert_eq!(x.counters[0].hold_slot_and_take(&newcomer).await.unwrap(), Admit::Counted);
+}
+
+async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject) {
+    use switchboard_engine::{Admit, SlotAndCount};
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let ask = |conversation, window| SlotAndCount {
+        tenant: &t,
+        conversation,
+        sessions: 10,
+        now,
+        until: now + Duration::minutes(30),
+        window,
+        limit: 2,
+        expires: now + Duration::minutes(2),
+        // the caller has not read the conversation (event intake): the adapter guesses
+        likely_held: None,
+        unless_human: true,
+    };
+    assert!(x.counters.iter().all(|c| c.sees_human_owner()));
+    // an agent's conversation is admitted
+    let active = start(&t, "c-1", now);
+    x.sessions.commit_turn(&create(&active, "evt-1", now)).await.unwrap();
+    assert_eq!(x.counters[0].hold_slot_and_take(&ask("c-1", "MIN#a")).await.unwrap(), Admit::Counted);
+    // handed to a human: refused for the owner, in any process, and nothing is counted
+    let mut human = bump(&active, now);
+    human.status = SessionStatus::HandedOff;
+    human.handed_off_to = Some(HandoffTarget::Human);
+    let to_human = TurnCommit {
+        sessions: vec![SessionWrite { session: human.clone(), expected_version: Some(active.version) }],
+        execution: record(&active, "evt-2", now),
+    };
+    x.sessions.commit_turn(&to_human).await.unwrap();
+    let owner = Admit::HumanOwned { session_id: active.session_id, agent_id: active.agent_id };
+    for counters in &x.counters {
+        assert_eq!(counters.hold_slot_and_take(&ask("c-1", "MIN#a")).await.unwrap(), owner);
+    }
+    // the human's session is the conversation's latest, as the executor reads it
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(human.clone()));
+    // (the window took one count so far: one more fits, then it is full)
+    assert_eq!(x.counters[1].hold_slot_and_take(&ask("c-2", "MIN#a")).await.unwrap(), Admit::Counted);
+    assert_eq!(
+        x.counters[1].hold_slot_and_take(&ask("c-3", "MIN#a")).await.unwrap(),
+        Admit::CountFull { took_slot: false }
+    );
+    // not asked, the owner is not read: counted as before
+    let blind = SlotAndCount { unless_human: false, ..ask("c-1", "MIN#b") };
+    assert_eq!(x.counters[0].hold_slot_and_take(&blind).await.unwrap(), Admit::Counted);
+    // another tenant's conversation of the same id is its own
+    let other = tenant("t-2");
+    let theirs = SlotAndCount { tenant: &other, ..ask("c-1", "MIN#a") };
+    assert_eq!(x.counters[0].hold_slot_and_take(&theirs).await.unwrap(), Admit::Counted);
+    // handed back to an agent: admitted again (the wrong guess of the lease costs nothing)
+    let mut back = bump(&human, now);
+    let mut next = start(&t, "c-1", now);
+    next.parent_session_id = Some(human.session_id);
+    back.handed_off_to = Some(HandoffTarget::Agent { agent_id: next.agent_id, session_id: next.session_id });
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![
+                SessionWrite { session: back, expected_version: Some(human.version) },
+                SessionWrite { session: next.clone(), expected_version: None },
+            ],
+            execution: record(&human, "evt-3", now),
+        })
+        .await
+        .unwrap();
+    for counters in &x.counters {
+        assert_eq!(counters.hold_slot_and_take(&ask("c-1", "MIN#c")).await.unwrap(), Admit::Counted);
+    }
+    assert_eq!(x.sessions.latest_session(&t, "c-1").await.unwrap(), Some(next));
+    // and a human's conversation that ended is nobody's
+    let mut ended = start(&t, "c-4", now);
+    ended.status = SessionStatus::HandedOff;
+    ended.handed_off_to = Some(HandoffTarget::Human);
+    x.sessions.commit_turn(&create(&ended, "evt-4", now)).await.unwrap();
+    let owner = Admit::HumanOwned { session_id: ended.session_id, agent_id: ended.agent_id };
+    assert_eq!(x.counters[1].hold_slot_and_take(&ask("c-4", "MIN#d")).await.unwrap(), owner);
+    let mut closed = bump(&ended, now);
+    closed.status = SessionStatus::Completed;
+    x.sessions
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: closed, expected_version: Some(ended.version) }],
+            execution: record(&ended, "evt-5", now),
+        })
+        .await
+        .unwrap();
+    assert_eq!(x.counters[1].hold_slot_and_take(&ask("c-4", "MIN#d")).await.unwrap(), Admit::Counted);
 }
 
 async fn walk(x: &Subject, t: &TenantId, filter: SessionFilter, limit: usize) -> Vec<SessionId> {

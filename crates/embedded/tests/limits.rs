@@ -226,6 +226,26 @@ async fn tokens_per_day_refuse_once_the_days_usage_reaches_them_until_the_next_u
 }
 
 #[tokio::test]
+async fn a_conversation_a_human_owns_is_not_refused_for_the_agents_tokens() {
+    let mut w = World::new(limits(60, 1_000_000, OnLimit::HandoffToHuman)).await;
+    let (_, record) = w.say("c-1", "a first question").await;
+    let mut t = w.embedded.store.get_tenant(&w.tenant).await.unwrap().unwrap();
+    t.limits.tokens_per_day = record.unwrap().token_usage.total();
+    assert!(w.embedded.store.update_tenant(&t).await.unwrap());
+    // the day's tokens are spent: refused, and onLimit hands the conversation to a human
+    let (outcome, _) = w.say("c-1", "and another").await;
+    assert_eq!(outcome.as_str(), "budget_exceeded");
+    assert!(w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap().is_human_owned());
+    // the human's conversation is the human's, whatever the agents' budget says
+    let (outcome, record) = w.say("c-1", "is anyone there?").await;
+    assert!(matches!(outcome, RouteOutcome::HumanOwned { .. }), "{outcome:?}");
+    assert_eq!(record.unwrap().status, ExecutionStatus::Skipped);
+    // while another conversation is still refused
+    let (outcome, _) = w.say("c-2", "hello").await;
+    assert_eq!(outcome.as_str(), "budget_exceeded");
+}
+
+#[tokio::test]
 async fn a_day_usage_cache_reads_the_days_tokens_once_per_ttl_and_is_late_by_at_most_that() {
     use switchboard_engine::{Admission, Limits};
     let mut w = World::new(limits(60, 1_000_000, OnLimit::Nothing)).await;
@@ -234,21 +254,27 @@ async fn a_day_usage_cache_reads_the_days_tokens_once_per_ttl_and_is_late_by_at_
     let tenant = w.embedded.store.get_tenant(&w.tenant).await.unwrap().unwrap();
     let admitted = |a: &Admission| matches!(a, Admission::Admitted(_));
     let calls = w.embedded.store.db_calls();
-    assert!(admitted(&cached.admit(&tenant, "c-1", false).await.unwrap()));
+    assert!(admitted(&cached.admit(&tenant, "c-1", Some(false), false).await.unwrap()));
     let first = w.embedded.store.db_calls() - calls;
-    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()));
+    assert!(admitted(&cached.admit(&tenant, "c-1", Some(true), false).await.unwrap()));
     assert_eq!(w.embedded.store.db_calls() - calls - first, first - 1, "the second admission reads no usage");
     // the day's tokens reach the limit: a fresh read refuses, the cached figure admits until it expires
     let (_, record) = w.say("c-1", "a first question").await;
     let mut tenant = tenant;
     tenant.limits.tokens_per_day = record.unwrap().token_usage.total();
-    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()), "within the TTL: the usage as last read");
-    let refused = Limits::new(&deps).with_day_usage_cache(std::time::Duration::ZERO).admit(&tenant, "c-1", true).await;
+    assert!(
+        admitted(&cached.admit(&tenant, "c-1", Some(true), false).await.unwrap()),
+        "within the TTL: the usage as last read"
+    );
+    let refused = Limits::new(&deps)
+        .with_day_usage_cache(std::time::Duration::ZERO)
+        .admit(&tenant, "c-1", Some(true), false)
+        .await;
     assert!(matches!(refused.unwrap(), Admission::Refused(r) if r.limit == LimitName::TokensPerDay));
     // the next UTC day is a new entry
     w.clock.advance(chrono::Duration::hours(17));
     let calls = w.embedded.store.db_calls();
-    assert!(admitted(&cached.admit(&tenant, "c-1", true).await.unwrap()));
+    assert!(admitted(&cached.admit(&tenant, "c-1", Some(true), false).await.unwrap()));
     assert_eq!(w.embedded.store.db_calls() - calls, first, "a new day is read");
 }
 
@@ -530,7 +556,8 @@ async fn a_slot_and_a_count_are_asked_in_one_call_and_a_refused_count_takes_no_s
         window,
         limit: 1,
         expires: now + chrono::Duration::minutes(2),
-        likely_held: false,
+        likely_held: Some(false),
+        unless_human: false,
     };
     let calls = store.db_calls();
     assert_eq!(store.hold_slot_and_take(&ask("c-1", "MIN#a")).await.unwrap(), Admit::Counted);

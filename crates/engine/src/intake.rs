@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::TriggerIndex;
 use switchboard_domain::{
-    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Refusal, SessionId, Tenant, TenantId, TenantStatus,
-    Trigger, TriggerId,
+    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Refusal, Session, SessionId, Tenant, TenantId,
+    TenantStatus, Trigger, TriggerId,
 };
 use tracing::{debug, info, warn};
 
@@ -197,21 +197,20 @@ impl Intake {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
             return Ok(RouteOutcome::NotInbound);
         }
-        let latest = self.sessions.latest_session_for_routing(&d.tenant_id, &d.conversation_id).await?;
-        let agent_session = latest.as_ref().is_some_and(|s| s.is_active());
-        if let Some(latest) = latest
+        // Who owns the conversation is read first, unless the limits read it in the same step
+        // as the session slot and the count (the AWS profile: a condition in the limits
+        // transaction); then it is read here only when no admission asks it.
+        let in_admission = self.limits.as_ref().is_some_and(Limits::sees_human_owner);
+        let latest = match in_admission {
+            true => None,
+            false => Some(self.sessions.latest_session_for_routing(&d.tenant_id, &d.conversation_id).await?),
+        };
+        if let Some(Some(latest)) = &latest
             && latest.is_human_owned()
         {
-            // No trigger is consulted and no agent will answer; the item still goes through the
-            // conversation's queue group so that the message joins the session transcript in
-            // order (an agent the conversation is handed back to sees it) with a skip record.
-            debug!(session_id = %latest.session_id, "conversation owned by a human; recorded, not answered");
-            let queued = self.queue.enqueue(&work_item(event, latest.agent_id, None, None)).await?;
-            if queued == Enqueued::Duplicate {
-                info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
-            }
-            return Ok(RouteOutcome::HumanOwned { session_id: latest.session_id });
+            return self.to_human(event, latest.session_id, latest.agent_id).await;
         }
+        let likely_held = latest.as_ref().map(|l| l.as_ref().is_some_and(|s| s.is_active()));
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
         let index = self.indexes.get(&d.tenant_id, &triggers);
         let mut from = 0;
@@ -220,9 +219,22 @@ impl Intake {
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
                     let (refused, day_tokens) = match &self.limits {
-                        Some(limits) => match limits.admit(tenant, &d.conversation_id, agent_session).await? {
+                        Some(limits) => match limits.admit(tenant, &d.conversation_id, likely_held, true).await? {
                             Admission::Admitted(day) => (None, Some(day)),
-                            Admission::Refused(r) => (Some(r), None),
+                            Admission::HumanOwned { session_id, agent_id } => {
+                                return self.to_human(event, session_id, agent_id).await;
+                            }
+                            Admission::Refused(r) => {
+                                // The day's tokens are checked before the owner is read: a
+                                // human's conversation is not refused for the agents' budget.
+                                if in_admission
+                                    && r.limit == LimitName::TokensPerDay
+                                    && let Some(human) = self.human_owner(event).await?
+                                {
+                                    return self.to_human(event, human.session_id, human.agent_id).await;
+                                }
+                                (Some(r), None)
+                            }
                         },
                         None => (None, None),
                     };
@@ -251,8 +263,37 @@ impl Intake {
                 }
             }
         }
+        if in_admission && let Some(human) = self.human_owner(event).await? {
+            return self.to_human(event, human.session_id, human.agent_id).await;
+        }
         info!(conversation_id = %d.conversation_id, triggers = triggers.len(), "no active trigger matched; not answered");
         Ok(RouteOutcome::NoMatch)
+    }
+
+    /// The conversation's newest session, if a human operator owns it.
+    async fn human_owner(&self, event: &InboundEvent) -> Result<Option<Session>, StoreError> {
+        let d = &event.detail;
+        let latest = self.sessions.latest_session_for_routing(&d.tenant_id, &d.conversation_id).await?;
+        Ok(latest.filter(Session::is_human_owned))
+    }
+
+    /// Queues `event` for the conversation a human operator owns through `session_id`. No
+    /// trigger is consulted and no agent will answer; the item still goes through the
+    /// conversation's queue group so that the message joins the session transcript in order (an
+    /// agent the conversation is handed back to sees it) with a skip record.
+    async fn to_human(
+        &self,
+        event: &InboundEvent,
+        session_id: SessionId,
+        agent_id: AgentId,
+    ) -> Result<RouteOutcome, RouteError> {
+        let d = &event.detail;
+        debug!(session_id = %session_id, "conversation owned by a human; recorded, not answered");
+        let queued = self.queue.enqueue(&work_item(event, agent_id, None, None)).await?;
+        if queued == Enqueued::Duplicate {
+            info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+        }
+        Ok(RouteOutcome::HumanOwned { session_id })
     }
 }
 

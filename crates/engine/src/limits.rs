@@ -15,7 +15,7 @@ use std::time::Instant;
 use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
 use serde_json::json;
 use switchboard_domain::event::detail_type;
-use switchboard_domain::{LimitName, OutboundEvent, Refusal, Tenant, TenantId};
+use switchboard_domain::{AgentId, LimitName, OutboundEvent, Refusal, SessionId, Tenant, TenantId};
 use tracing::{error, info, warn};
 
 use crate::ports::{
@@ -28,6 +28,12 @@ pub enum Admission {
     /// Admitted, with what the day's token limit leaves of the day for it.
     Admitted(DayTokens),
     Refused(Refusal),
+    /// A human operator owns the conversation: nothing counted or held (only when asked
+    /// `unless_human`, from counters that [see the owner](Limits::sees_human_owner)).
+    HumanOwned {
+        session_id: SessionId,
+        agent_id: AgentId,
+    },
 }
 
 #[derive(Clone)]
@@ -92,11 +98,26 @@ impl Limits {
         Ok(used)
     }
 
+    /// Whether [`Limits::admit`] can answer [`Admission::HumanOwned`] (the counters read the
+    /// conversation's owner in the same step as the slot and the count).
+    pub fn sees_human_owner(&self) -> bool {
+        self.counters.sees_human_owner()
+    }
+
     /// Counts one invocation for `tenant` in `conversation` unless a limit refuses it. A refused
-    /// piece of work is not counted and takes no new session slot. `likely_held`: the caller
-    /// has just seen the conversation's active agent session (so it probably holds its slot);
-    /// it only decides which write is tried first.
-    pub async fn admit(&self, tenant: &Tenant, conversation: &str, likely_held: bool) -> Result<Admission, StoreError> {
+    /// piece of work is not counted and takes no new session slot. `likely_held`: whether the
+    /// caller has just seen the conversation's active agent session (so it probably holds its
+    /// slot), if it looked; it only decides which write is tried first. `unless_human`: count
+    /// nothing for a conversation a human operator owns, and say so, if the counters
+    /// [see the owner](Limits::sees_human_owner). A refusal by the day's tokens is decided before
+    /// the owner is read, so it says nothing about the owner.
+    pub async fn admit(
+        &self,
+        tenant: &Tenant,
+        conversation: &str,
+        likely_held: Option<bool>,
+        unless_human: bool,
+    ) -> Result<Admission, StoreError> {
         let now = self.clock.now();
         let limits = &tenant.limits;
         let today = now.date_naive();
@@ -125,11 +146,13 @@ impl Limits {
             // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
             expires: reopens + Duration::minutes(1),
             likely_held,
+            unless_human,
         };
         match self.counters.hold_slot_and_take(&ask).await? {
             Admit::Counted => {
                 return Ok(Admission::Admitted(DayTokens { day: today, left: limits.tokens_per_day - used }));
             }
+            Admit::HumanOwned { session_id, agent_id } => return Ok(Admission::HumanOwned { session_id, agent_id }),
             Admit::SessionsFull { frees_at } => {
                 let window = format!("SES#{minute_key}");
                 let reopens = frees_at.max(now);

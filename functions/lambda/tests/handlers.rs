@@ -659,19 +659,19 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         cold.0,
         ops(&[
             ("DynamoDB.GetItem", 2),
-            ("DynamoDB.Query", 3),
+            ("DynamoDB.Query", 2),
             ("DynamoDB.TransactWriteItems", 1),
             ("SQS.SendMessage", 1)
         ]),
-        "tenant and agent read, the conversation index, triggers, the day's usage, one limits transaction, the work item"
+        "tenant and agent read, triggers, the day's usage, one limits transaction, the work item"
     );
     // and warm: a new conversation, then its next message
     let warm_new = route_and_run(&w, "c-2", "help me with a refund").await;
     println!("warm, new conversation: router {:?}; executor {:?}", warm_new.0, warm_new.1);
     assert_eq!(
         warm_new.0,
-        ops(&[("DynamoDB.Query", 1), ("DynamoDB.TransactWriteItems", 1), ("SQS.SendMessage", 1)]),
-        "the conversation index, one limits transaction, the work item"
+        ops(&[("DynamoDB.TransactWriteItems", 1), ("SQS.SendMessage", 1)]),
+        "one limits transaction (which also asks that no human owns the conversation), the work item"
     );
     assert_eq!(
         warm_new.1,
@@ -700,11 +700,42 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         w.conversations.accepted().iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
         ["Connecting you to a person.", "Hello.", "Still here."]
     );
+
+    // the conversation the human owns: the limits transaction is refused by its owner marker,
+    // which names the human's session; nothing is counted and the message is queued for the
+    // human's transcript
+    let (owned, router, executor) = route(&w, "c-1", "help, is anyone there?").await;
+    assert_eq!(owned, RouteOutcome::HumanOwned { session_id: session.session_id });
+    assert_eq!(router, ops(&[("DynamoDB.TransactWriteItems", 1), ("SQS.SendMessage", 1)]), "a human's conversation");
+    assert!(executor.iter().all(|(op, _)| !op.starts_with("Bedrock")), "no model call: {executor:?}");
+    // and a message that matches no trigger is still found to be the human's: one read of the
+    // conversation (no limits asked)
+    let (owned, router, _) = route(&w, "c-1", "the blue one").await;
+    assert_eq!(owned, RouteOutcome::HumanOwned { session_id: session.session_id });
+    assert_eq!(router, ops(&[("DynamoDB.Query", 1), ("SQS.SendMessage", 1)]), "no trigger matched");
+    let (nothing, router, _) = route(&w, "c-3", "the blue one").await;
+    assert_eq!((nothing, router), (RouteOutcome::NoMatch, ops(&[("DynamoDB.Query", 1)])), "no trigger, no owner");
+    let transcript = w.wiring.store.get_session(&tenant, session.session_id).await.unwrap().unwrap().transcript;
+    let texts = serde_json::to_string(&transcript).unwrap();
+    assert!(texts.contains("help, is anyone there?") && texts.contains("the blue one"), "{texts}");
+    assert_eq!(w.bedrock.requests().len(), 3, "the model ran for the three agent turns only");
 }
 
-/// Routes an inbound message in `conversation` and runs the work item it queued: the AWS
-/// requests of the router and of the executor, by operation.
+/// Routes an inbound message in `conversation`, expecting it queued for an agent, and runs the
+/// work item: the AWS requests of the router and of the executor, by operation.
 async fn route_and_run(w: &World, conversation: &str, text: &str) -> (Vec<(String, usize)>, Vec<(String, usize)>) {
+    let (routed, router, executor) = route(w, conversation, text).await;
+    assert!(matches!(routed, RouteOutcome::Enqueued { duplicate: false, .. }), "{routed:?}");
+    (router, executor)
+}
+
+/// Routes an inbound message in `conversation` and runs the work item it queued, if any: the
+/// outcome and the AWS requests of the router and of the executor, by operation.
+async fn route(
+    w: &World,
+    conversation: &str,
+    text: &str,
+) -> (RouteOutcome, Vec<(String, usize)>, Vec<(String, usize)>) {
     let sqs = aws_sdk_sqs::Client::new(&w.sdk);
     let mut envelope = fixture("eventbridge-message-new.json");
     let id = ulid::Ulid::generate().to_string();
@@ -715,8 +746,11 @@ async fn route_and_run(w: &World, conversation: &str, text: &str) -> (Vec<(Strin
     w.counter.take();
     let routed = event_router::handle(&w.wiring.intake, event::<EventBridgeEvent>(envelope)).await.unwrap();
     let router = w.counter.take();
-    assert!(matches!(routed, RouteOutcome::Enqueued { duplicate: false, .. }), "{routed:?}");
     let work = receive_all(&sqs, &w.names.work_queue_url).await;
+    if routed == RouteOutcome::NoMatch {
+        assert!(work.is_empty());
+        return (routed, by_operation(&router), vec![]);
+    }
     assert_eq!(work.len(), 1);
     let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&work))).await;
     let executor = w.counter.take();
@@ -725,7 +759,7 @@ async fn route_and_run(w: &World, conversation: &str, text: &str) -> (Vec<(Strin
         let receipt = m.receipt_handle().unwrap();
         sqs.delete_message().queue_url(&w.names.work_queue_url).receipt_handle(receipt).send().await.unwrap();
     }
-    (by_operation(&router), by_operation(&executor))
+    (routed, by_operation(&router), by_operation(&executor))
 }
 
 // ---- the Lambda SQS poller, one message at a time ------------------------------------------------

@@ -10,18 +10,23 @@
 //! `open` always equals the number of leases, and never passes the limit. Idle leases are freed
 //! only when the slots are all held (a `Query` of the tenant's leases, at most the limit).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 use switchboard_domain::TenantId;
 use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
-use super::codec::{build_err, conditional, unavailable};
-use super::keys::{key, n, ttl_seconds};
+use super::codec::{attr_s, build_err, conditional, unavailable};
+use super::keys::{active_sk, key, n, s, tenant_pk, ttl_seconds};
+use super::sessions::{HUMAN, OWNER};
 use super::{DynamoStore, Item};
 
 fn counter_pk(t: &TenantId) -> String {
@@ -39,14 +44,52 @@ fn lease_sk(conversation: &str) -> String {
     format!("{LEASE_PREFIX}{conversation}")
 }
 
+/// How many conversations' leases a store remembers taking or renewing (see [`LeaseMemory`]).
+const REMEMBERED_LEASES: usize = 10_000;
+
+/// The conversations whose lease this store took or renewed lately, and until when: the guess
+/// of which lease write an admission tries first when its caller does not know (event intake
+/// on AWS reads no session before admitting). Only a guess: a lease freed elsewhere, or taken by
+/// another container, costs one more transaction, never a wrong answer. Bounded: when full,
+/// the expired entries go, and if that is not enough, all of them.
+#[derive(Debug, Default)]
+pub(super) struct LeaseMemory(Mutex<HashMap<(TenantId, String), i64>>);
+
+impl LeaseMemory {
+    fn held(&self, t: &TenantId, conversation: &str, now: DateTime<Utc>) -> bool {
+        let Ok(leases) = self.0.lock() else { return false };
+        // (the key is built only to look up; conversations are short strings)
+        leases.get(&(t.clone(), conversation.to_owned())).is_some_and(|until| *until > now.timestamp_millis())
+    }
+
+    fn remember(&self, t: &TenantId, conversation: &str, until: DateTime<Utc>) {
+        let Ok(mut leases) = self.0.lock() else { return };
+        if leases.len() >= REMEMBERED_LEASES {
+            let now = Utc::now().timestamp_millis();
+            leases.retain(|_, until| *until > now);
+            if leases.len() >= REMEMBERED_LEASES {
+                leases.clear();
+            }
+        }
+        leases.insert((t.clone(), conversation.to_owned()), until.timestamp_millis());
+    }
+
+    fn forget(&self, t: &TenantId, conversation: &str) {
+        if let Ok(mut leases) = self.0.lock() {
+            leases.remove(&(t.clone(), conversation.to_owned()));
+        }
+    }
+}
+
 /// How often a slot transaction that met a concurrent one on the count is tried again.
 const SLOT_CONFLICT_RETRIES: u32 = 8;
 
 /// How a slot transaction ended.
 enum TxEnd {
     Done,
-    /// The condition of the item at this index did not hold.
-    Condition(usize),
+    /// The condition of the item at this index did not hold (with the item as it was, when the
+    /// request asked for it).
+    Condition(usize, Option<Item>),
     /// Another transaction wrote one of its items at the same time.
     Conflict,
 }
@@ -61,7 +104,7 @@ fn tx_end(result: Result<impl Sized, SdkError<TransactWriteItemsError>>) -> Resu
     };
     let reasons = tce.cancellation_reasons();
     if let Some(i) = reasons.iter().position(|r| r.code() == Some("ConditionalCheckFailed")) {
-        return Ok(TxEnd::Condition(i));
+        return Ok(TxEnd::Condition(i, reasons[i].item().cloned()));
     }
     if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
         return Ok(TxEnd::Conflict);
@@ -84,6 +127,21 @@ impl DynamoStore {
                 .expression_attribute_values(":limit", n(limit));
         }
         Ok(TransactWriteItem::builder().update(u.build().map_err(build_err)?).build())
+    }
+
+    /// A condition that no human operator owns `conversation` (its owner marker in the sessions
+    /// table says `owner` = `human`), returning the marker when it fails.
+    fn no_human_owner(&self, t: &TenantId, conversation: &str) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.names.sessions_table)
+            .set_key(Some(key(tenant_pk(t), active_sk(conversation))))
+            .condition_expression("attribute_not_exists(#owner) OR #owner <> :human")
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_values(":human", s(HUMAN))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(build_err)?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
     }
 
     /// The conversation's lease held until `until`, put only if it holds none (in a slot
@@ -119,8 +177,8 @@ impl DynamoStore {
             let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
             match tx_end(sent)? {
                 TxEnd::Done => return Ok(Some(true)),
-                TxEnd::Condition(0) => return Ok(None),
-                TxEnd::Condition(_) => return Ok(Some(false)),
+                TxEnd::Condition(0, _) => return Ok(None),
+                TxEnd::Condition(..) => return Ok(Some(false)),
                 TxEnd::Conflict => pause(attempt).await,
             }
         }
@@ -146,7 +204,7 @@ impl DynamoStore {
             let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
             match tx_end(sent)? {
                 TxEnd::Done => return Ok(true),
-                TxEnd::Condition(_) => return Ok(false),
+                TxEnd::Condition(..) => return Ok(false),
                 TxEnd::Conflict => pause(attempt).await,
             }
         }
@@ -254,21 +312,33 @@ impl Counters for DynamoStore {
     }
 
     async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError> {
+        self.leases.forget(tenant, conversation);
         self.free_lease(tenant, lease_sk(conversation), None).await.map(|_| ())
     }
 
+    fn sees_human_owner(&self) -> bool {
+        true
+    }
+
     /// One `TransactWriteItems` in the usual case: the lease renewed (or taken, with the count
-    /// of slots) and the window counted together, or nothing written. The count comes last, so
-    /// that when both limits are reached the sessions cap is the one reported, as when they are
-    /// asked one after the other (a cancelled transaction names every item whose condition
-    /// failed; the first is taken). Which lease write goes first follows
-    /// `likely_held`; a wrong guess costs one more transaction.
+    /// of slots) and the window counted together, or nothing written. With `unless_human`, the
+    /// conversation's owner marker is the first item, a condition that no human owns it (the
+    /// marker as it was comes back when it fails, naming the human's session). The count comes
+    /// last, so that when both limits are reached the sessions cap is the one reported, as when
+    /// they are asked one after the other (a cancelled transaction names every item whose
+    /// condition failed; the first is taken). Which lease write goes first follows
+    /// `likely_held`, or, when the caller does not know, whether this store took or renewed the
+    /// conversation's lease lately; a wrong guess costs one more transaction.
     async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
         let t = ask.tenant;
-        let mut renew = ask.likely_held;
+        let mut renew = ask.likely_held.unwrap_or_else(|| self.leases.held(t, ask.conversation, ask.now));
         let mut freed_idle = None::<Option<i64>>;
         for attempt in 1..=SLOT_CONFLICT_RETRIES {
-            let mut items = Vec::with_capacity(3);
+            let mut items = Vec::with_capacity(4);
+            if ask.unless_human {
+                items.push(self.no_human_owner(t, ask.conversation)?);
+            }
+            let lease_at = items.len();
             if renew {
                 let u = Update::builder()
                     .table_name(&self.names.executions_table)
@@ -294,14 +364,18 @@ impl Counters for DynamoStore {
             let count_at = items.len() - 1;
             let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
             match (tx_end(sent)?, renew) {
-                (TxEnd::Done, _) => return Ok(Admit::Counted),
-                (TxEnd::Condition(i), _) if i == count_at => return Ok(Admit::CountFull { took_slot: false }),
+                (TxEnd::Done, _) => {
+                    self.leases.remember(t, ask.conversation, ask.until);
+                    return Ok(Admit::Counted);
+                }
+                (TxEnd::Condition(0, marker), _) if ask.unless_human => return human_owner(marker.as_ref()),
+                (TxEnd::Condition(i, _), _) if i == count_at => return Ok(Admit::CountFull { took_slot: false }),
                 // no lease to renew: take a slot
-                (TxEnd::Condition(_), true) => renew = false,
+                (TxEnd::Condition(..), true) => renew = false,
                 // the conversation holds a lease after all: renew it
-                (TxEnd::Condition(0), false) => renew = true,
+                (TxEnd::Condition(i, _), false) if i == lease_at => renew = true,
                 // every slot is held: free the idle ones once, then ask again
-                (TxEnd::Condition(_), false) => match freed_idle {
+                (TxEnd::Condition(..), false) => match freed_idle {
                     None => freed_idle = Some(self.free_idle(t, ask.now).await?),
                     Some(first) => {
                         let frees_at = first.and_then(DateTime::from_timestamp_millis).unwrap_or(ask.now);
@@ -313,4 +387,13 @@ impl Counters for DynamoStore {
         }
         Err(StoreError::Unavailable { message: "session slots kept meeting concurrent writes".into(), retryable: true })
     }
+}
+
+/// [`Admit::HumanOwned`] from the owner marker a cancelled admission returned.
+fn human_owner(marker: Option<&Item>) -> Result<Admit, StoreError> {
+    let marker = marker.ok_or_else(|| StoreError::Corrupt("owner check failed without the marker".into()))?;
+    let bad = |what: &str| StoreError::Corrupt(format!("owner marker holds a bad {what}"));
+    let session_id = attr_s(marker, "sessionId")?.parse().map_err(|_| bad("session id"))?;
+    let agent_id = attr_s(marker, "agentId")?.parse().map_err(|_| bad("agent id"))?;
+    Ok(Admit::HumanOwned { session_id, agent_id })
 }

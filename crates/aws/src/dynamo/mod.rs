@@ -13,7 +13,7 @@
 //! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
 //! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status` |
 //! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body` |
-//! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session) |
+//! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
 //! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
@@ -78,6 +78,8 @@ pub struct DynamoStore {
     triggers: Arc<Mutex<TriggerCache>>,
     agents: Arc<Mutex<AgentCache>>,
     records: Arc<Mutex<RecordCache>>,
+    /// Whose session slot this store took or renewed lately (a guess; see `counters`).
+    leases: Arc<counters::LeaseMemory>,
     /// Items one `delete_tenant` call removes at most.
     delete_budget: usize,
 }
@@ -91,6 +93,7 @@ impl DynamoStore {
             triggers: Arc::default(),
             agents: Arc::default(),
             records: Arc::default(),
+            leases: Arc::default(),
             delete_budget: erase::DELETES_PER_CALL,
         }
     }

@@ -34,6 +34,10 @@ enum Retry {
     Same,
 }
 
+/// The owner marker's attribute saying who owns the conversation, and its one value.
+pub(super) const OWNER: &str = "owner";
+pub(super) const HUMAN: &str = "human";
+
 /// How often a transaction whose only conflict was on usage counters is tried again.
 const USAGE_CONFLICT_RETRIES: u32 = 5;
 
@@ -46,9 +50,13 @@ fn keys_and_attributes(k: Item) -> Result<KeysAndAttributes, StoreError> {
 }
 
 impl DynamoStore {
-    /// The transaction items that keep the conversation's active-session marker true after the
-    /// commit. Sessions written in the commit are conditional on their version, so the marker may
-    /// be taken over from any of them; a marker held by another session is never overwritten.
+    /// The transaction items that keep the conversation's owner marker (`ACTIVE#<conversation>`)
+    /// true after the commit: it names the conversation's active session, or the session through
+    /// which a human operator owns it (then with `owner` = `human` and the `agentId` it came
+    /// from, which event intake reads as a condition of its limits transaction), and does not
+    /// exist otherwise. Sessions written in the commit are conditional on their version, so the
+    /// marker may be taken over from any of them; a marker held by another session is never
+    /// overwritten.
     fn active_marker_items(&self, commit: &TurnCommit) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
         let mut by_conversation: Vec<((TenantId, String), Vec<&Session>)> = Vec::new();
         for w in &commit.sessions {
@@ -60,7 +68,7 @@ impl DynamoStore {
         }
         let mut items = Vec::new();
         for ((tenant, conversation), sessions) in by_conversation {
-            let active: Vec<&&Session> = sessions.iter().filter(|s| s.is_active()).collect();
+            let active: Vec<&&Session> = sessions.iter().filter(|s| s.is_active() || s.is_human_owned()).collect();
             if active.len() > 1 {
                 return Err(StoreError::VersionConflict(format!(
                     "conversation {conversation} already has another active session"
@@ -77,6 +85,10 @@ impl DynamoStore {
             if let Some(session) = active.first() {
                 let mut item = key(tenant_pk(&tenant), active_sk(&conversation));
                 item.insert("sessionId".into(), s(session.session_id.to_string()));
+                if session.is_human_owned() {
+                    item.insert(OWNER.into(), s(HUMAN));
+                    item.insert("agentId".into(), s(session.agent_id.to_string()));
+                }
                 let put = Put::builder()
                     .table_name(table)
                     .set_item(Some(item))
@@ -271,8 +283,10 @@ impl DynamoStore {
             let id: SessionId = attr_s(&marker, "sessionId")?
                 .parse()
                 .map_err(|_| StoreError::Corrupt("active marker holds a bad session id".into()))?;
+            // The marker's session is the conversation's newest while it holds the marker: a
+            // newer one would have had to take the marker over.
             if let Some(session) = self.get_session(tenant, id).await?
-                && session.is_active()
+                && (session.is_active() || session.is_human_owned())
             {
                 return Ok(Some(session));
             }

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_domain::TenantId;
 use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
@@ -86,8 +86,13 @@ impl Counters for SqliteStore {
         self.db.call(move |c| release_in(c, &t, &conv)).await.map_err(store_err)
     }
 
+    fn sees_human_owner(&self) -> bool {
+        true
+    }
+
     /// Both in one database call and one savepoint: a slot taken for a count that is refused
-    /// is given back before anyone sees it.
+    /// is given back before anyone sees it. With `unless_human`, the conversation's owner is
+    /// read first in the same call.
     async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
         let (t, conv, w) = (ask.tenant.to_string(), ask.conversation.to_owned(), ask.window.to_owned());
         let (now, until, expires) =
@@ -95,29 +100,62 @@ impl Counters for SqliteStore {
         let (sessions, limit) =
             (i64::try_from(ask.sessions).unwrap_or(i64::MAX), i64::try_from(ask.limit).unwrap_or(i64::MAX));
         let counted_at = self.clock.now().timestamp_millis();
+        let unless_human = ask.unless_human;
         let outcome = self
             .db
             .call(move |c| {
+                if unless_human && let Some(owner) = human_owner(c, &t, &conv)? {
+                    return Ok(Taken::Human(owner));
+                }
                 let tx = atomic(c)?;
                 let (slot, frees_at) = hold_in(&tx, &t, &conv, sessions, now, until)?;
                 let Some(new) = slot else {
-                    return Ok(Err(frees_at));
+                    return Ok(Taken::SessionsFull(frees_at));
                 };
                 let counted = take_in(&tx, &t, &w, counted_at, expires, limit)?;
                 if !counted && new {
                     release_in(&tx, &t, &conv)?;
                 }
                 tx.commit()?;
-                Ok(Ok(counted))
+                Ok(Taken::Counted(counted))
             })
             .await
             .map_err(store_err)?;
         Ok(match outcome {
-            Ok(true) => Admit::Counted,
-            Ok(false) => Admit::CountFull { took_slot: false },
-            Err(frees_at) => Admit::SessionsFull { frees_at: self.instant(frees_at) },
+            Taken::Counted(true) => Admit::Counted,
+            Taken::Counted(false) => Admit::CountFull { took_slot: false },
+            Taken::SessionsFull(frees_at) => Admit::SessionsFull { frees_at: self.instant(frees_at) },
+            Taken::Human((session, agent)) => {
+                let bad = |what: &str| StoreError::Corrupt(format!("session row holds a bad {what}"));
+                let session_id = session.parse().map_err(|_| bad("session id"))?;
+                let agent_id = agent.parse().map_err(|_| bad("agent id"))?;
+                Admit::HumanOwned { session_id, agent_id }
+            }
         })
     }
+}
+
+/// What one admission call on the database thread found.
+enum Taken {
+    Counted(bool),
+    SessionsFull(Option<i64>),
+    Human((String, String)),
+}
+
+/// The session and agent through which a human operator owns the conversation, if one does: the
+/// conversation's newest session (its active one first), as `SessionStore::latest_session`
+/// picks it, handed off to a human.
+fn human_owner(c: &Connection, t: &str, conv: &str) -> Result<Option<(String, String)>, DbError> {
+    let owner = c
+        .prepare_cached(
+            "SELECT session_id, json_extract(body, '$.agentId') FROM (
+                 SELECT session_id, status, body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
+                 ORDER BY (status = 'active') DESC, seq DESC LIMIT 1)
+             WHERE status = 'handed_off' AND json_extract(body, '$.handedOffTo.type') = 'human'",
+        )?
+        .query_row(params![t, conv], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(owner)
 }
 
 impl SqliteStore {

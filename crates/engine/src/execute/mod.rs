@@ -251,11 +251,17 @@ impl Executor {
             return Err(ExecError::new(ErrorKind::Config, format!("no tenant '{}'", item.tenant_id), false));
         };
         let mut next = item.clone();
-        match Limits::new(deps).admit(&tenant, &item.conversation_id, true).await? {
+        match Limits::new(deps).admit(&tenant, &item.conversation_id, Some(true), true).await? {
             Admission::Admitted(day) => {
                 info!(limit = refusal.limit.as_str(), "deferred message admitted");
                 next.refused = None;
                 next.day_tokens = Some(day);
+            }
+            // A human took the conversation over meanwhile: nothing counted; the message joins
+            // the human's transcript (the session read next decides).
+            Admission::HumanOwned { .. } => {
+                info!(limit = refusal.limit.as_str(), "deferred message now with a human operator");
+                next.refused = None;
             }
             Admission::Refused(again) if attempt.is_some_and(Attempt::is_last) => {
                 warn!(

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use switchboard_domain::TenantId;
+use switchboard_domain::{AgentId, SessionId, TenantId};
 
 use super::StoreError;
 
@@ -42,10 +42,19 @@ pub trait Counters: Send + Sync {
     /// Frees the conversation's slot, if it holds one.
     async fn release_slot(&self, tenant: &TenantId, conversation: &str) -> Result<(), StoreError>;
 
+    /// Whether [`Counters::hold_slot_and_take`] answers [`Admit::HumanOwned`] when asked
+    /// ([`SlotAndCount::unless_human`]): the adapter reads who owns the conversation in the same
+    /// step, so that event intake need not read the conversation before admitting a message.
+    fn sees_human_owner(&self) -> bool {
+        false
+    }
+
     /// [`Counters::hold_slot`], then (when the conversation holds its slot) [`Counters::take`]
     /// on `window`: what admitting a message asks. An adapter that can do both in one round trip
     /// overrides this; one that does may also give back, in the same step, a slot it just took
-    /// for a count that was refused (and says so with `took_slot: false`).
+    /// for a count that was refused (and says so with `took_slot: false`). An adapter that
+    /// [sees the human owner](Counters::sees_human_owner) takes nothing for a conversation a
+    /// human operator owns when `unless_human` is asked.
     async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
         match self.hold_slot(ask.tenant, ask.conversation, ask.sessions, ask.now, ask.until).await? {
             Slot::Full { frees_at } => Ok(Admit::SessionsFull { frees_at }),
@@ -76,9 +85,12 @@ pub struct SlotAndCount<'a> {
     /// When the window's count may be forgotten.
     pub expires: DateTime<Utc>,
     /// Whether the conversation probably holds its slot already (its latest session is an
-    /// agent's, still active): which write an adapter tries first. A wrong guess costs a round
-    /// trip, never a wrong answer.
-    pub likely_held: bool,
+    /// agent's, still active), if the caller knows: which write an adapter tries first (`None`:
+    /// the adapter guesses). A wrong guess costs a round trip, never a wrong answer.
+    pub likely_held: Option<bool>,
+    /// Take nothing if a human operator owns the conversation: [`Admit::HumanOwned`] (honoured
+    /// by an adapter that [sees the owner](Counters::sees_human_owner), ignored by others).
+    pub unless_human: bool,
 }
 
 /// What [`Counters::hold_slot_and_take`] gave.
@@ -91,6 +103,9 @@ pub enum Admit {
     /// The window is at its limit. `took_slot`: a slot was taken for this message and is still
     /// held (the caller gives it back).
     CountFull { took_slot: bool },
+    /// A human operator owns the conversation (through `session_id`, handed over by `agent_id`):
+    /// nothing taken. Only when [`SlotAndCount::unless_human`] was asked.
+    HumanOwned { session_id: SessionId, agent_id: AgentId },
 }
 
 /// What [`Counters::hold_slot`] gave.
