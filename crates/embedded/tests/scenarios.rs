@@ -218,6 +218,33 @@ async fn it_hands_off_to_a_human_and_stops_routing_the_conversation() {
 }
 
 #[tokio::test]
+async fn a_message_no_trigger_matches_still_reaches_the_humans_transcript() {
+    let script = json!({ "rules": [
+        { "then": { "toolCalls": [ { "name": "handoff_to_human", "input": { "reason": "asked" } } ] } }
+    ] });
+    let only_help = trigger(
+        "01JD0000TR1GGER0CHAT000001",
+        FRONT,
+        10,
+        json!({
+            "all": [{ "field": "message.text", "operator": "contains", "value": "help" }]
+        }),
+    );
+    let mut w = World::new(&bundle(vec![agent(FRONT, "Front", "You help.", json!({}))], vec![only_help]), script).await;
+    w.say("c-1", "help, a person please").await;
+    let s = w.session("c-1").await;
+    assert!(s.is_human_owned());
+    // a message no trigger matches: the human owns the conversation, so it is queued and recorded
+    let (routed, outcomes) = w.say("c-1", "thanks, waiting").await;
+    assert_eq!(routed, RouteOutcome::HumanOwned { session_id: s.session_id });
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Skipped);
+    assert_eq!(w.session("c-1").await.transcript.last().map(|m| m.text()), Some("thanks, waiting".to_owned()));
+    // the same words in a conversation nobody owns match nothing and are not queued
+    let (routed, outcomes) = w.say("c-2", "thanks, waiting").await;
+    assert_eq!((routed, outcomes.len()), (RouteOutcome::NoMatch, 0));
+}
+
+#[tokio::test]
 async fn an_item_queued_before_a_human_took_over_is_skipped_with_a_record() {
     let script = json!({ "rules": [
         { "when": { "userText": { "contains": "human" } }, "then": { "toolCalls": [
