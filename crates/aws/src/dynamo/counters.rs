@@ -62,10 +62,10 @@ impl LeaseMemory {
         leases.get(&(t.clone(), conversation.to_owned())).is_some_and(|until| *until > now.timestamp_millis())
     }
 
-    fn remember(&self, t: &TenantId, conversation: &str, until: DateTime<Utc>) {
+    fn remember(&self, t: &TenantId, conversation: &str, now: DateTime<Utc>, until: DateTime<Utc>) {
         let Ok(mut leases) = self.0.lock() else { return };
         if leases.len() >= REMEMBERED_LEASES {
-            let now = Utc::now().timestamp_millis();
+            let now = now.timestamp_millis();
             leases.retain(|_, until| *until > now);
             if leases.len() >= REMEMBERED_LEASES {
                 leases.clear();
@@ -365,7 +365,7 @@ impl Counters for DynamoStore {
             let sent = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
             match (tx_end(sent)?, renew) {
                 (TxEnd::Done, _) => {
-                    self.leases.remember(t, ask.conversation, ask.until);
+                    self.leases.remember(t, ask.conversation, ask.now, ask.until);
                     return Ok(Admit::Counted);
                 }
                 (TxEnd::Condition(0, marker), _) if ask.unless_human => return human_owner(marker.as_ref()),
@@ -396,4 +396,39 @@ fn human_owner(marker: Option<&Item>) -> Result<Admit, StoreError> {
     let session_id = attr_s(marker, "sessionId")?.parse().map_err(|_| bad("session id"))?;
     let agent_id = attr_s(marker, "agentId")?.parse().map_err(|_| bad("agent id"))?;
     Ok(Admit::HumanOwned { session_id, agent_id })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use chrono::Duration as Span;
+
+    use super::*;
+
+    #[test]
+    fn the_lease_memory_guesses_held_until_the_lease_lapses_and_stays_bounded() {
+        let (t, now) = ("t-1".parse::<TenantId>().unwrap(), DateTime::<Utc>::UNIX_EPOCH + Span::days(20_000));
+        let memory = LeaseMemory::default();
+        assert!(!memory.held(&t, "c-1", now), "never seen: not held");
+        memory.remember(&t, "c-1", now, now + Span::minutes(30));
+        assert!(memory.held(&t, "c-1", now + Span::minutes(29)));
+        assert!(!memory.held(&t, "c-1", now + Span::minutes(30)), "lapsed");
+        assert!(!memory.held(&"t-2".parse().unwrap(), "c-1", now), "another tenant's conversation");
+        memory.forget(&t, "c-1");
+        assert!(!memory.held(&t, "c-1", now), "released");
+        // full: the lapsed leases go first
+        for i in 0..REMEMBERED_LEASES {
+            let until = if i % 2 == 0 { now } else { now + Span::minutes(30) };
+            memory.remember(&t, &format!("c-{i}"), now, until);
+        }
+        memory.remember(&t, "newest", now, now + Span::minutes(30));
+        assert_eq!(memory.0.lock().unwrap().len(), REMEMBERED_LEASES / 2 + 1);
+        assert!(memory.held(&t, "c-1", now) && memory.held(&t, "newest", now));
+        // and if every lease is live, all of them
+        for i in 0..REMEMBERED_LEASES {
+            memory.remember(&t, &format!("d-{i}"), now, now + Span::minutes(30));
+        }
+        assert!(memory.0.lock().unwrap().len() <= REMEMBERED_LEASES);
+        assert!(memory.held(&t, &format!("d-{}", REMEMBERED_LEASES - 1), now), "the newest is kept");
+    }
 }
