@@ -246,6 +246,30 @@ async fn a_conversation_a_human_owns_is_not_refused_for_the_agents_tokens() {
 }
 
 #[tokio::test]
+async fn the_days_tokens_kept_in_memory_equal_the_usage_rows_at_every_commit() {
+    use switchboard_engine::ConfigAdmin;
+    let mut w = World::new(limits(60, 1_000_000, OnLimit::Nothing)).await;
+    let (store, t) = (w.embedded.store.clone(), w.tenant.clone());
+    let day = w.clock.now().date_naive();
+    let from_rows =
+        || async { store.usage(&t, day, day).await.unwrap().iter().map(|r| r.counts.tokens()).sum::<u64>() };
+    assert_eq!(store.tokens_on(&t, day).await.unwrap(), 0);
+    for i in 0..3 {
+        w.say(&format!("c-{i}"), "a question").await;
+        let calls = store.db_calls();
+        let kept = store.tokens_on(&t, day).await.unwrap();
+        assert_eq!(store.db_calls(), calls, "answered from memory");
+        assert!(kept > 0);
+        assert_eq!(kept, from_rows().await, "after commit {i}");
+    }
+    // the next day starts from its own rows; a deleted tenant has none
+    let tomorrow = day.succ_opt().unwrap();
+    assert_eq!(store.tokens_on(&t, tomorrow).await.unwrap(), 0);
+    assert!(store.delete_tenant(&t).await.unwrap());
+    assert_eq!(store.tokens_on(&t, day).await.unwrap(), 0);
+}
+
+#[tokio::test]
 async fn a_day_usage_cache_reads_the_days_tokens_once_per_ttl_and_is_late_by_at_most_that() {
     use switchboard_engine::{Admission, Limits};
     let mut w = World::new(limits(60, 1_000_000, OnLimit::Nothing)).await;

@@ -87,7 +87,7 @@ impl Limits {
         {
             return Ok(used);
         }
-        let used = self.executions.usage(tenant, day, day).await?.iter().map(|r| r.counts.tokens()).sum();
+        let used = self.executions.tokens_on(tenant, day).await?;
         if let Some(cache) = &self.day_usage
             && let Ok(mut entries) = cache.entries.lock()
         {

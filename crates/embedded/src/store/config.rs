@@ -148,6 +148,7 @@ impl ConfigAdmin for SqliteStore {
 
     async fn delete_tenant(&self, tenant: &TenantId) -> Result<bool, StoreError> {
         let t = tenant.to_string();
+        let day_tokens = self.day_tokens.clone();
         let result = self
             .db
             .call(move |c| {
@@ -169,6 +170,7 @@ impl ConfigAdmin for SqliteStore {
                 crate::queue::forget_tenant(&tx, &t)?;
                 tx.prepare_cached("DELETE FROM tenants WHERE tenant_id = ?1")?.execute(params![t])?;
                 tx.commit()?;
+                day_tokens.forget(&t);
                 Ok(true)
             })
             .await

@@ -109,6 +109,44 @@ impl Caches {
     }
 }
 
+/// Each tenant's tokens of a UTC day (`ExecutionLog::tokens_on`), kept exact in memory: filled
+/// by a read on the database thread and added to by every turn commit there, in the order the
+/// thread runs them, so no commit is missed or counted twice. Only this process records turns
+/// on its database (other processes add tenants and keys), so the figure is the table's. A
+/// commit's tokens are added when its savepoint is released; should the group's final `COMMIT`
+/// fail, the figure is high until the process restarts — the safe side for a limit.
+#[derive(Debug, Default)]
+struct DayTokens(Mutex<HashMap<(String, String), u64>>);
+
+impl DayTokens {
+    fn get(&self, tenant: &str, day: &str) -> Option<u64> {
+        self.0.lock().ok().and_then(|m| m.get(&(tenant.to_owned(), day.to_owned())).copied())
+    }
+
+    /// Keeps what a read on the database thread found; the tenant's earlier days go.
+    fn fill(&self, tenant: &str, day: &str, tokens: u64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|(t, d), _| t != tenant || d.as_str() >= day);
+            m.insert((tenant.to_owned(), day.to_owned()), tokens);
+        }
+    }
+
+    /// Adds a committed turn's tokens, if the day is kept (else the next read finds them).
+    fn add(&self, tenant: &str, day: &str, tokens: u64) {
+        if let Ok(mut m) = self.0.lock()
+            && let Some(n) = m.get_mut(&(tenant.to_owned(), day.to_owned()))
+        {
+            *n += tokens;
+        }
+    }
+
+    fn forget(&self, tenant: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|(t, _), _| t != tenant);
+        }
+    }
+}
+
 /// The embedded store. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -117,6 +155,7 @@ pub struct SqliteStore {
     /// Tenants, agents and active triggers; a tenant's are dropped on every write to its
     /// configuration.
     caches: Arc<Caches>,
+    day_tokens: Arc<DayTokens>,
 }
 
 impl SqliteStore {
@@ -132,7 +171,7 @@ impl SqliteStore {
     }
 
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, caches: Arc::default() }
+        Self { db, clock, caches: Arc::default(), day_tokens: Arc::default() }
     }
 
     /// Database calls made so far by everything sharing this store's database (store and queue).

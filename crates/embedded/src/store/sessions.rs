@@ -142,6 +142,8 @@ impl SessionStore for SqliteStore {
         );
         let day = e.usage_day().to_string();
         let (hour, status) = (hour_key(e.activity_hour()), e.status.as_str());
+        let tokens: u64 = e.usage_lines().iter().map(|l| l.counts.tokens()).sum();
+        let day_tokens = self.day_tokens.clone();
         let usage: Vec<(String, String, [i64; 7])> = e
             .usage_lines()
             .into_iter()
@@ -226,6 +228,7 @@ impl SessionStore for SqliteStore {
                 )?
                 .execute(params![t, hour, status])?;
                 tx.commit()?;
+                day_tokens.add(t, &day, tokens);
                 Ok(Ok(()))
             })
             .await
@@ -303,6 +306,29 @@ impl ExecutionLog for SqliteStore {
 
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
         self.usage_rows(tenant, from, to).await
+    }
+
+    /// From memory once read (see `DayTokens`): the limit check costs no database call.
+    async fn tokens_on(&self, tenant: &TenantId, day: NaiveDate) -> Result<u64, StoreError> {
+        let (t, day) = (tenant.to_string(), day.to_string());
+        if let Some(tokens) = self.day_tokens.get(&t, &day) {
+            return Ok(tokens);
+        }
+        let day_tokens = self.day_tokens.clone();
+        self.db
+            .call(move |c| {
+                let tokens: i64 = c
+                    .prepare_cached(
+                        "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+                         FROM usage_daily WHERE tenant_id = ?1 AND day = ?2",
+                    )?
+                    .query_row(params![t, day], |r| r.get(0))?;
+                let tokens = u64::try_from(tokens).unwrap_or(0);
+                day_tokens.fill(&t, &day, tokens);
+                Ok(tokens)
+            })
+            .await
+            .map_err(store_err)
     }
 
     async fn activity(

@@ -120,6 +120,13 @@ pub trait ExecutionLog: Send + Sync {
     /// The tenant's model usage on the UTC days `from..=to`, one row per day, agent and model
     /// with calls in it, ordered by day, agent, model. Usage outlives the execution records.
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError>;
+    /// Every token the tenant's usage counts on the UTC `day` (the sum of
+    /// [`UsageCounts::tokens`](switchboard_domain::UsageCounts::tokens) over that day's
+    /// [`ExecutionLog::usage`] rows): what the tokens-per-day limit compares. An adapter that
+    /// keeps the figure up to date without a read overrides this.
+    async fn tokens_on(&self, tenant: &TenantId, day: NaiveDate) -> Result<u64, StoreError> {
+        Ok(self.usage(tenant, day, day).await?.iter().map(|r| r.counts.tokens()).sum())
+    }
     /// The tenant's executions by status in the UTC hours starting at `from..=to` (both hour
     /// starts), one row per hour and status with executions in it, ordered by hour, then status
     /// in [`ExecutionStatus::ALL`](switchboard_domain::ExecutionStatus::ALL) order.
