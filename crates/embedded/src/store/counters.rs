@@ -105,7 +105,7 @@ impl Counters for SqliteStore {
             .db
             .call(move |c| {
                 if unless_human && let Some(owner) = human_owner(c, &t, &conv)? {
-                    return Ok(Taken::Human(owner));
+                    return Ok(Taken::Human(owner.0, owner.1));
                 }
                 let tx = atomic(c)?;
                 let (slot, frees_at) = hold_in(&tx, &t, &conv, sessions, now, until)?;
@@ -125,7 +125,7 @@ impl Counters for SqliteStore {
             Taken::Counted(true) => Admit::Counted,
             Taken::Counted(false) => Admit::CountFull { took_slot: false },
             Taken::SessionsFull(frees_at) => Admit::SessionsFull { frees_at: self.instant(frees_at) },
-            Taken::Human((session, agent)) => {
+            Taken::Human(session, agent) => {
                 let bad = |what: &str| StoreError::Corrupt(format!("session row holds a bad {what}"));
                 let session_id = session.parse().map_err(|_| bad("session id"))?;
                 let agent_id = agent.parse().map_err(|_| bad("agent id"))?;
@@ -139,7 +139,8 @@ impl Counters for SqliteStore {
 enum Taken {
     Counted(bool),
     SessionsFull(Option<i64>),
-    Human((String, String)),
+    /// The human's session and the agent it came from.
+    Human(String, String),
 }
 
 /// The session and agent through which a human operator owns the conversation, if one does: the

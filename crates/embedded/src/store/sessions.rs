@@ -142,10 +142,10 @@ impl SessionStore for SqliteStore {
         );
         let day = e.usage_day().to_string();
         let (hour, status) = (hour_key(e.activity_hour()), e.status.as_str());
-        let tokens: u64 = e.usage_lines().iter().map(|l| l.counts.tokens()).sum();
+        let lines = e.usage_lines();
+        let tokens: u64 = lines.iter().map(|l| l.counts.tokens()).sum();
         let day_tokens = self.day_tokens.clone();
-        let usage: Vec<(String, String, [i64; 7])> = e
-            .usage_lines()
+        let usage: Vec<(String, String, [i64; 7])> = lines
             .into_iter()
             .map(|l| {
                 let c = l.counts;
