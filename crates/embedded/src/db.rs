@@ -35,12 +35,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 
 /// Most calls committed together.
 pub const GROUP_MAX: usize = 64;
+
+/// How long the database thread keeps looking for the next call before it sleeps (see
+/// `next_call`): the pipeline bench's CPU per message was lowest near 60 µs (docs/benchmarks.md).
+pub const IDLE_SPIN: Duration = Duration::from_micros(60);
 
 /// WAL pages (of 4 KiB) after which the checkpoint thread is asked to copy the log into the
 /// database file: SQLite's own default for its automatic checkpoint.
@@ -113,7 +118,7 @@ impl Db {
         // may lose the last transactions.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(Duration::from_secs(5))?;
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
@@ -235,7 +240,7 @@ fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
     loop {
         let job = match next.take() {
             Some(job) => job,
-            None => match queue.recv() {
+            None => match next_call(queue) {
                 Ok(job) => job,
                 Err(_) => return,
             },
@@ -283,6 +288,21 @@ fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
         // A call that arrived while the group committed starts the next one.
         next = queue.try_recv().ok();
     }
+}
+
+/// The next call: looked for (yielding the core in between) for up to [`IDLE_SPIN`] before the
+/// thread sleeps. Under load the next call comes within microseconds, and a thread that went to
+/// sleep costs a futex wake-up and a context switch to both sides of every call.
+fn next_call(queue: &mpsc::Receiver<Job>) -> Result<Job, mpsc::RecvError> {
+    let start = Instant::now();
+    while start.elapsed() < IDLE_SPIN {
+        match queue.try_recv() {
+            Ok(job) => return Ok(job),
+            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    queue.recv()
 }
 
 /// Runs one call; `None` when it panicked (its caller then gets `Task`).

@@ -43,7 +43,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_engine::{Clock, Enqueued, QueueError, WorkItem, WorkQueue};
 use tokio::sync::Notify;
-use tokio::sync::futures::Notified;
+use tokio::sync::futures::OwnedNotified;
 use ulid::Ulid;
 
 use crate::db::{Db, DbError, atomic};
@@ -157,7 +157,7 @@ struct Limits {
 #[derive(Debug, Default)]
 struct Signals {
     /// Something may have become deliverable.
-    work: Notify,
+    work: Arc<Notify>,
     /// An item left the queue (acked or dead-lettered).
     settled: Notify,
 }
@@ -199,7 +199,7 @@ impl SqliteWorkQueue {
                     // Expired records were pruned just above, so the one left is in the window.
                     // Committing keeps that pruning.
                     tx.commit()?;
-                    return Ok(Enqueued::Duplicate);
+                    return Ok((Enqueued::Duplicate, false));
                 }
                 tx.prepare_cached(
                     "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
@@ -207,21 +207,26 @@ impl SqliteWorkQueue {
                 )?
                 .execute(params![group_id, dedup_id, body, now])?;
                 let seq = tx.last_insert_rowid();
-                tx.prepare_cached(
-                    "INSERT INTO queue_groups (group_id, head_seq, visible_at, state)
-                     VALUES (?1, ?2, ?3, 'ready')
-                     ON CONFLICT (group_id) DO NOTHING",
-                )?
-                .execute(params![group_id, seq, now])?;
+                let head = tx
+                    .prepare_cached(
+                        "INSERT INTO queue_groups (group_id, head_seq, visible_at, state)
+                         VALUES (?1, ?2, ?3, 'ready')
+                         ON CONFLICT (group_id) DO NOTHING",
+                    )?
+                    .execute(params![group_id, seq, now])?
+                    == 1;
                 tx.commit()?;
-                Ok(Enqueued::Queued)
+                Ok((Enqueued::Queued, head))
             })
             .await
             .map_err(queue_error)?;
-        if outcome == Enqueued::Queued {
+        // Only a new head is deliverable now. An item behind others of its group becomes
+        // deliverable when the ack before it advances the group, and that ack wakes a worker
+        // (or takes the item itself): waking one now would only buy a receive that finds nothing.
+        if outcome.1 {
             self.wake_one();
         }
-        Ok(outcome)
+        Ok(outcome.0)
     }
 
     /// Next deliverable item or None. SQS FIFO rules: see the module docs.
@@ -412,8 +417,8 @@ impl SqliteWorkQueue {
     }
 
     /// A wake-up to wait for. Enable it before looking for work, or a wake in between is lost.
-    pub(crate) fn woken(&self) -> Notified<'_> {
-        self.signals.work.notified()
+    pub(crate) fn woken(&self) -> OwnedNotified {
+        Arc::clone(&self.signals.work).notified_owned()
     }
 
     /// Resolves when nothing is ready, in flight or delayed: every item was acked or

@@ -3,10 +3,12 @@
 //! event source mapping does for a Lambda. Ordering and the one-in-flight-per-group rule come
 //! from the queue; this module neither reorders nor batches.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -79,42 +81,60 @@ struct Worker {
     stop: watch::Receiver<bool>,
 }
 
+/// What a worker does next.
+enum Next {
+    /// Run this item, taken in the same database call as the last ack.
+    Item(Delivery),
+    /// Look for work.
+    Look,
+    /// Wait for a wake-up: the last ack's receive found nothing, after this wake-up was
+    /// registered, so looking again at once would find nothing either.
+    Wait(Pin<Box<OwnedNotified>>),
+}
+
 impl Worker {
     async fn run(mut self) {
-        // The item taken in the same database call as the last ack, if any.
-        let mut next: Option<Delivery> = None;
+        let mut next = Next::Look;
         while !self.stopping() {
-            let woken = self.queue.woken();
-            tokio::pin!(woken);
-            // Registered before receiving, so work that arrives while we look is not missed.
-            woken.as_mut().enable();
-            let received = match next.take() {
-                Some(delivery) => Ok(Some(delivery)),
-                None => self.queue.receive().await,
+            let woken = match std::mem::replace(&mut next, Next::Look) {
+                Next::Item(delivery) => {
+                    next = self.process(delivery).await;
+                    continue;
+                }
+                Next::Wait(woken) => woken,
+                Next::Look => {
+                    let mut woken = Box::pin(self.queue.woken());
+                    // Registered before receiving, so work that arrives while we look is not missed.
+                    woken.as_mut().enable();
+                    match self.queue.receive().await {
+                        Ok(Some(delivery)) if self.stopping() => {
+                            // Shutdown began while we were receiving: hand the item straight back.
+                            self.release(&delivery, Duration::ZERO).await;
+                            continue;
+                        }
+                        Ok(Some(delivery)) => {
+                            next = self.process(delivery).await;
+                            continue;
+                        }
+                        Ok(None) => woken,
+                        Err(e) => {
+                            tracing::warn!(error = %e, retryable = e.retryable, "receiving work failed");
+                            tokio::select! {
+                                () = tokio::time::sleep(self.idle_poll) => {}
+                                _ = self.stop.changed() => {}
+                            }
+                            continue;
+                        }
+                    }
+                }
             };
-            match received {
-                Ok(Some(delivery)) if self.stopping() => {
-                    // Shutdown began while we were receiving: hand the item straight back.
-                    self.release(&delivery, Duration::ZERO).await;
-                }
-                Ok(Some(delivery)) => next = self.process(delivery).await,
-                Ok(None) => {
-                    tokio::select! {
-                        () = woken => {}
-                        () = tokio::time::sleep(self.idle_poll) => {}
-                        _ = self.stop.changed() => {}
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, retryable = e.retryable, "receiving work failed");
-                    tokio::select! {
-                        () = tokio::time::sleep(self.idle_poll) => {}
-                        _ = self.stop.changed() => {}
-                    }
-                }
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep(self.idle_poll) => {}
+                _ = self.stop.changed() => {}
             }
         }
-        if let Some(delivery) = next {
+        if let Next::Item(delivery) = next {
             // Taken with the last ack as the pool began to stop: handed straight back.
             self.release(&delivery, Duration::ZERO).await;
         }
@@ -126,15 +146,17 @@ impl Worker {
     }
 
     /// Runs one item and settles it; after an ack, the next item if one was deliverable.
-    async fn process(&self, delivery: Delivery) -> Option<Delivery> {
+    async fn process(&self, delivery: Delivery) -> Next {
         // A task of its own, so that a panic in the handler fails this item and nothing else.
         let handler = Arc::clone(&self.handler);
         let item = delivery.clone();
         let outcome = tokio::spawn(async move { handler.handle(&item).await }).await;
         match outcome {
             Ok(Ok(())) => {
-                // Between two items, the ack and the next receive are one database call; a
-                // stopping worker only acks.
+                // Between two items, the ack and the next receive are one database call (the
+                // wake-up registered before it); a stopping worker only acks.
+                let mut woken = Box::pin(self.queue.woken());
+                woken.as_mut().enable();
                 let settled = if self.stopping() {
                     self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None))
                 } else {
@@ -150,7 +172,7 @@ impl Worker {
                                  the item will run again"
                             );
                         }
-                        return next;
+                        return next.map_or(Next::Wait(woken), Next::Item);
                     }
                     Err(e) => tracing::warn!(
                         group_id = %delivery.group_id,
@@ -183,7 +205,7 @@ impl Worker {
                 self.release(&delivery, backoff(delivery.receive_count)).await;
             }
         }
-        None
+        Next::Look
     }
 
     /// Failing to release is not fatal: the visibility timeout redelivers the item anyway.

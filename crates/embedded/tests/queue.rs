@@ -390,6 +390,42 @@ async fn it_runs_different_groups_at_the_same_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_worker_is_woken_by_each_new_item_and_the_ack_takes_an_item_behind_its_head() {
+    // given one worker (its idle poll an hour: only a wake-up gets it going) that has drained
+    // the queue, so its last ack's receive found nothing
+    let f = Fixture::new();
+    let barrier = Arc::new(Barrier::new(2));
+    let handler = Arc::new(Recorder { rendezvous: Some(Arc::clone(&barrier)), ..Recorder::default() });
+    let pool = WorkerPool::start(f.queue.clone(), handler.clone(), 1, IDLE_POLL);
+
+    // when items come one at a time, each a new head in an empty group
+    for i in 0..10 {
+        f.enqueue(&format!("G{}", i % 3), &format!("m{i}")).await;
+        guarded(&format!("m{i} handled"), barrier.wait()).await;
+        guarded(&format!("m{i} acked"), f.queue.wait_idle()).await.unwrap();
+    }
+    // and one arrives behind its group's head while the head is in the handler (its enqueue
+    // wakes nobody: the head's ack takes it)
+    f.enqueue("A", "a1").await;
+    guarded("a1 in the handler", async {
+        while f.stats().await.in_flight == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    f.enqueue("A", "a2").await;
+    guarded("a1 handled", barrier.wait()).await;
+    guarded("a2 handled", barrier.wait()).await;
+    guarded("a2 acked", f.queue.wait_idle()).await.unwrap();
+
+    // then every item ran, in order
+    let mut expected: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    expected.extend(["a1".to_owned(), "a2".to_owned()]);
+    assert_eq!(handler.handled(), expected);
+    pool.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_processes_every_item_in_group_order_and_then_is_idle() {
     // given three conversations with several items each
     let f = Fixture::new();
