@@ -5,7 +5,10 @@
 //!
 //! Sizes: `PIPELINE_CONVERSATIONS` (default 1000) × `PIPELINE_MESSAGES` (default 10), fed in
 //! rounds (round r sends message r of every conversation) without waiting between rounds.
-//! `PIPELINE_WORKERS` (default 4) sets the worker count. `PIPELINE_PHASED=1` ingests everything
+//! `PIPELINE_WORKERS` (default 4) sets the worker count. `PIPELINE_INGESTERS` (default 1) tasks
+//! feed the messages, each a share of the conversations (every conversation's messages from one
+//! task, in order): with one, the rate is bound by one ingest's latency; with several, as when
+//! many channels deliver at once, by the pipeline. `PIPELINE_PHASED=1` ingests everything
 //! before starting the workers, to time ingest and execution apart (latencies then include the
 //! wait in the queue).
 //!
@@ -154,20 +157,24 @@ async fn run() -> Result<(), BoxError> {
         return Err(format!("PIPELINE_MESSAGES must be at most {MAX_TURNS_CEILING} (the agent's maxTurns)").into());
     }
     let workers = env_size("PIPELINE_WORKERS", 4)?;
+    let ingesters = env_size("PIPELINE_INGESTERS", 1)?.clamp(1, conversations.max(1));
     let phased = std::env::var("PIPELINE_PHASED").is_ok_and(|v| v == "1");
     let total = conversations * messages;
 
     let dir = tempfile::tempdir()?;
     let model = ScriptedModel::from_json(r#"{ "rules": [ { "then": { "text": "echo: {{userText}}" } } ] }"#)?;
     let options = EmbeddedOptions { workers, ..EmbeddedOptions::default() };
-    let embedded = Embedded::open(dir.path(), Arc::new(model), Arc::new(SystemClock), options)?;
+    let embedded = Arc::new(Embedded::open(dir.path(), Arc::new(model), Arc::new(SystemClock), options)?);
     Bundle::parse(&bundle(), &SystemClock).map_err(|e| format!("bench bundle: {e}"))?.install(&embedded.store).await?;
     let tenant: TenantId = TENANT.parse()?;
 
-    // Built before the clock starts: the bench measures the pipeline, not JSON building.
-    let mut rounds = Vec::with_capacity(messages);
+    // Built before the clock starts: the bench measures the pipeline, not JSON building. Each
+    // ingester's events in rounds (message r of each of its conversations, then r + 1).
+    let mut feeds: Vec<Vec<InboundEvent>> = vec![Vec::with_capacity(total / ingesters + messages); ingesters];
     for m in 0..messages {
-        rounds.push((0..conversations).map(|c| event(c, m)).collect::<Result<Vec<_>, _>>()?);
+        for c in 0..conversations {
+            feeds[c % ingesters].push(event(c, m)?);
+        }
     }
 
     let (stop_tx, stop_rx) = oneshot::channel();
@@ -179,11 +186,22 @@ async fn run() -> Result<(), BoxError> {
     let mut ingested_at: HashMap<String, Instant> = HashMap::with_capacity(total);
     let (cpu0, calls0) = (cpu(), embedded.store.db_calls());
     let started = Instant::now();
-    for round in &rounds {
-        for e in round {
-            ingested_at.insert(e.id.clone(), Instant::now());
-            embedded.ingest(e).await?;
-        }
+    let tasks: Vec<_> = feeds
+        .into_iter()
+        .map(|feed| {
+            let embedded = Arc::clone(&embedded);
+            tokio::spawn(async move {
+                let mut at = Vec::with_capacity(feed.len());
+                for e in feed {
+                    at.push((e.id.clone(), Instant::now()));
+                    embedded.ingest(&e).await?;
+                }
+                Ok::<_, BoxError>(at)
+            })
+        })
+        .collect();
+    for task in tasks {
+        ingested_at.extend(task.await??);
     }
     let ingest_time = started.elapsed();
     if phased {
@@ -250,6 +268,7 @@ async fn run() -> Result<(), BoxError> {
     println!("| conversations × messages | {conversations} × {messages} |");
     println!("| total messages | {total} |");
     println!("| workers | {workers}{} |", if phased { " (started after ingest)" } else { "" });
+    println!("| ingesting tasks | {ingesters} |");
     println!(
         "| ingest phase | {:.2} s ({:.0} msg/s) |",
         ingest_time.as_secs_f64(),
