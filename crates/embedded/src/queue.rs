@@ -180,14 +180,27 @@ impl SqliteWorkQueue {
 
     /// Enqueues `body` at the tail of `group_id`, unless `dedup_id` was seen within the window.
     pub async fn enqueue_raw(&self, group_id: &str, dedup_id: &str, body: &str) -> Result<Enqueued, QueueError> {
+        Ok(self.enqueue_raw_with(group_id, dedup_id, body, |_| Ok(())).await?.0)
+    }
+
+    /// [`SqliteWorkQueue::enqueue_raw`], with the write `before` made first in the same database
+    /// call and transaction: both are kept or neither (a duplicate keeps `before`'s write too).
+    pub async fn enqueue_raw_with<T: Send + 'static>(
+        &self,
+        group_id: &str,
+        dedup_id: &str,
+        body: &str,
+        before: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+    ) -> Result<(Enqueued, T), QueueError> {
         let (group_id, dedup_id, body) = (group_id.to_owned(), dedup_id.to_owned(), body.to_owned());
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
-        let outcome = self
+        let (outcome, head, done) = self
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
                 let tx = atomic(conn)?;
+                let done = before(&tx)?;
                 tx.prepare_cached("DELETE FROM queue_dedup WHERE expires_at <= ?1")?.execute([now])?;
                 let fresh = tx
                     .prepare_cached(
@@ -199,7 +212,7 @@ impl SqliteWorkQueue {
                     // Expired records were pruned just above, so the one left is in the window.
                     // Committing keeps that pruning.
                     tx.commit()?;
-                    return Ok((Enqueued::Duplicate, false));
+                    return Ok((Enqueued::Duplicate, false, done));
                 }
                 tx.prepare_cached(
                     "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
@@ -216,17 +229,17 @@ impl SqliteWorkQueue {
                     .execute(params![group_id, seq, now])?
                     == 1;
                 tx.commit()?;
-                Ok((Enqueued::Queued, head))
+                Ok((Enqueued::Queued, head, done))
             })
             .await
             .map_err(queue_error)?;
         // Only a new head is deliverable now. An item behind others of its group becomes
         // deliverable when the ack before it advances the group, and that ack wakes a worker
         // (or takes the item itself): waking one now would only buy a receive that finds nothing.
-        if outcome.1 {
+        if head {
             self.wake_one();
         }
-        Ok(outcome.0)
+        Ok((outcome, done))
     }
 
     /// Next deliverable item or None. SQS FIFO rules: see the module docs.
@@ -452,10 +465,14 @@ impl SqliteWorkQueue {
 #[async_trait]
 impl WorkQueue for SqliteWorkQueue {
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
-        let body = serde_json::to_string(item)
-            .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })?;
-        self.enqueue_raw(&item.group_id(), &item.dedup_id(), &body).await
+        self.enqueue_raw(&item.group_id(), &item.dedup_id(), &body_of(item)?).await
     }
+}
+
+/// A work item as the queue stores it.
+pub(crate) fn body_of(item: &WorkItem) -> Result<String, QueueError> {
+    serde_json::to_string(item)
+        .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })
 }
 
 /// Deletes the item `receipt` holds and advances its group; false if the receipt is stale.

@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
-    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, ExecOutcome, ExecutionLog, Executor, Follower, Ingest,
-    Intake, Invoker, Model, NoWebhooks, RouteError, RouteOutcome, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    Attempt, Clock, ConfigStore, ConversationLog, Deps, Enqueued, ExecOutcome, ExecutionLog, Executor, Follower,
+    Ingest, Intake, Invoker, Limits, Model, NoWebhooks, QueueError, RouteError, RouteOutcome, StoreError,
+    WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -132,7 +133,13 @@ impl Embedded {
             metrics: metrics.clone(),
             counters: store_arc.clone(),
         };
-        let Engine { intake, executor } = Engine::new(deps);
+        // The engine's intake, but enqueueing through `LoggingQueue`: an inbound message is
+        // logged in the enqueue's own database call.
+        let logging = Arc::new(LoggingQueue { store: store.clone(), queue: queue.clone() });
+        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), logging)
+            .with_metrics(deps.metrics.clone())
+            .with_limits(Limits::new(&deps));
+        let executor = Executor::new(deps);
         let followers = Arc::new(Followers::default());
         let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());
         Ok(Self {
@@ -210,21 +217,22 @@ impl Embedded {
     }
 
     /// Takes in one `message.new` event: logs the message in the conversation log (the customer's,
-    /// or a human operator's when outbound) and routes it. An unknown tenant is refused before anything is stored (and checked only here).
+    /// or a human operator's when outbound) and routes it. An unknown tenant is refused before
+    /// anything is stored (and checked only here). An inbound message that is queued is logged in
+    /// the enqueue's database call (`LoggingQueue`: both are kept or neither); one that is not
+    /// (no trigger matched, the tenant is suspended) is logged on its own.
     pub async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         let Some(tenant) = self.store.get_tenant(&d.tenant_id).await? else {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         };
-        let fresh = if d.direction == switchboard_domain::event::Direction::Inbound {
-            self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?
-        } else {
+        if d.direction != switchboard_domain::event::Direction::Inbound {
             // Not an agent's (those are logged as they are sent): a human operator's.
-            self.store.record_human(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?
-        };
-        if !fresh {
-            tracing::info!(tenant = %d.tenant_id, conversation_id = %d.conversation_id, message_id = %d.message_id,
-                event_id = %event.id, "message already in the conversation log; not logged twice");
+            let fresh = self.store.record_human(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+            log_repeat(event, fresh);
+        } else if tenant.status == TenantStatus::Suspended {
+            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+            log_repeat(event, fresh);
         }
         if tenant.status == TenantStatus::Suspended {
             // Logged above (the message did arrive), not answered.
@@ -232,7 +240,50 @@ impl Embedded {
             self.intake.count(&d.tenant_id, &RouteOutcome::Suspended);
             return Ok(RouteOutcome::Suspended);
         }
-        self.intake.route_known_tenant(event, &tenant).await
+        let outcome = self.intake.route_known_tenant(event, &tenant).await?;
+        let queued = matches!(
+            outcome,
+            RouteOutcome::Enqueued { .. } | RouteOutcome::HumanOwned { .. } | RouteOutcome::Limited { .. }
+        );
+        if d.direction == switchboard_domain::event::Direction::Inbound && !queued {
+            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+            log_repeat(event, fresh);
+        }
+        Ok(outcome)
+    }
+}
+
+/// Says so when a message was in the conversation log already (a repeated event).
+fn log_repeat(event: &InboundEvent, fresh: bool) {
+    let d = &event.detail;
+    log_repeated(fresh, &d.tenant_id, &d.conversation_id, &d.message_id, &event.id);
+}
+
+fn log_repeated(fresh: bool, tenant: &TenantId, conversation_id: &str, message_id: &str, event_id: &str) {
+    if !fresh {
+        info!(tenant = %tenant, conversation_id, message_id, event_id,
+            "message already in the conversation log; not logged twice");
+    }
+}
+
+/// The intake's queue on the embedded profile: each item the intake queues is an inbound
+/// message routed just now, and it is logged in the conversation log in the same database call
+/// and transaction as the enqueue — one call fewer per message, and a message is never queued
+/// without being logged (or logged, queued and then lost to a failed second call).
+#[derive(Debug)]
+struct LoggingQueue {
+    store: SqliteStore,
+    queue: SqliteWorkQueue,
+}
+
+#[async_trait]
+impl WorkQueue for LoggingQueue {
+    async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
+        let log = self.store.inbound_write(&item.tenant_id, &item.conversation_id, &item.message_id, &item.text);
+        let body = crate::queue::body_of(item)?;
+        let (queued, fresh) = self.queue.enqueue_raw_with(&item.group_id(), &item.dedup_id(), &body, log).await?;
+        log_repeated(fresh, &item.tenant_id, &item.conversation_id, &item.message_id, &item.source_id);
+        Ok(queued)
     }
 }
 

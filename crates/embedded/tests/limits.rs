@@ -16,8 +16,8 @@ use switchboard_domain::{
 };
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    Attempt, Clock, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, Model, ModelError,
-    ModelRequest, ModelResponse, RouteOutcome, SessionStore, Slot, WorkItem,
+    Attempt, Clock, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, LoggedMessage,
+    Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore, Slot, WorkItem,
 };
 
 /// The scripted model, keeping the output cap (`maxTokens`) each call asked for.
@@ -181,6 +181,30 @@ async fn the_minute_limit_refuses_the_fourth_message_answers_it_as_configured_an
     assert!(matches!(outcome, RouteOutcome::Enqueued { .. }));
     assert_eq!(record.unwrap().status, ExecutionStatus::Success);
     assert_eq!(w.replies("c-4").await.last().unwrap(), "You said: still there?");
+}
+
+#[tokio::test]
+async fn a_queued_message_is_logged_in_the_enqueues_database_call_and_once_when_it_comes_again() {
+    let mut w = World::new(limits(3, 1_000_000, OnLimit::Nothing)).await;
+    let inbound = |log: Vec<LoggedMessage>| -> Vec<String> {
+        log.into_iter().filter(|m| m.direction == "inbound").map(|m| m.text).collect()
+    };
+    // a routed message, once the tenant, its triggers, agent and day's tokens are in memory: the
+    // admission, then the log and the enqueue together
+    let first = w.event("c-0", "warming up");
+    w.embedded.ingest(&first).await.unwrap();
+    let e = w.event("c-1", "hello");
+    let calls = w.embedded.store.db_calls();
+    assert!(matches!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
+    assert_eq!(w.embedded.store.db_calls() - calls, 2, "admission, then log + enqueue");
+    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap()), ["hello"]);
+    // the same event again: queued and logged once
+    assert!(matches!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::Enqueued { duplicate: true, .. }));
+    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap()), ["hello"]);
+    // a refused message is queued (to be recorded as refused) and logged the same way
+    let refused = w.event("c-2", "anyone?");
+    assert_eq!(w.embedded.ingest(&refused).await.unwrap().as_str(), "rate_limited");
+    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-2", 10).await.unwrap()), ["anyone?"]);
 }
 
 #[tokio::test]

@@ -738,6 +738,10 @@ async fn no_matching_trigger_means_no_work() {
     let (routed, outcomes) = w.say("c-1", "hi").await;
     assert_eq!(routed, RouteOutcome::NoMatch);
     assert!(outcomes.is_empty());
+    // the message is in the conversation log all the same (logged on its own: nothing was queued)
+    let log = w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap();
+    let logged: Vec<_> = log.iter().map(|m| (m.direction.as_str(), m.text.as_str())).collect();
+    assert_eq!(logged, [("inbound", "hi")]);
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use switchboard_domain::TenantId;
 use switchboard_engine::{ConversationLog, LoggedMessage, Sender, StoreError};
 
 use super::{SqliteStore, store_err};
-use crate::db::atomic;
+use crate::db::{DbError, atomic};
 
 /// The columns of a logged message, with its sender derived (see the module docs).
 const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at, COALESCE(sender,
@@ -152,6 +152,32 @@ impl SqliteStore {
     }
 }
 
+/// Logs an inbound message unless its id is there already.
+const INBOUND: &str =
+    "INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
+     VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)";
+
+impl SqliteStore {
+    /// [`ConversationLog::record_inbound`] as a write to run inside another database call (the
+    /// embedded intake makes it with the enqueue: see `crate::runtime`); whether a row was added.
+    pub(crate) fn inbound_write(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> impl FnOnce(&rusqlite::Connection) -> Result<bool, DbError> + Send + 'static {
+        let (t, c, m, text, now) = (
+            tenant.to_string(),
+            conversation_id.to_owned(),
+            message_id.to_owned(),
+            text.to_owned(),
+            self.clock.now().to_rfc3339(),
+        );
+        move |conn| Ok(conn.prepare_cached(INBOUND)?.execute(params![t, c, m, text, now])? > 0)
+    }
+}
+
 #[async_trait]
 impl ConversationLog for SqliteStore {
     async fn record_inbound(
@@ -161,10 +187,7 @@ impl ConversationLog for SqliteStore {
         message_id: &str,
         text: &str,
     ) -> Result<bool, StoreError> {
-        const SQL: &str =
-            "INSERT OR IGNORE INTO messages (tenant_id, conversation_id, message_id, direction, text, created_at)
-             VALUES (?1, ?2, ?3, 'inbound', ?4, ?5)";
-        self.log_message(SQL, tenant, conversation_id, message_id, text).await
+        self.log_message(INBOUND, tenant, conversation_id, message_id, text).await
     }
 
     async fn messages(
