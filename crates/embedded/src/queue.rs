@@ -35,7 +35,9 @@
 //! depth of the queue or the number of blocked groups. Every operation is one short immediate
 //! transaction on the shared connection.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -158,8 +160,30 @@ struct Limits {
 struct Signals {
     /// Something may have become deliverable.
     work: Arc<Notify>,
+    /// Workers waiting for work (see [`SqliteWorkQueue::idle`]).
+    idle: AtomicUsize,
+    /// Items received for idle workers by the enqueue that made them deliverable, in the order
+    /// received (see [`SqliteWorkQueue::enqueue_raw_with`]).
+    handed: Mutex<VecDeque<Delivery>>,
     /// An item left the queue (acked or dead-lettered).
     settled: Notify,
+}
+
+impl Signals {
+    fn waiting_more_than_handed(&self) -> bool {
+        let handed = self.handed.lock().map_or(usize::MAX, |h| h.len());
+        self.idle.load(Ordering::Acquire) > handed
+    }
+}
+
+/// A worker counted as waiting (see [`SqliteWorkQueue::idle`]).
+#[derive(Debug)]
+pub(crate) struct Idle(Arc<Signals>);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        self.0.idle.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What one receive transaction did.
@@ -195,7 +219,8 @@ impl SqliteWorkQueue {
         let (group_id, dedup_id, body) = (group_id.to_owned(), dedup_id.to_owned(), body.to_owned());
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
-        let (outcome, head, done) = self
+        let signals = Arc::clone(&self.signals);
+        let (outcome, head, received, done) = self
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
@@ -212,7 +237,7 @@ impl SqliteWorkQueue {
                     // Expired records were pruned just above, so the one left is in the window.
                     // Committing keeps that pruning.
                     tx.commit()?;
-                    return Ok((Enqueued::Duplicate, false, done));
+                    return Ok((Enqueued::Duplicate, false, None, done));
                 }
                 tx.prepare_cached(
                     "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
@@ -228,14 +253,23 @@ impl SqliteWorkQueue {
                     )?
                     .execute(params![group_id, seq, now])?
                     == 1;
+                // A new head with a worker waiting: received here, for that worker, so that it
+                // needs no database call of its own to take it.
+                let received = match head && signals.waiting_more_than_handed() {
+                    true => Some(receive_in(&tx, now, limits)?),
+                    false => None,
+                };
                 tx.commit()?;
-                Ok((Enqueued::Queued, head, done))
+                Ok((Enqueued::Queued, head, received, done))
             })
             .await
             .map_err(queue_error)?;
         // Only a new head is deliverable now. An item behind others of its group becomes
         // deliverable when the ack before it advances the group, and that ack wakes a worker
         // (or takes the item itself): waking one now would only buy a receive that finds nothing.
+        if let Some(delivery) = received.and_then(|r| self.after_receive(r)) {
+            self.signals.handed.lock().unwrap_or_else(PoisonError::into_inner).push_back(delivery);
+        }
         if head {
             self.wake_one();
         }
@@ -415,6 +449,20 @@ impl SqliteWorkQueue {
             })
             .await
             .map_err(queue_error)
+    }
+
+    /// An item an enqueue received for an idle worker, if one is waiting to be taken: look here
+    /// before receiving. The oldest first.
+    pub(crate) fn take_handed(&self) -> Option<Delivery> {
+        self.signals.handed.lock().unwrap_or_else(PoisonError::into_inner).pop_front()
+    }
+
+    /// Counts a worker as waiting for work until the guard is dropped: while more workers wait
+    /// than items were handed to them, an enqueue that makes a new head deliverable receives it
+    /// in its own database call and hands it over ([`SqliteWorkQueue::take_handed`]).
+    pub(crate) fn idle(&self) -> Idle {
+        self.signals.idle.fetch_add(1, Ordering::AcqRel);
+        Idle(Arc::clone(&self.signals))
     }
 
     /// Wakes idle workers (called after enqueue/ack/release internally; public so that a test

@@ -35,6 +35,7 @@ pub trait ItemHandler: Send + Sync + 'static {
 /// without waiting.
 #[derive(Debug)]
 pub struct WorkerPool {
+    queue: SqliteWorkQueue,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -54,15 +55,22 @@ impl WorkerPool {
                 tokio::spawn(worker.run().instrument(tracing::info_span!("worker", id)))
             })
             .collect();
-        Self { stop, workers }
+        Self { queue, stop, workers }
     }
 
-    /// Stops taking new items and waits for items in hand to finish.
+    /// Stops taking new items and waits for items in hand to finish. Items an enqueue received
+    /// for a worker that no worker took are handed back to the queue.
     pub async fn shutdown(mut self) {
         self.stop.send_replace(true);
         for worker in std::mem::take(&mut self.workers) {
             if let Err(e) = worker.await {
                 tracing::error!(error = %e, "worker task ended abnormally");
+            }
+        }
+        while let Some(delivery) = self.queue.take_handed() {
+            if let Err(e) = self.queue.release(&delivery.receipt, Duration::ZERO).await {
+                tracing::warn!(group_id = %delivery.group_id, dedup_id = %delivery.dedup_id, error = %e,
+                    "release failed; the item will run again after the visibility timeout");
             }
         }
     }
@@ -103,6 +111,11 @@ impl Worker {
                 }
                 Next::Wait(woken) => woken,
                 Next::Look => {
+                    if let Some(delivery) = self.queue.take_handed() {
+                        // Received for an idle worker by the enqueue that made it deliverable.
+                        next = self.process(delivery).await;
+                        continue;
+                    }
                     let mut woken = Box::pin(self.queue.woken());
                     // Registered before receiving, so work that arrives while we look is not missed.
                     woken.as_mut().enable();
@@ -128,6 +141,8 @@ impl Worker {
                     }
                 }
             };
+            // Counted as waiting, so that an enqueue may receive an item for this worker.
+            let _idle = self.queue.idle();
             tokio::select! {
                 () = woken => {}
                 () = tokio::time::sleep(self.idle_poll) => {}
@@ -235,7 +250,68 @@ fn backoff(receive_count: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::db::Db;
+    use crate::queue::{QueueConfig, QueueStats};
+    use switchboard_engine::{Clock, SystemClock};
+
+    fn queue() -> (tempfile::TempDir, Db, SqliteWorkQueue) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("q.db")).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let queue = SqliteWorkQueue::new(db.clone(), clock, QueueConfig::default());
+        (dir, db, queue)
+    }
+
+    struct Nothing;
+
+    #[async_trait]
+    impl ItemHandler for Nothing {
+        async fn handle(&self, _: &Delivery) -> Result<(), ItemFailure> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_enqueue_receives_a_new_head_for_a_waiting_worker_in_its_own_database_call() {
+        let (_dir, db, queue) = queue();
+        // nobody waiting: the item stays queued for a receive
+        queue.enqueue_raw("g-1", "a", "a").await.unwrap();
+        assert!(queue.take_handed().is_none());
+        assert_eq!(queue.receive().await.unwrap().unwrap().body, "a");
+
+        // a worker waiting: the enqueue's one call also receives the item, for that worker
+        let waiting = queue.idle();
+        let calls = db.calls();
+        queue.enqueue_raw("g-2", "b", "b").await.unwrap();
+        assert_eq!(db.calls() - calls, 1);
+        let handed = queue.take_handed().expect("handed to the waiting worker");
+        assert_eq!((handed.body.as_str(), handed.receive_count), ("b", 1));
+        assert_eq!(queue.stats().await.unwrap(), QueueStats { in_flight: 2, ..QueueStats::default() });
+        // one waiting worker, one item handed: the next new head is left for a receive
+        queue.enqueue_raw("g-3", "c", "c").await.unwrap();
+        queue.enqueue_raw("g-4", "d", "d").await.unwrap();
+        assert!(queue.take_handed().is_some_and(|d| d.body == "c"));
+        assert!(queue.take_handed().is_none(), "only as many handed as workers wait");
+        drop(waiting);
+        queue.enqueue_raw("g-5", "e", "e").await.unwrap();
+        assert!(queue.take_handed().is_none(), "nobody waits any more");
+        assert!(queue.ack(&handed.receipt).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn items_handed_to_workers_that_stopped_go_back_to_the_queue_on_shutdown() {
+        let (_dir, _db, queue) = queue();
+        let pool = WorkerPool::start(queue.clone(), Arc::new(Nothing), 0, Duration::from_secs(3600));
+        let waiting = queue.idle();
+        queue.enqueue_raw("g-1", "a", "a").await.unwrap();
+        drop(waiting);
+        pool.shutdown().await;
+        assert!(queue.take_handed().is_none());
+        let again = queue.receive().await.unwrap().expect("released, deliverable again");
+        assert_eq!((again.body.as_str(), again.receive_count), ("a", 2));
+    }
 
     #[test]
     fn it_backs_off_exponentially_up_to_a_minute() {
