@@ -209,9 +209,15 @@ impl Embedded {
                 if let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
                     return Ok(Some(r));
                 }
-                match completions.recv().await {
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                // Looked up again only when this source's item finished (or completions were
+                // missed): with many callers waiting, every completion would otherwise cost each
+                // of them a database call.
+                loop {
+                    match completions.recv().await {
+                        Ok(done) if done.tenant_id != *tenant || done.source_id != source_id => {}
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                    }
                 }
             }
         };
