@@ -153,9 +153,7 @@ pub struct SqliteWorkQueue {
 /// A read made in the transaction of every receive that delivers an item (see
 /// [`SqliteWorkQueue::with_on_receive`]).
 #[derive(Clone, Default)]
-struct OnReceive(Option<Arc<ReadOnReceive>>);
-
-type ReadOnReceive = dyn Fn(&Connection, &Delivery) + Send + Sync;
+struct OnReceive(Option<Arc<dyn Fn(&Connection, &Delivery) + Send + Sync>>);
 
 impl std::fmt::Debug for OnReceive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
