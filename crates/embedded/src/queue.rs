@@ -147,18 +147,6 @@ pub struct SqliteWorkQueue {
     clock: Arc<dyn Clock>,
     limits: Limits,
     signals: Arc<Signals>,
-    on_receive: OnReceive,
-}
-
-/// A read made in the transaction of every receive that delivers an item (see
-/// [`SqliteWorkQueue::with_on_receive`]).
-#[derive(Clone, Default)]
-struct OnReceive(Option<Arc<dyn Fn(&Connection, &Delivery) + Send + Sync>>);
-
-impl std::fmt::Debug for OnReceive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "OnReceive(set)" } else { "OnReceive(none)" })
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -211,17 +199,7 @@ impl SqliteWorkQueue {
             dedup_ms: millis(config.dedup_window),
             max_receives: config.max_receives.max(1),
         };
-        Self { db, clock, limits, signals: Arc::default(), on_receive: OnReceive::default() }
-    }
-
-    /// Runs `read` inside the database call and transaction of every receive that delivers an
-    /// item, after the item is taken: what its consumer will read first can be read then, without
-    /// a database call of its own (the embedded runtime reads the turn's start: see
-    /// `SqliteStore::prefetch_turn_start`). It must not write, and its failures are its own.
-    #[must_use]
-    pub fn with_on_receive(mut self, read: impl Fn(&Connection, &Delivery) + Send + Sync + 'static) -> Self {
-        self.on_receive = OnReceive(Some(Arc::new(read)));
-        self
+        Self { db, clock, limits, signals: Arc::default() }
     }
 
     /// Enqueues `body` at the tail of `group_id`, unless `dedup_id` was seen within the window.
@@ -242,7 +220,6 @@ impl SqliteWorkQueue {
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
         let signals = Arc::clone(&self.signals);
-        let on_receive = self.on_receive.clone();
         let (outcome, head, received, done) = self
             .db
             .call(move |conn| {
@@ -279,7 +256,7 @@ impl SqliteWorkQueue {
                 // A new head with a worker waiting: received here, for that worker, so that it
                 // needs no database call of its own to take it.
                 let received = match head && signals.waiting_more_than_handed() {
-                    true => Some(receive_in(&tx, now, limits, &on_receive)?),
+                    true => Some(receive_in(&tx, now, limits)?),
                     false => None,
                 };
                 tx.commit()?;
@@ -303,12 +280,8 @@ impl SqliteWorkQueue {
     pub async fn receive(&self) -> Result<Option<Delivery>, QueueError> {
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
-        let on_receive = self.on_receive.clone();
-        let received = self
-            .db
-            .call(move |conn| receive_now(conn, clock.as_ref(), limits, &on_receive))
-            .await
-            .map_err(queue_error)?;
+        let received =
+            self.db.call(move |conn| receive_now(conn, clock.as_ref(), limits)).await.map_err(queue_error)?;
         Ok(self.after_receive(received))
     }
 
@@ -350,12 +323,11 @@ impl SqliteWorkQueue {
         let receipt = receipt.to_owned();
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
-        let on_receive = self.on_receive.clone();
         let (deleted, received) = self
             .db
             .call(move |conn| {
                 let deleted = ack_in(conn, &receipt)?;
-                Ok((deleted, receive_now(conn, clock.as_ref(), limits, &on_receive)?))
+                Ok((deleted, receive_now(conn, clock.as_ref(), limits)?))
             })
             .await
             .map_err(queue_error)?;
@@ -564,21 +536,16 @@ fn ack_in(conn: &mut Connection, receipt: &str) -> Result<bool, DbError> {
 }
 
 /// One receive, in its own savepoint, at the clock's now.
-fn receive_now(
-    conn: &mut Connection,
-    clock: &dyn Clock,
-    limits: Limits,
-    on_receive: &OnReceive,
-) -> Result<Received, DbError> {
+fn receive_now(conn: &mut Connection, clock: &dyn Clock, limits: Limits) -> Result<Received, DbError> {
     let now = clock.now().timestamp_millis();
     let tx = atomic(conn)?;
-    let received = receive_in(&tx, now, limits, on_receive)?;
+    let received = receive_in(&tx, now, limits)?;
     tx.commit()?;
     Ok(received)
 }
 
 /// Delivers the next head, dead-lettering the heads that ran out of receives on the way.
-fn receive_in(tx: &Connection, now: i64, limits: Limits, on_receive: &OnReceive) -> Result<Received, DbError> {
+fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbError> {
     let mut dead = Vec::new();
     loop {
         let head: Option<(String, i64)> = tx
@@ -619,11 +586,17 @@ fn receive_in(tx: &Connection, now: i64, limits: Limits, on_receive: &OnReceive)
             .execute(params![seq, receive_count, receipt])?;
         tx.prepare_cached("UPDATE queue_groups SET visible_at = ?2, state = 'in_flight' WHERE group_id = ?1")?
             .execute(params![group_id, now.saturating_add(limits.visibility_ms)])?;
-        let delivery = Delivery { receipt, group_id, dedup_id, body, receive_count, enqueued_at: time(enqueued_at)? };
-        if let Some(read) = &on_receive.0 {
-            read(tx, &delivery);
-        }
-        return Ok(Received { delivery: Some(delivery), dead });
+        return Ok(Received {
+            delivery: Some(Delivery {
+                receipt,
+                group_id,
+                dedup_id,
+                body,
+                receive_count,
+                enqueued_at: time(enqueued_at)?,
+            }),
+            dead,
+        });
     }
 }
 

@@ -114,9 +114,7 @@ impl Embedded {
         let path = data_dir.join(DB_FILE);
         let db = Db::open(&path).map_err(|source| OpenError::Db { path: path.display().to_string(), source })?;
         let store = SqliteStore::new(db.clone(), Arc::clone(&clock));
-        // Each receive also reads the delivered turn's start (see `prefetch_turn_start`).
-        let queue = SqliteWorkQueue::new(db, Arc::clone(&clock), options.queue.clone())
-            .with_on_receive(store.prefetch_turn_start());
+        let queue = SqliteWorkQueue::new(db, Arc::clone(&clock), options.queue.clone());
         let bus = InProcessBus::new(store.clone());
         let store_arc = Arc::new(store.clone());
         let metrics = Arc::new(PrometheusMetrics::default());

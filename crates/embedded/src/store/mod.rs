@@ -156,7 +156,6 @@ pub struct SqliteStore {
     /// configuration.
     caches: Arc<Caches>,
     day_tokens: Arc<DayTokens>,
-    prefetched: Arc<sessions::Prefetched>,
 }
 
 impl SqliteStore {
@@ -172,7 +171,7 @@ impl SqliteStore {
     }
 
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, caches: Arc::default(), day_tokens: Arc::default(), prefetched: Arc::default() }
+        Self { db, clock, caches: Arc::default(), day_tokens: Arc::default() }
     }
 
     /// Database calls made so far by everything sharing this store's database (store and queue).

@@ -1,8 +1,5 @@
 //! Sessions, their per-turn commits (one transaction), and execution records.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -14,7 +11,6 @@ use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreE
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
 use crate::db::atomic;
-use crate::queue::Delivery;
 
 /// The conversation's active session if there is one, else its newest (JSON).
 fn latest_session_body(c: &Connection, tenant: &str, conversation: &str) -> rusqlite::Result<Option<String>> {
@@ -31,68 +27,6 @@ fn record_for_source(c: &Connection, tenant: &str, source: &str, now_ms: i64) ->
     c.prepare_cached("SELECT body FROM executions WHERE tenant_id = ?1 AND source_id = ?2 AND expires_at > ?3")?
         .query_row(params![tenant, source, now_ms], |r| r.get(0))
         .optional()
-}
-
-/// What a turn reads first, as stored: the source's record, else the conversation's latest
-/// session.
-type StartRows = (Option<String>, Option<String>);
-
-/// The turn starts read by receives (see [`SqliteStore::prefetch_turn_start`]), by tenant and
-/// source, with the conversation each was read for; taken by the turn that starts.
-#[derive(Debug, Default)]
-pub(crate) struct Prefetched(Mutex<HashMap<(String, String), (String, StartRows)>>);
-
-/// Most turn starts kept: more are only there when items were received and not run (a test
-/// receiving by hand, a handler that failed before its first read); they are dropped.
-const PREFETCHED_MAX: usize = 256;
-
-impl Prefetched {
-    fn take(&self, tenant: &str, source: &str, conversation: &str) -> Option<StartRows> {
-        let mut map = self.0.lock().ok()?;
-        let (read_for, rows) = map.remove(&(tenant.to_owned(), source.to_owned()))?;
-        (read_for == conversation).then_some(rows)
-    }
-}
-
-impl SqliteStore {
-    /// The queue's read on receive (`SqliteWorkQueue::with_on_receive`) for the embedded
-    /// runtime: what [`SessionStore::turn_start`] will read for the delivered work item, read in
-    /// the receive's own database call and kept until that turn starts. Read in the receive's
-    /// transaction, it sees every commit made before the item was delivered (its group's previous
-    /// item committed before its ack); what changes between the receive and the turn's commit
-    /// fails the commit's version check, as any concurrent change does, and the turn runs again
-    /// on a fresh read.
-    pub fn prefetch_turn_start(&self) -> impl Fn(&Connection, &Delivery) + Send + Sync + 'static {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Keys {
-            tenant_id: String,
-            source_id: String,
-            conversation_id: String,
-        }
-        let clock = Arc::clone(&self.clock);
-        let prefetched = Arc::clone(&self.prefetched);
-        move |c, delivery| {
-            // Not a work item: its consumer fails it without reading anything.
-            let Ok(k) = serde_json::from_str::<Keys>(&delivery.body) else { return };
-            let now = clock.now().timestamp_millis();
-            let rows = match record_for_source(c, &k.tenant_id, &k.source_id, now) {
-                Ok(Some(record)) => (Some(record), None),
-                Ok(None) => match latest_session_body(c, &k.tenant_id, &k.conversation_id) {
-                    Ok(latest) => (None, latest),
-                    Err(_) => return,
-                },
-                // The turn reads for itself and meets the error there.
-                Err(_) => return,
-            };
-            if let Ok(mut map) = prefetched.0.lock() {
-                if map.len() >= PREFETCHED_MAX {
-                    map.clear();
-                }
-                map.insert((k.tenant_id, k.source_id), (k.conversation_id, rows));
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -167,19 +101,15 @@ impl SessionStore for SqliteStore {
         conversation_id: &str,
     ) -> Result<TurnStart, StoreError> {
         let (t, source, conv) = (tenant.to_string(), source_id.to_owned(), conversation_id.to_owned());
-        let (record, latest) = match self.prefetched.take(&t, &source, &conv) {
-            Some(rows) => rows,
-            None => {
-                let now = self.clock.now().timestamp_millis();
-                self.db
-                    .call(move |c| match record_for_source(c, &t, &source, now)? {
-                        Some(record) => Ok((Some(record), None)),
-                        None => Ok((None, latest_session_body(c, &t, &conv)?)),
-                    })
-                    .await
-                    .map_err(store_err)?
-            }
-        };
+        let now = self.clock.now().timestamp_millis();
+        let (record, latest): (Option<String>, Option<String>) = self
+            .db
+            .call(move |c| match record_for_source(c, &t, &source, now)? {
+                Some(record) => Ok((Some(record), None)),
+                None => Ok((None, latest_session_body(c, &t, &conv)?)),
+            })
+            .await
+            .map_err(store_err)?;
         match record {
             Some(done) => Ok(TurnStart::Recorded(Box::new(from_json(&done)?))),
             None => Ok(TurnStart::Latest(latest.map(|b| from_json(&b).map(Box::new)).transpose()?)),
