@@ -109,30 +109,52 @@ pub async fn run_with<S>(
 /// The container's traces, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces variant) is set.
 static TRACES: std::sync::OnceLock<switchboard_telemetry::Traces> = std::sync::OnceLock::new();
 
-/// Logs as the Lambda runtime's default subscriber writes them (`AWS_LAMBDA_LOG_FORMAT`,
-/// `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else info), plus the engine's spans over OTLP when an
-/// endpoint is configured (on Lambda, typically the ADOT collector extension on
+/// Logs in the Lambda runtime's formats (`AWS_LAMBDA_LOG_FORMAT=json`: one JSON object per
+/// event, its fields flattened; else text), filtered by [`log_filter`], plus the engine's spans
+/// over OTLP when an endpoint is configured (on Lambda, typically the ADOT collector extension on
 /// `http://localhost:4318`).
 fn init_tracing() -> Result<(), String> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
 
-    let Some(traces) = switchboard_telemetry::Traces::from_env("switchboard", |v| std::env::var(v).ok())? else {
-        lambda_runtime::tracing::init_default_subscriber();
-        return Ok(());
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AWS_LAMBDA_LOG_LEVEL")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let traces = switchboard_telemetry::Traces::from_env("switchboard", |v| std::env::var(v).ok())?;
+    let (filter, refused) =
+        log_filter(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref(), std::env::var("RUST_LOG").ok().as_deref());
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
     let logs = match json {
         true => tracing_subscriber::fmt::layer().json().flatten_event(true).without_time().boxed(),
         false => tracing_subscriber::fmt::layer().without_time().with_ansi(false).boxed(),
     };
-    tracing_subscriber::registry().with(filter).with(logs).with(traces.layer()).init();
-    let _ = TRACES.set(traces);
+    let spans = traces.as_ref().map(switchboard_telemetry::Traces::layer);
+    tracing_subscriber::registry().with(filter).with(logs).with(spans).init();
+    if let Some(spec) = refused {
+        tracing::warn!(filter = %spec, "log filter not understood; logging at info");
+    }
+    if let Some(traces) = traces {
+        let _ = TRACES.set(traces);
+    }
     Ok(())
+}
+
+/// The log filter: `AWS_LAMBDA_LOG_LEVEL` (the level Lambda's logging controls set), else
+/// `RUST_LOG`, else info. Either is a level or `target=level` directives, comma-separated
+/// (`info,switchboard_engine=debug`); `RUST_LOG`'s span and field filters are not understood (a
+/// plain target filter needs no regular-expression engine in every function). A value that does
+/// not parse is returned beside an info filter, to be logged.
+fn log_filter(
+    lambda_level: Option<&str>,
+    rust_log: Option<&str>,
+) -> (tracing_subscriber::filter::Targets, Option<String>) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    let info = || Targets::new().with_default(LevelFilter::INFO);
+    match lambda_level.or(rust_log).map(str::trim).filter(|s| !s.is_empty()) {
+        None => (info(), None),
+        Some(spec) => match spec.parse::<Targets>() {
+            Ok(filter) => (filter, None),
+            Err(_) => (info(), Some(spec.to_owned())),
+        },
+    }
 }
 
 /// Sends the invocation's spans before it returns (a frozen container sends nothing). A no-op
@@ -478,4 +500,38 @@ fn engine(deps: &Deps) -> (Intake, Executor) {
     let Engine { intake, executor } = Engine::new(deps.clone());
     let limits = Limits::new(deps).with_day_usage_cache(DAY_USAGE_CACHE_TTL);
     (intake.with_tenant_cache(TENANT_CACHE_TTL).with_limits(limits), executor)
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    #![allow(clippy::unwrap_used)]
+    use tracing_subscriber::filter::LevelFilter;
+
+    use super::log_filter;
+
+    fn level(filter: &tracing_subscriber::filter::Targets, target: &str) -> Option<LevelFilter> {
+        Some(filter.iter().find(|(t, _)| *t == target).map_or(filter.default_level()?, |(_, l)| l))
+    }
+
+    #[test]
+    fn lambdas_level_wins_then_rust_log_then_info() {
+        let (f, refused) = log_filter(Some("DEBUG"), Some("error"));
+        assert_eq!((f.default_level(), refused), (Some(LevelFilter::DEBUG), None));
+        let (f, _) = log_filter(None, Some("warn,switchboard_engine=trace"));
+        assert_eq!(f.default_level(), Some(LevelFilter::WARN));
+        assert_eq!(level(&f, "switchboard_engine"), Some(LevelFilter::TRACE));
+        for nothing in [None, Some(""), Some("  ")] {
+            let (f, refused) = log_filter(nothing, None);
+            assert_eq!((f.default_level(), refused), (Some(LevelFilter::INFO), None));
+        }
+    }
+
+    #[test]
+    fn a_filter_it_cannot_read_logs_at_info_and_is_reported() {
+        let (f, refused) = log_filter(None, Some("warn,switchboard=verbose"));
+        assert_eq!(f.default_level(), Some(LevelFilter::INFO));
+        assert_eq!(refused.as_deref(), Some("warn,switchboard=verbose"));
+        let (f, refused) = log_filter(Some("debug=debug=debug"), None);
+        assert_eq!((f.default_level(), refused.as_deref()), (Some(LevelFilter::INFO), Some("debug=debug=debug")));
+    }
 }
