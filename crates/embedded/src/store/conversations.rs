@@ -59,6 +59,19 @@ impl SqliteStore {
         message_id: &str,
         text: &str,
     ) -> Result<bool, StoreError> {
+        let write = self.log_write(sql, tenant, conversation_id, message_id, text);
+        self.db.call(move |conn| write(conn)).await.map_err(store_err)
+    }
+
+    /// [`SqliteStore::log_message`] as a write to run inside a database call.
+    fn log_write(
+        &self,
+        sql: &'static str,
+        tenant: &TenantId,
+        conversation_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> impl FnOnce(&rusqlite::Connection) -> Result<bool, DbError> + Send + 'static {
         let (t, c, m, text, now) = (
             tenant.to_string(),
             conversation_id.to_owned(),
@@ -66,10 +79,7 @@ impl SqliteStore {
             text.to_owned(),
             self.clock.now().to_rfc3339(),
         );
-        self.db
-            .call(move |conn| Ok(conn.prepare_cached(sql)?.execute(params![t, c, m, text, now])? > 0))
-            .await
-            .map_err(store_err)
+        move |conn| Ok(conn.prepare_cached(sql)?.execute(params![t, c, m, text, now])? > 0)
     }
 
     /// The conversation's newest `limit` messages, oldest first.
@@ -167,14 +177,7 @@ impl SqliteStore {
         message_id: &str,
         text: &str,
     ) -> impl FnOnce(&rusqlite::Connection) -> Result<bool, DbError> + Send + 'static {
-        let (t, c, m, text, now) = (
-            tenant.to_string(),
-            conversation_id.to_owned(),
-            message_id.to_owned(),
-            text.to_owned(),
-            self.clock.now().to_rfc3339(),
-        );
-        move |conn| Ok(conn.prepare_cached(INBOUND)?.execute(params![t, c, m, text, now])? > 0)
+        self.log_write(INBOUND, tenant, conversation_id, message_id, text)
     }
 }
 
