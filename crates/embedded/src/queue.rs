@@ -170,9 +170,12 @@ struct Signals {
 }
 
 impl Signals {
+    fn handed(&self) -> std::sync::MutexGuard<'_, VecDeque<Delivery>> {
+        self.handed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn waiting_more_than_handed(&self) -> bool {
-        let handed = self.handed.lock().map_or(usize::MAX, |h| h.len());
-        self.idle.load(Ordering::Acquire) > handed
+        self.idle.load(Ordering::Acquire) > self.handed().len()
     }
 }
 
@@ -264,12 +267,12 @@ impl SqliteWorkQueue {
             })
             .await
             .map_err(queue_error)?;
+        if let Some(delivery) = received.and_then(|r| self.after_receive(r)) {
+            self.signals.handed().push_back(delivery);
+        }
         // Only a new head is deliverable now. An item behind others of its group becomes
         // deliverable when the ack before it advances the group, and that ack wakes a worker
         // (or takes the item itself): waking one now would only buy a receive that finds nothing.
-        if let Some(delivery) = received.and_then(|r| self.after_receive(r)) {
-            self.signals.handed.lock().unwrap_or_else(PoisonError::into_inner).push_back(delivery);
-        }
         if head {
             self.wake_one();
         }
@@ -454,7 +457,7 @@ impl SqliteWorkQueue {
     /// An item an enqueue received for an idle worker, if one is waiting to be taken: look here
     /// before receiving. The oldest first.
     pub(crate) fn take_handed(&self) -> Option<Delivery> {
-        self.signals.handed.lock().unwrap_or_else(PoisonError::into_inner).pop_front()
+        self.signals.handed().pop_front()
     }
 
     /// Counts a worker as waiting for work until the guard is dropped: while more workers wait

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
-    Attempt, Clock, ConfigStore, ConversationLog, Deps, Enqueued, ExecOutcome, ExecutionLog, Executor, Follower,
-    Ingest, Intake, Invoker, Limits, Model, NoWebhooks, QueueError, RouteError, RouteOutcome, StoreError,
+    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, Enqueued, ExecOutcome, ExecutionLog, Executor,
+    Follower, Ingest, Intake, Invoker, Model, NoWebhooks, QueueError, RouteError, RouteOutcome, StoreError,
     WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
@@ -133,13 +133,10 @@ impl Embedded {
             metrics: metrics.clone(),
             counters: store_arc.clone(),
         };
-        // The engine's intake, but enqueueing through `LoggingQueue`: an inbound message is
-        // logged in the enqueue's own database call.
+        // The intake enqueues through `LoggingQueue`: an inbound message is logged in the
+        // enqueue's own database call.
         let logging = Arc::new(LoggingQueue { store: store.clone(), queue: queue.clone() });
-        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), logging)
-            .with_metrics(deps.metrics.clone())
-            .with_limits(Limits::new(&deps));
-        let executor = Executor::new(deps);
+        let Engine { intake, executor } = Engine::with_intake_queue(deps, logging);
         let followers = Arc::new(Followers::default());
         let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());
         Ok(Self {
@@ -232,16 +229,17 @@ impl Embedded {
         let Some(tenant) = self.store.get_tenant(&d.tenant_id).await? else {
             return Err(RouteError::UnknownTenant(d.tenant_id.clone()));
         };
-        if d.direction != switchboard_domain::event::Direction::Inbound {
+        let inbound = d.direction == switchboard_domain::event::Direction::Inbound;
+        if !inbound {
             // Not an agent's (those are logged as they are sent): a human operator's.
             let fresh = self.store.record_human(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
-            log_repeat(event, fresh);
-        } else if tenant.status == TenantStatus::Suspended {
-            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
-            log_repeat(event, fresh);
+            log_repeated(fresh, &d.tenant_id, &d.conversation_id, &d.message_id, &event.id);
         }
         if tenant.status == TenantStatus::Suspended {
-            // Logged above (the message did arrive), not answered.
+            // Logged (the message did arrive), not answered.
+            if inbound {
+                self.log_inbound(event).await?;
+            }
             tracing::info!(tenant = %d.tenant_id, event_id = %event.id, "tenant suspended; the message is not answered");
             self.intake.count(&d.tenant_id, &RouteOutcome::Suspended);
             return Ok(RouteOutcome::Suspended);
@@ -251,20 +249,22 @@ impl Embedded {
             outcome,
             RouteOutcome::Enqueued { .. } | RouteOutcome::HumanOwned { .. } | RouteOutcome::Limited { .. }
         );
-        if d.direction == switchboard_domain::event::Direction::Inbound && !queued {
-            let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
-            log_repeat(event, fresh);
+        if inbound && !queued {
+            self.log_inbound(event).await?;
         }
         Ok(outcome)
+    }
+
+    /// Logs an inbound message that nothing queued (a queued one is logged by `LoggingQueue`).
+    async fn log_inbound(&self, event: &InboundEvent) -> Result<(), StoreError> {
+        let d = &event.detail;
+        let fresh = self.store.record_inbound(&d.tenant_id, &d.conversation_id, &d.message_id, &d.text).await?;
+        log_repeated(fresh, &d.tenant_id, &d.conversation_id, &d.message_id, &event.id);
+        Ok(())
     }
 }
 
 /// Says so when a message was in the conversation log already (a repeated event).
-fn log_repeat(event: &InboundEvent, fresh: bool) {
-    let d = &event.detail;
-    log_repeated(fresh, &d.tenant_id, &d.conversation_id, &d.message_id, &event.id);
-}
-
 fn log_repeated(fresh: bool, tenant: &TenantId, conversation_id: &str, message_id: &str, event_id: &str) {
     if !fresh {
         info!(tenant = %tenant, conversation_id, message_id, event_id,

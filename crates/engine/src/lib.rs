@@ -42,7 +42,14 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(deps: Deps) -> Self {
-        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), deps.queue.clone())
+        let queue = deps.queue.clone();
+        Self::with_intake_queue(deps, queue)
+    }
+
+    /// [`Engine::new`], with the intake enqueueing through `queue` instead of `deps.queue` (the
+    /// embedded profile's logs each routed message in the enqueue's own database call).
+    pub fn with_intake_queue(deps: Deps, queue: std::sync::Arc<dyn WorkQueue>) -> Self {
+        let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), queue)
             .with_metrics(deps.metrics.clone())
             .with_limits(Limits::new(&deps));
         Self { intake, executor: Executor::new(deps) }
