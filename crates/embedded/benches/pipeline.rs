@@ -13,8 +13,8 @@
 //! wait in the queue).
 //!
 //! Also printed: the process's CPU time per message (user + system, all threads, from the first
-//! ingest until the queue is idle) and the database calls per message (each one a round trip to
-//! the database thread).
+//! ingest until the queue is idle), the database calls per message (each one a round trip to
+//! the database thread), and the commits and WAL pages written per message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -184,7 +184,7 @@ async fn run() -> Result<(), BoxError> {
     }
 
     let mut ingested_at: HashMap<String, Instant> = HashMap::with_capacity(total);
-    let (cpu0, calls0) = (cpu(), embedded.store.db_calls());
+    let (cpu0, calls0, written0) = (cpu(), embedded.store.db_calls(), embedded.store.db_commits());
     let started = Instant::now();
     let tasks: Vec<_> = feeds
         .into_iter()
@@ -210,6 +210,8 @@ async fn run() -> Result<(), BoxError> {
     embedded.queue.wait_idle().await?;
     let wall = started.elapsed();
     let (cpu_used, calls) = (cpu().saturating_sub(cpu0), embedded.store.db_calls() - calls0);
+    let written = embedded.store.db_commits();
+    let (commits, frames) = (written.0 - written0.0, written.1 - written0.1);
     let _ = stop_tx.send(());
     let seen = listener.await?;
     embedded.shutdown().await;
@@ -280,6 +282,11 @@ async fn run() -> Result<(), BoxError> {
     println!("| throughput | {rate:.0} msg/s |");
     println!("| CPU per message (process, all threads) | {:.3} ms |", cpu_used.as_secs_f64() * 1000.0 / total as f64);
     println!("| database calls per message | {:.1} |", calls as f64 / total as f64);
+    println!(
+        "| commits / WAL pages written per message | {:.2} / {:.1} |",
+        commits as f64 / total as f64,
+        frames as f64 / total as f64
+    );
     println!("| latency p50 | {} |", ms(percentile(&latencies, 50.0)));
     println!("| latency p90 | {} |", ms(percentile(&latencies, 90.0)));
     println!("| latency p99 | {} |", ms(percentile(&latencies, 99.0)));

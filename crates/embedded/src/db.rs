@@ -104,6 +104,8 @@ type Answer = Box<dyn FnOnce(Result<(), &DbError>) + Send>;
 pub struct Db {
     jobs: mpsc::Sender<Job>,
     calls: Arc<AtomicU64>,
+    /// Transactions committed and WAL frames they wrote (see [`Db::commits`]).
+    written: Arc<Written>,
     /// How many checkpoints the checkpoint thread has run.
     checkpoints: tokio::sync::watch::Receiver<u64>,
 }
@@ -122,13 +124,14 @@ impl Db {
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
-        let checkpoints = start_checkpoints(&mut conn, path)?;
+        let written = Arc::new(Written::default());
+        let checkpoints = start_checkpoints(&mut conn, path, Arc::clone(&written))?;
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("switchboard-db".into())
             .spawn(move || serve(conn, &queue))
             .map_err(|e| DbError::Task(format!("cannot start the database thread: {e}")))?;
-        Ok(Self { jobs, calls: Arc::default(), checkpoints })
+        Ok(Self { jobs, calls: Arc::default(), written, checkpoints })
     }
 
     /// Sends `f` to the database thread now (calls run in the order `call` was called) and
@@ -160,6 +163,13 @@ impl Db {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// Write transactions committed so far and the WAL frames (pages) they wrote, as counted by
+    /// SQLite's WAL hook: what the pipeline bench reports per message, to see how many commits
+    /// and page writes a message costs.
+    pub fn commits(&self) -> (u64, u64) {
+        (self.written.commits.load(Ordering::Relaxed), self.written.frames.load(Ordering::Relaxed))
+    }
+
     /// The count of checkpoints run by the checkpoint thread, to wait on.
     pub fn checkpoints(&self) -> tokio::sync::watch::Receiver<u64> {
         self.checkpoints.clone()
@@ -168,7 +178,11 @@ impl Db {
 
 /// Hands the checkpoints of `conn`'s database to a thread with its own connection (see the module
 /// docs). The thread ends once `conn` is dropped.
-fn start_checkpoints(conn: &mut Connection, path: &Path) -> Result<tokio::sync::watch::Receiver<u64>, DbError> {
+fn start_checkpoints(
+    conn: &mut Connection,
+    path: &Path,
+    written: Arc<Written>,
+) -> Result<tokio::sync::watch::Receiver<u64>, DbError> {
     let checkpointer = wal_connection(path)?;
     let (count, counted) = tokio::sync::watch::channel(0_u64);
     // One request waiting is enough: the checkpoint copies whatever the log holds when it runs.
@@ -197,7 +211,13 @@ fn start_checkpoints(conn: &mut Connection, path: &Path) -> Result<tokio::sync::
         .map_err(|e| DbError::Task(format!("cannot start the checkpoint thread: {e}")))?;
     // Registering a WAL hook turns SQLite's automatic checkpoint off on this connection. An error
     // returned from the hook would fail a statement whose commit has happened: none is.
+    let mut logged = 0;
     conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+        // The log's size after this commit: it grew by the frames written, or started over.
+        let frames = if pages >= logged { pages - logged } else { pages };
+        logged = pages;
+        written.commits.fetch_add(1, Ordering::Relaxed);
+        written.frames.fetch_add(u64::try_from(frames).unwrap_or(0), Ordering::Relaxed);
         if pages < CHECKPOINT_PAGES {
             // The log started over since the thread last caught up.
             caught_up.store(false, Ordering::Relaxed);
@@ -214,6 +234,13 @@ fn start_checkpoints(conn: &mut Connection, path: &Path) -> Result<tokio::sync::
         Ok(())
     }))?;
     Ok(counted)
+}
+
+/// Counted by the WAL hook, which runs after every commit that wrote to the log.
+#[derive(Debug, Default)]
+struct Written {
+    commits: AtomicU64,
+    frames: AtomicU64,
 }
 
 /// A second connection to the WAL database at `path`, its log opened: until a connection has read
@@ -425,6 +452,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn commits_and_the_log_pages_they_write_are_counted() {
+        let (_dir, db) = open();
+        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER, pad BLOB)")?)).await.unwrap();
+        let (commits, frames) = db.commits();
+        // a read writes nothing
+        values(&db).await.unwrap();
+        assert_eq!(db.commits(), (commits, frames));
+        // a row of ~3 pages: its overflow pages, the table's leaf, the database header
+        db.call(|c| Ok(c.execute("INSERT INTO t VALUES (1, zeroblob(10000))", [])?)).await.unwrap();
+        let (after, written) = db.commits();
+        assert_eq!(after - commits, 1);
+        assert!((3..=6).contains(&(written - frames)), "{} pages", written - frames);
+    }
+
+    #[tokio::test]
     async fn calls_in_one_group_commit_or_roll_back_on_their_own() {
         let (_dir, db) = open();
         db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER CHECK (v > 0))")?)).await.unwrap();
@@ -439,8 +481,10 @@ mod tests {
         });
         let last = db.call(|c| Ok(c.execute("INSERT INTO t VALUES (3)", [])?));
         go.send(()).unwrap();
+        let commits = db.commits().0;
         let (first, failing, last) = tokio::join!(first, failing, last);
         assert_eq!((first.unwrap(), last.unwrap()), (1, 1));
+        assert_eq!(db.commits().0 - commits, 1, "one commit for the group");
         assert!(matches!(failing, Err(DbError::Sqlite(_))), "{failing:?}");
         assert_eq!(values(&db).await.unwrap(), [1, 3]);
     }

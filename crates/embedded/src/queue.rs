@@ -36,6 +36,7 @@
 //! transaction on the shared connection.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -171,7 +172,7 @@ struct Signals {
 
 impl Signals {
     fn handed(&self) -> std::sync::MutexGuard<'_, VecDeque<Delivery>> {
-        self.handed.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.handed)
     }
 
     fn waiting_more_than_handed(&self) -> bool {
@@ -189,7 +190,82 @@ impl Drop for Idle {
     }
 }
 
+/// The ack of a worker's item (and the receive of its next one), made by the database call that
+/// commits the item's turn: the store's commit runs [`SettleOnCommit::run`] after its own writes,
+/// in the same transaction, when the task committing was given one by its worker (a task-local,
+/// [`SettleOnCommit::scope`]). So a turn's record and the removal of its item are kept together
+/// or not at all (a crash between them no longer runs the item again), and a worker spends one
+/// database call between two items instead of two. A turn that commits nothing (dropped, already
+/// recorded, failed) leaves the item to the worker's own ack.
+#[derive(Debug, Clone)]
+pub(crate) struct SettleOnCommit(Arc<Settlement>);
+
+#[derive(Debug)]
+struct Settlement {
+    receipt: String,
+    receive_next: bool,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    woken: Arc<Notify>,
+    /// Registered before the commit's receive looks, so work that arrives meanwhile is not missed.
+    armed: Mutex<Option<Pin<Box<OwnedNotified>>>>,
+    /// Whether the ack deleted, and what the receive found (none when it did not look).
+    done: Mutex<Option<(bool, Option<Received>)>>,
+}
+
+tokio::task_local! {
+    static SETTLE: SettleOnCommit;
+}
+
+impl SettleOnCommit {
+    /// Runs `work` with this settlement available to the commits it makes.
+    pub(crate) fn scope<F: Future>(self, work: F) -> impl Future<Output = F::Output> {
+        SETTLE.scope(self, work)
+    }
+
+    /// The current task's settlement, if its worker gave it one and no commit has made it yet;
+    /// its wake-up registered (call it before sending the commit).
+    pub(crate) fn current() -> Option<Self> {
+        let settle = SETTLE.try_with(Clone::clone).ok()?;
+        if lock(&settle.0.done).is_some() {
+            return None;
+        }
+        if settle.0.receive_next {
+            let mut armed = lock(&settle.0.armed);
+            if armed.is_none() {
+                let mut woken = Box::pin(Arc::clone(&settle.0.woken).notified_owned());
+                woken.as_mut().enable();
+                *armed = Some(woken);
+            }
+        }
+        Some(settle)
+    }
+
+    /// Acks the item (and receives the next one), on the database thread, after the commit's own
+    /// writes were kept. A failure here leaves the commit as it is and the item to the worker's
+    /// own ack.
+    pub(crate) fn run(&self, conn: &mut Connection) {
+        let s = &self.0;
+        let deleted = match ack_in(conn, &s.receipt) {
+            Ok(deleted) => deleted,
+            Err(e) => return tracing::warn!(error = %e, "acking the item with its commit failed; the worker acks it"),
+        };
+        let received = match s.receive_next {
+            true => receive_now(conn, s.clock.as_ref(), s.limits)
+                .inspect_err(|e| tracing::warn!(error = %e, "receiving with the commit failed; a worker is woken"))
+                .ok(),
+            false => None,
+        };
+        *lock(&s.done) = Some((deleted, received));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What one receive transaction did.
+#[derive(Debug)]
 struct Received {
     delivery: Option<Delivery>,
     dead: Vec<(String, String)>,
@@ -334,16 +410,48 @@ impl SqliteWorkQueue {
             })
             .await
             .map_err(queue_error)?;
-        let delivery = self.after_receive(received);
+        Ok((deleted, self.after_ack_and_receive(deleted, Some(received))))
+    }
+
+    /// Signals what an ack and the receive after it (if one was made) did; the delivery.
+    fn after_ack_and_receive(&self, deleted: bool, received: Option<Received>) -> Option<Delivery> {
+        let looked = received.is_some();
+        let delivery = received.and_then(|r| self.after_receive(r));
         if deleted {
             self.signals.settled.notify_waiters();
-            // The ack may have made the group's next head deliverable; this caller took an item
-            // already (perhaps that one), so another worker may find more.
-            if delivery.is_some() {
+            // The ack may have made the group's next head deliverable. A caller that looked took
+            // an item already (perhaps that one), so another worker may find more; one that did
+            // not look leaves it to another worker.
+            if delivery.is_some() || !looked {
                 self.wake_one();
             }
         }
-        Ok((deleted, delivery))
+        delivery
+    }
+
+    /// A settlement of the item `receipt` holds that the database call committing the item's
+    /// turn makes in its own transaction (see [`SettleOnCommit`]); `receive_next` also receives
+    /// the worker's next item there, as [`SqliteWorkQueue::ack_and_receive`] does.
+    pub(crate) fn settle_on_commit(&self, receipt: &str, receive_next: bool) -> SettleOnCommit {
+        SettleOnCommit(Arc::new(Settlement {
+            receipt: receipt.to_owned(),
+            receive_next,
+            clock: Arc::clone(&self.clock),
+            limits: self.limits,
+            woken: Arc::clone(&self.signals.work),
+            armed: Mutex::new(None),
+            done: Mutex::new(None),
+        }))
+    }
+
+    /// What `settle`'s commit did, if it ran: whether it acked, the next item if it received
+    /// one, and the wake-up registered before it looked. Signals as
+    /// [`SqliteWorkQueue::ack_and_receive`] does. Only for a turn that committed: a settlement
+    /// run in a group whose commit then failed was rolled back with it.
+    pub(crate) fn settled(&self, settle: &SettleOnCommit) -> Option<(bool, Option<Delivery>, Pin<Box<OwnedNotified>>)> {
+        let (deleted, received) = lock(&settle.0.done).take()?;
+        let woken = lock(&settle.0.armed).take().unwrap_or_else(|| Box::pin(self.woken()));
+        Some((deleted, self.after_ack_and_receive(deleted, received), woken))
     }
 
     /// Makes the item visible again after `delay` (like ChangeMessageVisibility); false if the

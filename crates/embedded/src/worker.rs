@@ -165,20 +165,40 @@ impl Worker {
         // A task of its own, so that a panic in the handler fails this item and nothing else.
         let handler = Arc::clone(&self.handler);
         let item = delivery.clone();
-        let outcome = tokio::spawn(async move { handler.handle(&item).await }).await;
+        // The turn's commit acks the item and receives the next one in its own database call.
+        let settle = self.queue.settle_on_commit(&delivery.receipt, !self.stopping());
+        let outcome = tokio::spawn(settle.clone().scope(async move { handler.handle(&item).await })).await;
+        let committed = self.queue.settled(&settle);
+        if !matches!(outcome, Ok(Ok(()))) {
+            // The turn failed although a commit of it settled the item: the item's own release
+            // below then finds its receipt stale, and the next item taken with the commit goes
+            // back (a no-op too when that commit was rolled back).
+            if let Some((_, Some(next), _)) = &committed {
+                self.release(next, Duration::ZERO).await;
+            }
+        }
         match outcome {
             Ok(Ok(())) => {
                 // Between two items, the ack and the next receive are one database call (the
-                // wake-up registered before it); a stopping worker only acks.
-                let mut woken = Box::pin(self.queue.woken());
-                woken.as_mut().enable();
-                let settled = if self.stopping() {
-                    self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None))
-                } else {
-                    self.queue.ack_and_receive(&delivery.receipt).await
+                // wake-up registered before it): the commit's, or else this one; a stopping
+                // worker only acks.
+                let settled = match committed {
+                    Some((acked, next, woken)) => Ok((acked, next, woken)),
+                    None => {
+                        let mut woken = Box::pin(self.queue.woken());
+                        woken.as_mut().enable();
+                        if self.stopping() {
+                            self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None, woken))
+                        } else {
+                            self.queue
+                                .ack_and_receive(&delivery.receipt)
+                                .await
+                                .map(|(acked, next)| (acked, next, woken))
+                        }
+                    }
                 };
                 match settled {
-                    Ok((acked, next)) => {
+                    Ok((acked, next, woken)) => {
                         if !acked {
                             tracing::warn!(
                                 group_id = %delivery.group_id,
@@ -254,6 +274,7 @@ mod tests {
     use super::*;
     use crate::db::Db;
     use crate::queue::{QueueConfig, QueueStats};
+    use std::sync::Mutex;
     use switchboard_engine::{Clock, SystemClock};
 
     fn queue() -> (tempfile::TempDir, Db, SqliteWorkQueue) {
@@ -311,6 +332,89 @@ mod tests {
         assert!(queue.take_handed().is_none());
         let again = queue.receive().await.unwrap().expect("released, deliverable again");
         assert_eq!((again.body.as_str(), again.receive_count), ("a", 2));
+    }
+
+    /// Commits like the store's turn commit: in one database call that also settles the item
+    /// when the worker gave the task a settlement. Records what it saw, then answers `fail_on`'s
+    /// item with an error after committing it.
+    struct Committing {
+        db: Db,
+        fail_on: &'static str,
+        seen: Mutex<Vec<(String, u32, u64, u64)>>,
+        done: tokio::sync::mpsc::UnboundedSender<()>,
+    }
+
+    #[async_trait]
+    impl ItemHandler for Committing {
+        async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure> {
+            let before = self.db.calls();
+            let settle = crate::queue::SettleOnCommit::current().expect("a worker's item has a settlement");
+            self.db
+                .call(move |c| {
+                    settle.run(c);
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            let after = self.db.calls();
+            self.seen.lock().unwrap().push((delivery.body.clone(), delivery.receive_count, before, after));
+            let _ = self.done.send(());
+            match delivery.body == self.fail_on {
+                true => {
+                    Err(ItemFailure { message: "failed after its commit".into(), retry_after: Some(Duration::ZERO) })
+                }
+                false => Ok(()),
+            }
+        }
+    }
+
+    fn committing(db: &Db, fail_on: &'static str) -> (Arc<Committing>, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let (done, handled) = tokio::sync::mpsc::unbounded_channel();
+        (Arc::new(Committing { db: db.clone(), fail_on, seen: Mutex::default(), done }), handled)
+    }
+
+    #[tokio::test]
+    async fn a_turns_commit_acks_its_item_and_takes_the_next_one_in_the_same_database_call() {
+        let (_dir, db, queue) = queue();
+        queue.enqueue_raw("A", "a", "a").await.unwrap();
+        queue.enqueue_raw("B", "b", "b").await.unwrap();
+        let (handler, mut handled) = committing(&db, "none");
+        let pool = WorkerPool::start(queue.clone(), handler.clone(), 1, Duration::from_secs(3600));
+        handled.recv().await.unwrap();
+        handled.recv().await.unwrap();
+        let seen = handler.seen.lock().unwrap().clone();
+        // b came with a's commit: no database call between a's commit and b's handler
+        assert_eq!(seen.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(seen[1].2, seen[0].3, "b was received by a's commit");
+        assert_eq!(seen[1].3 - seen[1].2, 1, "the commit is the only call");
+        pool.shutdown().await;
+        // both acked by their commits, nothing left over
+        assert_eq!(queue.stats().await.unwrap(), QueueStats::default());
+        assert!(queue.receive().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_fails_after_its_commit_hands_back_the_next_item_its_commit_took() {
+        let (_dir, db, queue) = queue();
+        queue.enqueue_raw("A", "a", "a").await.unwrap();
+        queue.enqueue_raw("B", "b", "b").await.unwrap();
+        let (handler, mut handled) = committing(&db, "a");
+        let pool = WorkerPool::start(queue.clone(), handler.clone(), 1, Duration::from_secs(3600));
+        // a guard against a hang only (b left in flight would wait out its visibility timeout)
+        let guard = Duration::from_secs(20);
+        tokio::time::timeout(guard, async {
+            handled.recv().await.unwrap();
+            handled.recv().await.unwrap();
+            queue.wait_idle().await.unwrap();
+        })
+        .await
+        .expect("b ran again");
+        pool.shutdown().await;
+        let seen: Vec<(String, u32)> = handler.seen.lock().unwrap().iter().map(|s| (s.0.clone(), s.1)).collect();
+        // a was acked by its commit, so it does not run again; b, taken by that commit, went back
+        // to the queue and ran on its second delivery
+        assert_eq!(seen, [("a".to_owned(), 1), ("b".to_owned(), 2)]);
+        assert_eq!(queue.stats().await.unwrap(), QueueStats::default());
     }
 
     #[test]

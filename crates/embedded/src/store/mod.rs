@@ -179,6 +179,11 @@ impl SqliteStore {
         self.db.calls()
     }
 
+    /// Commits and WAL frames written so far (see [`Db::commits`]).
+    pub fn db_commits(&self) -> (u64, u64) {
+        self.db.commits()
+    }
+
     fn invalidate(&self, tenant: &TenantId) {
         self.caches.invalidate(tenant);
     }

@@ -11,6 +11,7 @@ use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreE
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
 use crate::db::atomic;
+use crate::queue::SettleOnCommit;
 
 /// The conversation's active session if there is one, else its newest (JSON).
 fn latest_session_body(c: &Connection, tenant: &str, conversation: &str) -> rusqlite::Result<Option<String>> {
@@ -163,6 +164,9 @@ impl SessionStore for SqliteStore {
                 (l.agent_id.to_string(), l.model, numbers.map(n))
             })
             .collect();
+        // A worker's item is acked (and its next one received) in this same call, once the
+        // turn's writes are kept.
+        let settle = SettleOnCommit::current();
         self.db
             .call(move |c| {
                 let tx = atomic(c)?;
@@ -229,6 +233,9 @@ impl SessionStore for SqliteStore {
                 .execute(params![t, hour, status])?;
                 tx.commit()?;
                 day_tokens.add(t, &day, tokens);
+                if let Some(settle) = &settle {
+                    settle.run(c);
+                }
                 Ok(Ok(()))
             })
             .await
