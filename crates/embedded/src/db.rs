@@ -67,6 +67,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::SESSION_SLOTS,
     crate::store::MESSAGE_SENDER,
     crate::store::ACTIVITY,
+    crate::store::SLOT_COUNTS,
 ];
 
 #[derive(Debug, thiserror::Error)]

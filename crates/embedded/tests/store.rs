@@ -465,8 +465,8 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
     // as if the data directory predated the step
     let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
     let conn = rusqlite::Connection::open(&db_path).unwrap();
-    let steps = i64::try_from(switchboard_embedded::db::MIGRATIONS.len()).unwrap();
-    conn.execute_batch(&format!("DROP TABLE activity_hourly; PRAGMA user_version = {};", steps - 1)).unwrap();
+    let step = step_of(switchboard_embedded::store::ACTIVITY);
+    conn.execute_batch(&format!("DROP TABLE activity_hourly; PRAGMA user_version = {step};")).unwrap();
     drop(conn);
     let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
     let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
@@ -474,4 +474,72 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
     let shape: Vec<_> = after.iter().map(|r| (r.hour, r.status, r.executions)).collect();
     assert_eq!(shape, [(h, ExecutionStatus::Success, 2), (h + chrono::Duration::hours(1), ExecutionStatus::Failed, 1)]);
     assert_eq!(after, before, "the same counts as kept at commit");
+}
+
+/// The `user_version` of a data directory that predates `step` (the steps after it are
+/// written so that applying them again is harmless).
+fn step_of(step: &str) -> i64 {
+    let steps = switchboard_embedded::db::MIGRATIONS;
+    i64::try_from(steps.iter().position(|s| *s == step).unwrap()).unwrap()
+}
+
+/// The held slots a tenant's kept count says, and the slots it holds.
+fn slot_counts(dir: &std::path::Path, tenant: &str) -> (i64, i64) {
+    use rusqlite::OptionalExtension as _;
+    let conn = rusqlite::Connection::open(dir.join(switchboard_embedded::runtime::DB_FILE)).unwrap();
+    let kept: Option<i64> = conn
+        .query_row("SELECT held FROM session_slot_counts WHERE tenant_id = ?1", [tenant], |r| r.get(0))
+        .optional()
+        .unwrap();
+    let rows: i64 =
+        conn.query_row("SELECT count(*) FROM session_slots WHERE tenant_id = ?1", [tenant], |r| r.get(0)).unwrap();
+    (kept.unwrap_or(0), rows)
+}
+
+#[tokio::test]
+async fn the_held_slot_count_follows_every_take_and_release_and_is_filled_when_its_step_is_applied() {
+    use switchboard_engine::{ConfigAdmin, Counters, Slot};
+    let clock = clock();
+    let (e, dir) = open(clock.clone(), 5);
+    let (t1, t2): (TenantId, TenantId) = ("t-1".parse().unwrap(), "t-2".parse().unwrap());
+    for t in [&t1, &t2] {
+        assert!(e.store.create_tenant(t, "T").await.unwrap());
+    }
+    let now = clock.now();
+    let until = now + chrono::Duration::minutes(1);
+    for i in 0..3 {
+        assert_eq!(e.store.hold_slot(&t1, &format!("c-{i}"), 3, now, until).await.unwrap(), Slot::Held { new: true });
+    }
+    assert_eq!(e.store.hold_slot(&t2, "c-0", 3, now, until).await.unwrap(), Slot::Held { new: true });
+    // a renewal and a refusal take nothing
+    assert_eq!(e.store.hold_slot(&t1, "c-0", 3, now, until).await.unwrap(), Slot::Held { new: false });
+    assert_eq!(e.store.hold_slot(&t1, "c-3", 3, now, until).await.unwrap(), Slot::Full { frees_at: until });
+    assert_eq!((slot_counts(dir.path(), "t-1"), slot_counts(dir.path(), "t-2")), ((3, 3), (1, 1)));
+    e.store.release_slot(&t1, "c-1").await.unwrap();
+    assert_eq!(slot_counts(dir.path(), "t-1"), (2, 2));
+    // every slot held and expired: they are freed for the new one
+    clock.advance(chrono::Duration::minutes(2));
+    let (now, until) = (clock.now(), clock.now() + chrono::Duration::minutes(1));
+    assert_eq!(e.store.hold_slot(&t1, "c-4", 2, now, until).await.unwrap(), Slot::Held { new: true });
+    assert_eq!(slot_counts(dir.path(), "t-1"), (1, 1));
+    assert!(e.store.delete_tenant(&t2).await.unwrap());
+    assert_eq!(slot_counts(dir.path(), "t-2"), (0, 0));
+    drop(e);
+
+    // a data directory from before the count: filled from the slots held when the step applies
+    let conn = rusqlite::Connection::open(dir.path().join(switchboard_embedded::runtime::DB_FILE)).unwrap();
+    conn.execute_batch(&format!(
+        "DROP TRIGGER session_slot_taken; DROP TRIGGER session_slot_freed; DROP TABLE session_slot_counts;
+         INSERT INTO session_slots VALUES ('t-1', 'c-5', 0), ('t-3', 'c-0', 0);
+         PRAGMA user_version = {};",
+        step_of(switchboard_embedded::store::SLOT_COUNTS)
+    ))
+    .unwrap();
+    drop(conn);
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    assert_eq!((slot_counts(dir.path(), "t-1"), slot_counts(dir.path(), "t-3")), ((2, 2), (1, 1)));
+    // and kept from then on
+    e.store.release_slot(&t1, "c-5").await.unwrap();
+    assert_eq!(slot_counts(dir.path(), "t-1"), (1, 1));
 }

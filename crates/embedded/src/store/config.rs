@@ -164,6 +164,7 @@ impl ConfigAdmin for SqliteStore {
                     "activity_hourly",
                     "tenant_counters",
                     "session_slots",
+                    "session_slot_counts",
                 ] {
                     tx.prepare_cached(&format!("DELETE FROM {table} WHERE tenant_id = ?1"))?.execute(params![t])?;
                 }

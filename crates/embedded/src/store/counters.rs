@@ -200,9 +200,13 @@ fn hold_in(
     if renewed == 1 {
         return Ok((Some(false), None));
     }
+    // Kept by the slots' triggers (schema step `SLOT_COUNTS`): one row, however many are held.
     let count = || -> rusqlite::Result<i64> {
-        tx.prepare_cached("SELECT count(*) FROM session_slots WHERE tenant_id = ?1")?
+        let held = tx
+            .prepare_cached("SELECT held FROM session_slot_counts WHERE tenant_id = ?1")?
             .query_row(params![t], |r| r.get(0))
+            .optional()?;
+        Ok(held.unwrap_or(0))
     };
     let mut held = count()?;
     if held >= limit {

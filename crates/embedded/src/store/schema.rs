@@ -185,3 +185,24 @@ INSERT INTO activity_hourly (tenant_id, hour, status, executions)
            json_extract(body, '$.status'), count(*)
     FROM executions GROUP BY 1, 2, 3;
 "#;
+
+/// Schema step 10: how many slots each tenant holds, kept by triggers on `session_slots` (every
+/// path that takes or frees a slot, tenant deletion included), so that admitting a new
+/// conversation reads one row instead of counting the tenant's slots (thousands of rows for a
+/// busy tenant, on every new conversation). Written so that applying it again is harmless.
+pub const SLOT_COUNTS: &str = r#"
+CREATE TABLE IF NOT EXISTS session_slot_counts (
+    tenant_id TEXT PRIMARY KEY,
+    held      INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+DELETE FROM session_slot_counts;
+INSERT INTO session_slot_counts (tenant_id, held)
+    SELECT tenant_id, count(*) FROM session_slots GROUP BY tenant_id;
+CREATE TRIGGER IF NOT EXISTS session_slot_taken AFTER INSERT ON session_slots BEGIN
+    INSERT INTO session_slot_counts (tenant_id, held) VALUES (NEW.tenant_id, 1)
+        ON CONFLICT (tenant_id) DO UPDATE SET held = held + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS session_slot_freed AFTER DELETE ON session_slots BEGIN
+    UPDATE session_slot_counts SET held = held - 1 WHERE tenant_id = OLD.tenant_id;
+END;
+"#;
