@@ -109,7 +109,8 @@ impl SqliteStore {
             .call(move |conn| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT {MESSAGE_COLUMNS} FROM messages
-                     WHERE tenant_id = ?1 AND conversation_id = ?2 ORDER BY seq {order} LIMIT ?3"
+                     WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+                     ORDER BY seq {order} LIMIT ?3"
                 ))?;
                 let rows = stmt
                     .query_map(params![t, c, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?

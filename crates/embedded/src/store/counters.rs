@@ -147,17 +147,17 @@ enum Taken {
 /// conversation's newest session (its active one first), as `SessionStore::latest_session`
 /// picks it, handed off to a human.
 fn human_owner(c: &Connection, t: &str, conv: &str) -> Result<Option<(String, String)>, DbError> {
-    let owner = c
-        .prepare_cached(
-            "SELECT session_id, json_extract(body, '$.agentId') FROM (
-                 SELECT session_id, status, body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
-                 ORDER BY (status = 'active') DESC, seq DESC LIMIT 1)
-             WHERE status = 'handed_off' AND json_extract(body, '$.handedOffTo.type') = 'human'",
-        )?
-        .query_row(params![t, conv], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let owner =
+        c.prepare_cached(HUMAN_OWNER)?.query_row(params![t, conv], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(owner)
 }
+
+/// See [`human_owner`]. Parameters cast (see `crate::db`, "Plans that stay").
+pub(crate) const HUMAN_OWNER: &str = "SELECT session_id, json_extract(body, '$.agentId') FROM (
+         SELECT session_id, status, body FROM sessions
+         WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+         ORDER BY (status = 'active') DESC, seq DESC LIMIT 1)
+     WHERE status = 'handed_off' AND json_extract(body, '$.handedOffTo.type') = 'human'";
 
 impl SqliteStore {
     /// A stored instant in milliseconds; now when there is none.

@@ -55,7 +55,7 @@ impl SqliteStore {
             .db
             .call(move |c| {
                 let mut stmt = c.prepare_cached(
-                    "SELECT seq, body FROM events WHERE tenant_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    "SELECT seq, body FROM events WHERE tenant_id = CAST(?1 AS TEXT) AND seq > ?2 ORDER BY seq LIMIT ?3",
                 )?;
                 let rows =
                     stmt.query_map(params![t, after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?

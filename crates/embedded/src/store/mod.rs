@@ -280,3 +280,31 @@ impl SqliteStore {
             .map_err(store_err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rusqlite::StatementStatus;
+
+    /// The statements every message runs keep their plan: run through rusqlite's statement cache
+    /// with new parameters each time, none is prepared again (see `crate::db`, "Plans that stay").
+    #[test]
+    fn the_statements_run_for_every_message_are_never_prepared_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plans.db");
+        drop(crate::db::Db::open(&path).unwrap());
+        let c = rusqlite::Connection::open(&path).unwrap();
+        for (sql, params) in
+            [(crate::queue::NEXT_IN_GROUP, 1), (super::sessions::LATEST_SESSION, 2), (super::counters::HUMAN_OWNER, 2)]
+        {
+            for i in 0..5 {
+                let values: Vec<String> = (0..params).map(|p| format!("value-{i}-{p}")).collect();
+                let mut statement = c.prepare_cached(sql).unwrap();
+                let mut rows = statement.query(rusqlite::params_from_iter(&values)).unwrap();
+                while rows.next().unwrap().is_some() {}
+                drop(rows);
+                assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "prepared again: {sql}");
+            }
+        }
+    }
+}

@@ -15,13 +15,14 @@ use crate::queue::SettleOnCommit;
 
 /// The conversation's active session if there is one, else its newest (JSON).
 fn latest_session_body(c: &Connection, tenant: &str, conversation: &str) -> rusqlite::Result<Option<String>> {
-    c.prepare_cached(
-        "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2
-         ORDER BY (status = 'active') DESC, seq DESC LIMIT 1",
-    )?
-    .query_row(params![tenant, conversation], |r| r.get(0))
-    .optional()
+    c.prepare_cached(LATEST_SESSION)?.query_row(params![tenant, conversation], |r| r.get(0)).optional()
 }
+
+/// The conversation's active session, else its newest. Parameters cast (see
+/// `crate::db`, "Plans that stay").
+pub(crate) const LATEST_SESSION: &str = "SELECT body FROM sessions
+     WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+     ORDER BY (status = 'active') DESC, seq DESC LIMIT 1";
 
 /// The unexpired record of `source` (JSON).
 fn record_for_source(c: &Connection, tenant: &str, source: &str, now_ms: i64) -> rusqlite::Result<Option<String>> {
@@ -437,7 +438,8 @@ impl SqliteStore {
             .db
             .call(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT body FROM sessions WHERE tenant_id = ?1 AND conversation_id = ?2 ORDER BY seq",
+                    "SELECT body FROM sessions WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+                     ORDER BY seq",
                 )?;
                 let rows = stmt.query_map(params![t, c], |r| r.get(0))?.collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
