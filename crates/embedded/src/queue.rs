@@ -719,11 +719,11 @@ fn held_by(tx: &Connection, receipt: &str) -> Result<Option<(i64, String)>, DbEr
         .optional()?)
 }
 
-/// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
 /// A group's oldest item. The parameter is cast (see `crate::db`, "Plans that stay").
 pub(crate) const NEXT_IN_GROUP: &str =
     "SELECT seq, enqueued_at FROM queue_items WHERE group_id = CAST(?1 AS TEXT) ORDER BY seq LIMIT 1";
 
+/// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
 fn advance_head(tx: &Connection, group_id: &str) -> Result<(), DbError> {
     let next: Option<(i64, i64)> =
         tx.prepare_cached(NEXT_IN_GROUP)?.query_row([group_id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
