@@ -16,8 +16,8 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     find crates functions -type f -exec touch {} + \
-    && cargo build --release --locked -p switchboard-cli \
-    && install -m 0755 target/release/switchboard /usr/local/bin/switchboard
+    && cargo build --profile server --locked -p switchboard-cli \
+    && install -m 0755 target/server/switchboard /usr/local/bin/switchboard
 
 FROM ${RUNTIME_IMAGE}
 # CA roots for HTTPS to model providers, webhooks and OTLP collectors; a system user that owns

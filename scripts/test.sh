@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
-# cfn-lint of template.yaml, the console in a headless browser and the cargo-lambda build of the
-# four functions, and the container image's smoke test when Docker or Podman works here. Needs
+# cfn-lint of template.yaml, the console in a headless browser, the cargo-lambda build of the
+# five functions (each zip at most 5 MB), and the container image's smoke test when Docker or Podman works here. Needs
 # the Rust toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator
 # (moto, from PyPI) into .venv-emulator on first run, and Debian's chromium and chromium-driver
 # with apt-get when they are missing.
@@ -88,12 +88,25 @@ if [ -n "${CI:-}" ]; then
 fi
 echo "== disk before the release build: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
 
-echo "== cargo lambda build --release --x86-64 (the five Lambda functions)"
+echo "== cargo lambda build --release --x86-64 (the five Lambda functions, zipped)"
 # x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
-# The release profile in Cargo.toml is explicit, so cargo-lambda does not force fat settings.
-PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked \
-    -p switchboard-fn-event-router -p switchboard-fn-agent-executor \
-    -p switchboard-fn-internal-api -p switchboard-fn-archiver -p switchboard-fn-console-push
+# The release profile in Cargo.toml is explicit, so cargo-lambda does not force its own settings.
+functions=(event-router agent-executor internal-api archiver console-push)
+PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked --output-format zip \
+    "${functions[@]/#/--package=switchboard-fn-}"
+
+echo "== Lambda zip sizes (each at most 5 MB; docs/benchmarks.md, \"Lambda deployables\")"
+too_big=()
+for function in "${functions[@]}"; do
+    zip="target/lambda/$function/bootstrap.zip"
+    size=$(stat -c %s "$zip")
+    printf '  %-15s %9d bytes\n' "$function" "$size"
+    [ "$size" -le 5000000 ] || too_big+=("$function")
+done
+if [ "${#too_big[@]}" -gt 0 ]; then
+    echo "!! over 5 MB zipped: ${too_big[*]} (what grew it: docs/benchmarks.md, \"Lambda deployables\")" >&2
+    exit 1
+fi
 
 echo "== container image (Dockerfile), when a container engine works here"
 # Docker with a daemon, or Podman; otherwise it says loudly that it skipped.
