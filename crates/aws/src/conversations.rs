@@ -76,7 +76,8 @@ impl ConversationsApi {
         base_url: impl Into<String>,
         limits: ConversationsLimits,
     ) -> Result<Self, ConversationError> {
-        let http = reqwest::Client::builder()
+        let http = switchboard_https::client_builder()
+            .map_err(|e| ConversationError { message: e.to_string(), retryable: false })?
             .timeout(limits.attempt_timeout)
             .connect_timeout(limits.connect_timeout)
             .redirect(reqwest::redirect::Policy::none())

@@ -57,7 +57,8 @@ impl ManagementApi {
         if endpoint.cannot_be_a_base() {
             return Err(format!("push endpoint {endpoint} cannot have a path"));
         }
-        let http = reqwest::Client::builder()
+        let http = switchboard_https::client_builder()
+            .map_err(|e| e.to_string())?
             .timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(2))
             .redirect(reqwest::redirect::Policy::none())

@@ -31,7 +31,8 @@ impl JsonClient {
         timeout: Duration,
         headers: Vec<(HeaderName, String)>,
     ) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
+        let client = switchboard_https::client_builder()
+            .map_err(|e| format!("{provider}: {e}"))?
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())

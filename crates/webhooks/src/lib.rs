@@ -53,7 +53,8 @@ impl std::fmt::Debug for HttpWebhookCaller {
 impl HttpWebhookCaller {
     /// A caller that signs with secrets from `secrets` and obeys `policy`.
     pub fn new(policy: WebhookPolicy, secrets: Arc<dyn Secrets>) -> Result<Self, WebhookError> {
-        let client = reqwest::Client::builder()
+        let client = switchboard_https::client_builder()
+            .map_err(|e| WebhookError::Invalid(format!("cannot build the webhook client: {e}")))?
             // A proxy would resolve the name itself, out of the guard's reach.
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
