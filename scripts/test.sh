@@ -2,10 +2,10 @@
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
 # cfn-lint of template.yaml, the console in a headless browser, the cargo-lambda build of the
-# five functions (each zip at most 5 MB), and the container image's smoke test when Docker or Podman works here. Needs
-# the Rust toolchain (with rustfmt and clippy) and python3 with venv; it installs the emulator
-# (moto, from PyPI) into .venv-emulator on first run, and Debian's chromium and chromium-driver
-# with apt-get when they are missing.
+# five functions (each zip at most 5 MB), and the container image's smoke test when Docker or
+# Podman works here. Needs the Rust toolchain (with rustfmt and clippy) and python3 with venv;
+# it installs the emulator (moto, from PyPI) into .venv-emulator on first run, and Debian's
+# chromium and chromium-driver with apt-get when they are missing.
 #
 # `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
 # only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
