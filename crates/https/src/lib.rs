@@ -71,6 +71,35 @@ mod tests {
     use super::*;
     use rustls_native_certs::CertificateResult;
 
+    /// Set in the child process [`in_a_process_without_a_trust_store`] starts.
+    const NO_TRUST_STORE_CHILD: &str = "SWITCHBOARD_TEST_NO_TRUST_STORE";
+
+    /// Runs the test `name` (its path, as `cargo test` prints it) of this test binary again, in a
+    /// child process whose `SSL_CERT_FILE` and `SSL_CERT_DIR` point at nothing, so that the platform
+    /// has no trust store; panics unless exactly that test ran there and passed. Returns `true` in
+    /// the child, where the test then checks what it must; `false` in the parent, once the child
+    /// passed. A child process because the store is read once per process and the variables are
+    /// process-wide.
+    fn in_a_process_without_a_trust_store(name: &str) -> bool {
+        if std::env::var_os(NO_TRUST_STORE_CHILD).is_some() {
+            return true;
+        }
+        let empty = std::env::temp_dir().join(format!("switchboard-https-test-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name])
+            .env(NO_TRUST_STORE_CHILD, "1")
+            .env("SSL_CERT_FILE", empty.join("no-such-bundle.pem"))
+            .env("SSL_CERT_DIR", &empty)
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&empty).unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains("1 passed"), "the child process ran no test named {name}: {stdout}");
+        false
+    }
+
     fn result(certs: Vec<Vec<u8>>) -> CertificateResult {
         let mut found = CertificateResult::default();
         found.certs = certs.into_iter().map(Into::into).collect();
@@ -105,7 +134,7 @@ mod tests {
     #[test]
     fn without_a_trust_store_no_client_is_built_and_the_error_says_why() {
         let name = "tests::without_a_trust_store_no_client_is_built_and_the_error_says_why";
-        if switchboard_testkit::in_a_process_without_a_trust_store(name) {
+        if in_a_process_without_a_trust_store(name) {
             let err = client_builder().unwrap_err().to_string();
             assert!(err.contains("no usable CA certificate"), "{err}");
             assert_eq!(client_builder().unwrap_err().to_string(), err, "the same answer every time");

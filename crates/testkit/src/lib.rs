@@ -60,30 +60,3 @@ impl TextSink for Pieces {
         self.0.lock().unwrap().push(None);
     }
 }
-
-/// Set in the child process [`in_a_process_without_a_trust_store`] starts.
-const NO_TRUST_STORE_CHILD: &str = "SWITCHBOARD_TEST_NO_TRUST_STORE";
-
-/// Runs the test `name` (its path, as `cargo test` prints it) of this test binary again, in a
-/// child process whose `SSL_CERT_FILE` and `SSL_CERT_DIR` point at nothing, so that the platform
-/// has no trust store; panics unless exactly that test ran there and passed. Returns `true` in
-/// the child, where the test then checks what it must; `false` in the parent, once the child
-/// passed. A child process because the store is read once per process and the variables are
-/// process-wide.
-pub fn in_a_process_without_a_trust_store(name: &str) -> bool {
-    if std::env::var_os(NO_TRUST_STORE_CHILD).is_some() {
-        return true;
-    }
-    let empty = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name])
-        .env(NO_TRUST_STORE_CHILD, "1")
-        .env("SSL_CERT_FILE", empty.path().join("no-such-bundle.pem"))
-        .env("SSL_CERT_DIR", empty.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("1 passed"), "the child process ran no test named {name}: {stdout}");
-    false
-}
