@@ -1,9 +1,11 @@
 //! What one database call costs, apart from the work it does: the pipeline makes about eleven per
 //! message, and this says how much of a message's CPU is the calls themselves.
 //!
-//! Four measurements, `DB_CALL_N` calls each (default 20,000), on a fresh WAL database:
-//! - **through the database thread** (`Db::call`, as the store and the queue run): a one-row read
-//!   and a one-row insert, awaited one after the other from a multi-threaded runtime;
+//! Measurements of `DB_CALL_N` calls each (default 20,000), on a fresh WAL database:
+//! - **through the database thread** (`Db::call` with `Calls::OnTheThread`): a one-row read and a
+//!   one-row insert, awaited one after the other from a multi-threaded runtime;
+//! - **`Db::call` as the store and the queue make it** (`Calls::InlineWhenQuiet`): the same two,
+//!   from one caller, so that they run on the caller's thread;
 //! - **inline**, on the calling thread with its own connection: the same read inside
 //!   `BEGIN IMMEDIATE … COMMIT` (what a group costs the database thread), the read in autocommit,
 //!   and the insert in its own transaction.
@@ -18,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use switchboard_embedded::db::Db;
+use switchboard_embedded::db::{Calls, Db};
 
 // Only its CPU clock is used here.
 #[allow(dead_code)]
@@ -67,19 +69,23 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let db = Db::open(&dir.path().join("thread.db")).unwrap();
-        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).await.unwrap();
-        for _ in 0..2 {
-            let (cpu, wall) = (support::cpu(), Instant::now());
-            for _ in 0..n {
-                db.call(|c| Ok(c.prepare_cached("SELECT 1")?.query_row([], |r| r.get::<_, i64>(0))?)).await.unwrap();
+        for (policy, name) in [(Calls::OnTheThread, "database thread"), (Calls::InlineWhenQuiet, "caller alone   ")] {
+            let db = Db::open_with(&dir.path().join(format!("{policy:?}.db")), policy).unwrap();
+            db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).await.unwrap();
+            for _ in 0..2 {
+                let (cpu, wall) = (support::cpu(), Instant::now());
+                for _ in 0..n {
+                    db.call(|c| Ok(c.prepare_cached("SELECT 1")?.query_row([], |r| r.get::<_, i64>(0))?))
+                        .await
+                        .unwrap();
+                }
+                println!("{name}, read                     {}", per_call(support::cpu() - cpu, wall.elapsed(), n));
+                let (cpu, wall) = (support::cpu(), Instant::now());
+                for i in 0..n {
+                    db.call(move |c| Ok(c.prepare_cached("INSERT INTO t VALUES (?1)")?.execute([i])?)).await.unwrap();
+                }
+                println!("{name}, one-row insert           {}", per_call(support::cpu() - cpu, wall.elapsed(), n));
             }
-            println!("database thread, read                     {}", per_call(support::cpu() - cpu, wall.elapsed(), n));
-            let (cpu, wall) = (support::cpu(), Instant::now());
-            for i in 0..n {
-                db.call(move |c| Ok(c.prepare_cached("INSERT INTO t VALUES (?1)")?.execute([i])?)).await.unwrap();
-            }
-            println!("database thread, one-row insert           {}", per_call(support::cpu() - cpu, wall.elapsed(), n));
         }
     });
     inline(dir.path(), n);

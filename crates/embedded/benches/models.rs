@@ -8,12 +8,18 @@
 //! (Converse through the AWS SDK, SigV4-signed). Each goes through the registry every profile
 //! uses (`Models` → retry layer → adapter).
 //!
-//! CPU is the whole process's user + system time from `/proc/self/stat`, so it includes the fake
-//! server's (same process) parsing and answering; the baseline row has no server. Runs:
+//! The fake server runs in a child process (this bench binary started again with
+//! `MODELS_BENCH_FAKE` set), so CPU — the bench process's user + system time from
+//! `/proc/self/stat` — is the platform's alone: the client side of each call (building, signing,
+//! sending the request, parsing the answer) and everything around it, not the fake's accepting
+//! and answering. The baseline row has no server. Runs:
 //! `MODELS_BENCH_RUNS` (default 5) of `MODELS_BENCH_MESSAGES` (default 400) each; the median and
-//! the range of per-run figures are printed.
+//! the range of per-run figures are printed; `MODELS_BENCH_ONLY` (e.g. `bedrock`) runs the
+//! adapters whose name starts with it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,19 +39,28 @@ const AGENT: &str = "01JD0000BENCH0AGENT0000001";
 const TRIGGER: &str = "01JD0000BENCH0TR1GGER00001";
 const REPLY: &str = "Thanks! Order 1234 shipped yesterday and should arrive on Thursday.";
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Turn {
     OneCall,
     ToolThenAnswer,
 }
 
-#[derive(Clone, Copy)]
+impl Turn {
+    fn calls(self) -> usize {
+        if self == Turn::OneCall { 1 } else { 2 }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
 enum Adapter {
     Scripted,
     OpenAi,
     Anthropic,
     Bedrock,
 }
+
+const ADAPTERS: [Adapter; 4] = [Adapter::Scripted, Adapter::OpenAi, Adapter::Anthropic, Adapter::Bedrock];
+const TURNS: [Turn; 2] = [Turn::OneCall, Turn::ToolThenAnswer];
 
 impl Adapter {
     fn name(self) -> &'static str {
@@ -107,10 +122,66 @@ fn scripted(turn: Turn) -> ScriptedModel {
     ScriptedModel::from_json(&rules.to_string()).unwrap()
 }
 
-async fn model(adapter: Adapter, turn: Turn, messages: usize) -> (Arc<dyn Model>, Option<FakeProvider>) {
-    let Some(wire) = adapter.wire() else { return (Arc::new(scripted(turn)), None) };
+/// The fake provider in a child process: this binary again, with `MODELS_BENCH_FAKE` naming the
+/// adapter, the turn and the messages to script. It prints its base URL, serves until its stdin
+/// closes, then prints how many requests it received.
+struct FakeChild {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    base_url: String,
+}
+
+impl FakeChild {
+    fn start(adapter: Adapter, turn: Turn, messages: usize) -> Self {
+        let spec = format!("{adapter:?}:{turn:?}:{messages}");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("MODELS_BENCH_FAKE", spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut base_url = String::new();
+        stdout.read_line(&mut base_url).unwrap();
+        assert!(base_url.starts_with("http://"), "the fake did not start: {base_url:?}");
+        Self { child, stdout, base_url: base_url.trim().to_owned() }
+    }
+
+    /// Stops the fake; the requests it received.
+    fn finish(mut self) -> usize {
+        drop(self.child.stdin.take());
+        let mut count = String::new();
+        self.stdout.read_line(&mut count).unwrap();
+        assert!(self.child.wait().unwrap().success());
+        count.trim().parse().unwrap()
+    }
+}
+
+/// The child's side of [`FakeChild`].
+fn serve_fake(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let adapter = ADAPTERS.into_iter().find(|a| format!("{a:?}") == parts[0]).unwrap();
+    let turn = TURNS.into_iter().find(|t| format!("{t:?}") == parts[1]).unwrap();
+    let messages: usize = parts[2].parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let script: Vec<Answer> = (0..messages).flat_map(|_| adapter.answers(turn)).collect();
-    let fake = FakeProvider::start(wire, script).await;
+    let fake = rt.block_on(FakeProvider::start(adapter.wire().unwrap(), script));
+    println!("{}", fake.base_url);
+    std::io::stdout().flush().unwrap();
+    // Serves on a thread of its own while this one waits for the bench to close stdin.
+    let server = std::thread::spawn(move || rt.block_on(std::future::pending::<()>()));
+    std::io::copy(&mut std::io::stdin(), &mut std::io::sink()).unwrap();
+    println!("{}", fake.received().len());
+    std::io::stdout().flush().unwrap();
+    drop(server);
+    std::process::exit(0);
+}
+
+async fn model(adapter: Adapter, turn: Turn, messages: usize) -> (Arc<dyn Model>, Option<FakeChild>) {
+    if adapter.wire().is_none() {
+        return (Arc::new(scripted(turn)), None);
+    }
+    let fake = FakeChild::start(adapter, turn, messages);
     let vars = [
         ("OPENAI_API_KEY", "sk-bench".to_owned()),
         ("OPENAI_BASE_URL", fake.base_url.clone()),
@@ -167,13 +238,12 @@ async fn run(adapter: Adapter, turn: Turn, messages: usize) -> (Duration, Durati
         let item: WorkItem = serde_json::from_str(&delivery.body).unwrap();
         let outcome = embedded.executor.execute(&item).await.unwrap();
         let ExecOutcome::Recorded(record) = outcome else { panic!("message {n} was not run") };
-        let calls = if turn == Turn::OneCall { 1 } else { 2 };
-        assert_eq!(record.model_calls.len(), calls, "{}", serde_json::to_string(&record).unwrap());
+        assert_eq!(record.model_calls.len(), turn.calls(), "{}", serde_json::to_string(&record).unwrap());
         assert!(embedded.queue.ack(&delivery.receipt).await.unwrap());
     }
     let (cpu1, wall1) = (cpu(), Instant::now());
     if let Some(fake) = fake {
-        assert_eq!(fake.received().len(), messages * if turn == Turn::OneCall { 1 } else { 2 });
+        assert_eq!(fake.finish(), messages * turn.calls());
     }
     let per = |d: Duration| d / u32::try_from(messages).unwrap();
     (per(cpu1 - cpu0), per(wall1 - wall0))
@@ -193,15 +263,20 @@ fn env(name: &str, default: usize) -> usize {
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var("MODELS_BENCH_FAKE") {
+        return serve_fake(&spec);
+    }
     let runs = env("MODELS_BENCH_RUNS", 5);
     let messages = env("MODELS_BENCH_MESSAGES", 400);
-    // One worker thread: the fake server and the loop share it, as CPU per message should.
+    // One worker thread for the loop (the fake serves from its own process).
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     println!("{runs} runs of {messages} messages; CPU and wall time per message: median (lowest–highest run)");
     println!("| adapter | turn | CPU / message | wall / message |");
     println!("|---|---|---|---|");
-    for adapter in [Adapter::Scripted, Adapter::OpenAi, Adapter::Anthropic, Adapter::Bedrock] {
-        for turn in [Turn::OneCall, Turn::ToolThenAnswer] {
+    // `MODELS_BENCH_ONLY=bedrock` (for one) runs the adapters whose name starts with it.
+    let only = std::env::var("MODELS_BENCH_ONLY").unwrap_or_default();
+    for adapter in ADAPTERS.into_iter().filter(|a| a.name().starts_with(only.as_str())) {
+        for turn in TURNS {
             let (mut cpus, mut walls) = (vec![], vec![]);
             for _ in 0..runs {
                 let (c, w) = rt.block_on(run(adapter, turn, messages));

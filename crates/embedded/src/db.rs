@@ -17,6 +17,19 @@
 //! process holds it past the busy timeout, or the file is read-only) the call runs alone, without
 //! the group, and meets the error itself.
 //!
+//! # Calls on the caller's thread when nothing else is going on
+//!
+//! A hand-off to the thread and back costs two wake-ups and context switches (~20 µs of CPU, more
+//! than a small call's own work), and buys nothing when there is nobody to group with. So while the
+//! database is quiet — the last [`QUIET_CALLS`] calls each found no other call waiting for the
+//! thread or running — a call runs on its caller's thread, in a transaction of its own, before
+//! `call` returns. The first sign of company (a call still pending, or the connection taken)
+//! sends calls back to the thread and its groups until the database is quiet again. Callers that
+//! overlap keep group commit; a caller alone (one conversation at a time, a CLI command, a test)
+//! pays no hand-off. The order of one caller's calls is kept either way: a call runs on its
+//! caller's thread only when no earlier call is still queued. Such a call blocks its (async)
+//! caller's thread for the call's duration, as a hand-off would block its task.
+//!
 //! # Checkpoints
 //!
 //! Copying the WAL back into the database file (and its `fsync`s) is a second thread's job, on a
@@ -42,9 +55,8 @@
 use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -56,6 +68,19 @@ pub const GROUP_MAX: usize = 64;
 /// How long the database thread keeps looking for the next call before it sleeps (see
 /// `next_call`): the pipeline bench's CPU per message was lowest near 60 µs (docs/benchmarks.md).
 pub const IDLE_SPIN: Duration = Duration::from_micros(60);
+
+/// How many calls in a row must find no other call pending before calls run on their caller's
+/// thread (see the module docs).
+pub const QUIET_CALLS: u32 = 8;
+
+/// Where calls run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Calls {
+    /// Always on the database thread, in its groups.
+    OnTheThread,
+    /// On the caller's thread while the database is quiet (the default; see the module docs).
+    InlineWhenQuiet,
+}
 
 /// WAL pages (of 4 KiB) after which the checkpoint thread is asked to copy the log into the
 /// database file: SQLite's own default for its automatic checkpoint.
@@ -114,17 +139,37 @@ type Answer = Box<dyn FnOnce(Result<(), &DbError>) + Send>;
 #[derive(Debug, Clone)]
 pub struct Db {
     jobs: mpsc::Sender<Job>,
-    calls: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     /// Transactions committed and WAL frames they wrote (see [`Db::commits`]).
     written: Arc<Written>,
     /// How many checkpoints the checkpoint thread has run.
     checkpoints: tokio::sync::watch::Receiver<u64>,
 }
 
+/// What the handles and the database thread share.
+#[derive(Debug)]
+struct Shared {
+    /// Taken by the thread for a group and by a caller for a call on its own thread.
+    conn: Mutex<Connection>,
+    /// Calls sent to the thread and not yet answered.
+    pending: AtomicUsize,
+    /// Calls in a row that found no other call pending.
+    quiet: AtomicU32,
+    calls: AtomicU64,
+    /// Of `calls`, those run on their caller's thread.
+    inline: AtomicU64,
+    policy: Calls,
+}
+
 impl Db {
     /// Opens (creating if needed) `path`, switches to WAL, applies pending migrations and starts
-    /// the database thread.
+    /// the database thread; calls run on their caller's thread while the database is quiet.
     pub fn open(path: &Path) -> Result<Self, DbError> {
+        Self::open_with(path, Calls::InlineWhenQuiet)
+    }
+
+    /// [`Db::open`], with calls run where `policy` says.
+    pub fn open_with(path: &Path, policy: Calls) -> Result<Self, DbError> {
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a commit survives a process crash; only an OS crash or power loss
@@ -138,16 +183,75 @@ impl Db {
         let written = Arc::new(Written::default());
         let checkpoints = start_checkpoints(&mut conn, path, Arc::clone(&written))?;
         let (jobs, queue) = mpsc::channel::<Job>();
+        let shared = Arc::new(Shared {
+            conn: Mutex::new(conn),
+            pending: AtomicUsize::new(0),
+            quiet: AtomicU32::new(0),
+            calls: AtomicU64::new(0),
+            inline: AtomicU64::new(0),
+            policy,
+        });
+        let thread = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("switchboard-db".into())
-            .spawn(move || serve(conn, &queue))
+            .spawn(move || serve(&thread, &queue))
             .map_err(|e| DbError::Task(format!("cannot start the database thread: {e}")))?;
-        Ok(Self { jobs, calls: Arc::default(), written, checkpoints })
+        Ok(Self { jobs, shared, written, checkpoints })
     }
 
-    /// Sends `f` to the database thread now (calls run in the order `call` was called) and
-    /// answers its result once the group it ran in has committed.
-    pub fn call<T, F>(&self, f: F) -> impl Future<Output = Result<T, DbError>> + Send + 'static
+    /// Runs `f` now — on this thread while the database is quiet, otherwise sent to the database
+    /// thread (calls run in the order `call` was called) — and answers its result once the
+    /// transaction or group it ran in has committed.
+    pub fn call<T, F>(&self, f: F) -> impl Future<Output = Result<T, DbError>> + Send + use<T, F>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, DbError> + Send + 'static,
+    {
+        let shared = &self.shared;
+        shared.calls.fetch_add(1, Ordering::Relaxed);
+        let (ran, f) = match self.try_inline(f) {
+            Ok(result) => (Some(result), None),
+            Err(f) => (None, Some(f)),
+        };
+        let sent = f.map(|f| self.send(f));
+        async move {
+            match (ran, sent) {
+                (Some(result), _) => result,
+                (None, Some(answer)) => answer.await,
+                (None, None) => Err(DbError::Task("the call was neither run nor sent".into())),
+            }
+        }
+    }
+
+    /// Runs `f` on this thread if the database is quiet; gives it back otherwise.
+    fn try_inline<T, F>(&self, f: F) -> Result<Result<T, DbError>, F>
+    where
+        F: FnOnce(&mut Connection) -> Result<T, DbError>,
+    {
+        let shared = &self.shared;
+        if shared.pending.load(Ordering::Acquire) > 0 {
+            shared.quiet.store(0, Ordering::Relaxed);
+            return Err(f);
+        }
+        let quiet = shared.quiet.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if shared.policy != Calls::InlineWhenQuiet || quiet <= QUIET_CALLS {
+            return Err(f);
+        }
+        let Ok(mut conn) = shared.conn.try_lock() else {
+            shared.quiet.store(0, Ordering::Relaxed);
+            return Err(f);
+        };
+        // Checked again with the connection held: a call sent meanwhile runs first.
+        if shared.pending.load(Ordering::Acquire) > 0 {
+            shared.quiet.store(0, Ordering::Relaxed);
+            return Err(f);
+        }
+        shared.inline.fetch_add(1, Ordering::Relaxed);
+        Ok(run_alone(&mut conn, f))
+    }
+
+    /// Sends `f` to the database thread; its answer once the group it ran in has committed.
+    fn send<T, F>(&self, f: F) -> impl Future<Output = Result<T, DbError>> + Send + use<T, F>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, DbError> + Send + 'static,
@@ -160,8 +264,11 @@ impl Db {
                 let _ = reply.send(committed.map_err(same_error).and(result));
             })
         });
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let sent = self.jobs.send(job).map_err(|_| DbError::Task("the database thread has stopped".into()));
+        self.shared.pending.fetch_add(1, Ordering::AcqRel);
+        let sent = self.jobs.send(job).map_err(|_| {
+            self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+            DbError::Task("the database thread has stopped".into())
+        });
         async move {
             sent?;
             answer.await.map_err(|_| DbError::Task("the database call panicked".into()))?
@@ -171,7 +278,12 @@ impl Db {
     /// Calls made through this handle and its clones so far (what the pipeline bench reports
     /// per message).
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+        self.shared.calls.load(Ordering::Relaxed)
+    }
+
+    /// Of [`Db::calls`], those that ran on their caller's thread.
+    pub fn calls_on_callers_thread(&self) -> u64 {
+        self.shared.inline.load(Ordering::Relaxed)
     }
 
     /// Write transactions committed so far and the WAL frames (pages) they wrote, as counted by
@@ -273,7 +385,7 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 }
 
 /// The database thread: groups of calls, each group one transaction (see the module docs).
-fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
+fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
     let mut next = None;
     loop {
         let job = match next.take() {
@@ -283,48 +395,85 @@ fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
                 Err(_) => return,
             },
         };
-        if exec(&conn, "BEGIN IMMEDIATE").is_err() {
-            // No write lock: this call alone, outside a group, meets the error itself.
-            if let Some(answer) = run(&mut conn, job) {
-                answer(Ok(()));
-            } else if !conn.is_autocommit() {
-                let _ = exec(&conn, "ROLLBACK");
-            }
-            continue;
-        }
-        let mut answers = Vec::new();
-        let mut job = Some(job);
-        let mut panicked = false;
-        while let Some(j) = job.take() {
-            match run(&mut conn, j) {
-                Some(answer) => answers.push(answer),
-                None => {
-                    panicked = true;
-                    break;
-                }
-            }
-            if answers.len() < GROUP_MAX {
-                job = queue.try_recv().ok();
-            }
-        }
-        if panicked {
-            let _ = exec(&conn, "ROLLBACK");
-            let failed = DbError::Task("rolled back: a call in the same group panicked".into());
-            answers.into_iter().for_each(|answer| answer(Err(&failed)));
-            continue;
-        }
-        match exec(&conn, "COMMIT") {
-            Ok(()) => answers.into_iter().for_each(|answer| answer(Ok(()))),
-            Err(e) => {
-                if !conn.is_autocommit() {
-                    let _ = exec(&conn, "ROLLBACK");
-                }
-                let e = DbError::Sqlite(e);
-                answers.into_iter().for_each(|answer| answer(Err(&e)));
-            }
-        }
+        let mut conn = shared.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let (taken, answers, outcome) = group(&mut conn, job, queue);
+        drop(conn);
+        // Counted as answered before the answers go out, so that a caller woken by one finds the
+        // database quiet if nothing else is pending.
+        shared.pending.fetch_sub(taken, Ordering::AcqRel);
+        let outcome = match &outcome {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        };
+        answers.into_iter().for_each(|answer| answer(outcome));
         // A call that arrived while the group committed starts the next one.
         next = queue.try_recv().ok();
+    }
+}
+
+/// Runs `first` and the calls waiting behind it (up to [`GROUP_MAX`]) in one transaction: how
+/// many calls it took, the answers of those that did not panic, and how the group ended.
+fn group(conn: &mut Connection, first: Job, queue: &mpsc::Receiver<Job>) -> (usize, Vec<Answer>, Result<(), DbError>) {
+    if exec(conn, "BEGIN IMMEDIATE").is_err() {
+        // No write lock: this call alone, outside a group, meets the error itself.
+        let answer = run(conn, first);
+        if answer.is_none() && !conn.is_autocommit() {
+            let _ = exec(conn, "ROLLBACK");
+        }
+        return (1, answer.into_iter().collect(), Ok(()));
+    }
+    let (mut taken, mut answers, mut panicked) = (0, Vec::new(), false);
+    let mut job = Some(first);
+    while let Some(j) = job.take() {
+        taken += 1;
+        match run(conn, j) {
+            Some(answer) => answers.push(answer),
+            None => {
+                panicked = true;
+                break;
+            }
+        }
+        if taken < GROUP_MAX {
+            job = queue.try_recv().ok();
+        }
+    }
+    if panicked {
+        let _ = exec(conn, "ROLLBACK");
+        return (taken, answers, Err(DbError::Task("rolled back: a call in the same group panicked".into())));
+    }
+    let outcome = exec(conn, "COMMIT").map_err(|e| {
+        if !conn.is_autocommit() {
+            let _ = exec(conn, "ROLLBACK");
+        }
+        DbError::Sqlite(e)
+    });
+    (taken, answers, outcome)
+}
+
+/// One call in a transaction of its own, on the caller's thread (see the module docs): what a
+/// group of one would answer.
+fn run_alone<T>(conn: &mut Connection, f: impl FnOnce(&mut Connection) -> Result<T, DbError>) -> Result<T, DbError> {
+    let panicked = || DbError::Task("the database call panicked".into());
+    if exec(conn, "BEGIN IMMEDIATE").is_err() {
+        // No write lock: the call meets the error itself, as on the thread.
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn)));
+        if result.is_err() && !conn.is_autocommit() {
+            let _ = exec(conn, "ROLLBACK");
+        }
+        return result.unwrap_or_else(|_| Err(panicked()));
+    }
+    let Ok(result) = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn))) else {
+        let _ = exec(conn, "ROLLBACK");
+        return Err(panicked());
+    };
+    match exec(conn, "COMMIT") {
+        Ok(()) => result,
+        Err(e) => {
+            if !conn.is_autocommit() {
+                let _ = exec(conn, "ROLLBACK");
+            }
+            Err(DbError::Sqlite(e))
+        }
     }
 }
 
@@ -414,10 +563,126 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
+    /// A database whose calls all run on its thread: what the group tests hold.
     fn open() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("t.db")).unwrap();
+        let db = Db::open_with(&dir.path().join("t.db"), Calls::OnTheThread).unwrap();
         (dir, db)
+    }
+
+    /// The default policy, with table `t` created and the database already quiet: the next call
+    /// runs on the caller's thread.
+    async fn open_quiet() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("t.db")).unwrap();
+        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER UNIQUE CHECK (v > 0))")?)).await.unwrap();
+        // that call was the first of the quiet ones
+        for _ in 1..QUIET_CALLS {
+            assert_eq!(where_it_ran(&db).await, "switchboard-db");
+        }
+        (dir, db)
+    }
+
+    /// The name of the thread a call ran on.
+    async fn where_it_ran(db: &Db) -> String {
+        db.call(|_| Ok(std::thread::current().name().unwrap_or("unnamed").to_owned())).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_caller_alone_runs_its_calls_on_its_own_thread_once_the_database_is_quiet() {
+        let (_dir, db) = open_quiet().await;
+        let me = std::thread::current().name().unwrap_or("unnamed").to_owned();
+        let commits = db.commits().0;
+        for v in 1..=3 {
+            assert_eq!(where_it_ran(&db).await, me);
+            db.call(move |c| Ok(c.execute("INSERT INTO t VALUES (?1)", [v])?)).await.unwrap();
+        }
+        // each write committed before its call returned, in a transaction of its own
+        assert_eq!(db.commits().0 - commits, 3);
+        assert_eq!(db.calls_on_callers_thread(), 6);
+        assert_eq!(values(&db).await.unwrap(), [1, 2, 3]);
+        // the database thread never ran them, and still serves a policy that sends it everything
+        let (_other, threaded) = open();
+        assert_eq!(where_it_ran(&threaded).await, "switchboard-db");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_finds_the_connection_taken_goes_to_the_thread_behind_it_and_ends_the_quiet() {
+        let (_dir, db) = open_quiet().await;
+        let inner_db = db.clone();
+        // A call on the caller's thread makes another while it holds the connection: that one
+        // cannot run here, so it is sent to the thread and runs after the first has committed.
+        let inner = db
+            .call(move |c| {
+                c.execute("INSERT INTO t VALUES (1)", [])?;
+                Ok(inner_db.call(|c| {
+                    c.execute("INSERT INTO t VALUES (2)", [])?;
+                    Ok(std::thread::current().name().unwrap_or("unnamed").to_owned())
+                }))
+            })
+            .await
+            .unwrap();
+        assert_eq!(inner.await.unwrap(), "switchboard-db");
+        assert_eq!(values(&db).await.unwrap(), [1, 2]);
+        // Company was seen: the next calls (`values` above was the first) go to the thread until
+        // the database is quiet again.
+        for _ in 1..QUIET_CALLS {
+            assert_eq!(where_it_ran(&db).await, "switchboard-db");
+        }
+        assert_ne!(where_it_ran(&db).await, "switchboard-db");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_on_its_callers_thread_is_rolled_back_and_answered() {
+        let (_dir, db) = open_quiet().await;
+        let bug = db.call(|c| -> Result<(), DbError> {
+            c.execute("INSERT INTO t VALUES (99)", [])?;
+            panic!("a bug in a call");
+        });
+        let bug = bug.await;
+        assert!(matches!(bug, Err(DbError::Task(ref m)) if m.contains("panicked")), "{bug:?}");
+        assert_ne!(where_it_ran(&db).await, "switchboard-db", "the panic did not end the quiet");
+        db.call(|c| Ok(c.execute("INSERT INTO t VALUES (3)", [])?)).await.unwrap();
+        assert_eq!(values(&db).await.unwrap(), [3]);
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_commit_fails_on_its_callers_thread_gets_the_error_and_writes_nothing() {
+        let (_dir, db) = open_quiet().await;
+        db.call(|c| {
+            Ok(c.execute_batch("CREATE TABLE child (p INTEGER REFERENCES t (v) DEFERRABLE INITIALLY DEFERRED)")?)
+        })
+        .await
+        .unwrap();
+        let orphan = db.call(|c| {
+            c.execute("INSERT INTO t VALUES (1)", [])?;
+            Ok(c.execute("INSERT INTO child VALUES (42)", [])?)
+        });
+        let orphan = orphan.await;
+        assert!(
+            matches!(orphan, Err(DbError::Sqlite(rusqlite::Error::SqliteFailure(ref e, _))) if e.code == rusqlite::ErrorCode::ConstraintViolation),
+            "{orphan:?}"
+        );
+        assert_eq!(values(&db).await.unwrap(), Vec::<i64>::new());
+        db.call(|c| Ok(c.execute("INSERT INTO t VALUES (2)", [])?)).await.unwrap();
+        assert_eq!(values(&db).await.unwrap(), [2]);
+    }
+
+    #[tokio::test]
+    async fn a_call_on_its_callers_thread_without_the_write_lock_meets_the_error_itself() {
+        let (dir, db) = open_quiet().await;
+        // Another connection holds the write lock past the busy timeout (five seconds).
+        let other = wal_connection(&dir.path().join("t.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (thread, outside) = db
+            .call(|c| Ok((std::thread::current().name().unwrap_or("unnamed").to_owned(), c.is_autocommit())))
+            .await
+            .unwrap();
+        assert_ne!(thread, "switchboard-db");
+        assert!(outside, "the call ran outside a transaction, as on the thread");
+        other.execute_batch("ROLLBACK").unwrap();
+        db.call(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)).await.unwrap();
+        assert_eq!(values(&db).await.unwrap(), [1]);
     }
 
     fn values(db: &Db) -> impl Future<Output = Result<Vec<i64>, DbError>> {

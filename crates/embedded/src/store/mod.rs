@@ -179,6 +179,11 @@ impl SqliteStore {
         self.db.calls()
     }
 
+    /// Of [`SqliteStore::db_calls`], those that ran on their caller's thread (see [`Db::call`]).
+    pub fn db_calls_on_callers_thread(&self) -> u64 {
+        self.db.calls_on_callers_thread()
+    }
+
     /// Commits and WAL frames written so far (see [`Db::commits`]).
     pub fn db_commits(&self) -> (u64, u64) {
         self.db.commits()
