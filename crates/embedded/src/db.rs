@@ -103,6 +103,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::MESSAGE_SENDER,
     crate::store::ACTIVITY,
     crate::store::SLOT_COUNTS,
+    crate::queue::RECEIPTS_BY_SEQ,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -34,6 +34,10 @@
 //! index on `(visible_at, head_seq)` makes picking the next head one index seek, whatever the
 //! depth of the queue or the number of blocked groups. Every operation is one short immediate
 //! transaction on the shared connection.
+//!
+//! A receipt is the item's `seq` and a fresh ULID (`<seq>.<ulid>`): an ack or a release finds the
+//! item by its rowid and checks that the receipt is still the item's current one, so no index of
+//! receipts has to be written at every receive and ack.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -90,6 +94,11 @@ CREATE TABLE queue_dead_letters (
     dead_at       INTEGER NOT NULL
 ) STRICT;
 ";
+
+/// Schema step 11: receipts carry their item's `seq` (see the module docs), so the index of
+/// receipts goes. Receipts are held only by the workers of a running process, so none given out
+/// before the step is still in use when it is applied.
+pub const RECEIPTS_BY_SEQ: &str = "DROP INDEX IF EXISTS queue_items_by_receipt;";
 
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
@@ -691,7 +700,7 @@ fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbE
             dead.push((group_id, dedup_id));
             continue;
         }
-        let receipt = Ulid::generate().to_string();
+        let receipt = format!("{seq}.{}", Ulid::generate());
         let receive_count = receive_count.saturating_add(1);
         tx.prepare_cached("UPDATE queue_items SET receive_count = ?2, receipt = ?3 WHERE seq = ?1")?
             .execute(params![seq, receive_count, receipt])?;
@@ -711,11 +720,15 @@ fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbE
     }
 }
 
-/// The item (seq, group) whose current receipt is `receipt`, if any.
+/// The item (seq, group) whose current receipt is `receipt`, if any (a receipt that is not of
+/// the form this queue gives out holds nothing).
 fn held_by(tx: &Connection, receipt: &str) -> Result<Option<(i64, String)>, DbError> {
+    let Some(seq) = receipt.split_once('.').and_then(|(seq, _)| seq.parse::<i64>().ok()) else {
+        return Ok(None);
+    };
     Ok(tx
-        .prepare_cached("SELECT seq, group_id FROM queue_items WHERE receipt = ?1")?
-        .query_row([receipt], |r| Ok((r.get(0)?, r.get(1)?)))
+        .prepare_cached("SELECT seq, group_id FROM queue_items WHERE seq = ?1 AND receipt = ?2")?
+        .query_row(params![seq, receipt], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?)
 }
 

@@ -185,6 +185,14 @@ async fn it_redelivers_an_item_whose_worker_died() {
     // and the dead worker's receipt can neither ack nor release it
     assert!(!f.queue.ack(&lost.receipt).await.unwrap());
     assert!(!f.queue.release(&lost.receipt, Duration::ZERO).await.unwrap());
+    // nor can a receipt made up from the current one's item, or one of another form
+    let (seq, _) = again.receipt.split_once('.').unwrap();
+    for forged in
+        [format!("{seq}.01JD0000000000000000000000"), seq.to_owned(), "not a receipt".to_owned(), String::new()]
+    {
+        assert!(!f.queue.ack(&forged).await.unwrap(), "{forged:?}");
+        assert!(!f.queue.release(&forged, Duration::ZERO).await.unwrap(), "{forged:?}");
+    }
     assert!(f.queue.ack(&again.receipt).await.unwrap());
     assert_eq!(f.stats().await, QueueStats::default());
 }
@@ -206,6 +214,45 @@ async fn it_redelivers_in_flight_items_after_a_restart() {
     clock.advance_std(VISIBILITY);
     let again = queue.receive().await.unwrap().expect("redelivered");
     assert_eq!((again.body.as_str(), again.receive_count), ("a1", 2));
+}
+
+#[tokio::test]
+async fn a_data_directory_from_before_receipts_carried_their_item_loses_the_receipt_index_and_keeps_its_items() {
+    // given an item in flight under a receipt of the old form (a bare ULID, found by an index)
+    let f = Fixture::new();
+    f.enqueue("A", "a1").await;
+    f.receive().await;
+    let Fixture { dir, clock, queue } = f;
+    drop(queue);
+    let old = "01JD00000000000000000RECPT";
+    let step = switchboard_embedded::db::MIGRATIONS
+        .iter()
+        .position(|s| *s == switchboard_embedded::queue::RECEIPTS_BY_SEQ)
+        .unwrap();
+    let conn = rusqlite::Connection::open(db_path(dir.path())).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE UNIQUE INDEX queue_items_by_receipt ON queue_items (receipt) WHERE receipt IS NOT NULL;
+         UPDATE queue_items SET receipt = '{old}';
+         PRAGMA user_version = {step};"
+    ))
+    .unwrap();
+    drop(conn);
+
+    // when the process starts again on the same file
+    let queue = open(&db_path(dir.path()), &clock, QueueConfig::default());
+
+    // then the index is gone, the old receipt holds nothing, and the item comes again in time
+    let conn = rusqlite::Connection::open(db_path(dir.path())).unwrap();
+    let index: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'queue_items_by_receipt'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(index, 0);
+    assert!(!queue.ack(old).await.unwrap());
+    assert_eq!(queue.receive().await.unwrap(), None);
+    clock.advance_std(VISIBILITY);
+    let again = queue.receive().await.unwrap().expect("redelivered");
+    assert_eq!((again.body.as_str(), again.receive_count), ("a1", 2));
+    assert!(queue.ack(&again.receipt).await.unwrap());
 }
 
 #[tokio::test]
