@@ -24,10 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use switchboard_domain::Message;
 use switchboard_domain::limits::MAX_TURNS_CEILING;
-use switchboard_domain::{InboundEvent, Provider};
+use switchboard_domain::{InboundEvent, ModelConfig, Provider};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{ExecOutcome, Model, SystemClock, WorkItem};
+use switchboard_engine::{ExecOutcome, Model, ModelRequest, SystemClock, ToolSpec, WorkItem};
 use switchboard_models::{ModelSettings, Models};
 use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, converse, messages};
 
@@ -249,6 +250,34 @@ async fn run(adapter: Adapter, turn: Turn, messages: usize) -> (Duration, Durati
     (per(cpu1 - cpu0), per(wall1 - wall0))
 }
 
+/// The adapter's own share: `messages` model calls alone (a system prompt, one customer message,
+/// the `send_message` tool; a text answer), no pipeline around them. CPU per call.
+async fn calls_alone(adapter: Adapter, messages: usize) -> Duration {
+    let (model, fake) = model(adapter, Turn::OneCall, messages).await;
+    let request = ModelRequest {
+        model: adapter.model().to_owned(),
+        system: "You answer customers about their orders.".to_owned(),
+        messages: vec![Message::user_text("Where is my order #1234? It was due on Monday.")],
+        tools: vec![ToolSpec {
+            name: "send_message".to_owned(),
+            description: "Sends a message to the customer.".to_owned(),
+            input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        }],
+        config: ModelConfig::default(),
+        deadline: None,
+    };
+    let cpu0 = cpu();
+    for _ in 0..messages {
+        let response = model.converse(&request).await.unwrap();
+        assert_eq!(response.content.len(), 1);
+    }
+    let used = cpu() - cpu0;
+    if let Some(fake) = fake {
+        assert_eq!(fake.finish(), messages);
+    }
+    used / u32::try_from(messages).unwrap()
+}
+
 fn median(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
     v.sort();
     (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -297,5 +326,15 @@ fn main() {
                 us(wh)
             );
         }
+    }
+    println!();
+    println!("The model call alone (no pipeline): CPU per call, median (lowest–highest run)");
+    println!("| adapter | CPU / call |");
+    println!("|---|---|");
+    for adapter in ADAPTERS.into_iter().filter(|a| a.wire().is_some() && a.name().starts_with(only.as_str())) {
+        let mut cpus: Vec<Duration> = (0..runs).map(|_| rt.block_on(calls_alone(adapter, messages))).collect();
+        cpus.sort();
+        let (c, cl, ch) = (cpus[cpus.len() / 2], cpus[0], cpus[cpus.len() - 1]);
+        println!("| {} | {} ({}–{}) |", adapter.name(), us(c), us(cl), us(ch));
     }
 }

@@ -52,6 +52,7 @@
 //! thread's time. With the cast the value's type is fixed and the plan cannot depend on it (the
 //! plan is the same); `store::tests` checks that those statements are never prepared again.
 
+use std::cell::Cell;
 use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -463,10 +464,19 @@ fn run_alone<T>(conn: &mut Connection, f: impl FnOnce(&mut Connection) -> Result
         }
         return result.unwrap_or_else(|_| Err(panicked()));
     }
-    let Ok(result) = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn))) else {
-        let _ = exec(conn, "ROLLBACK");
+    FRESH_AT.with(|f| f.set(Some(conn.total_changes())));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn)));
+    FRESH_AT.with(|f| f.set(None));
+    let Ok(result) = result else {
+        if !conn.is_autocommit() {
+            let _ = exec(conn, "ROLLBACK");
+        }
         return Err(panicked());
     };
+    if conn.is_autocommit() {
+        // The call ended the transaction itself (or a dropped unit could not begin another).
+        return result;
+    }
     match exec(conn, "COMMIT") {
         Ok(()) => result,
         Err(e) => {
@@ -498,11 +508,28 @@ fn run(conn: &mut Connection, job: Job) -> Option<Answer> {
     std::panic::catch_unwind(AssertUnwindSafe(|| job(conn))).ok()
 }
 
+thread_local! {
+    /// While a call runs alone in a transaction of its own on this thread (see [`run_alone`]):
+    /// the connection's count of changed rows when that transaction began. While the count is the
+    /// same, the transaction has written nothing, so a unit of atomicity begun then is the whole
+    /// transaction and needs no savepoint.
+    static FRESH_AT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
 /// A call's unit of atomicity: a savepoint inside the group's transaction (a transaction of its
 /// own when the call runs alone). `commit` keeps its writes; dropping it undoes them.
+///
+/// When the call runs alone in its own transaction and has changed nothing yet, the transaction
+/// itself is the unit: no savepoint, so SQLite copies no page into a statement journal before
+/// changing it (a savepoint costs a 4 KiB copy of every page it touches). Dropping it then rolls
+/// the transaction back and begins another (deferred) for the rest of the call. (Only changes to rows are
+/// counted: a call must not change the schema before taking its unit.)
 pub fn atomic(conn: &mut Connection) -> Result<Atomic<'_>, DbError> {
-    exec(conn, "SAVEPOINT atomic")?;
-    Ok(Atomic { conn, released: false })
+    let whole = !conn.is_autocommit() && FRESH_AT.with(Cell::get) == Some(conn.total_changes());
+    if !whole {
+        exec(conn, "SAVEPOINT atomic")?;
+    }
+    Ok(Atomic { conn, released: false, whole })
 }
 
 /// A call's savepoint (see [`atomic`]); reads and writes go through it as through the connection.
@@ -510,12 +537,16 @@ pub fn atomic(conn: &mut Connection) -> Result<Atomic<'_>, DbError> {
 pub struct Atomic<'c> {
     conn: &'c Connection,
     released: bool,
+    /// The unit is the call's whole transaction (see [`atomic`]).
+    whole: bool,
 }
 
 impl Atomic<'_> {
     /// Keeps the writes made through the savepoint (commits them when the call runs alone).
     pub fn commit(mut self) -> rusqlite::Result<()> {
-        exec(self.conn, "RELEASE atomic")?;
+        if !self.whole {
+            exec(self.conn, "RELEASE atomic")?;
+        }
         self.released = true;
         Ok(())
     }
@@ -530,11 +561,20 @@ impl Deref for Atomic<'_> {
 
 impl Drop for Atomic<'_> {
     fn drop(&mut self) {
-        if !self.released {
-            // Undone, then forgotten; failing here leaves the group's own ROLLBACK or COMMIT to
-            // settle it (a call that fails answers its error either way).
-            let _ = exec(self.conn, "ROLLBACK TO atomic").and_then(|()| exec(self.conn, "RELEASE atomic"));
+        if self.released {
+            return;
         }
+        if self.whole {
+            // Nothing else was written in the transaction: undo it and go on in a new one, which
+            // takes the write lock at its first write (a write that cannot have it meets the error
+            // itself, as every write of a call does).
+            let again = exec(self.conn, "ROLLBACK").and_then(|()| exec(self.conn, "BEGIN"));
+            FRESH_AT.with(|f| f.set(again.ok().map(|()| self.conn.total_changes())));
+            return;
+        }
+        // Undone, then forgotten; failing here leaves the group's own ROLLBACK or COMMIT to
+        // settle it (a call that fails answers its error either way).
+        let _ = exec(self.conn, "ROLLBACK TO atomic").and_then(|()| exec(self.conn, "RELEASE atomic"));
     }
 }
 
@@ -631,6 +671,61 @@ mod tests {
             assert_eq!(where_it_ran(&db).await, "switchboard-db");
         }
         assert_ne!(where_it_ran(&db).await, "switchboard-db");
+    }
+
+    #[tokio::test]
+    async fn a_lone_calls_first_unit_is_its_transaction_and_undoing_it_keeps_what_follows() {
+        let (_dir, db) = open_quiet().await;
+        let commits = db.commits().0;
+        let modes = db
+            .call(|c| {
+                let first = {
+                    // the call's first change: the transaction is the unit, no savepoint
+                    let tx = atomic(c)?;
+                    tx.execute("INSERT INTO t VALUES (1)", [])?;
+                    tx.whole
+                }; // dropped: undone
+                let second = {
+                    let tx = atomic(c)?;
+                    tx.execute("INSERT INTO t VALUES (2)", [])?;
+                    let whole = tx.whole;
+                    tx.commit()?;
+                    whole
+                };
+                // a change made: from now on a unit is a savepoint, undone on its own
+                let third = {
+                    let tx = atomic(c)?;
+                    tx.execute("INSERT INTO t VALUES (3)", [])?;
+                    tx.whole
+                };
+                c.execute("INSERT INTO t VALUES (4)", [])?;
+                Ok((first, second, third))
+            })
+            .await
+            .unwrap();
+        assert_eq!(modes, (true, true, false));
+        assert_eq!(values(&db).await.unwrap(), [2, 4]);
+        assert_eq!(db.commits().0 - commits, 1, "one transaction kept");
+        // on the database thread a unit is always a savepoint (other calls may share the group)
+        let (_other, threaded) = open();
+        threaded.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).await.unwrap();
+        let whole = threaded.call(|c| Ok(atomic(c)?.whole)).await.unwrap();
+        assert!(!whole);
+    }
+
+    #[tokio::test]
+    async fn a_lone_call_that_ends_its_transaction_itself_keeps_its_answer() {
+        let (_dir, db) = open_quiet().await;
+        let n = db
+            .call(|c| {
+                let n = c.execute("INSERT INTO t VALUES (1)", [])?;
+                c.execute_batch("COMMIT")?;
+                Ok(n)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(values(&db).await.unwrap(), [1]);
     }
 
     #[tokio::test]

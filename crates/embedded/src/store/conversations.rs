@@ -13,8 +13,29 @@ use super::{SqliteStore, store_err};
 use crate::db::{DbError, atomic};
 
 /// The columns of a logged message, with its sender derived (see the module docs).
-const MESSAGE_COLUMNS: &str = "message_id, direction, text, created_at, COALESCE(sender,
-    CASE WHEN direction = 'inbound' THEN 'customer' WHEN idempotency_key IS NULL THEN 'human' ELSE 'agent' END)";
+macro_rules! message_columns {
+    () => {
+        "message_id, direction, text, created_at, COALESCE(sender,
+         CASE WHEN direction = 'inbound' THEN 'customer' WHEN idempotency_key IS NULL THEN 'human' ELSE 'agent' END)"
+    };
+}
+
+/// A conversation's first messages, oldest first (tenant, conversation, how many). The parameters
+/// are cast, the limit too (see `crate::db`, "Plans that stay").
+pub(crate) const OLDEST_MESSAGES: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+     ORDER BY seq ASC LIMIT CAST(?3 AS INTEGER)"
+);
+
+/// A conversation's last messages, newest first; read for every turn's history.
+pub(crate) const NEWEST_MESSAGES: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
+     ORDER BY seq DESC LIMIT CAST(?3 AS INTEGER)"
+);
 
 type Row = (String, String, String, String, String);
 
@@ -89,29 +110,26 @@ impl SqliteStore {
         conversation_id: &str,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        let mut newest_first = self.select_messages(tenant, conversation_id, limit, "DESC").await?;
+        let mut newest_first = self.select_messages(tenant, conversation_id, limit, NEWEST_MESSAGES).await?;
         newest_first.reverse();
         Ok(newest_first)
     }
 
-    /// The conversation's first `limit` messages in `order` of arrival (`ASC` or `DESC`).
+    /// The conversation's first `limit` messages as `sql` orders them ([`OLDEST_MESSAGES`] or
+    /// [`NEWEST_MESSAGES`]).
     async fn select_messages(
         &self,
         tenant: &TenantId,
         conversation_id: &str,
         limit: usize,
-        order: &'static str,
+        sql: &'static str,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
         let (t, c) = (tenant.to_string(), conversation_id.to_owned());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<Row> = self
             .db
             .call(move |conn| {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM messages
-                     WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
-                     ORDER BY seq {order} LIMIT ?3"
-                ))?;
+                let mut stmt = conn.prepare_cached(sql)?;
                 let rows = stmt
                     .query_map(params![t, c, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
                     .collect::<Result<Vec<_>, _>>()?;
@@ -200,6 +218,6 @@ impl ConversationLog for SqliteStore {
         conversation_id: &str,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        self.select_messages(tenant, conversation_id, limit, "ASC").await
+        self.select_messages(tenant, conversation_id, limit, OLDEST_MESSAGES).await
     }
 }

@@ -299,11 +299,16 @@ mod tests {
         let path = dir.path().join("plans.db");
         drop(crate::db::Db::open(&path).unwrap());
         let c = rusqlite::Connection::open(&path).unwrap();
-        for (sql, params) in
-            [(crate::queue::NEXT_IN_GROUP, 1), (super::sessions::LATEST_SESSION, 2), (super::counters::HUMAN_OWNER, 2)]
-        {
+        for (sql, params) in [
+            (crate::queue::NEXT_IN_GROUP, 1),
+            (super::sessions::LATEST_SESSION, 2),
+            (super::counters::HUMAN_OWNER, 2),
+            (super::conversations::NEWEST_MESSAGES, 3),
+            (super::conversations::OLDEST_MESSAGES, 3),
+        ] {
             for i in 0..5 {
-                let values: Vec<String> = (0..params).map(|p| format!("value-{i}-{p}")).collect();
+                // digits, so that a LIMIT takes them too
+                let values: Vec<String> = (0..params).map(|p| format!("{}", 100 * i + p + 1)).collect();
                 let mut statement = c.prepare_cached(sql).unwrap();
                 let mut rows = statement.query(rusqlite::params_from_iter(&values)).unwrap();
                 while rows.next().unwrap().is_some() {}
