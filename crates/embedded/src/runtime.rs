@@ -95,10 +95,22 @@ pub struct Embedded {
 }
 
 /// A work item that finished (recorded, already recorded, or dropped).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     pub tenant_id: TenantId,
     pub source_id: String,
+    /// The source's execution record as committed (none when the item was dropped), so that a
+    /// caller waiting for it need not read it back.
+    pub record: Option<Arc<ExecutionRecord>>,
+}
+
+/// Whether a caller waiting for a source's execution must look for a record first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// The item was queued by this call: its completion is still to come.
+    Now,
+    /// The item was queued before (a duplicate) and may have finished already.
+    Before,
 }
 
 impl Embedded {
@@ -191,25 +203,30 @@ impl Embedded {
     }
 
     /// Waits (at most `timeout`) until the source has an execution record, using a completion
-    /// subscription taken before the event was routed.
+    /// subscription taken before the event was routed. The record comes with the source's
+    /// completion; it is read from the store only for an item queued before (which may have
+    /// finished before the subscription) or when completions were missed.
     pub async fn wait_for_execution(
         &self,
         mut completions: broadcast::Receiver<Completion>,
         tenant: &TenantId,
         source_id: &str,
+        queued: Queued,
         timeout: Duration,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
         let wait = async {
+            let mut look = queued == Queued::Before;
             loop {
-                if let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
+                if look && let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
                     return Ok(Some(r));
                 }
-                // Looked up again only when this source's item finished (or completions were
-                // missed): with many callers waiting, every completion would otherwise cost each
-                // of them a database call.
+                look = true;
+                // Only this source's completion counts: with many callers waiting, every
+                // completion would otherwise cost each of them a database call.
                 loop {
                     match completions.recv().await {
                         Ok(done) if done.tenant_id != *tenant || done.source_id != source_id => {}
+                        Ok(Completion { record: Some(record), .. }) => return Ok(Some(Arc::unwrap_or_clone(record))),
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
                         Err(broadcast::error::RecvError::Closed) => return Ok(None),
                     }
@@ -308,8 +325,13 @@ impl Ingest for Embedded {
         let outcome = Embedded::ingest(self, event).await?;
         let record = match outcome {
             // a human-owned conversation's message is recorded too (skipped, in the transcript)
-            RouteOutcome::Enqueued { .. } | RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => {
-                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, wait).await?
+            RouteOutcome::Enqueued { duplicate, .. } => {
+                let queued = if duplicate { Queued::Before } else { Queued::Now };
+                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, queued, wait).await?
+            }
+            // Queued too; whether as a duplicate is not said, so the record is looked for first.
+            RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => {
+                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, Queued::Before, wait).await?
             }
             _ => None,
         };
@@ -323,8 +345,11 @@ impl Invoker for Embedded {
         // Queued in the conversation's group like any message, so it runs in turn; the source id
         // deduplicates a retried call with the same Idempotency-Key.
         let completions = self.subscribe_completions();
-        self.queue.enqueue(&item).await?;
-        Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, wait).await?)
+        let queued = match self.queue.enqueue(&item).await? {
+            Enqueued::Queued => Queued::Now,
+            Enqueued::Duplicate => Queued::Before,
+        };
+        Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, queued, wait).await?)
     }
 
     fn follows_turns(&self) -> bool {
@@ -361,16 +386,20 @@ impl ItemHandler for ExecuteItems {
             error!(dedup_id = %delivery.dedup_id, error = %e, "work item body is not a valid work item");
             ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
         })?;
-        let done = Completion { tenant_id: item.tenant_id.clone(), source_id: item.source_id.clone() };
         let attempt = Attempt { number: delivery.receive_count, of: self.max_receives };
         match self.executor.execute_attempt(&item, None, Some(attempt)).await {
             Ok(outcome) => {
-                if let ExecOutcome::Dropped { reason } = outcome {
-                    warn!(tenant = %item.tenant_id, source = %item.source_id, conversation_id = %item.conversation_id,
-                        %reason, "work item dropped");
-                }
+                let record = match outcome {
+                    ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Some(Arc::new(*record)),
+                    ExecOutcome::Dropped { reason } => {
+                        warn!(tenant = %item.tenant_id, source = %item.source_id, conversation_id = %item.conversation_id,
+                            %reason, "work item dropped");
+                        None
+                    }
+                };
                 // Nobody waiting is fine.
-                let _ = self.completions.send(done);
+                let _ =
+                    self.completions.send(Completion { tenant_id: item.tenant_id, source_id: item.source_id, record });
                 Ok(())
             }
             Err(e) if e.is_deferral() => {

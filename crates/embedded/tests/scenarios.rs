@@ -1036,3 +1036,23 @@ fn rusqlite_lock(dir: &std::path::Path) -> rusqlite::Connection {
     conn.execute_batch("BEGIN EXCLUSIVE;").unwrap();
     conn
 }
+
+#[tokio::test]
+async fn a_caller_waiting_for_its_message_gets_the_record_as_stored_and_a_repeat_finds_it() {
+    use switchboard_engine::Ingest;
+    let wait = std::time::Duration::from_secs(30);
+    let mut w = World::new(&default_bundle(json!({})), json!({"rules": [{"then": {"text": "hello"}}]})).await;
+    w.embedded.start_workers();
+    let e = w.event("c-1", "hi");
+    // queued now: the record comes with the item's completion
+    let (outcome, record) = w.embedded.ingest_and_wait(&e, wait).await.unwrap();
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+    let stored = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    assert_eq!(record.as_ref(), Some(&stored), "the completion's record is the one stored");
+    assert_eq!(stored.status, ExecutionStatus::Success);
+    // the same event again: nothing is queued and no completion comes, so the record is read
+    let (outcome, again) = w.embedded.ingest_and_wait(&e, wait).await.unwrap();
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: true, .. }), "{outcome:?}");
+    assert_eq!(again, Some(stored));
+    w.embedded.shutdown().await;
+}
