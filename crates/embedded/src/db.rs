@@ -105,6 +105,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::ACTIVITY,
     crate::store::SLOT_COUNTS,
     crate::queue::RECEIPTS_BY_SEQ,
+    crate::store::LEANER_MESSAGES,
 ];
 
 #[derive(Debug, thiserror::Error)]

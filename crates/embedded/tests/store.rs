@@ -543,3 +543,72 @@ async fn the_held_slot_count_follows_every_take_and_release_and_is_filled_when_i
     e.store.release_slot(&t1, "c-5").await.unwrap();
     assert_eq!(slot_counts(dir.path(), "t-1"), (1, 1));
 }
+
+/// A data directory from before the leaner conversation log (schema step 12) keeps its messages,
+/// their order, senders and reply keys; new messages come after them.
+#[tokio::test]
+async fn the_conversation_log_is_rebuilt_leaner_with_its_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
+    let step = step_of(switchboard_embedded::store::LEANER_MESSAGES);
+    {
+        let conn = rusqlite::Connection::open(&db_path).unwrap();
+        for s in &switchboard_embedded::db::MIGRATIONS[..usize::try_from(step).unwrap()] {
+            conn.execute_batch(s).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "INSERT INTO messages (seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at, sender)
+                 VALUES (7, 't-a', 'c-1', 'm-1', 'inbound', 'question', NULL, '2026-11-01T00:00:00+00:00', NULL),
+                        (8, 't-a', 'c-1', 'reply-1', 'outbound', 'answer', 'evt-1/0', '2026-11-01T00:00:01+00:00', NULL),
+                        (9, 't-a', 'c-1', 'human-1', 'outbound', 'a person here', 'op-1', '2026-11-01T00:00:02+00:00', 'human');
+             PRAGMA user_version = {step};"
+        ))
+        .unwrap();
+        let counter: i64 =
+            conn.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'messages'", [], |r| r.get(0)).unwrap();
+        assert_eq!(counter, 9, "the old table kept its counter");
+    }
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock(), EmbeddedOptions::default()).unwrap();
+    let t: TenantId = "t-a".parse().unwrap();
+    let log = |e: &Embedded| {
+        let store = e.store.clone();
+        let t = t.clone();
+        async move {
+            store.messages(&t, "c-1", 10).await.unwrap().into_iter().map(|m| (m.text, m.sender)).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        log(&e).await,
+        [
+            ("question".to_owned(), Sender::Customer),
+            ("answer".to_owned(), Sender::Agent),
+            ("a person here".to_owned(), Sender::Human)
+        ]
+    );
+    // a reply's key still deduplicates; an inbound message has none, and two of them do not collide
+    let (_, duplicate) = e.store.record_sent(&t, "c-1", "answer", "evt-1/0", Sender::Agent).await.unwrap();
+    assert!(duplicate);
+    assert!(e.store.record_inbound(&t, "c-1", "m-2", "another question").await.unwrap());
+    let (_, duplicate) = e.store.record_sent(&t, "c-1", "another answer", "evt-2/0", Sender::Agent).await.unwrap();
+    assert!(!duplicate);
+    assert_eq!(log(&e).await.len(), 5);
+    assert_eq!(
+        log(&e).await[3..],
+        [("another question".to_owned(), Sender::Customer), ("another answer".to_owned(), Sender::Agent)]
+    );
+    // the new rows come after the old ones, and no counter row is kept for the log any more
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    let seqs: Vec<i64> = conn
+        .prepare("SELECT seq FROM messages ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(seqs[..3], [7, 8, 9]);
+    assert!(seqs[3] > 9 && seqs[4] > seqs[3], "{seqs:?}");
+    let counters: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_sequence WHERE name = 'messages'", [], |r| r.get(0)).unwrap();
+    assert_eq!(counters, 0);
+}

@@ -28,7 +28,8 @@ use switchboard_engine::{Clock, StoreError};
 use crate::db::{Db, DbError};
 
 pub use schema::{
-    ACTIVITY, MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, SLOT_COUNTS, TENANT_LIMITS, TENANT_STATUS, USAGE,
+    ACTIVITY, LEANER_MESSAGES, MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, SLOT_COUNTS, TENANT_LIMITS,
+    TENANT_STATUS, USAGE,
 };
 
 /// Maps database failures onto the engine's store errors.

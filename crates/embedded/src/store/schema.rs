@@ -206,3 +206,34 @@ CREATE TRIGGER IF NOT EXISTS session_slot_freed AFTER DELETE ON session_slots BE
     UPDATE session_slot_counts SET held = held - 1 WHERE tenant_id = OLD.tenant_id;
 END;
 "#;
+
+/// Schema step 12: the conversation log writes fewer pages per message. Its sequence numbers are
+/// plain rowids (no `AUTOINCREMENT`, whose counter row in `sqlite_sequence` was rewritten by every
+/// transaction that logged a message): a new message still gets a number above every message
+/// kept, which is all the log's order needs (the numbers are never shown; the event stream's are,
+/// and keep theirs). And only outbound messages have an idempotency key, so its unique index
+/// holds those alone (inbound messages added an entry each). SQLite cannot change either in
+/// place, so the table is rebuilt with its rows and numbers.
+pub const LEANER_MESSAGES: &str = r#"
+CREATE TABLE messages_v12 (
+    seq             INTEGER PRIMARY KEY,
+    tenant_id       TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_id      TEXT NOT NULL,
+    direction       TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    idempotency_key TEXT,
+    created_at      TEXT NOT NULL,
+    sender          TEXT,
+    UNIQUE (tenant_id, conversation_id, message_id)
+) STRICT;
+INSERT INTO messages_v12 (seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at, sender)
+    SELECT seq, tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at, sender FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v12 RENAME TO messages;
+CREATE INDEX messages_by_conversation ON messages (tenant_id, conversation_id, seq);
+-- Reply keys derive from tenant-scoped source ids.
+CREATE UNIQUE INDEX messages_by_idempotency_key ON messages (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+DELETE FROM sqlite_sequence WHERE name = 'messages';
+"#;
