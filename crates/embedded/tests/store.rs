@@ -611,4 +611,13 @@ async fn the_conversation_log_is_rebuilt_leaner_with_its_messages() {
     let counters: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_sequence WHERE name = 'messages'", [], |r| r.get(0)).unwrap();
     assert_eq!(counters, 0);
+    // and a reply's key is found through its (partial) index, not by scanning the tenant's log
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT message_id FROM messages WHERE tenant_id = ?1 AND idempotency_key = ?2",
+            ["t-a", "evt-1/0"],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("messages_by_idempotency_key"), "{plan}");
 }
