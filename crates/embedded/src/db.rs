@@ -149,6 +149,12 @@ pub struct Db {
     checkpoints: tokio::sync::watch::Receiver<u64>,
 }
 
+/// A call run on its caller's thread (its result), or sent to the database thread (its answer).
+enum Call<T, A> {
+    Ran(Result<T, DbError>),
+    Sent(A),
+}
+
 /// What the handles and the database thread share.
 #[derive(Debug)]
 struct Shared {
@@ -210,18 +216,15 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, DbError> + Send + 'static,
     {
-        let shared = &self.shared;
-        shared.calls.fetch_add(1, Ordering::Relaxed);
-        let (ran, f) = match self.try_inline(f) {
-            Ok(result) => (Some(result), None),
-            Err(f) => (None, Some(f)),
+        self.shared.calls.fetch_add(1, Ordering::Relaxed);
+        let call = match self.try_inline(f) {
+            Ok(result) => Call::Ran(result),
+            Err(f) => Call::Sent(self.send(f)),
         };
-        let sent = f.map(|f| self.send(f));
         async move {
-            match (ran, sent) {
-                (Some(result), _) => result,
-                (None, Some(answer)) => answer.await,
-                (None, None) => Err(DbError::Task("the call was neither run nor sent".into())),
+            match call {
+                Call::Ran(result) => result,
+                Call::Sent(answer) => answer.await,
             }
         }
     }
