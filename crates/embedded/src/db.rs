@@ -235,22 +235,25 @@ impl Db {
         F: FnOnce(&mut Connection) -> Result<T, DbError>,
     {
         let shared = &self.shared;
-        if shared.pending.load(Ordering::Acquire) > 0 {
+        let pending = || shared.pending.load(Ordering::Acquire) > 0;
+        // Company seen: the quiet starts over, and the call goes to the thread.
+        let company = |f| {
             shared.quiet.store(0, Ordering::Relaxed);
-            return Err(f);
+            Err(f)
+        };
+        if pending() {
+            return company(f);
         }
         let quiet = shared.quiet.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if shared.policy != Calls::InlineWhenQuiet || quiet <= QUIET_CALLS {
             return Err(f);
         }
         let Ok(mut conn) = shared.conn.try_lock() else {
-            shared.quiet.store(0, Ordering::Relaxed);
-            return Err(f);
+            return company(f);
         };
         // Checked again with the connection held: a call sent meanwhile runs first.
-        if shared.pending.load(Ordering::Acquire) > 0 {
-            shared.quiet.store(0, Ordering::Relaxed);
-            return Err(f);
+        if pending() {
+            return company(f);
         }
         shared.inline.fetch_add(1, Ordering::Relaxed);
         Ok(run_alone(&mut conn, f))
@@ -447,13 +450,17 @@ fn group(conn: &mut Connection, first: Job, queue: &mpsc::Receiver<Job>) -> (usi
         let _ = exec(conn, "ROLLBACK");
         return (taken, answers, Err(DbError::Task("rolled back: a call in the same group panicked".into())));
     }
-    let outcome = exec(conn, "COMMIT").map_err(|e| {
+    (taken, answers, commit(conn))
+}
+
+/// Commits the open transaction; rolls it back when the commit fails (the error is the caller's).
+fn commit(conn: &Connection) -> Result<(), DbError> {
+    exec(conn, "COMMIT").map_err(|e| {
         if !conn.is_autocommit() {
             let _ = exec(conn, "ROLLBACK");
         }
         DbError::Sqlite(e)
-    });
-    (taken, answers, outcome)
+    })
 }
 
 /// One call in a transaction of its own, on the caller's thread (see the module docs): what a
@@ -481,15 +488,7 @@ fn run_alone<T>(conn: &mut Connection, f: impl FnOnce(&mut Connection) -> Result
         // The call ended the transaction itself (or a dropped unit could not begin another).
         return result;
     }
-    match exec(conn, "COMMIT") {
-        Ok(()) => result,
-        Err(e) => {
-            if !conn.is_autocommit() {
-                let _ = exec(conn, "ROLLBACK");
-            }
-            Err(DbError::Sqlite(e))
-        }
-    }
+    commit(conn).and(result)
 }
 
 /// The next call: looked for (yielding the core in between) for up to [`IDLE_SPIN`] before the

@@ -323,17 +323,19 @@ impl Ingest for Embedded {
     ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
         let completions = self.subscribe_completions();
         let outcome = Embedded::ingest(self, event).await?;
-        let record = match outcome {
-            // a human-owned conversation's message is recorded too (skipped, in the transcript)
-            RouteOutcome::Enqueued { duplicate, .. } => {
-                let queued = if duplicate { Queued::Before } else { Queued::Now };
+        let queued = match outcome {
+            RouteOutcome::Enqueued { duplicate: false, .. } => Some(Queued::Now),
+            RouteOutcome::Enqueued { duplicate: true, .. } => Some(Queued::Before),
+            // Queued too (a human-owned conversation's message is recorded, skipped, in the
+            // transcript); whether as a duplicate is not said, so the record is looked for first.
+            RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => Some(Queued::Before),
+            _ => None,
+        };
+        let record = match queued {
+            Some(queued) => {
                 self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, queued, wait).await?
             }
-            // Queued too; whether as a duplicate is not said, so the record is looked for first.
-            RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => {
-                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, Queued::Before, wait).await?
-            }
-            _ => None,
+            None => None,
         };
         Ok((outcome, record))
     }
