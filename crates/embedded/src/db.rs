@@ -37,8 +37,9 @@
 //! threshold, so one call in a thousand waited for the copy of the whole log. The database thread
 //! asks the checkpoint thread, from SQLite's WAL hook, once the log holds [`CHECKPOINT_PAGES`].
 //! The log starts over only at a write that begins with every frame copied, which a copy made
-//! beside a busy writer never reaches; so once the thread has caught up, the database thread
-//! copies the few frames written meanwhile itself, after its next commit. Past
+//! beside a busy writer never reaches; so the thread copies again while its last pass found many
+//! new frames, and once it has caught up, the database thread copies the few frames written
+//! meanwhile itself, after its next commit. Past
 //! [`WAL_CEILING_PAGES`] (a reader holding an old snapshot, a checkpoint thread that cannot keep
 //! up) it copies whatever is left, as SQLite would, so the log stays bounded.
 //!
@@ -84,11 +85,20 @@ pub enum Calls {
 }
 
 /// WAL pages (of 4 KiB) after which the checkpoint thread is asked to copy the log into the
-/// database file: SQLite's own default for its automatic checkpoint.
-pub const CHECKPOINT_PAGES: i32 = 1000;
+/// database file: eight times SQLite's default for its automatic checkpoint, so that a page
+/// written by many messages (a queue's, a counter's) is copied, and the two `fsync`s paid, once
+/// per few hundred messages instead of once per few dozen (docs/benchmarks.md, "A longer log").
+pub const CHECKPOINT_PAGES: i32 = 8000;
 
-/// WAL pages past which the database thread checkpoints itself after a commit.
-pub const WAL_CEILING_PAGES: i32 = 20 * CHECKPOINT_PAGES;
+/// WAL pages past which the database thread checkpoints itself after a commit (128 MiB).
+pub const WAL_CEILING_PAGES: i32 = 4 * CHECKPOINT_PAGES;
+
+/// Passes the checkpoint thread makes back to back at most: each copies the frames a busy writer
+/// added during the one before, so that the database thread's finishing copy stays small.
+const COPY_PASSES: usize = 4;
+
+/// Frames added during a pass below which the checkpoint thread stops and counts itself caught up.
+const CAUGHT_UP_FRAMES: i32 = 128;
 
 /// The schema, applied in order; the index of the last applied step is kept in `user_version`.
 /// Steps are never edited once released: a data directory written by an older build replays only
@@ -326,7 +336,7 @@ fn start_checkpoints(
         .name("switchboard-checkpoint".into())
         .spawn(move || {
             while asked.recv().is_ok() {
-                match checkpointer.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+                match copy_log(&checkpointer) {
                     Ok((log, done)) if log >= CHECKPOINT_PAGES && done == log => {
                         // Requests made while this one ran are answered by it; running again now
                         // would only get in the way of the database thread's finishing copy.
@@ -366,6 +376,24 @@ fn start_checkpoints(
         Ok(())
     }))?;
     Ok(counted)
+}
+
+/// The checkpoint thread's copy: passes until one finds fewer than [`CAUGHT_UP_FRAMES`] new
+/// frames (or [`COPY_PASSES`] ran, or a pass could not copy everything); the last pass's frames in
+/// the log and frames copied.
+fn copy_log(conn: &Connection) -> rusqlite::Result<(i32, i32)> {
+    let (mut log, mut done) = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE)?;
+    for _ in 1..COPY_PASSES {
+        if log < CHECKPOINT_PAGES || done != log {
+            break;
+        }
+        let before = log;
+        (log, done) = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE)?;
+        if log - before < CAUGHT_UP_FRAMES {
+            break;
+        }
+    }
+    Ok((log, done))
 }
 
 /// Counted by the WAL hook, which runs after every commit that wrote to the log.
@@ -911,10 +939,12 @@ mod tests {
         db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER, pad BLOB)")?)).await.unwrap();
         let before = std::fs::metadata(&file).unwrap().len();
         let mut checkpoints = db.checkpoints();
-        // About 1,200 pages in one commit: past the threshold, so the WAL hook asks for a checkpoint.
-        db.call(|c| {
+        // A page per row, a fifth more than the threshold in one commit: the WAL hook asks for a
+        // checkpoint.
+        let rows = i64::from(CHECKPOINT_PAGES) * 6 / 5;
+        db.call(move |c| {
             let mut insert = c.prepare("INSERT INTO t VALUES (?1, zeroblob(3000))")?;
-            for i in 0..1200 {
+            for i in 0..rows {
                 insert.execute([i])?;
             }
             Ok(())
@@ -927,11 +957,11 @@ mod tests {
             .unwrap();
         // The pages are in the database file now, not only in the log.
         let after = std::fs::metadata(&file).unwrap().len();
-        assert!(after >= before + 1200 * 3000, "database file {before} -> {after} bytes");
-        assert_eq!(values(&db).await.unwrap().len(), 1200);
+        assert!(after >= before + u64::try_from(rows).unwrap() * 3000, "database file {before} -> {after} bytes");
+        assert_eq!(values(&db).await.unwrap().len(), usize::try_from(rows).unwrap());
         // The next commit copies what the thread could not (nothing here) and the one after it
         // starts the log over: it stays bounded under writes that never pause.
-        for v in [1201, 1202] {
+        for v in [rows, rows + 1] {
             db.call(move |c| Ok(c.execute("INSERT INTO t VALUES (?1, NULL)", [v])?)).await.unwrap();
         }
         let (log, _) = wal_connection(&file).unwrap().wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE).unwrap();
