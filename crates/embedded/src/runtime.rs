@@ -18,7 +18,7 @@ use tracing::{error, info, warn};
 use crate::bus::InProcessBus;
 use crate::conversations::LocalConversations;
 use crate::db::{Db, DbError};
-use crate::follow::Followers;
+use crate::follow::{Followers, Waiters, Waiting};
 use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
 use crate::store::SqliteStore;
@@ -90,6 +90,8 @@ pub struct Embedded {
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
     completions: broadcast::Sender<Completion>,
+    /// Who waits for which source's execution.
+    waiters: Arc<Waiters>,
     /// Who follows which turn (streamed invokes).
     followers: Arc<Followers>,
 }
@@ -162,6 +164,7 @@ impl Embedded {
             options,
             pool: Mutex::new(None),
             completions: broadcast::channel(1024).0,
+            waiters: Arc::default(),
             followers,
         })
     }
@@ -171,6 +174,7 @@ impl Embedded {
         Arc::new(ExecuteItems {
             executor: self.executor.clone(),
             completions: self.completions.clone(),
+            waiters: Arc::clone(&self.waiters),
             max_receives: self.options.queue.max_receives.max(1),
         })
     }
@@ -197,18 +201,25 @@ impl Embedded {
         }
     }
 
-    /// Completions from now on; subscribe before routing to wait for an item without polling.
+    /// Every completion from now on (a whole-stream listener, such as the pipeline bench). A
+    /// caller waiting for one source's execution uses [`Embedded::wait_for`] instead.
     pub fn subscribe_completions(&self) -> broadcast::Receiver<Completion> {
         self.completions.subscribe()
     }
 
-    /// Waits (at most `timeout`) until the source has an execution record, using a completion
-    /// subscription taken before the event was routed. The record comes with the source's
-    /// completion; it is read from the store only for an item queued before (which may have
-    /// finished before the subscription) or when completions were missed.
+    /// The next completion of `source_id`; taken before the event is routed, so that it cannot be
+    /// missed.
+    pub fn wait_for(&self, tenant: &TenantId, source_id: &str) -> Waiting {
+        self.waiters.wait_for(tenant, source_id)
+    }
+
+    /// Waits (at most `timeout`) until the source has an execution record, from a [`Waiting`]
+    /// taken before the event was routed. The record comes with the source's completion; it is
+    /// read from the store only for an item queued before (which may have finished before the
+    /// wait began) or after a completion without a record (a dropped item), before waiting again.
     pub async fn wait_for_execution(
         &self,
-        mut completions: broadcast::Receiver<Completion>,
+        mut waiting: Waiting,
         tenant: &TenantId,
         source_id: &str,
         queued: Queued,
@@ -220,17 +231,12 @@ impl Embedded {
                 if look && let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
                     return Ok(Some(r));
                 }
-                look = true;
-                // Only this source's completion counts: with many callers waiting, every
-                // completion would otherwise cost each of them a database call.
-                loop {
-                    match completions.recv().await {
-                        Ok(done) if done.tenant_id != *tenant || done.source_id != source_id => {}
-                        Ok(Completion { record: Some(record), .. }) => return Ok(Some(Arc::unwrap_or_clone(record))),
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(broadcast::error::RecvError::Closed) => return Ok(None),
-                    }
+                if let Some(record) = waiting.done().await {
+                    return Ok(Some(Arc::unwrap_or_clone(record)));
                 }
+                // Registered again before looking, so that a completion in between is not missed.
+                waiting = self.wait_for(tenant, source_id);
+                look = true;
             }
         };
         tokio::time::timeout(timeout, wait).await.unwrap_or(Ok(None))
@@ -321,7 +327,7 @@ impl Ingest for Embedded {
         event: &InboundEvent,
         wait: Duration,
     ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
-        let completions = self.subscribe_completions();
+        let waiting = self.wait_for(&event.detail.tenant_id, &event.id);
         let outcome = Embedded::ingest(self, event).await?;
         let queued = match outcome {
             RouteOutcome::Enqueued { duplicate: false, .. } => Some(Queued::Now),
@@ -332,9 +338,7 @@ impl Ingest for Embedded {
             _ => None,
         };
         let record = match queued {
-            Some(queued) => {
-                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, queued, wait).await?
-            }
+            Some(queued) => self.wait_for_execution(waiting, &event.detail.tenant_id, &event.id, queued, wait).await?,
             None => None,
         };
         Ok((outcome, record))
@@ -346,12 +350,12 @@ impl Invoker for Embedded {
     async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
         // Queued in the conversation's group like any message, so it runs in turn; the source id
         // deduplicates a retried call with the same Idempotency-Key.
-        let completions = self.subscribe_completions();
+        let waiting = self.wait_for(&item.tenant_id, &item.source_id);
         let queued = match self.queue.enqueue(&item).await? {
             Enqueued::Queued => Queued::Now,
             Enqueued::Duplicate => Queued::Before,
         };
-        Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, queued, wait).await?)
+        Ok(self.wait_for_execution(waiting, &item.tenant_id, &item.source_id, queued, wait).await?)
     }
 
     fn follows_turns(&self) -> bool {
@@ -366,7 +370,7 @@ impl Invoker for Embedded {
     ) -> Result<Option<ExecutionRecord>, RouteError> {
         // Registered before the item is queued, so that no event of its turn is missed; ended
         // when this returns (or is dropped with a client that went away).
-        let _following = self.followers.follow(&item.tenant_id, &item.source_id, follower);
+        let _following = self.followers.register(&item.tenant_id, &item.source_id, follower);
         self.invoke(item, wait).await
     }
 }
@@ -375,6 +379,7 @@ impl Invoker for Embedded {
 struct ExecuteItems {
     executor: Executor,
     completions: broadcast::Sender<Completion>,
+    waiters: Arc<Waiters>,
     /// The queue's receive limit: a deferred message's last delivery is the one that reaches it.
     max_receives: u32,
 }
@@ -399,7 +404,8 @@ impl ItemHandler for ExecuteItems {
                         None
                     }
                 };
-                // Nobody waiting is fine.
+                self.waiters.complete(&item.tenant_id, &item.source_id, &record);
+                // Nobody listening is fine.
                 let _ =
                     self.completions.send(Completion { tenant_id: item.tenant_id, source_id: item.source_id, record });
                 Ok(())

@@ -1038,6 +1038,57 @@ fn rusqlite_lock(dir: &std::path::Path) -> rusqlite::Connection {
 }
 
 #[tokio::test]
+async fn a_waiter_whose_source_completes_without_a_record_looks_again_and_waits_for_the_next() {
+    use switchboard_embedded::queue::Delivery;
+    use switchboard_embedded::runtime::Queued;
+    let mut w = World::new(&default_bundle(json!({})), json!({"rules": [{"then": {"text": "hello"}}]})).await;
+    let e = w.event("c-1", "hi");
+    let waiting = w.embedded.wait_for(&w.tenant, &e.id);
+    let mut waiter = std::pin::pin!(w.embedded.wait_for_execution(
+        waiting,
+        &w.tenant,
+        &e.id,
+        Queued::Now,
+        std::time::Duration::from_secs(30)
+    ));
+    assert!(futures::poll!(&mut waiter).is_pending());
+    // An item of the same source that the executor drops (a hand-off continuation whose session
+    // is not active) completes without a record: the waiter must not answer "no record".
+    let item = WorkItem {
+        tenant_id: w.tenant.clone(),
+        source_id: e.id.clone(),
+        conversation_id: "c-1".into(),
+        message_id: e.detail.message_id.clone(),
+        text: "hi".into(),
+        trigger_id: None,
+        agent_id: FRONT.parse().unwrap(),
+        continuation: true,
+        detail: e.raw_detail.clone(),
+        refused: None,
+        day_tokens: None,
+        follow: false,
+    };
+    let delivery = Delivery {
+        receipt: "1.r".into(),
+        group_id: "c-1".into(),
+        dedup_id: "d-1".into(),
+        body: serde_json::to_string(&item).unwrap(),
+        receive_count: 1,
+        enqueued_at: chrono::Utc::now(),
+    };
+    w.embedded.item_handler().handle(&delivery).await.unwrap();
+    assert!(futures::poll!(&mut waiter).is_pending(), "a completion without a record ended the wait");
+    // The message itself, queued and run: its record ends the wait.
+    w.embedded.start_workers();
+    let (record, outcome) = tokio::join!(waiter, w.embedded.ingest(&e));
+    assert!(matches!(outcome.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
+    let record = record.unwrap().expect("the wait ended without the record");
+    assert_eq!(record.source_id, e.id);
+    assert_eq!(record.status, ExecutionStatus::Success);
+    w.embedded.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_caller_waiting_for_its_message_gets_the_record_as_stored_and_a_repeat_finds_it() {
     use switchboard_engine::Ingest;
     let wait = std::time::Duration::from_secs(30);
