@@ -178,7 +178,8 @@ async fn send(server: &Server, turn: Turn, clients: usize, from: usize, to: usiz
         Turn::Scripted => (1, 0),
         Turn::Bedrock => (2, 1),
     };
-    let tasks = (0..clients).map(|c| {
+    // Collected, so that every client is spawned before the first is awaited.
+    let tasks: Vec<_> = (0..clients).map(|c| {
         let (base, admin) = (server.base.clone(), server.admin.clone());
         tokio::spawn(async move {
             let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
@@ -206,7 +207,7 @@ async fn send(server: &Server, turn: Turn, clients: usize, from: usize, to: usiz
             }
             (latencies, bad)
         })
-    });
+    }).collect();
     let mut all = Vec::new();
     let mut bad = 0;
     for task in tasks {

@@ -18,7 +18,7 @@ use tracing::{error, info, warn};
 use crate::bus::InProcessBus;
 use crate::conversations::LocalConversations;
 use crate::db::{Db, DbError};
-use crate::follow::{Followers, Waiters, Waiting};
+use crate::follow::Followers;
 use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
 use crate::store::SqliteStore;
@@ -90,8 +90,6 @@ pub struct Embedded {
     options: EmbeddedOptions,
     pool: Mutex<Option<WorkerPool>>,
     completions: broadcast::Sender<Completion>,
-    /// Who waits for which source's execution.
-    waiters: Arc<Waiters>,
     /// Who follows which turn (streamed invokes).
     followers: Arc<Followers>,
 }
@@ -164,7 +162,6 @@ impl Embedded {
             options,
             pool: Mutex::new(None),
             completions: broadcast::channel(1024).0,
-            waiters: Arc::default(),
             followers,
         })
     }
@@ -174,7 +171,6 @@ impl Embedded {
         Arc::new(ExecuteItems {
             executor: self.executor.clone(),
             completions: self.completions.clone(),
-            waiters: Arc::clone(&self.waiters),
             max_receives: self.options.queue.max_receives.max(1),
         })
     }
@@ -201,25 +197,18 @@ impl Embedded {
         }
     }
 
-    /// Every completion from now on (a whole-stream listener, such as the pipeline bench). A
-    /// caller waiting for one source's execution uses [`Embedded::wait_for`] instead.
+    /// Completions from now on; subscribe before routing to wait for an item without polling.
     pub fn subscribe_completions(&self) -> broadcast::Receiver<Completion> {
         self.completions.subscribe()
     }
 
-    /// The next completion of `source_id`; taken before the event is routed, so that it cannot be
-    /// missed.
-    pub fn wait_for(&self, tenant: &TenantId, source_id: &str) -> Waiting {
-        self.waiters.wait_for(tenant, source_id)
-    }
-
-    /// Waits (at most `timeout`) until the source has an execution record, from a [`Waiting`]
-    /// taken before the event was routed. The record comes with the source's completion; it is
-    /// read from the store only for an item queued before (which may have finished before the
-    /// wait began) or after a completion without a record (a dropped item), before waiting again.
+    /// Waits (at most `timeout`) until the source has an execution record, using a completion
+    /// subscription taken before the event was routed. The record comes with the source's
+    /// completion; it is read from the store only for an item queued before (which may have
+    /// finished before the subscription) or when completions were missed.
     pub async fn wait_for_execution(
         &self,
-        mut waiting: Waiting,
+        mut completions: broadcast::Receiver<Completion>,
         tenant: &TenantId,
         source_id: &str,
         queued: Queued,
@@ -231,12 +220,17 @@ impl Embedded {
                 if look && let Some(r) = self.store.execution_for_source(tenant, source_id).await? {
                     return Ok(Some(r));
                 }
-                if let Some(record) = waiting.done().await {
-                    return Ok(Some(Arc::unwrap_or_clone(record)));
-                }
-                // Registered again before looking, so that a completion in between is not missed.
-                waiting = self.wait_for(tenant, source_id);
                 look = true;
+                // Only this source's completion counts: with many callers waiting, every
+                // completion would otherwise cost each of them a database call.
+                loop {
+                    match completions.recv().await {
+                        Ok(done) if done.tenant_id != *tenant || done.source_id != source_id => {}
+                        Ok(Completion { record: Some(record), .. }) => return Ok(Some(Arc::unwrap_or_clone(record))),
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => return Ok(None),
+                    }
+                }
             }
         };
         tokio::time::timeout(timeout, wait).await.unwrap_or(Ok(None))
@@ -327,7 +321,7 @@ impl Ingest for Embedded {
         event: &InboundEvent,
         wait: Duration,
     ) -> Result<(RouteOutcome, Option<ExecutionRecord>), RouteError> {
-        let waiting = self.wait_for(&event.detail.tenant_id, &event.id);
+        let completions = self.subscribe_completions();
         let outcome = Embedded::ingest(self, event).await?;
         let queued = match outcome {
             RouteOutcome::Enqueued { duplicate: false, .. } => Some(Queued::Now),
@@ -338,7 +332,9 @@ impl Ingest for Embedded {
             _ => None,
         };
         let record = match queued {
-            Some(queued) => self.wait_for_execution(waiting, &event.detail.tenant_id, &event.id, queued, wait).await?,
+            Some(queued) => {
+                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, queued, wait).await?
+            }
             None => None,
         };
         Ok((outcome, record))
@@ -350,12 +346,12 @@ impl Invoker for Embedded {
     async fn invoke(&self, item: WorkItem, wait: Duration) -> Result<Option<ExecutionRecord>, RouteError> {
         // Queued in the conversation's group like any message, so it runs in turn; the source id
         // deduplicates a retried call with the same Idempotency-Key.
-        let waiting = self.wait_for(&item.tenant_id, &item.source_id);
+        let completions = self.subscribe_completions();
         let queued = match self.queue.enqueue(&item).await? {
             Enqueued::Queued => Queued::Now,
             Enqueued::Duplicate => Queued::Before,
         };
-        Ok(self.wait_for_execution(waiting, &item.tenant_id, &item.source_id, queued, wait).await?)
+        Ok(self.wait_for_execution(completions, &item.tenant_id, &item.source_id, queued, wait).await?)
     }
 
     fn follows_turns(&self) -> bool {
@@ -370,7 +366,7 @@ impl Invoker for Embedded {
     ) -> Result<Option<ExecutionRecord>, RouteError> {
         // Registered before the item is queued, so that no event of its turn is missed; ended
         // when this returns (or is dropped with a client that went away).
-        let _following = self.followers.register(&item.tenant_id, &item.source_id, follower);
+        let _following = self.followers.follow(&item.tenant_id, &item.source_id, follower);
         self.invoke(item, wait).await
     }
 }
@@ -379,7 +375,6 @@ impl Invoker for Embedded {
 struct ExecuteItems {
     executor: Executor,
     completions: broadcast::Sender<Completion>,
-    waiters: Arc<Waiters>,
     /// The queue's receive limit: a deferred message's last delivery is the one that reaches it.
     max_receives: u32,
 }
@@ -404,8 +399,7 @@ impl ItemHandler for ExecuteItems {
                         None
                     }
                 };
-                self.waiters.complete(&item.tenant_id, &item.source_id, &record);
-                // Nobody listening is fine.
+                // Nobody waiting is fine.
                 let _ =
                     self.completions.send(Completion { tenant_id: item.tenant_id, source_id: item.source_id, record });
                 Ok(())

@@ -1043,9 +1043,9 @@ async fn a_waiter_whose_source_completes_without_a_record_looks_again_and_waits_
     use switchboard_embedded::runtime::Queued;
     let mut w = World::new(&default_bundle(json!({})), json!({"rules": [{"then": {"text": "hello"}}]})).await;
     let e = w.event("c-1", "hi");
-    let waiting = w.embedded.wait_for(&w.tenant, &e.id);
+    let completions = w.embedded.subscribe_completions();
     let mut waiter = std::pin::pin!(w.embedded.wait_for_execution(
-        waiting,
+        completions,
         &w.tenant,
         &e.id,
         Queued::Now,
