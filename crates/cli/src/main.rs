@@ -35,6 +35,18 @@ struct Cli {
     /// collector). `RUST_LOG` sets the level (default: info for serve, warn otherwise).
     #[arg(long, global = true, value_enum, env = "SWITCHBOARD_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
+    /// Threads running requests and turns (default: one per core but one, which is left to the
+    /// database thread; at least one)
+    #[arg(long, global = true, env = "SWITCHBOARD_THREADS", value_name = "N")]
+    threads: Option<std::num::NonZeroUsize>,
+}
+
+/// The async runtime's threads when `--threads` is not given: one per core but one. Under load
+/// the database thread runs every write for everyone, and a runtime thread on every core as well
+/// made the threads take turns on the cores: about 12 % more CPU per message over HTTP on two
+/// cores (docs/benchmarks.md, "One runtime thread per core but one").
+fn default_threads(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
 }
 
 /// Set once at start: whether stderr carries JSON log lines only.
@@ -183,7 +195,11 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::registry().with(filter).with(logs).with(traces.as_ref().map(|t| t.layer())).init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let threads = cli.threads.map_or_else(
+        || default_threads(std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),
+        std::num::NonZeroUsize::get,
+    );
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -226,4 +242,14 @@ fn main() -> ExitCode {
 /// Where a data directory goes when none is given.
 fn default_data_dir() -> PathBuf {
     PathBuf::from("switchboard-data")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_threads;
+
+    #[test]
+    fn the_runtime_leaves_one_core_to_the_database_thread_and_keeps_at_least_one() {
+        assert_eq!([0, 1, 2, 4, 16].map(default_threads), [1, 1, 1, 3, 15]);
+    }
 }

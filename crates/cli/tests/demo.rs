@@ -201,3 +201,32 @@ fn an_unknown_example_is_refused_with_the_list_of_examples() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn the_runtime_threads_can_be_set_and_a_count_that_is_not_one_or_more_is_refused() {
+    // One thread runs the whole demo.
+    let out = demo(&["--threads", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("━━ Conversation"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    for (flag, env, shown) in [
+        (Some("0"), None, "invalid value '0' for '--threads <N>'"),
+        (Some("two"), None, "invalid value 'two' for '--threads <N>'"),
+        (None, Some("-1"), "invalid value '-1' for '--threads <N>'"),
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command.arg("demo").current_dir(elsewhere.path());
+        if let Some(n) = flag {
+            command.args(["--threads", n]);
+        }
+        if let Some(n) = env {
+            command.env("SWITCHBOARD_THREADS", n);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "a usage error, not a crash: {stderr}");
+        assert!(stderr.contains(shown), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
