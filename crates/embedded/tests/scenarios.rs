@@ -266,6 +266,25 @@ async fn an_item_queued_before_a_human_took_over_is_skipped_with_a_record() {
     assert!(w.replies("c-1").await.is_empty());
 }
 
+/// The work item routing makes of `e` (conversation c-1, text "hi") for the front-line agent; a
+/// hand-off continuation when `continuation`.
+fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
+    WorkItem {
+        tenant_id: w.tenant.clone(),
+        source_id: e.id.clone(),
+        conversation_id: "c-1".into(),
+        message_id: e.detail.message_id.clone(),
+        text: "hi".into(),
+        trigger_id: None,
+        agent_id: FRONT.parse().unwrap(),
+        continuation,
+        detail: e.raw_detail.clone(),
+        refused: None,
+        day_tokens: None,
+        follow: false,
+    }
+}
+
 #[tokio::test]
 async fn a_redelivered_event_yields_one_reply_and_one_record() {
     let mut w = World::new(&default_bundle(json!({})), says("only once")).await;
@@ -278,20 +297,7 @@ async fn a_redelivered_event_yields_one_reply_and_one_record() {
     let outcomes = w.drain(&executor).await;
     assert_eq!(outcomes.len(), 1);
     // and the same work item is executed again, as after a redelivery
-    let item = WorkItem {
-        tenant_id: w.tenant.clone(),
-        source_id: e.id.clone(),
-        conversation_id: "c-1".into(),
-        message_id: e.detail.message_id.clone(),
-        text: "hi".into(),
-        trigger_id: None,
-        agent_id: FRONT.parse().unwrap(),
-        continuation: false,
-        detail: e.raw_detail.clone(),
-        refused: None,
-        day_tokens: None,
-        follow: false,
-    };
+    let item = front_item(&w, &e, false);
     let replay = executor.execute(&item).await.unwrap();
     assert!(matches!(replay, ExecOutcome::AlreadyRecorded(_)));
     assert_eq!(w.replies("c-1").await, ["only once"]);
@@ -1054,20 +1060,7 @@ async fn a_waiter_whose_source_completes_without_a_record_looks_again_and_waits_
     assert!(futures::poll!(&mut waiter).is_pending());
     // An item of the same source that the executor drops (a hand-off continuation whose session
     // is not active) completes without a record: the waiter must not answer "no record".
-    let item = WorkItem {
-        tenant_id: w.tenant.clone(),
-        source_id: e.id.clone(),
-        conversation_id: "c-1".into(),
-        message_id: e.detail.message_id.clone(),
-        text: "hi".into(),
-        trigger_id: None,
-        agent_id: FRONT.parse().unwrap(),
-        continuation: true,
-        detail: e.raw_detail.clone(),
-        refused: None,
-        day_tokens: None,
-        follow: false,
-    };
+    let item = front_item(&w, &e, true);
     let delivery = Delivery {
         receipt: "1.r".into(),
         group_id: "c-1".into(),
