@@ -35,12 +35,12 @@
 //! Copying the WAL back into the database file (and its `fsync`s) is a second thread's job, on a
 //! connection of its own: SQLite's automatic checkpoint runs inside the commit that crosses its
 //! threshold, so one call in a thousand waited for the copy of the whole log. The database thread
-//! asks the checkpoint thread, from SQLite's WAL hook, once the log holds [`CHECKPOINT_PAGES`].
+//! asks the checkpoint thread, from SQLite's WAL hook, once the log holds [`CHECKPOINT_BYTES`].
 //! The log starts over only at a write that begins with every frame copied, which a copy made
 //! beside a busy writer never reaches; so the thread copies again while its last pass found many
 //! new frames, and once it has caught up, the database thread copies the few frames written
 //! meanwhile itself, after its next commit. Past
-//! [`WAL_CEILING_PAGES`] (a reader holding an old snapshot, a checkpoint thread that cannot keep
+//! [`WAL_CEILING_BYTES`] (a reader holding an old snapshot, a checkpoint thread that cannot keep
 //! up) it copies whatever is left, as SQLite would, so the log stays bounded.
 //!
 //! # Plans that stay
@@ -84,14 +84,41 @@ pub enum Calls {
     InlineWhenQuiet,
 }
 
-/// WAL pages (of 4 KiB) after which the checkpoint thread is asked to copy the log into the
-/// database file: eight times SQLite's default for its automatic checkpoint, so that a page
-/// written by many messages (a queue's, a counter's) is copied, and the two `fsync`s paid, once
-/// per few hundred messages instead of once per few dozen (docs/benchmarks.md, "A longer log").
-pub const CHECKPOINT_PAGES: i32 = 8000;
+/// The page size of a database this build creates (SQLite's default is 4 KiB). A message inserts
+/// into a dozen B-trees whose keys are random (ids, conversations, de-duplication keys), so most
+/// of the pages it writes are leaves it changes by one row: at 2 KiB a page, each written page
+/// costs half the bytes (copied into the log, checksummed, copied again at the checkpoint). The
+/// pipeline bench ran 8 % more messages a second on the same CPU, 1 KiB pages fewer than 2 KiB
+/// (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps them: SQLite
+/// sets the page size only before the first write.
+pub const PAGE_SIZE: u32 = 2048;
 
-/// WAL pages past which the database thread checkpoints itself after a commit (128 MiB).
-pub const WAL_CEILING_PAGES: i32 = 4 * CHECKPOINT_PAGES;
+/// Bytes of WAL after which the checkpoint thread is asked to copy the log into the database
+/// file (32 MiB: 16,384 pages of [`PAGE_SIZE`]; eight times SQLite's default at 4 KiB), so that a
+/// page written by many messages (a queue's, a counter's) is copied, and the two `fsync`s paid,
+/// once per few hundred messages instead of once per few dozen (docs/benchmarks.md, "A longer
+/// log"). A threshold in bytes, not pages, so that a database with other pages copies as often.
+pub const CHECKPOINT_BYTES: i64 = 32 << 20;
+
+/// Bytes of WAL past which the database thread checkpoints itself after a commit (128 MiB).
+pub const WAL_CEILING_BYTES: i64 = 4 * CHECKPOINT_BYTES;
+
+/// [`CHECKPOINT_BYTES`] and [`WAL_CEILING_BYTES`] in pages of `page_size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Pages in the log after which the checkpoint thread is asked to copy it.
+    pub checkpoint: i32,
+    /// Pages past which the database thread copies what is left itself.
+    pub ceiling: i32,
+}
+
+impl LogLimits {
+    /// The limits for pages of `page_size` bytes (SQLite's are 512 to 65,536).
+    pub fn for_page_size(page_size: i64) -> Self {
+        let pages = |bytes: i64| i32::try_from(bytes / page_size.clamp(512, 65_536)).unwrap_or(i32::MAX);
+        Self { checkpoint: pages(CHECKPOINT_BYTES), ceiling: pages(WAL_CEILING_BYTES) }
+    }
+}
 
 /// Passes the checkpoint thread makes back to back at most: each copies the frames a busy writer
 /// added during the one before, so that the database thread's finishing copy stays small.
@@ -157,6 +184,8 @@ pub struct Db {
     written: Arc<Written>,
     /// How many checkpoints the checkpoint thread has run.
     checkpoints: tokio::sync::watch::Receiver<u64>,
+    /// The log's limits in this database's pages.
+    limits: LogLimits,
 }
 
 /// A call run on its caller's thread (its result), or sent to the database thread (its answer).
@@ -190,6 +219,8 @@ impl Db {
     /// [`Db::open`], with calls run where `policy` says.
     pub fn open_with(path: &Path, policy: Calls) -> Result<Self, DbError> {
         let mut conn = Connection::open(path)?;
+        // Before the first write (the journal mode's): a database that exists keeps its own.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a commit survives a process crash; only an OS crash or power loss
         // may lose the last transactions.
@@ -199,8 +230,9 @@ impl Db {
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
+        let limits = LogLimits::for_page_size(conn.pragma_query_value(None, "page_size", |r| r.get(0))?);
         let written = Arc::new(Written::default());
-        let checkpoints = start_checkpoints(&mut conn, path, Arc::clone(&written))?;
+        let checkpoints = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared {
             conn: Mutex::new(conn),
@@ -215,7 +247,7 @@ impl Db {
             .name("switchboard-db".into())
             .spawn(move || serve(&thread, &queue))
             .map_err(|e| DbError::Task(format!("cannot start the database thread: {e}")))?;
-        Ok(Self { jobs, shared, written, checkpoints })
+        Ok(Self { jobs, shared, written, checkpoints, limits })
     }
 
     /// Runs `f` now — on this thread while the database is quiet, otherwise sent to the database
@@ -316,6 +348,11 @@ impl Db {
     pub fn checkpoints(&self) -> tokio::sync::watch::Receiver<u64> {
         self.checkpoints.clone()
     }
+
+    /// When the log is copied into the database file, in this database's pages.
+    pub fn log_limits(&self) -> LogLimits {
+        self.limits
+    }
 }
 
 /// Hands the checkpoints of `conn`'s database to a thread with its own connection (see the module
@@ -323,6 +360,7 @@ impl Db {
 fn start_checkpoints(
     conn: &mut Connection,
     path: &Path,
+    limits: LogLimits,
     written: Arc<Written>,
 ) -> Result<tokio::sync::watch::Receiver<u64>, DbError> {
     let checkpointer = wal_connection(path)?;
@@ -336,8 +374,8 @@ fn start_checkpoints(
         .name("switchboard-checkpoint".into())
         .spawn(move || {
             while asked.recv().is_ok() {
-                match copy_log(&checkpointer) {
-                    Ok((log, done)) if log >= CHECKPOINT_PAGES && done == log => {
+                match copy_log(&checkpointer, limits.checkpoint) {
+                    Ok((log, done)) if log >= limits.checkpoint && done == log => {
                         // Requests made while this one ran are answered by it; running again now
                         // would only get in the way of the database thread's finishing copy.
                         while asked.try_recv().is_ok() {}
@@ -360,10 +398,10 @@ fn start_checkpoints(
         logged = pages;
         written.commits.fetch_add(1, Ordering::Relaxed);
         written.frames.fetch_add(u64::try_from(frames).unwrap_or(0), Ordering::Relaxed);
-        if pages < CHECKPOINT_PAGES {
+        if pages < limits.checkpoint {
             // The log started over since the thread last caught up.
             caught_up.store(false, Ordering::Relaxed);
-        } else if pages >= WAL_CEILING_PAGES || caught_up.swap(false, Ordering::Acquire) {
+        } else if pages >= limits.ceiling || caught_up.swap(false, Ordering::Acquire) {
             // The log starts over only at a write that begins with every frame copied, and the
             // thread's copy always trails the frames written meanwhile: this thread copies those
             // few (or, past the ceiling, whatever is left) so that the next write starts over.
@@ -379,12 +417,12 @@ fn start_checkpoints(
 }
 
 /// The checkpoint thread's copy: passes until one finds fewer than [`CAUGHT_UP_FRAMES`] new
-/// frames (or [`COPY_PASSES`] ran, or a pass could not copy everything); the last pass's frames in
-/// the log and frames copied.
-fn copy_log(conn: &Connection) -> rusqlite::Result<(i32, i32)> {
+/// frames (or [`COPY_PASSES`] ran, or a pass could not copy everything, or the log is shorter
+/// than `threshold` pages); the last pass's frames in the log and frames copied.
+fn copy_log(conn: &Connection, threshold: i32) -> rusqlite::Result<(i32, i32)> {
     let (mut log, mut done) = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE)?;
     for _ in 1..COPY_PASSES {
-        if log < CHECKPOINT_PAGES || done != log {
+        if log < threshold || done != log {
             break;
         }
         let before = log;
@@ -941,11 +979,12 @@ mod tests {
         let mut checkpoints = db.checkpoints();
         // A page per row, a fifth more than the threshold in one commit: the WAL hook asks for a
         // checkpoint.
-        let rows = i64::from(CHECKPOINT_PAGES) * 6 / 5;
+        let rows = i64::from(db.log_limits().checkpoint) * 6 / 5;
+        let row = i64::from(PAGE_SIZE) * 3 / 4;
         db.call(move |c| {
-            let mut insert = c.prepare("INSERT INTO t VALUES (?1, zeroblob(3000))")?;
+            let mut insert = c.prepare("INSERT INTO t VALUES (?1, zeroblob(?2))")?;
             for i in 0..rows {
-                insert.execute([i])?;
+                insert.execute([i, row])?;
             }
             Ok(())
         })
@@ -957,7 +996,7 @@ mod tests {
             .unwrap();
         // The pages are in the database file now, not only in the log.
         let after = std::fs::metadata(&file).unwrap().len();
-        assert!(after >= before + u64::try_from(rows).unwrap() * 3000, "database file {before} -> {after} bytes");
+        assert!(after >= before + u64::try_from(rows * row).unwrap(), "database file {before} -> {after} bytes");
         assert_eq!(values(&db).await.unwrap().len(), usize::try_from(rows).unwrap());
         // The next commit copies what the thread could not (nothing here) and the one after it
         // starts the log over: it stays bounded under writes that never pause.
@@ -966,6 +1005,43 @@ mod tests {
         }
         let (log, _) = wal_connection(&file).unwrap().wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE).unwrap();
         assert!((0..10).contains(&log), "{log} frames in the log");
+    }
+
+    #[test]
+    fn the_log_limits_are_the_same_bytes_whatever_the_page_size() {
+        let limits = LogLimits::for_page_size(i64::from(PAGE_SIZE));
+        assert_eq!(limits, LogLimits { checkpoint: 16_384, ceiling: 65_536 });
+        assert_eq!(LogLimits::for_page_size(4096), LogLimits { checkpoint: 8192, ceiling: 32_768 });
+        // Outside SQLite's range (never answered by it): no division by zero, no overflow.
+        assert_eq!(LogLimits::for_page_size(0), LogLimits::for_page_size(512));
+        assert_eq!(LogLimits::for_page_size(1 << 40), LogLimits::for_page_size(65_536));
+    }
+
+    #[tokio::test]
+    async fn a_new_database_has_small_pages_and_one_made_with_other_pages_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let page_size = |file: &Path| -> i64 {
+            Connection::open(file).unwrap().pragma_query_value(None, "page_size", |r| r.get(0)).unwrap()
+        };
+        let fresh = dir.path().join("new.db");
+        let db = Db::open(&fresh).unwrap();
+        assert_eq!(page_size(&fresh), i64::from(PAGE_SIZE));
+        assert_eq!(db.log_limits(), LogLimits::for_page_size(i64::from(PAGE_SIZE)));
+
+        // A data directory written by an earlier build, with SQLite's default pages and a row.
+        let old = dir.path().join("old.db");
+        let conn = Connection::open(&old).unwrap();
+        conn.execute_batch(
+            "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER); INSERT INTO t VALUES (7);",
+        )
+        .unwrap();
+        drop(conn);
+        let db = Db::open(&old).unwrap();
+        assert_eq!(page_size(&old), 4096);
+        assert_eq!(db.log_limits(), LogLimits { checkpoint: 8192, ceiling: 32_768 });
+        assert_eq!(values(&db).await.unwrap(), vec![7]);
+        db.call(|c| Ok(c.execute("INSERT INTO t VALUES (8)", [])?)).await.unwrap();
+        assert_eq!(values(&db).await.unwrap(), vec![7, 8]);
     }
 
     #[tokio::test]
