@@ -13,7 +13,11 @@
 //! `/proc/self/stat` — is the platform's alone: the client side of each call (building, signing,
 //! sending the request, parsing the answer) and everything around it, not the fake's accepting
 //! and answering. The baseline row has no server. Runs:
-//! `MODELS_BENCH_RUNS` (default 5) of `MODELS_BENCH_MESSAGES` (default 400) each; the median and
+//! `MODELS_BENCH_RUNS` (default 5) of `MODELS_BENCH_MESSAGES` (default 1,000) each, measured after
+//! `MODELS_BENCH_WARMUP` (default 400) on the same database, so that the write-ahead log has
+//! started over once and the measured messages pay what a server that has run a while pays (its
+//! checkpoints included), not the growth of a new log file; each run's database is closed, its
+//! log copied and deleted, before the next run starts. The median and
 //! the range of per-run figures are printed; `MODELS_BENCH_ONLY` (e.g. `bedrock`) runs the
 //! adapters whose name starts with it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -27,6 +31,7 @@ use serde_json::json;
 use switchboard_domain::Message;
 use switchboard_domain::limits::MAX_TURNS_CEILING;
 use switchboard_domain::{InboundEvent, ModelConfig, Provider};
+use switchboard_embedded::runtime::DB_FILE;
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{ExecOutcome, Model, ModelRequest, SystemClock, ToolSpec, WorkItem};
 use switchboard_models::{ModelSettings, Models};
@@ -227,13 +232,12 @@ fn event(n: usize) -> InboundEvent {
 }
 
 /// One run: `messages` messages, each on its own conversation; CPU and wall time per message.
-async fn run(adapter: Adapter, turn: Turn, messages: usize) -> (Duration, Duration) {
+async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (model, fake) = model(adapter, turn, messages).await;
+    let (model, fake) = model(adapter, turn, warmup + messages).await;
     let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
     Bundle::parse(&bundle(adapter.model()), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
-    let (cpu0, wall0) = (cpu(), Instant::now());
-    for n in 0..messages {
+    let one = async |n: usize| {
         embedded.ingest(&event(n)).await.unwrap();
         let delivery = embedded.queue.receive().await.unwrap().unwrap();
         let item: WorkItem = serde_json::from_str(&delivery.body).unwrap();
@@ -241,10 +245,25 @@ async fn run(adapter: Adapter, turn: Turn, messages: usize) -> (Duration, Durati
         let ExecOutcome::Recorded(record) = outcome else { panic!("message {n} was not run") };
         assert_eq!(record.model_calls.len(), turn.calls(), "{}", serde_json::to_string(&record).unwrap());
         assert!(embedded.queue.ack(&delivery.receipt).await.unwrap());
+    };
+    for n in 0..warmup {
+        one(n).await;
+    }
+    let (cpu0, wall0) = (cpu(), Instant::now());
+    for n in warmup..warmup + messages {
+        one(n).await;
     }
     let (cpu1, wall1) = (cpu(), Instant::now());
     if let Some(fake) = fake {
-        assert_eq!(fake.finish(), messages * turn.calls());
+        assert_eq!(fake.finish(), (warmup + messages) * turn.calls());
+    }
+    // The database's threads close their connections after the last handle is gone, the last one
+    // copying the log into the file: waited for, so that it is not counted in the next run.
+    drop(embedded);
+    let log = dir.path().join(format!("{DB_FILE}-wal"));
+    let gone = Instant::now();
+    while log.exists() && gone.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(1));
     }
     let per = |d: Duration| d / u32::try_from(messages).unwrap();
     (per(cpu1 - cpu0), per(wall1 - wall0))
@@ -296,10 +315,14 @@ fn main() {
         return serve_fake(&spec);
     }
     let runs = env("MODELS_BENCH_RUNS", 5);
-    let messages = env("MODELS_BENCH_MESSAGES", 400);
+    let messages = env("MODELS_BENCH_MESSAGES", 1000);
+    // 0 allowed: a new database's first messages.
+    let warmup = std::env::var("MODELS_BENCH_WARMUP").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     // One worker thread for the loop (the fake serves from its own process).
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    println!("{runs} runs of {messages} messages; CPU and wall time per message: median (lowest–highest run)");
+    println!(
+        "{runs} runs of {messages} messages after {warmup} of warm-up; CPU and wall time per message: median (lowest–highest run)"
+    );
     println!("| adapter | turn | CPU / message | wall / message |");
     println!("|---|---|---|---|");
     // `MODELS_BENCH_ONLY=bedrock` (for one) runs the adapters whose name starts with it.
@@ -308,7 +331,7 @@ fn main() {
         for turn in TURNS {
             let (mut cpus, mut walls) = (vec![], vec![]);
             for _ in 0..runs {
-                let (c, w) = rt.block_on(run(adapter, turn, messages));
+                let (c, w) = rt.block_on(run(adapter, turn, warmup, messages));
                 cpus.push(c);
                 walls.push(w);
             }
