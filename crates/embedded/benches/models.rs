@@ -29,13 +29,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use switchboard_domain::Message;
+use switchboard_domain::execution::ExecutionStatus;
 use switchboard_domain::limits::MAX_TURNS_CEILING;
 use switchboard_domain::{InboundEvent, ModelConfig, Provider};
-use switchboard_embedded::runtime::DB_FILE;
+use switchboard_embedded::runtime::{Completion, DB_FILE};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{ExecOutcome, Model, ModelRequest, SystemClock, ToolSpec, WorkItem};
+use switchboard_engine::{Model, ModelRequest, SystemClock, ToolSpec};
 use switchboard_models::{ModelSettings, Models};
 use switchboard_testkit::providers::{Answer, FakeProvider, Wire, chat, converse, messages};
+use tokio::sync::broadcast;
 
 mod support;
 use support::cpu;
@@ -231,29 +233,47 @@ fn event(n: usize) -> InboundEvent {
     .unwrap()
 }
 
+/// Message `n`, on a conversation of its own: ingested, then waited for until a worker has
+/// committed its execution record, which must hold the turn's model calls.
+async fn one(embedded: &Embedded, completions: &mut broadcast::Receiver<Completion>, turn: Turn, n: usize) {
+    let event = event(n);
+    embedded.ingest(&event).await.unwrap();
+    loop {
+        let done = completions.recv().await.unwrap();
+        if done.source_id != event.id {
+            continue;
+        }
+        let Some(record) = done.record else { panic!("message {n} was not run") };
+        assert_eq!(record.status, ExecutionStatus::Success, "{}", serde_json::to_string(&*record).unwrap());
+        assert_eq!(record.model_calls.len(), turn.calls(), "{}", serde_json::to_string(&*record).unwrap());
+        return;
+    }
+}
+
 /// One run: `messages` messages, each on its own conversation; CPU and wall time per message.
-async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (Duration, Duration) {
+async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (Duration, Duration, String) {
     let dir = tempfile::tempdir().unwrap();
     let (model, fake) = model(adapter, turn, warmup + messages).await;
     let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
     Bundle::parse(&bundle(adapter.model()), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
-    let one = async |n: usize| {
-        embedded.ingest(&event(n)).await.unwrap();
-        let delivery = embedded.queue.receive().await.unwrap().unwrap();
-        let item: WorkItem = serde_json::from_str(&delivery.body).unwrap();
-        let outcome = embedded.executor.execute(&item).await.unwrap();
-        let ExecOutcome::Recorded(record) = outcome else { panic!("message {n} was not run") };
-        assert_eq!(record.model_calls.len(), turn.calls(), "{}", serde_json::to_string(&record).unwrap());
-        assert!(embedded.queue.ack(&delivery.receipt).await.unwrap());
-    };
+    // The workers `serve` runs: each turn's commit acknowledges its item, and a message arriving
+    // while a worker waits is handed to it.
+    let mut completions = embedded.subscribe_completions();
+    embedded.start_workers();
     for n in 0..warmup {
-        one(n).await;
+        one(&embedded, &mut completions, turn, n).await;
     }
-    let (cpu0, wall0) = (cpu(), Instant::now());
+    let (cpu0, wall0, calls0, written0) =
+        (cpu(), Instant::now(), embedded.store.db_calls(), embedded.store.db_commits());
     for n in warmup..warmup + messages {
-        one(n).await;
+        one(&embedded, &mut completions, turn, n).await;
     }
-    let (cpu1, wall1) = (cpu(), Instant::now());
+    let (cpu1, wall1, calls1, written1) =
+        (cpu(), Instant::now(), embedded.store.db_calls(), embedded.store.db_commits());
+    let each = |n: u64| format!("{:.1}", n as f64 / messages as f64);
+    let database =
+        format!("{} / {} / {}", each(calls1 - calls0), each(written1.0 - written0.0), each(written1.1 - written0.1));
+    embedded.shutdown().await;
     if let Some(fake) = fake {
         assert_eq!(fake.finish(), (warmup + messages) * turn.calls());
     }
@@ -266,7 +286,7 @@ async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (D
         std::thread::sleep(Duration::from_millis(1));
     }
     let per = |d: Duration| d / u32::try_from(messages).unwrap();
-    (per(cpu1 - cpu0), per(wall1 - wall0))
+    (per(cpu1 - cpu0), per(wall1 - wall0), database)
 }
 
 /// The adapter's own share: `messages` model calls alone (a system prompt, one customer message,
@@ -323,23 +343,24 @@ fn main() {
     println!(
         "{runs} runs of {messages} messages after {warmup} of warm-up; CPU and wall time per message: median (lowest–highest run)"
     );
-    println!("| adapter | turn | CPU / message | wall / message |");
-    println!("|---|---|---|---|");
+    println!("| adapter | turn | CPU / message | wall / message | database calls / commits / WAL pages per message |");
+    println!("|---|---|---|---|---|");
     // `MODELS_BENCH_ONLY=bedrock` (for one) runs the adapters whose name starts with it.
     let only = std::env::var("MODELS_BENCH_ONLY").unwrap_or_default();
     for adapter in ADAPTERS.into_iter().filter(|a| a.name().starts_with(only.as_str())) {
         for turn in TURNS {
-            let (mut cpus, mut walls) = (vec![], vec![]);
+            let (mut cpus, mut walls, mut database) = (vec![], vec![], String::new());
             for _ in 0..runs {
-                let (c, w) = rt.block_on(run(adapter, turn, warmup, messages));
+                let (c, w, d) = rt.block_on(run(adapter, turn, warmup, messages));
                 cpus.push(c);
                 walls.push(w);
+                database = d;
             }
             let (c, cl, ch) = median(cpus);
             let (w, wl, wh) = median(walls);
             let name = if turn == Turn::OneCall { "1 call" } else { "2 calls + tool" };
             println!(
-                "| {} | {name} | {} ({}–{}) | {} ({}–{}) |",
+                "| {} | {name} | {} ({}–{}) | {} ({}–{}) | {database} (last run) |",
                 adapter.name(),
                 us(c),
                 us(cl),
