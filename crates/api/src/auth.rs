@@ -5,7 +5,7 @@
 //! tenant that does not exist, so tenants cannot be discovered.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -70,7 +70,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 }
 
 /// Authenticates every request but `/health` and `/ready`, then applies the per-tenant rate limit.
-pub(crate) async fn authenticate(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(State(state): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
     if matches!(req.uri().path(), "/health" | "/ready") {
         return next.run(req).await;
     }

@@ -6,6 +6,8 @@
 //! references within the tenant, versions, deletes of used records) are the engine's
 //! `ConfigService`; this module maps HTTP onto it.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -142,7 +144,7 @@ pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
 /// `POST /tenants/{t}/{kind}`
 pub(crate) async fn create(
     kind: ConfigKind,
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     body: axum::body::Bytes,
@@ -162,7 +164,7 @@ pub(crate) async fn create(
 /// `GET /tenants/{t}/{kind}/{id}`
 pub(crate) async fn get_one(
     kind: ConfigKind,
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
@@ -189,7 +191,7 @@ pub(crate) struct ListQuery {
 /// The tool list opens with the built-in system tools (read-only) on its first page.
 pub(crate) async fn list(
     kind: ConfigKind,
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -245,7 +247,7 @@ fn bad_query(pointer: &str, detail: &str) -> Problem {
 /// `PUT /tenants/{t}/{kind}/{id}` with `If-Match`.
 pub(crate) async fn replace(
     kind: ConfigKind,
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -269,7 +271,7 @@ pub(crate) async fn replace(
 /// `DELETE /tenants/{t}/{kind}/{id}` (`If-Match` optional); 409 while something refers to it.
 pub(crate) async fn delete(
     kind: ConfigKind,
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -290,7 +292,7 @@ pub(crate) struct ApplyQuery {
 
 /// `POST /tenants` (admin): `{tenantId, name}`; 201, or 409 when the tenant exists.
 pub(crate) async fn create_tenant(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
@@ -328,7 +330,7 @@ pub(crate) async fn create_tenant(
 /// created or updated record by record, reporting what changed. An admin may apply a bundle of a
 /// tenant that does not exist yet, which creates it; a tenant key only its own.
 pub(crate) async fn apply(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<ApplyQuery>, axum::extract::rejection::QueryRejection>,
@@ -368,7 +370,7 @@ pub(crate) async fn apply(
 
 /// `GET /tenants/{t}`: the tenant's record (its own key or an admin).
 pub(crate) async fn get_tenant(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
 ) -> Result<Response, Problem> {
@@ -384,7 +386,7 @@ pub(crate) async fn get_tenant(
 /// (a large tenant on DynamoDB): call again. `409` while the tenant is not suspended, so that
 /// nothing new runs for it meanwhile and a live tenant is never deleted by one mistaken call.
 pub(crate) async fn delete_tenant(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
 ) -> Result<Response, Problem> {
@@ -414,7 +416,7 @@ pub(crate) async fn delete_tenant(
 /// suspending stops new work for the tenant
 /// (inbound messages are recorded, not answered; `invoke` is refused) and keeps its data.
 pub(crate) async fn update_tenant(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     body: axum::body::Bytes,
@@ -489,7 +491,7 @@ async fn key_admin(
 
 /// `POST /tenants/{t}/keys` (admin): a new API key for the tenant, shown in this answer only.
 pub(crate) async fn issue_key(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
 ) -> Result<Response, Problem> {
@@ -508,7 +510,7 @@ pub(crate) async fn issue_key(
 
 /// `GET /tenants/{t}/keys` (admin): the tenant's keys by id, never the keys.
 pub(crate) async fn list_keys(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
 ) -> Result<Response, Problem> {
@@ -518,7 +520,7 @@ pub(crate) async fn list_keys(
 
 /// `DELETE /tenants/{t}/keys/{keyId}` (admin): the key stops working with the next request.
 pub(crate) async fn revoke_key(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, key_id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {

@@ -2,6 +2,8 @@
 //! actions): `POST /tenants/{t}/sessions/{s}/claim`, `…/messages` (reply as a human, with a
 //! required `Idempotency-Key`) and `…/end`. Handing back to an agent is `…/handoff`.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -47,7 +49,7 @@ struct EndBody {
 
 /// `POST …/claim {operator}`: 200 with the session; 409 when another operator holds it.
 pub(crate) async fn claim(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session_raw)): Path<(String, String)>,
     body: Bytes,
@@ -64,7 +66,7 @@ pub(crate) async fn claim(
 /// `POST …/messages {operator, text}` with `Idempotency-Key`: 201 `{messageId, executionId}`
 /// when sent, 200 with `duplicate: true` when that key was sent before.
 pub(crate) async fn reply(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session_raw)): Path<(String, String)>,
     headers: HeaderMap,
@@ -98,7 +100,7 @@ pub(crate) async fn reply(
 
 /// `POST …/end {operator, note?}`: the conversation ends; `session.ended` is published.
 pub(crate) async fn end(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session_raw)): Path<(String, String)>,
     body: Bytes,

@@ -1,6 +1,7 @@
 //! Route handlers. Each parses its path and body itself so that every failure is a problem+json
 //! naming the field at fault.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -27,25 +28,33 @@ use crate::{ApiState, Problem};
 const MAX_PAGE: usize = 100;
 
 pub fn router(state: ApiState) -> Router {
+    // Shared, not copied: axum clones the state for every extractor of every request.
+    let state = Arc::new(state);
     let mut app = Router::new();
     for kind in [ConfigKind::Agent, ConfigKind::Trigger, ConfigKind::Tool, ConfigKind::Skill] {
         let seg = config::segment(kind);
         app = app
             .route(
                 &format!("/tenants/{{tenant}}/{seg}"),
-                get(move |s: State<ApiState>, c: Caller, p: Path<String>, q| config::list(kind, s, c, p, q)).post(
-                    move |s: State<ApiState>, c: Caller, p: Path<String>, b: Bytes| config::create(kind, s, c, p, b),
+                get(move |s: State<Arc<ApiState>>, c: Caller, p: Path<String>, q| config::list(kind, s, c, p, q)).post(
+                    move |s: State<Arc<ApiState>>, c: Caller, p: Path<String>, b: Bytes| {
+                        config::create(kind, s, c, p, b)
+                    },
                 ),
             )
             .route(
                 &format!("/tenants/{{tenant}}/{seg}/{{id}}"),
-                get(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>| config::get_one(kind, s, c, p))
-                    .put(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap, b: Bytes| {
-                        config::replace(kind, s, c, p, h, b)
-                    })
-                    .delete(move |s: State<ApiState>, c: Caller, p: Path<(String, String)>, h: HeaderMap| {
+                get(move |s: State<Arc<ApiState>>, c: Caller, p: Path<(String, String)>| {
+                    config::get_one(kind, s, c, p)
+                })
+                .put(move |s: State<Arc<ApiState>>, c: Caller, p: Path<(String, String)>, h: HeaderMap, b: Bytes| {
+                    config::replace(kind, s, c, p, h, b)
+                })
+                .delete(
+                    move |s: State<Arc<ApiState>>, c: Caller, p: Path<(String, String)>, h: HeaderMap| {
                         config::delete(kind, s, c, p, h)
-                    }),
+                    },
+                ),
             );
     }
     let app = app
@@ -171,7 +180,7 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 ///    read (it is then drained for a bounded time so that the answer reaches a client still
 ///    uploading); a body that does not arrive within the state's `body_timeout` gets 408. The body is
 ///    read here, once, so handlers never wait on the network.
-pub(crate) async fn read_request(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+pub(crate) async fn read_request(State(state): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
     if let Err(problem) = canonical_path(req.uri().path()) {
         return problem.into_response();
     }
@@ -281,7 +290,7 @@ struct PostEventQuery {
 const MAX_WAIT_SECS: u64 = 60;
 
 async fn post_event(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
     bytes: Bytes,
@@ -359,7 +368,7 @@ pub(crate) fn query<T: for<'de> Deserialize<'de>>(
 }
 
 async fn conversation_messages(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, conversation)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
@@ -372,7 +381,7 @@ async fn conversation_messages(
 }
 
 async fn conversation_sessions(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, conversation)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
@@ -382,7 +391,7 @@ async fn conversation_sessions(
 }
 
 async fn get_session(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
@@ -406,7 +415,7 @@ struct SessionsQuery {
 /// `GET /tenants/{t}/sessions[?status&agentId&cursor&limit]`: the tenant's sessions, newest
 /// first (`status=handed_off` lists the conversations handed to a human or another agent).
 async fn list_sessions(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>,
@@ -446,7 +455,7 @@ async fn list_sessions(
 }
 
 async fn list_executions(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
     q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -471,7 +480,7 @@ async fn list_executions(
 }
 
 async fn get_execution(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, execution)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
@@ -485,7 +494,7 @@ async fn get_execution(
 
 /// `GET /ready`: `200` when the process can take work, else `503` saying why (no key needed,
 /// like `/health`, so that a load balancer or container runtime can ask).
-async fn ready(State(state): State<ApiState>) -> Response {
+async fn ready(State(state): State<Arc<ApiState>>) -> Response {
     let verdict = match &state.ready {
         Some(r) => r.check().await,
         None => Ok(()),
@@ -498,7 +507,7 @@ async fn ready(State(state): State<ApiState>) -> Response {
 
 /// `GET /metrics` (admin key): OpenMetrics text for a Prometheus scraper. The labels name tenants,
 /// so a tenant key gets `404` like any route it may not see.
-async fn metrics(State(state): State<ApiState>, caller: Caller) -> Response {
+async fn metrics(State(state): State<Arc<ApiState>>, caller: Caller) -> Response {
     let (Caller::Admin, Some(m)) = (caller, &state.metrics) else {
         return Problem::not_found("no such route").into_response();
     };
@@ -519,7 +528,7 @@ const USAGE_DEFAULT_DAYS: i64 = 30;
 /// Tokens and cost of the UTC days `from..=to` (default: the last 30 days), by day, agent and
 /// model, with a total per day and for the range.
 async fn usage(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<UsageQuery>, axum::extract::rejection::QueryRejection>,
@@ -590,7 +599,7 @@ const ACTIVITY_MAX_HOURS: i64 = 168;
 /// The tenant's executions by status in each of the last `hours` UTC hours (default 24), the
 /// current hour last and every hour listed, with the totals of the span.
 async fn activity(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<ActivityQuery>, axum::extract::rejection::QueryRejection>,
@@ -642,7 +651,7 @@ async fn activity(
 }
 
 async fn list_events(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
@@ -662,7 +671,7 @@ async fn list_events(
 /// `Last-Event-ID` a reconnecting browser sends), then live ones as they are published. Each SSE
 /// event carries the log sequence number as its id and the detail-type as its event name.
 async fn stream_events(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     headers: axum::http::HeaderMap,
@@ -695,7 +704,7 @@ async fn stream_events(
 /// WebSocket for this tenant (AWS profile). 404 where there is none: the embedded profile
 /// streams over `GET …/events/stream` instead.
 async fn push_ticket(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
 ) -> Result<Response, Problem> {
@@ -732,7 +741,7 @@ const INVOKE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// conversation's turn (it queues behind messages already waiting), and answers with the
 /// execution. An `Idempotency-Key` header makes a retried call return the first result.
 async fn invoke(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, agent_raw)): Path<(String, String)>,
     headers: HeaderMap,
@@ -945,7 +954,7 @@ struct BySourceQuery {
 /// `GET /tenants/{t}/executions?sourceId=…`: the execution that answered a source (an event id,
 /// or `invoke-<Idempotency-Key>`), where a `202` from `invoke` says to look.
 async fn execution_by_source(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
     q: Result<Query<BySourceQuery>, axum::extract::rejection::QueryRejection>,
@@ -986,7 +995,7 @@ struct HandoffBody {
 /// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
 /// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
 async fn handoff(
-    State(state): State<ApiState>,
+    State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
     body: Bytes,

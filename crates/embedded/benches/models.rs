@@ -1,6 +1,7 @@
 //! CPU per message of the agent loop through each real model adapter against a local fake of its
-//! wire protocol, on the embedded profile (SQLite store and queue): ingest one message, receive
-//! the work item, run the turn, commit, acknowledge — one message at a time on one task.
+//! wire protocol, on the embedded profile (SQLite store and queue): ingest one message and wait
+//! for its completion from the worker pool `serve` runs (a worker takes the item, runs the turn
+//! and commits it with the acknowledgement) — one message at a time, on one runtime thread.
 //!
 //! Two turns: `1 call` (the model answers with text, which is sent as the reply) and `2 calls +
 //! tool` (the model calls `send_message`, then ends the turn). Adapters: the scripted test double
@@ -282,8 +283,9 @@ async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (D
     drop(embedded);
     let log = dir.path().join(format!("{DB_FILE}-wal"));
     let gone = Instant::now();
-    while log.exists() && gone.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(1));
+    while log.exists() {
+        assert!(gone.elapsed() < Duration::from_secs(30), "the database did not close within 30 s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let per = |d: Duration| d / u32::try_from(messages).unwrap();
     (per(cpu1 - cpu0), per(wall1 - wall0), database)

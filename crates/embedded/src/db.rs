@@ -88,8 +88,8 @@ pub enum Calls {
 /// into a dozen B-trees whose keys are random (ids, conversations, de-duplication keys), so most
 /// of the pages it writes are leaves it changes by one row: at 2 KiB a page, each written page
 /// costs half the bytes (copied into the log, checksummed, copied again at the checkpoint). The
-/// pipeline bench ran 8 % more messages a second on the same CPU, 1 KiB pages fewer than 2 KiB
-/// (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps them: SQLite
+/// pipeline bench ran 11–12 % more messages a second for 7–8 % less CPU; 1 KiB pages did worse
+/// than 2 KiB (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps them: SQLite
 /// sets the page size only before the first write.
 pub const PAGE_SIZE: u32 = 2048;
 
