@@ -89,8 +89,8 @@ pub enum Calls {
 /// of the pages it writes are leaves it changes by one row: at 2 KiB a page, each written page
 /// costs half the bytes (copied into the log, checksummed, copied again at the checkpoint). The
 /// pipeline bench ran 11–12 % more messages a second for 7–8 % less CPU; 1 KiB pages did worse
-/// than 2 KiB (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps them: SQLite
-/// sets the page size only before the first write.
+/// than 2 KiB (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps
+/// them: SQLite sets the page size only before the first write.
 pub const PAGE_SIZE: u32 = 2048;
 
 /// Bytes of WAL after which the checkpoint thread is asked to copy the log into the database
