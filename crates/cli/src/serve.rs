@@ -16,6 +16,10 @@ use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
+/// How long a stopping server waits for its database to close (the log's last copy into the file)
+/// once the workers have stopped.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Directory for the SQLite file (created if missing).
@@ -181,7 +185,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Work in hand finishes (each turn is bounded by --turn-timeout) and is committed; queued
     // items stay in the database for the next start.
     tracing::info!("draining: the workers finish the items in hand");
-    embedded.shutdown().await;
+    if !embedded.close(CLOSE_TIMEOUT).await {
+        tracing::warn!(
+            "the database was still in use {} s after the workers stopped; the next start replays its log",
+            CLOSE_TIMEOUT.as_secs()
+        );
+    }
     tracing::info!("stopped");
     Ok(())
 }

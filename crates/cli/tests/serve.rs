@@ -220,6 +220,12 @@ async fn sigterm_drains_the_work_in_hand_and_a_restart_finishes_the_rest_exactly
     let status = first.terminate();
     // then it exits cleanly after committing what it had in hand
     assert!(status.success(), "{status:?}");
+    // and after closing its database: the log copied into the file and deleted, nothing for the
+    // next start to replay
+    for suffix in ["-wal", "-shm"] {
+        let left = dir.path().join(format!("switchboard.db{suffix}"));
+        assert!(!left.exists(), "{} left behind", left.display());
+    }
     // and a restart finishes every message, none twice
     let second = start(dir.path(), &[]);
     for i in 0..n {

@@ -207,6 +207,32 @@ struct Shared {
     /// Of `calls`, those run on their caller's thread.
     inline: AtomicU64,
     policy: Calls,
+    /// The checkpoint thread, ended before `conn` closes (see `Drop`).
+    checkpointer: Option<std::thread::JoinHandle<()>>,
+    /// Dropped after `conn` (fields drop in the order they are declared): tells
+    /// [`Db::closed`]'s waiters that the database is closed.
+    closed: tokio::sync::watch::Sender<()>,
+}
+
+impl Drop for Shared {
+    /// Closes the checkpoint thread's connection before this one. The last connection to close a
+    /// WAL database copies the log into the file and deletes it, if it can lock the file for
+    /// itself; when both closed at once, each could see the other and neither did, leaving the
+    /// log (up to the ceiling) to be replayed at the next open. Closing them in order makes this
+    /// one the last.
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner);
+        // The hook holds the checkpoint thread's only way to be asked: without it the thread's
+        // channel closes and the thread ends (after a copy in progress).
+        if let Err(e) = conn.wal_hook(None::<fn(&mut rusqlite::hooks::Wal, i32) -> rusqlite::Result<()>>) {
+            tracing::warn!(error = %e, "cannot remove the WAL hook; the log may outlive this close");
+        }
+        if let Some(thread) = self.checkpointer.take()
+            && thread.join().is_err()
+        {
+            tracing::warn!("the checkpoint thread panicked");
+        }
+    }
 }
 
 impl Db {
@@ -232,7 +258,7 @@ impl Db {
         migrate(&conn)?;
         let limits = LogLimits::for_page_size(conn.pragma_query_value(None, "page_size", |r| r.get(0))?);
         let written = Arc::new(Written::default());
-        let checkpoints = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
+        let (checkpointer, checkpoints) = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared {
             conn: Mutex::new(conn),
@@ -241,6 +267,8 @@ impl Db {
             calls: AtomicU64::new(0),
             inline: AtomicU64::new(0),
             policy,
+            checkpointer: Some(checkpointer),
+            closed: tokio::sync::watch::Sender::new(()),
         });
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -353,16 +381,27 @@ impl Db {
     pub fn log_limits(&self) -> LogLimits {
         self.limits
     }
+
+    /// Resolves once the database is closed: every handle dropped, the calls sent before answered,
+    /// both connections closed (the log copied into the file and deleted). Take it before dropping
+    /// the last handle.
+    pub fn closed(&self) -> impl Future<Output = ()> + Send + use<> {
+        let mut closed = self.shared.closed.subscribe();
+        async move {
+            // Nothing is ever sent: the wait ends when the sender is dropped.
+            while closed.changed().await.is_ok() {}
+        }
+    }
 }
 
 /// Hands the checkpoints of `conn`'s database to a thread with its own connection (see the module
-/// docs). The thread ends once `conn` is dropped.
+/// docs): the thread, which ends once `conn`'s WAL hook is removed, and its count of checkpoints.
 fn start_checkpoints(
     conn: &mut Connection,
     path: &Path,
     limits: LogLimits,
     written: Arc<Written>,
-) -> Result<tokio::sync::watch::Receiver<u64>, DbError> {
+) -> Result<(std::thread::JoinHandle<()>, tokio::sync::watch::Receiver<u64>), DbError> {
     let checkpointer = wal_connection(path)?;
     let (count, counted) = tokio::sync::watch::channel(0_u64);
     // One request waiting is enough: the checkpoint copies whatever the log holds when it runs.
@@ -370,7 +409,7 @@ fn start_checkpoints(
     // Set when the checkpoint thread has copied the whole log it saw.
     let caught_up = Arc::new(AtomicBool::new(false));
     let copied = Arc::clone(&caught_up);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("switchboard-checkpoint".into())
         .spawn(move || {
             while asked.recv().is_ok() {
@@ -413,7 +452,7 @@ fn start_checkpoints(
         }
         Ok(())
     }))?;
-    Ok(counted)
+    Ok((thread, counted))
 }
 
 /// The checkpoint thread's copy: passes until one finds fewer than [`CAUGHT_UP_FRAMES`] new
@@ -1005,6 +1044,46 @@ mod tests {
         }
         let (log, _) = wal_connection(&file).unwrap().wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE).unwrap();
         assert!((0..10).contains(&log), "{log} frames in the log");
+    }
+
+    #[tokio::test]
+    async fn a_closed_database_leaves_its_log_copied_and_deleted() {
+        let (dir, db) = open();
+        let file = dir.path().join("t.db");
+        db.call(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER, pad BLOB)")?)).await.unwrap();
+        // Half again the threshold, a page per row, in commits of 64 rows: once past the
+        // threshold each commit asks the checkpoint thread, which is still copying when the
+        // database closes.
+        let (rows, row) = (i64::from(db.log_limits().checkpoint) * 3 / 2, i64::from(PAGE_SIZE) * 3 / 4);
+        for first in (0..rows).step_by(64) {
+            db.call(move |c| {
+                let mut insert = c.prepare_cached("INSERT INTO t VALUES (?1, zeroblob(?2))")?;
+                for i in first..(first + 64).min(rows) {
+                    insert.execute([i, row])?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        }
+        let closed = db.closed();
+        drop(db);
+        tokio::time::timeout(std::time::Duration::from_secs(60), closed).await.expect("not closed within a minute");
+        for suffix in ["-wal", "-shm"] {
+            let left = dir.path().join(format!("t.db{suffix}"));
+            assert!(
+                !left.exists(),
+                "{} left with {:?} bytes",
+                left.display(),
+                std::fs::metadata(&left).map(|m| m.len())
+            );
+        }
+        // Every row is in the database file itself.
+        let size = std::fs::metadata(&file).unwrap().len();
+        assert!(size >= u64::try_from(rows * row).unwrap(), "database file of {size} bytes");
+        let count: i64 =
+            Connection::open(&file).unwrap().query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, rows);
     }
 
     #[test]

@@ -197,6 +197,17 @@ impl Embedded {
         }
     }
 
+    /// Stops the workers (see [`Embedded::shutdown`]), lets go of this handle and waits, at most
+    /// `timeout`, for the database to close: the log copied into the database file and deleted,
+    /// nothing left for the next start to replay. False if other handles (a request still being
+    /// answered) kept it open that long; it then closes when they are gone.
+    pub async fn close(self: Arc<Self>, timeout: Duration) -> bool {
+        self.shutdown().await;
+        let closed = self.store.closed();
+        drop(self);
+        tokio::time::timeout(timeout, closed).await.is_ok()
+    }
+
     /// Completions from now on; subscribe before routing to wait for an item without polling.
     pub fn subscribe_completions(&self) -> broadcast::Receiver<Completion> {
         self.completions.subscribe()

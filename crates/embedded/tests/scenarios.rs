@@ -55,7 +55,7 @@ fn default_bundle(front_extra: Value) -> String {
 struct World {
     embedded: Embedded,
     tenant: TenantId,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     n: u32,
 }
 
@@ -69,7 +69,7 @@ impl World {
         let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
         let b = Bundle::parse(bundle_json, &SystemClock).unwrap();
         b.install(&embedded.store).await.unwrap();
-        Self { embedded, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }
+        Self { embedded, tenant: "t-1".parse().unwrap(), dir, n: 0 }
     }
 
     fn event(&mut self, conversation: &str, text: &str) -> InboundEvent {
@@ -149,6 +149,37 @@ async fn it_answers_a_plain_message_with_a_reply() {
     assert_eq!((r.iterations, r.tool_calls.len()), (1, 0));
     assert!(r.token_usage.input_tokens > 0 && r.token_usage.output_tokens > 0);
     assert_eq!(w.session("c-1").await.turn_count, 1);
+}
+
+#[tokio::test]
+async fn closing_waits_for_the_database_and_says_when_another_handle_keeps_it_open() {
+    let mut w = World::new(&default_bundle(json!({})), says("Hello")).await;
+    w.say("c-1", "hi").await;
+    let wal = w.dir.path().join("switchboard.db-wal");
+    assert!(wal.exists(), "the log holds the conversation");
+    let World { embedded, dir, .. } = w;
+    // while a store handle is still held (a request being answered), the database stays open
+    let held = embedded.store.clone();
+    let closed = held.closed();
+    assert!(!Arc::new(embedded).close(std::time::Duration::ZERO).await);
+    assert!(wal.exists());
+    // and once it is let go, it closes: the log is copied into the file and deleted
+    drop(held);
+    closed.await;
+    assert!(!wal.exists(), "{} left behind", wal.display());
+    // with the conversation in the file
+    let reopened = Embedded::open(
+        dir.path(),
+        Arc::new(ScriptedModel::from_json(&says("x").to_string()).unwrap()),
+        Arc::new(SystemClock),
+        EmbeddedOptions::default(),
+    )
+    .unwrap();
+    let log = reopened.store.messages(&"t-1".parse().unwrap(), "c-1", 10).await.unwrap();
+    assert_eq!(log.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["hi", "Hello"]);
+    // alone, a handle closes within the time it is given
+    assert!(Arc::new(reopened).close(std::time::Duration::from_secs(60)).await);
+    assert!(!wal.exists());
 }
 
 #[tokio::test]
@@ -859,7 +890,7 @@ async fn world_with_webhook_script(
     b["tools"] = json!([tool]);
     let b = Bundle::parse(&b.to_string(), &SystemClock).unwrap();
     b.install(&embedded.store).await.unwrap();
-    (World { embedded, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }, hooks)
+    (World { embedded, tenant: "t-1".parse().unwrap(), dir, n: 0 }, hooks)
 }
 
 fn http(status: u16, body: &str) -> switchboard_engine::WebhookResponse {

@@ -190,6 +190,11 @@ impl SqliteStore {
         self.db.commits()
     }
 
+    /// Resolves once the database is closed (see [`Db::closed`]).
+    pub fn closed(&self) -> impl Future<Output = ()> + Send + use<> {
+        self.db.closed()
+    }
+
     fn invalidate(&self, tenant: &TenantId) {
         self.caches.invalidate(tenant);
     }
