@@ -295,25 +295,38 @@ impl SqliteWorkQueue {
         Ok(self.enqueue_raw_with(group_id, dedup_id, body, |_| Ok(())).await?.0)
     }
 
-    /// [`SqliteWorkQueue::enqueue_raw`], with the write `before` made first in the same database
-    /// call and transaction: both are kept or neither (a duplicate keeps `before`'s write too).
+    /// [`SqliteWorkQueue::enqueue_raw`], with the write `with` made in the same database call and
+    /// transaction: both are kept or neither (a duplicate keeps `with`'s write too).
     pub async fn enqueue_raw_with<T: Send + 'static>(
         &self,
         group_id: &str,
         dedup_id: &str,
         body: &str,
-        before: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+        with: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
     ) -> Result<(Enqueued, T), QueueError> {
+        let enqueued = self.enqueue_raw_unless(group_id, dedup_id, body, |c, _| with(c).map(Ok)).await?;
+        Ok(enqueued.unwrap_or_else(|never: std::convert::Infallible| match never {}))
+    }
+
+    /// [`SqliteWorkQueue::enqueue_raw_with`], with `with` told whether the item is new (not a
+    /// duplicate) and able to stop the enqueue: when it answers `Err(stop)` nothing is written,
+    /// neither its writes nor the item, and the call answers `Err(stop)`.
+    pub async fn enqueue_raw_unless<T: Send + 'static, S: Send + 'static>(
+        &self,
+        group_id: &str,
+        dedup_id: &str,
+        body: &str,
+        with: impl FnOnce(&Connection, bool) -> Result<Result<T, S>, DbError> + Send + 'static,
+    ) -> Result<Result<(Enqueued, T), S>, QueueError> {
         let (group_id, dedup_id, body) = (group_id.to_owned(), dedup_id.to_owned(), body.to_owned());
         let clock = Arc::clone(&self.clock);
         let limits = self.limits;
         let signals = Arc::clone(&self.signals);
-        let (outcome, head, received, done) = self
+        let called = self
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
                 let tx = atomic(conn)?;
-                let done = before(&tx)?;
                 tx.prepare_cached("DELETE FROM queue_dedup WHERE expires_at <= ?1")?.execute([now])?;
                 let fresh = tx
                     .prepare_cached(
@@ -321,11 +334,16 @@ impl SqliteWorkQueue {
                          ON CONFLICT (dedup_id) DO NOTHING",
                     )?
                     .execute(params![dedup_id, now.saturating_add(limits.dedup_ms)])?;
+                // Dropped without its commit, the savepoint rolls back.
+                let done = match with(&tx, fresh == 1)? {
+                    Ok(done) => done,
+                    Err(stop) => return Ok(Err(stop)),
+                };
                 if fresh == 0 {
                     // Expired records were pruned just above, so the one left is in the window.
                     // Committing keeps that pruning.
                     tx.commit()?;
-                    return Ok((Enqueued::Duplicate, false, None, done));
+                    return Ok(Ok((Enqueued::Duplicate, false, None, done)));
                 }
                 tx.prepare_cached(
                     "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
@@ -348,10 +366,14 @@ impl SqliteWorkQueue {
                     false => None,
                 };
                 tx.commit()?;
-                Ok((Enqueued::Queued, head, received, done))
+                Ok(Ok((Enqueued::Queued, head, received, done)))
             })
             .await
             .map_err(queue_error)?;
+        let (outcome, head, received, done) = match called {
+            Ok(enqueued) => enqueued,
+            Err(stop) => return Ok(Err(stop)),
+        };
         if let Some(delivery) = received.and_then(|r| self.after_receive(r)) {
             self.signals.handed().push_back(delivery);
         }
@@ -361,7 +383,7 @@ impl SqliteWorkQueue {
         if head {
             self.wake_one();
         }
-        Ok((outcome, done))
+        Ok(Ok((outcome, done)))
     }
 
     /// Next deliverable item or None. SQS FIFO rules: see the module docs.

@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
-    Attempt, Clock, ConfigStore, ConversationLog, Deps, Engine, Enqueued, ExecOutcome, ExecutionLog, Executor,
-    Follower, Ingest, Intake, Invoker, Model, NoWebhooks, QueueError, RouteError, RouteOutcome, StoreError,
-    WebhookCaller, WorkItem, WorkQueue,
+    Attempt, Clock, ConfigStore, ConversationLog, CountAndEnqueue, Counters, Deps, Engine, Enqueued, ExecOutcome,
+    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, QueueError, RouteError, RouteOutcome,
+    SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -21,7 +21,7 @@ use crate::db::{Db, DbError};
 use crate::follow::Followers;
 use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, Taken};
 use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
 
 /// The database file inside the data directory.
@@ -303,7 +303,8 @@ fn log_repeated(fresh: bool, tenant: &TenantId, conversation_id: &str, message_i
 /// The intake's queue on the embedded profile: each item the intake queues is an inbound
 /// message routed just now, and it is logged in the conversation log in the same database call
 /// and transaction as the enqueue — one call fewer per message, and a message is never queued
-/// without being logged (or logged, queued and then lost to a failed second call).
+/// without being logged (or logged, queued and then lost to a failed second call). The
+/// admission's counts are taken in that transaction too (`count_and_enqueue`).
 #[derive(Debug)]
 struct LoggingQueue {
     store: SqliteStore,
@@ -318,6 +319,38 @@ impl WorkQueue for LoggingQueue {
         let (queued, fresh) = self.queue.enqueue_raw_with(&item.group_id(), &item.dedup_id(), &body, log).await?;
         log_repeated(fresh, &item.tenant_id, &item.conversation_id, &item.message_id, &item.source_id);
         Ok(queued)
+    }
+
+    /// One database call and transaction for the counts, the log and the enqueue. The counts are
+    /// this profile's only ones, its store's (which the engine hands in as `counters`), so they
+    /// are taken here, after the duplicate check: a repeated event is not counted again, and a
+    /// message that is not counted leaves nothing (the intake then queues it refused or for the
+    /// human owner, through `enqueue`).
+    async fn count_and_enqueue(
+        &self,
+        _counters: &dyn Counters,
+        ask: &SlotAndCount<'_>,
+        item: &WorkItem,
+    ) -> Result<CountAndEnqueue, QueueError> {
+        let counts = self.store.counts(ask);
+        let log = self.store.inbound_write(&item.tenant_id, &item.conversation_id, &item.message_id, &item.text);
+        let body = crate::queue::body_of(item)?;
+        let with = move |c: &rusqlite::Connection, new: bool| {
+            if new {
+                let taken = counts.take(c)?;
+                if !matches!(taken, Taken::Counted(true)) {
+                    return Ok(Err(taken));
+                }
+            }
+            log(c).map(Ok)
+        };
+        match self.queue.enqueue_raw_unless(&item.group_id(), &item.dedup_id(), &body, with).await? {
+            Ok((queued, fresh)) => {
+                log_repeated(fresh, &item.tenant_id, &item.conversation_id, &item.message_id, &item.source_id);
+                Ok(CountAndEnqueue::Enqueued(queued))
+            }
+            Err(taken) => Ok(CountAndEnqueue::NotCounted(self.store.admit_of(taken).map_err(QueueError::from_store)?)),
+        }
     }
 }
 

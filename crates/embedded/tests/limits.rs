@@ -17,7 +17,7 @@ use switchboard_domain::{
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     Attempt, Clock, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, LoggedMessage,
-    Model, ModelError, ModelRequest, ModelResponse, RouteOutcome, SessionStore, Slot, WorkItem,
+    Model, ModelError, ModelRequest, ModelResponse, RouteError, RouteOutcome, SessionStore, Slot, WorkItem,
 };
 
 /// The scripted model, keeping the output cap (`maxTokens`) each call asked for.
@@ -190,21 +190,63 @@ async fn a_queued_message_is_logged_in_the_enqueues_database_call_and_once_when_
         log.into_iter().filter(|m| m.direction == "inbound").map(|m| m.text).collect()
     };
     // a routed message, once the tenant, its triggers, agent and day's tokens are in memory: the
-    // admission, then the log and the enqueue together
+    // admission's counts, the log and the enqueue in one database call
     let first = w.event("c-0", "warming up");
     w.embedded.ingest(&first).await.unwrap();
     let e = w.event("c-1", "hello");
     let calls = w.embedded.store.db_calls();
     assert!(matches!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
-    assert_eq!(w.embedded.store.db_calls() - calls, 2, "admission, then log + enqueue");
+    assert_eq!(w.embedded.store.db_calls() - calls, 1, "counts, log and enqueue together");
     assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap()), ["hello"]);
-    // the same event again: queued and logged once
+    // the same event again: queued and logged once, and not counted again
     assert!(matches!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::Enqueued { duplicate: true, .. }));
     assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap()), ["hello"]);
+    let third = w.event("c-2", "the third of the minute");
+    assert!(matches!(w.embedded.ingest(&third).await.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
     // a refused message is queued (to be recorded as refused) and logged the same way
-    let refused = w.event("c-2", "anyone?");
+    let refused = w.event("c-3", "anyone?");
     assert_eq!(w.embedded.ingest(&refused).await.unwrap().as_str(), "rate_limited");
-    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-2", 10).await.unwrap()), ["anyone?"]);
+    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-3", 10).await.unwrap()), ["anyone?"]);
+    // and a repeated refused event is found queued (as refused: its record says so), not counted
+    // or refused again
+    let again = w.embedded.ingest(&refused).await.unwrap();
+    assert!(matches!(again, RouteOutcome::Enqueued { duplicate: true, .. }), "{again:?}");
+    assert_eq!(inbound(w.embedded.store.messages(&w.tenant, "c-3", 10).await.unwrap()), ["anyone?"]);
+}
+
+#[tokio::test]
+async fn a_message_whose_enqueue_fails_keeps_no_count_and_no_session_slot() {
+    let mut w = World::new(limits(3, 1_000_000, OnLimit::Nothing)).await;
+    let warm = w.event("c-0", "warming up");
+    w.embedded.ingest(&warm).await.unwrap();
+    // the queue's table refuses every new item (what a full disk or a broken file would do to the
+    // enqueue, after the counts were taken in the same transaction)
+    let file = w._dir.path().join("switchboard.db");
+    let raw = rusqlite::Connection::open(&file).unwrap();
+    raw.execute_batch(
+        "CREATE TRIGGER refuse_items BEFORE INSERT ON queue_items BEGIN SELECT RAISE(ABORT, 'no room'); END;",
+    )
+    .unwrap();
+    let counted = |raw: &rusqlite::Connection| -> (i64, i64) {
+        let count = raw.query_row(
+            "SELECT coalesce(sum(count), 0) FROM tenant_counters WHERE window_key LIKE 'MIN#%'",
+            [],
+            |r| r.get(0),
+        );
+        let slots = raw.query_row("SELECT count(*) FROM session_slots WHERE conversation_id = 'c-1'", [], |r| r.get(0));
+        (count.unwrap(), slots.unwrap())
+    };
+    assert_eq!(counted(&raw), (1, 0));
+    let e = w.event("c-1", "hello");
+    let failed = w.embedded.ingest(&e).await;
+    assert!(matches!(failed, Err(RouteError::Queue(ref q)) if q.message.contains("no room")), "{failed:?}");
+    // then nothing of the message is kept: no count, no slot, no line in the log
+    assert_eq!(counted(&raw), (1, 0));
+    assert!(w.embedded.store.messages(&w.tenant, "c-1", 10).await.unwrap().is_empty());
+    // and once the queue takes items again, the same event is admitted, counted once
+    raw.execute_batch("DROP TRIGGER refuse_items").unwrap();
+    assert!(matches!(w.embedded.ingest(&e).await.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
+    assert_eq!(counted(&raw), (2, 1));
 }
 
 #[tokio::test]

@@ -15,8 +15,8 @@ use switchboard_domain::{
 };
 use tracing::{debug, info, warn};
 
-use crate::limits::{Admission, Limits};
-use crate::ports::{ConfigStore, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
+use crate::limits::{Admission, AdmitStep, Limits};
+use crate::ports::{ConfigStore, CountAndEnqueue, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
 use crate::ports::{QueueError, StoreError};
 
 /// What the router did with an event.
@@ -218,43 +218,8 @@ impl Intake {
             from = position + 1;
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let (refused, day_tokens) = match &self.limits {
-                        Some(limits) => match limits.admit(tenant, &d.conversation_id, likely_held, true).await? {
-                            Admission::Admitted(day) => (None, Some(day)),
-                            Admission::HumanOwned { session_id, agent_id } => {
-                                return self.to_human(event, session_id, agent_id).await;
-                            }
-                            Admission::Refused(r) => {
-                                // The day's tokens are checked before the owner is read: a
-                                // human's conversation is not refused for the agents' budget.
-                                if in_admission
-                                    && r.limit == LimitName::TokensPerDay
-                                    && let Some(human) = self.human_owner(event).await?
-                                {
-                                    return self.to_human(event, human.session_id, human.agent_id).await;
-                                }
-                                (Some(r), None)
-                            }
-                        },
-                        None => (None, None),
-                    };
-                    let limit = refused.as_ref().map(|r| r.limit);
-                    let item =
-                        WorkItem { day_tokens, ..work_item(event, agent.agent_id, Some(trigger.trigger_id), refused) };
-                    let outcome = self.queue.enqueue(&item).await?;
-                    if outcome == Enqueued::Duplicate {
-                        info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
-                    }
-                    if let Some(limit) = limit {
-                        info!(conversation_id = %d.conversation_id, limit = limit.as_str(), "a tenant limit refused the message; recorded, not run");
-                        let duplicate = outcome == Enqueued::Duplicate;
-                        return Ok(RouteOutcome::Limited { agent_id: agent.agent_id, limit, duplicate });
-                    }
-                    return Ok(RouteOutcome::Enqueued {
-                        trigger_id: trigger.trigger_id,
-                        agent_id: agent.agent_id,
-                        duplicate: outcome == Enqueued::Duplicate,
-                    });
+                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id), None);
+                    return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
                 // next trigger in priority order may still answer.
@@ -268,6 +233,63 @@ impl Intake {
         }
         info!(conversation_id = %d.conversation_id, triggers = triggers.len(), "no active trigger matched; not answered");
         Ok(RouteOutcome::NoMatch)
+    }
+
+    /// Queues `item` (a message the trigger's agent will answer), admitted by the tenant's limits
+    /// if it has them: counted and queued in one step where the queue can, refused with a record
+    /// otherwise (its place in the conversation kept), or queued for the human who owns the
+    /// conversation.
+    async fn admit_and_enqueue(
+        &self,
+        event: &InboundEvent,
+        tenant: &Tenant,
+        item: WorkItem,
+        trigger_id: TriggerId,
+        likely_held: Option<bool>,
+    ) -> Result<RouteOutcome, RouteError> {
+        let d = &event.detail;
+        let agent_id = item.agent_id;
+        let duplicate = |outcome: Enqueued| {
+            let repeat = outcome == Enqueued::Duplicate;
+            if repeat {
+                info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+            }
+            repeat
+        };
+        let enqueued = |outcome| RouteOutcome::Enqueued { trigger_id, agent_id, duplicate: duplicate(outcome) };
+        let Some(limits) = &self.limits else {
+            return Ok(enqueued(self.queue.enqueue(&item).await?));
+        };
+        let admission = match limits.prepare(tenant, &d.conversation_id, likely_held, true).await? {
+            AdmitStep::Decided(admission) => admission,
+            AdmitStep::Count(counting) => {
+                let counted = WorkItem { day_tokens: Some(counting.day_tokens()), ..item.clone() };
+                match self.queue.count_and_enqueue(limits.counters(), &counting.ask(), &counted).await? {
+                    CountAndEnqueue::Enqueued(outcome) => return Ok(enqueued(outcome)),
+                    CountAndEnqueue::NotCounted(admit) => limits.conclude(tenant, &counting, admit).await?,
+                }
+            }
+        };
+        let refused = match admission {
+            // Not from `conclude` after `NotCounted`; kept whole all the same.
+            Admission::Admitted(day) => {
+                return Ok(enqueued(self.queue.enqueue(&WorkItem { day_tokens: Some(day), ..item }).await?));
+            }
+            Admission::HumanOwned { session_id, agent_id } => return self.to_human(event, session_id, agent_id).await,
+            Admission::Refused(r) => r,
+        };
+        // The day's tokens are checked before the owner is read: a human's conversation is not
+        // refused for the agents' budget.
+        if limits.sees_human_owner()
+            && refused.limit == LimitName::TokensPerDay
+            && let Some(human) = self.human_owner(event).await?
+        {
+            return self.to_human(event, human.session_id, human.agent_id).await;
+        }
+        let limit = refused.limit;
+        let outcome = self.queue.enqueue(&WorkItem { refused: Some(refused), ..item }).await?;
+        info!(conversation_id = %d.conversation_id, limit = limit.as_str(), "a tenant limit refused the message; recorded, not run");
+        Ok(RouteOutcome::Limited { agent_id, limit, duplicate: duplicate(outcome) })
     }
 
     /// The conversation's newest session, if a human operator owns it.

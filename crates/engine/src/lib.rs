@@ -29,7 +29,7 @@ pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::operator::OperatorReply;
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
-pub use limits::{Admission, Limits};
+pub use limits::{Admission, AdmitStep, Counting, Limits};
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
 

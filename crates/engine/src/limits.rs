@@ -36,6 +36,57 @@ pub enum Admission {
     },
 }
 
+/// [`Limits::prepare`]'s answer.
+#[derive(Debug)]
+pub enum AdmitStep {
+    /// Decided without the counts (the day's tokens are spent).
+    Decided(Admission),
+    /// The counts are to be taken.
+    Count(Counting),
+}
+
+/// An admission the day's tokens allow, waiting for the counts: a conversation's session slot and
+/// one more invocation of the minute.
+#[derive(Debug, Clone)]
+pub struct Counting {
+    tenant: TenantId,
+    conversation: String,
+    sessions: u64,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    minute_key: String,
+    window: String,
+    limit: u64,
+    reopens: DateTime<Utc>,
+    likely_held: Option<bool>,
+    unless_human: bool,
+    day: DayTokens,
+}
+
+impl Counting {
+    /// What the counters are asked.
+    pub fn ask(&self) -> SlotAndCount<'_> {
+        SlotAndCount {
+            tenant: &self.tenant,
+            conversation: &self.conversation,
+            sessions: self.sessions,
+            now: self.now,
+            until: self.until,
+            window: &self.window,
+            limit: self.limit,
+            // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
+            expires: self.reopens + Duration::minutes(1),
+            likely_held: self.likely_held,
+            unless_human: self.unless_human,
+        }
+    }
+
+    /// What the day's token limit leaves of the day for the work, once admitted.
+    pub fn day_tokens(&self) -> DayTokens {
+        self.day
+    }
+}
+
 #[derive(Clone)]
 pub struct Limits {
     counters: Arc<dyn Counters>,
@@ -118,6 +169,25 @@ impl Limits {
         likely_held: Option<bool>,
         unless_human: bool,
     ) -> Result<Admission, StoreError> {
+        match self.prepare(tenant, conversation, likely_held, unless_human).await? {
+            AdmitStep::Decided(admission) => Ok(admission),
+            AdmitStep::Count(counting) => {
+                let admit = self.counters.hold_slot_and_take(&counting.ask()).await?;
+                self.conclude(tenant, &counting, admit).await
+            }
+        }
+    }
+
+    /// [`Limits::admit`] up to the counts: what the day's tokens decide, or what to ask the
+    /// counters ([`Counting::ask`]; then [`Limits::conclude`] with their answer). For a caller that
+    /// takes the counts together with another write ([`crate::WorkQueue::count_and_enqueue`]).
+    pub async fn prepare(
+        &self,
+        tenant: &Tenant,
+        conversation: &str,
+        likely_held: Option<bool>,
+        unless_human: bool,
+    ) -> Result<AdmitStep, StoreError> {
         let now = self.clock.now();
         let limits = &tenant.limits;
         let today = now.date_naive();
@@ -125,44 +195,51 @@ impl Limits {
         if used >= limits.tokens_per_day {
             let reopens = (today + Duration::days(1)).and_time(chrono::NaiveTime::MIN).and_utc();
             let window = format!("DAY#{today}");
-            return self.refuse(tenant, LimitName::TokensPerDay, limits.tokens_per_day, &window, now, reopens).await;
+            let refused =
+                self.refuse(tenant, LimitName::TokensPerDay, limits.tokens_per_day, &window, now, reopens).await?;
+            return Ok(AdmitStep::Decided(refused));
         }
         let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
-        let minute_key = minute.format("%Y-%m-%dT%H:%M");
-        let sessions = u64::from(limits.concurrent_sessions);
-        let until = now + Duration::minutes(i64::from(limits.session_idle_minutes));
-        let t = &tenant.tenant_id;
-        let reopens = minute + Duration::minutes(1);
-        let window = format!("MIN#{minute_key}");
-        let limit = u64::from(limits.invocations_per_minute);
-        let ask = SlotAndCount {
-            tenant: t,
-            conversation,
-            sessions,
+        let minute_key = minute.format("%Y-%m-%dT%H:%M").to_string();
+        Ok(AdmitStep::Count(Counting {
+            tenant: tenant.tenant_id.clone(),
+            conversation: conversation.to_owned(),
+            sessions: u64::from(limits.concurrent_sessions),
             now,
-            until,
-            window: &window,
-            limit,
-            // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
-            expires: reopens + Duration::minutes(1),
+            until: now + Duration::minutes(i64::from(limits.session_idle_minutes)),
+            window: format!("MIN#{minute_key}"),
+            minute_key,
+            limit: u64::from(limits.invocations_per_minute),
+            reopens: minute + Duration::minutes(1),
             likely_held,
             unless_human,
-        };
-        match self.counters.hold_slot_and_take(&ask).await? {
-            Admit::Counted => {
-                return Ok(Admission::Admitted(DayTokens { day: today, left: limits.tokens_per_day - used }));
-            }
+            day: DayTokens { day: today, left: limits.tokens_per_day - used },
+        }))
+    }
+
+    /// The admission, given what the counters answered to `counting`'s ask.
+    pub async fn conclude(&self, tenant: &Tenant, counting: &Counting, admit: Admit) -> Result<Admission, StoreError> {
+        let (t, now, minute_key) = (&tenant.tenant_id, counting.now, &counting.minute_key);
+        match admit {
+            Admit::Counted => return Ok(Admission::Admitted(counting.day)),
             Admit::HumanOwned { session_id, agent_id } => return Ok(Admission::HumanOwned { session_id, agent_id }),
             Admit::SessionsFull { frees_at } => {
                 let window = format!("SES#{minute_key}");
                 let reopens = frees_at.max(now);
+                let sessions = counting.sessions;
                 return self.refuse(tenant, LimitName::ConcurrentSessions, sessions, &window, now, reopens).await;
             }
             // A slot taken for this message is given back: the message does not run.
-            Admit::CountFull { took_slot: true } => self.release(t, conversation).await,
+            Admit::CountFull { took_slot: true } => self.release(t, &counting.conversation).await,
             Admit::CountFull { took_slot: false } => {}
         }
-        self.refuse(tenant, LimitName::InvocationsPerMinute, limit, &window, now, reopens).await
+        let (limit, window, reopens) = (counting.limit, &counting.window, counting.reopens);
+        self.refuse(tenant, LimitName::InvocationsPerMinute, limit, window, now, reopens).await
+    }
+
+    /// The counters this admits with.
+    pub fn counters(&self) -> &dyn Counters {
+        self.counters.as_ref()
     }
 
     /// Frees the conversation's session slot (its session ended or went to a human). A failure

@@ -94,34 +94,85 @@ impl Counters for SqliteStore {
     /// is given back before anyone sees it. With `unless_human`, the conversation's owner is
     /// read first in the same call.
     async fn hold_slot_and_take(&self, ask: &SlotAndCount<'_>) -> Result<Admit, StoreError> {
-        let (t, conv, w) = (ask.tenant.to_string(), ask.conversation.to_owned(), ask.window.to_owned());
-        let (now, until, expires) =
-            (ask.now.timestamp_millis(), ask.until.timestamp_millis(), ask.expires.timestamp_millis());
-        let (sessions, limit) =
-            (i64::try_from(ask.sessions).unwrap_or(i64::MAX), i64::try_from(ask.limit).unwrap_or(i64::MAX));
-        let counted_at = self.clock.now().timestamp_millis();
-        let unless_human = ask.unless_human;
-        let outcome = self
+        let counts = self.counts(ask);
+        let taken = self
             .db
             .call(move |c| {
-                if unless_human && let Some(owner) = human_owner(c, &t, &conv)? {
-                    return Ok(Taken::Human(owner.0, owner.1));
-                }
                 let tx = atomic(c)?;
-                let (slot, frees_at) = hold_in(&tx, &t, &conv, sessions, now, until)?;
-                let Some(new) = slot else {
-                    return Ok(Taken::SessionsFull(frees_at));
-                };
-                let counted = take_in(&tx, &t, &w, counted_at, expires, limit)?;
-                if !counted && new {
-                    release_in(&tx, &t, &conv)?;
+                let taken = counts.take(&tx)?;
+                // Full: nothing kept, not even the idle slots freed on the way (they stay held).
+                if !matches!(taken, Taken::SessionsFull(_)) {
+                    tx.commit()?;
                 }
-                tx.commit()?;
-                Ok(Taken::Counted(counted))
+                Ok(taken)
             })
             .await
             .map_err(store_err)?;
-        Ok(match outcome {
+        self.admit_of(taken)
+    }
+}
+
+/// An admission's counts, to take in a database call ([`Counts::take`]).
+#[derive(Debug)]
+pub(crate) struct Counts {
+    tenant: String,
+    conversation: String,
+    window: String,
+    now: i64,
+    until: i64,
+    expires: i64,
+    sessions: i64,
+    limit: i64,
+    counted_at: i64,
+    unless_human: bool,
+}
+
+impl Counts {
+    /// Renews or takes the conversation's slot, then counts one in the window (a slot taken
+    /// for a count that is refused is given back). With `unless_human`, the conversation's owner
+    /// is read first. No savepoint of its own: the caller keeps the writes or undoes them (all
+    /// of them when every slot is held).
+    pub(crate) fn take(&self, c: &Connection) -> Result<Taken, DbError> {
+        let (t, conv) = (self.tenant.as_str(), self.conversation.as_str());
+        if self.unless_human
+            && let Some(owner) = human_owner(c, t, conv)?
+        {
+            return Ok(Taken::Human(owner.0, owner.1));
+        }
+        let (slot, frees_at) = hold_in(c, t, conv, self.sessions, self.now, self.until)?;
+        let Some(new) = slot else {
+            return Ok(Taken::SessionsFull(frees_at));
+        };
+        let counted = take_in(c, t, &self.window, self.counted_at, self.expires, self.limit)?;
+        if !counted && new {
+            release_in(c, t, conv)?;
+        }
+        Ok(Taken::Counted(counted))
+    }
+}
+
+impl SqliteStore {
+    /// What [`Counters::hold_slot_and_take`] takes for `ask`, to take inside another database
+    /// call (the embedded intake takes them with the enqueue: see `crate::runtime`); its answer
+    /// is [`SqliteStore::admit_of`] what [`Counts::take`] found.
+    pub(crate) fn counts(&self, ask: &SlotAndCount<'_>) -> Counts {
+        Counts {
+            tenant: ask.tenant.to_string(),
+            conversation: ask.conversation.to_owned(),
+            window: ask.window.to_owned(),
+            now: ask.now.timestamp_millis(),
+            until: ask.until.timestamp_millis(),
+            expires: ask.expires.timestamp_millis(),
+            sessions: i64::try_from(ask.sessions).unwrap_or(i64::MAX),
+            limit: i64::try_from(ask.limit).unwrap_or(i64::MAX),
+            counted_at: self.clock.now().timestamp_millis(),
+            unless_human: ask.unless_human,
+        }
+    }
+
+    /// What [`Counts::take`] found, as the counters answer it.
+    pub(crate) fn admit_of(&self, taken: Taken) -> Result<Admit, StoreError> {
+        Ok(match taken {
             Taken::Counted(true) => Admit::Counted,
             Taken::Counted(false) => Admit::CountFull { took_slot: false },
             Taken::SessionsFull(frees_at) => Admit::SessionsFull { frees_at: self.instant(frees_at) },
@@ -135,8 +186,9 @@ impl Counters for SqliteStore {
     }
 }
 
-/// What one admission call on the database thread found.
-enum Taken {
+/// What one admission's counts found.
+#[derive(Debug)]
+pub(crate) enum Taken {
     Counted(bool),
     SessionsFull(Option<i64>),
     /// The human's session and the agent it came from.

@@ -27,6 +27,7 @@ use switchboard_engine::{Clock, StoreError};
 
 use crate::db::{Db, DbError};
 
+pub(crate) use counters::Taken;
 pub use schema::{
     ACTIVITY, LEANER_MESSAGES, MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, SLOT_COUNTS, TENANT_LIMITS,
     TENANT_STATUS, USAGE,

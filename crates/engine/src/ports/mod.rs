@@ -29,7 +29,7 @@ pub use events::{BusError, EventBus, EventLog, PushTicket, PushTickets};
 pub use metrics::{Metrics, NoMetrics, tool_calls};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink, ToolSpec};
 pub use progress::{Follower, Progress, TurnEvent};
-pub use queue::{DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
+pub use queue::{CountAndEnqueue, DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
 pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart};
 pub use store::{Page, StoreError};
 pub use webhooks::{

@@ -4,6 +4,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use switchboard_domain::{AgentId, Refusal, TenantId, TriggerId};
 
+use super::{Admit, Counters, SlotAndCount, StoreError};
+
 /// A unit of agent work: one inbound message for one conversation.
 ///
 /// Unknown fields are ignored, not refused: during a deploy an older executor may read an item a
@@ -86,6 +88,34 @@ pub trait WorkQueue: Send + Sync {
     /// Enqueues `item` in its conversation's group ([`WorkItem::group_id`]), deduplicated on
     /// [`WorkItem::dedup_id`] (its source id, scoped by its tenant).
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError>;
+
+    /// Takes the admission's count for `item` ([`Counters::hold_slot_and_take`] with `ask`) and,
+    /// when it counted, enqueues `item`: what event intake does with a message an agent will
+    /// answer. The default makes the two calls in turn (the AWS profile: a DynamoDB transaction,
+    /// then SQS). A queue kept in the same database as the counts (the embedded profile) does both
+    /// in one transaction instead, looking for a duplicate first: then a repeated event is not
+    /// counted again, and no count is kept for an item that was not queued.
+    async fn count_and_enqueue(
+        &self,
+        counters: &dyn Counters,
+        ask: &SlotAndCount<'_>,
+        item: &WorkItem,
+    ) -> Result<CountAndEnqueue, QueueError> {
+        match counters.hold_slot_and_take(ask).await.map_err(QueueError::from_store)? {
+            Admit::Counted => Ok(CountAndEnqueue::Enqueued(self.enqueue(item).await?)),
+            refused => Ok(CountAndEnqueue::NotCounted(refused)),
+        }
+    }
+}
+
+/// What [`WorkQueue::count_and_enqueue`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountAndEnqueue {
+    /// Counted and queued, or found queued already ([`Enqueued::Duplicate`], which a queue that
+    /// looks first has not counted).
+    Enqueued(Enqueued),
+    /// Not counted (never [`Admit::Counted`]): nothing queued.
+    NotCounted(Admit),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +123,13 @@ pub trait WorkQueue: Send + Sync {
 pub struct QueueError {
     pub message: String,
     pub retryable: bool,
+}
+
+impl QueueError {
+    /// A store's failure met while queueing (the counts taken with an enqueue).
+    pub fn from_store(e: StoreError) -> Self {
+        Self { retryable: e.retryable(), message: e.to_string() }
+    }
 }
 
 #[cfg(test)]
