@@ -134,7 +134,84 @@ impl QueueError {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use chrono::{DateTime, Utc};
+
     use super::*;
+    use crate::ports::{NoCounters, Slot};
+
+    /// Counts as `NoCounters` does, but the minute's count is full.
+    struct FullMinute;
+
+    #[async_trait]
+    impl Counters for FullMinute {
+        async fn take(&self, _: &TenantId, _: &str, _: u64, _: DateTime<Utc>) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        async fn first(&self, _: &TenantId, _: &str, _: DateTime<Utc>) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        async fn hold_slot(
+            &self,
+            _: &TenantId,
+            _: &str,
+            _: u64,
+            _: DateTime<Utc>,
+            _: DateTime<Utc>,
+        ) -> Result<Slot, StoreError> {
+            Ok(Slot::Held { new: false })
+        }
+        async fn release_slot(&self, _: &TenantId, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// The source ids enqueued.
+    #[derive(Default)]
+    struct Queued(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl WorkQueue for Queued {
+        async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
+            let mut queued = self.0.lock().unwrap();
+            let seen = queued.contains(&item.source_id);
+            queued.push(item.source_id.clone());
+            Ok(if seen { Enqueued::Duplicate } else { Enqueued::Queued })
+        }
+    }
+
+    #[tokio::test]
+    async fn by_default_the_counts_are_taken_first_and_only_a_counted_item_is_queued() {
+        let item: WorkItem = serde_json::from_value(serde_json::json!({
+            "tenantId": "t-1", "sourceId": "evt-1", "conversationId": "c-1", "messageId": "m-1", "text": "hi",
+            "agentId": "01JD0000SVPP0RT0AGENT00001", "detail": {}
+        }))
+        .unwrap();
+        let now = Utc::now();
+        let ask = SlotAndCount {
+            tenant: &item.tenant_id,
+            conversation: "c-1",
+            sessions: 10,
+            now,
+            until: now,
+            window: "MIN#x",
+            limit: 1,
+            expires: now,
+            likely_held: None,
+            unless_human: true,
+        };
+        let queue = Queued::default();
+        let refused = queue.count_and_enqueue(&FullMinute, &ask, &item).await.unwrap();
+        assert_eq!(refused, CountAndEnqueue::NotCounted(Admit::CountFull { took_slot: false }));
+        assert!(queue.0.lock().unwrap().is_empty(), "nothing queued");
+        let counted = queue.count_and_enqueue(&NoCounters, &ask, &item).await.unwrap();
+        assert_eq!(counted, CountAndEnqueue::Enqueued(Enqueued::Queued));
+        // the default counts a repeat before the queue finds it (two steps, no transaction)
+        let again = queue.count_and_enqueue(&NoCounters, &ask, &item).await.unwrap();
+        assert_eq!(again, CountAndEnqueue::Enqueued(Enqueued::Duplicate));
+        assert_eq!(*queue.0.lock().unwrap(), ["evt-1", "evt-1"]);
+    }
 
     #[test]
     fn an_item_from_a_newer_or_older_writer_still_reads() {
