@@ -291,6 +291,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             r.tally.rejected.load(std::sync::atomic::Ordering::Relaxed)
         );
     }
+    // Closed before the process exits: the log copied into the database file and deleted, so a
+    // kept directory is one file that `serve` opens without replaying anything.
+    let close = crate::serve::CLOSE_TIMEOUT;
+    if !embedded.close(close).await {
+        tracing::warn!(
+            "the database was still in use {} s after the demo; its log is replayed when next opened",
+            close.as_secs()
+        );
+    }
     if let Some(keep) = &args.keep_data {
         println!(
             "Data kept in {} — try: switchboard serve --data-dir {} --scripted-model {dir}/script.json",

@@ -18,7 +18,7 @@ use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
 /// How long a stopping server waits for its database to close (the log's last copy into the file)
 /// once the workers have stopped.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {

@@ -28,6 +28,22 @@ fn run_example(name: &str) -> String {
     stdout
 }
 
+#[test]
+fn a_kept_data_directory_is_left_closed() {
+    let kept = tempfile::tempdir().unwrap();
+    let data = kept.path().join("data");
+    let out = demo(&["--example", "support", "--keep-data", data.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("Data kept in {}", data.display())), "{stdout}");
+    // the database closed before the demo exited: one file, its log copied in and deleted
+    assert!(data.join("switchboard.db").exists());
+    for suffix in ["-wal", "-shm"] {
+        let left = data.join(format!("switchboard.db{suffix}"));
+        assert!(!left.exists(), "{} left behind", left.display());
+    }
+}
+
 /// Asserts that `lines` occur in `stdout` in this order.
 fn in_order(stdout: &str, lines: &[&str]) {
     let mut from = 0;
