@@ -223,6 +223,7 @@ async fn a_message_whose_enqueue_fails_keeps_no_count_and_no_session_slot() {
     // enqueue, after the counts were taken in the same transaction)
     let file = w._dir.path().join("switchboard.db");
     let raw = rusqlite::Connection::open(&file).unwrap();
+    raw.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
     raw.execute_batch(
         "CREATE TRIGGER refuse_items BEFORE INSERT ON queue_items BEGIN SELECT RAISE(ABORT, 'no room'); END;",
     )
