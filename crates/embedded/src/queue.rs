@@ -304,8 +304,10 @@ impl SqliteWorkQueue {
         body: &str,
         with: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
     ) -> Result<(Enqueued, T), QueueError> {
-        let enqueued = self.enqueue_raw_unless(group_id, dedup_id, body, |c, _| with(c).map(Ok)).await?;
-        Ok(enqueued.unwrap_or_else(|never: std::convert::Infallible| match never {}))
+        let Ok(enqueued) = self
+            .enqueue_raw_unless::<_, std::convert::Infallible>(group_id, dedup_id, body, |c, _| with(c).map(Ok))
+            .await?;
+        Ok(enqueued)
     }
 
     /// [`SqliteWorkQueue::enqueue_raw_with`], with `with` told whether the item is new (not a

@@ -243,7 +243,7 @@ impl Intake {
         &self,
         event: &InboundEvent,
         tenant: &Tenant,
-        item: WorkItem,
+        mut item: WorkItem,
         trigger_id: TriggerId,
         likely_held: Option<bool>,
     ) -> Result<RouteOutcome, RouteError> {
@@ -263,10 +263,13 @@ impl Intake {
         let admission = match limits.prepare(tenant, &d.conversation_id, likely_held, true).await? {
             AdmitStep::Decided(admission) => admission,
             AdmitStep::Count(counting) => {
-                let counted = WorkItem { day_tokens: Some(counting.day_tokens()), ..item.clone() };
-                match self.queue.count_and_enqueue(limits.counters(), &counting.ask(), &counted).await? {
+                item.day_tokens = Some(counting.day_tokens());
+                match self.queue.count_and_enqueue(limits.counters(), &counting.ask(), &item).await? {
                     CountAndEnqueue::Enqueued(outcome) => return Ok(enqueued(outcome)),
-                    CountAndEnqueue::NotCounted(admit) => limits.conclude(tenant, &counting, admit).await?,
+                    CountAndEnqueue::NotCounted(admit) => {
+                        item.day_tokens = None;
+                        limits.conclude(tenant, &counting, admit).await?
+                    }
                 }
             }
         };

@@ -54,10 +54,10 @@ pub struct Counting {
     sessions: u64,
     now: DateTime<Utc>,
     until: DateTime<Utc>,
-    minute_key: String,
+    /// The UTC minute counted, and its window's key.
+    minute: DateTime<Utc>,
     window: String,
     limit: u64,
-    reopens: DateTime<Utc>,
     likely_held: Option<bool>,
     unless_human: bool,
     day: DayTokens,
@@ -75,10 +75,15 @@ impl Counting {
             window: &self.window,
             limit: self.limit,
             // Kept a minute past its window, so that a slow clock elsewhere never recounts it.
-            expires: self.reopens + Duration::minutes(1),
+            expires: self.reopens() + Duration::minutes(1),
             likely_held: self.likely_held,
             unless_human: self.unless_human,
         }
+    }
+
+    /// When the minute's count starts over.
+    fn reopens(&self) -> DateTime<Utc> {
+        self.minute + Duration::minutes(1)
     }
 
     /// What the day's token limit leaves of the day for the work, once admitted.
@@ -200,17 +205,15 @@ impl Limits {
             return Ok(AdmitStep::Decided(refused));
         }
         let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
-        let minute_key = minute.format("%Y-%m-%dT%H:%M").to_string();
         Ok(AdmitStep::Count(Counting {
             tenant: tenant.tenant_id.clone(),
             conversation: conversation.to_owned(),
             sessions: u64::from(limits.concurrent_sessions),
             now,
             until: now + Duration::minutes(i64::from(limits.session_idle_minutes)),
-            window: format!("MIN#{minute_key}"),
-            minute_key,
+            window: format!("MIN#{}", minute_key(minute)),
+            minute,
             limit: u64::from(limits.invocations_per_minute),
-            reopens: minute + Duration::minutes(1),
             likely_held,
             unless_human,
             day: DayTokens { day: today, left: limits.tokens_per_day - used },
@@ -219,12 +222,12 @@ impl Limits {
 
     /// The admission, given what the counters answered to `counting`'s ask.
     pub async fn conclude(&self, tenant: &Tenant, counting: &Counting, admit: Admit) -> Result<Admission, StoreError> {
-        let (t, now, minute_key) = (&tenant.tenant_id, counting.now, &counting.minute_key);
+        let (t, now) = (&tenant.tenant_id, counting.now);
         match admit {
             Admit::Counted => return Ok(Admission::Admitted(counting.day)),
             Admit::HumanOwned { session_id, agent_id } => return Ok(Admission::HumanOwned { session_id, agent_id }),
             Admit::SessionsFull { frees_at } => {
-                let window = format!("SES#{minute_key}");
+                let window = format!("SES#{}", minute_key(counting.minute));
                 let reopens = frees_at.max(now);
                 let sessions = counting.sessions;
                 return self.refuse(tenant, LimitName::ConcurrentSessions, sessions, &window, now, reopens).await;
@@ -233,7 +236,7 @@ impl Limits {
             Admit::CountFull { took_slot: true } => self.release(t, &counting.conversation).await,
             Admit::CountFull { took_slot: false } => {}
         }
-        let (limit, window, reopens) = (counting.limit, &counting.window, counting.reopens);
+        let (limit, window, reopens) = (counting.limit, &counting.window, counting.reopens());
         self.refuse(tenant, LimitName::InvocationsPerMinute, limit, window, now, reopens).await
     }
 
@@ -285,4 +288,9 @@ impl Limits {
         }
         Ok(Admission::Refused(refusal))
     }
+}
+
+/// A UTC minute as the counters' windows name it.
+fn minute_key(minute: DateTime<Utc>) -> String {
+    minute.format("%Y-%m-%dT%H:%M").to_string()
 }
