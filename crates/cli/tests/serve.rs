@@ -465,3 +465,19 @@ async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
     let res = reqwest::Client::new().get(at(&server, "/metrics")).bearer_auth(tenant).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 404);
 }
+
+/// The binary's relative relocations are packed (`crates/cli/build.rs`) where this host's glibc
+/// reads the format: the loader reads ~10 KB of them at every start instead of ~960 KB, which
+/// stayed resident. On an older glibc the binary must not need it (it would not start).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_binary_packs_its_relative_relocations_where_glibc_reads_them() {
+    let getconf = std::process::Command::new("getconf").arg("GNU_LIBC_VERSION").output().unwrap();
+    let version = String::from_utf8(getconf.stdout).unwrap();
+    let (major, minor) = version.trim().trim_start_matches("glibc ").split_once('.').unwrap();
+    let minor = minor.split('.').next().unwrap();
+    let reads_relr = (major.parse::<u32>().unwrap(), minor.parse::<u32>().unwrap()) >= (2, 36);
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_switchboard")).unwrap();
+    let needs_relr = binary.windows(b"GLIBC_ABI_DT_RELR".len()).any(|w| w == b"GLIBC_ABI_DT_RELR");
+    assert_eq!(needs_relr, reads_relr, "{version}: linked with -z pack-relative-relocs = {needs_relr}");
+}
