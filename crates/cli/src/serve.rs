@@ -44,8 +44,9 @@ pub struct ServeArgs {
     /// The model of agents that name none (the brief's `DefaultModelId`), e.g. `ollama:llama3.1`.
     #[arg(long, env = "SWITCHBOARD_DEFAULT_MODEL_ID", value_name = "REF")]
     default_model: Option<String>,
-    /// Worker tasks draining the queue.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// Worker tasks draining the queue: how many conversations' turns run (and wait on their
+    /// models) at once.
+    #[arg(long, default_value_t = switchboard_embedded::DEFAULT_WORKERS, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
     /// Seconds an item stays invisible while a worker has it; after that (say the process died)
     /// it is delivered again.

@@ -21,7 +21,7 @@ pub use conversations::LocalConversations;
 pub use db::Db;
 pub use metrics::PrometheusMetrics;
 pub use queue::{QueueConfig, SqliteWorkQueue};
-pub use runtime::{Embedded, EmbeddedOptions};
+pub use runtime::{DEFAULT_WORKERS, Embedded, EmbeddedOptions};
 pub use scripted::{SCRIPTED_MODEL_ID, ScriptedModel};
 pub use secrets::FileSecrets;
 pub use store::SqliteStore;

@@ -27,6 +27,13 @@ use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "switchboard.db";
 
+/// Worker tasks by default. A worker holds one conversation's turn for as long as its model and
+/// tools take — seconds with a real model — so the pool is how many turns wait on models at once:
+/// with 4 workers and a model answering in 0.5 s, `serve` ran 7.4 messages a second; with 32, 60.
+/// A worker costs nothing while it waits, and the scripted pipeline runs the same with 4 or 64
+/// (docs/benchmarks.md, "Workers wait on models"; docs/decisions.md, "Workers").
+pub const DEFAULT_WORKERS: u16 = 32;
+
 #[derive(Clone)]
 pub struct EmbeddedOptions {
     /// Worker tasks draining the queue (different conversations run in parallel).
@@ -58,7 +65,7 @@ impl std::fmt::Debug for EmbeddedOptions {
 impl Default for EmbeddedOptions {
     fn default() -> Self {
         Self {
-            workers: 4,
+            workers: usize::from(DEFAULT_WORKERS),
             queue: QueueConfig::default(),
             idle_poll: Duration::from_millis(500),
             webhooks: Arc::new(NoWebhooks),

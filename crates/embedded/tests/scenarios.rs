@@ -1131,3 +1131,41 @@ async fn a_caller_waiting_for_its_message_gets_the_record_as_stored_and_a_repeat
     assert_eq!(again, Some(stored));
     w.embedded.shutdown().await;
 }
+
+/// Answers only once `n` calls wait on it at the same time (then as the scripted test double).
+struct Gathering {
+    together: tokio::sync::Barrier,
+    scripted: ScriptedModel,
+}
+
+#[async_trait]
+impl Model for Gathering {
+    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.together.wait().await;
+        self.scripted.converse(request).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_pool_waits_on_as_many_models_at_once_as_it_has_workers() {
+    use switchboard_engine::Ingest;
+    // given a model that answers nobody until every default worker is waiting on it
+    let n = usize::from(switchboard_embedded::DEFAULT_WORKERS);
+    let scripted = ScriptedModel::from_json(&says("on its way").to_string()).unwrap();
+    let model = Arc::new(Gathering { together: tokio::sync::Barrier::new(n), scripted });
+    let mut w = World::with_model(&default_bundle(json!({})), model).await;
+    w.embedded.start_workers();
+    // when as many conversations write at once (a smaller pool would leave them all waiting,
+    // and each wait would end without its record)
+    let events: Vec<InboundEvent> = (0..n).map(|i| w.event(&format!("c-{i}"), "where is it?")).collect();
+    let wait = std::time::Duration::from_secs(60);
+    let answers = futures::future::join_all(events.iter().map(|e| w.embedded.ingest_and_wait(e, wait))).await;
+    // then every turn ran, all of them at the same time
+    for (e, answer) in events.iter().zip(answers) {
+        let (outcome, record) = answer.unwrap();
+        assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+        let record = record.unwrap_or_else(|| panic!("{}: no record within the wait", e.id));
+        assert_eq!(record.status, ExecutionStatus::Success);
+    }
+    w.embedded.shutdown().await;
+}
