@@ -28,7 +28,9 @@
 //! overlap keep group commit; a caller alone (one conversation at a time, a CLI command, a test)
 //! pays no hand-off. The order of one caller's calls is kept either way: a call runs on its
 //! caller's thread only when no earlier call is still queued. Such a call blocks its (async)
-//! caller's thread for the call's duration, as a hand-off would block its task.
+//! caller's thread for the call's duration, as a hand-off would block its task — but never for
+//! another connection's write lock (another process writing the same file): a call that finds it
+//! held goes to the thread, which waits for it up to [`BUSY_TIMEOUT`].
 //!
 //! # Checkpoints
 //!
@@ -92,6 +94,10 @@ pub enum Calls {
 /// than 2 KiB (docs/benchmarks.md, "Smaller pages"). A database made with other pages keeps
 /// them: SQLite sets the page size only before the first write.
 pub const PAGE_SIZE: u32 = 2048;
+
+/// How long a call on the database thread waits for another connection's write lock (another
+/// process writing to the same file) before it fails as busy, and retryable.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// KiB of pages the database connection keeps in its own cache (SQLite's default is 2,000 KiB).
 /// The file's pages stay in the kernel's page cache as well, so a page missed here costs a `pread`
@@ -260,7 +266,7 @@ impl Db {
         // may lose the last transactions.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         // Negative: a size in KiB, whatever the page size.
         conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)?;
         // Every statement the store and the queue run stays prepared (the default keeps 16).
@@ -335,8 +341,13 @@ impl Db {
         if pending() {
             return company(f);
         }
+        let began = match begin_without_waiting(&conn) {
+            // Another connection writes: the thread waits for it, not this caller's thread.
+            Err(e) if is_busy(&e) => return company(f),
+            began => began.is_ok(),
+        };
         shared.inline.fetch_add(1, Ordering::Relaxed);
-        Ok(run_alone(&mut conn, f))
+        Ok(run_alone(&mut conn, began, f))
     }
 
     /// Sends `f` to the database thread; its answer once the group it ran in has committed.
@@ -580,9 +591,31 @@ fn commit(conn: &Connection) -> Result<(), DbError> {
 
 /// One call in a transaction of its own, on the caller's thread (see the module docs): what a
 /// group of one would answer.
-fn run_alone<T>(conn: &mut Connection, f: impl FnOnce(&mut Connection) -> Result<T, DbError>) -> Result<T, DbError> {
+/// `BEGIN IMMEDIATE`, failing at once as busy when another connection holds the write lock
+/// instead of sleeping in SQLite's busy handler for up to [`BUSY_TIMEOUT`]: on a caller's
+/// (runtime) thread that sleep would stall every task the thread runs.
+fn begin_without_waiting(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::ZERO)?;
+    let began = exec(conn, "BEGIN IMMEDIATE");
+    if let Err(e) = conn.busy_timeout(BUSY_TIMEOUT) {
+        tracing::warn!(error = %e, "the database's busy timeout could not be set back");
+    }
+    began
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy)
+}
+
+/// Runs `f` on the caller's thread in the transaction [`begin_without_waiting`] began (`began`),
+/// and commits it.
+fn run_alone<T>(
+    conn: &mut Connection,
+    began: bool,
+    f: impl FnOnce(&mut Connection) -> Result<T, DbError>,
+) -> Result<T, DbError> {
     let panicked = || DbError::Task("the database call panicked".into());
-    if exec(conn, "BEGIN IMMEDIATE").is_err() {
+    if !began {
         // No write lock: the call meets the error itself, as on the thread.
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn)));
         if result.is_err() && !conn.is_autocommit() {
@@ -792,6 +825,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_that_finds_another_connection_writing_waits_on_the_database_thread_not_its_callers() {
+        let (dir, db) = open_quiet().await;
+        // another connection (another process, as far as SQLite can tell) holds the write lock
+        let other = Connection::open(dir.path().join("t.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1);").unwrap();
+        // the call returns at once, sent to the database thread, which waits for the lock: on
+        // this thread it would sleep in SQLite's busy handler, then fail as busy before the other
+        // connection could commit
+        let call = db.call(|c| {
+            c.execute("INSERT INTO t VALUES (2)", [])?;
+            Ok(std::thread::current().name().unwrap_or("unnamed").to_owned())
+        });
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(call.await.unwrap(), "switchboard-db");
+        assert_eq!(values(&db).await.unwrap(), [1, 2]);
+        // and the busy timeout the thread waits with is back in place for the next calls
+        let timeout: i64 = db.call(|c| Ok(c.pragma_query_value(None, "busy_timeout", |r| r.get(0))?)).await.unwrap();
+        assert_eq!(timeout, i64::try_from(BUSY_TIMEOUT.as_millis()).unwrap());
+    }
+
+    #[tokio::test]
     async fn a_lone_calls_first_unit_is_its_transaction_and_undoing_it_keeps_what_follows() {
         let (_dir, db) = open_quiet().await;
         let commits = db.commits().0;
@@ -883,16 +937,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_on_its_callers_thread_without_the_write_lock_meets_the_error_itself() {
+    async fn a_call_that_cannot_have_the_write_lock_meets_the_error_itself() {
         let (dir, db) = open_quiet().await;
-        // Another connection holds the write lock past the busy timeout (five seconds).
+        // Another connection holds the write lock past the busy timeout (five seconds): the call,
+        // though the database was quiet, goes to the thread, which waits that long, then runs it
+        // outside a transaction.
         let other = wal_connection(&dir.path().join("t.db")).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let (thread, outside) = db
             .call(|c| Ok((std::thread::current().name().unwrap_or("unnamed").to_owned(), c.is_autocommit())))
             .await
             .unwrap();
-        assert_ne!(thread, "switchboard-db");
+        assert_eq!(thread, "switchboard-db");
         assert!(outside, "the call ran outside a transaction, as on the thread");
         other.execute_batch("ROLLBACK").unwrap();
         db.call(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)).await.unwrap();
