@@ -589,8 +589,6 @@ fn commit(conn: &Connection) -> Result<(), DbError> {
     })
 }
 
-/// One call in a transaction of its own, on the caller's thread (see the module docs): what a
-/// group of one would answer.
 /// `BEGIN IMMEDIATE`, failing at once as busy when another connection holds the write lock
 /// instead of sleeping in SQLite's busy handler for up to [`BUSY_TIMEOUT`]: on a caller's
 /// (runtime) thread that sleep would stall every task the thread runs.
@@ -607,8 +605,8 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy)
 }
 
-/// Runs `f` on the caller's thread in the transaction [`begin_without_waiting`] began (`began`),
-/// and commits it.
+/// One call in a transaction of its own, on the caller's thread (see the module docs): what a
+/// group of one would answer. `began`: whether [`begin_without_waiting`] began the transaction.
 fn run_alone<T>(
     conn: &mut Connection,
     began: bool,
