@@ -737,13 +737,30 @@ fn same_error(e: &DbError) -> DbError {
     }
 }
 
+/// Applies the schema steps the database has not had. Upgrading a database an earlier build
+/// wrote says so in the log, step by step: a step that rebuilds a table (step 12 rebuilds the
+/// conversation log) takes a while on a large database, and would otherwise look like a hang.
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let applied: usize = conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?.try_into().unwrap_or(0);
+    let upgrading = applied > 0;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(applied) {
+        let (number, of) = (i + 1, MIGRATIONS.len());
+        if upgrading {
+            tracing::info!(
+                step = number,
+                of,
+                "upgrading the database schema: a step that rebuilds a table may take a while"
+            );
+        }
+        let started = Instant::now();
         let tx = conn.unchecked_transaction()?;
         tx.execute_batch(step)?;
-        tx.pragma_update(None, "user_version", i64::try_from(i + 1).unwrap_or(i64::MAX))?;
+        tx.pragma_update(None, "user_version", i64::try_from(number).unwrap_or(i64::MAX))?;
         tx.commit()?;
+        if upgrading {
+            let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::info!(step = number, of, ms, "database schema step applied");
+        }
     }
     Ok(())
 }
@@ -1158,6 +1175,53 @@ mod tests {
         // Outside SQLite's range (never answered by it): no division by zero, no overflow.
         assert_eq!(LogLimits::for_page_size(0), LogLimits::for_page_size(512));
         assert_eq!(LogLimits::for_page_size(1 << 40), LogLimits::for_page_size(65_536));
+    }
+
+    #[derive(Clone, Default)]
+    struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for LogBuffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn upgrading_a_database_an_earlier_build_wrote_logs_each_step_and_a_new_one_logs_none() {
+        let buffer = LogBuffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        // `open` migrates on this thread, which logs through this default subscriber.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let dir = tempfile::tempdir().unwrap();
+        // a database with every step but the last, as the build before that step left it
+        let old = dir.path().join("old.db");
+        let conn = Connection::open(&old).unwrap();
+        let last = MIGRATIONS.len();
+        for step in &MIGRATIONS[..last - 1] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", i64::try_from(last - 1).unwrap()).unwrap();
+        drop(conn);
+        drop(Db::open(&old).unwrap());
+        let log = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let upgrading = format!(
+            "upgrading the database schema: a step that rebuilds a table may take a while step={last} of={last}"
+        );
+        assert!(log.contains(&upgrading), "{log}");
+        assert!(
+            log.contains("database schema step applied") && log.contains(&format!("step={last} of={last} ms=")),
+            "{log}"
+        );
+        assert_eq!(log.matches("upgrading the database schema").count(), 1, "only the missing step: {log}");
+        // a new database applies every step without a word
+        buffer.0.lock().unwrap().clear();
+        drop(Db::open(&dir.path().join("new.db")).unwrap());
+        assert!(!String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap().contains("schema"));
     }
 
     #[tokio::test]
