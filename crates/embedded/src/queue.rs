@@ -41,7 +41,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_engine::{Clock, Enqueued, QueueError, WorkItem, WorkQueue};
 use tokio::sync::Notify;
-use tokio::sync::futures::OwnedNotified;
+use tokio::sync::futures::{Notified, OwnedNotified};
 use ulid::Ulid;
 
 use crate::db::{Db, DbError, atomic};
@@ -177,6 +177,11 @@ struct Signals {
     handed: Mutex<VecDeque<Delivery>>,
     /// An item left the queue (acked or dead-lettered).
     settled: Notify,
+    /// The pool's watch for heads coming due (see [`SqliteWorkQueue::next_due`]): told of a
+    /// release's delay, and of a new head while it listens.
+    watcher: Notify,
+    /// Set while the watch waits on an empty queue: the next new head tells it.
+    watcher_listens: AtomicBool,
 }
 
 impl Signals {
@@ -271,6 +276,15 @@ impl SettleOnCommit {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the pool's watch learns from one look ([`SqliteWorkQueue::next_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// Whether any item is queued (ready, in flight or delayed).
+    pub(crate) queued: bool,
+    /// The earliest `visible_at` after the instant asked about.
+    pub(crate) at: Option<i64>,
 }
 
 /// What one receive transaction did.
@@ -384,6 +398,13 @@ impl SqliteWorkQueue {
         // (or takes the item itself): waking one now would only buy a receive that finds nothing.
         if head {
             self.wake_one();
+            // Its visibility timeout will need watching; a watch that found the queue empty
+            // waits to hear of it (one load per head while it does not).
+            if self.signals.watcher_listens.load(Ordering::Relaxed)
+                && self.signals.watcher_listens.swap(false, Ordering::AcqRel)
+            {
+                self.signals.watcher.notify_one();
+            }
         }
         Ok(Ok((outcome, done)))
     }
@@ -509,8 +530,11 @@ impl SqliteWorkQueue {
             })
             .await
             .map_err(queue_error)?;
-        if released {
-            self.wake_one();
+        match (released, delay_ms > 0) {
+            (false, _) => {}
+            // Deliverable when the delay ends: the pool's watch wakes a worker then.
+            (true, true) => self.signals.watcher.notify_one(),
+            (true, false) => self.wake_one(),
         }
         Ok(released)
     }
@@ -619,6 +643,58 @@ impl SqliteWorkQueue {
     /// became deliverable, and it spares the others a receive that would find nothing.
     fn wake_one(&self) {
         self.signals.work.notify_one();
+    }
+
+    /// Workers counted as waiting (see [`SqliteWorkQueue::idle`]).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.signals.idle.load(Ordering::Acquire)
+    }
+
+    /// The queue's clock, in the milliseconds `visible_at` holds.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+
+    /// What the pool's watch needs: whether any item is queued, and the earliest instant after
+    /// `after_ms` at which a head becomes deliverable again — the end of a visibility timeout or
+    /// of a release's delay, which no enqueue or ack announces. One index seek each.
+    pub(crate) async fn next_due(&self, after_ms: i64) -> Result<Due, QueueError> {
+        self.db
+            .call(move |conn| {
+                let queued: bool =
+                    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?;
+                let at: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT visible_at FROM queue_groups WHERE visible_at > ?1 ORDER BY visible_at LIMIT 1",
+                    )?
+                    .query_row([after_ms], |r| r.get(0))
+                    .optional()?;
+                Ok(Due { queued, at })
+            })
+            .await
+            .map_err(queue_error)
+    }
+
+    /// Registers the watch's wake-up and has the next new head send it; call it before
+    /// [`SqliteWorkQueue::next_due`], and [`SqliteWorkQueue::ignore_heads`] when that look found
+    /// items queued (then the watch's own timer will do).
+    pub(crate) fn watcher_woken(&self) -> Pin<Box<Notified<'_>>> {
+        let mut woken = Box::pin(self.signals.watcher.notified());
+        woken.as_mut().enable();
+        self.signals.watcher_listens.store(true, Ordering::Release);
+        woken
+    }
+
+    /// New heads stop telling the watch (see [`SqliteWorkQueue::watcher_woken`]).
+    pub(crate) fn ignore_heads(&self) {
+        self.signals.watcher_listens.store(false, Ordering::Release);
+    }
+
+    /// Half the visibility timeout: a watch that looks at least this often sees every receive's
+    /// timeout before it ends.
+    pub(crate) fn half_visibility(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.limits.visibility_ms / 2).unwrap_or(0).max(1))
     }
 
     /// A wake-up to wait for. Enable it before looking for work, or a wake in between is lost.

@@ -39,7 +39,10 @@ pub struct EmbeddedOptions {
     /// Worker tasks draining the queue (different conversations run in parallel).
     pub workers: usize,
     pub queue: QueueConfig,
-    /// How often an idle worker looks for items whose visibility timeout passed.
+    /// The longest the pool's watch goes without looking for heads coming due (visibility
+    /// timeouts, release delays) while items are queued; at most half the visibility timeout is
+    /// used, so every timeout is seen before it ends and woken on time. Idle workers never poll,
+    /// and with the queue empty the watch does not look either ([`WorkerPool::start`]).
     pub idle_poll: Duration,
     /// Calls tenant webhook tools; without one, webhook tools answer the model with an error.
     pub webhooks: Arc<dyn WebhookCaller>,
@@ -67,7 +70,7 @@ impl Default for EmbeddedOptions {
         Self {
             workers: usize::from(DEFAULT_WORKERS),
             queue: QueueConfig::default(),
-            idle_poll: Duration::from_millis(500),
+            idle_poll: Duration::from_secs(5),
             webhooks: Arc::new(NoWebhooks),
             turn_budget: None,
             prices: Arc::new(PriceTable::builtin()),

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::queue::{Delivery, SqliteWorkQueue};
+use crate::queue::{Delivery, Due, SqliteWorkQueue};
 
 /// Why an item failed. `retry_after` overrides the pool's backoff (a rate limit's Retry-After).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,19 +43,25 @@ pub struct WorkerPool {
 impl WorkerPool {
     /// Starts `workers` tokio tasks (call it inside a tokio runtime); each loops: receive →
     /// handle → ack on Ok, release(retry_after or a backoff of min(2^(receive_count-1) s, 60 s)
-    /// on Err). When nothing is deliverable a worker waits for a wake notification or
-    /// `idle_poll`, whichever comes first: visibility timeouts and delays expire without anyone
-    /// being notified.
+    /// on Err). When nothing is deliverable a worker waits for a wake-up and nothing else: an
+    /// enqueue, ack or release that makes a head deliverable wakes one, and one more task, the
+    /// pool's watch, wakes them when a head comes due that nobody announces — a visibility timeout
+    /// or a release's delay ending (see [`watch_dues`]). `idle_poll` is the longest the watch goes
+    /// without looking while items are queued (at most half the visibility timeout is used); with
+    /// the queue empty it does not look until an item arrives, so an idle pool makes no database
+    /// call at all.
     pub fn start(queue: SqliteWorkQueue, handler: Arc<dyn ItemHandler>, workers: usize, idle_poll: Duration) -> Self {
         let (stop, _) = watch::channel(false);
-        let workers = (0..workers)
+        let mut tasks: Vec<JoinHandle<()>> = (0..workers)
             .map(|id| {
                 let worker =
                     Worker { queue: queue.clone(), handler: Arc::clone(&handler), idle_poll, stop: stop.subscribe() };
                 tokio::spawn(worker.run().instrument(tracing::info_span!("worker", id)))
             })
             .collect();
-        Self { queue, stop, workers }
+        let look_every = idle_poll.min(queue.half_visibility());
+        tasks.push(tokio::spawn(watch_dues(queue.clone(), look_every, stop.subscribe())));
+        Self { queue, stop, workers: tasks }
     }
 
     /// Stops taking new items and waits for items in hand to finish. Items an enqueue received
@@ -141,11 +147,11 @@ impl Worker {
                     }
                 }
             };
-            // Counted as waiting, so that an enqueue may receive an item for this worker.
+            // Counted as waiting, so that an enqueue may receive an item for this worker. No
+            // timer: heads that come due unannounced are the pool's watch's to announce.
             let _idle = self.queue.idle();
             tokio::select! {
                 () = woken => {}
-                () = tokio::time::sleep(self.idle_poll) => {}
                 _ = self.stop.changed() => {}
             }
         }
@@ -262,6 +268,53 @@ impl Worker {
     }
 }
 
+/// The pool's watch: wakes the idle workers once a head has come due that no enqueue, ack or
+/// release announced — a received item whose visibility timeout ended (its worker hung or
+/// crashed), or a released item whose delay ended. It looks up the earliest such instant, sleeps
+/// until then (at most `look_every`, so that the timeouts of items received meanwhile are seen
+/// before they end) and wakes every idle worker once it has passed. A release with a delay tells
+/// it at once. With nothing queued it sleeps until the next new head tells it.
+async fn watch_dues(queue: SqliteWorkQueue, look_every: Duration, mut stop: watch::Receiver<bool>) {
+    // Instants up to here are dealt with: the workers were woken after them (or were looking).
+    let mut seen = queue.now_ms();
+    while !*stop.borrow() {
+        let told = queue.watcher_woken();
+        let due = match queue.next_due(seen).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for queued items coming due failed");
+                Due { queued: true, at: None }
+            }
+        };
+        if due.queued {
+            queue.ignore_heads();
+        }
+        let now = queue.now_ms();
+        if due.at.is_some_and(|at| at <= now) {
+            seen = now;
+            queue.wake();
+            continue;
+        }
+        let wait = match (due.queued, due.at) {
+            (_, Some(at)) => Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(look_every),
+            (true, None) => look_every,
+            (false, None) => {
+                // Nothing queued: the next new head or release tells the watch.
+                tokio::select! {
+                    () = told => {}
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+        };
+        tokio::select! {
+            () = told => {}
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
 /// min(2^(receive_count-1) s, 60 s): quick first retries, then at most a minute apart.
 fn backoff(receive_count: u32) -> Duration {
     let secs = 1u64.checked_shl(receive_count.saturating_sub(1)).unwrap_or(u64::MAX).min(60);
@@ -278,11 +331,150 @@ mod tests {
     use switchboard_engine::{Clock, SystemClock};
 
     fn queue() -> (tempfile::TempDir, Db, SqliteWorkQueue) {
+        queue_with(QueueConfig::default())
+    }
+
+    fn queue_with(config: QueueConfig) -> (tempfile::TempDir, Db, SqliteWorkQueue) {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&dir.path().join("q.db")).unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let queue = SqliteWorkQueue::new(db.clone(), clock, QueueConfig::default());
+        let queue = SqliteWorkQueue::new(db.clone(), clock, config);
         (dir, db, queue)
+    }
+
+    /// The longest a test waits for what it expects (a bound on failure, not a timing).
+    async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(20), f).await.unwrap_or_else(|_| panic!("{what}: not within 20 s"))
+    }
+
+    /// Sends each delivery's body and receive count; fails the first delivery with `retry_after`
+    /// when given one, and holds it for good when `hang_first`.
+    struct Deliveries {
+        seen: tokio::sync::mpsc::UnboundedSender<(String, u32)>,
+        retry_after: Option<Duration>,
+        hang_first: bool,
+    }
+
+    #[async_trait]
+    impl ItemHandler for Deliveries {
+        async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure> {
+            let _ = self.seen.send((delivery.body.clone(), delivery.receive_count));
+            if delivery.receive_count == 1 {
+                if self.hang_first {
+                    std::future::pending::<()>().await;
+                }
+                if let Some(retry_after) = self.retry_after {
+                    return Err(ItemFailure { message: "try later".into(), retry_after: Some(retry_after) });
+                }
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_pool_makes_no_database_call_however_long_it_waits() {
+        // given a pool of 8 whose workers and watch have each looked once and found nothing
+        let (_dir, db, queue) = queue();
+        let pool = WorkerPool::start(queue.clone(), Arc::new(Nothing), 8, Duration::from_millis(500));
+        // (Yielding, not sleeping: paused time does not move while a task is ready.)
+        let mut yields = 0;
+        while db.calls() < 9 || queue.waiting() < 8 {
+            yields += 1;
+            assert!(yields < 1_000_000, "the 8 workers' receives and the watch's look did not all happen");
+            tokio::task::yield_now().await;
+        }
+        let calls = db.calls();
+
+        // when a (virtual) minute passes with nothing queued
+        tokio::time::sleep(Duration::from_secs(60)).await;
+
+        // then nobody looked: workers wait for a wake-up, the watch for an item
+        assert_eq!(db.calls(), calls);
+        assert_eq!(queue.waiting(), 8);
+        pool.shutdown().await;
+    }
+
+    /// Log lines, one message each, to a channel.
+    #[derive(Clone)]
+    struct LogLines(tokio::sync::mpsc::UnboundedSender<String>);
+
+    impl std::io::Write for LogLines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.0.send(String::from_utf8_lossy(buf).into_owned());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_whose_look_fails_says_so_and_keeps_watching() {
+        // given a pool (whose tasks log through this thread's subscriber) on a queue whose table
+        // of heads cannot be read
+        let (lines, mut logged) = tokio::sync::mpsc::unbounded_channel();
+        let writer = LogLines(lines);
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let (_dir, db, queue) = queue();
+        let rename = |from: &'static str, to: &'static str| {
+            db.call(move |c| Ok(c.execute_batch(&format!("ALTER TABLE {from} RENAME TO {to}"))?))
+        };
+        rename("queue_groups", "queue_groups_away").await.unwrap();
+        let (seen, mut deliveries) = tokio::sync::mpsc::unbounded_channel();
+        let handler = Arc::new(Deliveries { seen, retry_after: Some(Duration::from_millis(50)), hang_first: false });
+        let pool = WorkerPool::start(queue.clone(), handler, 1, Duration::from_millis(20));
+
+        // when its look fails, then the table comes back
+        within("the failed look logged", async {
+            while !logged.recv().await.unwrap().contains("looking for queued items coming due failed") {}
+        })
+        .await;
+        rename("queue_groups_away", "queue_groups").await.unwrap();
+
+        // then the watch still runs: it wakes the worker when a release's delay ends
+        queue.enqueue_raw("g", "a", "a").await.unwrap();
+        assert_eq!(within("first delivery", deliveries.recv()).await, Some(("a".to_owned(), 1)));
+        assert_eq!(within("second delivery", deliveries.recv()).await, Some(("a".to_owned(), 2)));
+        pool.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_item_released_with_a_delay_is_delivered_again_once_it_ends_with_no_worker_polling() {
+        // given one worker that never looks on its own (an hour between the watch's looks)
+        let (_dir, _db, queue) = queue();
+        let (seen, mut deliveries) = tokio::sync::mpsc::unbounded_channel();
+        let handler = Arc::new(Deliveries { seen, retry_after: Some(Duration::from_millis(50)), hang_first: false });
+        let pool = WorkerPool::start(queue.clone(), handler, 1, Duration::from_secs(3600));
+
+        // when its item fails and is released for 50 ms
+        queue.enqueue_raw("g", "a", "a").await.unwrap();
+        assert_eq!(within("first delivery", deliveries.recv()).await, Some(("a".to_owned(), 1)));
+
+        // then the watch wakes the worker when the delay ends, and the item runs again
+        assert_eq!(within("second delivery", deliveries.recv()).await, Some(("a".to_owned(), 2)));
+        within("acked", queue.wait_idle()).await.unwrap();
+        pool.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_item_whose_visibility_timeout_ends_goes_to_another_worker_with_no_worker_polling() {
+        // given two workers that never look on their own, and a 200 ms visibility timeout
+        let config = QueueConfig { visibility_timeout: Duration::from_millis(200), ..QueueConfig::default() };
+        let (_dir, _db, queue) = queue_with(config);
+        let (seen, mut deliveries) = tokio::sync::mpsc::unbounded_channel();
+        let handler = Arc::new(Deliveries { seen, retry_after: None, hang_first: true });
+        let pool = WorkerPool::start(queue.clone(), handler, 2, Duration::from_secs(3600));
+
+        // when the first worker hangs on its item
+        queue.enqueue_raw("g", "a", "a").await.unwrap();
+        assert_eq!(within("first delivery", deliveries.recv()).await, Some(("a".to_owned(), 1)));
+
+        // then the watch wakes the other one when the timeout ends, and it runs the item again
+        assert_eq!(within("redelivery", deliveries.recv()).await, Some(("a".to_owned(), 2)));
+        within("acked", queue.wait_idle()).await.unwrap();
+        // (the hung worker keeps its task: dropped, not shut down)
+        drop(pool);
     }
 
     struct Nothing;
