@@ -15,6 +15,10 @@ use tracing::Instrument;
 
 use crate::queue::{Delivery, Due, SqliteWorkQueue};
 
+/// How long a worker whose receive failed (the database busy or failing) waits before it looks
+/// again.
+const RECEIVE_RETRY: Duration = Duration::from_millis(500);
+
 /// Why an item failed. `retry_after` overrides the pool's backoff (a rate limit's Retry-After).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemFailure {
@@ -54,8 +58,7 @@ impl WorkerPool {
         let (stop, _) = watch::channel(false);
         let mut tasks: Vec<JoinHandle<()>> = (0..workers)
             .map(|id| {
-                let worker =
-                    Worker { queue: queue.clone(), handler: Arc::clone(&handler), idle_poll, stop: stop.subscribe() };
+                let worker = Worker { queue: queue.clone(), handler: Arc::clone(&handler), stop: stop.subscribe() };
                 tokio::spawn(worker.run().instrument(tracing::info_span!("worker", id)))
             })
             .collect();
@@ -91,7 +94,6 @@ impl Drop for WorkerPool {
 struct Worker {
     queue: SqliteWorkQueue,
     handler: Arc<dyn ItemHandler>,
-    idle_poll: Duration,
     stop: watch::Receiver<bool>,
 }
 
@@ -139,7 +141,7 @@ impl Worker {
                         Err(e) => {
                             tracing::warn!(error = %e, retryable = e.retryable, "receiving work failed");
                             tokio::select! {
-                                () = tokio::time::sleep(self.idle_poll) => {}
+                                () = tokio::time::sleep(RECEIVE_RETRY) => {}
                                 _ = self.stop.changed() => {}
                             }
                             continue;
@@ -409,7 +411,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_watch_whose_look_fails_says_so_and_keeps_watching() {
+    async fn a_watch_and_a_worker_whose_database_calls_fail_say_so_and_keep_going() {
         // given a pool (whose tasks log through this thread's subscriber) on a queue whose table
         // of heads cannot be read
         let (lines, mut logged) = tokio::sync::mpsc::unbounded_channel();
@@ -425,14 +427,20 @@ mod tests {
         let handler = Arc::new(Deliveries { seen, retry_after: Some(Duration::from_millis(50)), hang_first: false });
         let pool = WorkerPool::start(queue.clone(), handler, 1, Duration::from_millis(20));
 
-        // when its look fails, then the table comes back
-        within("the failed look logged", async {
-            while !logged.recv().await.unwrap().contains("looking for queued items coming due failed") {}
+        // when the watch's look and the worker's receive fail, then the table comes back
+        within("both failures logged", async {
+            let (mut look, mut receive) = (false, false);
+            while !(look && receive) {
+                let line = logged.recv().await.unwrap();
+                look |= line.contains("looking for queued items coming due failed");
+                receive |= line.contains("receiving work failed");
+            }
         })
         .await;
         rename("queue_groups_away", "queue_groups").await.unwrap();
 
-        // then the watch still runs: it wakes the worker when a release's delay ends
+        // then both still run: the worker takes the item, and the watch wakes it when the
+        // release's delay ends
         queue.enqueue_raw("g", "a", "a").await.unwrap();
         assert_eq!(within("first delivery", deliveries.recv()).await, Some(("a".to_owned(), 1)));
         assert_eq!(within("second delivery", deliveries.recv()).await, Some(("a".to_owned(), 2)));
