@@ -662,8 +662,7 @@ impl SqliteWorkQueue {
     pub(crate) async fn next_due(&self, after_ms: i64) -> Result<Due, QueueError> {
         self.db
             .call(move |conn| {
-                let queued: bool =
-                    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?;
+                let queued = any_queued(conn)?;
                 let at: Option<i64> = conn
                     .prepare_cached(
                         "SELECT visible_at FROM queue_groups WHERE visible_at > ?1 ORDER BY visible_at LIMIT 1",
@@ -718,15 +717,7 @@ impl SqliteWorkQueue {
     }
 
     async fn is_empty(&self) -> Result<bool, QueueError> {
-        self.db
-            .call(|conn| {
-                // Every queued item belongs to a group with a row, so this needs no count.
-                let any: bool =
-                    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?;
-                Ok(!any)
-            })
-            .await
-            .map_err(queue_error)
+        self.db.call(|conn| Ok(!any_queued(conn)?)).await.map_err(queue_error)
     }
 }
 
@@ -818,6 +809,12 @@ fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbE
             dead,
         });
     }
+}
+
+/// Whether any item is queued (ready, in flight or delayed). Every queued item belongs to a
+/// group with a row, so this needs no count.
+fn any_queued(conn: &Connection) -> Result<bool, DbError> {
+    Ok(conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?)
 }
 
 /// The item (seq, group) whose current receipt is `receipt`, if any (a receipt that is not of
