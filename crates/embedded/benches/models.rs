@@ -21,6 +21,11 @@
 //! log copied and deleted, before the next run starts. The median and
 //! the range of per-run figures are printed; `MODELS_BENCH_ONLY` (e.g. `bedrock`) runs the
 //! adapters whose name starts with it.
+//!
+//! `MODELS_BENCH_EVICT_KIB` (default 0: off) makes the calls-alone loop write one byte in every
+//! 64 of a buffer that large after each call, its own CPU measured without calls and taken off:
+//! what a call costs when something else has used the CPU's caches in between, as a turn's
+//! database work does (docs/benchmarks.md, "The Bedrock call inside a turn").
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -281,8 +286,9 @@ async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (D
 }
 
 /// The adapter's own share: `messages` model calls alone (a system prompt, one customer message,
-/// the `send_message` tool; a text answer), no pipeline around them. CPU per call.
-async fn calls_alone(adapter: Adapter, messages: usize) -> Duration {
+/// the `send_message` tool; a text answer), no pipeline around them. CPU per call; with
+/// `evict` bytes, each call followed by a walk over a buffer that large (its CPU not counted).
+async fn calls_alone(adapter: Adapter, messages: usize, evict: usize) -> Duration {
     let (model, fake) = model(adapter, Turn::OneCall, messages).await;
     let request = ModelRequest {
         model: adapter.model().to_owned(),
@@ -296,12 +302,25 @@ async fn calls_alone(adapter: Adapter, messages: usize) -> Duration {
         config: ModelConfig::default(),
         deadline: None,
     };
+    let mut buffer = vec![0u8; evict];
+    let walk = |buffer: &mut [u8], round: usize| {
+        for i in (0..buffer.len()).step_by(64) {
+            buffer[i] = buffer[i].wrapping_add(round as u8);
+        }
+    };
+    let walks0 = cpu();
+    for round in 0..messages {
+        walk(&mut buffer, round);
+    }
+    let walks = cpu() - walks0;
     let cpu0 = cpu();
-    for _ in 0..messages {
+    for round in 0..messages {
         let response = model.converse(&request).await.unwrap();
         assert_eq!(response.content.len(), 1);
+        walk(&mut buffer, round);
     }
-    let used = cpu() - cpu0;
+    let used = (cpu() - cpu0).saturating_sub(walks);
+    std::hint::black_box(&buffer);
     if let Some(fake) = fake {
         assert_eq!(fake.finish(), messages);
     }
@@ -326,6 +345,7 @@ fn main() {
         return serve_fake(&spec);
     }
     let runs = env("MODELS_BENCH_RUNS", 5);
+    let evict = std::env::var("MODELS_BENCH_EVICT_KIB").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0) * 1024;
     let messages = env("MODELS_BENCH_MESSAGES", 1000);
     // 0 allowed: a new database's first messages.
     let warmup = std::env::var("MODELS_BENCH_WARMUP").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
@@ -363,12 +383,18 @@ fn main() {
         }
     }
     println!();
-    println!("The model call alone (no pipeline): CPU per call, median (lowest–highest run)");
+    let after = if evict > 0 {
+        format!(", each followed by a walk over {} KiB (its CPU not counted)", evict / 1024)
+    } else {
+        String::new()
+    };
+    println!("The model call alone (no pipeline{after}): CPU per call, median (lowest–highest run)");
     println!("| adapter | CPU / call |");
     println!("|---|---|");
     for adapter in ADAPTERS.into_iter().filter(|a| a.wire().is_some() && a.name().starts_with(only.as_str())) {
         // Ten times the calls: a call alone is a few CPU ticks' worth per hundred.
-        let mut cpus: Vec<Duration> = (0..runs).map(|_| rt.block_on(calls_alone(adapter, 10 * messages))).collect();
+        let mut cpus: Vec<Duration> =
+            (0..runs).map(|_| rt.block_on(calls_alone(adapter, 10 * messages, evict))).collect();
         cpus.sort();
         let (c, cl, ch) = (cpus[cpus.len() / 2], cpus[0], cpus[cpus.len() - 1]);
         println!("| {} | {} ({}–{}) |", adapter.name(), us(c), us(cl), us(ch));
