@@ -53,7 +53,9 @@
 //! whenever its parameters change, and rusqlite's statement cache clears them after every use, so
 //! it was parsed and planned on every run — three statements per message, ~16 % of the database
 //! thread's time. With the cast the value's type is fixed and the plan cannot depend on it (the
-//! plan is the same); `store::tests` checks that those statements are never prepared again.
+//! plan is the same); `store::tests` checks that those statements are never prepared again. The
+//! API's lists and reports and the event stream cast theirs the same way, their `LIMIT` included:
+//! a bare `LIMIT ?` alone made SQLite prepare a statement again on every call.
 
 use std::cell::Cell;
 use std::ops::Deref;

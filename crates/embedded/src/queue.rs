@@ -100,6 +100,10 @@ CREATE TABLE queue_dead_letters (
 /// before the step is still in use when it is applied.
 pub const RECEIPTS_BY_SEQ: &str = "DROP INDEX IF EXISTS queue_items_by_receipt;";
 
+/// The oldest dead letters, at most `?1`.
+pub(crate) const DEAD_LETTERS: &str = "SELECT group_id, dedup_id, body, receive_count, enqueued_at, dead_at
+     FROM queue_dead_letters ORDER BY id LIMIT CAST(?1 AS INTEGER)";
+
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
     /// How long a received item stays invisible. Keep it well above the handler's own timeout
@@ -544,10 +548,7 @@ impl SqliteWorkQueue {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.db
             .call(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT group_id, dedup_id, body, receive_count, enqueued_at, dead_at
-                     FROM queue_dead_letters ORDER BY id LIMIT ?1",
-                )?;
+                let mut stmt = conn.prepare_cached(DEAD_LETTERS)?;
                 let rows = stmt.query_map([limit], |row| {
                     Ok(DeadLetter {
                         group_id: row.get(0)?,

@@ -14,6 +14,11 @@ use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Pag
 use super::{SqliteStore, from_json, is_constraint, store_err};
 use crate::db::atomic;
 
+/// A page of a tenant's records of kind `?2` in id order, after id `?3`, at most `?4`.
+pub(crate) const LIST_CONFIG: &str = "SELECT id, body FROM config_records
+     WHERE tenant_id = CAST(?1 AS TEXT) AND kind = CAST(?2 AS TEXT) AND id > CAST(?3 AS TEXT)
+     ORDER BY id LIMIT CAST(?4 AS INTEGER)";
+
 #[async_trait]
 impl ConfigStore for SqliteStore {
     async fn get_tenant(&self, tenant: &TenantId) -> Result<Option<Tenant>, StoreError> {
@@ -254,11 +259,10 @@ impl ConfigAdmin for SqliteStore {
         let rows: Vec<(String, String)> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT id, body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
-                )?;
-                let rows =
-                    stmt.query_map(params![t, k, after, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<Vec<_>, _>>()?;
+                let mut stmt = c.prepare_cached(LIST_CONFIG)?;
+                let rows = stmt
+                    .query_map(params![t, k, after, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
             })
             .await

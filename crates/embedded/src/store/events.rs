@@ -7,6 +7,11 @@ use switchboard_engine::{EventLog, StoreError};
 
 use super::{SqliteStore, from_json, store_err, to_json};
 
+/// A tenant's events after sequence number `?2`, oldest first, at most `?3`.
+pub(crate) const EVENTS_AFTER: &str =
+    "SELECT seq, body FROM events WHERE tenant_id = CAST(?1 AS TEXT) AND seq > CAST(?2 AS INTEGER)
+     ORDER BY seq LIMIT CAST(?3 AS INTEGER)";
+
 #[async_trait]
 impl EventLog for SqliteStore {
     async fn events_after(
@@ -42,7 +47,7 @@ impl SqliteStore {
             })
     }
 
-    /// A tenant's events after sequence number `after`, oldest first.
+    /// A tenant's events after sequence number `after`, oldest first (see [`EVENTS_AFTER`]).
     pub async fn events(
         &self,
         tenant: &TenantId,
@@ -54,9 +59,7 @@ impl SqliteStore {
         let rows: Vec<(i64, String)> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT seq, body FROM events WHERE tenant_id = CAST(?1 AS TEXT) AND seq > ?2 ORDER BY seq LIMIT ?3",
-                )?;
+                let mut stmt = c.prepare_cached(EVENTS_AFTER)?;
                 let rows =
                     stmt.query_map(params![t, after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                         .collect::<Result<Vec<_>, _>>()?;

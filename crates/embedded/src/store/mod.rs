@@ -256,9 +256,7 @@ impl SqliteStore {
         let t = tenant.to_string();
         self.db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT key_hash, created_at FROM api_keys WHERE tenant_id = ?1 ORDER BY created_at, key_hash",
-                )?;
+                let mut stmt = c.prepare_cached(TENANT_KEYS)?;
                 let rows = stmt.query_map(params![t], |r| Ok((r.get(0)?, r.get(1)?)))?;
                 Ok(rows.collect::<Result<Vec<_>, _>>()?)
             })
@@ -293,15 +291,21 @@ impl SqliteStore {
     }
 }
 
+/// A tenant's keys, oldest first.
+const TENANT_KEYS: &str =
+    "SELECT key_hash, created_at FROM api_keys WHERE tenant_id = CAST(?1 AS TEXT) ORDER BY created_at, key_hash";
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use rusqlite::StatementStatus;
 
-    /// The statements every message runs keep their plan: run through rusqlite's statement cache
-    /// with new parameters each time, none is prepared again (see `crate::db`, "Plans that stay").
+    /// The statements every message runs, and those the API's lists, reports and event stream run
+    /// per request, keep their plan: run through rusqlite's statement cache with new parameters
+    /// each time, none is prepared again (see `crate::db`, "Plans that stay"; the lists bound a
+    /// bare `LIMIT ?`, which alone made SQLite prepare them again on every call).
     #[test]
-    fn the_statements_run_for_every_message_are_never_prepared_again() {
+    fn the_statements_run_for_every_message_or_request_are_never_prepared_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plans.db");
         drop(crate::db::Db::open(&path).unwrap());
@@ -312,6 +316,16 @@ mod tests {
             (super::counters::HUMAN_OWNER, 2),
             (super::conversations::NEWEST_MESSAGES, 3),
             (super::conversations::OLDEST_MESSAGES, 3),
+            // the API's lists and the event stream: per request, not per message
+            (super::sessions::LIST_SESSIONS, 5),
+            (super::sessions::LIST_EXECUTIONS, 5),
+            (super::events::EVENTS_AFTER, 3),
+            (super::config::LIST_CONFIG, 4),
+            (crate::queue::DEAD_LETTERS, 1),
+            // the console's overview, usage reports, a tenant's keys
+            (super::sessions::ACTIVITY_BETWEEN, 3),
+            (super::sessions::USAGE_BETWEEN, 3),
+            (super::TENANT_KEYS, 1),
         ] {
             for i in 0..5 {
                 // digits, so that a LIMIT takes them too

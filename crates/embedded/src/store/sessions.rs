@@ -24,6 +24,34 @@ pub(crate) const LATEST_SESSION: &str = "SELECT body FROM sessions
      WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
      ORDER BY (status = 'active') DESC, seq DESC LIMIT 1";
 
+/// A page of a tenant's sessions, newest first: before session `?2` when given, of status `?3` and
+/// agent `?4` when given, at most `?5`.
+pub(crate) const LIST_SESSIONS: &str = "SELECT body FROM sessions
+     WHERE tenant_id = CAST(?1 AS TEXT)
+       AND (CAST(?2 AS TEXT) IS NULL OR session_id < CAST(?2 AS TEXT))
+       AND (CAST(?3 AS TEXT) IS NULL OR status = CAST(?3 AS TEXT))
+       AND (CAST(?4 AS TEXT) IS NULL OR json_extract(body, '$.agentId') = CAST(?4 AS TEXT))
+     ORDER BY session_id DESC LIMIT CAST(?5 AS INTEGER)";
+
+/// A page of a session's unexpired execution records, oldest first: after execution `?3`, at most `?5`.
+pub(crate) const LIST_EXECUTIONS: &str = "SELECT execution_id, body FROM executions
+     WHERE tenant_id = CAST(?1 AS TEXT) AND session_id = CAST(?2 AS TEXT) AND execution_id > CAST(?3 AS TEXT)
+       AND expires_at > CAST(?4 AS INTEGER)
+     ORDER BY execution_id LIMIT CAST(?5 AS INTEGER)";
+
+/// A tenant's executions per hour and status, hours `?2` to `?3` (keys as `hour_key` writes them).
+pub(crate) const ACTIVITY_BETWEEN: &str = "SELECT hour, status, executions FROM activity_hourly
+     WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)
+     ORDER BY hour, status";
+
+/// A tenant's usage per day, agent and model, days `?2` to `?3` (`YYYY-MM-DD`).
+pub(crate) const USAGE_BETWEEN: &str =
+    "SELECT day, agent_id, model, calls, input_tokens, output_tokens, cache_read_tokens,
+            cache_write_tokens, cost_nanos, unpriced_calls
+     FROM usage_daily
+     WHERE tenant_id = CAST(?1 AS TEXT) AND day >= CAST(?2 AS TEXT) AND day <= CAST(?3 AS TEXT)
+     ORDER BY day, agent_id, model";
+
 /// The unexpired record of `source` (JSON).
 fn record_for_source(c: &Connection, tenant: &str, source: &str, now_ms: i64) -> rusqlite::Result<Option<String>> {
     c.prepare_cached("SELECT body FROM executions WHERE tenant_id = ?1 AND source_id = ?2 AND expires_at > ?3")?
@@ -48,12 +76,7 @@ impl SessionStore for SqliteStore {
         let bodies: Vec<String> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT body FROM sessions
-                     WHERE tenant_id = ?1 AND (?2 IS NULL OR session_id < ?2) AND (?3 IS NULL OR status = ?3)
-                       AND (?4 IS NULL OR json_extract(body, '$.agentId') = ?4)
-                     ORDER BY session_id DESC LIMIT ?5",
-                )?;
+                let mut stmt = c.prepare_cached(LIST_SESSIONS)?;
                 let rows = stmt
                     .query_map(params![t, before, status, agent, fetch], |r| r.get(0))?
                     .collect::<Result<Vec<_>, _>>()?;
@@ -290,11 +313,7 @@ impl ExecutionLog for SqliteStore {
         let rows: Vec<(String, String)> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT execution_id, body FROM executions
-                     WHERE tenant_id = ?1 AND session_id = ?2 AND execution_id > ?3 AND expires_at > ?4
-                     ORDER BY execution_id LIMIT ?5",
-                )?;
+                let mut stmt = c.prepare_cached(LIST_EXECUTIONS)?;
                 let rows = stmt
                     .query_map(params![t, s, after, now, fetch], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect::<Result<Vec<_>, _>>()?;
@@ -349,10 +368,7 @@ impl ExecutionLog for SqliteStore {
         let raw: Vec<(String, String, i64)> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT hour, status, executions FROM activity_hourly
-                     WHERE tenant_id = ?1 AND hour >= ?2 AND hour <= ?3 ORDER BY hour, status",
-                )?;
+                let mut stmt = c.prepare_cached(ACTIVITY_BETWEEN)?;
                 let rows = stmt
                     .query_map(params![t, from, to], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                     .collect::<Result<Vec<_>, _>>()?;
@@ -391,12 +407,7 @@ impl SqliteStore {
         let raw: Vec<Raw> = self
             .db
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT day, agent_id, model, calls, input_tokens, output_tokens, cache_read_tokens,
-                            cache_write_tokens, cost_nanos, unpriced_calls
-                     FROM usage_daily WHERE tenant_id = ?1 AND day >= ?2 AND day <= ?3
-                     ORDER BY day, agent_id, model",
-                )?;
+                let mut stmt = c.prepare_cached(USAGE_BETWEEN)?;
                 let rows = stmt
                     .query_map(params![t, from, to], |r| {
                         let mut n = [0i64; 7];
