@@ -47,7 +47,7 @@ impl SqliteStore {
             })
     }
 
-    /// A tenant's events after sequence number `after`, oldest first (see [`EVENTS_AFTER`]).
+    /// A tenant's events after sequence number `after`, oldest first (`EVENTS_AFTER`).
     pub async fn events(
         &self,
         tenant: &TenantId,
