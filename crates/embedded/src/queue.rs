@@ -289,6 +289,9 @@ pub(crate) struct Due {
     pub(crate) queued: bool,
     /// The earliest `visible_at` after the instant asked about.
     pub(crate) at: Option<i64>,
+    /// How many heads became deliverable after that instant and by now: as many idle workers are
+    /// woken, each to take one with its receive.
+    pub(crate) come_due: usize,
 }
 
 /// What one receive transaction did.
@@ -657,10 +660,11 @@ impl SqliteWorkQueue {
         self.clock.now().timestamp_millis()
     }
 
-    /// What the pool's watch needs: whether any item is queued, and the earliest instant after
+    /// What the pool's watch needs: whether any item is queued, the earliest instant after
     /// `after_ms` at which a head becomes deliverable again — the end of a visibility timeout or
-    /// of a release's delay, which no enqueue or ack announces. One index seek each.
-    pub(crate) async fn next_due(&self, after_ms: i64) -> Result<Due, QueueError> {
+    /// of a release's delay, which no enqueue or ack announces — and how many did in
+    /// `(after_ms, now_ms]`. Index seeks only.
+    pub(crate) async fn next_due(&self, after_ms: i64, now_ms: i64) -> Result<Due, QueueError> {
         self.db
             .call(move |conn| {
                 let queued = any_queued(conn)?;
@@ -670,10 +674,27 @@ impl SqliteWorkQueue {
                     )?
                     .query_row([after_ms], |r| r.get(0))
                     .optional()?;
-                Ok(Due { queued, at })
+                let come_due = match at {
+                    Some(at) if at <= now_ms => conn
+                        .prepare_cached("SELECT count(*) FROM queue_groups WHERE visible_at > ?1 AND visible_at <= ?2")?
+                        .query_row([after_ms, now_ms], |r| r.get::<_, i64>(0))?,
+                    _ => 0,
+                };
+                Ok(Due { queued, at, come_due: usize::try_from(come_due).unwrap_or(0) })
             })
             .await
             .map_err(queue_error)
+    }
+
+    /// Wakes `n` idle workers, or all of them when no more than `n` wait.
+    pub(crate) fn wake_some(&self, n: usize) {
+        if n >= self.signals.idle.load(Ordering::Acquire) {
+            self.wake();
+        } else {
+            for _ in 0..n {
+                self.wake_one();
+            }
+        }
     }
 
     /// Registers the watch's wake-up and has the next new head send it; call it before

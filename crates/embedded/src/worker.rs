@@ -270,31 +270,34 @@ impl Worker {
     }
 }
 
-/// The pool's watch: wakes the idle workers once a head has come due that no enqueue, ack or
-/// release announced — a received item whose visibility timeout ended (its worker hung or
-/// crashed), or a released item whose delay ended. It looks up the earliest such instant, sleeps
-/// until then (at most `look_every`, so that the timeouts of items received meanwhile are seen
-/// before they end) and wakes every idle worker once it has passed. A release with a delay tells
-/// it at once. With nothing queued it sleeps until the next new head tells it.
+/// The pool's watch: wakes idle workers once a head has come due that no enqueue, ack or release
+/// announced — a received item whose visibility timeout ended (its worker hung or crashed), or a
+/// released item whose delay ended. It looks up the earliest such instant, sleeps until then (at
+/// most `look_every`, so that the timeouts of items received meanwhile are seen before they end)
+/// and, once it has passed, counts the heads that came due since its last wake-up and wakes as
+/// many idle workers (each takes one with its receive; the others are spared a receive that
+/// would find nothing). A release with a delay tells it at once. With nothing queued it sleeps
+/// until the next new head tells it.
 async fn watch_dues(queue: SqliteWorkQueue, look_every: Duration, mut stop: watch::Receiver<bool>) {
     // Instants up to here are dealt with: the workers were woken after them (or were looking).
     let mut seen = queue.now_ms();
     while !*stop.borrow() {
         let told = queue.watcher_woken();
-        let due = match queue.next_due(seen).await {
+        let now = queue.now_ms();
+        let due = match queue.next_due(seen, now).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e, "looking for queued items coming due failed");
-                Due { queued: true, at: None }
+                Due { queued: true, at: None, come_due: 0 }
             }
         };
         if due.queued {
             queue.ignore_heads();
         }
-        let now = queue.now_ms();
         if due.at.is_some_and(|at| at <= now) {
+            // One worker per head that came due, each to take one with its receive.
             seen = now;
-            queue.wake();
+            queue.wake_some(due.come_due);
             continue;
         }
         let wait = match (due.queued, due.at) {
@@ -483,6 +486,90 @@ mod tests {
         within("acked", queue.wait_idle()).await.unwrap();
         // (the hung worker keeps its task: dropped, not shut down)
         drop(pool);
+    }
+
+    /// Until `n` workers of the pool wait for work.
+    async fn all_waiting(queue: &SqliteWorkQueue, n: usize) {
+        within("all waiting", async {
+            while queue.waiting() < n {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+    }
+
+    /// Receives each body it is given and holds its item until `release` is dropped.
+    struct Hold {
+        seen: tokio::sync::mpsc::UnboundedSender<String>,
+        release: tokio::sync::watch::Receiver<bool>,
+    }
+
+    #[async_trait]
+    impl ItemHandler for Hold {
+        async fn handle(&self, delivery: &Delivery) -> Result<(), ItemFailure> {
+            let _ = self.seen.send(delivery.body.clone());
+            let mut release = self.release.clone();
+            let _ = release.changed().await;
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_head_coming_due_wakes_one_idle_worker_not_the_whole_pool() {
+        // given 32 idle workers (as `serve` runs) that never look on their own
+        let (_dir, db, queue) = queue();
+        let (seen, mut deliveries) = tokio::sync::mpsc::unbounded_channel();
+        let handler = Arc::new(Deliveries { seen, retry_after: Some(Duration::from_millis(50)), hang_first: false });
+        let pool = WorkerPool::start(queue.clone(), handler, 32, Duration::from_secs(3600));
+        all_waiting(&queue, 32).await;
+
+        // when an item fails and is released for 50 ms, then comes due
+        queue.enqueue_raw("g", "a", "a").await.unwrap();
+        assert_eq!(within("first delivery", deliveries.recv()).await, Some(("a".to_owned(), 1)));
+        let calls = db.calls();
+        assert_eq!(within("second delivery", deliveries.recv()).await, Some(("a".to_owned(), 2)));
+        within("acked", queue.wait_idle()).await.unwrap();
+
+        // then one worker was woken for it: the release, the watch's looks and count, one
+        // receive, the ack (6 to 9 calls) — not a receive by each of the 32
+        let made = db.calls() - calls;
+        assert!(made < 16, "{made} database calls from the release to the ack");
+        pool.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn heads_coming_due_together_wake_as_many_workers_and_run_side_by_side() {
+        // given three items of three conversations received at one instant of a manual clock (so
+        // that their visibility timeouts end together), and four idle workers that never look on
+        // their own, each holding the item it gets until told
+        let dir = tempfile::tempdir().unwrap();
+        let clock = switchboard_testkit::ManualClock::new();
+        let config = QueueConfig { visibility_timeout: Duration::from_millis(100), ..QueueConfig::default() };
+        let queue = SqliteWorkQueue::new(Db::open(&dir.path().join("q.db")).unwrap(), clock.clone(), config);
+        for g in ["g-1", "g-2", "g-3"] {
+            queue.enqueue_raw(g, g, g).await.unwrap();
+            queue.receive().await.unwrap().unwrap();
+        }
+        let (seen, mut deliveries) = tokio::sync::mpsc::unbounded_channel();
+        let (release, held) = tokio::sync::watch::channel(false);
+        let pool =
+            WorkerPool::start(queue.clone(), Arc::new(Hold { seen, release: held }), 4, Duration::from_secs(3600));
+        all_waiting(&queue, 4).await;
+
+        // when their timeouts end
+        clock.advance_std(Duration::from_millis(200));
+
+        // then the watch wakes three workers, and the three items run side by side, each held by
+        // a worker of its own
+        let mut bodies = Vec::new();
+        for _ in 0..3 {
+            bodies.push(within("redelivery", deliveries.recv()).await.unwrap());
+        }
+        bodies.sort();
+        assert_eq!(bodies, ["g-1", "g-2", "g-3"]);
+        drop(release);
+        within("acked", queue.wait_idle()).await.unwrap();
+        pool.shutdown().await;
     }
 
     struct Nothing;
