@@ -25,7 +25,9 @@
 //! `MODELS_BENCH_EVICT_KIB` (default 0: off) makes the calls-alone loop write one byte in every
 //! 64 of a buffer that large after each call, its own CPU measured without calls and taken off:
 //! what a call costs when something else has used the CPU's caches in between, as a turn's
-//! database work does (docs/benchmarks.md, "The Bedrock call inside a turn").
+//! database work does (docs/benchmarks.md, "The Bedrock call inside a turn"). It also gives the
+//! scripted model's calls such a walk (its CPU taken off the same way): what the pipeline's own
+//! work costs around a model call that costs nothing but the caches it leaves.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -135,6 +137,43 @@ fn scripted(turn: Turn) -> ScriptedModel {
     ScriptedModel::from_json(&rules.to_string()).unwrap()
 }
 
+/// The scripted model, each call followed by a walk over `buffer` (one byte in every 64), as a
+/// real adapter's call leaves the CPU's caches to whatever comes after it.
+struct Evicting {
+    inner: ScriptedModel,
+    buffer: std::sync::Mutex<Vec<u8>>,
+}
+
+#[async_trait::async_trait]
+impl Model for Evicting {
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<switchboard_engine::ModelResponse, switchboard_engine::ModelError> {
+        let response = self.inner.converse(request).await;
+        walk(&mut self.buffer.lock().unwrap(), request.messages.len());
+        response
+    }
+}
+
+/// Writes one byte in every 64 of `buffer`.
+fn walk(buffer: &mut [u8], round: usize) {
+    for i in (0..buffer.len()).step_by(64) {
+        buffer[i] = buffer[i].wrapping_add(round as u8);
+    }
+}
+
+/// CPU of one [`walk`] over `bytes`, from a thousand back to back.
+fn walk_cpu(bytes: usize) -> Duration {
+    let mut buffer = vec![0u8; bytes];
+    let cpu0 = cpu();
+    for round in 0..1000 {
+        walk(&mut buffer, round);
+    }
+    std::hint::black_box(&buffer);
+    (cpu() - cpu0) / 1000
+}
+
 /// The fake provider in a child process: this binary again, with `MODELS_BENCH_FAKE` naming the
 /// adapter, the turn and the messages to script. It prints its base URL, serves until its stdin
 /// closes, then prints how many requests it received.
@@ -190,8 +229,14 @@ fn serve_fake(spec: &str) {
     std::process::exit(0);
 }
 
-async fn model(adapter: Adapter, turn: Turn, messages: usize) -> (Arc<dyn Model>, Option<FakeChild>) {
+async fn model(adapter: Adapter, turn: Turn, messages: usize, evict: usize) -> (Arc<dyn Model>, Option<FakeChild>) {
     if adapter.wire().is_none() {
+        if evict > 0 {
+            return (
+                Arc::new(Evicting { inner: scripted(turn), buffer: std::sync::Mutex::new(vec![0u8; evict]) }),
+                None,
+            );
+        }
         return (Arc::new(scripted(turn)), None);
     }
     let fake = FakeChild::start(adapter, turn, messages);
@@ -253,9 +298,20 @@ async fn one(embedded: &Embedded, turn: Turn, n: usize) {
 }
 
 /// One run: `messages` messages, each on its own conversation; CPU and wall time per message.
-async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (Duration, Duration, String) {
+async fn run(
+    adapter: Adapter,
+    turn: Turn,
+    warmup: usize,
+    messages: usize,
+    evict: usize,
+) -> (Duration, Duration, String) {
     let dir = tempfile::tempdir().unwrap();
-    let (model, fake) = model(adapter, turn, warmup + messages).await;
+    let (model, fake) = model(adapter, turn, warmup + messages, evict).await;
+    // The scripted model's walks (see `Evicting`) are not the pipeline's CPU.
+    let walks = match adapter.wire() {
+        None if evict > 0 => walk_cpu(evict) * u32::try_from(messages * turn.calls()).unwrap(),
+        _ => Duration::ZERO,
+    };
     let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
     Bundle::parse(&bundle(adapter.model()), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
     // The workers `serve` runs: each turn's commit acknowledges its item, and a message arriving
@@ -282,14 +338,14 @@ async fn run(adapter: Adapter, turn: Turn, warmup: usize, messages: usize) -> (D
         assert_eq!(fake.finish(), (warmup + messages) * turn.calls());
     }
     let per = |d: Duration| d / u32::try_from(messages).unwrap();
-    (per(cpu1 - cpu0), per(wall1 - wall0), database)
+    (per((cpu1 - cpu0).saturating_sub(walks)), per(wall1 - wall0), database)
 }
 
 /// The adapter's own share: `messages` model calls alone (a system prompt, one customer message,
 /// the `send_message` tool; a text answer), no pipeline around them. CPU per call; with
 /// `evict` bytes, each call followed by a walk over a buffer that large (its CPU not counted).
 async fn calls_alone(adapter: Adapter, messages: usize, evict: usize) -> Duration {
-    let (model, fake) = model(adapter, Turn::OneCall, messages).await;
+    let (model, fake) = model(adapter, Turn::OneCall, messages, 0).await;
     let request = ModelRequest {
         model: adapter.model().to_owned(),
         system: "You answer customers about their orders.".to_owned(),
@@ -303,16 +359,7 @@ async fn calls_alone(adapter: Adapter, messages: usize, evict: usize) -> Duratio
         deadline: None,
     };
     let mut buffer = vec![0u8; evict];
-    let walk = |buffer: &mut [u8], round: usize| {
-        for i in (0..buffer.len()).step_by(64) {
-            buffer[i] = buffer[i].wrapping_add(round as u8);
-        }
-    };
-    let walks0 = cpu();
-    for round in 0..messages {
-        walk(&mut buffer, round);
-    }
-    let walks = cpu() - walks0;
+    let walks = walk_cpu(evict) * u32::try_from(messages).unwrap();
     let cpu0 = cpu();
     for round in 0..messages {
         let response = model.converse(&request).await.unwrap();
@@ -362,7 +409,7 @@ fn main() {
         for turn in TURNS {
             let (mut cpus, mut walls, mut database) = (vec![], vec![], String::new());
             for _ in 0..runs {
-                let (c, w, d) = rt.block_on(run(adapter, turn, warmup, messages));
+                let (c, w, d) = rt.block_on(run(adapter, turn, warmup, messages, evict));
                 cpus.push(c);
                 walls.push(w);
                 database = d;
@@ -370,9 +417,12 @@ fn main() {
             let (c, cl, ch) = median(cpus);
             let (w, wl, wh) = median(walls);
             let name = if turn == Turn::OneCall { "1 call" } else { "2 calls + tool" };
+            let adapter_name = match adapter.wire() {
+                None if evict > 0 => format!("{}, each call followed by a {} KiB walk", adapter.name(), evict / 1024),
+                _ => adapter.name().to_owned(),
+            };
             println!(
-                "| {} | {name} | {} ({}–{}) | {} ({}–{}) | {database} (last run) |",
-                adapter.name(),
+                "| {adapter_name} | {name} | {} ({}–{}) | {} ({}–{}) | {database} (last run) |",
                 us(c),
                 us(cl),
                 us(ch),
