@@ -13,11 +13,12 @@
 //! `HTTP_BENCH_RUNS` runs (default 3); medians and ranges are printed. The server logs at `HTTP_BENCH_LOG` (default `warn`: one line per request
 //! at `info` is part of what is measured otherwise).
 //!
-//! Two turns: `scripted` (the scripted test double answers with one reply) and `bedrock` (the
+//! Three turns: `scripted` (the scripted test double answers with one reply), `bedrock` (the
 //! Bedrock Converse adapter, SigV4 and all, against a fake Converse server in this process —
 //! its CPU is not the server's, so not counted — that first calls `send_message`, then ends the
-//! turn: two model calls and one tool per message). `HTTP_BENCH_TURNS` picks (`scripted,bedrock`
-//! by default).
+//! turn: two model calls and one tool per message) and `openai` (the same turn through the
+//! OpenAI-compatible adapter, the same fake answering chat completions). `HTTP_BENCH_TURNS` picks
+//! (`scripted,bedrock` by default).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -46,6 +47,7 @@ struct Server {
 enum Turn {
     Scripted,
     Bedrock,
+    OpenAi,
 }
 
 impl Turn {
@@ -53,6 +55,7 @@ impl Turn {
         match self {
             Turn::Scripted => "scripted, 1 reply",
             Turn::Bedrock => "bedrock, 2 calls + 1 tool",
+            Turn::OpenAi => "openai, 2 calls + 1 tool",
         }
     }
 }
@@ -74,7 +77,25 @@ async fn fake_converse() -> String {
                     "metrics": { "latencyMs": 1 } })
         })
     }
-    let app = axum::Router::new().route("/model/{model_id}/converse", axum::routing::post(converse));
+    /// The same two answers in the OpenAI chat completions shape.
+    async fn completions(axum::Json(body): axum::Json<Value>) -> axum::Json<Value> {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+        axum::Json(if last["role"] == "tool" {
+            json!({ "id": "c-2", "object": "chat.completion", "model": "gpt-4o-mini",
+                    "choices": [{ "index": 0, "message": { "role": "assistant", "content": "" }, "finish_reason": "stop" }],
+                    "usage": { "prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41 } })
+        } else {
+            let arguments = json!({ "text": REPLY }).to_string();
+            json!({ "id": "c-1", "object": "chat.completion", "model": "gpt-4o-mini",
+                    "choices": [{ "index": 0, "finish_reason": "tool_calls", "message": { "role": "assistant", "content": null,
+                        "tool_calls": [{ "id": "t-1", "type": "function",
+                                         "function": { "name": "send_message", "arguments": arguments } }] } }],
+                    "usage": { "prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42 } })
+        })
+    }
+    let app = axum::Router::new()
+        .route("/model/{model_id}/converse", axum::routing::post(converse))
+        .route("/v1/chat/completions", axum::routing::post(completions));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -83,6 +104,10 @@ async fn fake_converse() -> String {
 
 impl Server {
     fn start(dir: &Path, turn: Turn, bedrock: &str) -> Self {
+        let model = match turn {
+            Turn::OpenAi => "openai:gpt-4o-mini",
+            _ => "bedrock:anthropic.claude-3-haiku-20240307-v1:0",
+        };
         let bundle = dir.join("tenant.json");
         std::fs::write(
             &bundle,
@@ -91,7 +116,7 @@ impl Server {
                 "limits": { "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "tokensPerDay": MAX_TOKENS_PER_DAY,
                             "concurrentSessions": MAX_CONCURRENT_SESSIONS },
                 "agents": [{ "agentId": "01JD0000BENCH0AGENT0000001", "name": "Bench", "systemPrompt": "Answer briefly.",
-                             "model": "bedrock:anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message"],
+                             "model": model, "tools": ["send_message"],
                              "maxTurns": 100, "maxIterations": 4 }],
                 "triggers": [{ "triggerId": "01JD0000BENCH0TR1GGER00001", "name": "all", "agentId": "01JD0000BENCH0AGENT0000001",
                                "eventType": "message.new", "priority": 1, "conditions": {} }]
@@ -130,6 +155,9 @@ impl Server {
                     .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
                     .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
                     .env("AWS_EC2_METADATA_DISABLED", "true");
+            }
+            Turn::OpenAi => {
+                command.env("OPENAI_BASE_URL", format!("{bedrock}/v1")).env("OPENAI_API_KEY", "sk-bench");
             }
         }
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
@@ -176,7 +204,7 @@ async fn send(server: &Server, turn: Turn, clients: usize, from: usize, to: usiz
     // what each answer's execution must show: model calls and tool calls
     let expected = match turn {
         Turn::Scripted => (1, 0),
-        Turn::Bedrock => (2, 1),
+        Turn::Bedrock | Turn::OpenAi => (2, 1),
     };
     // Collected, so that every client is spawned before the first is awaited.
     let tasks: Vec<_> = (0..clients).map(|c| {
@@ -270,7 +298,8 @@ fn main() {
         .map(|t| match t.trim() {
             "scripted" => Turn::Scripted,
             "bedrock" => Turn::Bedrock,
-            other => panic!("HTTP_BENCH_TURNS: unknown turn {other:?} (scripted, bedrock)"),
+            "openai" => Turn::OpenAi,
+            other => panic!("HTTP_BENCH_TURNS: unknown turn {other:?} (scripted, bedrock, openai)"),
         })
         .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
