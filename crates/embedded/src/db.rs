@@ -159,6 +159,7 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::SLOT_COUNTS,
     crate::queue::RECEIPTS_BY_SEQ,
     crate::store::LEANER_MESSAGES,
+    crate::store::LEANER_SESSIONS,
 ];
 
 #[derive(Debug, thiserror::Error)]

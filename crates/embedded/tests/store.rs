@@ -621,3 +621,91 @@ async fn the_conversation_log_is_rebuilt_leaner_with_its_messages() {
         .unwrap();
     assert!(plan.contains("messages_by_idempotency_key"), "{plan}");
 }
+
+/// A data directory from before the sessions' plain row numbers (schema step 13) keeps its
+/// sessions and which of a conversation's is the newest; a new session comes after them, and the
+/// one-active-session rule still holds.
+#[tokio::test]
+async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
+    use switchboard_domain::SessionStatus;
+    let clock = clock();
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
+    let step = step_of(switchboard_embedded::store::LEANER_SESSIONS);
+    let t: TenantId = "t-a".parse().unwrap();
+    let session = |conversation: &str, status: SessionStatus| {
+        let mut s = Session::start(t.clone(), conversation.into(), AgentId::generate(), clock.now());
+        s.status = status;
+        s
+    };
+    // c-1: an older and a newer completed session, stored in that order; c-2: an active one
+    let (older, newer, other) = (
+        session("c-1", SessionStatus::Completed),
+        session("c-1", SessionStatus::Completed),
+        session("c-2", SessionStatus::Active),
+    );
+    {
+        let conn = rusqlite::Connection::open(&db_path).unwrap();
+        for s in &switchboard_embedded::db::MIGRATIONS[..usize::try_from(step).unwrap()] {
+            conn.execute_batch(s).unwrap();
+        }
+        for (seq, s, status) in [(4, &older, "completed"), (5, &newer, "completed"), (6, &other, "active")] {
+            conn.execute(
+                "INSERT INTO sessions (seq, tenant_id, session_id, conversation_id, status, version, body)
+                 VALUES (?1, 't-a', ?2, ?3, ?4, 0, ?5)",
+                rusqlite::params![
+                    seq,
+                    s.session_id.to_string(),
+                    s.conversation_id,
+                    status,
+                    serde_json::to_string(s).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+        conn.execute_batch(&format!("PRAGMA user_version = {step};")).unwrap();
+        let counter: i64 =
+            conn.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'sessions'", [], |r| r.get(0)).unwrap();
+        assert_eq!(counter, 6, "the old table kept its counter");
+    }
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    let ids = |sessions: Vec<Session>| sessions.into_iter().map(|s| s.session_id).collect::<Vec<_>>();
+    assert_eq!(ids(e.store.sessions_for_conversation(&t, "c-1").await.unwrap()), [older.session_id, newer.session_id]);
+    assert_eq!(e.store.latest_session(&t, "c-1").await.unwrap().unwrap().session_id, newer.session_id);
+    assert_eq!(e.store.latest_session(&t, "c-2").await.unwrap().unwrap().session_id, other.session_id);
+    // a new session of c-1 is its newest from then on
+    let next = session("c-1", SessionStatus::Active);
+    e.store
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: next.clone(), expected_version: None }],
+            execution: record(&t, next.session_id, "evt-1", clock.now()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(e.store.sessions_for_conversation(&t, "c-1").await.unwrap()),
+        [older.session_id, newer.session_id, next.session_id]
+    );
+    assert_eq!(e.store.latest_session(&t, "c-1").await.unwrap().unwrap().session_id, next.session_id);
+    // a second active session of c-2 is still refused by the rebuilt index
+    let twin = session("c-2", SessionStatus::Active);
+    let err = e
+        .store
+        .commit_turn(&TurnCommit {
+            sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
+            execution: record(&t, twin.session_id, "evt-2", clock.now()),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    // the new row is numbered above the old ones, and no counter row is kept for sessions any more
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    let seq: i64 = conn
+        .query_row("SELECT seq FROM sessions WHERE session_id = ?1", [next.session_id.to_string()], |r| r.get(0))
+        .unwrap();
+    assert!(seq > 6, "{seq}");
+    let counters: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_sequence WHERE name = 'sessions'", [], |r| r.get(0)).unwrap();
+    assert_eq!(counters, 0);
+}

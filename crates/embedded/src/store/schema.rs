@@ -237,3 +237,30 @@ CREATE UNIQUE INDEX messages_by_idempotency_key ON messages (tenant_id, idempote
     WHERE idempotency_key IS NOT NULL;
 DELETE FROM sqlite_sequence WHERE name = 'messages';
 "#;
+
+/// Schema step 13: sessions, like the conversation log in step 12, number their rows with plain
+/// rowids: `AUTOINCREMENT`'s counter row in `sqlite_sequence` was rewritten by every transaction
+/// that started a session (each new conversation). A new session still gets a number above every
+/// session kept, which is all `seq` is for (the newest of a conversation's sessions; it is never
+/// shown). SQLite cannot drop `AUTOINCREMENT` in place, so the table is rebuilt with its rows and
+/// numbers.
+pub const LEANER_SESSIONS: &str = r#"
+CREATE TABLE sessions_v13 (
+    seq             INTEGER PRIMARY KEY,
+    tenant_id       TEXT NOT NULL,
+    session_id      TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    version         INTEGER NOT NULL,
+    body            TEXT NOT NULL,
+    UNIQUE (tenant_id, session_id)
+) STRICT;
+INSERT INTO sessions_v13 (seq, tenant_id, session_id, conversation_id, status, version, body)
+    SELECT seq, tenant_id, session_id, conversation_id, status, version, body FROM sessions;
+DROP TABLE sessions;
+ALTER TABLE sessions_v13 RENAME TO sessions;
+CREATE INDEX sessions_by_conversation ON sessions (tenant_id, conversation_id, seq);
+-- At most one active session per conversation: a second concurrent start loses like a stale write.
+CREATE UNIQUE INDEX one_active_session ON sessions (tenant_id, conversation_id) WHERE status = 'active';
+DELETE FROM sqlite_sequence WHERE name = 'sessions';
+"#;
