@@ -138,7 +138,7 @@ fn shape_error(base: &str, e: serde_path_to_error::Error<serde_json::Error>) -> 
 
 pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
     serde_json::from_slice(bytes)
-        .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("not valid JSON: {e}"))))
+        .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("is not valid JSON: {e}"))))
 }
 
 /// `POST /tenants/{t}/{kind}`
@@ -342,8 +342,8 @@ pub(crate) async fn apply(
     if !caller.may_access(&t) {
         return Err(no_tenant());
     }
-    let text = std::str::from_utf8(&body)
-        .map_err(|_| Problem::invalid(ValidationErrors::single("", "the body must be UTF-8 JSON")))?;
+    let text =
+        std::str::from_utf8(&body).map_err(|_| Problem::invalid(ValidationErrors::single("", "must be UTF-8 JSON")))?;
     // The wrong tenant is said first, whatever else is wrong with the bundle.
     if let Some(other) = body_json(&body)?.get("tenantId").and_then(Value::as_str)
         && other != t.as_str()

@@ -161,8 +161,7 @@ fn as_problem(res: Response) -> Response {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Problem::unsupported_media_type().into_response(),
         StatusCode::METHOD_NOT_ALLOWED => Problem::method_not_allowed().into_response(),
         s if s.is_server_error() => Problem::internal().into_response(),
-        _ => Problem::invalid(switchboard_domain::ValidationErrors::single("", "the request could not be read"))
-            .into_response(),
+        _ => Problem::invalid(switchboard_domain::ValidationErrors::single("", "could not be read")).into_response(),
     }
 }
 
@@ -202,7 +201,7 @@ pub(crate) async fn read_request(State(state): State<Arc<ApiState>>, req: Reques
             return Problem::too_large(limit).into_response();
         }
         Ok(Err(BodyError::Broken)) => {
-            return Problem::invalid(switchboard_domain::ValidationErrors::single("", "the body could not be read"))
+            return Problem::invalid(switchboard_domain::ValidationErrors::single("", "could not be read"))
                 .into_response();
         }
         Ok(Ok(bytes)) => bytes,

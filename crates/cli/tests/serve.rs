@@ -139,6 +139,13 @@ async fn bad_input_gets_problem_json_naming_the_field() {
     let p: Value = res.json().await.unwrap();
     assert_eq!(p["type"], "urn:switchboard:problem:invalid-input");
     assert_eq!(p["errors"][0]["pointer"], "");
+    // the summary reads as a sentence about the body
+    assert!(p["detail"].as_str().unwrap().starts_with("the body is not valid JSON: "), "{p}");
+
+    // a JSON value that is not an event
+    let (status, p, _) = post(&client, &url, &json!([1, 2])).await;
+    assert_eq!(status, 400);
+    assert_eq!(p["detail"], "the body must be a JSON object (an EventBridge event)");
 
     // a missing field and a wrong type, both named
     let mut bad = event("b-1", "acme", "c-b", "hi");

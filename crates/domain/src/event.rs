@@ -50,10 +50,10 @@ impl InboundEvent {
     /// Parses an EventBridge envelope from bytes, refusing oversized bodies and bad JSON.
     pub fn parse_bytes(body: &[u8]) -> Result<Self, ValidationErrors> {
         if body.len() > MAX_EVENT_BYTES {
-            return Err(ValidationErrors::single("", format!("event is larger than {MAX_EVENT_BYTES} bytes")));
+            return Err(ValidationErrors::single("", format!("is larger than {MAX_EVENT_BYTES} bytes")));
         }
-        let value: serde_json::Value =
-            serde_json::from_slice(body).map_err(|e| ValidationErrors::single("", format!("not valid JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| ValidationErrors::single("", format!("is not valid JSON: {e}")))?;
         Self::parse(&value)
     }
 
@@ -156,7 +156,7 @@ impl InboundEvent {
                 },
                 raw_detail: d.clone(),
             }),
-            _ => Err(ValidationErrors::single("", "incomplete event")),
+            _ => Err(ValidationErrors::single("", "is not a complete event")),
         }
     }
 }
@@ -254,7 +254,7 @@ mod tests {
     fn it_refuses_bytes_that_are_not_json() {
         let errs = InboundEvent::parse_bytes(b"{nope").unwrap_err();
         assert_eq!(errs.0[0].pointer, "");
-        assert!(errs.0[0].detail.starts_with("not valid JSON"));
+        assert!(errs.0[0].detail.starts_with("is not valid JSON"));
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub struct FieldError {
 pub struct ValidationErrors(pub Vec<FieldError>);
 
 fn render(errors: &[FieldError]) -> String {
-    errors.iter().map(|e| format!("{}: {}", e.pointer, e.detail)).collect::<Vec<_>>().join("; ")
+    let pointer = |e: &FieldError| if e.pointer.is_empty() { "(body)".to_owned() } else { e.pointer.clone() };
+    errors.iter().map(|e| format!("{}: {}", pointer(e), e.detail)).collect::<Vec<_>>().join("; ")
 }
 
 impl ValidationErrors {
@@ -38,5 +39,17 @@ impl ValidationErrors {
     /// `Ok(())` when nothing was pushed.
     pub fn into_result(self) -> Result<(), Self> {
         if self.0.is_empty() { Ok(()) } else { Err(self) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_about_the_whole_body_is_named_as_the_body() {
+        let mut errors = ValidationErrors::single("", "is not valid JSON: EOF");
+        errors.push("/name", "is required");
+        assert_eq!(errors.to_string(), "(body): is not valid JSON: EOF; /name: is required");
     }
 }
