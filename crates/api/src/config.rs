@@ -131,9 +131,7 @@ fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
 
 /// A body of the wrong shape, as a `400` naming the field at fault under `base`.
 fn shape_error(base: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    let path = e.path().to_string();
-    let pointer = if path == "." { base.to_owned() } else { format!("{base}/{}", path.replace('.', "/")) };
-    Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
+    Problem::invalid(switchboard_domain::input::shape_error(base, e))
 }
 
 pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {

@@ -131,10 +131,8 @@ async fn target(
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body)).map_err(|e| {
-        let pointer = switchboard_domain::input::pointer_of(e.path());
-        Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
-    })
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
+        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))
 }
 
 fn check_operator(operator: &str, errors: &mut ValidationErrors) {

@@ -753,11 +753,8 @@ async fn invoke(
     let no_agent = || Problem::not_found(format!("no agent '{agent_raw}'"));
     let agent_id: AgentId = agent_raw.parse().map_err(|_| no_agent())?;
     let agent = state.config.get_agent(&t, agent_id).await?.ok_or_else(no_agent)?;
-    let body: InvokeBody =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body)).map_err(|e| {
-            let pointer = switchboard_domain::input::pointer_of(e.path());
-            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
-        })?;
+    let body: InvokeBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))?;
     let mut errors = ValidationErrors::default();
     if let Err(e) = check_external_id(&body.conversation_id) {
         errors.push("/conversationId", e.to_string());
@@ -1006,10 +1003,7 @@ async fn handoff(
     let no_session = || Problem::not_found(format!("no session '{session}'"));
     let session_id: SessionId = session.parse().map_err(|_| no_session())?;
     let body: HandoffBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
-        .map_err(|e| {
-            let pointer = switchboard_domain::input::pointer_of(e.path());
-            Problem::invalid(ValidationErrors::single(pointer, e.into_inner().to_string()))
-        })?;
+        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))?;
     let mut errors = ValidationErrors::default();
     if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
         errors.push("/reason", "must be 1 to 1000 characters");

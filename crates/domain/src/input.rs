@@ -25,10 +25,7 @@ pub fn record_from_input<T: DeserializeOwned>(
         object.insert((*field).to_owned(), value.clone());
     }
     errors.into_result()?;
-    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| {
-        let pointer = format!("{prefix}{}", pointer_of(e.path()));
-        ValidationErrors::single(pointer, e.into_inner().to_string())
-    })
+    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| shape_error(prefix, e))
 }
 
 /// Like [`record_from_input`] but the client may send the server-owned fields (a bundle file
@@ -44,10 +41,45 @@ pub fn record_with_defaults<T: DeserializeOwned>(
     for (field, value) in defaults {
         object.entry((*field).to_owned()).or_insert_with(|| value.clone());
     }
-    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| {
-        let pointer = format!("{prefix}{}", pointer_of(e.path()));
-        ValidationErrors::single(pointer, e.into_inner().to_string())
-    })
+    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| shape_error(prefix, e))
+}
+
+/// A JSON value that does not have the shape of its type, as the field at fault under `prefix`:
+/// a missing field and an unknown one are named by their own pointer (`/name: is required`), a
+/// value that should be an object says so without the type's Rust name, and anything else keeps
+/// serde's words (with the line and column when the input was text: a file's position helps).
+pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ValidationErrors {
+    let at = format!("{prefix}{}", pointer_of(e.path()));
+    let inner = e.into_inner();
+    let message = inner.to_string();
+    let bare = match inner.line() {
+        0 => message.as_str(),
+        line => message.strip_suffix(&format!(" at line {line} column {}", inner.column())).unwrap_or(&message),
+    };
+    let quoted = |rest: &str| rest.split_once('`').map(|(name, after)| (name.to_owned(), after.to_owned()));
+    if let Some((field, _)) = bare.strip_prefix("missing field `").and_then(quoted) {
+        return ValidationErrors::single(format!("{at}/{}", escape(&field)), "is required");
+    }
+    if let Some((field, after)) = bare.strip_prefix("unknown field `").and_then(quoted) {
+        let detail = match after.strip_prefix(", expected one of ").or_else(|| after.strip_prefix(", expected ")) {
+            Some(known) => format!("is not a field here; known fields: {}", known.replace('`', "")),
+            None => "is not a field here".to_owned(),
+        };
+        // The path ends where the field was met: at the object, or at the field itself.
+        let pointer = match at.ends_with(&format!("/{}", escape(&field))) {
+            true => at,
+            false => format!("{at}/{}", escape(&field)),
+        };
+        return ValidationErrors::single(pointer, detail);
+    }
+    if bare.contains(", expected struct ") || bare.starts_with("invalid length") && bare.contains("expected struct ") {
+        return ValidationErrors::single(at, "must be a JSON object");
+    }
+    ValidationErrors::single(at, message)
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// RFC 6901 pointer of a serde path.
@@ -57,7 +89,7 @@ pub fn pointer_of(path: &serde_path_to_error::Path) -> String {
     for segment in path.iter() {
         match segment {
             Segment::Seq { index } => out.push_str(&format!("/{index}")),
-            Segment::Map { key } => out.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1"))),
+            Segment::Map { key } => out.push_str(&format!("/{}", escape(key))),
             Segment::Enum { variant } => out.push_str(&format!("/{variant}")),
             Segment::Unknown => {}
         }
@@ -102,9 +134,64 @@ mod tests {
             "",
         )
         .unwrap_err();
-        assert!(e.0[0].detail.contains("unknown field `colour`"), "{e}");
+        assert_eq!(e.0[0].pointer, "/colour", "{e}");
+        assert!(e.0[0].detail.starts_with("is not a field here; known fields: "), "{e}");
+        assert!(e.0[0].detail.contains("systemPrompt"), "{e}");
         let e = record_from_input::<Agent>(json!({"systemPrompt": "p", "model": "m"}), &server(), "").unwrap_err();
-        assert!(e.0[0].detail.contains("missing field `name`"), "{e}");
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/name", "is required"));
+        let e = record_from_input::<Agent>(
+            json!({"name": "A", "systemPrompt": "p", "model": "m", "modelConfig": {"maxTokens": 10, "tmp": 1}}),
+            &server(),
+            "/agents/2",
+        )
+        .unwrap_err();
+        assert_eq!(e.0[0].pointer, "/agents/2/modelConfig/tmp", "{e}");
+        let e = record_from_input::<Agent>(
+            json!({"name": "A", "systemPrompt": "p", "model": "m", "modelConfig": "warm"}),
+            &server(),
+            "",
+        )
+        .unwrap_err();
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/modelConfig", "must be a JSON object"));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        #[allow(dead_code)]
+        items: Vec<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        #[allow(dead_code)]
+        #[serde(rename = "a/b")]
+        ab: u32,
+    }
+
+    fn from_text(text: &str) -> ValidationErrors {
+        serde_path_to_error::deserialize::<_, Outer>(&mut serde_json::Deserializer::from_str(text))
+            .map_err(|e| shape_error("", e))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_shape_error_in_text_names_the_field_and_keeps_the_position_only_where_it_helps() {
+        let e = from_text("{\"items\": [{\"a/b\": 1}, {}]}");
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items/1/a~1b", "is required"));
+        let e = from_text("{\"items\": [{\"a/b\": 1, \"c\": 2}]}");
+        assert_eq!(
+            (e.0[0].pointer.as_str(), e.0[0].detail.as_str()),
+            ("/items/0/c", "is not a field here; known fields: a/b")
+        );
+        let e = from_text("{\"items\": [7]}");
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items/0", "must be a JSON object"));
+        let e = from_text("[]");
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("", "must be a JSON object"));
+        let e = from_text("{\"items\": [{\"a/b\": \"x\"}]}");
+        assert_eq!(e.0[0].pointer, "/items/0/a~1b");
+        assert!(e.0[0].detail.starts_with("invalid type: string \"x\", expected u32 at line 1"), "{e}");
     }
 
     #[test]

@@ -89,16 +89,8 @@ fn nest(errors: &mut ValidationErrors, pointer: &str, result: Result<(), Validat
 
 impl Bundle {
     pub fn parse(text: &str, clock: &dyn Clock) -> Result<Self, ValidationErrors> {
-        let file: BundleFile = match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)) {
-            Ok(f) => f,
-            Err(e) => {
-                let path = e.path().to_string();
-                return Err(ValidationErrors::single(
-                    format!("/{}", path.replace('.', "/")),
-                    e.into_inner().to_string(),
-                ));
-            }
-        };
+        let file: BundleFile = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+            .map_err(|e| switchboard_domain::input::shape_error("", e))?;
         let now = clock.now().to_rfc3339();
         let mut errors = ValidationErrors::default();
         if let Some(Err(e)) = file.limits.as_ref().map(|l| l.validate("/limits")) {
@@ -345,4 +337,27 @@ pub struct ApplyReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<Change>,
     pub changes: Vec<ApplyChange>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::SystemClock;
+
+    fn refused(text: &str) -> Vec<(String, String)> {
+        let errors = Bundle::parse(text, &SystemClock).expect_err("the bundle is refused");
+        errors.0.into_iter().map(|e| (e.pointer, e.detail)).collect()
+    }
+
+    #[test]
+    fn a_file_of_the_wrong_shape_names_the_field_at_fault() {
+        assert_eq!(refused(r#"{"tenantId": "acme"}"#), [("/name".to_owned(), "is required".to_owned())]);
+        let unknown = refused(r#"{"tenantId": "acme", "name": "A", "agent": []}"#);
+        assert_eq!(unknown[0].0, "/agent");
+        assert!(unknown[0].1.contains("known fields: tenantId, name, limits, agents"), "{unknown:?}");
+        assert_eq!(refused("[]"), [(String::new(), "must be a JSON object".to_owned())]);
+        let typed = refused("{\n  \"tenantId\": \"acme\",\n  \"name\": 7\n}");
+        assert_eq!(typed[0].0, "/name");
+        assert!(typed[0].1.ends_with("at line 3 column 11"), "{typed:?}");
+    }
 }
