@@ -75,7 +75,26 @@ pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error
     if bare.contains(", expected struct ") || bare.starts_with("invalid length") && bare.contains("expected struct ") {
         return ValidationErrors::single(at, "must be a JSON object");
     }
+    if let Some((got, expected)) = bare.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected "))
+        && let Some(kind) = json_kind(expected)
+    {
+        return ValidationErrors::single(at, format!("must be {kind}, not {}", got.replace('`', "")));
+    }
     ValidationErrors::single(at, message)
+}
+
+/// What serde's name for an expected Rust type is in JSON's words, for the common ones.
+fn json_kind(expected: &str) -> Option<&'static str> {
+    Some(match expected {
+        "a string" | "a borrowed string" | "a character" => "a string",
+        "a boolean" => "true or false",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a sequence" => "an array",
+        "a map" => "a JSON object",
+        _ => return None,
+    })
 }
 
 fn escape(key: &str) -> String {
@@ -190,8 +209,15 @@ mod tests {
         let e = from_text("[]");
         assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("", "must be a JSON object"));
         let e = from_text("{\"items\": [{\"a/b\": \"x\"}]}");
+        assert_eq!(
+            (e.0[0].pointer.as_str(), e.0[0].detail.as_str()),
+            ("/items/0/a~1b", "must be a whole number, 0 or more, not string \"x\"")
+        );
+        let e = from_text("{\"items\": {}}");
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items", "must be an array, not map"));
+        let e = from_text("{\"items\": [{\"a/b\": -1}]}");
         assert_eq!(e.0[0].pointer, "/items/0/a~1b");
-        assert!(e.0[0].detail.starts_with("invalid type: string \"x\", expected u32 at line 1"), "{e}");
+        assert!(e.0[0].detail.starts_with("invalid value: integer `-1`, expected u32 at line 1"), "{e}");
     }
 
     #[test]

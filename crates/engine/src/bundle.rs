@@ -356,8 +356,14 @@ mod tests {
         assert_eq!(unknown[0].0, "/agent");
         assert!(unknown[0].1.contains("known fields: tenantId, name, limits, agents"), "{unknown:?}");
         assert_eq!(refused("[]"), [(String::new(), "must be a JSON object".to_owned())]);
-        let typed = refused("{\n  \"tenantId\": \"acme\",\n  \"name\": 7\n}");
-        assert_eq!(typed[0].0, "/name");
-        assert!(typed[0].1.ends_with("at line 3 column 11"), "{typed:?}");
+        assert_eq!(
+            refused(r#"{"tenantId": "acme", "name": 7}"#),
+            [("/name".to_owned(), "must be a string, not integer 7".to_owned())]
+        );
+        let value = refused(
+            "{\n  \"tenantId\": \"acme\",\n  \"name\": \"A\",\n  \"limits\": {\"invocationsPerMinute\": -1}\n}",
+        );
+        assert_eq!(value[0].0, "/limits/invocationsPerMinute");
+        assert!(value[0].1.ends_with("at line 4 column 39"), "{value:?}");
     }
 }
