@@ -75,10 +75,17 @@ pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error
     if bare.contains(", expected struct ") || bare.starts_with("invalid length") && bare.contains("expected struct ") {
         return ValidationErrors::single(at, "must be a JSON object");
     }
-    if let Some((got, expected)) = bare.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected "))
+    let wrong = bare.strip_prefix("invalid type: ").or_else(|| bare.strip_prefix("invalid value: "));
+    if let Some((got, expected)) = wrong.and_then(|rest| rest.split_once(", expected "))
         && let Some(kind) = json_kind(expected)
     {
-        return ValidationErrors::single(at, format!("must be {kind}, not {}", got.replace('`', "")));
+        let got = got.replace('`', "");
+        let got = match got.as_str() {
+            "map" => "an object".to_owned(),
+            "sequence" => "an array".to_owned(),
+            _ => got.replace("floating point", "number"),
+        };
+        return ValidationErrors::single(at, format!("must be {kind}, not {got}"));
     }
     ValidationErrors::single(at, message)
 }
@@ -88,8 +95,12 @@ fn json_kind(expected: &str) -> Option<&'static str> {
     Some(match expected {
         "a string" | "a borrowed string" | "a character" => "a string",
         "a boolean" => "true or false",
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
-        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "u8" => "a whole number from 0 to 255",
+        "u16" => "a whole number from 0 to 65535",
+        "u32" => "a whole number from 0 to 4294967295",
+        "u64" | "usize" => "a whole number, 0 or more",
+        "i32" => "a whole number from -2147483648 to 2147483647",
+        "i8" | "i16" | "i64" | "isize" => "a whole number",
         "f32" | "f64" => "a number",
         "a sequence" => "an array",
         "a map" => "a JSON object",
@@ -211,13 +222,19 @@ mod tests {
         let e = from_text("{\"items\": [{\"a/b\": \"x\"}]}");
         assert_eq!(
             (e.0[0].pointer.as_str(), e.0[0].detail.as_str()),
-            ("/items/0/a~1b", "must be a whole number, 0 or more, not string \"x\"")
+            ("/items/0/a~1b", "must be a whole number from 0 to 4294967295, not string \"x\"")
         );
         let e = from_text("{\"items\": {}}");
-        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items", "must be an array, not map"));
+        assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items", "must be an array, not an object"));
         let e = from_text("{\"items\": [{\"a/b\": -1}]}");
-        assert_eq!(e.0[0].pointer, "/items/0/a~1b");
-        assert!(e.0[0].detail.starts_with("invalid value: integer `-1`, expected u32 at line 1"), "{e}");
+        assert_eq!(
+            (e.0[0].pointer.as_str(), e.0[0].detail.as_str()),
+            ("/items/0/a~1b", "must be a whole number from 0 to 4294967295, not integer -1")
+        );
+        let e = from_text("{\"items\": [{\"a/b\": 1.5}]}");
+        assert_eq!(e.0[0].detail, "must be a whole number from 0 to 4294967295, not number 1.5");
+        let e = from_text("{\"items\": [{\"a/b\": 1}], \"items\": []}");
+        assert!(e.0[0].detail.starts_with("duplicate field `items` at line 1"), "{e}");
     }
 
     #[test]

@@ -364,6 +364,8 @@ mod tests {
             "{\n  \"tenantId\": \"acme\",\n  \"name\": \"A\",\n  \"limits\": {\"invocationsPerMinute\": -1}\n}",
         );
         assert_eq!(value[0].0, "/limits/invocationsPerMinute");
-        assert!(value[0].1.ends_with("at line 4 column 39"), "{value:?}");
+        assert_eq!(value[0].1, "must be a whole number from 0 to 4294967295, not integer -1");
+        let other = refused("{\n  \"tenantId\": \"acme\",\n  \"name\": \"A\",\n  \"name\": \"B\"\n}");
+        assert!(other[0].1.ends_with("at line 4 column 8"), "{other:?}");
     }
 }
