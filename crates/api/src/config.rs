@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -192,9 +192,9 @@ pub(crate) async fn list(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<ListQuery>(q)?;
     let limit = page_limit(q.limit)?;
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let status_filter = match (&q.status, kind) {
@@ -331,10 +331,10 @@ pub(crate) async fn apply(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<ApplyQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
     body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
-    let q = crate::routes::query(q)?;
+    let q = crate::routes::query::<ApplyQuery>(q)?;
     let no_tenant = || Problem::not_found(format!("no tenant '{tenant_raw}'"));
     let t: TenantId = tenant_raw.parse().map_err(|_| no_tenant())?;
     if !caller.may_access(&t) {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -291,10 +291,10 @@ const MAX_WAIT_SECS: u64 = 60;
 async fn post_event(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
-    q: Result<Query<PostEventQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
     bytes: Bytes,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<PostEventQuery>(q)?;
     let wait = match q.wait {
         None => None,
         Some(s) if (1..=MAX_WAIT_SECS).contains(&s) => Some(std::time::Duration::from_secs(s)),
@@ -358,12 +358,12 @@ pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, Problem> {
     }
 }
 
-/// Query strings are parsed by hand so that a bad one is a problem+json, not plain text.
-pub(crate) fn query<T: for<'de> Deserialize<'de>>(
-    q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
-) -> Result<T, Problem> {
-    q.map(|Query(v)| v)
-        .map_err(|e| Problem::invalid(switchboard_domain::ValidationErrors::single("/query", e.body_text())))
+/// Query strings are parsed here rather than by axum's `Query`, so that a bad one is a
+/// problem+json naming the parameter at fault (`/query/limit: must be a whole number`).
+pub(crate) fn query<T: for<'de> Deserialize<'de>>(RawQuery(raw): RawQuery) -> Result<T, Problem> {
+    let raw = raw.unwrap_or_default();
+    let form = serde_urlencoded::Deserializer::new(form_urlencoded::parse(raw.as_bytes()));
+    serde_path_to_error::deserialize(form).map_err(|e| Problem::invalid(switchboard_domain::input::query_error(e)))
 }
 
 async fn conversation_messages(
@@ -417,9 +417,9 @@ async fn list_sessions(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<SessionsQuery>(q)?;
     let limit = page_limit(q.limit)?;
     let mut errors = ValidationErrors::default();
     let status = match q.status.as_deref() {
@@ -457,9 +457,9 @@ async fn list_executions(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path((tenant_raw, session)): Path<(String, String)>,
-    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<PageQuery>(q)?;
     let limit = page_limit(q.limit)?;
     let after = match q.cursor.as_deref().map(str::parse::<switchboard_domain::ExecutionId>) {
         None => None,
@@ -530,9 +530,9 @@ async fn usage(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<UsageQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<UsageQuery>(q)?;
     let day = |field: &str, raw: &Option<String>| -> Result<Option<NaiveDate>, Problem> {
         raw.as_deref()
             .map(|v| {
@@ -601,9 +601,9 @@ async fn activity(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<ActivityQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<ActivityQuery>(q)?;
     let hours = match q.hours.as_deref() {
         None => 24,
         Some(raw) => raw.parse::<i64>().ok().filter(|h| (1..=ACTIVITY_MAX_HOURS).contains(h)).ok_or_else(|| {
@@ -653,9 +653,9 @@ async fn list_events(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<EventsQuery>(q)?;
     let limit = page_limit(q.limit)?;
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let Some(log) = &state.events else {
@@ -674,12 +674,12 @@ async fn stream_events(
     caller: Caller,
     Path(tenant_raw): Path<String>,
     headers: axum::http::HeaderMap,
-    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     use futures::StreamExt;
 
-    let q = query(q)?;
+    let q = query::<EventsQuery>(q)?;
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let (Some(log), Some(live)) = (&state.events, &state.live) else {
         return Err(Problem::not_found("this deployment has no event stream; subscribe to EventBridge"));
@@ -953,9 +953,9 @@ async fn execution_by_source(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
     Path(tenant_raw): Path<String>,
-    q: Result<Query<BySourceQuery>, axum::extract::rejection::QueryRejection>,
+    q: RawQuery,
 ) -> Result<Response, Problem> {
-    let q = query(q)?;
+    let q = query::<BySourceQuery>(q)?;
     let Some(source) = q.source_id.filter(|s| !s.is_empty() && s.len() <= 200) else {
         return Err(Problem::invalid(ValidationErrors::single(
             "/query/sourceId",

@@ -701,7 +701,7 @@ async fn usage_reports_tokens_by_day_agent_and_model_and_refuses_bad_ranges() {
         ("to=yesterday", "/query/to"),
         ("from=2026-11-02&to=2026-11-01", "/query/from"),
         ("from=2020-01-01&to=2026-11-01", "/query/from"),
-        ("since=2026-11-01", "/query"),
+        ("since=2026-11-01", "/query/since"),
     ] {
         let r = api.get(&format!("/tenants/acme/usage?{query}")).await;
         assert_eq!(r.status, 400, "{query}: {}", r.body);
@@ -749,9 +749,12 @@ async fn activity_counts_executions_by_hour_and_status_and_refuses_bad_spans() {
     // the default span is a day
     assert_eq!(api.get("/tenants/acme/activity").await.body["byHour"].as_array().unwrap().len(), 24);
     // bad spans name the parameter at fault
-    for (query, pointer) in
-        [("hours=0", "/query/hours"), ("hours=169", "/query/hours"), ("hours=a", "/query/hours"), ("days=1", "/query")]
-    {
+    for (query, pointer) in [
+        ("hours=0", "/query/hours"),
+        ("hours=169", "/query/hours"),
+        ("hours=a", "/query/hours"),
+        ("days=1", "/query/days"),
+    ] {
         let r = api.get(&format!("/tenants/acme/activity?{query}")).await;
         assert_eq!(r.status, 400, "{query}: {}", r.body);
         assert_eq!(pointers(&r), [pointer], "{query}");

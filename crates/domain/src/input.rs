@@ -56,6 +56,38 @@ pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error
         0 => message.as_str(),
         line => message.strip_suffix(&format!(" at line {line} column {}", inner.column())).unwrap_or(&message),
     };
+    described(at, bare, &message)
+}
+
+/// [`shape_error`] for a URL's query string, its pointers under `/query`: every value there is
+/// text, so a number that does not parse says so (`/query/limit: must be a whole number`).
+pub fn query_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> ValidationErrors {
+    let at = format!("/query{}", pointer_of(e.path()));
+    let message = e.into_inner().to_string();
+    let detail = match message.as_str() {
+        "invalid digit found in string" | "cannot parse integer from empty string" => "must be a whole number",
+        "number too large to fit in target type" => "is too large",
+        "number too small to fit in target type" => "is too small",
+        "invalid float literal" => "must be a number",
+        "provided string was not `true` or `false`" => "must be true or false",
+        _ => {
+            if let Some((name, _)) = message.strip_prefix("duplicate field `").and_then(|rest| rest.split_once('`')) {
+                return ValidationErrors::single(format!("/query/{}", escape(name)), "is given more than once");
+            }
+            let mut errors = described(at, &message, &message);
+            for e in &mut errors.0 {
+                e.detail =
+                    e.detail.replace("is not a field here; known fields:", "is not a parameter here; known ones:");
+                e.detail = e.detail.replace("is not a field here", "is not a parameter here");
+            }
+            return errors;
+        }
+    };
+    ValidationErrors::single(at, detail)
+}
+
+/// `bare` is serde's message without a position, `message` with it.
+fn described(at: String, bare: &str, message: &str) -> ValidationErrors {
     let quoted = |rest: &str| rest.split_once('`').map(|(name, after)| (name.to_owned(), after.to_owned()));
     if let Some((field, _)) = bare.strip_prefix("missing field `").and_then(quoted) {
         return ValidationErrors::single(format!("{at}/{}", escape(&field)), "is required");
@@ -235,6 +267,38 @@ mod tests {
         assert_eq!(e.0[0].detail, "must be a whole number from 0 to 4294967295, not number 1.5");
         let e = from_text("{\"items\": [{\"a/b\": 1}], \"items\": []}");
         assert!(e.0[0].detail.starts_with("duplicate field `items` at line 1"), "{e}");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Page {
+        #[allow(dead_code)]
+        limit: Option<u32>,
+        #[allow(dead_code)]
+        dry_run: Option<bool>,
+        #[allow(dead_code)]
+        source_id: String,
+    }
+
+    fn from_query(query: &str) -> (String, String) {
+        let form = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        let e = serde_path_to_error::deserialize::<_, Page>(form).map_err(query_error).unwrap_err();
+        (e.0[0].pointer.clone(), e.0[0].detail.clone())
+    }
+
+    #[test]
+    fn a_query_string_names_the_parameter_at_fault() {
+        let at = |pointer: &str, detail: &str| (pointer.to_owned(), detail.to_owned());
+        assert_eq!(from_query("sourceId=e&limit=abc"), at("/query/limit", "must be a whole number"));
+        assert_eq!(from_query("sourceId=e&limit="), at("/query/limit", "must be a whole number"));
+        assert_eq!(from_query("sourceId=e&limit=99999999999"), at("/query/limit", "is too large"));
+        assert_eq!(from_query("sourceId=e&dryRun=maybe"), at("/query/dryRun", "must be true or false"));
+        assert_eq!(from_query("limit=1"), at("/query/sourceId", "is required"));
+        assert_eq!(from_query("sourceId=e&limit=1&limit=2"), at("/query/limit", "is given more than once"));
+        assert_eq!(
+            from_query("sourceId=e&colour=red"),
+            at("/query/colour", "is not a parameter here; known ones: limit, dryRun, sourceId")
+        );
     }
 
     #[test]
