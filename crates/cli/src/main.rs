@@ -233,10 +233,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, like `{:#}`, but a cause the error before it already
+/// ends with (an error that prints its source and also names it as its source) is said once.
+fn chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// Where a data directory goes when none is given.
@@ -246,7 +263,34 @@ fn default_data_dir() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::default_threads;
+    use super::{chain, default_threads};
+
+    /// Prints its source and names it as its source, as `#[error("…: {source}")]` does.
+    #[derive(Debug)]
+    struct Says {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Says {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot create data directory /x: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for Says {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(Says { source: io() }).context("--data-dir");
+        assert_eq!(chain(&e), "--data-dir: cannot create data directory /x: no such file");
+        let e = anyhow::Error::new(io()).context("--tenant");
+        assert_eq!(chain(&e), "--tenant: no such file");
+    }
 
     #[test]
     fn the_runtime_leaves_one_core_to_the_database_thread_and_keeps_at_least_one() {

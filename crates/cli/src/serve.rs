@@ -141,7 +141,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let embedded =
         Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
     for path in &args.tenants {
-        let bundle = Bundle::from_file(path, &SystemClock).with_context(|| format!("--tenant {}", path.display()))?;
+        // The bundle's errors name the file.
+        let bundle = Bundle::from_file(path, &SystemClock).context("--tenant")?;
         if let Some(models) = &models {
             for agent in &bundle.agents {
                 let model = match (agent.model.as_str(), &args.default_model) {

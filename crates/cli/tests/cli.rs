@@ -405,3 +405,29 @@ fn ready_answers_for_a_running_server_and_names_the_reason_otherwise() {
     let out = bin().args(["ready", "--endpoint", "not a url"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--endpoint not a url is not a URL"));
 }
+
+#[test]
+fn serve_refuses_a_bad_start_naming_the_flag_the_file_and_the_field_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        let data = dir.path().join("data");
+        let out = bin().arg("serve").args(["--listen", "127.0.0.1:0", "--data-dir"]).arg(&data).args(args).output();
+        let out = out.unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_owned()
+    };
+    let bundle = write(dir.path(), "tenant.json", r#"{"tenantId": "acme"}"#);
+    assert_eq!(serve(&["--tenant", &bundle]), format!("error: --tenant: {bundle}: /name: is required"));
+    let broken = write(dir.path(), "broken.json", "{\n  \"tenantId\": \"acme\",\n  \"name\": \n");
+    assert_eq!(
+        serve(&["--tenant", &broken]),
+        format!("error: --tenant: {broken}: /name: is not valid JSON: EOF while parsing a value at line 4 column 0")
+    );
+    // A file where the data directory should go: the cause is said once.
+    let file = write(dir.path(), "file", "");
+    let out = bin().arg("serve").args(["--listen", "127.0.0.1:0", "--data-dir", &format!("{file}/data")]).output();
+    let stderr = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(line.starts_with(&format!("error: --data-dir: cannot create data directory {file}/data: ")), "{line}");
+    assert_eq!(line.matches("(os error").count(), 1, "{line}");
+}

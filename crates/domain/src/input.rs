@@ -56,6 +56,9 @@ pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error
         0 => message.as_str(),
         line => message.strip_suffix(&format!(" at line {line} column {}", inner.column())).unwrap_or(&message),
     };
+    if matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof) {
+        return ValidationErrors::single(at, format!("is not valid JSON: {message}"));
+    }
     described(at, bare, &message)
 }
 
@@ -249,6 +252,8 @@ mod tests {
         );
         let e = from_text("{\"items\": [7]}");
         assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items/0", "must be a JSON object"));
+        let e = from_text("{\"items\": [");
+        assert_eq!(e.0[0].detail, "is not valid JSON: EOF while parsing a list at line 1 column 11");
         let e = from_text("[]");
         assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("", "must be a JSON object"));
         let e = from_text("{\"items\": [{\"a/b\": \"x\"}]}");

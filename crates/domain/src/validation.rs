@@ -17,8 +17,13 @@ pub struct FieldError {
 pub struct ValidationErrors(pub Vec<FieldError>);
 
 fn render(errors: &[FieldError]) -> String {
-    let pointer = |e: &FieldError| if e.pointer.is_empty() { "(body)".to_owned() } else { e.pointer.clone() };
-    errors.iter().map(|e| format!("{}: {}", pointer(e), e.detail)).collect::<Vec<_>>().join("; ")
+    // An error about the whole document is its detail alone ("is not valid JSON: …"), after
+    // whatever names the document (a file's path, a request).
+    let line = |e: &FieldError| match e.pointer.is_empty() {
+        true => e.detail.clone(),
+        false => format!("{}: {}", e.pointer, e.detail),
+    };
+    errors.iter().map(line).collect::<Vec<_>>().join("; ")
 }
 
 impl ValidationErrors {
@@ -47,9 +52,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_error_about_the_whole_body_is_named_as_the_body() {
+    fn an_error_about_the_whole_document_is_its_detail_alone() {
         let mut errors = ValidationErrors::single("", "is not valid JSON: EOF");
         errors.push("/name", "is required");
-        assert_eq!(errors.to_string(), "(body): is not valid JSON: EOF; /name: is required");
+        assert_eq!(errors.to_string(), "is not valid JSON: EOF; /name: is required");
     }
 }
