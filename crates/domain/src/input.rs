@@ -110,9 +110,14 @@ fn described(at: String, bare: &str, message: &str) -> ValidationErrors {
     if bare.contains(", expected struct ") || bare.starts_with("invalid length") && bare.contains("expected struct ") {
         return ValidationErrors::single(at, "must be a JSON object");
     }
-    let wrong = bare.strip_prefix("invalid type: ").or_else(|| bare.strip_prefix("invalid value: "));
+    // A value of another type is told the kind it must be; a number out of its type's range
+    // (serde says "invalid value") is told the range.
+    let (wrong, range) = match bare.strip_prefix("invalid type: ") {
+        Some(rest) => (Some(rest), false),
+        None => (bare.strip_prefix("invalid value: "), true),
+    };
     if let Some((got, expected)) = wrong.and_then(|rest| rest.split_once(", expected "))
-        && let Some(kind) = json_kind(expected)
+        && let Some(kind) = json_kind(expected, range)
     {
         let got = got.replace('`', "");
         let got = match got.as_str() {
@@ -126,16 +131,16 @@ fn described(at: String, bare: &str, message: &str) -> ValidationErrors {
 }
 
 /// What serde's name for an expected Rust type is in JSON's words, for the common ones.
-fn json_kind(expected: &str) -> Option<&'static str> {
+fn json_kind(expected: &str, range: bool) -> Option<&'static str> {
     Some(match expected {
         "a string" | "a borrowed string" | "a character" => "a string",
         "a boolean" => "true or false",
-        "u8" => "a whole number from 0 to 255",
-        "u16" => "a whole number from 0 to 65535",
-        "u32" => "a whole number from 0 to 4294967295",
-        "u64" | "usize" => "a whole number, 0 or more",
-        "i32" => "a whole number from -2147483648 to 2147483647",
-        "i8" | "i16" | "i64" | "isize" => "a whole number",
+        "u8" if range => "a whole number from 0 to 255",
+        "u16" if range => "a whole number from 0 to 65535",
+        "u32" if range => "a whole number from 0 to 4294967295",
+        "i32" if range => "a whole number from -2147483648 to 2147483647",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
         "f32" | "f64" => "a number",
         "a sequence" => "an array",
         "a map" => "a JSON object",
@@ -259,7 +264,7 @@ mod tests {
         let e = from_text("{\"items\": [{\"a/b\": \"x\"}]}");
         assert_eq!(
             (e.0[0].pointer.as_str(), e.0[0].detail.as_str()),
-            ("/items/0/a~1b", "must be a whole number from 0 to 4294967295, not string \"x\"")
+            ("/items/0/a~1b", "must be a whole number, 0 or more, not string \"x\"")
         );
         let e = from_text("{\"items\": {}}");
         assert_eq!((e.0[0].pointer.as_str(), e.0[0].detail.as_str()), ("/items", "must be an array, not an object"));
@@ -269,7 +274,7 @@ mod tests {
             ("/items/0/a~1b", "must be a whole number from 0 to 4294967295, not integer -1")
         );
         let e = from_text("{\"items\": [{\"a/b\": 1.5}]}");
-        assert_eq!(e.0[0].detail, "must be a whole number from 0 to 4294967295, not number 1.5");
+        assert_eq!(e.0[0].detail, "must be a whole number, 0 or more, not number 1.5");
         let e = from_text("{\"items\": [{\"a/b\": 1}], \"items\": []}");
         assert!(e.0[0].detail.starts_with("duplicate field `items` at line 1"), "{e}");
     }
