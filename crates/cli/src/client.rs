@@ -409,7 +409,9 @@ fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
 fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
-        Value::String(s) => s.chars().take(60).collect(),
+        // A table's cell: cut at 60 characters, and said to be cut.
+        Value::String(s) if s.chars().nth(60).is_some() => s.chars().take(59).chain(['…']).collect(),
+        Value::String(s) => s.clone(),
         Value::Object(o) if o.contains_key("inputTokens") => {
             format!("{}", o["inputTokens"].as_u64().unwrap_or(0) + o["outputTokens"].as_u64().unwrap_or(0))
         }
@@ -552,7 +554,7 @@ async fn stream_invoke(api: &Api, path: &str, body: &Value, json: bool) -> anyho
                             write!(out, "  … ")?;
                             in_text = true;
                         }
-                        write!(out, "{}", cell(&data["text"]))?;
+                        write!(out, "{}", data["text"].as_str().unwrap_or_default())?;
                     }
                     name => {
                         if let Some(line) = describe_event(name, &data) {
@@ -597,12 +599,10 @@ fn describe_event(name: &str, data: &Value) -> Option<String> {
             cell(&data["latencyMs"])
         ),
         "action" => {
+            // The reply or the reason whole: it is what the turn did.
             let a = &data["action"];
-            format!(
-                "  → {} {}",
-                cell(&a["type"]),
-                cell(a.get("text").unwrap_or(a.get("reason").unwrap_or(&Value::Null)))
-            )
+            let what = a.get("text").or_else(|| a.get("reason")).and_then(Value::as_str).unwrap_or("-");
+            format!("  → {} {what}", cell(&a["type"]))
         }
         "execution.finished" => {
             let e = &data["execution"];

@@ -160,6 +160,8 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     let text = lines.iter().find_map(|l| l.strip_prefix("  … ")).expect("the text line");
     let reply = lines.iter().find_map(|l| l.strip_prefix("  → reply ")).expect("the reply line");
     assert_eq!(text, reply, "{streamed}");
+    // whole, though longer than a table's cell
+    assert!(text.starts_with("Hi! ") && text.ends_with("How can I help with your order?"), "{streamed}");
     assert!(lines.last().unwrap().starts_with("session ") && lines.last().unwrap().ends_with("success"), "{streamed}");
     let json = cli.ok(&["agents", "invoke", &agent, "--conversation", "c-3", "--stream", "--json"]);
     let events: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
