@@ -509,11 +509,7 @@ pub async fn config(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow:
                     cell(&result["status"])
                 );
                 for a in result["actions"].as_array().cloned().unwrap_or_default() {
-                    println!(
-                        "  → {} {}",
-                        cell(&a["type"]),
-                        cell(a.get("text").unwrap_or(a.get("reason").unwrap_or(&Value::Null)))
-                    );
+                    println!("{}", action_line(&a));
                 }
                 Ok(())
             }
@@ -574,6 +570,12 @@ async fn stream_invoke(api: &Api, path: &str, body: &Value, json: bool) -> anyho
     bail!("the stream ended before the execution did; look it up with `executions` by its source")
 }
 
+/// One line for an action of a turn, its reply or reason whole: it is what the turn did.
+fn action_line(a: &Value) -> String {
+    let what = a.get("text").or_else(|| a.get("reason")).and_then(Value::as_str).unwrap_or("-");
+    format!("  → {} {what}", cell(&a["type"]))
+}
+
 /// One line for a streamed invoke's event (none for the ones not worth a line).
 fn describe_event(name: &str, data: &Value) -> Option<String> {
     Some(match name {
@@ -598,12 +600,7 @@ fn describe_event(name: &str, data: &Value) -> Option<String> {
             if data["isError"] == true { "error" } else { "ok" },
             cell(&data["latencyMs"])
         ),
-        "action" => {
-            // The reply or the reason whole: it is what the turn did.
-            let a = &data["action"];
-            let what = a.get("text").or_else(|| a.get("reason")).and_then(Value::as_str).unwrap_or("-");
-            format!("  → {} {what}", cell(&a["type"]))
-        }
+        "action" => action_line(&data["action"]),
         "execution.finished" => {
             let e = &data["execution"];
             format!(

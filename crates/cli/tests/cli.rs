@@ -118,6 +118,7 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     // run it, then look at what happened
     let invoked = cli.ok(&["agents", "invoke", &agent, "--conversation", "c-1", "--message", "Hi there"]);
     assert!(invoked.contains("success") && invoked.contains("→ reply"), "{invoked}");
+    assert!(invoked.contains("How can I help with your order?"), "the reply whole: {invoked}");
     let sessions: Value =
         serde_json::from_str(&cli.ok(&["sessions", "list", "--conversation", "c-1", "--json"])).unwrap();
     let session = sessions[0]["sessionId"].as_str().unwrap().to_owned();
