@@ -238,6 +238,12 @@ async function inbox() {
 
 // ---------- conversation ----------
 
+/** An agent's name with its id beside it, or the id alone for an agent that is gone. */
+function agentName(agents, agentId) {
+  const agent = agents.items.find((a) => a.agentId === agentId);
+  return agent ? [agent.name, " ", el("code", { class: "muted" }, agentId)] : el("code", {}, agentId);
+}
+
 async function conversation(sessionId) {
   const session = await api("GET", `/tenants/${t()}/sessions/${sessionId}`);
   const [log, executions, agents] = await Promise.all([
@@ -320,7 +326,7 @@ async function conversation(sessionId) {
           el("h2", {}, "Session"),
           el("dl", { class: "kv" },
             el("dt", {}, "Status"), el("dd", {}, session.status + (human ? " (to a human)" : "")),
-            el("dt", {}, "Agent"), el("dd", {}, el("code", {}, session.agentId)),
+            el("dt", {}, "Agent"), el("dd", { id: "session-agent" }, agentName(agents, session.agentId)),
             el("dt", {}, "Channel"), el("dd", {}, session.channel || "—"),
             el("dt", {}, "Priority"), el("dd", {}, session.handoffPriority || "—"),
             el("dt", {}, "Reason"), el("dd", {}, session.handoffReason || "—"),

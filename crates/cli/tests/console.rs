@@ -246,6 +246,8 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     b.click("#inbox tbody tr a").await;
     b.find("#messages li.customer").await;
     b.wait_text("#messages", "connecting you with a teammate").await;
+    let agent = b.text("#session-agent").await;
+    assert!(agent.starts_with("Front-line support 01JD0000SVPP0RT0AGENT00001"), "the agent by name: {agent}");
     b.click("#claim").await;
     b.wait_text("main", "Claimed by Alice").await;
     let session_id = b.js("return location.hash.split('/')[2]").await.as_str().unwrap().to_owned();
