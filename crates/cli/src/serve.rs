@@ -20,6 +20,49 @@ use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 /// once the workers have stopped.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The file in a data directory that one `serve` at a time holds locked.
+pub(crate) const LOCK_FILE: &str = "serve.lock";
+
+/// Takes the data directory for this process: a second `serve` on it would run a second set of
+/// workers on the same queue whose completions the first one's waiting requests never hear of.
+/// An exclusive lock on [`LOCK_FILE`], holding the owner's pid for the message; the system drops
+/// it when the process ends, however it ends. Other commands (`tenants create`, `keys`) do not
+/// take it: they work beside a running server.
+fn claim(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--data-dir: cannot create data directory {}", dir.display()))?;
+    let path = dir.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("--data-dir: cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut owner = String::new();
+            file.read_to_string(&mut owner).ok();
+            let owner = match owner.trim() {
+                "" => String::new(),
+                pid => format!(" (pid {pid})"),
+            };
+            bail!(
+                "--data-dir: {} is in use by another `switchboard serve`{owner}; stop that one first, or give this \
+                 one its own --data-dir",
+                dir.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("--data-dir: cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| writeln!(file, "{}", std::process::id())).ok();
+    Ok(file)
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Directory for the SQLite file (created if missing).
@@ -138,6 +181,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         ..EmbeddedOptions::default()
     };
+    // Held until this function returns (or the process ends, when the system lets go of it).
+    let _claim = claim(&args.data_dir)?;
     let embedded =
         Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
     for path in &args.tenants {

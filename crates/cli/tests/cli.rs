@@ -434,3 +434,25 @@ fn serve_refuses_a_bad_start_naming_the_flag_the_file_and_the_field_once() {
     assert!(line.starts_with(&format!("error: --data-dir: cannot create data directory {file}/data: ")), "{line}");
     assert_eq!(line.matches("(os error").count(), 1, "{line}");
 }
+
+#[test]
+fn a_second_serve_on_a_data_directory_in_use_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let first = Server::start(&data, &[]);
+    let out = bin().arg("serve").args(["--listen", "127.0.0.1:0", "--data-dir"]).arg(&data).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let pid = std::fs::read_to_string(data.join("serve.lock")).unwrap().trim().to_owned();
+    assert!(!pid.is_empty());
+    assert!(
+        stderr.contains(&format!("is in use by another `switchboard serve` (pid {pid}); stop that one first")),
+        "names the first: {stderr}"
+    );
+    // beside it, the commands that share a data directory still work
+    assert!(!create_tenant(&data, "beta").is_empty());
+    // once the first has ended, the directory is free again
+    drop(first);
+    let second = Server::start(&data, &[]);
+    assert_eq!(std::fs::read_to_string(data.join("serve.lock")).unwrap().trim(), second.pid().to_string());
+}
