@@ -45,9 +45,11 @@ pub fn record_with_defaults<T: DeserializeOwned>(
 }
 
 /// A JSON value that does not have the shape of its type, as the field at fault under `prefix`:
-/// a missing field and an unknown one are named by their own pointer (`/name: is required`), a
-/// value that should be an object says so without the type's Rust name, and anything else keeps
-/// serde's words (with the line and column when the input was text: a file's position helps).
+/// a missing field and an unknown one are named by their own pointer (`/name: is required`); a
+/// value of the wrong JSON type, or a number out of its type's range, is told what it must be in
+/// JSON's words (`must be a JSON object`, `must be a string, not integer 7`), never with a Rust
+/// type's name; text that is not JSON says so. Anything else keeps serde's words, with the line
+/// and column when the input was text (a file's position helps).
 pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ValidationErrors {
     let at = format!("{prefix}{}", pointer_of(e.path()));
     let inner = e.into_inner();
@@ -107,7 +109,9 @@ fn described(at: String, bare: &str, message: &str) -> ValidationErrors {
         };
         return ValidationErrors::single(pointer, detail);
     }
-    if bare.contains(", expected struct ") || bare.starts_with("invalid length") && bare.contains("expected struct ") {
+    // "invalid type: integer `1`, expected struct X", "invalid length 0, expected struct X with 3
+    // elements" (an array where an object belongs).
+    if bare.contains(", expected struct ") {
         return ValidationErrors::single(at, "must be a JSON object");
     }
     // A value of another type is told the kind it must be; a number out of its type's range
