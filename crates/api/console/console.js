@@ -371,7 +371,7 @@ function modelCall(c) {
 function toolCall(c) {
   const w = c.webhook;
   return el("li", { class: "tool-call" },
-    el("strong", {}, "Tool call "), el("code", {}, c.name), c.isError ? el("span", { class: "pill failed" }, " error") : "", ` · ${c.latencyMs} ms`,
+    el("strong", {}, "Tool call "), el("code", {}, c.name), c.isError ? [" ", el("span", { class: "pill failed" }, "error")] : "", ` · ${c.latencyMs} ms`,
     w ? el("p", {}, `Webhook ${w.host}: ${w.outcome}${w.status ? `, HTTP ${w.status}` : ""}, ${w.attempts} attempt${w.attempts === 1 ? "" : "s"}`) : null,
     el("details", {}, el("summary", {}, "Arguments and result"), pretty(c.input), pretty(c.output)));
 }
@@ -392,13 +392,16 @@ function timeline(x) {
 }
 
 async function execution(id) {
-  const x = await api("GET", `/tenants/${t()}/executions/${id}`);
+  const [x, agents] = await Promise.all([
+    api("GET", `/tenants/${t()}/executions/${id}`),
+    api("GET", `/tenants/${t()}/agents?limit=100`).catch(() => ({ items: [] })),
+  ]);
   const u = x.tokenUsage || {};
   main.replaceChildren(
     el("h1", {}, `Execution ${x.executionId}`),
     el("div", { class: "card" }, el("dl", { class: "kv" },
       el("dt", {}, "Status"), el("dd", {}, el("span", { class: `pill ${x.status}` }, x.status)),
-      el("dt", {}, "Agent"), el("dd", {}, el("code", {}, x.agentId)),
+      el("dt", {}, "Agent"), el("dd", { id: "execution-agent" }, agentName(agents, x.agentId)),
       el("dt", {}, "Session"), el("dd", {}, el("a", { href: `#/session/${x.sessionId}` }, x.sessionId)),
       el("dt", {}, "Source"), el("dd", {}, x.sourceId),
       el("dt", {}, "Tokens"), el("dd", {}, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out`),

@@ -283,6 +283,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     let timeline = b.wait_text("#timeline", "order_status").await;
     assert!(timeline.contains("Model call"), "{timeline}");
     b.find("#timeline li.tool-call").await;
+    assert!(b.text("#execution-agent").await.starts_with("Front-line support "), "the agent by name");
     b.shot("4-execution").await;
 
     b.click("a[href='#/overview']").await;
