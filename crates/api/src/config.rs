@@ -135,8 +135,7 @@ fn shape_error(base: &str, e: serde_path_to_error::Error<serde_json::Error>) -> 
 }
 
 pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, Problem> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| Problem::invalid(ValidationErrors::single("", format!("is not valid JSON: {e}"))))
+    serde_json::from_slice(bytes).map_err(|e| Problem::invalid(switchboard_domain::input::not_json(&e)))
 }
 
 /// `POST /tenants/{t}/{kind}`

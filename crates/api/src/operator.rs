@@ -10,7 +10,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::json;
 use switchboard_domain::ids::check_external_id;
 use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
@@ -18,7 +17,7 @@ use switchboard_domain::{SessionId, TenantId, ValidationErrors};
 use switchboard_engine::HandoffError;
 
 use crate::auth::Caller;
-use crate::routes::known_tenant;
+use crate::routes::{json_body, known_tenant};
 use crate::{ApiState, Problem};
 
 /// Longest operator name.
@@ -55,7 +54,7 @@ pub(crate) async fn claim(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let (t, s) = target(&state, &caller, &tenant_raw, &session_raw).await?;
-    let body: ClaimBody = parse(&body)?;
+    let body: ClaimBody = json_body(&body)?;
     let mut errors = ValidationErrors::default();
     check_operator(&body.operator, &mut errors);
     errors.into_result().map_err(Problem::invalid)?;
@@ -73,7 +72,7 @@ pub(crate) async fn reply(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let (t, s) = target(&state, &caller, &tenant_raw, &session_raw).await?;
-    let body: ReplyBody = parse(&body)?;
+    let body: ReplyBody = json_body(&body)?;
     let mut errors = ValidationErrors::default();
     check_operator(&body.operator, &mut errors);
     if body.text.trim().is_empty() || body.text.len() > MAX_MESSAGE_TEXT_BYTES {
@@ -106,7 +105,7 @@ pub(crate) async fn end(
     body: Bytes,
 ) -> Result<Response, Problem> {
     let (t, s) = target(&state, &caller, &tenant_raw, &session_raw).await?;
-    let body: EndBody = parse(&body)?;
+    let body: EndBody = json_body(&body)?;
     let mut errors = ValidationErrors::default();
     check_operator(&body.operator, &mut errors);
     if body.note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS) {
@@ -128,11 +127,6 @@ async fn target(
     let t = known_tenant(state, caller, tenant_raw).await?;
     let s = session_raw.parse().map_err(|_| Problem::not_found(format!("no session '{session_raw}'")))?;
     Ok((t, s))
-}
-
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
-        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))
 }
 
 fn check_operator(operator: &str, errors: &mut ValidationErrors) {

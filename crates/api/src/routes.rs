@@ -366,6 +366,12 @@ pub(crate) fn query<T: for<'de> Deserialize<'de>>(RawQuery(raw): RawQuery) -> Re
     serde_path_to_error::deserialize(form).map_err(|e| Problem::invalid(switchboard_domain::input::query_error(e)))
 }
 
+/// A JSON body as `T`, or a problem+json naming the field at fault.
+pub(crate) fn json_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
+        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))
+}
+
 async fn conversation_messages(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
@@ -753,8 +759,7 @@ async fn invoke(
     let no_agent = || Problem::not_found(format!("no agent '{agent_raw}'"));
     let agent_id: AgentId = agent_raw.parse().map_err(|_| no_agent())?;
     let agent = state.config.get_agent(&t, agent_id).await?.ok_or_else(no_agent)?;
-    let body: InvokeBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
-        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))?;
+    let body: InvokeBody = json_body(&body)?;
     let mut errors = ValidationErrors::default();
     if let Err(e) = check_external_id(&body.conversation_id) {
         errors.push("/conversationId", e.to_string());
@@ -1002,8 +1007,7 @@ async fn handoff(
     let t = known_tenant(&state, &caller, &tenant_raw).await?;
     let no_session = || Problem::not_found(format!("no session '{session}'"));
     let session_id: SessionId = session.parse().map_err(|_| no_session())?;
-    let body: HandoffBody = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
-        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))?;
+    let body: HandoffBody = json_body(&body)?;
     let mut errors = ValidationErrors::default();
     if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
         errors.push("/reason", "must be 1 to 1000 characters");

@@ -21,13 +21,13 @@ use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The file in a data directory that one `serve` at a time holds locked.
-pub(crate) const LOCK_FILE: &str = "serve.lock";
+const LOCK_FILE: &str = "serve.lock";
 
 /// Takes the data directory for this process: a second `serve` on it would run a second set of
 /// workers on the same queue whose completions the first one's waiting requests never hear of.
 /// An exclusive lock on [`LOCK_FILE`], holding the owner's pid for the message; the system drops
-/// it when the process ends, however it ends. Other commands (`tenants create`, `keys`) do not
-/// take it: they work beside a running server.
+/// it when the process ends, however it ends. `tenants create` and `tenants key` do not take it:
+/// they work beside a running server.
 fn claim(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     use std::io::{Read, Seek, Write};
     std::fs::create_dir_all(dir)

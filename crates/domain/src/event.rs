@@ -52,8 +52,7 @@ impl InboundEvent {
         if body.len() > MAX_EVENT_BYTES {
             return Err(ValidationErrors::single("", format!("is larger than {MAX_EVENT_BYTES} bytes")));
         }
-        let value: serde_json::Value = serde_json::from_slice(body)
-            .map_err(|e| ValidationErrors::single("", format!("is not valid JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| crate::input::not_json(&e))?;
         Self::parse(&value)
     }
 

@@ -61,7 +61,12 @@ pub fn shape_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error
     if matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof) {
         return ValidationErrors::single(at, format!("is not valid JSON: {message}"));
     }
-    described(at, bare, &message)
+    described(at, bare, &message, FIELD)
+}
+
+/// Text that is not JSON, as an error about the whole document.
+pub fn not_json(e: &serde_json::Error) -> ValidationErrors {
+    ValidationErrors::single("", format!("is not valid JSON: {e}"))
 }
 
 /// [`shape_error`] for a URL's query string, its pointers under `/query`: every value there is
@@ -79,28 +84,31 @@ pub fn query_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> Va
             if let Some((name, _)) = message.strip_prefix("duplicate field `").and_then(|rest| rest.split_once('`')) {
                 return ValidationErrors::single(format!("/query/{}", escape(name)), "is given more than once");
             }
-            let mut errors = described(at, &message, &message);
-            for e in &mut errors.0 {
-                e.detail =
-                    e.detail.replace("is not a field here; known fields:", "is not a parameter here; known ones:");
-                e.detail = e.detail.replace("is not a field here", "is not a parameter here");
-            }
-            return errors;
+            return described(at, &message, &message, PARAMETER);
         }
     };
     ValidationErrors::single(at, detail)
 }
 
+/// What an unknown name is called, and how the known ones are introduced.
+struct Noun {
+    one: &'static str,
+    known: &'static str,
+}
+
+const FIELD: Noun = Noun { one: "field", known: "known fields" };
+const PARAMETER: Noun = Noun { one: "parameter", known: "known ones" };
+
 /// `bare` is serde's message without a position, `message` with it.
-fn described(at: String, bare: &str, message: &str) -> ValidationErrors {
+fn described(at: String, bare: &str, message: &str, noun: Noun) -> ValidationErrors {
     let quoted = |rest: &str| rest.split_once('`').map(|(name, after)| (name.to_owned(), after.to_owned()));
     if let Some((field, _)) = bare.strip_prefix("missing field `").and_then(quoted) {
         return ValidationErrors::single(format!("{at}/{}", escape(&field)), "is required");
     }
     if let Some((field, after)) = bare.strip_prefix("unknown field `").and_then(quoted) {
         let detail = match after.strip_prefix(", expected one of ").or_else(|| after.strip_prefix(", expected ")) {
-            Some(known) => format!("is not a field here; known fields: {}", known.replace('`', "")),
-            None => "is not a field here".to_owned(),
+            Some(known) => format!("is not a {} here; {}: {}", noun.one, noun.known, known.replace('`', "")),
+            None => format!("is not a {} here", noun.one),
         };
         // The path ends where the field was met: at the object, or at the field itself.
         let pointer = match at.ends_with(&format!("/{}", escape(&field))) {
