@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_engine::{
-    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, SessionStore,
+    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, Operator, SessionStore,
 };
 
 pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
@@ -33,8 +33,10 @@ pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};
 pub struct ApiState {
     pub ingest: Arc<dyn Ingest>,
     pub invoker: Arc<dyn Invoker>,
-    /// The engine, for operations that run synchronously in the request (session handoff).
+    /// The engine, for what runs synchronously in the request (its ports' clock and prices).
     pub executor: Executor,
+    /// Operators' actions and handoffs over the API, run in the request.
+    pub operator: Operator,
     pub config: Arc<dyn ConfigStore>,
     pub admin: Arc<dyn ConfigAdmin>,
     pub sessions: Arc<dyn SessionStore>,

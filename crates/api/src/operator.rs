@@ -14,7 +14,7 @@ use serde_json::json;
 use switchboard_domain::ids::check_external_id;
 use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
 use switchboard_domain::{SessionId, TenantId, ValidationErrors};
-use switchboard_engine::HandoffError;
+use switchboard_engine::OperatorError;
 
 use crate::auth::Caller;
 use crate::routes::{json_body, known_tenant};
@@ -58,7 +58,7 @@ pub(crate) async fn claim(
     let mut errors = ValidationErrors::default();
     check_operator(&body.operator, &mut errors);
     errors.into_result().map_err(Problem::invalid)?;
-    let session = state.executor.claim(&t, s, body.operator.trim()).await.map_err(|e| problem(e, s))?;
+    let session = state.operator.claim(&t, s, body.operator.trim()).await.map_err(|e| problem(e, s))?;
     Ok(Json(session).into_response())
 }
 
@@ -88,8 +88,7 @@ pub(crate) async fn reply(
     }
     errors.into_result().map_err(Problem::invalid)?;
     let key = key.unwrap_or_default();
-    let done =
-        state.executor.human_reply(&t, s, body.operator.trim(), &body.text, key).await.map_err(|e| problem(e, s))?;
+    let done = state.operator.reply(&t, s, body.operator.trim(), &body.text, key).await.map_err(|e| problem(e, s))?;
     let status = if done.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     let answer = json!({
         "messageId": done.message_id, "executionId": done.execution.execution_id, "duplicate": done.duplicate,
@@ -113,7 +112,7 @@ pub(crate) async fn end(
     }
     errors.into_result().map_err(Problem::invalid)?;
     let note = body.note.as_deref().map(str::trim).filter(|n| !n.is_empty());
-    let record = state.executor.end_by_operator(&t, s, body.operator.trim(), note).await.map_err(|e| problem(e, s))?;
+    let record = state.operator.end(&t, s, body.operator.trim(), note).await.map_err(|e| problem(e, s))?;
     Ok(Json(json!({ "status": "completed", "executionId": record.execution_id })).into_response())
 }
 
@@ -137,20 +136,20 @@ fn check_operator(operator: &str, errors: &mut ValidationErrors) {
 }
 
 /// How a refused or failed operator action answers.
-pub(crate) fn problem(e: HandoffError, session: SessionId) -> Problem {
+pub(crate) fn problem(e: OperatorError, session: SessionId) -> Problem {
     match e {
-        HandoffError::NoSession(_) => Problem::not_found(format!("no session '{session}'")),
-        HandoffError::UnknownAgent(a) => Problem::invalid(ValidationErrors::single(
+        OperatorError::NoSession(_) => Problem::not_found(format!("no session '{session}'")),
+        OperatorError::UnknownAgent(a) => Problem::invalid(ValidationErrors::single(
             "/targetAgentId",
             format!("no active agent '{a}' in this tenant"),
         )),
-        e @ (HandoffError::NotAllowed(_) | HandoffError::Conflict) => Problem::conflict(e.to_string()),
-        HandoffError::Store(e) => e.into(),
-        HandoffError::Bus(e) => {
+        e @ (OperatorError::NotAllowed(_) | OperatorError::Conflict) => Problem::conflict(e.to_string()),
+        OperatorError::Store(e) => e.into(),
+        OperatorError::Bus(e) => {
             tracing::error!(error = %e, "event bus failed during an operator action or handoff");
             if e.retryable { Problem::unavailable() } else { Problem::internal() }
         }
-        HandoffError::Send(e) => {
+        OperatorError::Send(e) => {
             tracing::error!(error = %e, "the operator's message could not be sent");
             if e.retryable { Problem::unavailable() } else { Problem::internal() }
         }

@@ -1036,7 +1036,7 @@ async fn handoff(
     errors.into_result().map_err(Problem::invalid)?;
     let Some(to) = to else { return Err(Problem::internal()) };
     let done = state
-        .executor
+        .operator
         .hand_off(&t, session_id, to, body.reason.trim())
         .await
         .map_err(|e| crate::operator::problem(e, session_id))?;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost::Cost;
 use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
+use crate::session::Priority;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -186,13 +187,28 @@ pub enum Action {
     #[serde(rename_all = "camelCase")]
     Reply { text: String, message_id: String },
     #[serde(rename_all = "camelCase")]
-    HandoffToHuman { reason: String, priority: String },
+    HandoffToHuman { reason: String, priority: Priority },
     #[serde(rename_all = "camelCase")]
     HandoffToAgent { agent_id: AgentId, session_id: SessionId, reason: String },
     #[serde(rename_all = "camelCase")]
     EndConversation { summary: Option<String> },
     #[serde(rename_all = "camelCase")]
     TriggerFlow { flow_id: String },
+}
+
+impl Action {
+    /// The id of the message a reply sent.
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            Action::Reply { message_id, .. } => Some(message_id),
+            _ => None,
+        }
+    }
+
+    /// Whether the conversation leaves the agent with this action (a handoff, an end).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Action::HandoffToHuman { .. } | Action::HandoffToAgent { .. } | Action::EndConversation { .. })
+    }
 }
 
 /// Summary of one model call (the full request and response may be archived separately).

@@ -271,9 +271,9 @@ impl Session {
     }
 
     /// The session another agent (`agent_id`, `handoff_depth` handoffs deep) takes the
-    /// conversation over in: the memory, the summary, the first message and the recent
+    /// conversation over in after a handoff: the memory, the summary, the first message and the recent
     /// conversation as text (the other agent's tools differ) go with it.
-    pub fn handed_on(
+    pub fn successor(
         &self,
         agent_id: AgentId,
         handoff_depth: u32,
@@ -342,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn a_handed_on_session_carries_the_conversation_as_text() {
+    fn a_successor_session_carries_the_conversation_as_text() {
         let mut s = Session::start("t-1".parse().unwrap(), "c-1".into(), AgentId::generate(), Utc::now());
         s.append_transcript([
             Message::user_text("old"),
@@ -380,7 +380,7 @@ mod tests {
             relevant_info: serde_json::Value::Null,
             summary: None,
         };
-        let next = s.handed_on(AgentId::generate(), 1, context, Utc::now());
+        let next = s.successor(AgentId::generate(), 1, context, Utc::now());
         let texts: Vec<String> = next.transcript.iter().map(Message::text).collect();
         assert_eq!(texts, ["where is 1234?", "It ships today."]);
         assert_eq!(next.first_message.as_deref(), Some("old"));

@@ -68,6 +68,7 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         ingest: embedded.clone(),
         invoker: embedded.clone(),
         executor: embedded.executor.clone(),
+        operator: embedded.operator.clone(),
         admin: store.clone(),
         auth: Some(Arc::new(StoreKeys(embedded.store.clone()))),
         limiter: Some(Arc::new(RateLimiter::new(requests_per_minute))),

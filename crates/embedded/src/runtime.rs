@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
     Attempt, Clock, ConfigStore, ConversationLog, CountAndEnqueue, Counters, Deps, Engine, Enqueued, ExecOutcome,
-    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, QueueError, RouteError, RouteOutcome,
-    SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, Operator, QueueError, RouteError,
+    RouteOutcome, SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -95,6 +95,8 @@ pub struct Embedded {
     pub bus: InProcessBus,
     pub intake: Intake,
     pub executor: Executor,
+    /// Operators' actions and handoffs over the API.
+    pub operator: Operator,
     /// What `GET /metrics` renders.
     pub metrics: Arc<PrometheusMetrics>,
     options: EmbeddedOptions,
@@ -158,7 +160,7 @@ impl Embedded {
         // The intake enqueues through `LoggingQueue`: an inbound message is logged in the
         // enqueue's own database call.
         let logging = Arc::new(LoggingQueue { store: store.clone(), queue: queue.clone() });
-        let Engine { intake, executor } = Engine::with_intake_queue(deps, logging);
+        let Engine { intake, executor, operator } = Engine::with_intake_queue(deps, logging);
         let followers = Arc::new(Followers::default());
         let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());
         Ok(Self {
@@ -168,6 +170,7 @@ impl Embedded {
             bus,
             intake,
             executor,
+            operator,
             metrics,
             options,
             pool: Mutex::new(None),

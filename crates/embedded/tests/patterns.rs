@@ -565,7 +565,7 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     // the conversation goes on as text, and the customer's messages in a row are one turn (roles alternate).
     let done = w
         .embedded
-        .executor
+        .operator
         .hand_off(&w.tenant, human.session_id, HandoffTo::Agent(FRONT.parse().unwrap()), "resolved")
         .await
         .unwrap();
@@ -709,7 +709,7 @@ async fn a_handoff_over_the_api_gives_the_next_agent_the_conversation_as_text() 
     let front = w.session().await;
     assert!(front.transcript.iter().any(Message::has_tool_results), "Front's transcript holds its tool call");
     w.embedded
-        .executor
+        .operator
         .hand_off(&w.tenant, front.session_id, HandoffTo::Agent(BILLING.parse().unwrap()), "billing question")
         .await
         .unwrap();

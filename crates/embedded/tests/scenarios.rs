@@ -13,7 +13,7 @@ use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, Session, 
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, ModelError, ModelRequest, ModelResponse,
-    RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
+    Operator, RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
 };
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
@@ -353,7 +353,7 @@ enum Mode {
     ConcurrentWrite,
     /// An operator's reply is sent, and before it commits the same reply (same idempotency key,
     /// as a double click sends it) runs whole through this executor and commits first.
-    SameReplyCommitsFirst(Box<Executor>),
+    SameReplyCommitsFirst(Box<Operator>),
 }
 
 #[async_trait]
@@ -405,7 +405,7 @@ impl SessionStore for Flaky {
                     let operator = e.input["operator"]["name"].as_str().unwrap();
                     let text = e.input["text"].as_str().unwrap();
                     let key = e.source_id.strip_prefix("reply-").unwrap();
-                    let raced = racer.human_reply(&e.tenant_id, s.session_id, operator, text, key).await.unwrap();
+                    let raced = racer.reply(&e.tenant_id, s.session_id, operator, text, key).await.unwrap();
                     *self.raced.lock().unwrap() = Some(raced);
                 }
             }
@@ -415,15 +415,16 @@ impl SessionStore for Flaky {
 }
 
 fn flaky_executor(w: &World, mode: Mode) -> Executor {
-    flaky(w, mode).0
+    Executor::new(flaky(w, mode).0)
 }
 
-fn flaky(w: &World, mode: Mode) -> (Executor, Arc<Flaky>) {
+/// The world's ports with a [`Flaky`] session store.
+fn flaky(w: &World, mode: Mode) -> (Deps, Arc<Flaky>) {
     let deps = w.embedded.executor.deps().clone();
     let flaky =
         Arc::new(Flaky { inner: deps.sessions.clone(), mode, commits: AtomicU32::new(0), raced: Default::default() });
     let sessions: Arc<dyn SessionStore> = flaky.clone();
-    (Executor::new(Deps { sessions, ..deps }), flaky)
+    (Deps { sessions, ..deps }, flaky)
 }
 
 #[tokio::test]
@@ -433,8 +434,8 @@ async fn of_two_replies_with_one_key_the_one_that_commits_is_not_the_duplicate()
     let session = w.session("c-1").await;
     assert!(session.is_human_owned());
     // the first request sends, then loses the commit to a second request with the same key
-    let (executor, flaky) = flaky(&w, Mode::SameReplyCommitsFirst(Box::new(w.embedded.executor.clone())));
-    let first = executor.human_reply(&w.tenant, session.session_id, "Ann", "On it.", "click-1").await.unwrap();
+    let (deps, flaky) = flaky(&w, Mode::SameReplyCommitsFirst(Box::new(w.embedded.operator.clone())));
+    let first = Operator::new(deps).reply(&w.tenant, session.session_id, "Ann", "On it.", "click-1").await.unwrap();
     let second = flaky.raced.lock().unwrap().take().unwrap();
     // one message was sent, one reply recorded, and exactly one answer says it did that
     assert_eq!((first.duplicate, second.duplicate), (true, false));

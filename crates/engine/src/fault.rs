@@ -6,7 +6,7 @@
 
 use switchboard_domain::ErrorKind;
 
-use crate::ports::{BusError, ConversationError, StoreError};
+use crate::ports::{BusError, ConversationError, QueueError, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind:?}: {message}")]
@@ -69,8 +69,8 @@ pub(crate) enum ToolFault {
     Bus(#[from] BusError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("queue: {0}")]
-    Queue(String, bool),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
 }
 
 impl ToolFault {
@@ -79,7 +79,7 @@ impl ToolFault {
             ToolFault::Conversations(e) => e.retryable,
             ToolFault::Bus(e) => e.retryable,
             ToolFault::Store(e) => e.retryable(),
-            ToolFault::Queue(_, r) => *r,
+            ToolFault::Queue(e) => e.retryable,
         }
     }
 }

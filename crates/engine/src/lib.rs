@@ -3,11 +3,13 @@
 //! profiles. See `docs/architecture.md` for where each behaviour lives.
 //!
 //! Rooms, lower ones never importing higher ones (`config`, the rules of writing tenant
-//! configuration, needs ports only): `ports` and `fault` (errors of a turn);
-//! `model_call` (one model-call step); `tools` (the toolbox and its one dispatcher, a file per
-//! tool family); `patterns` (router classification, supervisor sub-agents); `execute` (the
-//! executor, the turn loop, records, context, handoffs over the API). `intake` needs ports only;
-//! `profile` is what a profile's runtime offers the internal API (ingest, invoke, live events).
+//! configuration, needs ports only): `ports` and `fault` (errors of a turn); `moves` (the
+//! session moves: reply, publish, end, hand off to a human or an agent); `model_call` (one
+//! model-call step); `tools` (the toolbox and its one dispatcher, a file per tool family);
+//! `patterns` (router classification, supervisor sub-agents); `execute` (the executor, the turn
+//! loop, records, context); `operator` (operators' claims, replies and ends, handoffs over the
+//! API). `intake` needs ports only; `profile` is what a profile's runtime offers the internal API
+//! (ingest, invoke, live events).
 //!
 //! No SDK, database, HTTP server or async-runtime specifics here: only domain types and ports.
 
@@ -18,6 +20,8 @@ mod fault;
 pub mod intake;
 pub mod limits;
 mod model_call;
+mod moves;
+pub mod operator;
 mod patterns;
 pub mod ports;
 pub mod profile;
@@ -25,19 +29,20 @@ mod tools;
 
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
 pub use config::{ConfigService, ConfigWriteError};
-pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
-pub use execute::operator::OperatorReply;
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};
+pub use operator::{HandoffDone, HandoffTo, Operator, OperatorError, OperatorReply};
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
 
-/// The engine as a profile assembles it: event intake and the executor over one set of ports.
+/// The engine as a profile assembles it: event intake, the executor and the operator service
+/// over one set of ports.
 #[derive(Debug, Clone)]
 pub struct Engine {
     pub intake: Intake,
     pub executor: Executor,
+    pub operator: Operator,
 }
 
 impl Engine {
@@ -52,6 +57,6 @@ impl Engine {
         let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), queue)
             .with_metrics(deps.metrics.clone())
             .with_limits(Limits::new(&deps));
-        Self { intake, executor: Executor::new(deps) }
+        Self { intake, operator: Operator::new(deps.clone()), executor: Executor::new(deps) }
     }
 }

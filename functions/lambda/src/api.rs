@@ -206,6 +206,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
             QueueInvoker::new(wiring.queue.clone(), wiring.store.clone()).following(wiring.turns.clone()),
         ),
         executor: wiring.executor.clone(),
+        operator: switchboard_engine::Operator::new(wiring.deps.clone()),
         config: wiring.store.clone(),
         admin: wiring.store.clone(),
         sessions: wiring.store.clone(),

@@ -497,7 +497,7 @@ pub const DAY_USAGE_CACHE_TTL: std::time::Duration = std::time::Duration::from_s
 /// The engine over `deps`, its intake keeping tenants for [`TENANT_CACHE_TTL`] and their day's
 /// usage for [`DAY_USAGE_CACHE_TTL`].
 fn engine(deps: &Deps) -> (Intake, Executor) {
-    let Engine { intake, executor } = Engine::new(deps.clone());
+    let Engine { intake, executor, .. } = Engine::new(deps.clone());
     let limits = Limits::new(deps).with_day_usage_cache(DAY_USAGE_CACHE_TTL);
     (intake.with_tenant_cache(TENANT_CACHE_TTL).with_limits(limits), executor)
 }

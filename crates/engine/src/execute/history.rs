@@ -15,7 +15,7 @@ use tracing::{info, warn};
 use crate::ports::{Deps, HistoryMessage, Sender, WorkItem};
 
 /// How a human operator's message is marked for the model.
-pub(super) const HUMAN_PREFIX: &str = "[human operator] ";
+pub(crate) const HUMAN_PREFIX: &str = "[human operator] ";
 
 /// Reads the history if this is the first turn of a session that did not come from another
 /// agent (whose handoff carried the conversation), and puts it in the transcript.

@@ -2,13 +2,10 @@
 //! turn (`turn`), performs tool side effects under idempotency keys, and commits the session
 //! together with the execution record (`record`). Redelivering the same item is harmless: a
 //! recorded source is never run again, and a side effect repeated by a replay carries the key it
-//! had the first time. Also here: the prompt and history a turn starts from (`context`) and
-//! moving a session over the API (`handoff`).
+//! had the first time. Also here: the prompt and history a turn starts from (`context`).
 
 pub(crate) mod context;
-pub mod handoff;
-mod history;
-pub mod operator;
+pub(crate) mod history;
 pub(crate) mod record;
 mod refused;
 mod summary;

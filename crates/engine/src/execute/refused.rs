@@ -6,12 +6,12 @@
 use std::time::Instant;
 
 use switchboard_domain::message::Message;
-use switchboard_domain::{Action, ErrorKind, ExecutionError, ExecutionRecord, OnLimit, Refusal, Session};
+use switchboard_domain::{ErrorKind, ExecutionError, ExecutionRecord, OnLimit, Priority, Refusal, Session};
 
 use super::record;
 use crate::fault::{ExecError, ToolFault};
+use crate::moves::{self, RequestedBy};
 use crate::ports::{Deps, SessionWrite, TurnCommit, WorkItem};
-use crate::tools::system::hand_to_human;
 
 /// The commit of a refused item in `session` (`is_new`: started for it).
 pub(super) async fn commit(
@@ -35,16 +35,14 @@ pub(super) async fn commit(
             OnLimit::Nothing | OnLimit::Defer => {}
             OnLimit::Message { text } => {
                 let key = format!("{}#limit", item.source_id);
-                let sent = deps
-                    .conversations
-                    .send_reply(&item.tenant_id, &item.conversation_id, text, &key)
-                    .await
-                    .map_err(ToolFault::from)?;
-                record.actions.push(Action::Reply { text: text.clone(), message_id: sent.message_id });
+                record.actions.push(moves::send(deps, &session, text, &key).await.map_err(ToolFault::from)?);
                 session.append_transcript([Message::assistant_text(text.clone())]);
             }
             OnLimit::HandoffToHuman => {
-                record.actions.push(hand_to_human(deps, &mut session, &why, "normal", &item.source_id).await?);
+                let key = &item.source_id;
+                let by = RequestedBy::Agent;
+                let action = moves::hand_off_to_human(deps, &mut session, &why, Priority::Normal, by, key).await?;
+                record.actions.push(action);
             }
         }
     }

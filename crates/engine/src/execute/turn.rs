@@ -10,7 +10,7 @@ use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{
-    Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, Session,
+    Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, Priority, Session,
     SessionStatus,
 };
 use tracing::warn;
@@ -18,9 +18,10 @@ use tracing::warn;
 use super::{context, history, record, summary};
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
+use crate::moves::{self, TurnState};
 use crate::patterns::{router, supervisor};
 use crate::ports::{Deps, Follower, ModelRequest, TurnEvent, WorkItem};
-use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox, TurnState, system};
+use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox};
 
 /// The reason a spent `maxSessionTokens` gives (the record's `error.reason`).
 const SESSION_BUDGET: &str = "maxSessionTokens";
@@ -243,11 +244,12 @@ impl Loop<'_> {
         if self.state.replies_sent == 0 && !text.trim().is_empty() {
             let key = format!("{}/{}", self.cx.item.source_id, self.calls);
             let before = self.state.actions.len();
-            let outcome = system::send_reply(self.cx.deps, self.cx.item, &mut self.state, text, &key).await?;
+            let replied = self.state.reply(self.cx.deps, text, &key).await?;
             self.announce_actions(before);
-            if outcome.is_error {
-                warn!(error = %outcome.output, "final answer could not be sent");
-                let message = outcome.output.to_string();
+            if let Err(refused) = replied {
+                warn!(error = %refused, "final answer could not be sent");
+                // Worded as the tool's error result would be.
+                let message = json!({ "error": refused.to_string() }).to_string();
                 self.fail(ExecutionError::new(ErrorKind::Tool, message));
                 return Ok(());
             }
@@ -377,9 +379,10 @@ impl Loop<'_> {
         let session_budget_spent = self.failure.as_ref().and_then(|f| f.reason.as_deref()) == Some(SESSION_BUDGET);
         if s.is_active() && session_budget_spent {
             let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
-            self.hand_on(reason, "session-budget").await?;
+            self.apply_handoff_behavior(reason, "session-budget").await?;
         } else if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
-            self.hand_on(format!("the agent reached its limit of {} turns", self.agent.max_turns), "max-turns").await?;
+            let reason = format!("the agent reached its limit of {} turns", self.agent.max_turns);
+            self.apply_handoff_behavior(reason, "max-turns").await?;
         }
         let record = &mut self.record;
         record.status = match (self.status, self.state.session.status) {
@@ -400,7 +403,7 @@ impl Loop<'_> {
             let key = format!("{}/failed", self.cx.item.source_id);
             let message = record.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
             let detail = json!({ "executionId": record.execution_id, "error": message });
-            system::publish(deps, &key, detail_type::EXECUTION_FAILED, &self.state.session, detail).await?;
+            moves::publish(deps, &key, detail_type::EXECUTION_FAILED, &self.state.session, detail).await?;
         }
         record.actions = std::mem::take(&mut self.state.actions);
         record.session_id = self.state.session.session_id;
@@ -413,15 +416,15 @@ impl Loop<'_> {
 
     /// `maxTurns` reached or the session's token budget spent: the agent's `handoffBehavior`
     /// decides.
-    async fn hand_on(&mut self, reason: String, why: &str) -> Result<(), ExecError> {
+    async fn apply_handoff_behavior(&mut self, reason: String, why: &str) -> Result<(), ExecError> {
         let (deps, agent) = (self.cx.deps, self.agent);
         let key = format!("{}/{why}", self.cx.item.source_id);
         let before = self.state.actions.len();
         match agent.handoff_behavior {
             HandoffBehavior::Escalate => {
-                system::handoff_to_human(deps, &mut self.state, &reason, "normal", &key).await?;
+                self.state.hand_off_to_human(deps, &reason, Priority::Normal, &key).await?;
             }
-            HandoffBehavior::End => system::end_session(deps, &mut self.state, Some(reason), &key).await?,
+            HandoffBehavior::End => self.state.end(deps, Some(reason), &key).await?,
         }
         self.announce_actions(before);
         Ok(())

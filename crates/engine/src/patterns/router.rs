@@ -15,9 +15,9 @@ use switchboard_domain::{
 
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
+use crate::moves::{AgentHandoff, RequestedBy, TurnState};
 use crate::ports::{ModelRequest, ToolSpec};
-use crate::tools::system::{self, AgentHandoff};
-use crate::tools::{CallContext, TurnState};
+use crate::tools::CallContext;
 
 /// A router agent's whole turn: classify, then hand the conversation to the pick (or the
 /// default). The status the turn ends with, and its error if it failed.
@@ -30,21 +30,17 @@ pub(crate) async fn route(
 ) -> Result<(ExecutionStatus, Option<ExecutionError>), ExecError> {
     let key = format!("{}/route", cx.item.source_id);
     let pick = classify(cx, router, messages, record, &key).await?;
-    let outcome = match pick.target {
-        Some(target) => {
-            let context = pick.fallback.map(|why| json!({ "routerFallback": why }));
-            let handoff = AgentHandoff { target, reason: pick.reason, summary: None, context };
-            Some(system::handoff_to_agent(cx.deps, cx.item, state, handoff, &key).await?)
-        }
-        None => None,
+    let Some(target) = pick.target else {
+        let message = "the router has no valid pick and its default agent is not active";
+        return Ok((ExecutionStatus::Failed, Some(ExecutionError::new(ErrorKind::Config, message))));
     };
-    Ok(match outcome {
-        Some(o) if !o.is_error => (ExecutionStatus::Success, None),
-        other => {
-            let message = other.map_or_else(
-                || "the router has no valid pick and its default agent is not active".to_owned(),
-                |o| o.output.to_string(),
-            );
+    let relevant_info = pick.fallback.map_or(Value::Null, |why| json!({ "routerFallback": why }));
+    let handoff = AgentHandoff { target, reason: pick.reason, summary: None, relevant_info, by: RequestedBy::Agent };
+    Ok(match state.hand_off_to_agent(cx.deps, cx.item, handoff, &key).await? {
+        Ok(_) => (ExecutionStatus::Success, None),
+        Err(refused) => {
+            // Worded as the handoff tool's error result would be.
+            let message = json!({ "error": refused.to_string() }).to_string();
             (ExecutionStatus::Failed, Some(ExecutionError::new(ErrorKind::Config, message)))
         }
     })

@@ -14,8 +14,9 @@ use switchboard_domain::{Agent, ChildExecution, ErrorKind, ExecutionError, Execu
 
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
+use crate::moves::TurnState;
 use crate::ports::ModelRequest;
-use crate::tools::{CallContext, ToolCall, ToolOutcome, Toolbox, TurnState};
+use crate::tools::{CallContext, ToolCall, ToolOutcome, Toolbox};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

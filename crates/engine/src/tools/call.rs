@@ -1,8 +1,8 @@
-//! What a tool call is made of and gives back, and the turn state tools change: the vocabulary
-//! shared by the dispatcher and every tool family.
+//! What a tool call is made of and gives back: the vocabulary shared by the dispatcher and every
+//! tool family. The turn state tools change is the session moves' (`crate::moves::TurnState`).
 
 use serde_json::{Value, json};
-use switchboard_domain::{Action, ExecutionId, Session, ToolCallRecord};
+use switchboard_domain::{ExecutionId, ToolCallRecord};
 
 use crate::ports::{Deps, WorkItem};
 
@@ -20,24 +20,6 @@ impl ToolOutcome {
 
     pub fn error(message: impl Into<String>) -> Self {
         Self { output: json!({ "error": message.into() }), is_error: true }
-    }
-}
-
-/// State the tools change during one turn.
-#[derive(Debug)]
-pub(crate) struct TurnState {
-    pub session: Session,
-    /// A session created by `handoff_to_agent`, committed with the turn.
-    pub new_session: Option<Session>,
-    pub actions: Vec<Action>,
-    pub replies_sent: u32,
-    /// Set by a terminal tool: the loop stops after the current batch of calls.
-    pub finished: bool,
-}
-
-impl TurnState {
-    pub fn new(session: Session) -> Self {
-        Self { session, new_session: None, actions: vec![], replies_sent: 0, finished: false }
     }
 }
 

@@ -28,10 +28,11 @@ use switchboard_domain::{
 };
 use tracing::Instrument;
 
-pub(crate) use call::{CallContext, Called, ToolCall, ToolOutcome, TurnState};
+pub(crate) use call::{CallContext, Called, ToolCall, ToolOutcome};
 
 use crate::fault::ExecError;
 use crate::model_call::elapsed_ms;
+use crate::moves::TurnState;
 use crate::ports::{Deps, StoreError, ToolSpec};
 
 /// Whose toolbox it is; only the wording of a refusal differs.

@@ -1,27 +1,57 @@
-//! What a human operator does to a conversation handed to humans (the console's actions): claim
-//! it, reply in it, end it. Each is committed like a turn — the session write, conditional on the
-//! version read, and a record with status `operator` in one atomic commit — so that two
-//! operators cannot both claim a conversation, a retried reply is sent and recorded once (its
-//! source is `reply-<Idempotency-Key>`), and the session's executions show who did what.
-//! Handing the conversation back to an agent is the API handoff ([`super::handoff`]).
+//! The operator service: what people do to a conversation from outside the agent loop — an
+//! operator claims a conversation handed to humans, replies in it, ends it; an API client hands
+//! a conversation to a human or an agent, or back from a human to an agent (`handoff`). Each is
+//! committed like a turn — the session write, conditional on the version read, and a record in
+//! one atomic commit — so that two operators cannot both claim a conversation, a retried reply is
+//! sent and recorded once (its source is `reply-<Idempotency-Key>`), and the session's executions
+//! show who did what. The moves themselves are the session moves' (`crate::moves`).
+
+mod handoff;
 
 use std::time::Instant;
 
 use serde_json::json;
-use switchboard_domain::event::detail_type;
 use switchboard_domain::message::Message;
-use switchboard_domain::{
-    Action, Claim, ExecutionRecord, ExecutionStatus, Session, SessionId, SessionStatus, TenantId,
-};
+use switchboard_domain::{Action, AgentId, Claim, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId};
 
-use super::history::HUMAN_PREFIX;
-use super::{Executor, record};
-use crate::execute::handoff::HandoffError;
-use crate::ports::{SessionWrite, StoreError, TurnCommit};
-use crate::tools::system::publish;
+pub use handoff::{HandoffDone, HandoffTo};
+
+use crate::execute::history::HUMAN_PREFIX;
+use crate::execute::record;
+use crate::moves::{self, EndedBy};
+use crate::ports::{BusError, ConversationError, Deps, SessionWrite, StoreError, TurnCommit};
 
 /// Commits tried before a session that keeps changing is reported as a conflict.
 const ATTEMPTS: u32 = 3;
+
+/// Why an operator's action or an API handoff was not done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorError {
+    #[error("no session '{0}'")]
+    NoSession(SessionId),
+    #[error("{0}")]
+    NotAllowed(String),
+    #[error("no active agent '{0}' in this tenant")]
+    UnknownAgent(AgentId),
+    #[error("the session changed meanwhile; read it again and retry")]
+    Conflict,
+    #[error(transparent)]
+    Store(StoreError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    /// An operator's message could not be sent into the conversation.
+    #[error(transparent)]
+    Send(ConversationError),
+}
+
+impl From<StoreError> for OperatorError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::VersionConflict(_) | StoreError::Duplicate(_) => OperatorError::Conflict,
+            other => OperatorError::Store(other),
+        }
+    }
+}
 
 /// What an operator's reply did.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +63,17 @@ pub struct OperatorReply {
     pub execution: ExecutionRecord,
 }
 
-impl Executor {
+/// Claims, operators' replies and ends, and handoffs over the API, on one set of ports.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    deps: Deps,
+}
+
+impl Operator {
+    pub fn new(deps: Deps) -> Self {
+        Self { deps }
+    }
+
     /// `operator` claims the conversation of `session_id`, which a human must own. Claiming again
     /// is a no-op for the same operator and refused (`NotAllowed`, naming the holder) for another.
     pub async fn claim(
@@ -41,7 +81,7 @@ impl Executor {
         tenant: &TenantId,
         session_id: SessionId,
         operator: &str,
-    ) -> Result<Session, HandoffError> {
+    ) -> Result<Session, OperatorError> {
         for _ in 0..ATTEMPTS {
             let started = Instant::now();
             let mut session = self.human_owned(tenant, session_id).await?;
@@ -50,11 +90,10 @@ impl Executor {
                 Some(c) => return Err(claimed_by(c)),
                 None => {}
             }
-            let now = self.deps().clock.now();
-            session.claim = Some(Claim { operator: operator.to_owned(), at: now });
+            session.claim = Some(Claim { operator: operator.to_owned(), at: self.deps.clock.now() });
             let source = format!("claim-{}", ulid::Ulid::generate());
             let input = json!({ "operator": { "name": operator, "action": "claim" } });
-            match self.commit_operator(session.clone(), source, input, vec![], started).await {
+            match self.commit(session.clone(), source, input, vec![], started).await {
                 Ok(_) => {
                     session.version += 1;
                     return Ok(session);
@@ -63,22 +102,22 @@ impl Executor {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(HandoffError::Conflict)
+        Err(OperatorError::Conflict)
     }
 
     /// `operator` says `text` in the conversation of `session_id`, which a human must own and
     /// another operator must not have claimed (an unclaimed one is claimed by the reply). Sent
     /// through the Conversations port and added to the session's transcript, once per
     /// `idempotency_key`.
-    pub async fn human_reply(
+    pub async fn reply(
         &self,
         tenant: &TenantId,
         session_id: SessionId,
         operator: &str,
         text: &str,
         idempotency_key: &str,
-    ) -> Result<OperatorReply, HandoffError> {
-        let deps = self.deps();
+    ) -> Result<OperatorReply, OperatorError> {
+        let deps = &self.deps;
         let source = format!("reply-{idempotency_key}");
         for _ in 0..ATTEMPTS {
             let started = Instant::now();
@@ -97,92 +136,109 @@ impl Executor {
             // first: two requests with one key may both pass the check above, and the one that
             // sent may lose the commit to the other.
             let sent = deps.conversations.send_human(tenant, &session.conversation_id, text, operator, &source).await;
-            let sent = sent.map_err(HandoffError::Send)?;
+            let sent = sent.map_err(OperatorError::Send)?;
             session.append_transcript([Message::assistant_text(format!("{HUMAN_PREFIX}{text}"))]);
             let input = json!({ "operator": { "name": operator, "action": "reply" }, "text": text });
             let actions = vec![Action::Reply { text: text.to_owned(), message_id: sent.message_id.clone() }];
-            match self.commit_operator(session, source.clone(), input, actions, started).await {
+            match self.commit(session, source.clone(), input, actions, started).await {
                 Ok(execution) => return Ok(replied(execution, false)),
                 Err(StoreError::VersionConflict(_) | StoreError::Duplicate(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(HandoffError::Conflict)
+        Err(OperatorError::Conflict)
     }
 
     /// `operator` ends the conversation of `session_id`, which a human must own and no other
     /// operator must have claimed; publishes `session.ended`.
-    pub async fn end_by_operator(
+    pub async fn end(
         &self,
         tenant: &TenantId,
         session_id: SessionId,
         operator: &str,
         note: Option<&str>,
-    ) -> Result<ExecutionRecord, HandoffError> {
-        let deps = self.deps();
+    ) -> Result<ExecutionRecord, OperatorError> {
         let started = Instant::now();
         let mut session = self.human_owned(tenant, session_id).await?;
         if let Some(c) = session.claim.as_ref().filter(|c| c.operator != operator) {
             return Err(claimed_by(c));
         }
         let source = format!("end-{}", ulid::Ulid::generate());
-        session.status = SessionStatus::Completed;
-        session.ended_at = Some(deps.clock.now());
-        let detail = json!({ "endedBy": "human", "operator": operator, "summary": note });
-        publish(deps, &source, detail_type::SESSION_ENDED, &session, detail).await?;
+        let summary = note.map(str::to_owned);
+        let action = moves::end(&self.deps, &mut session, summary, EndedBy::Operator(operator), &source).await?;
         let input = json!({ "operator": { "name": operator, "action": "end" }, "note": note });
-        let actions = vec![Action::EndConversation { summary: note.map(str::to_owned) }];
         // Ending is not retried: a session that changed meanwhile is the operator's to look at.
-        Ok(self.commit_operator(session, source, input, actions, started).await?)
+        Ok(self.commit(session, source, input, vec![action], started).await?)
     }
 
     /// The session, if a human owns it and it is the newest of its conversation.
-    async fn human_owned(&self, tenant: &TenantId, session_id: SessionId) -> Result<Session, HandoffError> {
-        let deps = self.deps();
-        let session =
-            deps.sessions.get_session(tenant, session_id).await?.ok_or(HandoffError::NoSession(session_id))?;
+    async fn human_owned(&self, tenant: &TenantId, session_id: SessionId) -> Result<Session, OperatorError> {
+        let session = self.newest(tenant, session_id).await?;
         if !session.is_human_owned() {
-            return Err(HandoffError::NotAllowed("no human owns this conversation".into()));
-        }
-        let latest = deps.sessions.latest_session(tenant, &session.conversation_id).await?;
-        if latest.as_ref().map(|s| s.session_id) != Some(session_id) {
-            return Err(HandoffError::NotAllowed("a newer session owns this conversation".into()));
+            return Err(OperatorError::NotAllowed("no human owns this conversation".into()));
         }
         Ok(session)
     }
 
-    /// Commits `session` (as of the version read) with the operator's record.
-    async fn commit_operator(
+    /// The session, if it is the newest of its conversation.
+    async fn newest(&self, tenant: &TenantId, session_id: SessionId) -> Result<Session, OperatorError> {
+        let sessions = &self.deps.sessions;
+        let session = sessions.get_session(tenant, session_id).await?.ok_or(OperatorError::NoSession(session_id))?;
+        let latest = sessions.latest_session(tenant, &session.conversation_id).await?;
+        if latest.as_ref().map(|s| s.session_id) != Some(session_id) {
+            return Err(OperatorError::NotAllowed("a newer session owns this conversation".into()));
+        }
+        Ok(session)
+    }
+
+    /// Commits `session` (as of the version read) with an operator's record.
+    async fn commit(
         &self,
-        mut session: Session,
+        session: Session,
         source: String,
         input: serde_json::Value,
         actions: Vec<Action>,
         started: Instant,
     ) -> Result<ExecutionRecord, StoreError> {
-        let deps = self.deps();
+        let done = Done { source, input, status: ExecutionStatus::Operator, actions, started };
+        self.commit_with(session, None, done).await
+    }
+
+    /// Commits `session` (as of the version read), and `next` if a handoff started it, with the
+    /// record of what was done.
+    async fn commit_with(
+        &self,
+        mut session: Session,
+        next: Option<Session>,
+        done: Done,
+    ) -> Result<ExecutionRecord, StoreError> {
+        let deps = &self.deps;
         let expected = session.version;
         session.version += 1;
         session.updated_at = deps.clock.now();
-        let execution = record::of_request(deps, &session, source, input, ExecutionStatus::Operator, actions, started);
-        let sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
+        let Done { source, input, status, actions, started } = done;
+        let execution = record::of_request(deps, &session, source, input, status, actions, started);
+        let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
+        sessions.extend(next.map(|next| SessionWrite { session: next, expected_version: None }));
         deps.sessions.commit_turn(&TurnCommit { sessions, execution: execution.clone() }).await?;
         Ok(execution)
     }
 }
 
-fn claimed_by(c: &Claim) -> HandoffError {
-    HandoffError::NotAllowed(format!("claimed by {} at {}", c.operator, c.at.to_rfc3339()))
+/// What a commit records: the source it is done once for, who asked for what, the outcome.
+struct Done {
+    source: String,
+    input: serde_json::Value,
+    status: ExecutionStatus,
+    actions: Vec<Action>,
+    started: Instant,
+}
+
+fn claimed_by(c: &Claim) -> OperatorError {
+    OperatorError::NotAllowed(format!("claimed by {} at {}", c.operator, c.at.to_rfc3339()))
 }
 
 fn replied(execution: ExecutionRecord, duplicate: bool) -> OperatorReply {
-    let message_id = execution
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Reply { message_id, .. } => Some(message_id.clone()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let message_id = execution.actions.iter().find_map(Action::message_id).unwrap_or_default().to_owned();
     OperatorReply { message_id, duplicate, execution }
 }

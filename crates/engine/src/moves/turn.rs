@@ -1,0 +1,102 @@
+//! The moves a turn makes, on the turn's state: what the session becomes, the actions to record,
+//! whether the turn is finished. The system tools, a turn's final answer and bookkeeping, and the
+//! router call these; each returns what happened or why the move was refused.
+
+use switchboard_domain::{Action, AgentId, Priority, Session};
+
+use super::{AgentHandoff, EndedBy, Refused, RequestedBy};
+use crate::fault::ToolFault;
+use crate::ports::{BusError, Deps, WorkItem};
+
+/// What a turn has done so far to its session and the outside world.
+#[derive(Debug)]
+pub(crate) struct TurnState {
+    pub session: Session,
+    /// A session started by a handoff to another agent, committed with the turn.
+    pub new_session: Option<Session>,
+    pub actions: Vec<Action>,
+    pub replies_sent: u32,
+    /// Set by a terminal move: the loop stops after the current batch of calls.
+    pub finished: bool,
+}
+
+impl TurnState {
+    pub fn new(session: Session) -> Self {
+        Self { session, new_session: None, actions: vec![], replies_sent: 0, finished: false }
+    }
+
+    /// Records what a move did; a terminal one (a handoff, an end) finishes the turn.
+    pub fn did(&mut self, action: Action) {
+        self.replies_sent += u32::from(matches!(action, Action::Reply { .. }));
+        self.finished |= action.is_terminal();
+        self.actions.push(action);
+    }
+
+    /// Replies with `text` under `key`; the sent message's id.
+    pub async fn reply(&mut self, deps: &Deps, text: &str, key: &str) -> Result<Result<String, Refused>, ToolFault> {
+        let action = match super::reply(deps, &self.session, text, key).await? {
+            Ok(action) => action,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let message_id = action.message_id().unwrap_or_default().to_owned();
+        self.did(action);
+        Ok(Ok(message_id))
+    }
+
+    /// Ends the conversation (the agent's tool, or its `handoffBehavior`).
+    pub async fn end(&mut self, deps: &Deps, summary: Option<String>, key: &str) -> Result<(), BusError> {
+        let action = super::end(deps, &mut self.session, summary, EndedBy::Agent, key).await?;
+        self.did(action);
+        Ok(())
+    }
+
+    /// Hands the conversation to a human operator.
+    pub async fn hand_off_to_human(
+        &mut self,
+        deps: &Deps,
+        reason: &str,
+        priority: Priority,
+        key: &str,
+    ) -> Result<(), BusError> {
+        let session = &mut self.session;
+        let action = super::hand_off_to_human(deps, session, reason, priority, RequestedBy::Agent, key).await?;
+        self.did(action);
+        Ok(())
+    }
+
+    /// Hands the conversation to another agent, which answers `item`'s message in its own
+    /// session (started with the turn's commit); the target's id.
+    pub async fn hand_off_to_agent(
+        &mut self,
+        deps: &Deps,
+        item: &WorkItem,
+        handoff: AgentHandoff,
+        key: &str,
+    ) -> Result<Result<AgentId, Refused>, ToolFault> {
+        let next = match super::prepare_hand_off_to_agent(deps, &self.session, handoff).await? {
+            Ok(next) => next,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        // The continuation is queued before the turn commits; if the commit never happens, the
+        // original item is redelivered first (it heads the group) and queues it again under the
+        // same deduplication id.
+        let continuation = WorkItem {
+            source_id: format!("{}#h{}", base_source(&item.source_id), next.session.handoff_depth),
+            agent_id: next.session.agent_id,
+            trigger_id: item.trigger_id,
+            continuation: true,
+            ..item.clone()
+        };
+        deps.queue.enqueue(&continuation).await?;
+        let action = super::complete_hand_off_to_agent(deps, &mut self.session, &next, key).await?;
+        self.did(action);
+        let target = next.session.agent_id;
+        self.new_session = Some(next.session);
+        Ok(Ok(target))
+    }
+}
+
+/// The event id a source id descends from (`evt-1#h2` → `evt-1`).
+fn base_source(source_id: &str) -> &str {
+    source_id.split_once("#h").map_or(source_id, |(base, _)| base)
+}

@@ -1,0 +1,105 @@
+//! Handoffs asked for over the internal API: to a human, to another agent, or a human handing the
+//! conversation back to an agent. The session's executions keep an audit trail of who moved the
+//! conversation and why (`requestedBy: api`).
+
+use std::time::Instant;
+
+use serde_json::json;
+use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
+use switchboard_domain::{Action, AgentId, ExecutionRecord, ExecutionStatus, Priority, Session, SessionId, TenantId};
+
+use super::{Done, Operator, OperatorError};
+use crate::limits::Limits;
+use crate::moves::{self, AgentHandoff, Refused, RequestedBy};
+
+/// Where the conversation should go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandoffTo {
+    Human(Priority),
+    Agent(AgentId),
+}
+
+/// What a handoff did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandoffDone {
+    pub new_session_id: Option<SessionId>,
+    pub execution: ExecutionRecord,
+}
+
+impl Operator {
+    /// Moves the conversation of `session_id` to `to`. A session must be the conversation's
+    /// active one, or — to hand a conversation back from a human to an agent — the human-owned
+    /// one; the handback starts the agent afresh at handoff depth 0.
+    pub async fn hand_off(
+        &self,
+        tenant: &TenantId,
+        session_id: SessionId,
+        to: HandoffTo,
+        reason: &str,
+    ) -> Result<HandoffDone, OperatorError> {
+        let started = Instant::now();
+        let mut session = self.newest(tenant, session_id).await?;
+        let human_owned = session.is_human_owned();
+        if !session.is_active() && !human_owned {
+            return Err(OperatorError::NotAllowed(format!("the session is {:?}", session.status).to_lowercase()));
+        }
+        let source = format!("handoff-{}", ulid::Ulid::generate());
+        let (action, next) = match to {
+            HandoffTo::Human(_) if human_owned => {
+                return Err(OperatorError::NotAllowed("a human already owns this conversation".into()));
+            }
+            HandoffTo::Human(priority) => {
+                let by = RequestedBy::Api;
+                (moves::hand_off_to_human(&self.deps, &mut session, reason, priority, by, &source).await?, None)
+            }
+            HandoffTo::Agent(target) => self.to_agent(&mut session, target, reason, &source).await?,
+        };
+        let conversation = session.conversation_id.clone();
+        let new_session_id = next.as_ref().map(|s| s.session_id);
+        let input = json!({ "handoff": { "reason": reason, "requestedBy": "api" } });
+        let done = Done { source, input, status: ExecutionStatus::HandedOff, actions: vec![action], started };
+        let execution = self.commit_with(session, next, done).await?;
+        if new_session_id.is_none() {
+            // A human owns the conversation now: its session slot is free for another.
+            Limits::new(&self.deps).release(tenant, &conversation).await;
+        }
+        Ok(HandoffDone { new_session_id, execution })
+    }
+
+    /// Hands `session` to `target` (back from a human, or on from an agent): the action and the
+    /// target's new session.
+    async fn to_agent(
+        &self,
+        session: &mut Session,
+        target: AgentId,
+        reason: &str,
+        source: &str,
+    ) -> Result<(Action, Option<Session>), OperatorError> {
+        let requested_by = if session.is_human_owned() { "human operator" } else { "api" };
+        let handoff = AgentHandoff {
+            target,
+            reason: reason.to_owned(),
+            summary: None,
+            relevant_info: json!({ "requestedBy": requested_by }),
+            by: RequestedBy::Api,
+        };
+        let next = match moves::prepare_hand_off_to_agent(&self.deps, session, handoff).await? {
+            Ok(next) => next,
+            Err(refused) => return Err(refused_over_api(refused)),
+        };
+        let action = moves::complete_hand_off_to_agent(&self.deps, session, &next, source).await?;
+        Ok((action, Some(next.session)))
+    }
+}
+
+/// A refused agent handoff as the API words it.
+fn refused_over_api(refused: Refused) -> OperatorError {
+    match refused {
+        Refused::NoActiveAgent(agent) => OperatorError::UnknownAgent(agent),
+        Refused::SameAgent => OperatorError::NotAllowed("the agent already owns this conversation".into()),
+        Refused::DepthReached => {
+            OperatorError::NotAllowed(format!("no further agent handoffs: depth {MAX_HANDOFF_DEPTH} reached"))
+        }
+        other @ (Refused::EmptyText | Refused::TextTooLong(_)) => OperatorError::NotAllowed(other.to_string()),
+    }
+}
