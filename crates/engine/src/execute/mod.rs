@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
 use crate::limits::{Admission, Limits};
-use crate::ports::{Deps, Progress, SessionWrite, StoreError, TurnCommit, TurnStart, WorkItem};
+use crate::ports::{Deps, Follower, Progress, SessionWrite, StoreError, TurnCommit, TurnStart, WorkItem};
 pub use record::describe;
 
 /// How often a turn is re-run after losing a session version race before giving up (and
@@ -155,67 +155,16 @@ impl Executor {
         };
         let mut last_conflict = String::new();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
-            let started = Instant::now();
-            let prepared = self.prepare(item, latest.take()).await?;
-            // Whether the turn may end the conversation's time with an agent (and so its slot).
-            let mut may_end = true;
-            // Who follows this run of the turn; let go once its commit is decided, so that a
-            // follower's end (the AWS turn log's last page) comes after the record.
-            let follower: Option<crate::ports::Follower>;
-            let (commit, record) = match prepared {
-                Prepared::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
-                Prepared::Skip(mut session, reason) => {
-                    // The human operator owns the conversation: no agent answers, but the message
-                    // joins the session's transcript, so an agent it is handed back to sees it.
-                    may_end = false;
-                    let record = record::skipped(deps, item, &session, &reason, started);
-                    let expected = session.version;
-                    session.append_transcript([Message::user_text(item.text.clone())]);
-                    session.version += 1;
-                    session.updated_at = deps.clock.now();
-                    let write = SessionWrite { session, expected_version: Some(expected) };
-                    (TurnCommit { sessions: vec![write], execution: record.clone() }, record)
-                }
-                Prepared::Refused { session, is_new, refusal } => {
-                    refused::commit(deps, item, *session, is_new, &refusal, started).await?
-                }
-                Prepared::Run { session, agent, is_new } => {
-                    let expected = (!is_new).then_some(session.version);
-                    follower = self.progress.as_ref().and_then(|p| p.follower(item));
-                    let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
-                    let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
-                    if let Some(next) = turn.new_session {
-                        sessions.push(SessionWrite { session: next, expected_version: None });
-                    }
-                    (TurnCommit { sessions, execution: turn.record.clone() }, turn.record)
-                }
+            let ready = match self.run(item, latest.take(), deadline).await? {
+                Ok(ready) => ready,
+                Err(reason) => return Ok(ExecOutcome::Dropped { reason }),
             };
-            match deps.sessions.commit_turn(&commit).await {
-                Ok(()) => {
-                    if may_end && !commit.sessions.iter().any(|w| w.session.is_active()) {
-                        // Ended, failed or with a human: the conversation's session slot is free.
-                        Limits::new(deps).release(&item.tenant_id, &item.conversation_id).await;
-                    }
-                    deps.metrics.execution(&record);
-                    info!(
-                        execution_id = %record.execution_id, status = ?record.status,
-                        iterations = record.iterations, tokens = record.token_usage.total(),
-                        latency_ms = record.latency_ms, "execution recorded"
-                    );
-                    return Ok(ExecOutcome::Recorded(Box::new(record)));
+            match self.commit(item, ready).await? {
+                Ok(outcome) => return Ok(outcome),
+                Err(conflict) => {
+                    warn!(attempt, conflict = %conflict, "session changed while the turn ran; running it again");
+                    last_conflict = conflict;
                 }
-                Err(StoreError::VersionConflict(m)) => {
-                    warn!(attempt, conflict = %m, "session changed while the turn ran; running it again");
-                    last_conflict = m;
-                }
-                Err(StoreError::Duplicate(_)) => {
-                    // Another worker recorded the same source meanwhile.
-                    if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
-                        return Ok(ExecOutcome::AlreadyRecorded(Box::new(done)));
-                    }
-                    return Err(ExecError::new(ErrorKind::Store, "duplicate source without a record", true));
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         Err(ExecError::new(
@@ -223,6 +172,79 @@ impl Executor {
             format!("session kept changing during {MAX_COMMIT_ATTEMPTS} attempts: {last_conflict}"),
             true,
         ))
+    }
+
+    /// Runs `item` once, given the conversation's latest session if it was just read: what to
+    /// commit, or why the item is dropped.
+    async fn run(
+        &self,
+        item: &WorkItem,
+        latest: Option<Option<Session>>,
+        deadline: Option<Instant>,
+    ) -> Result<Result<Ready, String>, ExecError> {
+        let deps = &self.deps;
+        let started = Instant::now();
+        let mut follower = None;
+        let (commit, record, may_end) = match self.prepare(item, latest).await? {
+            Prepared::Drop(reason) => return Ok(Err(reason)),
+            Prepared::Skip(mut session, reason) => {
+                // The human operator owns the conversation: no agent answers, but the message
+                // joins the session's transcript, so an agent it is handed back to sees it.
+                let record = record::skipped(deps, item, &session, &reason, started);
+                let expected = session.version;
+                session.append_transcript([Message::user_text(item.text.clone())]);
+                session.version += 1;
+                session.updated_at = deps.clock.now();
+                let write = SessionWrite { session, expected_version: Some(expected) };
+                (TurnCommit { sessions: vec![write], execution: record.clone() }, record, false)
+            }
+            Prepared::Refused { session, is_new, refusal } => {
+                let (commit, record) = refused::commit(deps, item, *session, is_new, &refusal, started).await?;
+                (commit, record, true)
+            }
+            Prepared::Run { session, agent, is_new } => {
+                let expected = (!is_new).then_some(session.version);
+                follower = self.progress.as_ref().and_then(|p| p.follower(item));
+                let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
+                let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
+                if let Some(next) = turn.new_session {
+                    sessions.push(SessionWrite { session: next, expected_version: None });
+                }
+                (TurnCommit { sessions, execution: turn.record.clone() }, turn.record, true)
+            }
+        };
+        Ok(Ok(Ready { commit, record, may_end, _follower: follower }))
+    }
+
+    /// Commits a run of `item`: what became of it, or the version conflict that calls for
+    /// running it again.
+    async fn commit(&self, item: &WorkItem, ready: Ready) -> Result<Result<ExecOutcome, String>, ExecError> {
+        let deps = &self.deps;
+        let Ready { commit, record, may_end, .. } = &ready;
+        match deps.sessions.commit_turn(commit).await {
+            Ok(()) => {
+                if *may_end && !commit.sessions.iter().any(|w| w.session.is_active()) {
+                    // Ended, failed or with a human: the conversation's session slot is free.
+                    Limits::new(deps).release(&item.tenant_id, &item.conversation_id).await;
+                }
+                deps.metrics.execution(record);
+                info!(
+                    execution_id = %record.execution_id, status = ?record.status,
+                    iterations = record.iterations, tokens = record.token_usage.total(),
+                    latency_ms = record.latency_ms, "execution recorded"
+                );
+                Ok(Ok(ExecOutcome::Recorded(Box::new(ready.record))))
+            }
+            Err(StoreError::VersionConflict(m)) => Ok(Err(m)),
+            Err(StoreError::Duplicate(_)) => {
+                // Another worker recorded the same source meanwhile.
+                if let Some(done) = deps.executions.execution_for_source(&item.tenant_id, &item.source_id).await? {
+                    return Ok(Ok(ExecOutcome::AlreadyRecorded(Box::new(done))));
+                }
+                Err(ExecError::new(ErrorKind::Store, "duplicate source without a record", true))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The item to run for a deferred message, if `item` is one (see
@@ -329,6 +351,18 @@ fn new_session(item: &WorkItem, now: chrono::DateTime<chrono::Utc>) -> Session {
     let mut session = Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now);
     session.channel = item.detail["channel"]["platform"].as_str().map(str::to_owned);
     session
+}
+
+/// A run of an item, ready to commit.
+struct Ready {
+    commit: TurnCommit,
+    record: ExecutionRecord,
+    /// Whether the commit may end the conversation's time with an agent (and so free its slot):
+    /// not when a human operator owns it.
+    may_end: bool,
+    /// Who follows this run of the turn; let go once its commit is decided, so that a
+    /// follower's end (the AWS turn log's last page) comes after the record.
+    _follower: Option<Follower>,
 }
 
 enum Prepared {
