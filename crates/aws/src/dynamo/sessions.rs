@@ -13,6 +13,7 @@ use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreE
 
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 use super::{DynamoStore, Item, SESSIONS_BY_CONVERSATION};
 
 /// What one item of a turn's transaction is, to explain a cancellation.
@@ -399,7 +400,7 @@ impl SessionStore for DynamoStore {
         limit: usize,
     ) -> Result<Page<Session>, StoreError> {
         let pk = tenant_pk(tenant);
-        let mut start = after.map(|s| key(pk.clone(), session_sk(s)));
+        let start = after.map(|s| key(pk.clone(), session_sk(s)));
         let mut conditions = vec![];
         let mut query = self
             .client
@@ -428,20 +429,11 @@ impl SessionStore for DynamoStore {
         }
         let want = limit.saturating_add(1);
         let mut found: Vec<Session> = Vec::new();
+        let mut pages = paginate(query, start);
         while found.len() < want {
-            let out = query
-                .clone()
-                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
+            let Some(items) = pages.next(Some(want - found.len())).await? else { break };
+            for item in items {
                 found.push(decode(&item)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
             }
         }
         Ok(Page::from_overfetch(found, limit, |s| s.session_id.to_string()))
@@ -452,28 +444,14 @@ impl SessionStore for DynamoStore {
         tenant: &TenantId,
         conversation_id: &str,
     ) -> Result<Vec<Session>, StoreError> {
-        let mut sessions = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.sessions_table)
-                .index_name(SESSIONS_BY_CONVERSATION)
-                .key_condition_expression("conversationKey = :c")
-                .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                sessions.push(decode(&item)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(sessions),
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.sessions_table)
+            .index_name(SESSIONS_BY_CONVERSATION)
+            .key_condition_expression("conversationKey = :c")
+            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)));
+        paginate(query, None).all().await?.iter().map(decode).collect()
     }
 
     /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not
