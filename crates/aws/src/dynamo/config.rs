@@ -162,19 +162,9 @@ impl ConfigAdmin for DynamoStore {
             .expression_attribute_values(":pk", s(pk.clone()))
             .expression_attribute_values(":prefix", s(config_prefix(kind)))
             .consistent_read(true);
-        let want = limit.saturating_add(1);
-        let mut found: Vec<ConfigRecord> = Vec::new();
-        let mut pages = paginate(query, start);
-        while found.len() < want {
-            let Some(items) = pages.next(Some(want - found.len())).await? else { break };
-            for item in items {
-                found.push(decode_config(kind, &item)?);
-            }
-        }
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next_cursor = if more { found.last().map(ConfigRecord::id) } else { None };
-        Ok(Page { items: found, next_cursor })
+        let found =
+            paginate(query, start).take(limit.saturating_add(1), |item| decode_config(kind, &item).map(Some)).await?;
+        Ok(Page::from_overfetch(found, limit, ConfigRecord::id))
     }
 
     async fn delete_config(

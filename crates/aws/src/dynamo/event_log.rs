@@ -92,13 +92,10 @@ impl EventLog for DynamoStore {
             .expression_attribute_values(":pk", s(events_pk(tenant)))
             .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
             .expression_attribute_values(":to", s("EVENT#~"));
-        let mut found = Vec::new();
-        let mut pages = paginate(query, None);
-        while found.len() < limit {
-            let Some(items) = pages.next(Some(limit - found.len())).await? else { break };
-            for item in items {
+        paginate(query, None)
+            .take(limit, |item| {
                 let Some(seq) = attr_s(&item, "SK")?.strip_prefix("EVENT#").and_then(|v| v.parse::<i64>().ok()) else {
-                    continue;
+                    return Ok(None);
                 };
                 let expired = item
                     .get("expiresAt")
@@ -106,11 +103,8 @@ impl EventLog for DynamoStore {
                     .and_then(|v| v.parse::<i64>().ok())
                     .is_some_and(|t| t <= now.timestamp());
                 let event: OutboundEvent = decode(&item)?;
-                if !expired && event.tenant_id == *tenant {
-                    found.push((seq, event));
-                }
-            }
-        }
-        Ok(found)
+                Ok((!expired && event.tenant_id == *tenant).then_some((seq, event)))
+            })
+            .await
     }
 }

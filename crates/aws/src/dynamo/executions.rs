@@ -89,25 +89,13 @@ impl ExecutionLog for DynamoStore {
             .expression_attribute_values(":t", s(tenant.to_string()))
             .expression_attribute_values(":now", n(now.timestamp()))
             .consistent_read(true);
-        let want = limit.saturating_add(1);
-        let mut found: Vec<ExecutionRecord> = Vec::new();
-        let mut pages = paginate(query, start);
-        while found.len() < want {
-            let Some(items) = pages.next(Some(want - found.len())).await? else { break };
-            for item in items {
+        let found = paginate(query, start)
+            .take(limit.saturating_add(1), |item| {
                 let record: ExecutionRecord = decode(&item)?;
-                if record.expires_at > now && found.len() < want {
-                    found.push(record);
-                }
-            }
-        }
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next_cursor = match (more, found.last()) {
-            (true, Some(record)) => Some(record.execution_id.to_string()),
-            _ => None,
-        };
-        Ok(Page { items: found, next_cursor })
+                Ok((record.expires_at > now).then_some(record))
+            })
+            .await?;
+        Ok(Page::from_overfetch(found, limit, |record| record.execution_id.to_string()))
     }
 
     /// Sums the shards of each day, agent and model.

@@ -23,7 +23,7 @@ pub(super) fn paginate(query: QueryFluentBuilder, start: Option<Item>) -> Pages 
 impl Pages {
     /// The next page's items, at most `limit` of them (as evaluated: a `FilterExpression` may
     /// return fewer), or `None` once the last page has been read.
-    pub(super) async fn next(&mut self, limit: Option<usize>) -> Result<Option<Vec<Item>>, StoreError> {
+    async fn next(&mut self, limit: Option<usize>) -> Result<Option<Vec<Item>>, StoreError> {
         if self.done {
             return Ok(None);
         }
@@ -37,6 +37,27 @@ impl Pages {
             _ => self.done = true,
         }
         Ok(Some(out.items.unwrap_or_default()))
+    }
+
+    /// Up to `want` items as `keep` maps them (`None`: passed over, as a filter would), asking
+    /// each page for no more than are still wanted, so the pages stop once there are enough.
+    pub(super) async fn take<T>(
+        mut self,
+        want: usize,
+        mut keep: impl FnMut(Item) -> Result<Option<T>, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut found = Vec::new();
+        while found.len() < want {
+            let Some(items) = self.next(Some(want - found.len())).await? else { break };
+            for item in items {
+                if found.len() < want
+                    && let Some(kept) = keep(item)?
+                {
+                    found.push(kept);
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Every item of every page that is left.
