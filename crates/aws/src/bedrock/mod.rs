@@ -108,10 +108,7 @@ fn classify_stream(err: &SdkError<ConverseStreamError, HttpResponse>) -> ModelEr
             | ConverseStreamError::ModelErrorException(_) => ModelError::Rejected(text),
             _ => by_status(service.raw().status().as_u16(), text),
         },
-        SdkError::TimeoutError(_) => ModelError::Timeout,
-        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
-        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
-        _ => ModelError::Rejected(text),
+        _ => by_transport(err, text),
     }
 }
 
@@ -127,6 +124,17 @@ fn classify_stream_event(err: &SdkError<ConverseStreamOutputError, RawMessage>) 
         SdkError::TimeoutError(_) => ModelError::Timeout,
         SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
         _ => ModelError::Unavailable(text),
+    }
+}
+
+/// A call that failed before the service answered (or with an answer that could not be read),
+/// the same for Converse and ConverseStream.
+fn by_transport<E, R>(err: &SdkError<E, R>, text: String) -> ModelError {
+    match err {
+        SdkError::TimeoutError(_) => ModelError::Timeout,
+        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
+        _ => ModelError::Rejected(text),
     }
 }
 
@@ -156,9 +164,6 @@ fn classify(err: &SdkError<ConverseError>) -> ModelError {
             ConverseError::ModelErrorException(_) => ModelError::Rejected(text),
             _ => by_status(service.raw().status().as_u16(), text),
         },
-        SdkError::TimeoutError(_) => ModelError::Timeout,
-        SdkError::DispatchFailure(d) if d.is_timeout() => ModelError::Timeout,
-        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ModelError::Unavailable(text),
-        _ => ModelError::Rejected(text),
+        _ => by_transport(err, text),
     }
 }

@@ -2,7 +2,8 @@
 //! records in DynamoDB, with the same semantics as the embedded `SqliteStore` (the adapter
 //! contract suite runs both). Records are stored whole under `body` (via `serde_dynamo`) beside
 //! the key and condition attributes. One file per concern: `keys` (the layout below), `codec`
-//! (items ⇄ records, errors), `config`, `sessions` (turn commits), `executions`.
+//! (items ⇄ records, errors), `page` (reading a query page after page), `config`, `sessions`
+//! (turn commits), `executions`.
 //! It does not create tables (the SAM template and the test harness do) and does not archive.
 //!
 //! # Layout (see `docs/decisions.md`, "AWS profile: data layout")

@@ -1,12 +1,12 @@
 //! Reading a DynamoDB `Query` page after page (`ExclusiveStartKey` ← `LastEvaluatedKey`), so
-//! that each reader says only what it asks, what it keeps and when it has enough. It does not
-//! decode items or decide when to stop; its callers do.
+//! that each reader says only what it asks, what it keeps and how many it wants. It does not
+//! build queries or decode items; its callers do.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use switchboard_engine::StoreError;
 
 use super::Item;
 use super::codec::unavailable;
-use switchboard_engine::StoreError;
 
 /// The pages of one query, read on demand.
 pub(super) struct Pages {
