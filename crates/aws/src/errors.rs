@@ -54,3 +54,14 @@ where
     };
     Failure { message: format!("{operation}: {}", DisplayErrorContext(err)), code, retryable }
 }
+
+/// Describes a failed call of `operation` and logs it as `what` with its code and whether it is
+/// retryable (the full message, which may hold request details, goes only into the error).
+pub(crate) fn logged<E>(operation: &str, err: &SdkError<E>, what: &str) -> Failure
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let f = describe(operation, err);
+    tracing::warn!(operation, code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "{what}");
+    f
+}

@@ -10,7 +10,7 @@ use switchboard_domain::OutboundEvent;
 use switchboard_domain::event::OUTBOUND_SOURCE;
 use switchboard_engine::{BusError, EventBus};
 
-use crate::errors::describe;
+use crate::errors::logged;
 
 /// EventBridge's largest `PutEvents` entry (256 KiB); the emulator accepts more.
 pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
@@ -95,8 +95,7 @@ impl EventBus for EventBridgeBus {
             .detail(detail)
             .build();
         let out = self.client.put_events().entries(entry).send().await.map_err(|e| {
-            let f = describe("PutEvents", &e);
-            tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "eventbridge put failed");
+            let f = logged("PutEvents", &e, "eventbridge put failed");
             BusError { message: f.message, retryable: f.retryable }
         })?;
         if out.failed_entry_count() > 0 {

@@ -6,7 +6,7 @@ use aws_config::SdkConfig;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::errors::describe;
+use crate::errors::logged;
 
 /// A failed archive operation, described with the AWS error code and message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,8 +56,7 @@ impl S3Archive {
             .send()
             .await
             .map_err(|e| {
-                let f = describe("PutObject", &e);
-                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "s3 put failed");
+                let f = logged("PutObject", &e, "s3 put failed");
                 ArchiveError { message: f.message, retryable: f.retryable }
             })?;
         Ok(())
@@ -69,8 +68,7 @@ impl S3Archive {
             Ok(out) => out,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
             Err(e) => {
-                let f = describe("GetObject", &e);
-                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "s3 get failed");
+                let f = logged("GetObject", &e, "s3 get failed");
                 return Err(ArchiveError { message: f.message, retryable: f.retryable });
             }
         };

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use switchboard_engine::{Enqueued, QueueError, WorkItem, WorkQueue};
 
-use crate::errors::describe;
+use crate::errors::{describe, logged};
 
 /// SQS's largest message body (256 KiB).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -90,8 +90,7 @@ impl WorkQueue for SqsWorkQueue {
             .send()
             .await
             .map_err(|e| {
-                let f = describe("SendMessage", &e);
-                tracing::warn!(code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "sqs send failed");
+                let f = logged("SendMessage", &e, "sqs send failed");
                 QueueError { message: f.message, retryable: f.retryable }
             })?;
         Ok(Enqueued::Queued)

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use switchboard_domain::SessionStatus;
 use switchboard_engine::{ConfigKind, ConfigRecord, StoreError};
 
-use crate::errors::describe;
+use crate::errors::logged;
 
 use super::Item;
 
@@ -49,8 +49,7 @@ pub(super) fn unavailable<E>(operation: &str, err: &SdkError<E>) -> StoreError
 where
     E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let f = describe(operation, err);
-    tracing::warn!(operation, code = f.code.as_deref().unwrap_or("-"), retryable = f.retryable, "dynamodb call failed");
+    let f = logged(operation, err, "dynamodb call failed");
     StoreError::Unavailable { message: f.message, retryable: f.retryable }
 }
 

@@ -13,6 +13,7 @@ use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Pag
 
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 use super::{AGENT_TTL, DynamoStore, TRIGGER_TTL};
 
 impl DynamoStore {
@@ -152,35 +153,18 @@ impl ConfigAdmin for DynamoStore {
         limit: usize,
     ) -> Result<Page<ConfigRecord>, StoreError> {
         let pk = tenant_pk(tenant);
-        let mut start = cursor.map(|c| key(pk.clone(), config_sk(kind, c)));
-        let want = limit.saturating_add(1);
-        let mut found: Vec<ConfigRecord> = Vec::new();
-        while found.len() < want {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.config_table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-                .expression_attribute_values(":pk", s(pk.clone()))
-                .expression_attribute_values(":prefix", s(config_prefix(kind)))
-                .consistent_read(true)
-                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                found.push(decode_config(kind, &item)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next_cursor = if more { found.last().map(ConfigRecord::id) } else { None };
-        Ok(Page { items: found, next_cursor })
+        let start = cursor.map(|c| key(pk.clone(), config_sk(kind, c)));
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.config_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", s(pk.clone()))
+            .expression_attribute_values(":prefix", s(config_prefix(kind)))
+            .consistent_read(true);
+        let found =
+            paginate(query, start).take(limit.saturating_add(1), |item| decode_config(kind, &item).map(Some)).await?;
+        Ok(Page::from_overfetch(found, limit, ConfigRecord::id))
     }
 
     async fn delete_config(

@@ -14,6 +14,7 @@ use switchboard_engine::{EventLog, StoreError};
 
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 use super::{DynamoStore, Item};
 
 /// Where a tenant's events are.
@@ -81,27 +82,20 @@ impl EventLog for DynamoStore {
         limit: usize,
     ) -> Result<Vec<(i64, OutboundEvent)>, StoreError> {
         let now = self.clock.now();
-        let mut found = Vec::new();
-        let mut start: Option<Item> = None;
-        while found.len() < limit {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-                // Strong: a console reads right after a push tells it of an event just logged.
-                .consistent_read(true)
-                .expression_attribute_values(":pk", s(events_pk(tenant)))
-                .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
-                .expression_attribute_values(":to", s("EVENT#~"))
-                .limit(i32::try_from(limit - found.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.executions_table)
+            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+            // Strong: a console reads right after a push tells it of an event just logged.
+            .consistent_read(true)
+            .expression_attribute_values(":pk", s(events_pk(tenant)))
+            .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
+            .expression_attribute_values(":to", s("EVENT#~"));
+        paginate(query, None)
+            .take(limit, |item| {
                 let Some(seq) = attr_s(&item, "SK")?.strip_prefix("EVENT#").and_then(|v| v.parse::<i64>().ok()) else {
-                    continue;
+                    return Ok(None);
                 };
                 let expired = item
                     .get("expiresAt")
@@ -109,15 +103,8 @@ impl EventLog for DynamoStore {
                     .and_then(|v| v.parse::<i64>().ok())
                     .is_some_and(|t| t <= now.timestamp());
                 let event: OutboundEvent = decode(&item)?;
-                if !expired && event.tenant_id == *tenant {
-                    found.push((seq, event));
-                }
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(found)
+                Ok((!expired && event.tenant_id == *tenant).then_some((seq, event)))
+            })
+            .await
     }
 }

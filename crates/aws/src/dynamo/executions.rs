@@ -12,6 +12,7 @@ use switchboard_engine::{ExecutionLog, Page, StoreError};
 
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 use super::{DynamoStore, Item};
 
 impl DynamoStore {
@@ -75,45 +76,26 @@ impl ExecutionLog for DynamoStore {
         let now = self.clock.now();
         let pk = execution_pk(session);
         // The sort key follows from the execution id (its time and itself).
-        let mut start = after.map(|a| key(pk.clone(), execution_sk(a)));
-        let want = limit.saturating_add(1);
-        let mut found: Vec<ExecutionRecord> = Vec::new();
-        while found.len() < want {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :exec)")
-                // Coarse filter on the TTL attribute; the exact check is on the record below.
-                .filter_expression("tenantId = :t AND expiresAt > :now")
-                .expression_attribute_values(":pk", s(pk.clone()))
-                .expression_attribute_values(":exec", s("EXEC#"))
-                .expression_attribute_values(":t", s(tenant.to_string()))
-                .expression_attribute_values(":now", n(now.timestamp()))
-                .consistent_read(true)
-                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
+        let start = after.map(|a| key(pk.clone(), execution_sk(a)));
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.executions_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :exec)")
+            // Coarse filter on the TTL attribute; the exact check is on the record below.
+            .filter_expression("tenantId = :t AND expiresAt > :now")
+            .expression_attribute_values(":pk", s(pk.clone()))
+            .expression_attribute_values(":exec", s("EXEC#"))
+            .expression_attribute_values(":t", s(tenant.to_string()))
+            .expression_attribute_values(":now", n(now.timestamp()))
+            .consistent_read(true);
+        let found = paginate(query, start)
+            .take(limit.saturating_add(1), |item| {
                 let record: ExecutionRecord = decode(&item)?;
-                if record.expires_at > now && found.len() < want {
-                    found.push(record);
-                }
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next_cursor = match (more, found.last()) {
-            (true, Some(record)) => Some(record.execution_id.to_string()),
-            _ => None,
-        };
-        Ok(Page { items: found, next_cursor })
+                Ok((record.expires_at > now).then_some(record))
+            })
+            .await?;
+        Ok(Page::from_overfetch(found, limit, |record| record.execution_id.to_string()))
     }
 
     /// Sums the shards of each day, agent and model.
@@ -196,28 +178,15 @@ impl DynamoStore {
     /// Every item of the tenant's usage partition (daily usage and hourly activity) whose sort
     /// key is in `from..=to`, reading page after page.
     async fn usage_partition(&self, tenant: &TenantId, from: String, to: String) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-                .expression_attribute_values(":pk", s(usage_pk(tenant)))
-                .expression_attribute_values(":from", s(from.clone()))
-                .expression_attribute_values(":to", s(to.clone()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            items.extend(out.items.unwrap_or_default());
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(items)
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.executions_table)
+            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(usage_pk(tenant)))
+            .expression_attribute_values(":from", s(from))
+            .expression_attribute_values(":to", s(to))
+            .consistent_read(true);
+        paginate(query, None).all().await
     }
 }

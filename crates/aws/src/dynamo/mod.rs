@@ -2,7 +2,8 @@
 //! records in DynamoDB, with the same semantics as the embedded `SqliteStore` (the adapter
 //! contract suite runs both). Records are stored whole under `body` (via `serde_dynamo`) beside
 //! the key and condition attributes. One file per concern: `keys` (the layout below), `codec`
-//! (items ⇄ records, errors), `config`, `sessions` (turn commits), `executions`.
+//! (items ⇄ records, errors), `page` (reading a query page after page), `config`, `sessions`
+//! (turn commits), `executions`.
 //! It does not create tables (the SAM template and the test harness do) and does not archive.
 //!
 //! # Layout (see `docs/decisions.md`, "AWS profile: data layout")
@@ -36,6 +37,7 @@ mod erase;
 mod event_log;
 mod executions;
 mod keys;
+mod page;
 mod push;
 mod sessions;
 mod turns;
@@ -54,6 +56,7 @@ use switchboard_engine::{Clock, ConfigKind, ConfigRecord, StoreError};
 use crate::config::AwsNames;
 use codec::unavailable;
 use keys::{key, s, tenant_pk};
+use page::paginate;
 
 /// The name of the sessions table's conversation index.
 pub const SESSIONS_BY_CONVERSATION: &str = "SessionsByConversation";
@@ -141,27 +144,15 @@ impl DynamoStore {
 
     /// Every item of a partition whose sort key starts with `prefix`, page by page.
     async fn query_prefix(&self, table: &str, pk: &str, prefix: &str) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":prefix", s(prefix))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            items.extend(out.items.unwrap_or_default());
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(items),
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":prefix", s(prefix))
+            .consistent_read(true);
+        paginate(query, None).all().await
     }
 
     /// Creates a tenant; `false` if it already existed.

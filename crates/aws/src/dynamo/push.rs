@@ -21,6 +21,7 @@ use switchboard_engine::StoreError;
 use super::DynamoStore;
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 
 /// How long a ticket may wait to be redeemed.
 pub const TICKET_LIFETIME: Duration = Duration::from_secs(60);
@@ -101,30 +102,18 @@ impl DynamoStore {
     /// The tenant's open connections (those not out of date), every page of them.
     pub async fn push_connections(&self, tenant: &TenantId) -> Result<Vec<String>, StoreError> {
         let now = n(self.clock.now().timestamp_millis());
-        let mut ids = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.names.executions_table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :conn)")
-                .filter_expression("validUntil > :now")
-                .expression_attribute_values(":pk", s(push_pk(tenant)))
-                .expression_attribute_values(":conn", s("CONN#"))
-                .expression_attribute_values(":now", now.clone())
-                .projection_expression("connectionId")
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            let found = page.items().iter().filter_map(|i| i.get("connectionId").and_then(|v| v.as_s().ok()));
-            ids.extend(found.cloned());
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(ids);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.executions_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :conn)")
+            .filter_expression("validUntil > :now")
+            .expression_attribute_values(":pk", s(push_pk(tenant)))
+            .expression_attribute_values(":conn", s("CONN#"))
+            .expression_attribute_values(":now", now)
+            .projection_expression("connectionId");
+        let items = paginate(query, None).all().await?;
+        Ok(items.iter().filter_map(|i| i.get("connectionId").and_then(|v| v.as_s().ok()).cloned()).collect())
     }
 
     /// Forgets a connection (closed: its push met `410 Gone`).

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
@@ -13,6 +14,7 @@ use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreE
 
 use super::codec::*;
 use super::keys::*;
+use super::page::paginate;
 use super::{DynamoStore, Item, SESSIONS_BY_CONVERSATION};
 
 /// What one item of a turn's transaction is, to explain a cancellation.
@@ -302,18 +304,24 @@ impl DynamoStore {
         conversation_id: &str,
     ) -> Result<Option<Session>, StoreError> {
         let out = self
-            .client
-            .query()
-            .table_name(&self.names.sessions_table)
-            .index_name(SESSIONS_BY_CONVERSATION)
-            .key_condition_expression("conversationKey = :c")
-            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
+            .by_conversation(tenant, conversation_id)
             .scan_index_forward(false)
             .limit(1)
             .send()
             .await
             .map_err(|e| unavailable("Query", &e))?;
         out.items.unwrap_or_default().first().map(decode).transpose()
+    }
+
+    /// A query of the conversation's sessions on the `SessionsByConversation` index, oldest
+    /// first.
+    fn by_conversation(&self, tenant: &TenantId, conversation_id: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.names.sessions_table)
+            .index_name(SESSIONS_BY_CONVERSATION)
+            .key_condition_expression("conversationKey = :c")
+            .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
     }
 }
 
@@ -399,7 +407,7 @@ impl SessionStore for DynamoStore {
         limit: usize,
     ) -> Result<Page<Session>, StoreError> {
         let pk = tenant_pk(tenant);
-        let mut start = after.map(|s| key(pk.clone(), session_sk(s)));
+        let start = after.map(|s| key(pk.clone(), session_sk(s)));
         let mut conditions = vec![];
         let mut query = self
             .client
@@ -426,25 +434,8 @@ impl SessionStore for DynamoStore {
         if !conditions.is_empty() {
             query = query.filter_expression(conditions.join(" AND "));
         }
-        let want = limit.saturating_add(1);
-        let mut found: Vec<Session> = Vec::new();
-        while found.len() < want {
-            let out = query
-                .clone()
-                .limit(i32::try_from(want - found.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                found.push(decode(&item)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(Page::from_overfetch(found, limit, |s| s.session_id.to_string()))
+        let found = paginate(query, start).take(limit.saturating_add(1), |item| decode(&item).map(Some)).await?;
+        Ok(Page::from_overfetch(found, limit, |s: &Session| s.session_id.to_string()))
     }
 
     async fn sessions_for_conversation(
@@ -452,28 +443,7 @@ impl SessionStore for DynamoStore {
         tenant: &TenantId,
         conversation_id: &str,
     ) -> Result<Vec<Session>, StoreError> {
-        let mut sessions = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.names.sessions_table)
-                .index_name(SESSIONS_BY_CONVERSATION)
-                .key_condition_expression("conversationKey = :c")
-                .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                sessions.push(decode(&item)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(sessions),
-            }
-        }
+        paginate(self.by_conversation(tenant, conversation_id), None).all().await?.iter().map(decode).collect()
     }
 
     /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not

@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::DynamoStore;
-use super::Item;
 use super::codec::unavailable;
 use super::keys::{key, n, s, tenant_pk};
+use super::page::paginate;
 
 /// How long a page of events is kept.
 const KEEP: Duration = Duration::from_secs(3600);
@@ -76,41 +76,31 @@ impl TurnLog {
     pub async fn read(&self, tenant: &TenantId, source_id: &str, after: Option<&str>) -> Result<TurnPages, StoreError> {
         let prefix = turn_prefix(source_id);
         let start = after.unwrap_or(&prefix).to_owned();
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("PK = :pk AND SK BETWEEN :after AND :end")
+            .expression_attribute_values(":pk", s(tenant_pk(tenant)))
+            .expression_attribute_values(":after", s(start))
+            .expression_attribute_values(":end", s(format!("{prefix}~")))
+            .consistent_read(true);
         let mut pages = TurnPages::default();
-        let mut exclusive: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :after AND :end")
-                .expression_attribute_values(":pk", s(tenant_pk(tenant)))
-                .expression_attribute_values(":after", s(start.clone()))
-                .expression_attribute_values(":end", s(format!("{prefix}~")))
-                .consistent_read(true)
-                .set_exclusive_start_key(exclusive.take())
-                .send()
-                .await
-                .map_err(|e| unavailable("Query", &e))?;
-            for item in out.items.unwrap_or_default() {
-                let Some(sk) = item.get("SK").and_then(|v| v.as_s().ok()) else { continue };
-                if Some(sk.as_str()) == after || sk == &prefix {
-                    continue;
-                }
-                if let Some(events) = item.get("events").and_then(|v| v.as_s().ok()) {
-                    match serde_json::from_str::<Vec<TurnEvent>>(events) {
-                        Ok(mut e) => pages.events.append(&mut e),
-                        Err(e) => tracing::warn!(sk, error = %e, "a turn log page does not parse; skipped"),
-                    }
-                }
-                pages.ended |= item.get("end").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
-                pages.last = Some(sk.clone());
+        for item in paginate(query, None).all().await? {
+            let Some(sk) = item.get("SK").and_then(|v| v.as_s().ok()) else { continue };
+            if Some(sk.as_str()) == after || sk == &prefix {
+                continue;
             }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => exclusive = Some(k),
-                _ => return Ok(pages),
+            if let Some(events) = item.get("events").and_then(|v| v.as_s().ok()) {
+                match serde_json::from_str::<Vec<TurnEvent>>(events) {
+                    Ok(mut e) => pages.events.append(&mut e),
+                    Err(e) => tracing::warn!(sk, error = %e, "a turn log page does not parse; skipped"),
+                }
             }
+            pages.ended |= item.get("end").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
+            pages.last = Some(sk.clone());
         }
+        Ok(pages)
     }
 
     /// Writes one page; a failure is logged, never the turn's.
