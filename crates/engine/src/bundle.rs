@@ -87,6 +87,68 @@ fn nest(errors: &mut ValidationErrors, pointer: &str, result: Result<(), Validat
     }
 }
 
+/// Reads a bundle's records, collecting every error with its pointer in the file.
+struct Reader<'a> {
+    tenant: &'a TenantId,
+    now: &'a str,
+    errors: &'a mut ValidationErrors,
+}
+
+impl Reader<'_> {
+    /// The records of `section` that parse, each checked by `check` (given its pointer).
+    fn records<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        section: &str,
+        values: Vec<Value>,
+        check: impl Fn(&T, &str, &mut ValidationErrors),
+    ) -> Vec<T> {
+        let mut records = Vec::with_capacity(values.len());
+        for (i, v) in values.into_iter().enumerate() {
+            let pointer = format!("/{section}/{i}");
+            if let Some(r) = record::<T>(v, self.tenant, self.now, &pointer, self.errors) {
+                check(&r, &pointer, self.errors);
+                records.push(r);
+            }
+        }
+        records
+    }
+}
+
+/// What the bundle's skills and agents name must be in the bundle: tools, parent skills,
+/// skills, sub-agents.
+fn check_references(agents: &[Agent], tools: &[Tool], skills: &[Skill], errors: &mut ValidationErrors) {
+    let missing_tools = |errors: &mut ValidationErrors, pointer: &str, names: &[String]| {
+        for (j, t) in names.iter().enumerate() {
+            if let Ok(id) = t.parse::<ToolId>()
+                && !tools.iter().any(|tool| tool.tool_id == id)
+            {
+                errors.push(format!("{pointer}/tools/{j}"), format!("no tool '{id}' in this bundle"));
+            }
+        }
+    };
+    for (i, skill) in skills.iter().enumerate() {
+        missing_tools(errors, &format!("/skills/{i}"), &skill.tools);
+        if let Some(parent) = skill.parent_skill
+            && !skills.iter().any(|s| s.skill_id == parent)
+        {
+            errors.push(format!("/skills/{i}/parentSkill"), format!("no skill '{parent}' in this bundle"));
+        }
+    }
+    for (i, agent) in agents.iter().enumerate() {
+        missing_tools(errors, &format!("/agents/{i}"), &agent.tools);
+        for (j, id) in agent.skills.iter().enumerate() {
+            if !skills.iter().any(|s| s.skill_id == *id) {
+                errors.push(format!("/agents/{i}/skills/{j}"), format!("no skill '{id}' in this bundle"));
+            }
+        }
+        for (j, id) in agent.sub_agents.iter().enumerate() {
+            if !agents.iter().any(|a| a.agent_id == *id) {
+                errors.push(format!("/agents/{i}/subAgents/{j}"), format!("no agent '{id}' in this bundle"));
+            }
+        }
+    }
+}
+
 impl Bundle {
     pub fn parse(text: &str, clock: &dyn Clock) -> Result<Self, ValidationErrors> {
         let file: BundleFile = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
@@ -96,79 +158,38 @@ impl Bundle {
         if let Some(Err(e)) = file.limits.as_ref().map(|l| l.validate("/limits")) {
             errors.0.extend(e.0);
         }
-        let mut agents = Vec::new();
-        for (i, v) in file.agents.into_iter().enumerate() {
-            let pointer = format!("/agents/{i}");
-            if let Some(agent) = record::<Agent>(v, &file.tenant_id, &now, &pointer, &mut errors) {
-                if agent.tenant_id != file.tenant_id {
-                    errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
-                }
-                nest(&mut errors, &pointer, agent.validate());
-                agents.push(agent);
+        let tenant = &file.tenant_id;
+        let mut read = Reader { tenant, now: &now, errors: &mut errors };
+        let agents: Vec<Agent> = read.records("agents", file.agents, |agent: &Agent, pointer, errors| {
+            if agent.tenant_id != *tenant {
+                errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
             }
-        }
-        let mut tools = Vec::new();
-        for (i, v) in file.tools.into_iter().enumerate() {
-            let pointer = format!("/tools/{i}");
-            if let Some(tool) = record::<Tool>(v, &file.tenant_id, &now, &pointer, &mut errors) {
-                nest(&mut errors, &pointer, tool.validate());
-                tools.push(tool);
-            }
-        }
-        let mut skills = Vec::new();
-        for (i, v) in file.skills.into_iter().enumerate() {
-            let pointer = format!("/skills/{i}");
-            if let Some(skill) = record::<Skill>(v, &file.tenant_id, &now, &pointer, &mut errors) {
-                nest(&mut errors, &pointer, skill.validate());
-                skills.push(skill);
-            }
-        }
-        let missing_tools = |errors: &mut ValidationErrors, pointer: &str, names: &[String]| {
-            for (j, t) in names.iter().enumerate() {
-                if let Ok(id) = t.parse::<ToolId>()
-                    && !tools.iter().any(|tool| tool.tool_id == id)
-                {
-                    errors.push(format!("{pointer}/tools/{j}"), format!("no tool '{id}' in this bundle"));
-                }
-            }
-        };
-        for (i, skill) in skills.iter().enumerate() {
-            missing_tools(&mut errors, &format!("/skills/{i}"), &skill.tools);
-            if let Some(parent) = skill.parent_skill
-                && !skills.iter().any(|s| s.skill_id == parent)
-            {
-                errors.push(format!("/skills/{i}/parentSkill"), format!("no skill '{parent}' in this bundle"));
-            }
-        }
-        for (i, agent) in agents.iter().enumerate() {
-            missing_tools(&mut errors, &format!("/agents/{i}"), &agent.tools);
-            for (j, id) in agent.skills.iter().enumerate() {
-                if !skills.iter().any(|s| s.skill_id == *id) {
-                    errors.push(format!("/agents/{i}/skills/{j}"), format!("no skill '{id}' in this bundle"));
-                }
-            }
-            for (j, id) in agent.sub_agents.iter().enumerate() {
-                if !agents.iter().any(|a| a.agent_id == *id) {
-                    errors.push(format!("/agents/{i}/subAgents/{j}"), format!("no agent '{id}' in this bundle"));
-                }
-            }
-        }
+            nest(errors, pointer, agent.validate());
+        });
+        let tools: Vec<Tool> = read.records("tools", file.tools, |tool: &Tool, pointer, errors| {
+            nest(errors, pointer, tool.validate());
+        });
+        let skills: Vec<Skill> = read.records("skills", file.skills, |skill: &Skill, pointer, errors| {
+            nest(errors, pointer, skill.validate());
+        });
+        check_references(&agents, &tools, &skills, read.errors);
         let mut triggers = Vec::new();
         for (i, v) in file.triggers.into_iter().enumerate() {
             let pointer = format!("/triggers/{i}");
             if let Err(e) = switchboard_domain::trigger::check_conditions(&v, &pointer) {
-                errors.0.extend(e.0);
+                read.errors.0.extend(e.0);
                 continue;
             }
-            if let Some(trigger) = record::<Trigger>(v, &file.tenant_id, &now, &pointer, &mut errors) {
-                if trigger.tenant_id != file.tenant_id {
+            if let Some(trigger) = record::<Trigger>(v, tenant, &now, &pointer, read.errors) {
+                let errors = &mut *read.errors;
+                if trigger.tenant_id != *tenant {
                     errors.push(format!("{pointer}/tenantId"), "must be the bundle's tenant");
                 }
                 if !agents.iter().any(|a| a.agent_id == trigger.agent_id) {
                     errors
                         .push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
                 }
-                nest(&mut errors, &pointer, trigger.validate());
+                nest(errors, &pointer, trigger.validate());
                 triggers.push(trigger);
             }
         }

@@ -75,70 +75,15 @@ async fn classify(
     record: &mut ExecutionRecord,
     key: &str,
 ) -> Result<Pick, ExecError> {
-    let deps = cx.deps;
-    let mut candidates = Vec::new();
-    for id in &router.sub_agents {
-        if let Some(a) = deps.config.get_agent(&router.tenant_id, *id).await?
-            && a.status == AgentStatus::Active
-        {
-            candidates.push(a);
-        }
-    }
-    let mut system = router.system_prompt.trim().to_owned();
-    system.push_str("\n\n## Agents you can route to\n");
-    for a in &candidates {
-        let about = if a.description.trim().is_empty() { a.name.as_str() } else { a.description.as_str() };
-        system.push_str(&format!("- {} ({}): {about}\n", a.agent_id, a.name));
-    }
-    system.push_str(&format!("Call {CHOOSE_AGENT} with the id of the agent that should answer this conversation."));
-    let ids: Vec<String> = candidates.iter().map(|a| a.agent_id.to_string()).collect();
-    let request = ModelRequest {
-        model: router.model.clone(),
-        system,
-        messages,
-        deadline: cx.deadline,
-        tools: vec![ToolSpec {
-            name: CHOOSE_AGENT.to_owned(),
-            description: "Pick the agent that should take this conversation.".to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "agentId": { "type": "string", "enum": ids },
-                    "reason": { "type": "string" }
-                },
-                "required": ["agentId"],
-                "additionalProperties": false
-            }),
-        }],
-        config: router.model_config.clone(),
-    };
+    let candidates = candidates(cx, router).await?;
+    let request = classification_request(cx, router, &candidates, messages);
     let started = Instant::now();
     record.iterations = 1;
     // The same model-call step as every turn: fallbacks, the deadline, the call's record.
-    let answer = converse(deps, &request, &mut record.token_usage, &mut record.model_calls, None).await?;
+    let answer = converse(cx.deps, &request, &mut record.token_usage, &mut record.model_calls, None).await?;
     let (tool_use_id, input, verdict) = match answer {
         Err(e) => (String::new(), Value::Null, Err(format!("the classification call failed: {}", e.message))),
-        Ok(message) => {
-            let call = message.content.iter().find_map(|b| match b {
-                ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENT => {
-                    Some((tool_use_id.clone(), input.clone()))
-                }
-                _ => None,
-            });
-            match call {
-                None => (String::new(), Value::Null, Err(format!("the model did not call {CHOOSE_AGENT}"))),
-                Some((id, input)) => {
-                    let verdict = match serde_json::from_value::<Choice>(input.clone()) {
-                        Err(e) => Err(format!("invalid {CHOOSE_AGENT} arguments: {e}")),
-                        Ok(c) => match candidates.iter().find(|a| a.agent_id.to_string() == c.agent_id) {
-                            Some(a) => Ok((a.agent_id, c.reason.unwrap_or_else(|| format!("routed to {}", a.name)))),
-                            None => Err(format!("'{}' is not one of the candidates", c.agent_id)),
-                        },
-                    };
-                    (id, input, verdict)
-                }
-            }
-        }
+        Ok(message) => read_choice(&message, &candidates),
     };
     let default = router.default_agent_id.filter(|d| candidates.iter().any(|a| a.agent_id == *d));
     let pick = match verdict {
@@ -165,4 +110,77 @@ async fn classify(
         webhook: None,
     });
     Ok(pick)
+}
+
+/// The router's sub-agents that are active, in its order.
+async fn candidates(cx: CallContext<'_>, router: &Agent) -> Result<Vec<Agent>, ExecError> {
+    let mut candidates = Vec::new();
+    for id in &router.sub_agents {
+        if let Some(a) = cx.deps.config.get_agent(&router.tenant_id, *id).await?
+            && a.status == AgentStatus::Active
+        {
+            candidates.push(a);
+        }
+    }
+    Ok(candidates)
+}
+
+/// The classification call: the router's prompt with the candidates listed, and `choose_agent`
+/// as its one tool, the candidates' ids its only allowed values.
+fn classification_request(
+    cx: CallContext<'_>,
+    router: &Agent,
+    candidates: &[Agent],
+    messages: Vec<Message>,
+) -> ModelRequest {
+    let mut system = router.system_prompt.trim().to_owned();
+    system.push_str("\n\n## Agents you can route to\n");
+    for a in candidates {
+        let about = if a.description.trim().is_empty() { a.name.as_str() } else { a.description.as_str() };
+        system.push_str(&format!("- {} ({}): {about}\n", a.agent_id, a.name));
+    }
+    system.push_str(&format!("Call {CHOOSE_AGENT} with the id of the agent that should answer this conversation."));
+    let ids: Vec<String> = candidates.iter().map(|a| a.agent_id.to_string()).collect();
+    ModelRequest {
+        model: router.model.clone(),
+        system,
+        messages,
+        deadline: cx.deadline,
+        tools: vec![ToolSpec {
+            name: CHOOSE_AGENT.to_owned(),
+            description: "Pick the agent that should take this conversation.".to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "agentId": { "type": "string", "enum": ids },
+                    "reason": { "type": "string" }
+                },
+                "required": ["agentId"],
+                "additionalProperties": false
+            }),
+        }],
+        config: router.model_config.clone(),
+    }
+}
+
+/// The model's `choose_agent` call in `message` — its id and input — and the candidate it
+/// picked with the reason, or why the pick cannot be used.
+fn read_choice(message: &Message, candidates: &[Agent]) -> (String, Value, Result<(AgentId, String), String>) {
+    let call = message.content.iter().find_map(|b| match b {
+        ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENT => {
+            Some((tool_use_id.clone(), input.clone()))
+        }
+        _ => None,
+    });
+    let Some((id, input)) = call else {
+        return (String::new(), Value::Null, Err(format!("the model did not call {CHOOSE_AGENT}")));
+    };
+    let verdict = match serde_json::from_value::<Choice>(input.clone()) {
+        Err(e) => Err(format!("invalid {CHOOSE_AGENT} arguments: {e}")),
+        Ok(c) => match candidates.iter().find(|a| a.agent_id.to_string() == c.agent_id) {
+            Some(a) => Ok((a.agent_id, c.reason.unwrap_or_else(|| format!("routed to {}", a.name)))),
+            None => Err(format!("'{}' is not one of the candidates", c.agent_id)),
+        },
+    };
+    (id, input, verdict)
 }

@@ -37,7 +37,6 @@ pub(crate) async fn run(
     call: &ToolCall,
 ) -> Result<(ToolOutcome, Option<ChildExecution>), ExecError> {
     let started = Instant::now();
-    let deps = cx.deps;
     let task = match serde_json::from_value::<Task>(call.input.clone()) {
         Ok(t) if !t.task.trim().is_empty() => t,
         Ok(_) => return Ok((ToolOutcome::error("task must not be empty"), None)),
@@ -56,30 +55,15 @@ pub(crate) async fn run(
         token_usage: TokenUsage::default(),
         latency_ms: 0,
     };
-    let mut text = task.task;
-    if let Some(context) = task.context.filter(|c| !c.is_empty()) {
-        text.push_str("\n\nContext: ");
-        text.push_str(&Value::Object(context).to_string());
-    }
-    let tools = Toolbox::for_sub_agent(deps, sub).await?;
+    let tools = Toolbox::for_sub_agent(cx.deps, sub).await?;
+    let mut request = request(cx, sub, task, &tools);
     // The sub-agent only reads the session (its tools are webhooks): a scratch copy.
     let mut scratch = TurnState::new(session.clone());
-    let mut request = ModelRequest {
-        model: sub.model.clone(),
-        system: format!(
-            "{}\n\n## Working for a supervisor\nAnother agent asked you for this. Answer with the result only; \
-             you are not talking to the customer.",
-            sub.system_prompt.trim()
-        ),
-        messages: vec![Message::user_text(text)],
-        tools: tools.specs(),
-        config: sub.model_config.clone(),
-        deadline: cx.deadline,
-    };
     let mut calls = 0usize;
     while child.iterations < sub.max_iterations {
         child.iterations += 1;
-        let assistant = match converse(deps, &request, &mut child.token_usage, &mut child.model_calls, None).await? {
+        let answer = converse(cx.deps, &request, &mut child.token_usage, &mut child.model_calls, None).await?;
+        let assistant = match answer {
             Ok(message) => message,
             Err(e) => {
                 child.status = ExecutionStatus::Failed;
@@ -111,6 +95,33 @@ pub(crate) async fn run(
         }
         request.messages.push(Message { role: Role::User, content: results });
     }
+    Ok(finish(child, sub, started))
+}
+
+/// The sub-agent's first model call: its own prompt, told it works for a supervisor, and the
+/// task with the context the supervisor passed — nothing of the conversation.
+fn request(cx: CallContext<'_>, sub: &Agent, task: Task, tools: &Toolbox) -> ModelRequest {
+    let mut text = task.task;
+    if let Some(context) = task.context.filter(|c| !c.is_empty()) {
+        text.push_str("\n\nContext: ");
+        text.push_str(&Value::Object(context).to_string());
+    }
+    ModelRequest {
+        model: sub.model.clone(),
+        system: format!(
+            "{}\n\n## Working for a supervisor\nAnother agent asked you for this. Answer with the result only; \
+             you are not talking to the customer.",
+            sub.system_prompt.trim()
+        ),
+        messages: vec![Message::user_text(text)],
+        tools: tools.specs(),
+        config: sub.model_config.clone(),
+        deadline: cx.deadline,
+    }
+}
+
+/// The child's record once its loop has stopped, and what the supervisor is told.
+fn finish(mut child: ChildExecution, sub: &Agent, started: Instant) -> (ToolOutcome, Option<ChildExecution>) {
     if child.status == ExecutionStatus::MaxIterations {
         child.error = Some(ExecutionError::new(
             ErrorKind::Model,
@@ -123,5 +134,5 @@ pub(crate) async fn run(
         (None, Some(e)) => ToolOutcome::error(format!("the {} agent did not finish: {}", sub.name, e.message)),
         (None, None) => ToolOutcome::error(format!("the {} agent gave no answer", sub.name)),
     };
-    Ok((outcome, Some(child)))
+    (outcome, Some(child))
 }
