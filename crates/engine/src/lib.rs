@@ -24,7 +24,7 @@ pub mod profile;
 mod tools;
 
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
-pub use config::{ConfigService, ConfigWriteError};
+pub use config::{ConfigService, ConfigWriteError, TenantChanges};
 pub use execute::handoff::{HandoffDone, HandoffError, HandoffTo};
 pub use execute::operator::OperatorReply;
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
