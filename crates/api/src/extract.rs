@@ -1,9 +1,10 @@
-//! The API's extractors: the tenant of the path, a JSON body and a query string, each read before
-//! the handler runs and each refused with the API's problem+json. They do not authorise anything
+//! The API's extractors: the tenant and the session of the path, a JSON body and a query string,
+//! each read before the handler runs and each refused with the API's problem+json. They do not authorise anything
 //! beyond the tenant segment, and they read only what the request gate has already buffered.
 //!
-//! A handler that must report another error first (a bad query before an unknown tenant, as
-//! the API always has) takes `Result<Tenant, Problem>` and applies `?` where that check was.
+//! A handler that must report another error first (a bad query before an unknown tenant, an
+//! unknown agent before a bad body, as the API always has) takes `Result<Tenant, Problem>` or
+//! `Result<JsonBody<T>, Problem>` and applies `?` where that check was.
 
 use std::sync::Arc;
 
