@@ -24,6 +24,6 @@ mod state;
 pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
 pub use problem::Problem;
 pub use router::router;
-// What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use state::{ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness};
+// What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};
