@@ -1,23 +1,20 @@
 //! Who is calling, and may they touch this tenant. The embedded profile authenticates API keys
 //! (`Authorization: Bearer <key>`; the store keeps only their SHA-256); on AWS, API Gateway's IAM
 //! auth and path-scoped policies do it before the request reaches the Lambda, which then runs
-//! without an authenticator. A caller that may not see a tenant gets the same 404 as for a
+//! without an authenticator (the check itself runs in `middleware`). A caller that may not see a tenant gets the same 404 as for a
 //! tenant that does not exist, so tenants cannot be discovered.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::header;
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use switchboard_domain::TenantId;
 use switchboard_engine::StoreError;
 
-use crate::{ApiState, Problem};
+use crate::problem::Problem;
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,46 +64,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
         // Without an authenticator (AWS behind IAM) every request that arrives was allowed in.
         Ok(parts.extensions.get::<Caller>().cloned().unwrap_or(Caller::Admin))
     }
-}
-
-/// Authenticates every request but `/health` and `/ready`, then applies the per-tenant rate limit.
-pub(crate) async fn authenticate(State(state): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
-    if matches!(req.uri().path(), "/health" | "/ready") {
-        return next.run(req).await;
-    }
-    if let Some(auth) = &state.auth {
-        let key = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let caller = match key {
-            None => return Problem::unauthorized().into_response(),
-            Some(key) => match auth.authenticate(key).await {
-                Ok(Some(caller)) => caller,
-                Ok(None) => return Problem::unauthorized().into_response(),
-                Err(e) => return Problem::from(e).into_response(),
-            },
-        };
-        req.extensions_mut().insert(caller);
-    }
-    if let Some(limiter) = &state.limiter {
-        let tenant = req.uri().path().strip_prefix("/tenants/").and_then(|rest| rest.split('/').next());
-        let caller = req.extensions().get::<Caller>().cloned().unwrap_or(Caller::Admin);
-        // Only tenants the caller may see are counted: a path it cannot see answers 404 anyway,
-        // and counting it would let made-up names grow the limiter's table.
-        let visible = tenant.and_then(|t| t.parse::<TenantId>().ok()).filter(|t| match &caller {
-            Caller::Admin => true,
-            Caller::Tenant(own) => own == t,
-        });
-        if let Some(tenant) = visible
-            && let Err(retry_after) = limiter.check(tenant.as_str())
-        {
-            return Problem::rate_limited(retry_after.as_secs().max(1)).into_response();
-        }
-    }
-    next.run(req).await
 }
 
 /// Per-tenant requests per minute, as a sliding window of request times.

@@ -3,99 +3,27 @@
 //! gateway policy can scope a caller to its tenants; every lookup is keyed by the tenant of the
 //! path, so another tenant's ids answer 404.
 //!
-//! Every request passes one gate before routing (`routes::read_request`): its path must be in
+//! Every request passes one gate before routing (`middleware::read_request`): its path must be in
 //! canonical form (no percent-encoding, no dot segments), so that authorisation, the rate limiter
 //! and the handlers read the same tenant; an announced oversize body is refused at once and a
 //! body must arrive within [`ApiState::body_timeout`].
+//!
+//! Layout: `router` assembles the routes, `middleware` is the gate around them, `extract` reads
+//! the tenant, bodies and queries, and `resources/` holds one module per resource. Resources never
+//! use each other or the router.
 
 pub mod auth;
-mod config;
 pub mod console;
-mod operator;
+mod extract;
+mod middleware;
 pub mod problem;
-mod routes;
-
-use std::sync::Arc;
-use std::time::Duration;
-
-use switchboard_engine::{
-    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventLog, ExecutionLog, Executor, Operator, SessionStore,
-};
+mod resources;
+mod router;
+mod state;
 
 pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
-// What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use problem::Problem;
-pub use routes::router;
+pub use router::router;
+pub use state::{ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness};
+// What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};
-
-/// What the routes need.
-#[derive(Clone)]
-pub struct ApiState {
-    pub ingest: Arc<dyn Ingest>,
-    pub invoker: Arc<dyn Invoker>,
-    /// The engine, for what runs synchronously in the request (its ports' clock and prices).
-    pub executor: Executor,
-    /// Operators' actions and handoffs over the API, run in the request.
-    pub operator: Operator,
-    pub config: Arc<dyn ConfigStore>,
-    pub admin: Arc<dyn ConfigAdmin>,
-    pub sessions: Arc<dyn SessionStore>,
-    pub executions: Arc<dyn ExecutionLog>,
-    /// Present in the embedded profile only.
-    pub conversations: Option<Arc<dyn ConversationLog>>,
-    /// Present in the embedded profile only.
-    pub events: Option<Arc<dyn EventLog>>,
-    /// Present in the embedded profile only.
-    pub live: Option<Arc<dyn EventFeed>>,
-    /// Tickets for the live push (AWS profile, when the stack has its WebSocket API).
-    pub push: Option<Arc<dyn switchboard_engine::PushTickets>>,
-    /// API-key authentication (embedded). `None` behind API Gateway's IAM auth.
-    pub auth: Option<Arc<dyn Authenticator>>,
-    /// Per-tenant request rate limit.
-    pub limiter: Option<Arc<RateLimiter>>,
-    /// How long a request body may take to arrive once its headers have (408 after that).
-    pub body_timeout: Duration,
-    /// What `GET /ready` checks (embedded: the database takes writes and the workers run).
-    /// `None`: ready whenever the process answers (a Lambda function).
-    pub ready: Option<Arc<dyn Readiness>>,
-    /// What `GET /metrics` renders (embedded). `None`: no such route (Lambda logs EMF instead).
-    pub metrics: Option<Arc<dyn MetricsText>>,
-    /// Dead letters per tenant (embedded). `None`: not countable per tenant (AWS: one shared
-    /// dead-letter queue).
-    pub dead_letters: Option<Arc<dyn DeadLetters>>,
-}
-
-/// The process's metrics as OpenMetrics text, for `GET /metrics`.
-#[async_trait::async_trait]
-pub trait MetricsText: Send + Sync {
-    async fn render(&self) -> String;
-}
-
-/// A tenant's work items in the dead letters, for the overview (`GET …/activity`).
-#[async_trait::async_trait]
-pub trait DeadLetters: Send + Sync {
-    async fn count(&self, tenant: &switchboard_domain::TenantId) -> Result<u64, switchboard_engine::StoreError>;
-}
-
-/// Whether the process can do its work now, for `GET /ready`.
-#[async_trait::async_trait]
-pub trait Readiness: Send + Sync {
-    /// `Err` says what is not ready.
-    async fn check(&self) -> Result<(), String>;
-}
-
-/// The default for [`ApiState::body_timeout`].
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl ApiState {
-    /// The configuration service over this state's stores.
-    pub fn config_service(&self) -> ConfigService {
-        ConfigService::new(self.config.clone(), self.admin.clone())
-    }
-}
-
-impl std::fmt::Debug for ApiState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiState").finish_non_exhaustive()
-    }
-}

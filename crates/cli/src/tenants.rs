@@ -1,5 +1,6 @@
 //! `switchboard tenants …`: `create` and `key` work straight on a data directory (creating a
-//! tenant also creates its API key, printed once; only its hash is stored); `show`, `suspend`,
+//! tenant, through the configuration service like the API's `POST /tenants`, also creates its API
+//! key, printed once; only its hash is stored); `show`, `suspend`,
 //! `reactivate` and `delete` go through the API, so they work on either profile.
 
 use std::path::PathBuf;
@@ -8,10 +9,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use switchboard_domain::TenantId;
-use switchboard_domain::limits::MAX_NAME_LEN;
 use switchboard_embedded::keys::{generate_api_key, hash_api_key};
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::SystemClock;
+use switchboard_engine::{ConfigService, ConfigWriteError, SystemClock};
 
 use crate::client::TenantVerb;
 
@@ -71,11 +71,17 @@ pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
     match cmd {
         TenantsCommand::Create(args) => {
             let id = parse_id(&args.id)?;
-            if args.name.trim().is_empty() || args.name.chars().count() > MAX_NAME_LEN {
-                bail!("--name: must be 1 to {MAX_NAME_LEN} characters, not blank");
+            if let Err(e) = switchboard_domain::tenant_name(&args.name) {
+                bail!("--name: {e}, not blank");
             }
             let embedded = open(&args.data_dir)?;
-            if !embedded.store.create_tenant(&id, &args.name).await? {
+            let store = Arc::new(embedded.store.clone());
+            let created = match ConfigService::new(store.clone(), store).create_tenant(&id, &args.name).await {
+                Ok(created) => created,
+                Err(ConfigWriteError::Store(e)) => return Err(e.into()),
+                Err(e) => bail!("--name: {e}"),
+            };
+            if !created {
                 bail!("tenant '{id}' already exists (use `switchboard tenants key {id}` for another key)");
             }
             issue_key(&embedded, &id).await

@@ -1,9 +1,6 @@
-//! The cross-tenant corpus, client-chosen ids: two tenants on one `switchboard serve` that use the
-//! same event ids, message ids, idempotency keys and conversation ids each get their full,
-//! independent results; every spelling of a tenant path is counted as that tenant or refused;
-//! oversized and slow requests are answered at once. (The route corpus — another tenant's
-//! server-made ids on every route — is in `api.rs`.) Raw TCP where an HTTP client would
-//! normalise the request.
+//! Oversized and slow requests against `switchboard serve`: answered at once, after the read
+//! timeout, or cut off when the headers never finish (the binary's own server loop). The rest
+//! of the cross-tenant corpus is in `crates/api/tests/tenancy.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -14,181 +11,6 @@ use std::time::Duration;
 
 use common::{Api, Server, create_tenant};
 use serde_json::{Value, json};
-
-/// Echoes the customer, and hands the conversation to a human when asked: a test double.
-const SCRIPT: &str = r#"{ "rules": [
-    { "when": { "userText": { "contains": "human" } },
-      "then": { "toolCalls": [ { "name": "handoff_to_human", "input": { "reason": "asked for a person" } } ] } },
-    { "then": { "text": "{{userText}}, said the agent" } }
-] }"#;
-
-/// A tenant with its own key.
-struct Tenant<'a> {
-    id: &'static str,
-    api: Api<'a>,
-}
-
-impl Tenant<'_> {
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-        headers: &[(&str, &str)],
-    ) -> (u16, Value) {
-        let r = self.api.call(method, path, body, headers).await;
-        (r.status.as_u16(), r.body)
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, None, &[]).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, Some(body), &[]).await
-    }
-
-    /// An echo agent behind a catch-all trigger; returns the agent id.
-    async fn with_echo_agent(&self) -> String {
-        let (status, agent) = self
-            .post(
-                &format!("/tenants/{}/agents", self.id),
-                json!({ "name": "Echo", "systemPrompt": "Echo.", "model": "test-model",
-                        "tools": ["send_message", "handoff_to_human"] }),
-            )
-            .await;
-        assert_eq!(status, 201, "{agent}");
-        let id = agent["agentId"].as_str().unwrap().to_owned();
-        let (status, t) = self
-            .post(
-                &format!("/tenants/{}/triggers", self.id),
-                json!({ "name": "all", "agentId": id, "eventType": "message.new" }),
-            )
-            .await;
-        assert_eq!(status, 201, "{t}");
-        id
-    }
-
-    fn event(&self, id: &str, conversation: &str, message: &str, text: &str) -> Value {
-        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": self.id, "conversationId": conversation, "messageId": message,
-                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
-                        "message": { "direction": "inbound", "text": text } } })
-    }
-
-    /// `(direction, text)` of every message in a conversation.
-    async fn log(&self, conversation: &str) -> Vec<(String, String)> {
-        let (_, body) = self.get(&format!("/tenants/{}/conversations/{conversation}/messages", self.id)).await;
-        body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["direction"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
-            .collect()
-    }
-}
-
-fn start(dir: &std::path::Path, extra: &[&str]) -> Server {
-    let script = dir.join("script.json");
-    std::fs::write(&script, SCRIPT).unwrap();
-    Server::start_with_script(&dir.join("data"), &script, extra)
-}
-
-fn tenant<'a>(server: &'a Server, dir: &std::path::Path, id: &'static str) -> Tenant<'a> {
-    Tenant { id, api: Api::new(server, &create_tenant(&dir.join("data"), id)) }
-}
-
-fn pair(a: &str, b: &str) -> (String, String) {
-    (a.to_owned(), b.to_owned())
-}
-
-#[tokio::test]
-async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), &[]);
-    let (ta, tb) = (tenant(&server, dir.path(), "ta"), tenant(&server, dir.path(), "tb"));
-    let (agent_a, agent_b) = (ta.with_echo_agent().await, tb.with_echo_agent().await);
-
-    // the same event id, message id and conversation id from both tenants
-    for t in [&ta, &tb] {
-        let (status, r) =
-            t.post("/events?wait=30", t.event("evt-1", "c-1", "m-1", &format!("hello from {}", t.id))).await;
-        assert_eq!((status, r["outcome"].as_str()), (202, Some("enqueued")), "{}: {r}", t.id);
-        assert_eq!(r["execution"]["status"], "success", "{}: {r}", t.id);
-    }
-    for t in [&ta, &tb] {
-        let hello = format!("hello from {}", t.id);
-        assert_eq!(
-            t.log("c-1").await,
-            [pair("inbound", &hello), pair("outbound", &format!("{hello}, said the agent"))]
-        );
-    }
-
-    // the same message id in a second conversation of one tenant is a message of its own
-    let (_, r) = ta.post("/events?wait=30", ta.event("evt-2", "c-2", "m-1", "second conversation")).await;
-    assert_eq!(r["execution"]["status"], "success", "{r}");
-    assert_eq!(
-        ta.log("c-2").await,
-        [pair("inbound", "second conversation"), pair("outbound", "second conversation, said the agent")]
-    );
-
-    // the same Idempotency-Key on invoke runs in both tenants, and still deduplicates within one
-    let mut executions = vec![];
-    for (t, agent) in [(&ta, &agent_a), (&tb, &agent_b)] {
-        let path = format!("/tenants/{}/agents/{agent}/invoke", t.id);
-        let body = json!({ "conversationId": "c-3", "message": format!("invoked for {}", t.id) });
-        let (status, r) = t.call(reqwest::Method::POST, &path, Some(body.clone()), &[("idempotency-key", "k1")]).await;
-        assert_eq!((status, r["status"].as_str()), (200, Some("success")), "{}: {r}", t.id);
-        let (_, again) = t.call(reqwest::Method::POST, &path, Some(body), &[("idempotency-key", "k1")]).await;
-        assert_eq!(again["executionId"], r["executionId"]);
-        assert_eq!(t.log("c-3").await, [pair("outbound", &format!("invoked for {}, said the agent", t.id))]);
-        executions.push(r["executionId"].clone());
-    }
-    assert_ne!(executions[0], executions[1]);
-
-    // both tenants stream an invoke with the same key at once: each stream is its own turn
-    let streamed = async |t: &Tenant<'_>, agent: &str| -> (u16, Value) {
-        let path = format!("/tenants/{}/agents/{agent}/invoke", t.id);
-        let body = json!({ "conversationId": "c-5", "message": format!("streamed for {}", t.id) });
-        let headers = [("idempotency-key", "k2"), ("accept", "text/event-stream")];
-        t.call(reqwest::Method::POST, &path, Some(body), &headers).await
-    };
-    let (a, b) = tokio::join!(streamed(&ta, &agent_a), streamed(&tb, &agent_b));
-    for (t, (status, body)) in [(&ta, a), (&tb, b)] {
-        assert_eq!(status, 200, "{}: {body}", t.id);
-        let text = body.as_str().unwrap();
-        let events = switchboard_models::sse::SseReader::default().push(text.as_bytes()).unwrap();
-        let data: Vec<Value> = events.iter().map(|e| serde_json::from_str(&e.data).unwrap()).collect();
-        let delta: String =
-            data.iter().filter(|d| d["event"] == "text.delta").map(|d| d["text"].as_str().unwrap()).collect();
-        assert_eq!(delta, format!("streamed for {}, said the agent", t.id));
-        let record = &data.last().unwrap()["execution"];
-        assert_eq!((record["tenantId"].as_str(), record["sourceId"].as_str()), (Some(t.id), Some("invoke-k2")));
-    }
-
-    // the same event id handing a conversation to a human: both tenants' operators are told
-    for t in [&ta, &tb] {
-        let (_, r) = t.post("/events?wait=30", t.event("evt-h", "c-4", "m-h", "a human please")).await;
-        assert_eq!(r["execution"]["status"], "handed_off", "{}: {r}", t.id);
-    }
-    let mut ids = vec![];
-    for t in [&ta, &tb] {
-        let (_, body) = t.get(&format!("/tenants/{}/events", t.id)).await;
-        let handoffs: Vec<&Value> = body["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["event"]["detailType"] == "session.handoff.human")
-            .collect();
-        assert_eq!(handoffs.len(), 1, "{}: {body}", t.id);
-        let event = &handoffs[0]["event"];
-        assert_eq!(event["tenantId"], t.id);
-        assert_eq!(event["detail"]["conversationId"], "c-4");
-        ids.push(event["id"].as_str().unwrap().to_owned());
-    }
-    assert_ne!(ids[0], ids[1], "outbound event ids are unique across tenants");
-    assert!(ids[0].starts_with("ta/") && ids[1].starts_with("tb/"), "{ids:?}");
-}
 
 /// One HTTP/1.1 request written as is (no client-side normalisation), the connection left open
 /// for the server to close; the status code and the body of the answer, or `None` if the server
@@ -207,71 +29,16 @@ fn raw(base: &str, request: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn get(path: &str, key: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n")
-}
-
-#[tokio::test]
-async fn the_rate_limit_counts_every_spelling_of_a_tenant_path_or_refuses_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), &["--rate-limit", "5"]);
-    let ta = tenant(&server, dir.path(), "ta");
-    let tb = tenant(&server, dir.path(), "tb");
-    let admin = Tenant { id: "ta", api: Api::new(&server, &server.admin) };
-    let spellings = [
-        "/tenants/%74%61/agents",
-        "/tenants/t%61/agents",
-        "/tenants/%74a/agents",
-        "/tenants/t%2561/agents",
-        "/tenants/./ta/agents",
-        "/tenants/tb/../ta/agents",
-        "/tenants/ta/./agents",
-        "/tenants/ta/agents/..",
-    ];
-    // a write through an encoded path is refused, naming the path, and creates nothing
-    let body = r#"{"name":"Sneaky","systemPrompt":"x","model":"m","tools":["send_message"]}"#;
-    let post = format!(
-        "POST /tenants/%74%61/agents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        ta.api.key,
-        body.len()
-    );
-    let (status, problem) = raw(&server.base, &post).unwrap();
-    assert_eq!(status, 400, "{problem}");
-    let problem: Value = serde_json::from_str(&problem).unwrap();
-    assert_eq!(problem["errors"][0]["pointer"], "/path");
-    // the admin sees no agent in ta (and the admin's calls count against ta too)
-    assert_eq!(admin.get("/tenants/ta/agents").await.1["items"], json!([]));
-    // up to the limit, the canonical path answers; every other spelling is refused, never served
-    for _ in 0..4 {
-        assert_eq!(ta.get("/tenants/ta/agents").await.0, 200);
-    }
-    for path in spellings {
-        let (status, body) = raw(&server.base, &get(path, &ta.api.key)).unwrap();
-        assert!(matches!(status, 400 | 404), "{path} → {status} {body}");
-    }
-    // over the limit, no spelling gets through either
-    assert_eq!(ta.get("/tenants/ta/agents").await.0, 429);
-    for path in spellings {
-        let (status, body) = raw(&server.base, &get(path, &ta.api.key)).unwrap();
-        assert_ne!(status, 200, "{path} → {status} {body}");
-    }
-    let (status, _) = raw(&server.base, &get("/tenants/ta/agents", &ta.api.key)).unwrap();
-    assert_eq!(status, 429);
-    // and another tenant's budget is its own
-    assert_eq!(tb.get("/tenants/tb/agents").await.0, 200);
-}
-
 #[tokio::test]
 async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), &["--read-timeout", "1"]);
-    let ta = tenant(&server, dir.path(), "ta");
+    let server = Server::start(&dir.path().join("data"), &["--read-timeout", "1"]);
+    let ta = Api::new(&server, &create_tenant(&dir.path().join("data"), "ta"));
     let head = |path: &str, length: u64| {
         format!(
             "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
-            ta.api.key
+            ta.key
         )
     };
     // a body announced far over the limit: 413 without waiting for it (a 408 would mean the
@@ -291,5 +58,5 @@ async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_time
     let answer = raw(&server.base, "GET /health HTTP/1.1\r\nHost: localhost\r\n");
     assert!(answer.as_ref().is_none_or(|(status, _)| *status == 408), "{answer:?}");
     // and nothing was created by any of it
-    assert_eq!(ta.get("/tenants/ta/agents").await.1["items"], json!([]));
+    assert_eq!(ta.get("/tenants/ta/agents").await.body["items"], json!([]));
 }

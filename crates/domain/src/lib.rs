@@ -40,7 +40,7 @@ pub use session::{
     Claim, ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult,
 };
 pub use skill::Skill;
-pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantStatus};
+pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantNameError, TenantStatus, tenant_name};
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
 pub use trigger::{EventType, Trigger, TriggerStatus};
 pub use validation::{FieldError, ValidationErrors};

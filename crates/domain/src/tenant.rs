@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::execution::ExecutionStatus;
 use crate::ids::TenantId;
-use crate::limits::MAX_REPLY_TEXT_BYTES;
+use crate::limits::{MAX_NAME_LEN, MAX_REPLY_TEXT_BYTES};
 use crate::validation::ValidationErrors;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +43,18 @@ pub struct Tenant {
     #[serde(default)]
     pub limits: TenantLimits,
 }
+
+/// A tenant's display name as it is kept: trimmed, 1 to [`MAX_NAME_LEN`] characters. The one rule
+/// for it, whoever creates or renames a tenant.
+pub fn tenant_name(raw: &str) -> Result<&str, TenantNameError> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_LEN { Err(TenantNameError) } else { Ok(name) }
+}
+
+/// A tenant name that breaks [`tenant_name`]'s rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be 1 to {MAX_NAME_LEN} characters")]
+pub struct TenantNameError;
 
 /// Default of [`TenantLimits::invocations_per_minute`] (the brief's table).
 pub const DEFAULT_INVOCATIONS_PER_MINUTE: u32 = 60;
@@ -217,6 +229,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_tenant_name_is_kept_trimmed_and_must_not_be_blank_or_too_long() {
+        assert_eq!(tenant_name("  Acme Inc. "), Ok("Acme Inc."));
+        assert_eq!(tenant_name("   "), Err(TenantNameError));
+        assert_eq!(tenant_name(&"é".repeat(MAX_NAME_LEN)), Ok("é".repeat(MAX_NAME_LEN).as_str()));
+        assert_eq!(tenant_name(&"x".repeat(MAX_NAME_LEN + 1)), Err(TenantNameError));
+        assert_eq!(TenantNameError.to_string(), "must be 1 to 128 characters");
+    }
 
     #[test]
     fn limits_default_to_the_briefs_table_and_read_partially() {

@@ -1,12 +1,14 @@
 //! Writing tenant configuration: the one place for its rules, used by the internal API, by tenant
-//! bundles and by both stores' tests. A record is validated, every record it names must exist in
+//! bundles, by the command line and by both stores' tests. A tenant is created and changed under
+//! the domain's rules for its name and limits. A record is validated, every record it names must exist in
 //! the same tenant, a replace or delete names the version it read, and a record another record
 //! still refers to cannot be deleted. The stores only store (conditional put and delete by
 //! version, paged lists); they know none of these rules.
 
 use std::sync::Arc;
 
-use switchboard_domain::{SystemTool, TenantId, ValidationErrors};
+use serde::Deserialize;
+use switchboard_domain::{SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name};
 
 use crate::ports::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, StoreError};
 
@@ -29,6 +31,16 @@ pub enum ConfigWriteError {
     Store(#[from] StoreError),
 }
 
+/// What a change to a tenant names (`PATCH /tenants/{t}`): each field left out stays.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TenantChanges {
+    pub name: Option<String>,
+    pub status: Option<TenantStatus>,
+    /// Only the limits given change.
+    pub limits: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// The configuration service. Cheap to clone.
 #[derive(Clone)]
 pub struct ConfigService {
@@ -45,6 +57,39 @@ impl std::fmt::Debug for ConfigService {
 impl ConfigService {
     pub fn new(config: Arc<dyn ConfigStore>, admin: Arc<dyn ConfigAdmin>) -> Self {
         Self { config, admin }
+    }
+
+    /// Creates tenant `id` named `name` (kept trimmed); `false` when the tenant exists.
+    pub async fn create_tenant(&self, id: &TenantId, name: &str) -> Result<bool, ConfigWriteError> {
+        let name = tenant_name(name).map_err(|e| ValidationErrors::single("/name", e.to_string()))?;
+        Ok(self.admin.create_tenant(id, name).await?)
+    }
+
+    /// Applies `changes` to tenant `id` and answers its new record. The limits given are laid over
+    /// the current ones and the result read as a whole, so that a change names only what changes.
+    pub async fn update_tenant(&self, id: &TenantId, changes: TenantChanges) -> Result<Tenant, ConfigWriteError> {
+        let mut tenant = self.config.get_tenant(id).await?.ok_or(ConfigWriteError::NotFound)?;
+        if let Some(name) = changes.name {
+            let name = tenant_name(&name).map_err(|e| ValidationErrors::single("/name", e.to_string()))?;
+            name.clone_into(&mut tenant.name);
+        }
+        if let Some(status) = changes.status {
+            tenant.status = status;
+        }
+        if let Some(given) = changes.limits {
+            let mut merged = match serde_json::to_value(&tenant.limits) {
+                Ok(serde_json::Value::Object(m)) => m,
+                _ => serde_json::Map::new(),
+            };
+            merged.extend(given);
+            tenant.limits = serde_path_to_error::deserialize(serde_json::Value::Object(merged))
+                .map_err(|e| switchboard_domain::input::shape_error("/limits", e))?;
+            tenant.limits.validate("/limits")?;
+        }
+        if !self.admin.update_tenant(&tenant).await? {
+            return Err(ConfigWriteError::NotFound);
+        }
+        Ok(tenant)
     }
 
     /// Creates `record` (its id must be free; its version is written as given, normally 1).

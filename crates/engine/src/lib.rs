@@ -28,7 +28,7 @@ pub mod profile;
 mod tools;
 
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
-pub use config::{ConfigService, ConfigWriteError};
+pub use config::{ConfigService, ConfigWriteError, TenantChanges};
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};

@@ -1,6 +1,6 @@
-//! The contracts in `contracts/` against the real server: starts `switchboard serve` on a loopback
-//! port, drives a realistic session over HTTP, and checks every answer against
-//! `contracts/openapi.yaml` (route, status, content type, headers, body), every request body the
+//! The contracts in `contracts/` against the real server: starts the embedded profile's server
+//! (wired as `switchboard serve` wires it) on a loopback port, drives a realistic session over
+//! HTTP, and checks every answer against `contracts/openapi.yaml` (route, status, content type, headers, body), every request body the
 //! server accepted against the documented request schema, every inbound envelope against
 //! `events/message.new.schema.json`, and every published event against its own schema. A route,
 //! status, query parameter, field or enum value the contracts do not describe fails the test, and
@@ -960,7 +960,7 @@ async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
     .unwrap();
     let data = dir.path().join("data");
     let server = Server::start_with_script(&data, &script, &["--rate-limit", "20"]);
-    let key = create_tenant(&data, "flows");
+    let key = create_tenant(&server, "flows");
     let api = Api::new(&spec, &server, Some(&key));
 
     let agent = api
@@ -1074,7 +1074,7 @@ async fn multi_agent_records_and_handoff_priorities_match_their_contracts() {
     .unwrap();
     let data = dir.path().join("data");
     let server = Server::start_with_script(&data, &script, &[]);
-    let key = create_tenant(&data, "team");
+    let key = create_tenant(&server, "team");
     let api = Api::new(&spec, &server, Some(&key));
     let create = |kind: &'static str, body: Value| {
         let api = &api;

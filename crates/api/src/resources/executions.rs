@@ -1,0 +1,87 @@
+//! Executions, the record of each turn: a session's executions as pages
+//! (`GET …/sessions/{s}/executions`), one by id (`GET …/executions/{e}`), and the one that
+//! answered a source (`GET …/executions?sourceId=`), where a `202` from invoke says to look.
+//! Read-only.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use switchboard_domain::{ExecutionId, SessionId, ValidationErrors};
+
+use crate::extract::{Query, Tenant, page_limit};
+use crate::problem::Problem;
+use crate::state::ApiState;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PageQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /tenants/{t}/sessions/{s}/executions[?cursor&limit]`
+pub(crate) async fn list(
+    State(state): State<Arc<ApiState>>,
+    Query(q): Query<PageQuery>,
+    tenant: Result<Tenant, Problem>,
+    Path((_, session)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let limit = page_limit(q.limit)?;
+    let after = match q.cursor.as_deref().map(str::parse::<ExecutionId>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => {
+            let why = "must be the nextCursor of a previous page";
+            return Err(Problem::invalid(ValidationErrors::single("/query/cursor", why)));
+        }
+    };
+    let Tenant(t) = tenant?;
+    let id: SessionId = session.parse().map_err(|_| Problem::not_found(format!("no session '{session}'")))?;
+    if state.sessions.get_session(&t, id).await?.is_none() {
+        return Err(Problem::not_found(format!("no session '{session}'")));
+    }
+    let page = state.executions.list_executions(&t, id, after, limit).await?;
+    Ok(Json(page).into_response())
+}
+
+/// `GET /tenants/{t}/executions/{e}`
+pub(crate) async fn get_one(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Path((_, execution)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let id: ExecutionId = execution.parse().map_err(|_| Problem::not_found(format!("no execution '{execution}'")))?;
+    match state.executions.get_execution(&t, id).await? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(Problem::not_found(format!("no execution '{execution}'"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct BySourceQuery {
+    source_id: Option<String>,
+}
+
+/// `GET /tenants/{t}/executions?sourceId=…`: the execution that answered a source (an event id,
+/// or `invoke-<Idempotency-Key>`), where a `202` from `invoke` says to look.
+pub(crate) async fn by_source(
+    State(state): State<Arc<ApiState>>,
+    Query(q): Query<BySourceQuery>,
+    tenant: Result<Tenant, Problem>,
+) -> Result<Response, Problem> {
+    let Some(source) = q.source_id.filter(|s| !s.is_empty() && s.len() <= 200) else {
+        return Err(Problem::invalid(ValidationErrors::single(
+            "/query/sourceId",
+            "required: the source id to look up",
+        )));
+    };
+    let Tenant(t) = tenant?;
+    match state.executions.execution_for_source(&t, &source).await? {
+        Some(e) => Ok(Json(e).into_response()),
+        None => Err(Problem::not_found(format!("no execution for source '{source}' (yet)"))),
+    }
+}

@@ -1,0 +1,261 @@
+//! Sessions and what people do to them: read one or a page of them (`GET …/sessions[/{s}]`),
+//! hand one off to a human or an agent or back (`POST …/{s}/handoff`), and the operator's actions
+//! on a conversation handed to humans (the console's): claim, reply as a human (with a required
+//! `Idempotency-Key`) and end. The moves themselves are the engine's; this module maps HTTP onto
+//! them and their refusals onto problems.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use switchboard_domain::ids::check_external_id;
+use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
+use switchboard_domain::{AgentId, Priority, SessionId, ValidationErrors};
+use switchboard_engine::{HandoffTo, OperatorError};
+
+use crate::extract::{JsonBody, Query, Session, Tenant, page_limit};
+use crate::problem::Problem;
+use crate::state::ApiState;
+
+/// `GET /tenants/{t}/sessions/{s}`
+pub(crate) async fn get_one(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Session { id, raw }: Session,
+) -> Result<Response, Problem> {
+    match state.sessions.get_session(&t, id).await? {
+        Some(s) => Ok(Json(s).into_response()),
+        None => Err(Problem::not_found(format!("no session '{raw}'"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SessionsQuery {
+    status: Option<String>,
+    agent_id: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /tenants/{t}/sessions[?status&agentId&cursor&limit]`: the tenant's sessions, newest
+/// first (`status=handed_off` lists the conversations handed to a human or another agent).
+pub(crate) async fn list(
+    State(state): State<Arc<ApiState>>,
+    Query(q): Query<SessionsQuery>,
+    tenant: Result<Tenant, Problem>,
+) -> Result<Response, Problem> {
+    let limit = page_limit(q.limit)?;
+    let mut errors = ValidationErrors::default();
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(raw) => match serde_json::from_value::<switchboard_domain::SessionStatus>(json!(raw)) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                errors.push("/query/status", "must be one of active, handed_off, completed, failed");
+                None
+            }
+        },
+    };
+    let agent_id = q.agent_id.as_deref().and_then(|raw| {
+        let parsed = raw.parse::<switchboard_domain::AgentId>().ok();
+        if parsed.is_none() {
+            errors.push("/query/agentId", "must be an agent id (a ULID)");
+        }
+        parsed
+    });
+    let after = q.cursor.as_deref().and_then(|raw| {
+        let parsed = raw.parse::<SessionId>().ok();
+        if parsed.is_none() {
+            errors.push("/query/cursor", "must be the nextCursor of a previous page");
+        }
+        parsed
+    });
+    errors.into_result().map_err(Problem::invalid)?;
+    let Tenant(t) = tenant?;
+    let filter = switchboard_engine::SessionFilter { status, agent_id };
+    let page = state.sessions.list_sessions(&t, filter, after, limit).await?;
+    Ok(Json(page).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TargetType {
+    Agent,
+    Human,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct HandoffBody {
+    target_type: TargetType,
+    #[serde(default)]
+    target_agent_id: Option<String>,
+    reason: String,
+    /// Only with `targetType: human`; `normal` when left out.
+    #[serde(default)]
+    priority: Option<Priority>,
+}
+
+/// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
+/// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
+pub(crate) async fn handoff(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Session { id: session_id, .. }: Session,
+    JsonBody(body): JsonBody<HandoffBody>,
+) -> Result<Response, Problem> {
+    let mut errors = ValidationErrors::default();
+    if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
+        errors.push("/reason", "must be 1 to 1000 characters");
+    }
+    if body.priority.is_some() && matches!(body.target_type, TargetType::Agent) {
+        errors.push("/priority", "applies only when targetType is human");
+    }
+    let to = match (body.target_type, body.target_agent_id) {
+        (TargetType::Human, None) => Some(HandoffTo::Human(body.priority.unwrap_or_default())),
+        (TargetType::Human, Some(_)) => {
+            errors.push("/targetAgentId", "must be left out when targetType is human");
+            None
+        }
+        (TargetType::Agent, None) => {
+            errors.push("/targetAgentId", "is required when targetType is agent");
+            None
+        }
+        (TargetType::Agent, Some(raw)) => match raw.parse::<AgentId>() {
+            Ok(id) => Some(HandoffTo::Agent(id)),
+            Err(_) => {
+                errors.push("/targetAgentId", format!("'{raw}' is not an agent id"));
+                None
+            }
+        },
+    };
+    errors.into_result().map_err(Problem::invalid)?;
+    let Some(to) = to else { return Err(Problem::internal()) };
+    let done =
+        state.operator.hand_off(&t, session_id, to, body.reason.trim()).await.map_err(|e| problem(e, session_id))?;
+    Ok(Json(json!({ "newSessionId": done.new_session_id, "status": "handed_off", "executionId": done.execution.execution_id }))
+        .into_response())
+}
+
+/// Longest operator name.
+const MAX_OPERATOR_CHARS: usize = 64;
+/// Longest note an operator leaves when ending a conversation.
+const MAX_NOTE_CHARS: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClaimBody {
+    operator: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReplyBody {
+    operator: String,
+    text: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EndBody {
+    operator: String,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// `POST …/claim {operator}`: 200 with the session; 409 when another operator holds it.
+pub(crate) async fn claim(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Session { id: s, .. }: Session,
+    JsonBody(body): JsonBody<ClaimBody>,
+) -> Result<Response, Problem> {
+    let mut errors = ValidationErrors::default();
+    check_operator(&body.operator, &mut errors);
+    errors.into_result().map_err(Problem::invalid)?;
+    let session = state.operator.claim(&t, s, body.operator.trim()).await.map_err(|e| problem(e, s))?;
+    Ok(Json(session).into_response())
+}
+
+/// `POST …/messages {operator, text}` with `Idempotency-Key`: 201 `{messageId, executionId}`
+/// when sent, 200 with `duplicate: true` when that key was sent before.
+pub(crate) async fn reply(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Session { id: s, .. }: Session,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<ReplyBody>,
+) -> Result<Response, Problem> {
+    let mut errors = ValidationErrors::default();
+    check_operator(&body.operator, &mut errors);
+    if body.text.trim().is_empty() || body.text.len() > MAX_MESSAGE_TEXT_BYTES {
+        errors.push("/text", format!("must be 1 to {MAX_MESSAGE_TEXT_BYTES} bytes, not only spaces"));
+    }
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+    match key {
+        None => errors.push("/headers/Idempotency-Key", "is required: a retried reply must not be sent twice"),
+        Some(k) if check_external_id(k).is_err() => {
+            errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
+        }
+        Some(_) => {}
+    }
+    errors.into_result().map_err(Problem::invalid)?;
+    let key = key.unwrap_or_default();
+    let done = state.operator.reply(&t, s, body.operator.trim(), &body.text, key).await.map_err(|e| problem(e, s))?;
+    let status = if done.duplicate { StatusCode::OK } else { StatusCode::CREATED };
+    let answer = json!({
+        "messageId": done.message_id, "executionId": done.execution.execution_id, "duplicate": done.duplicate,
+    });
+    Ok((status, Json(answer)).into_response())
+}
+
+/// `POST …/end {operator, note?}`: the conversation ends; `session.ended` is published.
+pub(crate) async fn end(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Session { id: s, .. }: Session,
+    JsonBody(body): JsonBody<EndBody>,
+) -> Result<Response, Problem> {
+    let mut errors = ValidationErrors::default();
+    check_operator(&body.operator, &mut errors);
+    if body.note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS) {
+        errors.push("/note", format!("must be at most {MAX_NOTE_CHARS} characters"));
+    }
+    errors.into_result().map_err(Problem::invalid)?;
+    let note = body.note.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    let record = state.operator.end(&t, s, body.operator.trim(), note).await.map_err(|e| problem(e, s))?;
+    Ok(Json(json!({ "status": "completed", "executionId": record.execution_id })).into_response())
+}
+
+fn check_operator(operator: &str, errors: &mut ValidationErrors) {
+    let n = operator.trim().chars().count();
+    if n == 0 || n > MAX_OPERATOR_CHARS || operator.chars().any(char::is_control) {
+        errors.push("/operator", format!("must be 1 to {MAX_OPERATOR_CHARS} characters, no control characters"));
+    }
+}
+
+/// How a refused or failed operator action answers.
+fn problem(e: OperatorError, session: SessionId) -> Problem {
+    match e {
+        OperatorError::NoSession(_) => Problem::not_found(format!("no session '{session}'")),
+        OperatorError::UnknownAgent(a) => Problem::invalid(ValidationErrors::single(
+            "/targetAgentId",
+            format!("no active agent '{a}' in this tenant"),
+        )),
+        e @ (OperatorError::NotAllowed(_) | OperatorError::Conflict) => Problem::conflict(e.to_string()),
+        OperatorError::Store(e) => e.into(),
+        OperatorError::Bus(e) => {
+            tracing::error!(error = %e, "event bus failed during an operator action or handoff");
+            if e.retryable { Problem::unavailable() } else { Problem::internal() }
+        }
+        OperatorError::Send(e) => {
+            tracing::error!(error = %e, "the operator's message could not be sent");
+            if e.retryable { Problem::unavailable() } else { Problem::internal() }
+        }
+    }
+}

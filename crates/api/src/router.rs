@@ -1,0 +1,92 @@
+//! The API's routes in one place: which path and method reach which resource, behind which
+//! layers. Handlers live in `resources/`; the gate and logging in `middleware`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::middleware;
+use axum::routing::{delete, get, post};
+use serde_json::Value;
+use switchboard_engine::ConfigKind;
+
+use crate::console::{self, ConsoleConfig};
+use crate::extract::{JsonBody, Query, Tenant};
+use crate::problem::Problem;
+use crate::resources::{config, conversations, events, executions, invoke, reports, sessions, status, tenants};
+use crate::state::ApiState;
+
+type AppState = Arc<ApiState>;
+
+pub fn router(state: ApiState) -> Router {
+    // Shared, not copied: axum clones the state for every extractor of every request.
+    let state = Arc::new(state);
+    let app = config_routes(Router::new())
+        .route("/health", get(status::health))
+        .route("/ready", get(status::ready))
+        .route("/metrics", get(status::metrics))
+        .route("/events", post(events::post_event))
+        .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversations::messages))
+        .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversations::sessions))
+        .route("/tenants/{tenant}/sessions", get(sessions::list))
+        .route("/tenants/{tenant}/sessions/{session}", get(sessions::get_one))
+        .route("/tenants/{tenant}/sessions/{session}/executions", get(executions::list))
+        .route("/tenants/{tenant}/executions", get(executions::by_source))
+        .route("/tenants/{tenant}/executions/{execution}", get(executions::get_one))
+        .route("/tenants/{tenant}/usage", get(reports::usage))
+        .route("/tenants/{tenant}/activity", get(reports::activity))
+        .route("/tenants", post(tenants::create))
+        .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
+        .route("/tenants/{tenant}/apply", post(config::apply))
+        .route("/tenants/{tenant}/keys", post(tenants::issue_key).get(tenants::list_keys))
+        .route("/tenants/{tenant}/keys/{key}", delete(tenants::revoke_key))
+        .route("/tenants/{tenant}/events", get(events::list_events))
+        .route("/tenants/{tenant}/events/stream", get(events::stream_events))
+        .route("/tenants/{tenant}/events/push", post(events::push_ticket))
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
+        .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke::invoke))
+        .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::handoff))
+        .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
+        .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
+        .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
+    let direct = ConsoleConfig { signing: "none", upstream: None };
+    console::routes(app, direct)
+        .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::read_request))
+        .layer(middleware::from_fn(crate::middleware::log_requests))
+        .with_state(state)
+}
+
+/// The same five routes for each kind of configuration record.
+fn config_routes(mut app: Router<AppState>) -> Router<AppState> {
+    for kind in [ConfigKind::Agent, ConfigKind::Trigger, ConfigKind::Tool, ConfigKind::Skill] {
+        let seg = config::segment(kind);
+        app = app
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}"),
+                get(move |s: State<AppState>, q: Query<config::ListQuery>, t: Result<Tenant, Problem>| {
+                    config::list(kind, s, q, t)
+                })
+                .post(move |s: State<AppState>, t: Tenant, b: JsonBody<Value>| config::create(kind, s, t, b)),
+            )
+            .route(
+                &format!("/tenants/{{tenant}}/{seg}/{{id}}"),
+                get(move |s: State<AppState>, t: Tenant, p: Path<(String, String)>| config::get_one(kind, s, t, p))
+                    .put(
+                        move |s: State<AppState>,
+                              t: Tenant,
+                              p: Path<(String, String)>,
+                              h: HeaderMap,
+                              b: Result<JsonBody<Value>, Problem>| {
+                            config::replace(kind, s, t, p, h, b)
+                        },
+                    )
+                    .delete(move |s: State<AppState>, t: Tenant, p: Path<(String, String)>, h: HeaderMap| {
+                        config::delete(kind, s, t, p, h)
+                    }),
+            );
+    }
+    app
+}

@@ -1,0 +1,84 @@
+//! What the routes need from a profile: its ports and settings ([`ApiState`]) and the few
+//! read-only views a profile may add (readiness, metrics, dead letters). No route logic here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_engine::{
+    ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventFeed, EventLog, ExecutionLog, Executor, Ingest,
+    Invoker, Operator, SessionStore,
+};
+
+use crate::auth::{Authenticator, RateLimiter};
+
+/// What the routes need.
+#[derive(Clone)]
+pub struct ApiState {
+    pub ingest: Arc<dyn Ingest>,
+    pub invoker: Arc<dyn Invoker>,
+    /// The engine, for what runs synchronously in the request (its ports' clock and prices).
+    pub executor: Executor,
+    /// Operators' actions and handoffs over the API, run in the request.
+    pub operator: Operator,
+    pub config: Arc<dyn ConfigStore>,
+    pub admin: Arc<dyn ConfigAdmin>,
+    pub sessions: Arc<dyn SessionStore>,
+    pub executions: Arc<dyn ExecutionLog>,
+    /// Present in the embedded profile only.
+    pub conversations: Option<Arc<dyn ConversationLog>>,
+    /// Present in the embedded profile only.
+    pub events: Option<Arc<dyn EventLog>>,
+    /// Present in the embedded profile only.
+    pub live: Option<Arc<dyn EventFeed>>,
+    /// Tickets for the live push (AWS profile, when the stack has its WebSocket API).
+    pub push: Option<Arc<dyn switchboard_engine::PushTickets>>,
+    /// API-key authentication (embedded). `None` behind API Gateway's IAM auth.
+    pub auth: Option<Arc<dyn Authenticator>>,
+    /// Per-tenant request rate limit.
+    pub limiter: Option<Arc<RateLimiter>>,
+    /// How long a request body may take to arrive once its headers have (408 after that).
+    pub body_timeout: Duration,
+    /// What `GET /ready` checks (embedded: the database takes writes and the workers run).
+    /// `None`: ready whenever the process answers (a Lambda function).
+    pub ready: Option<Arc<dyn Readiness>>,
+    /// What `GET /metrics` renders (embedded). `None`: no such route (Lambda logs EMF instead).
+    pub metrics: Option<Arc<dyn MetricsText>>,
+    /// Dead letters per tenant (embedded). `None`: not countable per tenant (AWS: one shared
+    /// dead-letter queue).
+    pub dead_letters: Option<Arc<dyn DeadLetters>>,
+}
+
+/// The process's metrics as OpenMetrics text, for `GET /metrics`.
+#[async_trait::async_trait]
+pub trait MetricsText: Send + Sync {
+    async fn render(&self) -> String;
+}
+
+/// A tenant's work items in the dead letters, for the overview (`GET …/activity`).
+#[async_trait::async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn count(&self, tenant: &switchboard_domain::TenantId) -> Result<u64, switchboard_engine::StoreError>;
+}
+
+/// Whether the process can do its work now, for `GET /ready`.
+#[async_trait::async_trait]
+pub trait Readiness: Send + Sync {
+    /// `Err` says what is not ready.
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// The default for [`ApiState::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl ApiState {
+    /// The configuration service over this state's stores.
+    pub fn config_service(&self) -> ConfigService {
+        ConfigService::new(self.config.clone(), self.admin.clone())
+    }
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,974 @@
+//! The internal API over real HTTP against the embedded profile's server, wired as `switchboard
+//! serve` wires it: keys and tenancy, CRUD with ETags, validation with pointers, references,
+//! manual invoke, rate limits, and a cross-tenant corpus that must leak nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Api, Reply, Server, create_tenant, examples, tenant_key};
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+fn agent_body(name: &str) -> Value {
+    json!({ "name": name, "systemPrompt": "You help.", "model": "anthropic.claude-3-haiku", "tools": ["send_message"] })
+}
+
+fn pointers(r: &Reply) -> Vec<String> {
+    r.body["errors"]
+        .as_array()
+        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn keys_decide_who_may_see_which_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let acme = create_tenant(&server, "acme");
+    let _globex = create_tenant(&server, "globex");
+
+    // no key, a wrong key: 401 with a challenge
+    let res = Client::new().get(format!("{}/tenants/acme/agents", server.base)).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers()["www-authenticate"], "Bearer");
+    assert_eq!(Api::new(&server, "sbk_wrong").get("/tenants/acme/agents").await.status, 401);
+    // the tenant's own key works on its own tenant
+    assert_eq!(Api::new(&server, &acme).get("/tenants/acme/agents").await.status, 200);
+    // and answers as if another tenant did not exist
+    let other = Api::new(&server, &acme).get("/tenants/globex/agents").await;
+    assert_eq!(other.status, 404);
+    assert_eq!(other.body["detail"], "no tenant 'globex'");
+    assert_eq!(Api::new(&server, &acme).get("/tenants/nobody/agents").await.body, other.body.as_object().map(|_| {
+        json!({"type": "urn:switchboard:problem:not-found", "title": "Not found", "status": 404, "detail": "no tenant 'nobody'"})
+    }).unwrap());
+    // an event for another tenant is refused like an unknown tenant
+    let event = json!({ "id": "e-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "globex", "conversationId": "c", "messageId": "m", "channel": {}, "conversation": {},
+                    "message": { "direction": "inbound", "text": "hi" } } });
+    let r = Api::new(&server, &acme).post("/events", event).await;
+    assert_eq!((r.status, pointers(&r)), (StatusCode::UNPROCESSABLE_ENTITY, vec!["/detail/tenantId".to_owned()]));
+    // health needs no key
+    assert_eq!(Client::new().get(format!("{}/health", server.base)).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn an_agent_is_created_read_listed_replaced_and_deleted_with_etags() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+
+    let created = api.post("/tenants/acme/agents", agent_body("Support")).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.headers["etag"], "\"1\"");
+    let id = created.body["agentId"].as_str().unwrap().to_owned();
+    assert_eq!(created.headers["location"], format!("/tenants/acme/agents/{id}").as_str());
+    assert_eq!(created.body["maxTurns"], 10, "brief defaults applied");
+
+    let got = api.get(&format!("/tenants/acme/agents/{id}")).await;
+    assert_eq!((got.status, got.body["name"].as_str()), (StatusCode::OK, Some("Support")));
+    // ULIDs are case-insensitive
+    assert_eq!(api.get(&format!("/tenants/acme/agents/{}", id.to_lowercase())).await.status, 200);
+
+    api.post("/tenants/acme/agents", json!({ "name": "Draft", "systemPrompt": "p", "model": "m", "status": "draft" }))
+        .await;
+    let drafts = api.get("/tenants/acme/agents?status=draft").await;
+    assert_eq!(drafts.body["items"].as_array().unwrap().len(), 1);
+    let page = api.get("/tenants/acme/agents?limit=1").await;
+    assert_eq!(page.body["items"].as_array().unwrap().len(), 1);
+    let next = page.body["nextCursor"].as_str().unwrap();
+    let page2 = api.get(&format!("/tenants/acme/agents?limit=1&cursor={next}")).await;
+    assert_eq!(page2.body["items"].as_array().unwrap().len(), 1);
+    assert_ne!(page.body["items"][0]["agentId"], page2.body["items"][0]["agentId"]);
+
+    let path = format!("/tenants/acme/agents/{id}");
+    let mut changed = agent_body("Support v2");
+    // without If-Match: 428; with a stale one: 412; with the current one: 200 and a new ETag
+    assert_eq!(api.call(Method::PUT, &path, Some(changed.clone()), &[]).await.status, 428);
+    assert_eq!(api.call(Method::PUT, &path, Some(changed.clone()), &[("if-match", "\"7\"")]).await.status, 412);
+    let replaced = api.call(Method::PUT, &path, Some(changed.clone()), &[("if-match", "\"1\"")]).await;
+    assert_eq!((replaced.status, replaced.headers["etag"].to_str().unwrap()), (StatusCode::OK, "\"2\""));
+    assert_eq!(replaced.body["createdAt"], created.body["createdAt"]);
+    changed["name"] = json!("lost update");
+    assert_eq!(api.call(Method::PUT, &path, Some(changed), &[("if-match", "\"1\"")]).await.status, 412);
+
+    assert_eq!(api.call(Method::DELETE, &path, None, &[]).await.status, 204);
+    assert_eq!(api.get(&path).await.status, 404);
+    assert_eq!(api.call(Method::DELETE, &path, None, &[]).await.status, 404);
+}
+
+#[tokio::test]
+async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+
+    let mut b = agent_body("A");
+    b["colour"] = json!("red");
+    let r = api.post("/tenants/acme/agents", b).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(pointers(&r), ["/colour"]);
+    assert!(r.body["errors"][0]["detail"].as_str().unwrap().starts_with("is not a field here; known fields: "));
+    // a missing field is named by its own pointer, and no Rust type name reaches the client
+    let mut b = agent_body("A");
+    b.as_object_mut().unwrap().remove("name");
+    let r = api.post("/tenants/acme/agents", b).await;
+    assert_eq!((pointers(&r), &r.body["detail"]), (vec!["/name".to_owned()], &json!("/name is required")));
+    let admin = Api::new(&server, &server.admin);
+    let r = admin.post("/tenants", json!(1)).await;
+    assert_eq!((r.status.as_u16(), &r.body["detail"]), (400, &json!("the body must be a JSON object")));
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!([])), &[]).await;
+    assert_eq!((r.status.as_u16(), &r.body["detail"]), (400, &json!("the body must be a JSON object")), "{}", r.body);
+    let mut b = agent_body("A");
+    b["agentId"] = json!("01JD0000SVPP0RT0AGENT00001");
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", b).await), ["/agentId"]);
+    let mut b = agent_body("A");
+    b["modelConfig"] = json!({ "temperature": 3 });
+    b["maxIterations"] = json!(0);
+    b["tools"] = json!(["send_message", "teleport"]);
+    assert_eq!(
+        pointers(&api.post("/tenants/acme/agents", b).await),
+        ["/modelConfig/temperature", "/maxIterations", "/tools/1"]
+    );
+    let mut b = agent_body("A");
+    b["modelConfig"] = json!({ "temperature": "warm" });
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", b).await), ["/modelConfig/temperature"]);
+    let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "application/json")]).await;
+    assert_eq!(r.status, 400);
+    // a trigger with a bad operator, a bad regex, and an agent that does not exist
+    let agent = api.post("/tenants/acme/agents", agent_body("A")).await.body["agentId"].clone();
+    let trig = |conditions: Value, agent: &Value| json!({ "name": "t", "agentId": agent, "eventType": "message.new", "conditions": conditions });
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            trig(json!({ "all": [ { "field": "x", "operator": "resembles", "value": 1 } ] }), &agent),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(pointers(&r), ["/conditions/all/0/operator"], "{}", r.body);
+    // a trigger that could never fire is refused rather than stored
+    let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "schedule" })).await;
+    assert_eq!(pointers(&r), ["/eventType"]);
+    // every write takes JSON only, and an oversized body is a problem+json too
+    let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "text/plain")]).await;
+    assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (415, "application/problem+json"));
+    // (its own connection: the server answers before reading the whole upload and closes it)
+    let big = json!({ "name": "x".repeat(3 * 1024 * 1024) });
+    let own = Api::new(api.server, &api.key);
+    let r = own.post("/tenants/acme/agents", big).await;
+    assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (413, "application/problem+json"));
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            trig(json!({ "field": "message.text", "operator": "matches", "value": "(" }), &agent),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    let r = api.post("/tenants/acme/triggers", trig(json!({}), &json!("01JD0000PAYMENTS0AGENT0002"))).await;
+    assert_eq!(pointers(&r), ["/agentId"]);
+    // nothing of the refused triggers was stored
+    assert_eq!(api.get("/tenants/acme/triggers").await.body["items"].as_array().unwrap().len(), 0);
+    // bad queries
+    assert_eq!(pointers(&api.get("/tenants/acme/agents?limit=0").await), ["/query/limit"]);
+    assert_eq!(pointers(&api.get("/tenants/acme/agents?status=sleepy").await), ["/query/status"]);
+    assert_eq!(pointers(&api.get("/tenants/acme/triggers?type=router").await), ["/query/type"]);
+    assert_eq!(api.get("/tenants/acme/agents?bogus=1").await.status, 400);
+}
+
+#[tokio::test]
+async fn references_must_exist_and_block_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    // a custom webhook tool, listed after the built-in system tools
+    let tool = api
+        .post("/tenants/acme/tools", json!({
+            "name": "lookup_order", "description": "Finds an order",
+            "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"] },
+            "handler": { "type": "webhook", "url": "https://example.invalid/hook", "timeoutMs": 5000 }
+        }))
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let tool_id = tool.body["toolId"].as_str().unwrap().to_owned();
+    let tools = api.get("/tenants/acme/tools").await.body["items"].clone();
+    assert_eq!(tools[0]["name"], "send_message");
+    assert_eq!(tools[0]["type"], "system");
+    assert!(tools.as_array().unwrap().iter().any(|t| t["toolId"] == tool_id.as_str()));
+    let bad_schema = api
+        .post(
+            "/tenants/acme/tools",
+            json!({
+                "name": "send_message", "description": "d", "parameters": { "type": "object", "required": ["x"] },
+                "handler": { "type": "webhook", "url": "ftp://x", "timeoutMs": 60000 }
+            }),
+        )
+        .await;
+    assert_eq!(pointers(&bad_schema), ["/name", "/parameters/required/0", "/handler/url", "/handler/timeoutMs"]);
+    // a skill using the tool, and an agent using both
+    let skill = api
+        .post("/tenants/acme/skills", json!({ "name": "orders", "description": "Order lookups", "prompt": "Look orders up.", "tools": [tool_id] }))
+        .await;
+    assert_eq!(skill.status, 201, "{}", skill.body);
+    let skill_id = skill.body["skillId"].as_str().unwrap().to_owned();
+    let mut a = agent_body("A");
+    a["tools"] = json!(["send_message", tool_id]);
+    a["skills"] = json!([skill_id]);
+    let agent = api.post("/tenants/acme/agents", a).await;
+    assert_eq!(agent.status, 201, "{}", agent.body);
+    let agent_id = agent.body["agentId"].as_str().unwrap().to_owned();
+    let trigger = api
+        .post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent_id, "eventType": "message.new" }))
+        .await;
+    let trigger_id = trigger.body["triggerId"].as_str().unwrap().to_owned();
+    // an agent naming a missing skill is refused
+    let mut bad = agent_body("B");
+    bad["skills"] = json!(["01JD0000SK1LL0000000000001"]);
+    assert_eq!(pointers(&api.post("/tenants/acme/agents", bad).await), ["/skills/0"]);
+    // what is still used cannot be deleted
+    for (path, used_by) in [
+        (format!("/tenants/acme/agents/{agent_id}"), "trigger"),
+        (format!("/tenants/acme/tools/{tool_id}"), "agent"),
+        (format!("/tenants/acme/skills/{skill_id}"), "agent"),
+    ] {
+        let r = api.call(Method::DELETE, &path, None, &[]).await;
+        assert_eq!(r.status, 409, "{path}");
+        assert!(r.body["detail"].as_str().unwrap().contains(used_by), "{}", r.body);
+    }
+    // once the users are gone, it can
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/triggers/{trigger_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/agents/{agent_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/skills/{skill_id}"), None, &[]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &format!("/tenants/acme/tools/{tool_id}"), None, &[]).await.status, 204);
+}
+
+#[tokio::test]
+async fn a_trigger_created_over_the_api_routes_the_next_message_and_invoke_runs_an_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    let agent = api.post("/tenants/acme/agents", agent_body("Echo")).await.body["agentId"].as_str().unwrap().to_owned();
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": format!("m-{id}"), "channel": {},
+                        "conversation": {}, "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    assert_eq!(api.post("/events", event("e-1")).await.body["outcome"], "no_match");
+    api.post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent, "eventType": "message.new" })).await;
+    // no waiting for a cache to expire: the write invalidated it
+    let routed = api.post("/events?wait=30", event("e-2")).await;
+    assert_eq!(routed.body["outcome"], "enqueued");
+    assert_eq!(routed.body["execution"]["status"], "success");
+
+    // manual invoke on another conversation, retried with the same Idempotency-Key
+    let path = format!("/tenants/acme/agents/{agent}/invoke");
+    let body =
+        json!({ "conversationId": "c-2", "message": "Where is my order #1234?", "metadata": { "source": "crm" } });
+    let first = api.call(Method::POST, &path, Some(body.clone()), &[("idempotency-key", "crm-77")]).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["status"], "success");
+    assert_eq!(first.body["actions"][0]["type"], "reply");
+    let again = api.call(Method::POST, &path, Some(body), &[("idempotency-key", "crm-77")]).await;
+    assert_eq!(again.body["executionId"], first.body["executionId"]);
+    let convo = api.get("/tenants/acme/conversations/c-2/messages").await;
+    assert_eq!(convo.body["messages"].as_array().unwrap().len(), 1, "one reply, no inbound line for an invoke");
+    // invoke refuses bad input and conversations that belong to someone else
+    assert_eq!(pointers(&api.post(&path, json!({ "conversationId": "bad id!" })).await), ["/conversationId"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "conversationId": "c", "extra": 1 })).await), ["/extra"]);
+    let other =
+        api.post("/tenants/acme/agents", agent_body("Other")).await.body["agentId"].as_str().unwrap().to_owned();
+    let r = api.post(&format!("/tenants/acme/agents/{other}/invoke"), json!({ "conversationId": "c-2" })).await;
+    assert_eq!(r.status, 409);
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--rate-limit", "3"]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    for _ in 0..3 {
+        assert_eq!(api.get("/tenants/acme/agents").await.status, 200);
+    }
+    let limited = api.get("/tenants/acme/agents").await;
+    assert_eq!(limited.status, 429);
+    let retry: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry));
+    assert_eq!(limited.body["type"], "urn:switchboard:problem:rate-limited");
+}
+
+#[tokio::test]
+async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let intruder = Api::new(&server, &create_tenant(&server, "intruder"));
+    // given acme data of every kind
+    let tool = admin
+        .post(
+            "/tenants/acme/tools",
+            json!({ "name": "t1", "description": "d", "parameters": { "type": "object" },
+            "handler": { "type": "webhook", "url": "https://example.invalid", "timeoutMs": 1000 } }),
+        )
+        .await
+        .body["toolId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let skill = admin
+        .post("/tenants/acme/skills", json!({ "name": "s1", "description": "d", "prompt": "p" }))
+        .await
+        .body["skillId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = admin
+        .post("/events?wait=30", json!({ "id": "x-1", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-x", "messageId": "m-x", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "a human please" } } }))
+        .await;
+    let session = run.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let execution = run.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let agent = "01JD0000SVPP0RT0AGENT00001";
+    let trigger = "01JD0000TR1GGER0CHAT000001";
+    // when the intruder uses acme's ids, under acme's path and under its own
+    let mut corpus: Vec<(Method, String, Option<Value>)> = Vec::new();
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        for (kind, id) in
+            [("agents", agent), ("triggers", trigger), ("tools", tool.as_str()), ("skills", skill.as_str())]
+        {
+            corpus.push((Method::GET, format!("{base}/{kind}/{id}"), None));
+            corpus.push((Method::PUT, format!("{base}/{kind}/{id}"), Some(agent_body("x"))));
+            corpus.push((Method::DELETE, format!("{base}/{kind}/{id}"), None));
+        }
+        corpus.push((Method::POST, format!("{base}/agents/{agent}/invoke"), Some(json!({ "conversationId": "c-x" }))));
+        corpus.push((Method::GET, format!("{base}/sessions/{session}"), None));
+        corpus.push((
+            Method::POST,
+            format!("{base}/sessions/{session}/handoff"),
+            Some(json!({ "targetType": "agent", "targetAgentId": agent, "reason": "x" })),
+        ));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/claim"), Some(json!({ "operator": "Eve" }))));
+        corpus.push((
+            Method::POST,
+            format!("{base}/sessions/{session}/messages"),
+            Some(json!({ "operator": "Eve", "text": "hello from elsewhere" })),
+        ));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({ "operator": "Eve" }))));
+        corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
+        corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
+        corpus.push((Method::GET, format!("{base}/executions?sourceId=x-1"), None));
+        corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
+        corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
+        corpus.push((Method::GET, format!("{base}/usage"), None));
+        corpus.push((Method::GET, format!("{base}/activity"), None));
+        corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
+    }
+    corpus.push((Method::GET, "/tenants/acme".into(), None));
+    corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
+    corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "limits": { "invocationsPerMinute": 1 } }))));
+    corpus.push((Method::PATCH, "/tenants/intruder".into(), Some(json!({ "status": "active" }))));
+    corpus.push((Method::DELETE, "/tenants/acme".into(), None));
+    corpus.push((Method::DELETE, "/tenants/intruder".into(), None));
+    for kind in ["agents", "triggers", "tools", "skills", "events"] {
+        corpus.push((Method::GET, format!("/tenants/acme/{kind}"), None));
+        corpus.push((Method::POST, format!("/tenants/acme/{kind}"), Some(agent_body("x"))));
+    }
+    corpus.push((Method::GET, "/tenants/acme/events/stream".into(), None));
+    corpus.push((Method::POST, "/tenants/acme/events/push".into(), Some(json!({}))));
+    corpus.push((Method::POST, "/tenants/intruder/events/push".into(), Some(json!({}))));
+    let acme_bundle: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples().join("tenant.json")).unwrap()).unwrap();
+    corpus.push((Method::POST, "/tenants/acme/apply".into(), Some(acme_bundle.clone())));
+    corpus.push((Method::POST, "/tenants/acme/apply?dryRun=true".into(), Some(acme_bundle)));
+    corpus.push((Method::POST, "/tenants".into(), Some(json!({ "tenantId": "acme2", "name": "x" }))));
+    // API keys are an admin's to manage: not acme's from the intruder, not even the intruder's own
+    let acme_key = admin.post("/tenants/acme/keys", json!({})).await.body["keyId"].as_str().unwrap().to_owned();
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        corpus.push((Method::POST, format!("{base}/keys"), Some(json!({}))));
+        corpus.push((Method::GET, format!("{base}/keys"), None));
+        corpus.push((Method::DELETE, format!("{base}/keys/{acme_key}"), None));
+    }
+    let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
+    for (method, path, body) in corpus {
+        let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
+        let own_tenant_listing = path.starts_with("/tenants/intruder/conversations")
+            || path == "/tenants/intruder/usage"
+            || path == "/tenants/intruder/activity"
+            || path.starts_with("/tenants/intruder/sessions?");
+        // then nothing is found, nothing is changed, and no acme data appears in any answer
+        if own_tenant_listing {
+            assert_eq!(r.status, 200, "{method} {path}");
+        } else {
+            assert!(matches!(r.status.as_u16(), 404 | 405), "{method} {path} → {} {}", r.status, r.body);
+        }
+        let text = r.body.to_string();
+        // (an id the intruder sent itself may be echoed in "no agent '…'"; nothing else may appear)
+        for s in secrets.iter().filter(|s| !path.contains(**s)) {
+            assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
+        }
+    }
+    // a streamed invoke of acme's agent is refused before any stream starts
+    for base in ["/tenants/acme", "/tenants/intruder"] {
+        let path = format!("{base}/agents/{agent}/invoke");
+        let r = intruder
+            .call(Method::POST, &path, Some(json!({ "conversationId": "c-x" })), &[("accept", "text/event-stream")])
+            .await;
+        assert_eq!(r.status, 404, "{path}: {}", r.body);
+        assert_eq!(r.headers["content-type"], "application/problem+json", "{path}");
+    }
+    // the intruder's usage is its own (none), while acme's counts the message it answered
+    let theirs = intruder.get("/tenants/intruder/usage").await;
+    assert_eq!((theirs.body["rows"].clone(), theirs.body["total"]["calls"].clone()), (json!([]), json!(0)));
+    let acme = admin.get("/tenants/acme/usage").await;
+    assert!(acme.body["total"]["calls"].as_u64().unwrap() >= 1, "{}", acme.body);
+    // and so is its activity
+    let theirs = intruder.get("/tenants/intruder/activity").await;
+    assert_eq!((theirs.body["total"].clone(), theirs.body["executions"].clone()), (json!(0), json!({})));
+    assert!(admin.get("/tenants/acme/activity").await.body["total"].as_u64().unwrap() >= 1);
+    // and acme's records are intact
+    assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
+    assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);
+    let s = admin.get(&format!("/tenants/acme/sessions/{session}")).await;
+    assert_eq!((s.body["status"].as_str(), s.body.get("claim")), (Some("handed_off"), None), "{}", s.body);
+    let log = admin.get("/tenants/acme/conversations/c-x/messages").await.body.to_string();
+    assert!(!log.contains("hello from elsewhere"), "{log}");
+}
+
+#[tokio::test]
+async fn a_suspended_tenant_records_messages_without_answering_them_until_reactivated() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let own = Api::new(&server, &tenant_key(&server, "acme"));
+    // the tenant reads its own record; only an admin changes it
+    let record = own.get("/tenants/acme").await;
+    assert_eq!((record.status.as_u16(), record.body["status"].as_str()), (200, Some("active")), "{}", record.body);
+    assert_eq!(own.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended" })), &[]).await.status, 404);
+    for (body, pointer) in [
+        (json!({ "status": "paused" }), "/status"),
+        (json!({ "name": "" }), "/name"),
+        (json!({ "plan": "gold" }), "/plan"),
+    ] {
+        let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
+        assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body}");
+    }
+    let r = admin
+        .call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended", "name": "Acme (paused)" })), &[])
+        .await;
+    assert_eq!((r.body["status"].as_str(), r.body["name"].as_str()), (Some("suspended"), Some("Acme (paused)")));
+    // suspended: a message is recorded but not answered, and invoke is refused
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-p", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    let r = admin.post("/events?wait=5", event("p-1")).await;
+    assert_eq!((r.body["outcome"].as_str(), r.body.get("execution")), (Some("suspended"), None), "{}", r.body);
+    let log = admin.get("/tenants/acme/conversations/c-p/messages").await;
+    assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "the customer's message is kept");
+    let invoke =
+        admin.post("/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke", json!({ "conversationId": "c-q" })).await;
+    assert_eq!(invoke.status.as_u16(), 409, "{}", invoke.body);
+    // the configuration stays readable
+    assert_eq!(admin.get("/tenants/acme/agents").await.status, 200);
+    // active again: the next message is answered
+    admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "active" })), &[]).await;
+    let r = admin.post("/events?wait=30", event("p-2")).await;
+    assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
+}
+
+#[tokio::test]
+async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    // the brief's defaults until changed
+    let record = admin.get("/tenants/acme").await;
+    assert_eq!(
+        record.body["limits"],
+        json!({ "invocationsPerMinute": 60, "tokensPerDay": 1_000_000, "concurrentSessions": 100,
+                "sessionIdleMinutes": 30, "onLimit": { "action": "none" } })
+    );
+    for (body, pointer) in [
+        (json!({ "limits": { "invocationsPerMinute": 0 } }), "/limits/invocationsPerMinute"),
+        (json!({ "limits": { "tokensPerDay": -1 } }), "/limits/tokensPerDay"),
+        (json!({ "limits": { "onLimit": { "action": "shout" } } }), "/limits/onLimit/action"),
+        (json!({ "limits": { "onLimit": { "action": "message", "text": " " } } }), "/limits/onLimit/text"),
+        (json!({ "limits": { "perHour": 5 } }), "/limits/perHour"),
+        (json!({ "limits": { "concurrentSessions": 10_001 } }), "/limits/concurrentSessions"),
+        (json!({ "limits": { "sessionIdleMinutes": "soon" } }), "/limits/sessionIdleMinutes"),
+    ] {
+        let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
+        assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body} → {}", r.body);
+    }
+    let busy =
+        json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "message", "text": "Busy, sorry." } } });
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(busy), &[]).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(admin.get("/tenants/acme").await.body["limits"]["invocationsPerMinute"], 1);
+
+    // one invocation a minute: of three quick messages at least one falls in a minute already
+    // used (wherever the minute turns), and it is recorded, not run, and answered as configured
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": "Hi there" } } })
+    };
+    let mut refused = None;
+    for id in ["l-1", "l-2", "l-3"] {
+        let r = admin.post("/events?wait=30", event(id)).await;
+        if r.body["outcome"] == "rate_limited" {
+            refused = Some((id, r.body));
+            break;
+        }
+        assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
+    }
+    let (id, body) = refused.expect("a second message within a minute is refused");
+    assert_eq!(body["limit"], "invocationsPerMinute", "{body}");
+    let execution = &body["execution"];
+    assert_eq!(
+        (execution["status"].as_str(), execution["error"]["kind"].as_str()),
+        (Some("rate_limited"), Some("limit"))
+    );
+    assert_eq!(execution["modelCalls"], json!([]));
+    let log = admin.get(&format!("/tenants/acme/conversations/c-{id}/messages")).await;
+    let texts: Vec<&str> = log.body["messages"].as_array().unwrap().iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(texts, ["Hi there", "Busy, sorry."]);
+
+    // invoke: 429 with Retry-After (at most the minute), as problem+json; nothing runs
+    let mut limited = None;
+    for n in 0..3 {
+        let r = admin
+            .post(
+                "/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke",
+                json!({ "conversationId": format!("c-i{n}") }),
+            )
+            .await;
+        if r.status.as_u16() == 429 {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    }
+    let r = limited.expect("a second invoke within a minute is refused");
+    let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    assert_eq!(r.body["type"], "urn:switchboard:problem:rate-limited", "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("invocationsPerMinute (1)"), "{}", r.body);
+    // and the window's refusals were announced once
+    let events = admin.get("/tenants/acme/events").await;
+    let reached: Vec<&Value> = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["detailType"] == "tenant.limit.reached")
+        .collect();
+    assert!(!reached.is_empty() && reached.len() <= 2, "one per window (the test may span two): {reached:?}");
+    // and every refusal, the invoke's included, is a limit hit on the admin's scrape
+    let scrape = reqwest::Client::new()
+        .get(format!("{}/metrics", server.base))
+        .bearer_auth(&server.admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let hits: f64 = scrape
+        .lines()
+        .filter(|l| l.starts_with("switchboard_limit_hits_total{") && l.contains("tenant=\"acme\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(hits >= 2.0, "a refused event and a refused invoke at least: {scrape}");
+}
+
+#[tokio::test]
+async fn an_admin_issues_lists_and_revokes_a_tenants_api_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let issued = admin.post("/tenants/acme/keys", json!({})).await;
+    assert_eq!(issued.status, 201, "{}", issued.body);
+    let (key, id) =
+        (issued.body["key"].as_str().unwrap().to_owned(), issued.body["keyId"].as_str().unwrap().to_owned());
+    assert!(key.starts_with("sbk_") && id.len() == 16, "{}", issued.body);
+    assert_eq!(issued.headers["location"], format!("/tenants/acme/keys/{id}").as_str());
+    assert_eq!(issued.headers["cache-control"], "no-store");
+    // the new key works for its tenant only
+    let tenant = Api::new(&server, &key);
+    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 200);
+    assert_eq!(tenant.get("/tenants/other/agents").await.status, 404);
+    // listed by id, never the key itself
+    let listed = admin.get("/tenants/acme/keys").await;
+    let ids: Vec<&str> = listed.body["keys"].as_array().unwrap().iter().filter_map(|k| k["keyId"].as_str()).collect();
+    assert!(ids.contains(&id.as_str()), "{}", listed.body);
+    assert!(!listed.body.to_string().contains(&key), "a listed key leaks: {}", listed.body);
+    // a tenant key may not manage keys, not even its own tenant's
+    assert_eq!(tenant.post("/tenants/acme/keys", json!({})).await.status, 404);
+    assert_eq!(tenant.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
+    // revoked: the key stops working at once; revoking again, or a malformed id, finds nothing
+    let revoked = admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await;
+    assert_eq!(revoked.status, 204);
+    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 401);
+    assert_eq!(admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
+    assert_eq!(admin.call(Method::DELETE, "/tenants/acme/keys/zzzz", None, &[]).await.status, 404);
+    // keys of a tenant that does not exist
+    assert_eq!(admin.post("/tenants/nobody/keys", json!({})).await.status, 404);
+}
+
+#[tokio::test]
+async fn the_sessions_cap_answers_invoke_with_429_until_a_slot_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let r =
+        admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "concurrentSessions": 1 } })), &[]).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(r.body["limits"]["invocationsPerMinute"], 60, "other limits unchanged: {}", r.body);
+    let invoke = |conversation: &str| {
+        let body = json!({ "conversationId": conversation, "message": "where is my order" });
+        admin.post("/tenants/acme/agents/01JD0000SVPP0RT0AGENT00001/invoke", body)
+    };
+    let first = invoke("c-first").await;
+    assert_eq!(first.status.as_u16(), 200, "{}", first.body);
+    let session = first.body["sessionId"].as_str().unwrap().to_owned();
+    // the same conversation goes on; a second one waits for a slot
+    assert_eq!(invoke("c-first").await.status.as_u16(), 200);
+    let r = invoke("c-second").await;
+    assert_eq!(r.status.as_u16(), 429, "{}", r.body);
+    assert_eq!(r.body["type"], "urn:switchboard:problem:rate-limited", "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("concurrentSessions (1)"), "{}", r.body);
+    let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=1800).contains(&retry), "Retry-After {retry}: when the first slot goes idle");
+    // a human takes c-first over: its slot frees and c-second is answered
+    let r = admin
+        .post(&format!("/tenants/acme/sessions/{session}/handoff"), json!({ "targetType": "human", "reason": "VIP" }))
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(invoke("c-second").await.status.as_u16(), 200);
+}
+
+#[tokio::test]
+async fn usage_reports_tokens_by_day_agent_and_model_and_refuses_bad_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let run = api
+        .post("/events?wait=30", json!({ "id": "u-1", "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-u", "messageId": "m-u", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "where is my order" } } }))
+        .await;
+    let execution = &run.body["execution"];
+    let calls = execution["modelCalls"].as_array().unwrap();
+    assert!(!calls.is_empty(), "{execution}");
+    // the scripted test double has no price: its cost is unknown (null), never 0
+    assert_eq!(execution["costUsd"], Value::Null, "{execution}");
+    assert!(calls.iter().all(|c| c["costUsd"].is_null()));
+    let today = execution["createdAt"].as_str().unwrap()[..10].to_owned();
+    let report = api.get(&format!("/tenants/acme/usage?from={today}&to={today}")).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let rows = report.body["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{}", report.body);
+    let row = &rows[0];
+    assert_eq!((row["day"].as_str(), row["agentId"].clone()), (Some(today.as_str()), execution["agentId"].clone()));
+    assert_eq!(row["model"], calls[0]["model"]);
+    assert_eq!(row["calls"], json!(calls.len()));
+    assert_eq!(row["unpricedCalls"], json!(calls.len()));
+    assert_eq!(row["costUsd"], Value::Null);
+    let input: u64 = calls.iter().map(|c| c["usage"]["inputTokens"].as_u64().unwrap()).sum();
+    assert_eq!(row["inputTokens"], json!(input));
+    assert_eq!(report.body["byDay"][0]["day"], json!(today));
+    assert_eq!(report.body["total"]["calls"], json!(calls.len()));
+    assert_eq!(report.body["currency"], "USD");
+    // the default range (the last 30 days) includes today; a redelivered event adds nothing
+    api.post(
+        "/events?wait=30",
+        json!({ "id": "u-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-u", "messageId": "m-u", "channel": {}, "conversation": {},
+                    "message": { "direction": "inbound", "text": "where is my order" } } }),
+    )
+    .await;
+    assert_eq!(api.get("/tenants/acme/usage").await.body["total"]["calls"], json!(calls.len()));
+    // bad ranges name the parameter at fault
+    for (query, pointer) in [
+        ("from=2026-13-01", "/query/from"),
+        ("to=yesterday", "/query/to"),
+        ("from=2026-11-02&to=2026-11-01", "/query/from"),
+        ("from=2020-01-01&to=2026-11-01", "/query/from"),
+        ("since=2026-11-01", "/query/since"),
+    ] {
+        let r = api.get(&format!("/tenants/acme/usage?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.body);
+        assert_eq!(pointers(&r), [pointer], "{query}");
+    }
+}
+
+#[tokio::test]
+async fn activity_counts_executions_by_hour_and_status_and_refuses_bad_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let message = |id: &str, conversation: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": conversation, "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let answered = api.post("/events?wait=30", message("a-1", "c-a", "where is my order")).await;
+    let handed = api.post("/events?wait=30", message("a-2", "c-b", "I want a human now")).await;
+    let statuses = [&answered, &handed].map(|r| r.body["execution"]["status"].as_str().unwrap().to_owned());
+    assert_eq!(statuses, ["success", "handed_off"], "{} {}", answered.body, handed.body);
+    // a redelivery adds nothing
+    api.post("/events?wait=30", message("a-1", "c-a", "where is my order")).await;
+
+    let report = api.get("/tenants/acme/activity?hours=3").await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let hours = report.body["byHour"].as_array().unwrap();
+    assert_eq!(hours.len(), 3, "every hour listed: {}", report.body);
+    assert_eq!(report.body["from"], hours[0]["hour"]);
+    assert_eq!(report.body["to"], hours[2]["hour"]);
+    // both executions were committed in the current hour, which is the last (a turn of the clock
+    // between them would put one in the hour before: count across the span)
+    let created: Vec<&str> =
+        [&answered, &handed].iter().map(|r| r.body["execution"]["createdAt"].as_str().unwrap()).collect();
+    for (i, at) in created.iter().enumerate() {
+        let hour = format!("{}:00:00Z", &at[..13]);
+        let row = hours.iter().find(|h| h["hour"] == json!(hour)).unwrap_or_else(|| panic!("{hour}: {}", report.body));
+        assert!(row["executions"][&statuses[i]].as_u64().unwrap() >= 1, "{row}");
+    }
+    assert_eq!(report.body["executions"], json!({ "success": 1, "handed_off": 1 }));
+    assert_eq!(report.body["total"], 2);
+    let summed: u64 = hours.iter().map(|h| h["total"].as_u64().unwrap()).sum();
+    assert_eq!(summed, 2);
+    // the default span is a day
+    assert_eq!(api.get("/tenants/acme/activity").await.body["byHour"].as_array().unwrap().len(), 24);
+    // bad spans name the parameter at fault
+    for (query, pointer) in [
+        ("hours=0", "/query/hours"),
+        ("hours=169", "/query/hours"),
+        ("hours=a", "/query/hours"),
+        ("days=1", "/query/days"),
+    ] {
+        let r = api.get(&format!("/tenants/acme/activity?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {}", r.body);
+        assert_eq!(pointers(&r), [pointer], "{query}");
+    }
+}
+
+#[tokio::test]
+async fn an_operator_takes_a_conversation_over_and_hands_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let event = |id: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-op", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let first = api.post("/events?wait=30", event("o-1", "Hi there")).await;
+    let session = first.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let path = format!("/tenants/acme/sessions/{session}/handoff");
+
+    // bad requests name the field
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "agent", "reason": "x" })).await), ["/targetAgentId"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "robot", "reason": "x" })).await), ["/targetType"]);
+    assert_eq!(pointers(&api.post(&path, json!({ "targetType": "human", "reason": " " })).await), ["/reason"]);
+    let r = api
+        .post(&path, json!({ "targetType": "agent", "targetAgentId": "01JD0000F0VRTH0AGENT000004", "reason": "x" }))
+        .await;
+    assert_eq!(pointers(&r), ["/targetAgentId"]);
+
+    // an operator takes the conversation: the event goes out and agents stop answering
+    let taken = api.post(&path, json!({ "targetType": "human", "reason": "VIP customer" })).await;
+    assert_eq!(taken.status, 200, "{}", taken.body);
+    assert!(taken.body["newSessionId"].is_null());
+    let events = api.get("/tenants/acme/events").await.body["events"].clone();
+    let handoff =
+        events.as_array().unwrap().iter().find(|e| e["event"]["detailType"] == "session.handoff.human").unwrap();
+    assert_eq!(handoff["event"]["detail"]["reason"], "VIP customer");
+    // (waited for: the message joins the human's transcript, a commit a hand-back racing it
+    // would meet as a version conflict)
+    let owned = api.post("/events?wait=30", event("o-2", "hello?")).await.body;
+    assert_eq!(
+        (owned["outcome"].as_str(), owned["execution"]["status"].as_str()),
+        (Some("human_owned"), Some("skipped"))
+    );
+    assert_eq!(api.post(&path, json!({ "targetType": "human", "reason": "again" })).await.status, 409);
+
+    // and hands it back to the billing specialist, who answers the next message
+    let back = api
+        .post(&path, json!({ "targetType": "agent", "targetAgentId": "01JD0000PAYMENTS0AGENT0002", "reason": "refund approved" }))
+        .await;
+    assert_eq!(back.status, 200, "{}", back.body);
+    let new_session = back.body["newSessionId"].as_str().unwrap().to_owned();
+    let next = api.post("/events?wait=30", event("o-3", "so?")).await;
+    assert_eq!(next.body["execution"]["sessionId"], new_session.as_str());
+    assert_eq!(next.body["execution"]["agentId"], "01JD0000PAYMENTS0AGENT0002");
+    let s = api.get(&format!("/tenants/acme/sessions/{new_session}")).await.body;
+    assert_eq!((s["handoffDepth"].as_u64(), s["parentSessionId"].as_str()), (Some(0), Some(session.as_str())));
+    // every move is in the old session's execution history
+    let history = api.get(&format!("/tenants/acme/sessions/{session}/executions")).await.body["items"].clone();
+    let kinds: Vec<_> = history.as_array().unwrap().iter().map(|e| e["actions"][0]["type"].clone()).collect();
+    assert!(kinds.contains(&json!("handoff_to_human")) && kinds.contains(&json!("handoff_to_agent")), "{kinds:?}");
+    // the old session can no longer be handed anywhere
+    assert_eq!(api.post(&path, json!({ "targetType": "human", "reason": "late" })).await.status, 409);
+    // nor can another tenant touch it
+    let other = Api::new(&server, &create_tenant(&server, "other"));
+    assert_eq!(other.post(&path, json!({ "targetType": "human", "reason": "x" })).await.status, 404);
+}
+
+#[tokio::test]
+async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let event = |id: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-race", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let active = api.post("/events?wait=30", event("r-1", "Where is my order #1234?")).await;
+    let session = active.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    let base = format!("/tenants/acme/sessions/{session}");
+    // nothing to claim, say or end while an agent has the conversation
+    assert_eq!(api.post(&format!("{base}/claim"), json!({ "operator": "Ann" })).await.status, 409);
+    let say = |who: &str, text: &str| json!({ "operator": who, "text": text });
+    let r =
+        api.call(Method::POST, &format!("{base}/messages"), Some(say("Ann", "hi")), &[("idempotency-key", "a")]).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": "Ann" })).await.status, 409);
+    let handed = api.post("/events?wait=30", event("r-2", "I want a human")).await;
+    assert_eq!(handed.body["execution"]["status"], "handed_off");
+
+    // eight operators claim at once: exactly one wins, the others hear who
+    let claims = (0..8).map(|i| {
+        let api = &api;
+        let path = format!("{base}/claim");
+        async move { api.post(&path, json!({ "operator": format!("op-{i}") })).await }
+    });
+    let answers = futures::future::join_all(claims).await;
+    let won: Vec<_> = answers.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(won.len(), 1, "{:?}", answers.iter().map(|r| r.status).collect::<Vec<_>>());
+    let winner = won[0].body["claim"]["operator"].as_str().unwrap().to_owned();
+    for lost in answers.iter().filter(|r| r.status != 200) {
+        assert_eq!(lost.status, 409);
+        assert!(lost.body["detail"].as_str().unwrap().contains(&winner), "{}", lost.body);
+    }
+    let records = api.get(&format!("{base}/executions?limit=100")).await.body["items"].clone();
+    let claimed = records.as_array().unwrap().iter().filter(|e| e["input"]["operator"]["action"] == "claim").count();
+    assert_eq!(claimed, 1, "one claim recorded");
+
+    // a double click: the same key five times at once sends one message and records one reply
+    let replies = (0..5).map(|_| {
+        let (api, path, body) = (&api, format!("{base}/messages"), say(&winner, "On it, one moment."));
+        async move { api.call(Method::POST, &path, Some(body), &[("idempotency-key", "click-1")]).await }
+    });
+    let answers = futures::future::join_all(replies).await;
+    assert!(
+        answers.iter().all(|r| r.status == 200 || r.status == 201),
+        "{:?}",
+        answers.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    assert_eq!(answers.iter().filter(|r| r.body["duplicate"] == false).count(), 1);
+    let ids: std::collections::BTreeSet<_> = answers.iter().map(|r| r.body["messageId"].to_string()).collect();
+    assert_eq!(ids.len(), 1, "every answer names the one message: {ids:?}");
+    let log = api.get("/tenants/acme/conversations/c-race/messages").await.body["messages"].clone();
+    let said: Vec<_> = log.as_array().unwrap().iter().filter(|m| m["text"] == "On it, one moment.").collect();
+    assert_eq!((said.len(), said[0]["sender"].as_str()), (1, Some("human")));
+    let s = api.get(&base).await.body;
+    let in_transcript = s["transcript"].to_string().matches("[human operator] On it, one moment.").count();
+    assert_eq!(in_transcript, 1, "{}", s["transcript"]);
+
+    // the loser cannot reply or end; bad input names the field and changes nothing
+    let loser = if winner == "op-0" { "op-1" } else { "op-0" };
+    let r =
+        api.call(Method::POST, &format!("{base}/messages"), Some(say(loser, "me")), &[("idempotency-key", "b")]).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": loser })).await.status, 409);
+    let bad = |body: Value, key: &'static str| {
+        let (api, path) = (&api, format!("{base}/messages"));
+        async move { pointers(&api.call(Method::POST, &path, Some(body), &[("idempotency-key", key)]).await) }
+    };
+    assert_eq!(bad(say(&winner, "   "), "c").await, ["/text"]);
+    assert_eq!(bad(say(&winner, &"x".repeat(16 * 1024 + 1)), "c").await, ["/text"]);
+    assert_eq!(bad(say("", "hi"), "c").await, ["/operator"]);
+    assert_eq!(bad(say("a\u{7}b", "hi"), "c").await, ["/operator"]);
+    assert_eq!(bad(say(&winner, "hi"), "not a key!").await, ["/headers/Idempotency-Key"]);
+    assert_eq!(bad(json!({ "operator": winner, "text": "hi", "cc": "x" }), "c").await, ["/cc"]);
+    let long_note = json!({ "operator": winner, "note": "n".repeat(1001) });
+    assert_eq!(pointers(&api.post(&format!("{base}/end"), long_note).await), ["/note"]);
+    assert_eq!(api.post("/tenants/acme/sessions/not-a-ulid/claim", json!({ "operator": "x" })).await.status, 404);
+    let unknown = "/tenants/acme/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV/claim";
+    assert_eq!(api.post(unknown, json!({ "operator": "x" })).await.status, 404);
+    let s2 = api.get(&base).await.body;
+    assert_eq!(s2["version"], s["version"], "nothing refused changed the session");
+
+    // the winner ends it: the event says who, and the conversation is closed to operators
+    let r = api.post(&format!("{base}/end"), json!({ "operator": winner, "note": "Sorted out" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = api.get("/tenants/acme/events").await.body["events"].clone();
+    let ended = events.as_array().unwrap().iter().find(|e| e["event"]["detailType"] == "session.ended").unwrap();
+    let d = &ended["event"]["detail"];
+    assert_eq!(
+        (d["endedBy"].as_str(), d["operator"].as_str(), d["summary"].as_str()),
+        (Some("human"), Some(winner.as_str()), Some("Sorted out"))
+    );
+    assert_eq!(api.get(&base).await.body["status"], "completed");
+    let r = api
+        .call(Method::POST, &format!("{base}/messages"), Some(say(&winner, "late")), &[("idempotency-key", "d")])
+        .await;
+    assert_eq!(r.status, 409);
+}
+
+#[tokio::test]
+async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    let key = admin.post("/tenants/acme/keys", json!({})).await.body["key"].as_str().unwrap().to_owned();
+    let own = Api::new(&server, &key);
+    let other = Api::new(&server, &create_tenant(&server, "other"));
+    let event = |id: &str, tenant: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": tenant, "conversationId": "c-1", "messageId": format!("m-{id}"),
+                        "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                        "message": { "direction": "inbound", "text": text } } })
+    };
+    let run = admin.post("/events?wait=30", event("d-1", "acme", "I want a human")).await;
+    let session = run.body["execution"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(admin.post("/events", event("d-1", "other", "hello")).await.status, 202);
+
+    // a live tenant is not deleted, and never by its own key
+    let r = admin.call(Method::DELETE, "/tenants/acme", None, &[]).await;
+    assert_eq!(r.status, 409);
+    assert!(r.body["detail"].as_str().unwrap().contains("suspend it first"), "{}", r.body);
+    assert_eq!(own.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 404);
+    assert_eq!(admin.call(Method::DELETE, "/tenants/nobody", None, &[]).await.status, 404);
+    assert_eq!(admin.get("/tenants/acme").await.status, 200, "still there");
+
+    // suspended, then deleted
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended" })), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(admin.post("/events", event("d-2", "acme", "anyone?")).await.body["outcome"], "suspended");
+    assert_eq!(admin.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 204);
+
+    // nothing of it answers: the tenant, its key, its records, its log
+    assert_eq!(admin.get("/tenants/acme").await.status, 404);
+    assert_eq!(own.get("/tenants/acme/agents").await.status, 401, "its keys are gone");
+    assert_eq!(admin.get(&format!("/tenants/acme/sessions/{session}")).await.status, 404);
+    let r = admin.post("/events", event("d-3", "acme", "hello?")).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (422, vec!["/detail/tenantId".to_owned()]));
+    // a tenant made again with the same id starts from nothing
+    assert_eq!(admin.post("/tenants", json!({ "tenantId": "acme", "name": "Acme again" })).await.status, 201);
+    let log = admin.get("/tenants/acme/conversations/c-1/messages").await;
+    assert_eq!(log.body["messages"], json!([]), "{}", log.body);
+    assert_eq!(admin.get("/tenants/acme/events").await.body["events"], json!([]));
+    assert_eq!(admin.get("/tenants/acme/usage").await.body["rows"], json!([]));
+    assert_eq!(admin.get("/tenants/acme/agents").await.body["items"], json!([]));
+    // the other tenant is untouched
+    let log = other.get("/tenants/other/conversations/c-1/messages").await;
+    assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "{}", log.body);
+}
