@@ -47,7 +47,7 @@ pub fn router(state: ApiState) -> Router {
         .fallback(|| async { Problem::not_found("no such route") })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke::invoke))
-        .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::handoff))
+        .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::hand_off))
         .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
         .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
         .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end))

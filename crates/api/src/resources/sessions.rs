@@ -103,7 +103,7 @@ pub(crate) struct HandoffBody {
 
 /// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
 /// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
-pub(crate) async fn handoff(
+pub(crate) async fn hand_off(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
     Session { id: session_id, .. }: Session,
