@@ -96,9 +96,9 @@ impl World {
     /// Routes a message and runs what it queued; the record of the message.
     async fn say(&mut self, conversation: &str, text: &str) -> (RouteOutcome, Option<ExecutionRecord>) {
         let (outcome, outcomes) = self.base.say(conversation, text).await;
-        let record =
+        let mut records =
             outcomes.into_iter().filter_map(|o| if let ExecOutcome::Recorded(r) = o { Some(*r) } else { None });
-        (outcome, record.last())
+        (outcome, records.next_back())
     }
 
     async fn limit_events(&self) -> Vec<OutboundEvent> {
