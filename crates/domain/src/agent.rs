@@ -314,6 +314,25 @@ impl Agent {
         {
             errors.push("/model", why);
         }
+        self.check_model_config(&mut errors);
+        if self.max_iterations == 0 || self.max_iterations > MAX_ITERATIONS_CEILING {
+            errors.push("/maxIterations", format!("must be between 1 and {MAX_ITERATIONS_CEILING}"));
+        }
+        if self.max_turns == 0 || self.max_turns > MAX_TURNS_CEILING {
+            errors.push("/maxTurns", format!("must be between 1 and {MAX_TURNS_CEILING}"));
+        }
+        self.check_history(&mut errors);
+        self.check_token_budget(&mut errors);
+        crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
+        self.check_sub_agents(&mut errors);
+        self.check_pattern(&mut errors);
+        check_steps(&mut errors, &self.steps, &self.tools);
+        errors.into_result()
+    }
+
+    /// `modelConfig`: the fallback chain (valid, no model twice), the guardrail for every model
+    /// of the chain, and the sampling ranges.
+    fn check_model_config(&self, errors: &mut ValidationErrors) {
         let mc = &self.model_config;
         if mc.fallback_models.len() > MAX_FALLBACK_MODELS {
             errors.push("/modelConfig/fallbackModels", format!("must hold at most {MAX_FALLBACK_MODELS} models"));
@@ -327,7 +346,7 @@ impl Agent {
             }
         }
         if let Some(g) = &mc.guardrail {
-            check_guardrail(&mut errors, g, std::iter::once(&self.model).chain(&mc.fallback_models));
+            check_guardrail(errors, g, std::iter::once(&self.model).chain(&mc.fallback_models));
         }
         if !(0.0..=1.0).contains(&mc.temperature) {
             errors.push("/modelConfig/temperature", "must be between 0 and 1");
@@ -340,32 +359,35 @@ impl Agent {
         {
             errors.push("/modelConfig/topP", "must be between 0 and 1");
         }
-        if self.max_iterations == 0 || self.max_iterations > MAX_ITERATIONS_CEILING {
-            errors.push("/maxIterations", format!("must be between 1 and {MAX_ITERATIONS_CEILING}"));
-        }
-        if self.max_turns == 0 || self.max_turns > MAX_TURNS_CEILING {
-            errors.push("/maxTurns", format!("must be between 1 and {MAX_TURNS_CEILING}"));
-        }
-        if self.history.max_messages == 0 {
+    }
+
+    /// `history`: the window's sizes, when to summarize and with which model.
+    fn check_history(&self, errors: &mut ValidationErrors) {
+        let history = &self.history;
+        if history.max_messages == 0 {
             errors.push("/history/maxMessages", "must be at least 1");
         }
-        if self.history.max_tokens < 100 {
+        if history.max_tokens < 100 {
             errors.push("/history/maxTokens", "must be at least 100");
         }
-        if self.history.summarize_after > MAX_SUMMARIZE_AFTER {
+        if history.summarize_after > MAX_SUMMARIZE_AFTER {
             errors.push("/history/summarizeAfter", format!("must be between 0 (never) and {MAX_SUMMARIZE_AFTER}"));
         }
-        if !TOOL_RESULT_BYTES_RANGE.contains(&self.history.max_tool_result_bytes) {
+        if !TOOL_RESULT_BYTES_RANGE.contains(&history.max_tool_result_bytes) {
             errors.push(
                 "/history/maxToolResultBytes",
                 format!("must be between {} and {}", TOOL_RESULT_BYTES_RANGE.start(), TOOL_RESULT_BYTES_RANGE.end()),
             );
         }
-        if !self.history.summary_model.is_empty()
-            && let Err(why) = crate::ModelRef::parse(&self.history.summary_model)
+        if !history.summary_model.is_empty()
+            && let Err(why) = crate::ModelRef::parse(&history.summary_model)
         {
             errors.push("/history/summaryModel", why);
         }
+    }
+
+    /// `tokenBudget`: each limit that is set is within range.
+    fn check_token_budget(&self, errors: &mut ValidationErrors) {
         let budget = &self.token_budget;
         for (name, value) in [
             ("maxInputTokens", budget.max_input_tokens),
@@ -376,7 +398,10 @@ impl Agent {
                 errors.push(format!("/tokenBudget/{name}"), format!("must be between 1 and {MAX_TOKEN_BUDGET}"));
             }
         }
-        crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
+    }
+
+    /// `subAgents`: never the agent itself, never one twice.
+    fn check_sub_agents(&self, errors: &mut ValidationErrors) {
         let mut seen = std::collections::HashSet::new();
         for (i, sub) in self.sub_agents.iter().enumerate() {
             if *sub == self.agent_id {
@@ -385,9 +410,6 @@ impl Agent {
                 errors.push(format!("/subAgents/{i}"), format!("lists '{sub}' twice"));
             }
         }
-        self.check_pattern(&mut errors);
-        check_steps(&mut errors, &self.steps, &self.tools);
-        errors.into_result()
     }
 
     /// What each agent type needs: a supervisor delegates to `subAgents`; a router picks among

@@ -62,102 +62,101 @@ impl InboundEvent {
         let Some(obj) = envelope.as_object() else {
             return Err(ValidationErrors::single("", "must be a JSON object (an EventBridge event)"));
         };
-        let id = required_str(&mut errors, envelope, "/id");
-        if let Some(id) = id
-            && check_external_id(id).is_err()
-        {
-            errors.push("/id", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
-        }
-        let source = required_str(&mut errors, envelope, "/source");
-        if let Some(s) = source
-            && s != INBOUND_SOURCE
-        {
-            errors.push("/source", format!("must be '{INBOUND_SOURCE}'"));
-        }
-        let detail_type = required_str(&mut errors, envelope, "/detail-type");
-        if let Some(t) = detail_type
-            && t != MESSAGE_NEW
-        {
-            errors.push("/detail-type", format!("must be '{MESSAGE_NEW}'"));
-        }
+        let id = checked_str(&mut errors, envelope, "/id", |id| {
+            check_external_id(id).map_err(|_| "must be 1 to 63 characters of letters, digits, '-', '_' or '.'".into())
+        });
+        let source = checked_str(&mut errors, envelope, "/source", |s| {
+            if s == INBOUND_SOURCE { Ok(()) } else { Err(format!("must be '{INBOUND_SOURCE}'")) }
+        });
+        let detail_type = checked_str(&mut errors, envelope, "/detail-type", |t| {
+            if t == MESSAGE_NEW { Ok(()) } else { Err(format!("must be '{MESSAGE_NEW}'")) }
+        });
         let detail = obj.get("detail");
         let detail_ok = matches!(detail, Some(serde_json::Value::Object(_)));
         if !detail_ok {
             errors.push("/detail", "must be an object");
         }
-        let tenant = required_str(&mut errors, envelope, "/detail/tenantId");
-        let tenant_id = tenant.and_then(|t| match t.parse::<TenantId>() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                errors.push("/detail/tenantId", e.to_string());
-                None
-            }
-        });
-        let conversation_id = required_str(&mut errors, envelope, "/detail/conversationId");
-        if let Some(c) = conversation_id
-            && let Err(e) = check_external_id(c)
-        {
-            errors.push("/detail/conversationId", e.to_string());
-        }
-        let message_id = required_str(&mut errors, envelope, "/detail/messageId");
-        if let Some(m) = message_id
-            && let Err(e) = check_external_id(m)
-        {
-            errors.push("/detail/messageId", e.to_string());
-        }
-        for object in ["/detail/channel", "/detail/conversation", "/detail/message"] {
-            if detail_ok && !matches!(envelope.pointer(object), Some(serde_json::Value::Object(_))) {
-                errors.push(object, "must be an object");
-            }
-        }
-        let direction = match required_str(&mut errors, envelope, "/detail/message/direction") {
-            Some("inbound") => Some(Direction::Inbound),
-            Some("outbound") => Some(Direction::Outbound),
-            Some(_) => {
-                errors.push("/detail/message/direction", "must be 'inbound' or 'outbound'");
-                None
-            }
-            None => None,
-        };
-        let text = required_str(&mut errors, envelope, "/detail/message/text");
-        if let Some(t) = text
-            && t.len() > MAX_MESSAGE_TEXT_BYTES
-        {
-            errors.push(
-                "/detail/message/text",
-                format!("is {} bytes; the limit is {MAX_MESSAGE_TEXT_BYTES} bytes of UTF-8", t.len()),
-            );
-        }
+        let message = check_detail(&mut errors, envelope, detail_ok);
         if !errors.is_empty() {
             return Err(errors);
         }
-        match (id, source, detail_type, tenant_id, conversation_id, message_id, direction, text, detail) {
-            (
-                Some(id),
-                Some(source),
-                Some(dt),
-                Some(tenant_id),
-                Some(c),
-                Some(m),
-                Some(direction),
-                Some(text),
-                Some(d),
-            ) => Ok(Self {
+        match (id, source, detail_type, message, detail) {
+            (Some(id), Some(source), Some(dt), Some(detail), Some(d)) => Ok(Self {
                 id: id.to_owned(),
                 source: source.to_owned(),
                 detail_type: dt.to_owned(),
-                detail: MessageNewDetail {
-                    tenant_id,
-                    conversation_id: c.to_owned(),
-                    message_id: m.to_owned(),
-                    direction,
-                    text: text.to_owned(),
-                },
+                detail,
                 raw_detail: d.clone(),
             }),
             _ => Err(ValidationErrors::single("", "is not a complete event")),
         }
     }
+}
+
+/// The typed fields of a `message.new` detail, each bad one reported at its pointer; `None`
+/// when any is missing or bad. The nested objects are checked only once `detail` itself is one
+/// (`detail_ok`), so a missing detail is one error, not four.
+fn check_detail(
+    errors: &mut ValidationErrors,
+    envelope: &serde_json::Value,
+    detail_ok: bool,
+) -> Option<MessageNewDetail> {
+    let tenant = required_str(errors, envelope, "/detail/tenantId");
+    let tenant_id = tenant.and_then(|t| match t.parse::<TenantId>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            errors.push("/detail/tenantId", e.to_string());
+            None
+        }
+    });
+    let external = |id: &str| check_external_id(id).map_err(|e| e.to_string());
+    let conversation_id = checked_str(errors, envelope, "/detail/conversationId", external);
+    let message_id = checked_str(errors, envelope, "/detail/messageId", external);
+    for object in ["/detail/channel", "/detail/conversation", "/detail/message"] {
+        if detail_ok && !matches!(envelope.pointer(object), Some(serde_json::Value::Object(_))) {
+            errors.push(object, "must be an object");
+        }
+    }
+    let direction = match required_str(errors, envelope, "/detail/message/direction") {
+        Some("inbound") => Some(Direction::Inbound),
+        Some("outbound") => Some(Direction::Outbound),
+        Some(_) => {
+            errors.push("/detail/message/direction", "must be 'inbound' or 'outbound'");
+            None
+        }
+        None => None,
+    };
+    let text = checked_str(errors, envelope, "/detail/message/text", |t| {
+        if t.len() > MAX_MESSAGE_TEXT_BYTES {
+            Err(format!("is {} bytes; the limit is {MAX_MESSAGE_TEXT_BYTES} bytes of UTF-8", t.len()))
+        } else {
+            Ok(())
+        }
+    });
+    Some(MessageNewDetail {
+        tenant_id: tenant_id?,
+        conversation_id: conversation_id?.to_owned(),
+        message_id: message_id?.to_owned(),
+        direction: direction?,
+        text: text?.to_owned(),
+    })
+}
+
+/// A required string at `pointer`; what `check` refuses of it is reported there too (the
+/// string is still returned: the errors decide whether the event is refused).
+fn checked_str<'a>(
+    errors: &mut ValidationErrors,
+    root: &'a serde_json::Value,
+    pointer: &str,
+    check: impl FnOnce(&str) -> Result<(), String>,
+) -> Option<&'a str> {
+    let s = required_str(errors, root, pointer);
+    if let Some(s) = s
+        && let Err(message) = check(s)
+    {
+        errors.push(pointer, message);
+    }
+    s
 }
 
 fn required_str<'a>(errors: &mut ValidationErrors, root: &'a serde_json::Value, pointer: &str) -> Option<&'a str> {

@@ -183,18 +183,7 @@ fn validate_node(schema: &Value, value: &Value, at: &str, errors: &mut Vec<Strin
         errors.push(format!("{here}: must be {c}"));
     }
     if let Some(s) = value.as_str() {
-        let len = u64::try_from(s.chars().count()).unwrap_or(u64::MAX);
-        if obj.get("minLength").and_then(Value::as_u64).is_some_and(|m| len < m) {
-            errors.push(format!("{here}: is shorter than {}", obj["minLength"]));
-        }
-        if obj.get("maxLength").and_then(Value::as_u64).is_some_and(|m| len > m) {
-            errors.push(format!("{here}: is longer than {}", obj["maxLength"]));
-        }
-        if let Some(p) = obj.get("pattern").and_then(Value::as_str)
-            && regex::Regex::new(p).is_ok_and(|r| !r.is_match(s))
-        {
-            errors.push(format!("{here}: does not match {p}"));
-        }
+        check_text(obj, s, &here, errors);
     }
     if let Some(n) = value.as_f64() {
         let bound = |k: &str| obj.get(k).and_then(Value::as_f64);
@@ -206,32 +195,59 @@ fn validate_node(schema: &Value, value: &Value, at: &str, errors: &mut Vec<Strin
         }
     }
     if let Some(items) = value.as_array() {
-        let len = u64::try_from(items.len()).unwrap_or(u64::MAX);
-        if obj.get("minItems").and_then(Value::as_u64).is_some_and(|m| len < m) {
-            errors.push(format!("{here}: has fewer than {} items", obj["minItems"]));
-        }
-        if obj.get("maxItems").and_then(Value::as_u64).is_some_and(|m| len > m) {
-            errors.push(format!("{here}: has more than {} items", obj["maxItems"]));
-        }
-        if let Some(item_schema) = obj.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                validate_node(item_schema, item, &format!("{at}/{i}"), errors);
-            }
-        }
+        check_items(obj, items, at, errors);
     }
     if let Some(fields) = value.as_object() {
-        let props = obj.get("properties").and_then(Value::as_object);
-        for name in obj.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            if !fields.contains_key(name) {
-                errors.push(format!("{}: is required", display(&format!("{at}/{}", escape(name)))));
-            }
+        check_fields(obj, fields, at, errors);
+    }
+}
+
+/// A string's length (in characters) and `pattern`; a pattern that does not compile is ignored.
+fn check_text(obj: &Map<String, Value>, s: &str, here: &str, errors: &mut Vec<String>) {
+    let len = u64::try_from(s.chars().count()).unwrap_or(u64::MAX);
+    if obj.get("minLength").and_then(Value::as_u64).is_some_and(|m| len < m) {
+        errors.push(format!("{here}: is shorter than {}", obj["minLength"]));
+    }
+    if obj.get("maxLength").and_then(Value::as_u64).is_some_and(|m| len > m) {
+        errors.push(format!("{here}: is longer than {}", obj["maxLength"]));
+    }
+    if let Some(p) = obj.get("pattern").and_then(Value::as_str)
+        && regex::Regex::new(p).is_ok_and(|r| !r.is_match(s))
+    {
+        errors.push(format!("{here}: does not match {p}"));
+    }
+}
+
+/// An array's length, then each item against `items`.
+fn check_items(obj: &Map<String, Value>, items: &[Value], at: &str, errors: &mut Vec<String>) {
+    let here = display(at);
+    let len = u64::try_from(items.len()).unwrap_or(u64::MAX);
+    if obj.get("minItems").and_then(Value::as_u64).is_some_and(|m| len < m) {
+        errors.push(format!("{here}: has fewer than {} items", obj["minItems"]));
+    }
+    if obj.get("maxItems").and_then(Value::as_u64).is_some_and(|m| len > m) {
+        errors.push(format!("{here}: has more than {} items", obj["maxItems"]));
+    }
+    if let Some(item_schema) = obj.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            validate_node(item_schema, item, &format!("{at}/{i}"), errors);
         }
-        for (name, v) in fields {
-            let path = format!("{at}/{}", escape(name));
-            // A property without its own schema falls to additionalProperties (absent: allowed).
-            if let Some(sub) = props.and_then(|p| p.get(name)).or_else(|| obj.get("additionalProperties")) {
-                validate_node(sub, v, &path, errors);
-            }
+    }
+}
+
+/// An object's `required` fields, then each field against its property's schema.
+fn check_fields(obj: &Map<String, Value>, fields: &Map<String, Value>, at: &str, errors: &mut Vec<String>) {
+    let props = obj.get("properties").and_then(Value::as_object);
+    for name in obj.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if !fields.contains_key(name) {
+            errors.push(format!("{}: is required", display(&format!("{at}/{}", escape(name)))));
+        }
+    }
+    for (name, v) in fields {
+        let path = format!("{at}/{}", escape(name));
+        // A property without its own schema falls to additionalProperties (absent: allowed).
+        if let Some(sub) = props.and_then(|p| p.get(name)).or_else(|| obj.get("additionalProperties")) {
+            validate_node(sub, v, &path, errors);
         }
     }
 }

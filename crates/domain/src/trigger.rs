@@ -1,5 +1,7 @@
 //! Triggers: which agent answers which events, decided by conditions evaluated in priority order.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +87,26 @@ pub fn check_conditions(body: &serde_json::Value, prefix: &str) -> Result<(), Va
 /// broken the same way every time.
 pub fn sort_for_evaluation(triggers: &mut [Trigger]) {
     triggers.sort_by(|a, b| a.priority.cmp(&b.priority).then(a.trigger_id.cmp(&b.trigger_id)));
+}
+
+/// What a store hands the router for one tenant and event type (and caches as such): the active
+/// triggers of `event_type` among the tenant's `records`, in evaluation order. The first record
+/// that could not be read stops the selection with its error: routing on part of a tenant's
+/// triggers would answer with the wrong agent.
+pub fn active_in_order<E>(
+    records: impl IntoIterator<Item = Result<Trigger, E>>,
+    event_type: EventType,
+) -> Result<Arc<[Trigger]>, E> {
+    let records = records.into_iter();
+    let mut active = Vec::with_capacity(records.size_hint().0);
+    for trigger in records {
+        let trigger = trigger?;
+        if trigger.status == TriggerStatus::Active && trigger.event_type == event_type {
+            active.push(trigger);
+        }
+    }
+    sort_for_evaluation(&mut active);
+    Ok(active.into())
 }
 
 /// The first active trigger for `event_type` whose conditions match `detail`.

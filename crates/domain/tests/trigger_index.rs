@@ -1,13 +1,16 @@
 //! The trigger index answers exactly what evaluating every trigger in order answers, on generated
 //! triggers and events (every operator, case-insensitive leaves, nested groups, text in mixed
-//! case and beyond ASCII, arrays where text is expected, numbers at and around the bounds).
+//! case and beyond ASCII, arrays where text is expected, numbers at and around the bounds), and
+//! a store's selection of the triggers it routes on.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use switchboard_domain::condition::{Atom, Conditions, Requirement};
-use switchboard_domain::trigger::{EventType, Trigger, TriggerIndex, TriggerStatus, first_match, sort_for_evaluation};
+use switchboard_domain::trigger::{
+    EventType, Trigger, TriggerIndex, TriggerStatus, active_in_order, first_match, sort_for_evaluation,
+};
 use switchboard_domain::{AgentId, TriggerId};
 
 const FIELDS: [&str; 5] = ["channel.platform", "conversation.status", "message.text", "tags.0", "customer.score"];
@@ -219,4 +222,29 @@ fn a_trigger_whose_indexed_requirements_fail_is_not_evaluated_and_an_empty_any_n
     assert_eq!(index.first_match(&json!({"message": {"text": "hello"}}), 0).map(|(p, _)| p), Some(2));
     assert_eq!(index.first_match(&refund, 2).map(|(p, _)| p), Some(2));
     assert_eq!(index.first_match(&refund, 3), None);
+}
+
+#[test]
+fn a_stores_selection_keeps_the_active_triggers_of_the_event_type_in_evaluation_order() {
+    // given a tenant's triggers in the order a store reads them: an inactive one, one of another
+    // event type, and three active ones out of priority order (two tied)
+    let mut schedule = trigger(&json!({}), 0, TriggerStatus::Active);
+    schedule.event_type = EventType::Schedule;
+    let records = vec![
+        trigger(&json!({}), 9, TriggerStatus::Active),
+        trigger(&json!({}), 1, TriggerStatus::Inactive),
+        schedule,
+        trigger(&json!({}), 5, TriggerStatus::Active),
+        trigger(&json!({}), 5, TriggerStatus::Active),
+    ];
+    let mut expected = vec![records[3].clone(), records[4].clone(), records[0].clone()];
+    sort_for_evaluation(&mut expected);
+    // when the active message.new triggers are selected
+    let selected = active_in_order(records.into_iter().map(Ok::<_, String>), EventType::MessageNew).unwrap();
+    // then only those remain, by priority and then by id
+    assert_eq!(&selected[..], &expected[..]);
+    assert_eq!(selected.iter().map(|t| t.priority).collect::<Vec<_>>(), [5, 5, 9]);
+    // and a record that cannot be read stops the selection with its error
+    let broken = vec![Ok(trigger(&json!({}), 1, TriggerStatus::Active)), Err("corrupt body".to_owned())];
+    assert_eq!(active_in_order(broken, EventType::MessageNew).unwrap_err(), "corrupt body");
 }

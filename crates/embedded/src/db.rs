@@ -143,25 +143,6 @@ const COPY_PASSES: usize = 4;
 /// Frames added during a pass below which the checkpoint thread stops and counts itself caught up.
 const CAUGHT_UP_FRAMES: i32 = 128;
 
-/// The schema, applied in order; the index of the last applied step is kept in `user_version`.
-/// Steps are never edited once released: a data directory written by an older build replays only
-/// the steps after its own.
-pub const MIGRATIONS: &[&str] = &[
-    crate::store::SCHEMA,
-    crate::queue::SCHEMA,
-    crate::store::SCOPE_CLIENT_IDS,
-    crate::store::USAGE,
-    crate::store::TENANT_STATUS,
-    crate::store::TENANT_LIMITS,
-    crate::store::SESSION_SLOTS,
-    crate::store::MESSAGE_SENDER,
-    crate::store::ACTIVITY,
-    crate::store::SLOT_COUNTS,
-    crate::queue::RECEIPTS_BY_SEQ,
-    crate::store::LEANER_MESSAGES,
-    crate::store::LEANER_SESSIONS,
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("sqlite: {0}")]
@@ -274,7 +255,7 @@ impl Db {
         conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)?;
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
-        migrate(&conn)?;
+        crate::schema::migrate(&conn)?;
         let limits = LogLimits::for_page_size(conn.pragma_query_value(None, "page_size", |r| r.get(0))?);
         let written = Arc::new(Written::default());
         let (checkpointer, checkpoints) = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
@@ -740,38 +721,11 @@ fn same_error(e: &DbError) -> DbError {
     }
 }
 
-/// Applies the schema steps the database has not had. Upgrading a database an earlier build
-/// wrote says so in the log, step by step: a step that rebuilds a table (step 12 rebuilds the
-/// conversation log) takes a while on a large database, and would otherwise look like a hang.
-fn migrate(conn: &Connection) -> Result<(), DbError> {
-    let applied: usize = conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))?.try_into().unwrap_or(0);
-    let upgrading = applied > 0;
-    for (i, step) in MIGRATIONS.iter().enumerate().skip(applied) {
-        let (number, of) = (i + 1, MIGRATIONS.len());
-        if upgrading {
-            tracing::info!(
-                step = number,
-                of,
-                "upgrading the database schema: a step that rebuilds a table may take a while"
-            );
-        }
-        let started = Instant::now();
-        let tx = conn.unchecked_transaction()?;
-        tx.execute_batch(step)?;
-        tx.pragma_update(None, "user_version", i64::try_from(number).unwrap_or(i64::MAX))?;
-        tx.commit()?;
-        if upgrading {
-            let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            tracing::info!(step = number, of, ms, "database schema step applied");
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+    use crate::schema::MIGRATIONS;
 
     /// A database whose calls all run on its thread: what the group tests hold.
     fn open() -> (tempfile::TempDir, Db) {

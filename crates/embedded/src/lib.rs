@@ -11,6 +11,7 @@ pub mod keys;
 pub mod metrics;
 pub mod queue;
 pub mod runtime;
+pub mod schema;
 pub mod scripted;
 pub mod secrets;
 pub mod store;

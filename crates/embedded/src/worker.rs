@@ -187,42 +187,8 @@ impl Worker {
         }
         match outcome {
             Ok(Ok(())) => {
-                // Between two items, the ack and the next receive are one database call (the
-                // wake-up registered before it): the commit's, or else this one; a stopping
-                // worker only acks.
-                let settled = match committed {
-                    Some((acked, next, woken)) => Ok((acked, next, woken)),
-                    None => {
-                        let mut woken = Box::pin(self.queue.woken());
-                        woken.as_mut().enable();
-                        if self.stopping() {
-                            self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None, woken))
-                        } else {
-                            self.queue
-                                .ack_and_receive(&delivery.receipt)
-                                .await
-                                .map(|(acked, next)| (acked, next, woken))
-                        }
-                    }
-                };
-                match settled {
-                    Ok((acked, next, woken)) => {
-                        if !acked {
-                            tracing::warn!(
-                                group_id = %delivery.group_id,
-                                dedup_id = %delivery.dedup_id,
-                                "receipt went stale before the ack (visibility timeout too short?); \
-                                 the item will run again"
-                            );
-                        }
-                        return next.map_or(Next::Wait(woken), Next::Item);
-                    }
-                    Err(e) => tracing::warn!(
-                        group_id = %delivery.group_id,
-                        dedup_id = %delivery.dedup_id,
-                        error = %e,
-                        "ack failed; the item will run again after the visibility timeout"
-                    ),
+                if let Some(next) = self.after_success(&delivery, committed).await {
+                    return next;
                 }
             }
             Ok(Err(failure)) => {
@@ -249,6 +215,52 @@ impl Worker {
             }
         }
         Next::Look
+    }
+
+    /// Acks an item that ran (unless its turn's commit did) and takes the next one; `None`
+    /// when the ack failed, and the item will run again.
+    async fn after_success(
+        &self,
+        delivery: &Delivery,
+        committed: Option<(bool, Option<Delivery>, Pin<Box<OwnedNotified>>)>,
+    ) -> Option<Next> {
+        // Between two items, the ack and the next receive are one database call (the
+        // wake-up registered before it): the commit's, or else this one; a stopping
+        // worker only acks.
+        let settled = match committed {
+            Some((acked, next, woken)) => Ok((acked, next, woken)),
+            None => {
+                let mut woken = Box::pin(self.queue.woken());
+                woken.as_mut().enable();
+                if self.stopping() {
+                    self.queue.ack(&delivery.receipt).await.map(|acked| (acked, None, woken))
+                } else {
+                    self.queue.ack_and_receive(&delivery.receipt).await.map(|(acked, next)| (acked, next, woken))
+                }
+            }
+        };
+        match settled {
+            Ok((acked, next, woken)) => {
+                if !acked {
+                    tracing::warn!(
+                        group_id = %delivery.group_id,
+                        dedup_id = %delivery.dedup_id,
+                        "receipt went stale before the ack (visibility timeout too short?); \
+                         the item will run again"
+                    );
+                }
+                Some(next.map_or(Next::Wait(woken), Next::Item))
+            }
+            Err(e) => {
+                tracing::warn!(
+                    group_id = %delivery.group_id,
+                    dedup_id = %delivery.dedup_id,
+                    error = %e,
+                    "ack failed; the item will run again after the visibility timeout"
+                );
+                None
+            }
+        }
     }
 
     /// Failing to release is not fatal: the visibility timeout redelivers the item anyway.

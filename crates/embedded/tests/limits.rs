@@ -11,10 +11,8 @@ use async_trait::async_trait;
 
 use serde_json::json;
 use switchboard_domain::event::detail_type;
-use switchboard_domain::{
-    ExecutionRecord, ExecutionStatus, InboundEvent, LimitName, OnLimit, OutboundEvent, TenantId, TenantLimits,
-};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, LimitName, OnLimit, OutboundEvent, TenantId, TenantLimits};
+use switchboard_embedded::{EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     Attempt, Clock, ConfigAdmin, ConfigStore, ConversationLog, Counters, ExecOutcome, ExecutionLog, LoggedMessage,
     Model, ModelError, ModelRequest, ModelResponse, RouteError, RouteOutcome, SessionStore, Slot, WorkItem,
@@ -35,14 +33,27 @@ impl Model for Recording {
 }
 use switchboard_testkit::ManualClock;
 
+mod common;
+
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 
+/// The common world on a manual clock, its one tenant under the limits a story sets.
 struct World {
-    embedded: Embedded,
+    base: common::World,
     clock: Arc<ManualClock>,
-    tenant: TenantId,
-    n: u32,
-    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for World {
+    type Target = common::World;
+    fn deref(&self) -> &common::World {
+        &self.base
+    }
+}
+
+impl std::ops::DerefMut for World {
+    fn deref_mut(&mut self) -> &mut common::World {
+        &mut self.base
+    }
 }
 
 impl World {
@@ -59,14 +70,12 @@ impl World {
         script: serde_json::Value,
         recorder: Option<Arc<Mutex<Vec<u32>>>>,
     ) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new();
         let scripted = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
         let model: Arc<dyn Model> = match recorder {
             Some(caps) => Arc::new(Recording { inner: scripted, caps }),
             None => scripted,
         };
-        let embedded = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
         let mut agent = json!({ "agentId": AGENT, "name": "Front", "systemPrompt": "You help.", "model": "test-model",
                                 "tools": ["send_message", "set_context"], "maxTurns": 50, "maxIterations": 4 });
         agent.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
@@ -76,48 +85,25 @@ impl World {
             "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": AGENT,
                            "eventType": "message.new", "priority": 10, "conditions": {} }]
         });
-        Bundle::parse(&bundle.to_string(), clock.as_ref()).unwrap().install(&embedded.store).await.unwrap();
-        let tenant: TenantId = "t-1".parse().unwrap();
-        let mut t = embedded.store.get_tenant(&tenant).await.unwrap().unwrap();
+        let base = common::World::open(model, clock.clone(), EmbeddedOptions::default(), &[&bundle.to_string()]).await;
+        let store = &base.embedded.store;
+        let mut t = store.get_tenant(&base.tenant).await.unwrap().unwrap();
         t.limits = limits;
-        assert!(embedded.store.update_tenant(&t).await.unwrap());
-        Self { embedded, clock, tenant, n: 0, _dir: dir }
-    }
-
-    fn event(&mut self, conversation: &str, text: &str) -> InboundEvent {
-        self.n += 1;
-        InboundEvent::parse(&json!({
-            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": "t-1", "conversationId": conversation, "messageId": format!("m-{}", self.n),
-                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
-                        "message": {"direction": "inbound", "text": text} }
-        }))
-        .unwrap()
+        assert!(store.update_tenant(&t).await.unwrap());
+        Self { base, clock }
     }
 
     /// Routes a message and runs what it queued; the record of the message.
     async fn say(&mut self, conversation: &str, text: &str) -> (RouteOutcome, Option<ExecutionRecord>) {
-        let e = self.event(conversation, text);
-        let outcome = self.embedded.ingest(&e).await.unwrap();
-        let mut record = None;
-        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
-            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
-            if let ExecOutcome::Recorded(r) = self.embedded.executor.execute(&item).await.unwrap() {
-                record = Some(*r);
-            }
-            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
-        }
-        (outcome, record)
-    }
-
-    async fn replies(&self, conversation: &str) -> Vec<String> {
-        let log = self.embedded.store.messages(&self.tenant, conversation, 100).await.unwrap();
-        log.into_iter().filter(|m| m.sender == switchboard_engine::Sender::Agent).map(|m| m.text).collect()
+        let (outcome, outcomes) = self.base.say(conversation, text).await;
+        let mut records =
+            outcomes.into_iter().filter_map(|o| if let ExecOutcome::Recorded(r) = o { Some(*r) } else { None });
+        (outcome, records.next_back())
     }
 
     async fn limit_events(&self) -> Vec<OutboundEvent> {
-        let all = self.embedded.store.events(&self.tenant, 0, 100).await.unwrap();
-        all.into_iter().map(|(_, e)| e).filter(|e| e.detail_type == detail_type::TENANT_LIMIT_REACHED).collect()
+        let all = self.events().await;
+        all.into_iter().filter(|e| e.detail_type == detail_type::TENANT_LIMIT_REACHED).collect()
     }
 }
 
@@ -221,7 +207,7 @@ async fn a_message_whose_enqueue_fails_keeps_no_count_and_no_session_slot() {
     w.embedded.ingest(&warm).await.unwrap();
     // the queue's table refuses every new item (what a full disk or a broken file would do to the
     // enqueue, after the counts were taken in the same transaction)
-    let file = w._dir.path().join("switchboard.db");
+    let file = w.dir.path().join("switchboard.db");
     let raw = rusqlite::Connection::open(&file).unwrap();
     raw.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
     raw.execute_batch(

@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::message::Message;
-use switchboard_domain::{
-    ExecutionRecord, ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionStatus, TenantId,
-};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, InboundEvent, Session, SessionStatus};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
-    ConversationLog, ExecOutcome, Executor, HandoffTo, Model, ModelError, ModelRequest, ModelResponse, SessionStore,
-    SystemClock, WorkItem,
+    ExecOutcome, HandoffTo, Model, ModelError, ModelRequest, ModelResponse, SystemClock, WorkItem,
 };
+
+mod common;
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
 const BILLING: &str = "01JD0000PAYMENTS0AGENT0002";
@@ -59,14 +58,6 @@ impl Model for Recording {
     }
 }
 
-struct World {
-    embedded: Embedded,
-    model: Arc<Recording>,
-    tenant: TenantId,
-    _dir: tempfile::TempDir,
-    n: u32,
-}
-
 fn agent(id: &str, name: &str, prompt: &str, extra: Value) -> Value {
     let mut a = json!({ "agentId": id, "name": name, "systemPrompt": prompt, "model": "test-model",
                         "tools": ["send_message", "handoff_to_human", "handoff_to_agent", "set_context"] });
@@ -83,51 +74,46 @@ fn bundle(agents: Vec<Value>, skills: Vec<Value>, entry: &str) -> String {
     .to_string()
 }
 
+/// The common world with its model's requests kept; every story is one conversation, `c-1`.
+struct World {
+    base: common::World,
+    model: Arc<Recording>,
+}
+
+impl std::ops::Deref for World {
+    type Target = common::World;
+    fn deref(&self) -> &common::World {
+        &self.base
+    }
+}
+
+const C: &str = "c-1";
+
 impl World {
     async fn new(bundle_json: &str, script: Value) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let inner = ScriptedModel::from_json(&script.to_string()).unwrap();
         let model = Arc::new(Recording { inner, calls: Mutex::new(vec![]) });
-        let embedded =
-            Embedded::open(dir.path(), model.clone(), Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
-        Bundle::parse(bundle_json, &SystemClock).unwrap().install(&embedded.store).await.unwrap();
-        Self { embedded, model, tenant: "t-1".parse().unwrap(), _dir: dir, n: 0 }
+        let base =
+            common::World::open(model.clone(), Arc::new(SystemClock), EmbeddedOptions::default(), &[bundle_json]).await;
+        Self { base, model }
     }
 
+    /// A customer message; the records of the executions it caused, each one new.
     async fn say(&mut self, text: &str) -> Vec<ExecutionRecord> {
-        self.post("inbound", text).await;
-        self.drain(&self.embedded.executor.clone()).await
+        let (_, outcomes) = self.base.say(C, text).await;
+        outcomes
+            .into_iter()
+            .map(|o| match o {
+                ExecOutcome::Recorded(r) => *r,
+                other => panic!("expected a new record, got {other:?}"),
+            })
+            .collect()
     }
 
     /// A human operator writes in the conversation (an outbound `message.new`, never routed).
     async fn human_says(&mut self, text: &str) {
-        self.post("outbound", text).await;
-        assert!(self.drain(&self.embedded.executor.clone()).await.is_empty());
-    }
-
-    async fn post(&mut self, direction: &str, text: &str) {
-        self.n += 1;
-        let event = InboundEvent::parse(&json!({
-            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": "t-1", "conversationId": "c-1", "messageId": format!("m-{}", self.n),
-                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
-                        "message": {"direction": direction, "text": text} }
-        }))
-        .unwrap();
-        self.embedded.ingest(&event).await.unwrap();
-    }
-
-    async fn drain(&self, executor: &Executor) -> Vec<ExecutionRecord> {
-        let mut records = vec![];
-        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
-            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
-            match executor.execute(&item).await.unwrap() {
-                ExecOutcome::Recorded(r) => records.push(*r),
-                other => panic!("expected a new record, got {other:?}"),
-            }
-            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
-        }
-        records
+        let event = self.base.message(C, "outbound", text);
+        assert!(self.base.deliver(&event).await.1.is_empty());
     }
 
     /// Model requests made since the last call of `take_calls`.
@@ -136,20 +122,15 @@ impl World {
     }
 
     async fn replies(&self) -> Vec<String> {
-        let log = self.embedded.store.messages(&self.tenant, "c-1", 100).await.unwrap();
-        log.into_iter().filter(|m| m.sender == switchboard_engine::Sender::Agent).map(|m| m.text).collect()
-    }
-
-    async fn events(&self) -> Vec<OutboundEvent> {
-        self.embedded.store.events(&self.tenant, 0, 100).await.unwrap().into_iter().map(|(_, e)| e).collect()
+        self.base.replies(C).await
     }
 
     async fn sessions(&self) -> Vec<Session> {
-        self.embedded.store.sessions_for_conversation(&self.tenant, "c-1").await.unwrap()
+        self.base.sessions(C).await
     }
 
     async fn session(&self) -> Session {
-        self.embedded.store.latest_session(&self.tenant, "c-1").await.unwrap().unwrap()
+        self.base.session(C).await
     }
 }
 

@@ -225,9 +225,9 @@ async fn a_data_directory_from_before_receipts_carried_their_item_loses_the_rece
     let Fixture { dir, clock, queue } = f;
     drop(queue);
     let old = "01JD00000000000000000RECPT";
-    let step = switchboard_embedded::db::MIGRATIONS
+    let step = switchboard_embedded::schema::MIGRATIONS
         .iter()
-        .position(|s| *s == switchboard_embedded::queue::RECEIPTS_BY_SEQ)
+        .position(|s| *s == switchboard_embedded::schema::queue::RECEIPTS_BY_SEQ)
         .unwrap();
     let conn = rusqlite::Connection::open(db_path(dir.path())).unwrap();
     conn.execute_batch(&format!(

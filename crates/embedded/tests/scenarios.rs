@@ -9,12 +9,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::message::ContentBlock;
-use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, Session, SessionId, SessionStatus, TenantId};
+use switchboard_domain::{ExecutionStatus, InboundEvent, Session, SessionId, SessionStatus, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, ModelError, ModelRequest, ModelResponse,
     Operator, RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
 };
+
+mod common;
+use common::{World, record};
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
 const BILLING: &str = "01JD0000PAYMENTS0AGENT0002";
@@ -50,85 +53,6 @@ fn default_bundle(front_extra: Value) -> String {
         ],
         vec![trigger("01JD0000TR1GGER0CHAT000001", FRONT, 10, json!({}))],
     )
-}
-
-struct World {
-    embedded: Embedded,
-    tenant: TenantId,
-    dir: tempfile::TempDir,
-    n: u32,
-}
-
-impl World {
-    async fn new(bundle_json: &str, script: Value) -> Self {
-        Self::with_model(bundle_json, Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap())).await
-    }
-
-    async fn with_model(bundle_json: &str, model: Arc<dyn Model>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
-        let b = Bundle::parse(bundle_json, &SystemClock).unwrap();
-        b.install(&embedded.store).await.unwrap();
-        Self { embedded, tenant: "t-1".parse().unwrap(), dir, n: 0 }
-    }
-
-    fn event(&mut self, conversation: &str, text: &str) -> InboundEvent {
-        self.n += 1;
-        InboundEvent::parse(&json!({
-            "id": format!("evt-{}", self.n), "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": "t-1", "conversationId": conversation, "messageId": format!("m-{}", self.n),
-                        "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
-                        "message": {"direction": "inbound", "text": text} }
-        }))
-        .unwrap()
-    }
-
-    /// Sends a message and runs every queued item to completion with `executor`.
-    async fn say_with(
-        &mut self,
-        executor: &Executor,
-        conversation: &str,
-        text: &str,
-    ) -> (RouteOutcome, Vec<ExecOutcome>) {
-        let e = self.event(conversation, text);
-        let outcome = self.embedded.ingest(&e).await.unwrap();
-        (outcome, self.drain(executor).await)
-    }
-
-    async fn say(&mut self, conversation: &str, text: &str) -> (RouteOutcome, Vec<ExecOutcome>) {
-        let executor = self.embedded.executor.clone();
-        self.say_with(&executor, conversation, text).await
-    }
-
-    async fn drain(&self, executor: &Executor) -> Vec<ExecOutcome> {
-        let mut outcomes = vec![];
-        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
-            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
-            outcomes.push(executor.execute(&item).await.unwrap());
-            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
-        }
-        outcomes
-    }
-
-    async fn replies(&self, conversation: &str) -> Vec<String> {
-        let log = self.embedded.store.messages(&self.tenant, conversation, 100).await.unwrap();
-        log.into_iter().filter(|m| m.sender == switchboard_engine::Sender::Agent).map(|m| m.text).collect()
-    }
-
-    async fn events(&self) -> Vec<OutboundEvent> {
-        self.embedded.store.events(&self.tenant, 0, 100).await.unwrap().into_iter().map(|(_, e)| e).collect()
-    }
-
-    async fn session(&self, conversation: &str) -> Session {
-        self.embedded.store.latest_session(&self.tenant, conversation).await.unwrap().unwrap()
-    }
-}
-
-fn record(outcome: &ExecOutcome) -> &switchboard_domain::ExecutionRecord {
-    match outcome {
-        ExecOutcome::Recorded(r) | ExecOutcome::AlreadyRecorded(r) => r,
-        other => panic!("expected a record, got {other:?}"),
-    }
 }
 
 fn says(text: &str) -> Value {
@@ -877,10 +801,8 @@ async fn world_with_webhook_script(
     script: Value,
 ) -> (World, Arc<RecordingWebhooks>) {
     let hooks = Arc::new(RecordingWebhooks { calls: Default::default(), answer });
-    let dir = tempfile::tempdir().unwrap();
     let model = Arc::new(ScriptedModel::from_json(&script.to_string()).unwrap());
     let options = EmbeddedOptions { webhooks: hooks.clone(), ..EmbeddedOptions::default() };
-    let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), options).unwrap();
     let tool = json!({
         "toolId": LOOKUP, "name": "lookup_order", "description": "Looks an order up",
         "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"],
@@ -889,9 +811,7 @@ async fn world_with_webhook_script(
     });
     let mut b: Value = serde_json::from_str(&default_bundle(json!({ "tools": ["send_message", LOOKUP] }))).unwrap();
     b["tools"] = json!([tool]);
-    let b = Bundle::parse(&b.to_string(), &SystemClock).unwrap();
-    b.install(&embedded.store).await.unwrap();
-    (World { embedded, tenant: "t-1".parse().unwrap(), dir, n: 0 }, hooks)
+    (World::open(model, Arc::new(SystemClock), options, &[&b.to_string()]).await, hooks)
 }
 
 fn http(status: u16, body: &str) -> switchboard_engine::WebhookResponse {

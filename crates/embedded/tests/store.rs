@@ -252,7 +252,7 @@ async fn a_database_of_the_previous_schema_migrates_forward() {
     {
         let conn = rusqlite::Connection::open(&db_path).unwrap();
         conn.execute_batch(PREVIOUS_STORE_SCHEMA).unwrap();
-        conn.execute_batch(switchboard_embedded::queue::SCHEMA).unwrap();
+        conn.execute_batch(switchboard_embedded::schema::queue::SCHEMA).unwrap();
         conn.execute_batch(
             "INSERT INTO messages (tenant_id, conversation_id, message_id, direction, text, idempotency_key, created_at)
                  VALUES ('t-a', 'c-1', 'm-1', 'inbound', 'old question', NULL, '2026-11-01T00:00:00+00:00'),
@@ -294,7 +294,7 @@ async fn a_database_of_the_previous_schema_migrates_forward() {
     // and the database is at the current version
     let conn = rusqlite::Connection::open(&db_path).unwrap();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!(version, i64::try_from(switchboard_embedded::db::MIGRATIONS.len()).unwrap());
+    assert_eq!(version, i64::try_from(switchboard_embedded::schema::MIGRATIONS.len()).unwrap());
 }
 
 /// The store's tables as the first schema step released them (the queue's step 2 is unchanged
@@ -465,7 +465,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
     // as if the data directory predated the step
     let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
     let conn = rusqlite::Connection::open(&db_path).unwrap();
-    let step = step_of(switchboard_embedded::store::ACTIVITY);
+    let step = step_of(switchboard_embedded::schema::store::ACTIVITY);
     conn.execute_batch(&format!("DROP TABLE activity_hourly; PRAGMA user_version = {step};")).unwrap();
     drop(conn);
     let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[{"then":{"text":"x"}}]}"#).unwrap());
@@ -479,7 +479,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
 /// The `user_version` of a data directory that predates `step` (the steps after it are
 /// written so that applying them again is harmless).
 fn step_of(step: &str) -> i64 {
-    let steps = switchboard_embedded::db::MIGRATIONS;
+    let steps = switchboard_embedded::schema::MIGRATIONS;
     i64::try_from(steps.iter().position(|s| *s == step).unwrap()).unwrap()
 }
 
@@ -532,7 +532,7 @@ async fn the_held_slot_count_follows_every_take_and_release_and_is_filled_when_i
         "DROP TRIGGER session_slot_taken; DROP TRIGGER session_slot_freed; DROP TABLE session_slot_counts;
          INSERT INTO session_slots VALUES ('t-1', 'c-5', 0), ('t-3', 'c-0', 0);
          PRAGMA user_version = {};",
-        step_of(switchboard_embedded::store::SLOT_COUNTS)
+        step_of(switchboard_embedded::schema::store::SLOT_COUNTS)
     ))
     .unwrap();
     drop(conn);
@@ -550,10 +550,10 @@ async fn the_held_slot_count_follows_every_take_and_release_and_is_filled_when_i
 async fn the_conversation_log_is_rebuilt_leaner_with_its_messages() {
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
-    let step = step_of(switchboard_embedded::store::LEANER_MESSAGES);
+    let step = step_of(switchboard_embedded::schema::store::LEANER_MESSAGES);
     {
         let conn = rusqlite::Connection::open(&db_path).unwrap();
-        for s in &switchboard_embedded::db::MIGRATIONS[..usize::try_from(step).unwrap()] {
+        for s in &switchboard_embedded::schema::MIGRATIONS[..usize::try_from(step).unwrap()] {
             conn.execute_batch(s).unwrap();
         }
         conn.execute_batch(&format!(
@@ -631,7 +631,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
     let clock = clock();
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
-    let step = step_of(switchboard_embedded::store::LEANER_SESSIONS);
+    let step = step_of(switchboard_embedded::schema::store::LEANER_SESSIONS);
     let t: TenantId = "t-a".parse().unwrap();
     let session = |conversation: &str, status: SessionStatus| {
         let mut s = Session::start(t.clone(), conversation.into(), AgentId::generate(), clock.now());
@@ -646,7 +646,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
     );
     {
         let conn = rusqlite::Connection::open(&db_path).unwrap();
-        for s in &switchboard_embedded::db::MIGRATIONS[..usize::try_from(step).unwrap()] {
+        for s in &switchboard_embedded::schema::MIGRATIONS[..usize::try_from(step).unwrap()] {
             conn.execute_batch(s).unwrap();
         }
         for (seq, s, status) in [(4, &older, "completed"), (5, &newer, "completed"), (6, &other, "active")] {

@@ -9,8 +9,11 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::json;
 use switchboard_domain::{InboundEvent, TenantId};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{ConversationLog, SystemClock, WorkItem};
+use switchboard_embedded::{EmbeddedOptions, ScriptedModel};
+use switchboard_engine::{ConversationLog, SystemClock};
+
+mod common;
+use common::World;
 
 const TENANTS: [&str; 2] = ["ta", "tb"];
 const CONVERSATIONS: [&str; 2] = ["c-0", "c-1"];
@@ -56,83 +59,73 @@ fn inbound(tenant: &str, m: &Msg) -> InboundEvent {
 /// text), its sessions' statuses, and its outbound events (id and detail-type).
 type View = Vec<String>;
 
-struct World {
-    embedded: Embedded,
-    _dir: tempfile::TempDir,
-}
-
-impl World {
-    async fn new(tenants: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let model = Arc::new(ScriptedModel::from_json(SCRIPT).unwrap());
-        let embedded = Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap();
-        for t in tenants {
-            let bundle = json!({ "tenantId": t, "name": format!("Tenant {t}"),
+/// A world with one echoing agent in each of `tenants`.
+async fn world(tenants: &[&str]) -> World {
+    let model = Arc::new(ScriptedModel::from_json(SCRIPT).unwrap());
+    let bundles: Vec<String> = tenants
+        .iter()
+        .map(|t| {
+            json!({ "tenantId": t, "name": format!("Tenant {t}"),
                 "agents": [{ "agentId": "01JD0000SVPP0RT0AGENT00001", "name": "Echo", "systemPrompt": "Echo.",
                              "model": "test-model", "tools": ["send_message", "handoff_to_human"] }],
                 "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all",
-                               "agentId": "01JD0000SVPP0RT0AGENT00001", "eventType": "message.new" }] });
-            Bundle::parse(&bundle.to_string(), &SystemClock).unwrap().install(&embedded.store).await.unwrap();
-        }
-        Self { embedded, _dir: dir }
-    }
+                               "agentId": "01JD0000SVPP0RT0AGENT00001", "eventType": "message.new" }] })
+            .to_string()
+        })
+        .collect();
+    let bundles: Vec<&str> = bundles.iter().map(String::as_str).collect();
+    World::open(model, Arc::new(SystemClock), EmbeddedOptions::default(), &bundles).await
+}
 
-    /// Ingests one message and runs every queued item, as the workers would.
-    async fn say(&self, tenant: &str, m: &Msg) {
-        self.embedded.ingest(&inbound(tenant, m)).await.unwrap();
-        let executor = &self.embedded.executor;
-        while let Some(d) = self.embedded.queue.receive().await.unwrap() {
-            let item: WorkItem = serde_json::from_str(&d.body).unwrap();
-            executor.execute(&item).await.unwrap();
-            assert!(self.embedded.queue.ack(&d.receipt).await.unwrap());
-        }
-    }
+/// Ingests one message and runs every queued item, as the workers would.
+async fn say(w: &World, tenant: &str, m: &Msg) {
+    w.deliver(&inbound(tenant, m)).await;
+}
 
-    async fn view(&self, tenant: &str) -> View {
-        let t: TenantId = tenant.parse().unwrap();
-        let store = &self.embedded.store;
-        let mut view = vec![];
-        for c in CONVERSATIONS {
-            for m in store.messages(&t, c, 1000).await.unwrap() {
-                view.push(format!("{c} {} {}: {}", m.direction, m.message_id.starts_with("reply-"), m.text));
-            }
-            for s in switchboard_engine::SessionStore::sessions_for_conversation(store, &t, c).await.unwrap() {
-                view.push(format!("{c} session {:?}", s.status));
-            }
+async fn view(w: &World, tenant: &str) -> View {
+    let t: TenantId = tenant.parse().unwrap();
+    let store = &w.embedded.store;
+    let mut view = vec![];
+    for c in CONVERSATIONS {
+        for m in store.messages(&t, c, 1000).await.unwrap() {
+            view.push(format!("{c} {} {}: {}", m.direction, m.message_id.starts_with("reply-"), m.text));
         }
-        for (_, e) in store.events(&t, 0, 1000).await.unwrap() {
-            view.push(format!("event {} {}", e.id, e.detail_type));
+        for s in switchboard_engine::SessionStore::sessions_for_conversation(store, &t, c).await.unwrap() {
+            view.push(format!("{c} session {:?}", s.status));
         }
-        view
     }
+    for (_, e) in store.events(&t, 0, 1000).await.unwrap() {
+        view.push(format!("event {} {}", e.id, e.detail_type));
+    }
+    view
 }
 
 /// Runs one interleaving of both tenants' messages in one world, and each tenant alone in a
 /// world of its own; returns (together, alone) views per tenant.
 async fn run(a: &[Msg], b: &[Msg], order: &[bool]) -> (Vec<View>, Vec<View>) {
-    let together = World::new(&TENANTS).await;
+    let together = world(&TENANTS).await;
     let (mut ia, mut ib) = (a.iter(), b.iter());
     for &take_a in order {
         let next = if take_a { ia.next().map(|m| (TENANTS[0], m)) } else { ib.next().map(|m| (TENANTS[1], m)) };
         if let Some((t, m)) = next {
-            together.say(t, m).await;
+            say(&together, t, m).await;
         }
     }
     for m in ia {
-        together.say(TENANTS[0], m).await;
+        say(&together, TENANTS[0], m).await;
     }
     for m in ib {
-        together.say(TENANTS[1], m).await;
+        say(&together, TENANTS[1], m).await;
     }
     let mut alone = vec![];
     for (t, msgs) in [(TENANTS[0], a), (TENANTS[1], b)] {
-        let w = World::new(&[t]).await;
+        let w = world(&[t]).await;
         for m in msgs {
-            w.say(t, m).await;
+            say(&w, t, m).await;
         }
-        alone.push(w.view(t).await);
+        alone.push(view(&w, t).await);
     }
-    (vec![together.view(TENANTS[0]).await, together.view(TENANTS[1]).await], alone)
+    (vec![view(&together, TENANTS[0]).await, view(&together, TENANTS[1]).await], alone)
 }
 
 proptest! {
@@ -158,12 +151,12 @@ proptest! {
 #[tokio::test]
 async fn the_same_event_id_in_two_tenants_is_answered_in_both() {
     // the first case the property above finds when dedup ids are not scoped, as a plain story
-    let w = World::new(&TENANTS).await;
+    let w = world(&TENANTS).await;
     let m = Msg { event: 1, message: 1, conversation: 0, human: false };
-    w.say("ta", &m).await;
-    w.say("tb", &m).await;
+    say(&w, "ta", &m).await;
+    say(&w, "tb", &m).await;
     for t in TENANTS {
-        let view = w.view(t).await;
+        let view = view(&w, t).await;
         assert!(view.contains(&format!("c-0 outbound true: {t} says 1, said the agent")), "{view:?}");
     }
 }

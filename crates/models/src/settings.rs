@@ -121,28 +121,7 @@ impl ModelSettings {
 
     fn build(file: File, env: &dyn Fn(&str) -> Option<String>, at: &str) -> Result<Self, SettingsError> {
         let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        let timeout = match file.timeout_seconds {
-            None => DEFAULT_TIMEOUT,
-            Some(s @ 1..=900) => Duration::from_secs(s),
-            Some(_) => return Err(error(format!("{at}timeoutSeconds"), "must be between 1 and 900")),
-        };
-        let mut retry = RetryPolicy::default();
-        match file.max_attempts {
-            None => {}
-            Some(n @ 1..=10) => retry.max_attempts = n,
-            Some(_) => return Err(error(format!("{at}maxAttempts"), "must be between 1 and 10")),
-        }
-        let mut breaker = BreakerPolicy::default();
-        match file.breaker_failures {
-            None => {}
-            Some(n @ 1..=1000) => breaker.failures = n,
-            Some(_) => return Err(error(format!("{at}breakerFailures"), "must be between 1 and 1000")),
-        }
-        match file.breaker_cooldown_seconds {
-            None => {}
-            Some(s @ 1..=3600) => breaker.cooldown = Duration::from_secs(s),
-            Some(_) => return Err(error(format!("{at}breakerCooldownSeconds"), "must be between 1 and 3600")),
-        }
+        let (timeout, retry, breaker) = file.policies(at)?;
         for (alias, target) in &file.aliases {
             if let Err(why) = ModelRef::parse(target) {
                 return Err(error(format!("{at}aliases/{alias}"), why));
@@ -156,7 +135,54 @@ impl ModelSettings {
             let version = extra.version.unwrap_or_else(|| format!("{}+local", prices.version));
             prices.merge(version, extra.models).map_err(|e| error(format!("{at}prices"), e))?;
         }
-        let providers = file.providers;
+        let (openai, anthropic, ollama) = file.providers.endpoints(&env, timeout, at)?;
+        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry, breaker, prices })
+    }
+}
+
+impl File {
+    /// The request timeout, the retry policy and the circuit breakers' policy, each setting
+    /// within its range.
+    fn policies(&self, at: &str) -> Result<(Duration, RetryPolicy, BreakerPolicy), SettingsError> {
+        let timeout = match self.timeout_seconds {
+            None => DEFAULT_TIMEOUT,
+            Some(s @ 1..=900) => Duration::from_secs(s),
+            Some(_) => return Err(error(format!("{at}timeoutSeconds"), "must be between 1 and 900")),
+        };
+        let mut retry = RetryPolicy::default();
+        match self.max_attempts {
+            None => {}
+            Some(n @ 1..=10) => retry.max_attempts = n,
+            Some(_) => return Err(error(format!("{at}maxAttempts"), "must be between 1 and 10")),
+        }
+        let mut breaker = BreakerPolicy::default();
+        match self.breaker_failures {
+            None => {}
+            Some(n @ 1..=1000) => breaker.failures = n,
+            Some(_) => return Err(error(format!("{at}breakerFailures"), "must be between 1 and 1000")),
+        }
+        match self.breaker_cooldown_seconds {
+            None => {}
+            Some(s @ 1..=3600) => breaker.cooldown = Duration::from_secs(s),
+            Some(_) => return Err(error(format!("{at}breakerCooldownSeconds"), "must be between 1 and 3600")),
+        }
+        Ok((timeout, retry, breaker))
+    }
+}
+
+/// The OpenAI-compatible, Anthropic and Ollama endpoints.
+type Endpoints = (Option<Endpoint>, Option<Endpoint>, Option<Endpoint>);
+
+impl Providers {
+    /// Each provider's endpoint from the file's settings over the conventional variables: an
+    /// OpenAI-compatible server when a key or a URL is given, Anthropic when a key is, Ollama
+    /// always (on its default address unless told otherwise).
+    fn endpoints(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        timeout: Duration,
+        at: &str,
+    ) -> Result<Endpoints, SettingsError> {
         let key = |p: &Option<ProviderFile>, default_var: &str, name: &str| -> Result<Option<ApiKey>, SettingsError> {
             match p.as_ref().and_then(|p| p.api_key_env.as_deref()) {
                 Some(var) => env(var).map(ApiKey::new).map(Some).ok_or_else(|| {
@@ -173,21 +199,21 @@ impl ModelSettings {
             value.map(|v| check_url(&v).map_err(|m| error(setting, m))).transpose()
         };
 
-        let openai_key = key(&providers.openai, "OPENAI_API_KEY", "openai")?;
-        let openai_base = base(&providers.openai, "OPENAI_BASE_URL", "openai")?;
+        let openai_key = key(&self.openai, "OPENAI_API_KEY", "openai")?;
+        let openai_base = base(&self.openai, "OPENAI_BASE_URL", "openai")?;
         let openai = (openai_key.is_some() || openai_base.is_some()).then(|| Endpoint {
             base_url: openai_base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
             api_key: openai_key,
             timeout,
         });
-        let anthropic_key = key(&providers.anthropic, "ANTHROPIC_API_KEY", "anthropic")?;
-        let anthropic_base = base(&providers.anthropic, "ANTHROPIC_BASE_URL", "anthropic")?;
+        let anthropic_key = key(&self.anthropic, "ANTHROPIC_API_KEY", "anthropic")?;
+        let anthropic_base = base(&self.anthropic, "ANTHROPIC_BASE_URL", "anthropic")?;
         let anthropic = anthropic_key.map(|k| Endpoint {
             base_url: anthropic_base.unwrap_or_else(|| "https://api.anthropic.com".into()),
             api_key: Some(k),
             timeout,
         });
-        let ollama_base = match providers.ollama.as_ref().and_then(|p| p.base_url.clone()) {
+        let ollama_base = match self.ollama.as_ref().and_then(|p| p.base_url.clone()) {
             Some(url) => check_url(&url).map_err(|m| error(format!("{at}providers/ollama/baseUrl"), m))?,
             None => {
                 let host = env("OLLAMA_HOST").unwrap_or_else(|| "127.0.0.1:11434".into());
@@ -195,10 +221,9 @@ impl ModelSettings {
                 format!("{}/v1", check_url(&host).map_err(|m| error("OLLAMA_HOST", m))?)
             }
         };
-        let ollama_key =
-            providers.ollama.as_ref().and_then(|p| p.api_key_env.as_deref()).and_then(env).map(ApiKey::new);
+        let ollama_key = self.ollama.as_ref().and_then(|p| p.api_key_env.as_deref()).and_then(env).map(ApiKey::new);
         let ollama = Some(Endpoint { base_url: ollama_base, api_key: ollama_key, timeout });
-        Ok(ModelSettings { openai, anthropic, ollama, aliases: file.aliases, retry, breaker, prices })
+        Ok((openai, anthropic, ollama))
     }
 }
 

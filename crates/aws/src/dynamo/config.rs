@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use switchboard_domain::{
-    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger, TriggerStatus,
+    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
 use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
 
@@ -264,15 +264,7 @@ impl ConfigStore for DynamoStore {
             return Ok(hit.1);
         }
         let items = self.query_prefix(&self.names.config_table, &tenant_pk(tenant), "TRIGGER#").await?;
-        let mut triggers = Vec::with_capacity(items.len());
-        for item in &items {
-            let trigger: Trigger = decode(item)?;
-            if trigger.status == TriggerStatus::Active && trigger.event_type == event_type {
-                triggers.push(trigger);
-            }
-        }
-        switchboard_domain::trigger::sort_for_evaluation(&mut triggers);
-        let triggers: Arc<[Trigger]> = triggers.into();
+        let triggers = switchboard_domain::trigger::active_in_order(items.iter().map(decode::<Trigger>), event_type)?;
         if let Ok(mut cache) = self.triggers.lock() {
             cache.insert(k, (now, Arc::clone(&triggers)));
         }

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use switchboard_domain::{
-    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger, TriggerStatus,
+    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
 use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
+
+use switchboard_domain::trigger::active_in_order;
 
 use super::{SqliteStore, from_json, is_constraint, store_err};
 use crate::db::atomic;
@@ -113,15 +115,7 @@ impl ConfigStore for SqliteStore {
             })
             .await
             .map_err(store_err)?;
-        let mut triggers = Vec::with_capacity(bodies.len());
-        for b in &bodies {
-            let trigger: Trigger = from_json(b)?;
-            if trigger.status == TriggerStatus::Active && trigger.event_type == event_type {
-                triggers.push(trigger);
-            }
-        }
-        switchboard_domain::trigger::sort_for_evaluation(&mut triggers);
-        let triggers: Arc<[Trigger]> = triggers.into();
+        let triggers = active_in_order(bodies.iter().map(|b| from_json::<Trigger>(b)), event_type)?;
         self.caches.fill(generation, |e| {
             e.triggers.insert(key, Arc::clone(&triggers));
         });

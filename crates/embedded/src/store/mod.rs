@@ -1,9 +1,9 @@
 //! `SqliteStore`: tenants, agents, triggers, sessions, execution records, the local conversation
 //! log and the outbound event log, all in the profile's one SQLite file. Records are stored as
 //! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design. One file
-//! per concern: `schema` (the tables), `config` (tenant configuration), `sessions` (sessions,
-//! turn commits, execution records), `conversations` (the local conversation log), `events` (the
-//! outbound event log); tenants and API keys here.
+//! per concern: `config` (tenant configuration), `sessions` (sessions, turn commits, execution
+//! records), `conversations` (the local conversation log), `events` (the outbound event log);
+//! tenants and API keys here. Its tables are schema steps in `crate::schema::store`.
 //!
 //! The rules of configuration writes (validation, references, deletes of used records) are the
 //! engine's `ConfigService`; this store only stores, conditionally on versions.
@@ -12,7 +12,6 @@ mod config;
 mod conversations;
 mod counters;
 mod events;
-mod schema;
 mod sessions;
 
 use std::collections::HashMap;
@@ -28,10 +27,6 @@ use switchboard_engine::{Clock, StoreError};
 use crate::db::{Db, DbError};
 
 pub(crate) use counters::Taken;
-pub use schema::{
-    ACTIVITY, LEANER_MESSAGES, LEANER_SESSIONS, MESSAGE_SENDER, SCHEMA, SCOPE_CLIENT_IDS, SESSION_SLOTS, SLOT_COUNTS,
-    TENANT_LIMITS, TENANT_STATUS, USAGE,
-};
 
 /// Maps database failures onto the engine's store errors.
 fn store_err(e: DbError) -> StoreError {

@@ -142,11 +142,56 @@ impl SessionStore for SqliteStore {
     }
 
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
-        let mut writes = Vec::with_capacity(commit.sessions.len());
+        let rows = TurnRows::encode(commit)?;
+        let day_tokens = self.day_tokens.clone();
+        // A worker's item is acked (and its next one received) in this same call, once the
+        // turn's writes are kept.
+        let settle = SettleOnCommit::current();
+        self.db
+            .call(move |c| {
+                let tx = atomic(c)?;
+                if let Err(refused) = rows.write(&tx)? {
+                    return Ok(Err(refused));
+                }
+                tx.commit()?;
+                day_tokens.add(&rows.execution.0, &rows.day, rows.tokens);
+                if let Some(settle) = &settle {
+                    settle.run(c);
+                }
+                Ok(Ok(()))
+            })
+            .await
+            .map_err(store_err)?
+    }
+}
+
+/// A session row: tenant, session, conversation, status, version, the version it must have
+/// had (`None`: a new session), body.
+type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String);
+/// An execution row: tenant, execution, session, source, expiry (ms), body.
+type ExecutionRow = (String, String, String, String, i64, String);
+/// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
+type UsageLine = (String, String, [i64; 7]);
+
+/// A turn's rows, encoded before the database call so that the call on the database thread
+/// only writes.
+struct TurnRows {
+    sessions: Vec<SessionRow>,
+    execution: ExecutionRow,
+    day: String,
+    hour: String,
+    status: &'static str,
+    usage: Vec<UsageLine>,
+    tokens: u64,
+}
+
+impl TurnRows {
+    fn encode(commit: &TurnCommit) -> Result<Self, StoreError> {
+        let mut sessions = Vec::with_capacity(commit.sessions.len());
         for w in &commit.sessions {
             let s = &w.session;
             let body = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            writes.push((
+            sessions.push((
                 s.tenant_id.to_string(),
                 s.session_id.to_string(),
                 s.conversation_id.clone(),
@@ -157,7 +202,7 @@ impl SessionStore for SqliteStore {
             ));
         }
         let e = &commit.execution;
-        let exec = (
+        let execution = (
             e.tenant_id.to_string(),
             e.execution_id.to_string(),
             e.session_id.to_string(),
@@ -165,12 +210,9 @@ impl SessionStore for SqliteStore {
             e.expires_at.timestamp_millis(),
             serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
-        let day = e.usage_day().to_string();
-        let (hour, status) = (hour_key(e.activity_hour()), e.status.as_str());
         let lines = e.usage_lines();
         let tokens: u64 = lines.iter().map(|l| l.counts.tokens()).sum();
-        let day_tokens = self.day_tokens.clone();
-        let usage: Vec<(String, String, [i64; 7])> = lines
+        let usage = lines
             .into_iter()
             .map(|l| {
                 let c = l.counts;
@@ -188,55 +230,35 @@ impl SessionStore for SqliteStore {
                 (l.agent_id.to_string(), l.model, numbers.map(n))
             })
             .collect();
-        // A worker's item is acked (and its next one received) in this same call, once the
-        // turn's writes are kept.
-        let settle = SettleOnCommit::current();
-        self.db
-            .call(move |c| {
-                let tx = atomic(c)?;
-                for (t, sid, conv, status, version, expected, body) in &writes {
-                    let changed = match expected {
-                        None => tx
-                            .prepare_cached(
-                                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                            )?
-                            .execute(params![t, sid, conv, status, version, body]),
-                        Some(expected) => tx
-                            .prepare_cached(
-                                "UPDATE sessions SET status = ?3, version = ?4, body = ?5
-                             WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
-                            )?
-                            .execute(params![t, sid, status, version, body, expected]),
-                    };
-                    match changed {
-                        Ok(1) => {}
-                        Ok(_) => return Ok(Err(StoreError::VersionConflict(format!("session {sid} changed")))),
-                        Err(e) if is_constraint(&e) => {
-                            return Ok(Err(StoreError::VersionConflict(format!(
-                                "conversation {conv} already has another active session"
-                            ))));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                let (t, id, sid, source, expires, body) = &exec;
-                match tx
-                    .prepare_cached(
-                        "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
+        let (day, hour, status) = (e.usage_day().to_string(), hour_key(e.activity_hour()), e.status.as_str());
+        Ok(Self { sessions, execution, day, hour, status, usage, tokens })
+    }
+
+    /// Writes the turn inside the call's unit `c`; `Ok(Err(_))` is a write the store refuses
+    /// (a version conflict, a source already recorded), which rolls the unit back.
+    fn write(&self, c: &Connection) -> rusqlite::Result<Result<(), StoreError>> {
+        for session in &self.sessions {
+            if let Err(refused) = write_session(c, session)? {
+                return Ok(Err(refused));
+            }
+        }
+        let (t, id, sid, source, expires, body) = &self.execution;
+        match c
+            .prepare_cached(
+                "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )?
-                    .execute(params![t, id, sid, source, expires, body])
-                {
-                    Ok(_) => {}
-                    Err(e) if is_constraint(&e) => {
-                        return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                for (agent, model, [calls, input, output, read, write, cost, unpriced]) in &usage {
-                    tx.prepare_cached(
-                        "INSERT INTO usage_daily (tenant_id, day, agent_id, model, calls, input_tokens, output_tokens,
+            )?
+            .execute(params![t, id, sid, source, expires, body])
+        {
+            Ok(_) => {}
+            Err(e) if is_constraint(&e) => {
+                return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
+            }
+            Err(e) => return Err(e),
+        }
+        for (agent, model, [calls, input, output, read, write, cost, unpriced]) in &self.usage {
+            c.prepare_cached(
+                "INSERT INTO usage_daily (tenant_id, day, agent_id, model, calls, input_tokens, output_tokens,
                                                   cache_read_tokens, cache_write_tokens, cost_nanos, unpriced_calls)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                          ON CONFLICT (tenant_id, day, agent_id, model) DO UPDATE SET
@@ -247,23 +269,42 @@ impl SessionStore for SqliteStore {
                              cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
                              cost_nanos = cost_nanos + excluded.cost_nanos,
                              unpriced_calls = unpriced_calls + excluded.unpriced_calls",
-                    )?
-                    .execute(params![t, day, agent, model, calls, input, output, read, write, cost, unpriced])?;
-                }
-                tx.prepare_cached(
-                    "INSERT INTO activity_hourly (tenant_id, hour, status, executions) VALUES (?1, ?2, ?3, 1)
+            )?
+            .execute(params![t, self.day, agent, model, calls, input, output, read, write, cost, unpriced])?;
+        }
+        c.prepare_cached(
+            "INSERT INTO activity_hourly (tenant_id, hour, status, executions) VALUES (?1, ?2, ?3, 1)
                      ON CONFLICT (tenant_id, hour, status) DO UPDATE SET executions = executions + 1",
-                )?
-                .execute(params![t, hour, status])?;
-                tx.commit()?;
-                day_tokens.add(t, &day, tokens);
-                if let Some(settle) = &settle {
-                    settle.run(c);
-                }
-                Ok(Ok(()))
-            })
-            .await
-            .map_err(store_err)?
+        )?
+        .execute(params![t, self.hour, self.status])?;
+        Ok(Ok(()))
+    }
+}
+
+/// Inserts a new session or updates one at the version it was read at.
+fn write_session(c: &Connection, row: &SessionRow) -> rusqlite::Result<Result<(), StoreError>> {
+    let (t, sid, conv, status, version, expected, body) = row;
+    let changed = match expected {
+        None => c
+            .prepare_cached(
+                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![t, sid, conv, status, version, body]),
+        Some(expected) => c
+            .prepare_cached(
+                "UPDATE sessions SET status = ?3, version = ?4, body = ?5
+                             WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
+            )?
+            .execute(params![t, sid, status, version, body, expected]),
+    };
+    match changed {
+        Ok(1) => Ok(Ok(())),
+        Ok(_) => Ok(Err(StoreError::VersionConflict(format!("session {sid} changed")))),
+        Err(e) if is_constraint(&e) => {
+            Ok(Err(StoreError::VersionConflict(format!("conversation {conv} already has another active session"))))
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -1,5 +1,5 @@
-//! The store's tables, as schema steps (applied in order by `crate::db`; never edited once
-//! released).
+//! The store's tables, as schema steps (applied in order by [`super::migrate`]; never edited
+//! once released). How the store uses them is `crate::store`'s business.
 
 pub const SCHEMA: &str = r#"
 CREATE TABLE tenants (

@@ -38,11 +38,18 @@
 //! A receipt is the item's `seq` and a fresh ULID (`<seq>.<ulid>`): an ack or a release finds the
 //! item by its rowid and checks that the receipt is still the item's current one, so no index of
 //! receipts has to be written at every receive and ack.
+//!
+//! The statements that run on the database thread are in `rows`; the ack made by the database
+//! call that commits a turn in `settle`; wake-ups, the hand-over to idle workers and the pool's
+//! watch here.
+
+mod rows;
+mod settle;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -51,58 +58,16 @@ use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_engine::{Clock, Enqueued, QueueError, WorkItem, WorkQueue};
 use tokio::sync::Notify;
 use tokio::sync::futures::{Notified, OwnedNotified};
-use ulid::Ulid;
 
 use crate::db::{Db, DbError, atomic};
-
-/// Tables of the queue. `queue_items.seq` orders items (a new item always gets a larger rowid
-/// than every item still queued, which is all that group order needs).
-pub const SCHEMA: &str = "
-CREATE TABLE queue_items (
-    seq           INTEGER PRIMARY KEY,
-    group_id      TEXT    NOT NULL,
-    dedup_id      TEXT    NOT NULL,
-    body          TEXT    NOT NULL,
-    enqueued_at   INTEGER NOT NULL,
-    receive_count INTEGER NOT NULL DEFAULT 0,
-    receipt       TEXT
-) STRICT;
-CREATE INDEX queue_items_by_group ON queue_items (group_id, seq);
-CREATE UNIQUE INDEX queue_items_by_receipt ON queue_items (receipt) WHERE receipt IS NOT NULL;
-
-CREATE TABLE queue_groups (
-    group_id   TEXT    PRIMARY KEY,
-    head_seq   INTEGER NOT NULL,
-    visible_at INTEGER NOT NULL,
-    state      TEXT    NOT NULL CHECK (state IN ('ready', 'in_flight', 'delayed'))
-) STRICT, WITHOUT ROWID;
-CREATE INDEX queue_groups_by_visibility ON queue_groups (visible_at, head_seq);
-
-CREATE TABLE queue_dedup (
-    dedup_id   TEXT    PRIMARY KEY,
-    expires_at INTEGER NOT NULL
-) STRICT, WITHOUT ROWID;
-CREATE INDEX queue_dedup_by_expiry ON queue_dedup (expires_at);
-
-CREATE TABLE queue_dead_letters (
-    id            INTEGER PRIMARY KEY,
-    group_id      TEXT    NOT NULL,
-    dedup_id      TEXT    NOT NULL,
-    body          TEXT    NOT NULL,
-    receive_count INTEGER NOT NULL,
-    enqueued_at   INTEGER NOT NULL,
-    dead_at       INTEGER NOT NULL
-) STRICT;
-";
-
-/// Schema step 11: receipts carry their item's `seq` (see the module docs), so the index of
-/// receipts goes. Receipts are held only by the workers of a running process, so none given out
-/// before the step is still in use when it is applied.
-pub const RECEIPTS_BY_SEQ: &str = "DROP INDEX IF EXISTS queue_items_by_receipt;";
-
-/// The oldest dead letters, at most `?1`.
-pub(crate) const DEAD_LETTERS: &str = "SELECT group_id, dedup_id, body, receive_count, enqueued_at, dead_at
-     FROM queue_dead_letters ORDER BY id LIMIT CAST(?1 AS INTEGER)";
+pub use rows::Delivery;
+pub(crate) use rows::{DEAD_LETTERS, forget_tenant};
+use rows::{Enqueue, Limits, Received, ack_in, any_queued, enqueue_in, held_by, receive_now, time};
+// The store's tests check that this statement keeps its plan.
+#[cfg(test)]
+pub(crate) use rows::NEXT_IN_GROUP;
+pub(crate) use settle::SettleOnCommit;
+use settle::lock;
 
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
@@ -118,18 +83,6 @@ impl Default for QueueConfig {
     fn default() -> Self {
         Self { visibility_timeout: Duration::from_secs(30), max_receives: 5, dedup_window: Duration::from_secs(5 * 60) }
     }
-}
-
-/// A received item. `receipt` acks or releases it until the item is received again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
-    pub receipt: String,
-    pub group_id: String,
-    pub dedup_id: String,
-    pub body: String,
-    /// Including this delivery.
-    pub receive_count: u32,
-    pub enqueued_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -161,13 +114,6 @@ pub struct SqliteWorkQueue {
     clock: Arc<dyn Clock>,
     limits: Limits,
     signals: Arc<Signals>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Limits {
-    visibility_ms: i64,
-    dedup_ms: i64,
-    max_receives: u32,
 }
 
 #[derive(Debug, Default)]
@@ -208,80 +154,6 @@ impl Drop for Idle {
     }
 }
 
-/// The ack of a worker's item (and the receive of its next one), made by the database call that
-/// commits the item's turn: the store's commit runs [`SettleOnCommit::run`] after its own writes,
-/// in the same transaction, when the task committing was given one by its worker (a task-local,
-/// [`SettleOnCommit::scope`]). So a turn's record and the removal of its item are kept together
-/// or not at all (a crash between them no longer runs the item again), and a worker spends one
-/// database call between two items instead of two. A turn that commits nothing (dropped, already
-/// recorded, failed) leaves the item to the worker's own ack.
-#[derive(Debug, Clone)]
-pub(crate) struct SettleOnCommit(Arc<Settlement>);
-
-#[derive(Debug)]
-struct Settlement {
-    receipt: String,
-    receive_next: bool,
-    clock: Arc<dyn Clock>,
-    limits: Limits,
-    woken: Arc<Notify>,
-    /// Registered before the commit's receive looks, so work that arrives meanwhile is not missed.
-    armed: Mutex<Option<Pin<Box<OwnedNotified>>>>,
-    /// Whether the ack deleted, and what the receive found (none when it did not look).
-    done: Mutex<Option<(bool, Option<Received>)>>,
-}
-
-tokio::task_local! {
-    static SETTLE: SettleOnCommit;
-}
-
-impl SettleOnCommit {
-    /// Runs `work` with this settlement available to the commits it makes.
-    pub(crate) fn scope<F: Future>(self, work: F) -> impl Future<Output = F::Output> {
-        SETTLE.scope(self, work)
-    }
-
-    /// The current task's settlement, if its worker gave it one and no commit has made it yet;
-    /// its wake-up registered (call it before sending the commit).
-    pub(crate) fn current() -> Option<Self> {
-        let settle = SETTLE.try_with(Clone::clone).ok()?;
-        if lock(&settle.0.done).is_some() {
-            return None;
-        }
-        if settle.0.receive_next {
-            let mut armed = lock(&settle.0.armed);
-            if armed.is_none() {
-                let mut woken = Box::pin(Arc::clone(&settle.0.woken).notified_owned());
-                woken.as_mut().enable();
-                *armed = Some(woken);
-            }
-        }
-        Some(settle)
-    }
-
-    /// Acks the item (and receives the next one), on the database thread, after the commit's own
-    /// writes were kept. A failure here leaves the commit as it is and the item to the worker's
-    /// own ack.
-    pub(crate) fn run(&self, conn: &mut Connection) {
-        let s = &self.0;
-        let deleted = match ack_in(conn, &s.receipt) {
-            Ok(deleted) => deleted,
-            Err(e) => return tracing::warn!(error = %e, "acking the item with its commit failed; the worker acks it"),
-        };
-        let received = match s.receive_next {
-            true => receive_now(conn, s.clock.as_ref(), s.limits)
-                .inspect_err(|e| tracing::warn!(error = %e, "receiving with the commit failed; a worker is woken"))
-                .ok(),
-            false => None,
-        };
-        *lock(&s.done) = Some((deleted, received));
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// What the pool's watch learns from one look ([`SqliteWorkQueue::next_due`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Due {
@@ -292,13 +164,6 @@ pub(crate) struct Due {
     /// How many heads became deliverable after that instant and by now: as many idle workers are
     /// woken, each to take one with its receive.
     pub(crate) come_due: usize,
-}
-
-/// What one receive transaction did.
-#[derive(Debug)]
-struct Received {
-    delivery: Option<Delivery>,
-    dead: Vec<(String, String)>,
 }
 
 impl SqliteWorkQueue {
@@ -349,51 +214,12 @@ impl SqliteWorkQueue {
             .db
             .call(move |conn| {
                 let now = clock.now().timestamp_millis();
-                let tx = atomic(conn)?;
-                tx.prepare_cached("DELETE FROM queue_dedup WHERE expires_at <= ?1")?.execute([now])?;
-                let fresh = tx
-                    .prepare_cached(
-                        "INSERT INTO queue_dedup (dedup_id, expires_at) VALUES (?1, ?2)
-                         ON CONFLICT (dedup_id) DO NOTHING",
-                    )?
-                    .execute(params![dedup_id, now.saturating_add(limits.dedup_ms)])?;
-                // Dropped without its commit, the savepoint rolls back.
-                let done = match with(&tx, fresh == 1)? {
-                    Ok(done) => done,
-                    Err(stop) => return Ok(Err(stop)),
-                };
-                if fresh == 0 {
-                    // Expired records were pruned just above, so the one left is in the window.
-                    // Committing keeps that pruning.
-                    tx.commit()?;
-                    return Ok(Ok((Enqueued::Duplicate, false, None, done)));
-                }
-                tx.prepare_cached(
-                    "INSERT INTO queue_items (group_id, dedup_id, body, enqueued_at)
-                     VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![group_id, dedup_id, body, now])?;
-                let seq = tx.last_insert_rowid();
-                let head = tx
-                    .prepare_cached(
-                        "INSERT INTO queue_groups (group_id, head_seq, visible_at, state)
-                         VALUES (?1, ?2, ?3, 'ready')
-                         ON CONFLICT (group_id) DO NOTHING",
-                    )?
-                    .execute(params![group_id, seq, now])?
-                    == 1;
-                // A new head with a worker waiting: received here, for that worker, so that it
-                // needs no database call of its own to take it.
-                let received = match head && signals.waiting_more_than_handed() {
-                    true => Some(receive_in(&tx, now, limits)?),
-                    false => None,
-                };
-                tx.commit()?;
-                Ok(Ok((Enqueued::Queued, head, received, done)))
+                let item = (group_id.as_str(), dedup_id.as_str(), body.as_str());
+                enqueue_in(conn, now, limits, item, with, || signals.waiting_more_than_handed())
             })
             .await
             .map_err(queue_error)?;
-        let (outcome, head, received, done) = match called {
+        let Enqueue { outcome, head, received, done } = match called {
             Ok(enqueued) => enqueued,
             Err(stop) => return Ok(Err(stop)),
         };
@@ -494,15 +320,7 @@ impl SqliteWorkQueue {
     /// turn makes in its own transaction (see [`SettleOnCommit`]); `receive_next` also receives
     /// the worker's next item there, as [`SqliteWorkQueue::ack_and_receive`] does.
     pub(crate) fn settle_on_commit(&self, receipt: &str, receive_next: bool) -> SettleOnCommit {
-        SettleOnCommit(Arc::new(Settlement {
-            receipt: receipt.to_owned(),
-            receive_next,
-            clock: Arc::clone(&self.clock),
-            limits: self.limits,
-            woken: Arc::clone(&self.signals.work),
-            armed: Mutex::new(None),
-            done: Mutex::new(None),
-        }))
+        SettleOnCommit::new(receipt, receive_next, Arc::clone(&self.clock), self.limits, Arc::clone(&self.signals.work))
     }
 
     /// What `settle`'s commit did, if it ran: whether it acked, the next item if it received
@@ -510,8 +328,8 @@ impl SqliteWorkQueue {
     /// [`SqliteWorkQueue::ack_and_receive`] does. Only for a turn that committed: a settlement
     /// run in a group whose commit then failed was rolled back with it.
     pub(crate) fn settled(&self, settle: &SettleOnCommit) -> Option<(bool, Option<Delivery>, Pin<Box<OwnedNotified>>)> {
-        let (deleted, received) = lock(&settle.0.done).take()?;
-        let woken = lock(&settle.0.armed).take().unwrap_or_else(|| Box::pin(self.woken()));
+        let (deleted, received, armed) = settle.take()?;
+        let woken = armed.unwrap_or_else(|| Box::pin(self.woken()));
         Some((deleted, self.after_ack_and_receive(deleted, received), woken))
     }
 
@@ -756,144 +574,8 @@ pub(crate) fn body_of(item: &WorkItem) -> Result<String, QueueError> {
         .map_err(|e| QueueError { message: format!("work item does not serialise: {e}"), retryable: false })
 }
 
-/// Deletes the item `receipt` holds and advances its group; false if the receipt is stale.
-fn ack_in(conn: &mut Connection, receipt: &str) -> Result<bool, DbError> {
-    let tx = atomic(conn)?;
-    let Some((seq, group_id)) = held_by(&tx, receipt)? else {
-        return Ok(false);
-    };
-    tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
-    advance_head(&tx, &group_id)?;
-    tx.commit()?;
-    Ok(true)
-}
-
-/// One receive, in its own savepoint, at the clock's now.
-fn receive_now(conn: &mut Connection, clock: &dyn Clock, limits: Limits) -> Result<Received, DbError> {
-    let now = clock.now().timestamp_millis();
-    let tx = atomic(conn)?;
-    let received = receive_in(&tx, now, limits)?;
-    tx.commit()?;
-    Ok(received)
-}
-
-/// Delivers the next head, dead-lettering the heads that ran out of receives on the way.
-fn receive_in(tx: &Connection, now: i64, limits: Limits) -> Result<Received, DbError> {
-    let mut dead = Vec::new();
-    loop {
-        let head: Option<(String, i64)> = tx
-            .prepare_cached(
-                "SELECT group_id, head_seq FROM queue_groups
-                 WHERE visible_at <= ?1 ORDER BY visible_at, head_seq LIMIT 1",
-            )?
-            .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let Some((group_id, seq)) = head else {
-            return Ok(Received { delivery: None, dead });
-        };
-        let item: Option<(String, String, u32, i64)> = tx
-            .prepare_cached("SELECT dedup_id, body, receive_count, enqueued_at FROM queue_items WHERE seq = ?1")?
-            .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .optional()?;
-        let Some((dedup_id, body, receive_count, enqueued_at)) = item else {
-            // A head row outliving its item can only come from a hand-edited file; repair it
-            // rather than block the group forever.
-            advance_head(tx, &group_id)?;
-            continue;
-        };
-        if receive_count >= limits.max_receives {
-            tx.prepare_cached(
-                "INSERT INTO queue_dead_letters
-                     (group_id, dedup_id, body, receive_count, enqueued_at, dead_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![group_id, dedup_id, body, receive_count, enqueued_at, now])?;
-            tx.prepare_cached("DELETE FROM queue_items WHERE seq = ?1")?.execute([seq])?;
-            advance_head(tx, &group_id)?;
-            dead.push((group_id, dedup_id));
-            continue;
-        }
-        let receipt = format!("{seq}.{}", Ulid::generate());
-        let receive_count = receive_count.saturating_add(1);
-        tx.prepare_cached("UPDATE queue_items SET receive_count = ?2, receipt = ?3 WHERE seq = ?1")?
-            .execute(params![seq, receive_count, receipt])?;
-        tx.prepare_cached("UPDATE queue_groups SET visible_at = ?2, state = 'in_flight' WHERE group_id = ?1")?
-            .execute(params![group_id, now.saturating_add(limits.visibility_ms)])?;
-        return Ok(Received {
-            delivery: Some(Delivery {
-                receipt,
-                group_id,
-                dedup_id,
-                body,
-                receive_count,
-                enqueued_at: time(enqueued_at)?,
-            }),
-            dead,
-        });
-    }
-}
-
-/// Whether any item is queued (ready, in flight or delayed). Every queued item belongs to a
-/// group with a row, so this needs no count.
-fn any_queued(conn: &Connection) -> Result<bool, DbError> {
-    Ok(conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_groups)")?.query_row([], |r| r.get(0))?)
-}
-
-/// The item (seq, group) whose current receipt is `receipt`, if any (a receipt that is not of
-/// the form this queue gives out holds nothing).
-fn held_by(tx: &Connection, receipt: &str) -> Result<Option<(i64, String)>, DbError> {
-    let Some(seq) = receipt.split_once('.').and_then(|(seq, _)| seq.parse::<i64>().ok()) else {
-        return Ok(None);
-    };
-    Ok(tx
-        .prepare_cached("SELECT seq, group_id FROM queue_items WHERE seq = ?1 AND receipt = ?2")?
-        .query_row(params![seq, receipt], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
-}
-
-/// A group's oldest item. The parameter is cast (see `crate::db`, "Plans that stay").
-pub(crate) const NEXT_IN_GROUP: &str =
-    "SELECT seq, enqueued_at FROM queue_items WHERE group_id = CAST(?1 AS TEXT) ORDER BY seq LIMIT 1";
-
-/// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
-fn advance_head(tx: &Connection, group_id: &str) -> Result<(), DbError> {
-    let next: Option<(i64, i64)> =
-        tx.prepare_cached(NEXT_IN_GROUP)?.query_row([group_id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-    match next {
-        // The new head has been waiting since it was enqueued, so it sorts by its age.
-        Some((seq, enqueued_at)) => tx
-            .prepare_cached(
-                "UPDATE queue_groups SET head_seq = ?2, visible_at = ?3, state = 'ready'
-                 WHERE group_id = ?1",
-            )?
-            .execute(params![group_id, seq, enqueued_at])?,
-        None => tx.prepare_cached("DELETE FROM queue_groups WHERE group_id = ?1")?.execute([group_id])?,
-    };
-    Ok(())
-}
-
-/// Drops a tenant's queued, delayed and dead-lettered work (its groups are
-/// `<tenant>:<conversation>`), within the caller's transaction. An item a worker holds is gone
-/// too: its ack then finds nothing. The deduplication ids (hashes, kept until they expire) stay.
-pub(crate) fn forget_tenant(tx: &Connection, tenant: &str) -> Result<(), rusqlite::Error> {
-    // A prefix compare, not LIKE: `_` is a wildcard there and may be in a tenant id.
-    let prefix = format!("{tenant}:");
-    for sql in [
-        "DELETE FROM queue_items WHERE substr(group_id, 1, length(?1)) = ?1",
-        "DELETE FROM queue_groups WHERE substr(group_id, 1, length(?1)) = ?1",
-        "DELETE FROM queue_dead_letters WHERE substr(group_id, 1, length(?1)) = ?1",
-    ] {
-        tx.prepare_cached(sql)?.execute(params![prefix])?;
-    }
-    Ok(())
-}
-
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn time(ms: i64) -> Result<DateTime<Utc>, rusqlite::Error> {
-    DateTime::from_timestamp_millis(ms).ok_or(rusqlite::Error::IntegralValueOutOfRange(0, ms))
 }
 
 fn queue_error(e: DbError) -> QueueError {

@@ -1,0 +1,125 @@
+//! Trigger conditions: parses, validates and evaluates the JSON condition trees tenants attach
+//! to triggers to decide whether an inbound event (its `detail` object) should start an agent.
+//! It does not decide what happens after a match, does not load triggers, and never mutates events.
+//!
+//! # Shape
+//!
+//! A *group* is an object with optional `all` and `any` arrays of nodes; a *leaf* is an object
+//! with `field`, `operator`, an optional `value` and an optional `caseInsensitive` (default
+//! `false`). An object holding `field` or `operator` is a leaf; any other object is a group.
+//! Mixing the two kinds of keys, or any other key, is rejected with a pointer to that key.
+//! The root is normally a group; a single leaf at the root is accepted as shorthand.
+//!
+//! # Group logic
+//!
+//! A group matches when every node in `all` matches and at least one node in `any` matches.
+//! An absent key imposes nothing, so `{}` matches every event. This is standard logic:
+//! `"all": []` is vacuously true and `"any": []` matches nothing (no member can be satisfied).
+//!
+//! # Fields, missing data and null
+//!
+//! `field` is a dotted path into the detail object (`message.text`, `conversation.tags.0`); a
+//! segment made only of digits also indexes arrays. A path that does not resolve is *missing*:
+//! then every operator is false except `not_exists`, so `neq`, `not_in` and `not_contains` are
+//! false too, because a trigger should never fire on data it cannot see. An explicit JSON `null`
+//! is *present*: `exists` is true for it and `eq null` matches it.
+//!
+//! # Operators
+//!
+//! * `eq` / `neq`: JSON equality (numbers compare as `f64`, so `1 == 1.0`). On a present field
+//!   `neq` is exactly `!eq`, whatever the types. `value` is required; `null` is allowed.
+//! * `in` / `not_in`: `eq` against a non-empty list of strings, numbers or booleans; on a present
+//!   field `not_in` is exactly `!in`.
+//! * `contains` / `not_contains`: substring when the field is a string (value must be a string),
+//!   membership when the field is an array. On any other field type both are false.
+//! * `starts_with`, `ends_with`, `matches` (regex): string fields only.
+//! * `gt`, `gte`, `lt`, `lte`: number against number, or string against string (byte-wise
+//!   lexicographic, which orders ISO-8601 UTC timestamps). Mixed types are false.
+//! * `exists` / `not_exists`: take no value (or `null`).
+//!
+//! A type mismatch is never an error at evaluation time, only a non-match.
+//!
+//! `caseInsensitive` lowercases both sides with `str::to_lowercase` for `eq`, `neq`, `in`,
+//! `not_in`, `contains`, `not_contains`, `starts_with` and `ends_with` (full Unicode mappings:
+//! `"ÉCOLE"` equals `"école"`, but `"STRASSE"` does not equal `"straße"` and `"İ"` lowers to
+//! `"i̇"`, not `"i"`). For `matches` it sets the regex engine's Unicode case-insensitive mode.
+//! It is accepted and ignored by the ordering and existence operators.
+//!
+//! # Cost
+//!
+//! Regexes are compiled and case-insensitive values lowercased once, at parse time. Evaluation
+//! allocates nothing except when a case-insensitive comparison meets non-ASCII text, which must
+//! be lowercased once per comparison.
+
+mod eval;
+mod parse;
+mod tree;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+pub use parse::{
+    ConditionError, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES, MAX_FIELD_SEGMENTS, MAX_PATTERN_BYTES, regex_set,
+};
+pub use tree::{Atom, FieldPath, Requirement};
+use tree::{Group, Node};
+
+/// A validated, compiled trigger condition tree. Serializes back to the JSON it was parsed from.
+#[derive(Debug, Clone)]
+pub struct Conditions {
+    raw: Value,
+    root: Node,
+}
+
+impl Conditions {
+    /// Parses and validates; regexes compiled once here.
+    pub fn parse(value: &Value) -> Result<Self, ConditionError> {
+        let root = parse::parse(value)?;
+        Ok(Self { raw: value.clone(), root })
+    }
+
+    /// A condition set that matches every event (`{}`).
+    pub fn always() -> Self {
+        Self { raw: Value::Object(Map::new()), root: Node::Group(Group { all: Vec::new(), any: None }) }
+    }
+
+    /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}}).
+    pub fn matches(&self, detail: &Value) -> bool {
+        self.root.matches(detail)
+    }
+
+    pub fn as_json(&self) -> &Value {
+        &self.raw
+    }
+
+    /// What routing may index this tree by: tests that every event the tree matches passes
+    /// (leaves required by the root's `all` chain, and `any` groups whose members are all such
+    /// leaves). Only necessary, never sufficient: a tree whose requirements hold is still
+    /// evaluated. Leaves no index can answer (negations, `exists`, text bounds, members of
+    /// `any` groups holding groups) add nothing.
+    pub fn requirements(&self) -> Vec<Requirement> {
+        let mut out = Vec::new();
+        self.root.requirements(&mut out);
+        out
+    }
+}
+
+impl PartialEq for Conditions {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl Serialize for Conditions {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Conditions {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::parse(&value).map_err(D::Error::custom)
+    }
+}
