@@ -79,7 +79,7 @@ echo "== cargo test"
 cargo test --workspace --locked
 
 echo "== cargo test: the CLI built without the aws feature"
-cargo test -p switchboard-cli --no-default-features --locked --test cli
+cargo test -p switchboard-tests --no-default-features --locked --test cli
 
 if [ -n "${CI:-}" ]; then
     # The tests are done; on CI their debug build (about 3 GB) is only in the release build's way

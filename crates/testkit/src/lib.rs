@@ -1,5 +1,6 @@
 //! What the test suites share: a manual clock (tests control expiry and timestamps); with `http`,
-//! fake model providers (Chat Completions, Messages); and, with the
+//! fake model providers (Chat Completions, Messages) and a tenant's signature-checking webhook
+//! receiver; and, with the
 //! `aws` feature, the AWS emulator harness (one moto server per test binary, fresh tables and
 //! queues per test), a fake Bedrock Converse server, a fake Conversations Service and an SDK
 //! request counter. Test code only: nothing here is linked into a binary.
@@ -9,6 +10,8 @@
 pub mod aws;
 #[cfg(feature = "http")]
 pub mod providers;
+#[cfg(feature = "http")]
+pub mod webhooks;
 
 use std::sync::{Arc, Mutex};
 

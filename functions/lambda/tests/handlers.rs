@@ -34,6 +34,7 @@ use switchboard_engine::{
 use switchboard_lambda::executor::ItemResult;
 use switchboard_lambda::{FunctionEnv, Wiring, api, archiver, event_router, executor};
 use switchboard_models::{RetryPolicy, Retrying};
+use switchboard_testkit::webhooks::WebhookReceiver;
 use switchboard_webhooks::WebhookPolicy;
 use tower::ServiceExt;
 
@@ -1011,80 +1012,17 @@ async fn throttling_after_a_reply_went_out_does_not_send_it_twice_on_redelivery(
 const TOOL: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R2B";
 const SECRET: &str = "whsec-from-secrets-manager-0123456789";
 
-/// What the tenant's endpoint saw of one request.
-#[derive(Debug, Clone)]
-struct Seen {
-    verified: bool,
-    idempotency_key: String,
-    body: Value,
-}
-
-/// The tenant's webhook endpoint on a loopback port: verifies every request's signature with
-/// [`SECRET`] (`switchboard_domain::webhook::verify`) and answers an order status.
-struct Receiver {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Receiver {
-    async fn start() -> Self {
-        use switchboard_domain::webhook;
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = seen.clone();
-        let app = axum::Router::new().route(
-            "/orders",
-            axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let log = log.clone();
-                async move {
-                    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-                    let now = chrono::Utc::now().timestamp();
-                    let verified = webhook::verify(
-                        SECRET.as_bytes(),
-                        &h(webhook::TIMESTAMP_HEADER),
-                        &h(webhook::SIGNATURE_HEADER),
-                        &body,
-                        now,
-                    )
-                    .is_ok();
-                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    log.lock().unwrap().push(Seen {
-                        verified,
-                        idempotency_key: h(webhook::IDEMPOTENCY_KEY_HEADER),
-                        body,
-                    });
-                    axum::Json(json!({"status": "shipped", "eta": "Thursday"}))
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/orders", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, seen, task }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// The world of `world_with(…, webhooks)`, plus: the tenant's signing secret in Secrets Manager
 /// under `switchboard/t-1/<secretRef>` (the name `SecretsManagerSecrets` reads and the
 /// agent-executor's IAM policy allows), a webhook tool `lookup_order` at the receiver signed with
 /// it, and the agent given that tool. The model calls it, then answers with its result.
-async fn webhook_world(webhooks: WebhookPolicy) -> (World, Receiver) {
+async fn webhook_world(webhooks: WebhookPolicy) -> (World, WebhookReceiver) {
     let script = vec![
         Reply::tool_use("tu-1", "lookup_order", json!({"orderId": "1234"})),
         Reply::text("Your order ships Thursday."),
     ];
     let w = world_with(script, Options { webhooks, ..Options::default() }).await;
-    let receiver = Receiver::start().await;
+    let receiver = WebhookReceiver::start("/orders", SECRET).await;
     // Secret names are global on the shared emulator: a fresh secretRef per test.
     let secret_ref = format!("orders-{}", ulid::Ulid::generate().to_string().to_lowercase());
     aws_sdk_secretsmanager::Client::new(&w.sdk)

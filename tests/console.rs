@@ -209,7 +209,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     assert_eq!(issued.status, 201, "{:?}", issued.body);
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots");
+    let shots = common::workspace_root().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let b = Browser::open(&driver, &shots).await;
 
@@ -344,7 +344,7 @@ async fn the_console_served_by_switchboard_console_forwards_calls_and_the_live_s
     let mut line = String::new();
     BufReader::new(console.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots");
+    let shots = common::workspace_root().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let b = Browser::open(&driver, &shots).await;
     b.go(&format!("{base}/console/")).await;

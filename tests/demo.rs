@@ -4,17 +4,14 @@
 //! assert its key lines, never timings.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn demo(args: &[&str]) -> Output {
     // Run from a directory without `examples/`: the example files are built into the binary.
     let elsewhere = tempfile::tempdir().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("demo")
-        .args(args)
-        .current_dir(elsewhere.path())
-        .output()
-        .unwrap()
+    common::bin().arg("demo").args(args).current_dir(elsewhere.path()).output().unwrap()
 }
 
 /// Runs an example that must succeed; returns its stdout.
@@ -230,7 +227,7 @@ fn the_runtime_threads_can_be_set_and_a_count_that_is_not_one_or_more_is_refused
         (Some("two"), None, "invalid value 'two' for '--threads <N>'"),
         (None, Some("-1"), "invalid value '-1' for '--threads <N>'"),
     ] {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        let mut command = common::bin();
         command.arg("demo").current_dir(elsewhere.path());
         if let Some(n) = flag {
             command.args(["--threads", n]);

@@ -1,6 +1,11 @@
 //! `switchboard serve`: opens the data directory, loads tenant bundles, starts the workers and
 //! serves the API until Ctrl-C, then drains in-flight work.
 
+#[cfg(feature = "aws")]
+mod bedrock;
+mod lock;
+mod models;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,65 +13,19 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use switchboard_domain::PriceTable;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, ScriptedModel};
-
-use switchboard_domain::{ModelRef, PriceTable};
-use switchboard_engine::{Model, NoSecrets, Secrets, SystemClock};
-use switchboard_models::{DefaultModel, ModelSettings, Models};
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig};
+use switchboard_engine::{NoSecrets, Secrets, SystemClock};
+use switchboard_models::Models;
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
-/// How long a stopping server waits for its database to close (the log's last copy into the file)
-/// once the workers have stopped.
-pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The file in a data directory that one `serve` at a time holds locked.
-const LOCK_FILE: &str = "serve.lock";
-
-/// Takes the data directory for this process: a second `serve` on it would run a second set of
-/// workers on the same queue whose completions the first one's waiting requests never hear of.
-/// An exclusive lock on [`LOCK_FILE`], holding the owner's pid for the message; the system drops
-/// it when the process ends, however it ends. `tenants create` and `tenants key` do not take it:
-/// they work beside a running server.
-fn claim(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::io::{Read, Seek, Write};
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--data-dir: cannot create data directory {}", dir.display()))?;
-    let path = dir.join(LOCK_FILE);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("--data-dir: cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut owner = String::new();
-            file.read_to_string(&mut owner).ok();
-            let owner = match owner.trim() {
-                "" => String::new(),
-                pid => format!(" (pid {pid})"),
-            };
-            bail!(
-                "--data-dir: {} is in use by another `switchboard serve`{owner}; stop that one first, or give this \
-                 one its own --data-dir",
-                dir.display()
-            );
-        }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("--data-dir: cannot lock {}", path.display()));
-        }
-    }
-    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| writeln!(file, "{}", std::process::id())).ok();
-    Ok(file)
-}
+use crate::shared::{CLOSE_TIMEOUT, notice};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Directory for the SQLite file (created if missing).
-    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::shared::default_data_dir())]
     data_dir: PathBuf,
     /// Address to listen on. Every route but /health needs an API key; keep it on loopback or
     /// behind TLS, since keys travel in plain HTTP here.
@@ -119,35 +78,9 @@ pub struct ServeArgs {
     read_timeout: u64,
 }
 
-/// The model every agent calls: the scripted test double when `--scripted-model` is given,
-/// otherwise the providers from `--model-config` or the environment (returned too, to check
-/// agents' references at start), and the price table (the shipped one with the file's prices).
-fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models>, PriceTable)> {
-    if let Some(default) = &args.default_model
-        && let Err(why) = ModelRef::parse(default)
-    {
-        bail!("--default-model {default}: {why}");
-    }
-    let with_default =
-        |model: Arc<dyn Model>| -> Arc<dyn Model> { Arc::new(DefaultModel::new(model, args.default_model.clone())) };
-    if let Some(script) = &args.scripted_model {
-        let scripted = ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?;
-        return Ok((with_default(Arc::new(scripted)), None, PriceTable::builtin()));
-    }
-    let env = |name: &str| std::env::var(name).ok();
-    let settings = match &args.model_config {
-        Some(path) => ModelSettings::from_file(path, &env).context("--model-config")?,
-        None => ModelSettings::from_env(&env)?,
-    };
-    let models = Models::from_settings(&settings).map_err(anyhow::Error::msg)?;
-    #[cfg(feature = "aws")]
-    let models =
-        models.with_provider(switchboard_domain::Provider::Bedrock, Arc::new(crate::aws::LazyBedrock::default()));
-    Ok((with_default(Arc::new(models.clone())), Some(models), settings.prices))
-}
-
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let (model, models, prices) = models(&args)?;
+/// The embedded profile's options from the flags: the webhook caller with its secrets and
+/// policy, the turn budget, the queue's timings.
+fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptions> {
     let secrets: Arc<dyn Secrets> = match &args.secrets_file {
         Some(path) => Arc::new(FileSecrets::open(path).map_err(|e| anyhow::anyhow!("--secrets-file: {}", e.message))?),
         None => Arc::new(NoSecrets),
@@ -169,7 +102,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(secs) => Duration::from_secs(secs),
         None => visibility.mul_f64(0.75),
     };
-    let options = EmbeddedOptions {
+    Ok(EmbeddedOptions {
         workers: usize::from(args.workers),
         webhooks,
         turn_budget: Some(turn_budget),
@@ -180,36 +113,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ..QueueConfig::default()
         },
         ..EmbeddedOptions::default()
-    };
-    // Held until this function returns (or the process ends, when the system lets go of it).
-    let _claim = claim(&args.data_dir)?;
-    let embedded =
-        Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
+    })
+}
+
+/// Loads (upserts) the `--tenant` bundles, checking their agents' models first when providers
+/// answer them.
+async fn load_tenants(args: &ServeArgs, models: Option<&Models>, embedded: &Embedded) -> anyhow::Result<()> {
     for path in &args.tenants {
         // The bundle's errors name the file.
         let bundle = Bundle::from_file(path, &SystemClock).context("--tenant")?;
-        if let Some(models) = &models {
-            for agent in &bundle.agents {
-                let model = match (agent.model.as_str(), &args.default_model) {
-                    ("", Some(default)) => default.as_str(),
-                    ("", None) => bail!(
-                        "--tenant {}: agent {} ({}) names no model and no default model is set (--default-model)",
-                        path.display(),
-                        agent.agent_id,
-                        agent.name
-                    ),
-                    (model, _) => model,
-                };
-                models.check(model).map_err(|why| {
-                    anyhow::anyhow!("--tenant {}: agent {} ({}): {why}", path.display(), agent.agent_id, agent.name)
-                })?;
-            }
+        if let Some(models) = models {
+            models::check_agents(&bundle, models, args.default_model.as_ref(), path)?;
         }
         bundle.install(&embedded.store).await.with_context(|| format!("--tenant {}", path.display()))?;
         tracing::info!(tenant = %bundle.tenant_id, agents = bundle.agents.len(), triggers = bundle.triggers.len(), "tenant loaded");
     }
+    Ok(())
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let (model, models, prices) = models::models(&args)?;
+    let options = options(&args, prices)?;
+    // Held until this function returns (or the process ends, when the system lets go of it).
+    let _claim = lock::claim(&args.data_dir)?;
+    let embedded =
+        Arc::new(Embedded::open(&args.data_dir, model, Arc::new(SystemClock), options).context("--data-dir")?);
+    load_tenants(&args, models.as_ref(), &embedded).await?;
     if let Some(path) = ensure_admin_key(&embedded).await? {
-        crate::notice(&format!("created an admin API key in {}", path.display()));
+        notice(&format!("created an admin API key in {}", path.display()));
     }
     embedded.start_workers();
     let listener =
@@ -218,17 +149,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The first line on stdout is machine-readable so that scripts and tests can find the port.
     println!("listening on http://{addr}");
     match &args.scripted_model {
-        Some(script) => crate::notice(&format!(
+        Some(script) => notice(&format!(
             "data in {}, model: scripted test double from {} (not an AI)",
             args.data_dir.display(),
             script.display()
         )),
-        None => crate::notice(&format!("data in {}, models: each agent's own", args.data_dir.display())),
+        None => notice(&format!("data in {}, models: each agent's own", args.data_dir.display())),
     }
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
     let app = switchboard_api::router(api_state(&embedded, rate_limit, read_timeout));
-    crate::http::serve(listener, app, read_timeout, stop_signal()).await?;
+    crate::shared::http::serve(listener, app, read_timeout, stop_signal()).await?;
     // Work in hand finishes (each turn is bounded by --turn-timeout) and is committed; queued
     // items stay in the database for the next start.
     tracing::info!("draining: the workers finish the items in hand");

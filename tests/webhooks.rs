@@ -6,54 +6,13 @@
 mod common;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::http::HeaderMap;
-use axum::routing::post;
 use common::{Server, create_tenant};
 use reqwest::Client;
 use serde_json::{Value, json};
-use switchboard_domain::webhook;
+use switchboard_testkit::webhooks::WebhookReceiver;
 
 const SECRET: &str = "whsec-test-0123456789";
-
-/// What the receiver saw: (signature verified, idempotency key, body).
-type Seen = Arc<Mutex<Vec<(bool, String, Value)>>>;
-
-/// A tenant's endpoint on a loopback port that checks every request's signature.
-async fn receiver() -> (String, Seen, tokio::task::JoinHandle<()>) {
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    let app = Router::new().route(
-        "/hook",
-        post(move |headers: HeaderMap, body: Bytes| {
-            let log = log.clone();
-            async move {
-                let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-                let now = chrono::Utc::now().timestamp();
-                let verified = webhook::verify(
-                    SECRET.as_bytes(),
-                    &h(webhook::TIMESTAMP_HEADER),
-                    &h(webhook::SIGNATURE_HEADER),
-                    &body,
-                    now,
-                )
-                .is_ok();
-                let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                log.lock().unwrap().push((verified, h(webhook::IDEMPOTENCY_KEY_HEADER), parsed));
-                axum::Json(json!({ "status": "shipped", "eta": "Thursday" }))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (url, seen, task)
-}
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
@@ -118,7 +77,8 @@ fn script(dir: &Path) -> std::path::PathBuf {
 #[tokio::test]
 async fn the_agent_calls_a_signed_webhook_that_the_receiver_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let (url, seen, task) = receiver().await;
+    let receiver = WebhookReceiver::start("/hook", SECRET).await;
+    let url = receiver.url.clone();
     let secrets = dir.path().join("secrets.json");
     write(&secrets, &format!(r#"{{"acme": {{"orders": "{SECRET}"}}}}"#));
     let data = dir.path().join("data");
@@ -138,22 +98,23 @@ async fn the_agent_calls_a_signed_webhook_that_the_receiver_verifies() {
     assert_eq!(call["webhook"]["outcome"], "ok");
     assert_eq!(call["webhook"]["status"], 200);
     assert_eq!(execution["actions"][0]["text"], "Your order ships Thursday.");
-    let seen = seen.lock().unwrap().clone();
+    let seen = receiver.seen();
     assert_eq!(seen.len(), 1);
-    let (verified, key_header, body) = &seen[0];
+    let (verified, key_header, body) = (seen[0].verified, &seen[0].idempotency_key, &seen[0].body);
     assert!(verified, "the signature checks out with the tenant's secret");
     assert_eq!(key_header, call["idempotencyKey"].as_str().unwrap());
     assert_eq!(body["arguments"], json!({ "orderId": "1234" }));
     assert!(body.get("conversationId").is_none());
     // the secret is nowhere in what the API shows
     assert!(!execution.to_string().contains(SECRET));
-    task.abort();
+    drop(receiver);
 }
 
 #[tokio::test]
 async fn a_loopback_webhook_is_refused_unless_local_development_is_allowed() {
     let dir = tempfile::tempdir().unwrap();
-    let (url, seen, task) = receiver().await;
+    let receiver = WebhookReceiver::start("/hook", SECRET).await;
+    let url = receiver.url.clone();
     let data = dir.path().join("data");
     let server = Server::start_with_script(&data, &script(dir.path()), &[]);
     let key = create_tenant(&data, "acme");
@@ -164,6 +125,6 @@ async fn a_loopback_webhook_is_refused_unless_local_development_is_allowed() {
     assert_eq!(execution["status"], "success", "{execution}");
     assert_eq!(execution["toolCalls"][0]["isError"], true);
     assert_eq!(execution["toolCalls"][0]["webhook"]["outcome"], "blocked");
-    assert!(seen.lock().unwrap().is_empty());
-    task.abort();
+    assert!(receiver.seen().is_empty());
+    drop(receiver);
 }

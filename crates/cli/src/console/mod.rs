@@ -9,6 +9,9 @@
 //! forwards only requests carrying the page's `X-Switchboard-Console` header, which no other
 //! web page can send here without a CORS preflight this server never grants.
 
+#[cfg(feature = "aws")]
+mod relay;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -19,7 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use switchboard_api::console::{ConsoleConfig, routes};
 
-use crate::client::Remote;
+use crate::shared::Remote;
 
 /// The header the page sends on every API call.
 const CONSOLE_HEADER: &str = "x-switchboard-console";
@@ -55,7 +58,7 @@ struct Proxy {
 }
 
 #[cfg(feature = "aws")]
-type Signer = crate::aws::Signer;
+type Signer = crate::shared::sigv4::Signer;
 #[cfg(not(feature = "aws"))]
 type Signer = ();
 
@@ -63,11 +66,13 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     if !args.listen.ip().is_loopback() {
         bail!("--listen {} is not a loopback address: the console acts with your credentials", args.listen);
     }
-    let upstream = args.remote.endpoint().trim_end_matches('/').to_owned();
+    let upstream = args.remote.endpoint.trim_end_matches('/').to_owned();
     reqwest::Url::parse(&upstream).with_context(|| format!("--endpoint {upstream} is not a URL"))?;
-    let signer = match args.remote.aws_sigv4() {
+    let signer = match args.remote.aws_sigv4 {
         #[cfg(feature = "aws")]
-        true => Some(std::sync::Arc::new(crate::aws::Signer::from_default_chain(args.remote.region()).await?)),
+        true => Some(std::sync::Arc::new(
+            crate::shared::sigv4::Signer::from_default_chain(args.remote.region.as_deref()).await?,
+        )),
         #[cfg(not(feature = "aws"))]
         true => bail!("--aws-sigv4 needs a switchboard built with the `aws` feature (on by default)"),
         false => None,
@@ -89,11 +94,11 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         .with_state(state.clone());
     let app = app.layer(axum::middleware::from_fn_with_state(state, same_host));
     println!("listening on http://{addr}");
-    crate::notice(&format!("the console is at http://{addr}/console/ (Ctrl-C stops it)"));
+    crate::shared::notice(&format!("the console is at http://{addr}/console/ (Ctrl-C stops it)"));
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    crate::http::serve(listener, app, Duration::from_secs(10), stop).await?;
+    crate::shared::http::serve(listener, app, Duration::from_secs(10), stop).await?;
     Ok(())
 }
 
@@ -107,7 +112,7 @@ async fn same_host(State(p): State<Proxy>, req: Request, next: axum::middleware:
 }
 
 /// The page's live events. Signing for a stack with the live push: relayed from its WebSocket
-/// (`crate::relay`); otherwise, or when the push cannot be opened, the API's own stream
+/// (`relay`); otherwise, or when the push cannot be opened, the API's own stream
 /// forwarded.
 #[cfg_attr(not(feature = "aws"), allow(unused_variables))]
 async fn events_stream(
@@ -124,8 +129,8 @@ async fn events_stream(
             req.uri().query().into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix("after="));
         let resume = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
         let after = resume.or(query_after).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-        let upstream = crate::relay::Upstream { http: p.http.clone(), base: p.upstream.clone(), signer };
-        match crate::relay::events(upstream, &tenant, after, p.catch_up).await {
+        let upstream = relay::Upstream { http: p.http.clone(), base: p.upstream.clone(), signer };
+        match relay::events(upstream, &tenant, after, p.catch_up).await {
             Ok(Some(stream)) => return stream,
             Ok(None) => {}
             Err(e) => tracing::warn!(error = format!("{e:#}"), "no live push; forwarding the API's polled stream"),

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::aws::Signer;
+use crate::shared::sigv4::Signer;
 
 /// Events read per log page.
 const PAGE: usize = 100;

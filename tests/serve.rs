@@ -484,7 +484,7 @@ fn the_binary_packs_its_relative_relocations_where_glibc_reads_them() {
     let (major, minor) = version.trim().trim_start_matches("glibc ").split_once('.').unwrap();
     let minor = minor.split('.').next().unwrap();
     let reads_relr = (major.parse::<u32>().unwrap(), minor.parse::<u32>().unwrap()) >= (2, 36);
-    let binary = std::fs::read(env!("CARGO_BIN_EXE_switchboard")).unwrap();
+    let binary = std::fs::read(common::switchboard()).unwrap();
     let needs_relr = binary.windows(b"GLIBC_ABI_DT_RELR".len()).any(|w| w == b"GLIBC_ABI_DT_RELR");
     assert_eq!(needs_relr, reads_relr, "{version}: linked with -z pack-relative-relocs = {needs_relr}");
 }

@@ -1,0 +1,49 @@
+//! `switchboard executions <verb>`: a tenant's execution records, one or a session's.
+
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::json;
+
+use super::api::{Api, tenant};
+use super::output::{print_table, print_value};
+use crate::shared::Remote;
+
+#[derive(Debug, clap::Args)]
+pub struct ExecutionArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub verb: ExecutionVerb,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutionVerb {
+    Get {
+        id: String,
+    },
+    /// The executions of a session.
+    List {
+        #[arg(long)]
+        session: String,
+    },
+}
+
+/// `switchboard executions <verb>`
+pub async fn run(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    match verb {
+        ExecutionVerb::Get { id } => {
+            print_value(&api.call(Method::GET, &format!("/tenants/{t}/executions/{id}"), None, None).await?.0)
+        }
+        ExecutionVerb::List { session } => {
+            let items = api.all_pages(&format!("/tenants/{t}/sessions/{session}/executions?limit=100")).await?;
+            if remote.json {
+                print_value(&json!(items))
+            } else {
+                print_table("executions", &items);
+                Ok(())
+            }
+        }
+    }
+}

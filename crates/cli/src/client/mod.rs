@@ -1,0 +1,23 @@
+//! `switchboard agents|triggers|tools|skills|sessions|executions …`: the internal API from the
+//! command line, against a running server (`--endpoint`, with an API key) or the AWS profile's
+//! internal API behind API Gateway (`--aws-sigv4`). Input from `-f file.json|yaml`, output as a
+//! table or `--json`; an API error is shown with every field at fault, and the exit status is
+//! non-zero. One file per command group over one HTTP client (`api`) and one printer
+//! (`output`); the client never runs a server.
+
+mod api;
+pub mod apply;
+pub mod config;
+pub mod executions;
+mod invoke;
+pub mod keys;
+mod output;
+pub mod ready;
+pub mod reports;
+pub mod sessions;
+mod tenant_record;
+pub mod tenants;
+
+// The paths `tenants` names them by.
+pub use crate::shared::Remote;
+pub use tenant_record::{TenantVerb, tenant_record};

@@ -1,0 +1,107 @@
+//! `switchboard sessions <verb>`: a tenant's sessions, shown, listed, or handed off to a human or
+//! an agent.
+
+use clap::{Subcommand, ValueEnum};
+use reqwest::Method;
+use serde_json::json;
+
+use super::api::{Api, query_value, tenant};
+use super::output::{print_table, print_value};
+use crate::shared::Remote;
+
+#[derive(Debug, clap::Args)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub verb: SessionVerb,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Target {
+    Human,
+    Agent,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionVerb {
+    Get {
+        id: String,
+    },
+    /// The sessions of a conversation, oldest first; without `--conversation`, the tenant's
+    /// sessions newest first (`--status handed_off` for the conversations handed on).
+    List {
+        #[arg(long)]
+        conversation: Option<String>,
+        /// active, handed_off, completed or failed.
+        #[arg(long, conflicts_with = "conversation")]
+        status: Option<String>,
+        /// Only this agent's sessions.
+        #[arg(long, conflicts_with = "conversation")]
+        agent: Option<String>,
+        /// At most this many (1 to 100).
+        #[arg(long, default_value_t = 50, conflicts_with = "conversation")]
+        limit: u32,
+    },
+    /// Hand the conversation to a human or an agent (or back from a human to an agent).
+    Handoff {
+        id: String,
+        #[arg(long, value_enum)]
+        to: Target,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// `switchboard sessions <verb>`
+pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    match verb {
+        SessionVerb::Get { id } => {
+            print_value(&api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0)
+        }
+        SessionVerb::List { conversation, status, agent, limit } => {
+            let (path, field) = match conversation {
+                Some(c) => (format!("/tenants/{t}/conversations/{c}/sessions"), "sessions"),
+                None => {
+                    let mut query = vec![format!("limit={limit}")];
+                    if let Some(s) = &status {
+                        query.push(format!("status={}", query_value(s)));
+                    }
+                    if let Some(a) = &agent {
+                        query.push(format!("agentId={}", query_value(a)));
+                    }
+                    (format!("/tenants/{t}/sessions?{}", query.join("&")), "items")
+                }
+            };
+            let (v, _) = api.call(Method::GET, &path, None, None).await?;
+            let items = v[field].as_array().cloned().unwrap_or_default();
+            if remote.json {
+                print_value(&json!(items))
+            } else {
+                print_table("sessions", &items);
+                Ok(())
+            }
+        }
+        SessionVerb::Handoff { id, to, agent, reason } => {
+            let body = match to {
+                Target::Human => json!({ "targetType": "human", "reason": reason }),
+                Target::Agent => json!({ "targetType": "agent", "targetAgentId": agent, "reason": reason }),
+            };
+            let (v, _) =
+                api.call(Method::POST, &format!("/tenants/{t}/sessions/{id}/handoff"), Some(&body), None).await?;
+            if remote.json {
+                print_value(&v)
+            } else {
+                match v["newSessionId"].as_str() {
+                    Some(s) => println!("handed off; new session {s}"),
+                    None => println!("handed off to a human"),
+                }
+                Ok(())
+            }
+        }
+    }
+}
