@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{Server, bin, create_tenant};
+use common::{Server, bin, create_tenant, examples};
 use serde_json::Value;
 
 struct Cli<'a> {
@@ -455,4 +455,37 @@ fn a_second_serve_on_a_data_directory_in_use_is_refused_naming_the_first() {
     drop(first);
     let second = Server::start(&data, &[]);
     assert_eq!(std::fs::read_to_string(data.join("serve.lock")).unwrap().trim(), second.pid().to_string());
+}
+
+/// The `switchboard tenants` commands over the API (the API itself is tested in `crates/api/tests`).
+#[tokio::test]
+async fn the_cli_shows_suspends_reactivates_and_deletes_a_tenant_over_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let cli = |args: &[&str]| {
+        let out = bin()
+            .args(["tenants"])
+            .args(args)
+            .args(["--endpoint", &server.base, "--api-key", &server.admin])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, _) = cli(&["show", "acme"]);
+    assert!(ok && out.contains("tenant acme: ") && out.contains("(active)"), "{out}");
+    let (ok, _, err) = cli(&["delete", "acme"]);
+    assert!(!ok && err.contains("suspend it first"), "a live tenant is not deleted: {err}");
+    let (ok, out, _) = cli(&["suspend", "acme"]);
+    assert!(ok && out.contains("(suspended)"), "{out}");
+    let (ok, out, _) = cli(&["reactivate", "acme"]);
+    assert!(ok && out.contains("(active)"), "{out}");
+    cli(&["suspend", "acme"]);
+    let (ok, out, err) = cli(&["delete", "acme"]);
+    assert!(ok && out.trim() == "deleted tenant acme", "{out} {err}");
+    let (ok, _, err) = cli(&["show", "acme"]);
+    assert!(!ok && err.contains("no tenant 'acme'"), "{err}");
 }

@@ -14,8 +14,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use shared::logs::LogFormat;
-// The paths the client's `tenants` command names them by.
-use shared::default_data_dir;
 
 #[derive(Debug, Parser)]
 #[command(

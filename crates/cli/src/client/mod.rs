@@ -17,7 +17,3 @@ pub mod reports;
 pub mod sessions;
 mod tenant_record;
 pub mod tenants;
-
-// The paths `tenants` names them by.
-pub use crate::shared::Remote;
-pub use tenant_record::{TenantVerb, tenant_record};

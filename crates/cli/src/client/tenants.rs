@@ -13,7 +13,8 @@ use switchboard_embedded::keys::{generate_api_key, hash_api_key};
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{ConfigService, ConfigWriteError, SystemClock};
 
-use crate::client::TenantVerb;
+use super::tenant_record::{TenantVerb, tenant_record};
+use crate::shared::{Remote, default_data_dir};
 
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
@@ -36,7 +37,7 @@ pub struct RemoteTenant {
     /// Tenant id.
     id: String,
     #[command(flatten)]
-    remote: crate::client::Remote,
+    remote: Remote,
 }
 
 #[derive(Debug, Args)]
@@ -46,14 +47,14 @@ pub struct CreateArgs {
     /// Display name.
     #[arg(long)]
     name: String,
-    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct KeyArgs {
     id: String,
-    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = crate::default_data_dir())]
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 }
 
@@ -86,10 +87,10 @@ pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
             }
             issue_key(&embedded, &id).await
         }
-        TenantsCommand::Show(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Show).await,
-        TenantsCommand::Suspend(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Suspend).await,
-        TenantsCommand::Reactivate(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Reactivate).await,
-        TenantsCommand::Delete(a) => crate::client::tenant_record(&a.remote, &a.id, TenantVerb::Delete).await,
+        TenantsCommand::Show(a) => tenant_record(&a.remote, &a.id, TenantVerb::Show).await,
+        TenantsCommand::Suspend(a) => tenant_record(&a.remote, &a.id, TenantVerb::Suspend).await,
+        TenantsCommand::Reactivate(a) => tenant_record(&a.remote, &a.id, TenantVerb::Reactivate).await,
+        TenantsCommand::Delete(a) => tenant_record(&a.remote, &a.id, TenantVerb::Delete).await,
         TenantsCommand::Key(args) => {
             let id = parse_id(&args.id)?;
             let embedded = open(&args.data_dir)?;
