@@ -6,9 +6,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AgentId, SkillId, TenantId};
-use crate::limits::{MAX_DESCRIPTION_LEN, MAX_ITERATIONS_CEILING, MAX_NAME_LEN, MAX_PROMPT_BYTES, MAX_TURNS_CEILING};
+use crate::limits::{MAX_DESCRIPTION_LEN, MAX_ITERATIONS_CEILING, MAX_PROMPT_BYTES, MAX_TURNS_CEILING};
 use crate::tool::SystemTool;
-use crate::validation::ValidationErrors;
+pub use crate::tool::{SUB_AGENT_PREFIX, TRANSITION_PREFIX};
+use crate::validation::{ValidationErrors, check_name};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -463,9 +464,6 @@ pub fn transition_tool_name(step_id: &str) -> String {
     format!("{TRANSITION_PREFIX}{step_id}")
 }
 
-/// Prefix of the generated step-transition tools.
-pub const TRANSITION_PREFIX: &str = "transition_to_";
-
 /// Longest step id: keeps `transition_to_<stepId>` within the 64 characters tool names allow.
 pub const MAX_STEP_ID_LEN: usize = 64 - TRANSITION_PREFIX.len();
 
@@ -551,9 +549,6 @@ impl Agent {
     }
 }
 
-/// Prefix of the tools through which a supervisor calls its sub-agents.
-pub const SUB_AGENT_PREFIX: &str = "ask_";
-
 /// `ask_` + `name` folded to `[a-z0-9_]`, runs of anything else as one '_', cut to 64.
 pub fn sub_agent_tool_name(name: &str) -> String {
     let mut out = String::from(SUB_AGENT_PREFIX);
@@ -570,13 +565,6 @@ pub fn sub_agent_tool_name(name: &str) -> String {
         out.push_str("_agent");
     }
     out
-}
-
-pub(crate) fn check_name(errors: &mut ValidationErrors, pointer: &str, name: &str) {
-    let len = name.chars().count();
-    if name.trim().is_empty() || len > MAX_NAME_LEN {
-        errors.push(pointer, format!("must be 1 to {MAX_NAME_LEN} characters, not blank"));
-    }
 }
 
 #[cfg(test)]

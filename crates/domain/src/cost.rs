@@ -1,5 +1,5 @@
-//! What model calls cost: a versioned price table (US dollars per million tokens), the cost of
-//! one call and of one execution, and the per-day usage a tenant's executions add up to.
+//! What model calls cost: the tokens a call used, a versioned price table (US dollars per
+//! million tokens) and the cost of one call. What executions add up to is `usage`.
 //!
 //! Costs are kept in billionths of a dollar, so that sums over millions of calls are exact; JSON
 //! shows dollars. A model the table does not know costs `null`, never 0: a report must not claim
@@ -7,11 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, DurationRound, NaiveDate, Utc};
+use chrono::NaiveDate;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use crate::execution::{ExecutionRecord, ExecutionStatus, ModelCallRecord, TokenUsage};
-use crate::ids::AgentId;
 
 /// An amount in US dollars, held as nano-dollars; serialised as a dollar number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -177,124 +174,47 @@ fn without_date(id: &str) -> Option<&str> {
     NaiveDate::parse_from_str(date, "%Y-%m-%d").ok().map(|_| head)
 }
 
-/// Calls, tokens and cost, added up. `cost_usd` covers the priced calls; it is `None` when no
-/// call was priced, and `unpriced_calls` says how many calls it leaves out.
+/// The tokens one model call (or an execution, added up) used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UsageCounts {
-    pub calls: u64,
+pub struct TokenUsage {
+    /// Input tokens read fresh (not from the provider's prompt cache).
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (cheaper). Omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (dearer). Omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
-    pub cost_usd: Option<Cost>,
-    pub unpriced_calls: u64,
 }
 
-impl UsageCounts {
-    /// Every token counted: input (fresh, cached and cache writes) and output, as
-    /// [`TokenUsage::total`] counts one call's.
-    pub fn tokens(&self) -> u64 {
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TokenUsage {
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self { input_tokens, output_tokens, ..Self::default() }
+    }
+
+    /// Every token of the call: input (fresh, cached and cache writes) and output.
+    pub fn total(&self) -> u64 {
         self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
     }
 
-    pub fn of_call(call: &ModelCallRecord) -> Self {
-        let u = call.usage;
-        UsageCounts {
-            calls: 1,
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            cache_read_tokens: u.cache_read_tokens,
-            cache_write_tokens: u.cache_write_tokens,
-            cost_usd: call.cost_usd,
-            unpriced_calls: u64::from(call.cost_usd.is_none()),
-        }
-    }
-
-    pub fn add(&mut self, other: &UsageCounts) {
-        self.calls += other.calls;
+    pub fn add(&mut self, other: TokenUsage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
-        self.unpriced_calls += other.unpriced_calls;
-        self.cost_usd = match (self.cost_usd, other.cost_usd) {
-            (Some(a), Some(b)) => Some(a.saturating_add(b)),
-            (a, b) => a.or(b),
-        };
     }
-}
-
-/// What one execution adds to its tenant's usage of one day: per agent (sub-agents count as
-/// themselves) and model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageLine {
-    pub agent_id: AgentId,
-    pub model: String,
-    pub counts: UsageCounts,
-}
-
-/// Executions of one tenant committed in one UTC hour with one status: what an overview of the
-/// tenant's activity counts. Kept as long as usage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ActivityRow {
-    pub hour: DateTime<Utc>,
-    pub status: ExecutionStatus,
-    pub executions: u64,
-}
-
-/// The start of the UTC hour `t` falls in.
-pub fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.duration_trunc(chrono::TimeDelta::hours(1)).unwrap_or(t)
-}
-
-impl ExecutionRecord {
-    /// The UTC hour the execution is counted in by [`ActivityRow`]s.
-    pub fn activity_hour(&self) -> DateTime<Utc> {
-        hour_of(self.created_at)
-    }
-
-    /// The UTC day the execution is counted on.
-    pub fn usage_day(&self) -> NaiveDate {
-        self.created_at.date_naive()
-    }
-
-    /// Its model calls, its sub-agents' included, added up per agent and model.
-    pub fn usage_lines(&self) -> Vec<UsageLine> {
-        let mut lines: BTreeMap<(AgentId, &str), UsageCounts> = BTreeMap::new();
-        let children = self.children.iter().flat_map(|c| c.model_calls.iter().map(move |m| (c.agent_id, m)));
-        for (agent, call) in self.model_calls.iter().map(|m| (self.agent_id, m)).chain(children) {
-            lines.entry((agent, call.model.as_str())).or_default().add(&UsageCounts::of_call(call));
-        }
-        lines
-            .into_iter()
-            .map(|((agent_id, model), counts)| UsageLine { agent_id, model: model.to_owned(), counts })
-            .collect()
-    }
-
-    /// What the execution cost: every model call's cost added up (sub-agents included); `None`
-    /// if any call has no price.
-    pub fn total_cost(&self) -> Option<Cost> {
-        let calls = self.model_calls.iter().chain(self.children.iter().flat_map(|c| c.model_calls.iter()));
-        calls.map(|c| c.cost_usd).try_fold(Cost::ZERO, |sum, c| c.map(|c| sum.saturating_add(c)))
-    }
-}
-
-/// One line of a usage report: a day, an agent, a model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UsageRow {
-    pub day: NaiveDate,
-    pub agent_id: AgentId,
-    pub model: String,
-    #[serde(flatten)]
-    pub counts: UsageCounts,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::usage::*;
 
     fn usage(i: u64, o: u64, r: u64, w: u64) -> TokenUsage {
         TokenUsage { input_tokens: i, output_tokens: o, cache_read_tokens: r, cache_write_tokens: w }

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::cost::Cost;
+pub use crate::cost::TokenUsage;
 use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
 use crate::session::Priority;
 
@@ -105,42 +106,6 @@ impl ExecutionError {
     pub fn with_reason(mut self, reason: &str) -> Self {
         self.reason = Some(reason.to_owned());
         self
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    /// Input tokens read fresh (not from the provider's prompt cache).
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache (cheaper). Omitted when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache (dearer). Omitted when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_write_tokens: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl TokenUsage {
-    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
-        Self { input_tokens, output_tokens, ..Self::default() }
-    }
-
-    /// Every token of the call: input (fresh, cached and cache writes) and output.
-    pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
-    }
-
-    pub fn add(&mut self, other: TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 

@@ -20,6 +20,7 @@ pub mod skill;
 pub mod tenant;
 pub mod tool;
 pub mod trigger;
+pub mod usage;
 pub mod validation;
 pub mod webhook;
 
@@ -27,7 +28,7 @@ pub use agent::{
     Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig,
 };
 pub use condition::{ConditionError, Conditions};
-pub use cost::{ActivityRow, Cost, Price, PriceTable, UsageCounts, UsageLine, UsageRow, hour_of};
+pub use cost::{Cost, Price, PriceTable};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
     Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,
@@ -43,4 +44,5 @@ pub use skill::Skill;
 pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantNameError, TenantStatus, tenant_name};
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
 pub use trigger::{EventType, Trigger, TriggerStatus};
+pub use usage::{ActivityRow, UsageCounts, UsageLine, UsageRow, hour_of};
 pub use validation::{FieldError, ValidationErrors};

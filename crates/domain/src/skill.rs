@@ -4,11 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::check_name;
 use crate::ids::{SkillId, TenantId};
 use crate::limits::{MAX_DESCRIPTION_LEN, MAX_PROMPT_BYTES};
 use crate::trigger::TriggerStatus;
 use crate::validation::ValidationErrors;
+use crate::validation::check_name;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -10,6 +10,12 @@ use crate::ids::{TenantId, ToolId};
 use crate::limits::MAX_DESCRIPTION_LEN;
 use crate::validation::ValidationErrors;
 
+/// Prefix of the tools generated for an agent's step transitions (`transition_to_<stepId>`).
+pub const TRANSITION_PREFIX: &str = "transition_to_";
+
+/// Prefix of the tools through which a supervisor calls its sub-agents (`ask_<name>`).
+pub const SUB_AGENT_PREFIX: &str = "ask_";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolType {
@@ -268,8 +274,8 @@ impl Tool {
         if !name_ok {
             errors.push("/name", "must be 1 to 64 letters, digits, '_' or '-', starting with a letter");
         } else if self.name.parse::<SystemTool>().is_ok()
-            || self.name.starts_with(crate::agent::TRANSITION_PREFIX)
-            || self.name.starts_with(crate::agent::SUB_AGENT_PREFIX)
+            || self.name.starts_with(TRANSITION_PREFIX)
+            || self.name.starts_with(SUB_AGENT_PREFIX)
             || self.name == LOAD_SKILL
         {
             errors.push("/name", format!("'{}' is reserved for a system tool", self.name));

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::check_name;
 use crate::condition::Conditions;
 use crate::ids::{AgentId, TenantId, TriggerId};
 use crate::validation::ValidationErrors;
+use crate::validation::check_name;
 
 /// The kind of event a trigger listens for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::limits::MAX_NAME_LEN;
+
 /// One offending field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {
@@ -44,6 +46,15 @@ impl ValidationErrors {
     /// `Ok(())` when nothing was pushed.
     pub fn into_result(self) -> Result<(), Self> {
         if self.0.is_empty() { Ok(()) } else { Err(self) }
+    }
+}
+
+/// A record's name (an agent's, a trigger's, a skill's): not blank, at most [`MAX_NAME_LEN`]
+/// characters.
+pub(crate) fn check_name(errors: &mut ValidationErrors, pointer: &str, name: &str) {
+    let len = name.chars().count();
+    if name.trim().is_empty() || len > MAX_NAME_LEN {
+        errors.push(pointer, format!("must be 1 to {MAX_NAME_LEN} characters, not blank"));
     }
 }
 

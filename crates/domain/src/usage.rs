@@ -1,0 +1,126 @@
+//! What executions add up to for their tenant: calls, tokens and cost per day, agent and model
+//! (usage), and executions per hour and status (activity). Costs come from `cost`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, DurationRound, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::cost::Cost;
+use crate::execution::{ExecutionRecord, ExecutionStatus, ModelCallRecord};
+use crate::ids::AgentId;
+
+/// Calls, tokens and cost, added up. `cost_usd` covers the priced calls; it is `None` when no
+/// call was priced, and `unpriced_calls` says how many calls it leaves out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageCounts {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_usd: Option<Cost>,
+    pub unpriced_calls: u64,
+}
+
+impl UsageCounts {
+    /// Every token counted: input (fresh, cached and cache writes) and output, as
+    /// [`TokenUsage::total`] counts one call's.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
+    pub fn of_call(call: &ModelCallRecord) -> Self {
+        let u = call.usage;
+        UsageCounts {
+            calls: 1,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            cost_usd: call.cost_usd,
+            unpriced_calls: u64::from(call.cost_usd.is_none()),
+        }
+    }
+
+    pub fn add(&mut self, other: &UsageCounts) {
+        self.calls += other.calls;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.unpriced_calls += other.unpriced_calls;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// What one execution adds to its tenant's usage of one day: per agent (sub-agents count as
+/// themselves) and model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageLine {
+    pub agent_id: AgentId,
+    pub model: String,
+    pub counts: UsageCounts,
+}
+
+/// Executions of one tenant committed in one UTC hour with one status: what an overview of the
+/// tenant's activity counts. Kept as long as usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityRow {
+    pub hour: DateTime<Utc>,
+    pub status: ExecutionStatus,
+    pub executions: u64,
+}
+
+/// The start of the UTC hour `t` falls in.
+pub fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::TimeDelta::hours(1)).unwrap_or(t)
+}
+
+impl ExecutionRecord {
+    /// The UTC hour the execution is counted in by [`ActivityRow`]s.
+    pub fn activity_hour(&self) -> DateTime<Utc> {
+        hour_of(self.created_at)
+    }
+
+    /// The UTC day the execution is counted on.
+    pub fn usage_day(&self) -> NaiveDate {
+        self.created_at.date_naive()
+    }
+
+    /// Its model calls, its sub-agents' included, added up per agent and model.
+    pub fn usage_lines(&self) -> Vec<UsageLine> {
+        let mut lines: BTreeMap<(AgentId, &str), UsageCounts> = BTreeMap::new();
+        let children = self.children.iter().flat_map(|c| c.model_calls.iter().map(move |m| (c.agent_id, m)));
+        for (agent, call) in self.model_calls.iter().map(|m| (self.agent_id, m)).chain(children) {
+            lines.entry((agent, call.model.as_str())).or_default().add(&UsageCounts::of_call(call));
+        }
+        lines
+            .into_iter()
+            .map(|((agent_id, model), counts)| UsageLine { agent_id, model: model.to_owned(), counts })
+            .collect()
+    }
+
+    /// What the execution cost: every model call's cost added up (sub-agents included); `None`
+    /// if any call has no price.
+    pub fn total_cost(&self) -> Option<Cost> {
+        let calls = self.model_calls.iter().chain(self.children.iter().flat_map(|c| c.model_calls.iter()));
+        calls.map(|c| c.cost_usd).try_fold(Cost::ZERO, |sum, c| c.map(|c| sum.saturating_add(c)))
+    }
+}
+
+/// One line of a usage report: a day, an agent, a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    pub day: NaiveDate,
+    pub agent_id: AgentId,
+    pub model: String,
+    #[serde(flatten)]
+    pub counts: UsageCounts,
+}
