@@ -5,12 +5,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::time::Duration;
 
-use common::{Api, Server, create_tenant, examples, serve_refuses};
+use common::{Api, Server, create_tenant, examples, raw, serve_refuses};
 use serde_json::{Value, json};
 
 /// The example tenant and its scripted model (a deterministic test double), plus `extra` flags.
@@ -495,23 +492,6 @@ fn the_binary_packs_its_relative_relocations_where_glibc_reads_them() {
 // Oversized and slow requests: answered at once, after the read timeout, or cut off when the
 // headers never finish (the binary's own server loop). The rest of the cross-tenant corpus is in
 // `crates/api/tests/tenancy.rs`.
-
-/// One HTTP/1.1 request written as is (no client-side normalisation), the connection left open
-/// for the server to close; the status code and the body of the answer, or `None` if the server
-/// closed the connection without one.
-fn raw(base: &str, request: &str) -> Option<(u16, String)> {
-    let addr = base.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(addr).unwrap();
-    // A ceiling against a hung test, not a measurement: every case answers well before it.
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Some((status, body))
-}
 
 #[tokio::test]
 async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_timeout() {

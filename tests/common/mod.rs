@@ -145,55 +145,13 @@ pub fn create_tenant(data_dir: &Path, id: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// An API client with one key; answers read as JSON where they are.
-pub struct Api<'a> {
-    pub server: &'a Server,
-    pub key: String,
-    client: reqwest::Client,
-}
+// Not every suite uses every piece of the harness.
+#[allow(unused_imports)]
+pub use switchboard_testkit::client::{Api, Reply, raw};
 
-pub struct Reply {
-    pub status: reqwest::StatusCode,
-    pub body: serde_json::Value,
-    pub headers: reqwest::header::HeaderMap,
-}
-
-impl<'a> Api<'a> {
-    pub fn new(server: &'a Server, key: &str) -> Self {
-        Api { server, key: key.to_owned(), client: reqwest::Client::new() }
-    }
-
-    pub async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-        headers: &[(&str, &str)],
-    ) -> Reply {
-        let mut req = self.client.request(method, format!("{}{path}", self.server.base)).bearer_auth(&self.key);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.unwrap();
-        let (status, headers) = (res.status(), res.headers().clone());
-        let text = res.text().await.unwrap();
-        let body = if text.is_empty() {
-            serde_json::Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-        };
-        Reply { status, body, headers }
-    }
-
-    pub async fn get(&self, path: &str) -> Reply {
-        self.call(reqwest::Method::GET, path, None, &[]).await
-    }
-
-    pub async fn post(&self, path: &str, body: serde_json::Value) -> Reply {
-        self.call(reqwest::Method::POST, path, Some(body), &[]).await
+impl switchboard_testkit::client::Base for Server {
+    fn base(&self) -> &str {
+        &self.base
     }
 }
 

@@ -153,7 +153,7 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (415, "application/problem+json"));
     // (its own connection: the server answers before reading the whole upload and closes it)
     let big = json!({ "name": "x".repeat(3 * 1024 * 1024) });
-    let own = Api::new(api.server, &api.key);
+    let own = Api::new(&api, &api.key);
     let r = own.post("/tenants/acme/agents", big).await;
     assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (413, "application/problem+json"));
     let r = api

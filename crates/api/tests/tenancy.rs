@@ -8,11 +8,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use common::{Api, Server, create_tenant};
+use common::{Api, Server, create_tenant, raw};
 use serde_json::{Value, json};
 
 /// Echoes the customer, and hands the conversation to a human when asked: a test double.
@@ -23,12 +19,12 @@ const SCRIPT: &str = r#"{ "rules": [
 ] }"#;
 
 /// A tenant with its own key.
-struct Tenant<'a> {
+struct Tenant {
     id: &'static str,
-    api: Api<'a>,
+    api: Api,
 }
 
-impl Tenant<'_> {
+impl Tenant {
     async fn call(
         &self,
         method: reqwest::Method,
@@ -94,7 +90,7 @@ fn start(dir: &std::path::Path, extra: &[&str]) -> Server {
     Server::start_with_script(&dir.join("data"), &script, extra)
 }
 
-fn tenant<'a>(server: &'a Server, id: &'static str) -> Tenant<'a> {
+fn tenant(server: &Server, id: &'static str) -> Tenant {
     Tenant { id, api: Api::new(server, &create_tenant(server, id)) }
 }
 
@@ -147,7 +143,7 @@ async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
     assert_ne!(executions[0], executions[1]);
 
     // both tenants stream an invoke with the same key at once: each stream is its own turn
-    let streamed = async |t: &Tenant<'_>, agent: &str| -> (u16, Value) {
+    let streamed = async |t: &Tenant, agent: &str| -> (u16, Value) {
         let path = format!("/tenants/{}/agents/{agent}/invoke", t.id);
         let body = json!({ "conversationId": "c-5", "message": format!("streamed for {}", t.id) });
         let headers = [("idempotency-key", "k2"), ("accept", "text/event-stream")];
@@ -188,23 +184,6 @@ async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
     }
     assert_ne!(ids[0], ids[1], "outbound event ids are unique across tenants");
     assert!(ids[0].starts_with("ta/") && ids[1].starts_with("tb/"), "{ids:?}");
-}
-
-/// One HTTP/1.1 request written as is (no client-side normalisation), the connection left open
-/// for the server to close; the status code and the body of the answer, or `None` if the server
-/// closed the connection without one.
-fn raw(base: &str, request: &str) -> Option<(u16, String)> {
-    let addr = base.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(addr).unwrap();
-    // A ceiling against a hung test, not a measurement: every case answers well before it.
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Some((status, body))
 }
 
 fn get(path: &str, key: &str) -> String {

@@ -1,6 +1,6 @@
 //! What the test suites share: a manual clock (tests control expiry and timestamps); with `http`,
-//! fake model providers (Chat Completions, Messages) and a tenant's signature-checking webhook
-//! receiver; and, with the
+//! fake model providers (Chat Completions, Messages), a tenant's signature-checking webhook
+//! receiver and a client of the internal API; and, with the
 //! `aws` feature, the AWS emulator harness (one moto server per test binary, fresh tables and
 //! queues per test), a fake Bedrock Converse server, a fake Conversations Service and an SDK
 //! request counter. Test code only: nothing here is linked into a binary.
@@ -8,6 +8,8 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+#[cfg(feature = "http")]
+pub mod client;
 #[cfg(feature = "http")]
 pub mod providers;
 #[cfg(feature = "http")]
