@@ -8,9 +8,9 @@
 //! and the handlers read the same tenant; an announced oversize body is refused at once and a
 //! body must arrive within [`ApiState::body_timeout`].
 //!
-//! Layout: `router` assembles the routes, `middleware` is the gate around them, `extract` reads
+//! Layout: `routes` assembles the routes, `middleware` is the gate around them, `extract` reads
 //! the tenant, bodies and queries, and `resources/` holds one module per resource. Resources never
-//! use each other or the router.
+//! use each other or `routes`.
 
 pub mod auth;
 pub mod console;
@@ -18,12 +18,12 @@ mod extract;
 mod middleware;
 pub mod problem;
 mod resources;
-mod router;
+mod routes;
 mod state;
 
 pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
 pub use problem::Problem;
-pub use router::router;
+pub use routes::routes;
 pub use state::{ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness};
 // What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};

@@ -21,7 +21,7 @@ async fn app(dir: &std::path::Path) -> (axum::Router, String) {
     embedded.store.create_tenant(&"acme".parse().unwrap(), "Acme").await.unwrap();
     ensure_admin_key(&embedded).await.unwrap();
     let admin = std::fs::read_to_string(dir.join("admin.key")).unwrap().trim().to_owned();
-    (switchboard_api::router(api_state(&embedded, 600, Duration::from_secs(10))), admin)
+    (switchboard_api::routes(api_state(&embedded, 600, Duration::from_secs(10))), admin)
 }
 
 async fn send(app: &axum::Router, key: &str, method: &str, path: &str, body: Option<&str>) -> (StatusCode, Value) {

@@ -6,23 +6,23 @@
 //! Lambda entry points live in `functions/`.
 
 pub mod bedrock;
-pub mod config;
 pub mod conversations;
 pub mod dynamo;
 mod errors;
 pub mod eventbridge;
 pub mod push;
 pub mod s3;
+pub mod sdk;
 pub mod secrets;
 pub mod sigv4;
 pub mod sqs;
 
 pub use bedrock::BedrockModel;
-pub use config::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use conversations::{ConversationsApi, ConversationsLimits};
 pub use dynamo::{DynamoStore, TurnLog, TurnPages};
 pub use eventbridge::{EventBridgeBus, LoggingBus};
 pub use push::{ConsolePush, Delivery, DynamoPushTickets, ManagementApi, PushReport};
 pub use s3::{ArchiveError, S3Archive};
+pub use sdk::{AwsClients, AwsNames, AwsSettings, Timeouts};
 pub use secrets::{SecretsManagerSecrets, secret_variables};
 pub use sqs::SqsWorkQueue;

@@ -958,7 +958,7 @@ async fn ready_means_the_workers_run_and_the_database_takes_writes() {
     let embedded =
         Arc::new(Embedded::open(dir.path(), model, Arc::new(SystemClock), EmbeddedOptions::default()).unwrap());
     let app =
-        switchboard_api::router(switchboard_embedded::api::api_state(&embedded, 60, std::time::Duration::from_secs(5)));
+        switchboard_api::routes(switchboard_embedded::api::api_state(&embedded, 60, std::time::Duration::from_secs(5)));
     let ready = async |app: &axum::Router| {
         let request = axum::http::Request::get("/ready").body(axum::body::Body::empty()).unwrap();
         let response = app.clone().oneshot(request).await.unwrap();

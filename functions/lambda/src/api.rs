@@ -250,7 +250,7 @@ pub fn strip_stage(mut request: lambda_http::Request) -> lambda_http::Request {
 
 /// The API as the Lambda runtime calls it: stage stripped, then the `crates/api` router.
 pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request) -> lambda_http::Request> {
-    switchboard_api::router(state).map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)
+    switchboard_api::routes(state).map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)
 }
 
 /// Serves the API through the Lambda runtime (API Gateway REST proxy events).
@@ -258,7 +258,7 @@ pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
     // Each request's spans are sent before its answer returns (a frozen container sends nothing).
     let mut state = state(wiring, None);
     state.push = push_tickets(wiring, |name| std::env::var(name).ok());
-    let router = switchboard_api::router(state).layer(axum::middleware::from_fn(
+    let router = switchboard_api::routes(state).layer(axum::middleware::from_fn(
         |req: axum::extract::Request, next: axum::middleware::Next| async move {
             let res = next.run(req).await;
             crate::wiring::flush_traces().await;

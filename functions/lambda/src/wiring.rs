@@ -299,15 +299,15 @@ impl Model for NoModel {
 /// limits as the full [`Wiring`] ([`Wiring::assemble`]). It runs no agent, so it builds no model
 /// provider, webhook caller, Secrets Manager or Bedrock client, nor Conversations client — and
 /// because nothing on its path names them, none is linked into the event-router binary.
-pub fn router(sdk: &SdkConfig, env: &FunctionEnv) -> Intake {
+pub fn intake(sdk: &SdkConfig, env: &FunctionEnv) -> Intake {
     let parts = Parts::from_config(sdk, env);
     Wiring::assemble(parts, env, Arc::new(NoConversations), Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks))
         .intake
 }
 
-/// [`router`] from the function's environment ([`FunctionEnv::from_env`]).
-pub async fn router_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
-    Ok(router(sdk, &FunctionEnv::from_env()?))
+/// [`intake`] from the function's environment ([`FunctionEnv::from_env`]).
+pub async fn intake_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
+    Ok(intake(sdk, &FunctionEnv::from_env()?))
 }
 
 /// The clients every function's engine needs: the store, the work queue, the bus.

@@ -1757,7 +1757,7 @@ async fn the_deployed_router_needs_only_the_store_the_queue_and_the_bus() {
         model_secret: None,
         model_config: None,
     };
-    let intake = switchboard_lambda::wiring::router(&w.sdk, &env);
+    let intake = switchboard_lambda::wiring::intake(&w.sdk, &env);
     let outcome = event_router::handle(&intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
     // the same event again (EventBridge's at-least-once) is dropped by the FIFO queue's dedup

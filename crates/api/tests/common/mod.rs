@@ -77,7 +77,7 @@ impl Server {
                 let embedded = open(&data_dir, &options).await;
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let base = format!("http://{}", listener.local_addr().unwrap());
-                let app = switchboard_api::router(api_state(&embedded, options.rate_limit, options.read_timeout));
+                let app = switchboard_api::routes(api_state(&embedded, options.rate_limit, options.read_timeout));
                 let started = (base, embedded.store.clone(), tokio::runtime::Handle::current());
                 ready.send((started, embedded.data_dir.join("admin.key"))).unwrap();
                 axum::serve(listener, app)

@@ -53,7 +53,7 @@ use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use switchboard_domain::{Agent, AgentId, EventType, TenantId, Trigger};
 use switchboard_engine::{Clock, ConfigKind, ConfigRecord, StoreError};
 
-use crate::config::AwsNames;
+use crate::sdk::AwsNames;
 use codec::unavailable;
 use keys::{key, s, tenant_pk};
 use page::paginate;

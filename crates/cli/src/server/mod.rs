@@ -158,7 +158,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
-    let app = switchboard_api::router(api_state(&embedded, rate_limit, read_timeout));
+    let app = switchboard_api::routes(api_state(&embedded, rate_limit, read_timeout));
     crate::shared::http::serve(listener, app, read_timeout, stop_signal()).await?;
     // Work in hand finishes (each turn is bounded by --turn-timeout) and is committed; queued
     // items stay in the database for the next start.

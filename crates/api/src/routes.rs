@@ -19,7 +19,7 @@ use crate::state::ApiState;
 
 type AppState = Arc<ApiState>;
 
-pub fn router(state: ApiState) -> Router {
+pub fn routes(state: ApiState) -> Router {
     // Shared, not copied: axum clones the state for every extractor of every request.
     let state = Arc::new(state);
     let app = config_routes(Router::new())
