@@ -15,16 +15,8 @@ use crate::fault::ToolFault;
 use crate::moves::{self, AgentHandoff, RequestedBy, TurnState};
 use crate::ports::{Deps, WorkItem};
 
-fn error(message: impl Into<String>) -> ToolOutcome {
-    ToolOutcome { output: json!({ "error": message.into() }), is_error: true }
-}
-
-fn ok(output: serde_json::Value) -> ToolOutcome {
-    ToolOutcome { output, is_error: false }
-}
-
 fn args<T: for<'de> Deserialize<'de>>(tool: SystemTool, input: &serde_json::Value) -> Result<T, ToolOutcome> {
-    serde_json::from_value(input.clone()).map_err(|e| error(format!("invalid arguments for {tool}: {e}")))
+    serde_json::from_value(input.clone()).map_err(|e| ToolOutcome::error(format!("invalid arguments for {tool}: {e}")))
 }
 
 #[derive(Deserialize)]
@@ -95,8 +87,8 @@ pub(crate) async fn run(
         SystemTool::SendMessage => match args::<SendMessage>(tool, input) {
             Err(e) => e,
             Ok(a) => match state.reply(deps, &a.text, key).await? {
-                Ok(message_id) => ok(json!({ "messageId": message_id })),
-                Err(refused) => error(refused.to_string()),
+                Ok(message_id) => ToolOutcome::ok(json!({ "messageId": message_id })),
+                Err(refused) => ToolOutcome::error(refused.to_string()),
             },
         },
         SystemTool::SetContext => match args::<SetContext>(tool, input) {
@@ -105,47 +97,49 @@ pub(crate) async fn run(
         },
         SystemTool::GetContext => match args::<GetContext>(tool, input) {
             Err(e) => e,
-            Ok(GetContext { key: Some(k) }) => ok(json!({ "key": k, "value": state.session.memory.get(&k).cloned() })),
-            Ok(GetContext { key: None }) => ok(json!({ "memory": state.session.memory })),
+            Ok(GetContext { key: Some(k) }) => {
+                ToolOutcome::ok(json!({ "key": k, "value": state.session.memory.get(&k).cloned() }))
+            }
+            Ok(GetContext { key: None }) => ToolOutcome::ok(json!({ "memory": state.session.memory })),
         },
         SystemTool::EndConversation => match args::<EndConversation>(tool, input) {
             Err(e) => e,
             Ok(a) => {
                 state.end(deps, a.summary, key).await?;
-                ok(json!({ "ended": true }))
+                ToolOutcome::ok(json!({ "ended": true }))
             }
         },
         SystemTool::HandoffToHuman => match args::<HandoffToHuman>(tool, input) {
             Err(e) => e,
             Ok(a) => {
                 state.hand_off_to_human(deps, &a.reason, a.priority.unwrap_or_default(), key).await?;
-                ok(json!({ "handedOff": "human" }))
+                ToolOutcome::ok(json!({ "handedOff": "human" }))
             }
         },
         SystemTool::HandoffToAgent => match args::<HandoffToAgent>(tool, input) {
             Err(e) => e,
             Ok(a) => match a.agent_id.parse::<AgentId>() {
-                Err(_) => error(format!("'{}' is not an agent id", a.agent_id)),
+                Err(_) => ToolOutcome::error(format!("'{}' is not an agent id", a.agent_id)),
                 Ok(target) => {
                     let relevant_info = a.context.unwrap_or(serde_json::Value::Null);
                     let (reason, summary, by) = (a.reason, a.summary, RequestedBy::Agent);
                     let handoff = AgentHandoff { target, reason, summary, relevant_info, by };
                     match state.hand_off_to_agent(deps, item, handoff, key).await? {
-                        Ok(target) => ok(json!({ "handedOff": target })),
-                        Err(refused) => error(refused.to_string()),
+                        Ok(target) => ToolOutcome::ok(json!({ "handedOff": target })),
+                        Err(refused) => ToolOutcome::error(refused.to_string()),
                     }
                 }
             },
         },
         SystemTool::TriggerFlow => match args::<TriggerFlow>(tool, input) {
             Err(e) => e,
-            Ok(a) if a.flow_id.trim().is_empty() => error("flowId must not be empty"),
+            Ok(a) if a.flow_id.trim().is_empty() => ToolOutcome::error("flowId must not be empty"),
             Ok(a) => {
                 let input = a.input.unwrap_or(serde_json::Value::Null);
                 let detail = json!({ "flowId": a.flow_id, "input": input });
                 moves::publish(deps, key, detail_type::FLOW_TRIGGER_REQUESTED, &state.session, detail).await?;
                 state.did(Action::TriggerFlow { flow_id: a.flow_id });
-                ok(json!({ "requested": true }))
+                ToolOutcome::ok(json!({ "requested": true }))
             }
         },
     };
@@ -155,15 +149,15 @@ pub(crate) async fn run(
 fn set_context(state: &mut TurnState, a: SetContext) -> ToolOutcome {
     let memory = &mut state.session.memory;
     if a.key.is_empty() || a.key.len() > 64 {
-        return error("key must be 1 to 64 characters");
+        return ToolOutcome::error("key must be 1 to 64 characters");
     }
     let size = a.value.to_string().len();
     if size > MAX_MEMORY_VALUE_BYTES {
-        return error(format!("value is {size} bytes of JSON; the limit is {MAX_MEMORY_VALUE_BYTES}"));
+        return ToolOutcome::error(format!("value is {size} bytes of JSON; the limit is {MAX_MEMORY_VALUE_BYTES}"));
     }
     if !memory.contains_key(&a.key) && memory.len() >= MAX_MEMORY_KEYS {
-        return error(format!("session memory is full ({MAX_MEMORY_KEYS} keys)"));
+        return ToolOutcome::error(format!("session memory is full ({MAX_MEMORY_KEYS} keys)"));
     }
     memory.insert(a.key.clone(), a.value);
-    ok(json!({ "stored": a.key }))
+    ToolOutcome::ok(json!({ "stored": a.key }))
 }
