@@ -21,16 +21,12 @@ pub fn examples() -> PathBuf {
     workspace_root().join("examples/support")
 }
 
-/// The real `switchboard` binary: cargo's own path for it in the package that builds it
-/// (`switchboard-cli`), otherwise built once per test process by `cargo build` (a no-op when it
-/// is up to date) with the same profile as these tests and the `aws` feature exactly when this
-/// package has it.
+/// The real `switchboard` binary, built once per test process by `cargo build` (a no-op when it
+/// is up to date) with the same profile as these tests, the lock file as it is, and the `aws`
+/// feature exactly when this package has it.
 pub fn switchboard() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| match option_env!("CARGO_BIN_EXE_switchboard") {
-        Some(path) => PathBuf::from(path),
-        None => build_switchboard(),
-    })
+    BINARY.get_or_init(build_switchboard)
 }
 
 /// `cargo build -p switchboard-cli --bin switchboard`, the executable's path read from cargo's
@@ -39,7 +35,8 @@ fn build_switchboard() -> PathBuf {
     let mut cargo = Command::new(env!("CARGO"));
     cargo
         .current_dir(workspace_root())
-        .args(["build", "-p", "switchboard-cli", "--bin", "switchboard", "--message-format=json-render-diagnostics"])
+        .args(["build", "--locked", "-p", "switchboard-cli", "--bin", "switchboard"])
+        .arg("--message-format=json-render-diagnostics")
         .args(["--profile", &profile()])
         .stderr(Stdio::inherit());
     if cfg!(not(feature = "aws")) {
