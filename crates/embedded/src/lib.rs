@@ -1,6 +1,11 @@
 //! The embedded profile: everything Switchboard needs on one machine with no AWS account — one
 //! SQLite file for records and the FIFO work queue, an in-process event bus, a local
 //! conversation log, and the scripted model (a labelled test double, not an AI).
+//!
+//! The modules use each other one way only, from the file up: `schema` (the tables' steps) ←
+//! `db` (the database thread) ← `queue` ← `store` ← `bus`, `conversations`; `queue` ← `metrics`,
+//! `worker`; `runtime` (the assembly) uses those and `follow`; `api` uses `runtime`, `store`,
+//! `queue` and `keys`. `follow`, `keys`, `scripted` and `secrets` use no other module here.
 
 pub mod api;
 pub mod bus;
