@@ -50,7 +50,7 @@ impl WorkerPool {
     /// on Err). When nothing is deliverable a worker waits for a wake-up and nothing else: an
     /// enqueue, ack or release that makes a head deliverable wakes one, and one more task, the
     /// pool's watch, wakes them when a head comes due that nobody announces — a visibility timeout
-    /// or a release's delay ending (see [`watch_dues`]). `idle_poll` is the longest the watch goes
+    /// or a release's delay ending (see `watch_dues`). `idle_poll` is the longest the watch goes
     /// without looking while items are queued (at most half the visibility timeout is used); with
     /// the queue empty it does not look until an item arrives, so an idle pool makes no database
     /// call at all.

@@ -1,4 +1,4 @@
-//! The work queue's tables, as schema steps (applied in order by [`super::migrate`]; never edited
+//! The work queue's tables, as schema steps (applied in order by `super::migrate`; never edited
 //! once released). How the queue uses them is `crate::queue`'s business.
 
 /// Tables of the queue. `queue_items.seq` orders items (a new item always gets a larger rowid

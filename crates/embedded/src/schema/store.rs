@@ -1,4 +1,4 @@
-//! The store's tables, as schema steps (applied in order by [`super::migrate`]; never edited
+//! The store's tables, as schema steps (applied in order by `super::migrate`; never edited
 //! once released). How the store uses them is `crate::store`'s business.
 
 pub const SCHEMA: &str = r#"

@@ -1,6 +1,5 @@
 //! Tenant configuration: reads for the engine (tenants, agents and triggers cached until the next
-//! write) and
-//! conditional writes for the configuration service.
+//! write) and conditional writes for the configuration service.
 
 use std::sync::Arc;
 
