@@ -29,18 +29,27 @@ pub fn switchboard() -> &'static Path {
     BINARY.get_or_init(build_switchboard)
 }
 
-/// `cargo build -p switchboard-cli --bin switchboard`, the executable's path read from cargo's
-/// JSON messages (cargo has released its build lock by the time tests run).
+/// `cargo build --bin switchboard`, the executable's path read from cargo's JSON messages (cargo
+/// has released its build lock by the time tests run).
+///
+/// With the `aws` feature it is built as part of the whole workspace with one of its test
+/// targets selected: cargo then resolves features as `cargo test --workspace` does (dev-
+/// dependencies included), so the binary reuses the dependencies that run just built instead of
+/// building them again with the CLI's own, narrower features (tokio without `test-util`, serde
+/// without `rc`, …: most of the graph). Without it, only the CLI is built, without its default
+/// features, as the check of that build wants.
 fn build_switchboard() -> PathBuf {
     let mut cargo = Command::new(env!("CARGO"));
     cargo
         .current_dir(workspace_root())
-        .args(["build", "--locked", "-p", "switchboard-cli", "--bin", "switchboard"])
+        .args(["build", "--locked", "--bin", "switchboard"])
         .arg("--message-format=json-render-diagnostics")
         .args(["--profile", &profile()])
         .stderr(Stdio::inherit());
-    if cfg!(not(feature = "aws")) {
-        cargo.arg("--no-default-features");
+    if cfg!(feature = "aws") {
+        cargo.args(["--workspace", "--test", "serve"]);
+    } else {
+        cargo.args(["-p", "switchboard-cli", "--no-default-features"]);
     }
     let out = cargo.output().unwrap();
     assert!(out.status.success(), "cargo build of the switchboard binary failed (its errors are above)");
