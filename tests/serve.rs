@@ -491,7 +491,7 @@ fn the_binary_packs_its_relative_relocations_where_glibc_reads_them() {
 
 // Oversized and slow requests: answered at once, after the read timeout, or cut off when the
 // headers never finish (the binary's own server loop). The rest of the cross-tenant corpus is in
-// `crates/api/tests/tenancy.rs`.
+// `crates/api/tests/suite/tenancy.rs`.
 
 #[tokio::test]
 async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_timeout() {

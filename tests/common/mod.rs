@@ -1,6 +1,6 @@
 //! Shared by the suites that run the real binary: find (or build) the `switchboard` binary, start
 //! `switchboard serve` on a free loopback port (killed by PID when dropped) and create tenants
-//! with the CLI. One harness: `crates/cli/tests` reaches it by path too.
+//! with the CLI.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

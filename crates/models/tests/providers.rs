@@ -3,7 +3,7 @@
 //! reply, tool loop, parallel tool calls, refusal, 429 then success, 5xx until the attempts run
 //! out, bad request and bad key refused at once, timeout. Then each wire's own request shape.
 //! Bedrock's adapter has the same cases against its fake Converse server in
-//! `crates/aws/tests/bedrock.rs`.
+//! `crates/aws/tests/suite/bedrock.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -83,7 +83,7 @@ impl Kit {
         let vars: HashMap<&str, String> = match self.wire {
             Wire::ChatCompletions => [("OPENAI_API_KEY", KEY.to_owned()), ("OPENAI_BASE_URL", fake.base_url.clone())],
             Wire::Messages => [("ANTHROPIC_API_KEY", KEY.to_owned()), ("ANTHROPIC_BASE_URL", fake.base_url.clone())],
-            Wire::Converse => unreachable!("Bedrock's contract runs in crates/aws/tests/bedrock.rs"),
+            Wire::Converse => unreachable!("Bedrock's contract runs in crates/aws/tests/suite/bedrock.rs"),
         }
         .into_iter()
         .collect();

@@ -1,7 +1,7 @@
 //! The Lambda handlers driven with real event JSON (`tests/fixtures/`) through
 //! `LambdaEvent::new(payload, Context::default())`, on the AWS adapters against the moto
-//! emulator, a fake Bedrock Converse server and a fake Conversations Service (the harness of
-//! `crates/aws/tests/common`, included by path). Ends with one message end to end:
+//! emulator, a fake Bedrock Converse server and a fake Conversations Service (the harness in
+//! `switchboard_testkit::aws`). Ends with one message end to end:
 //! `PutEvents` → rule → SQS → router → work queue → executor → reply, DynamoDB, S3 archive and
 //! a handoff event on the bus, with the AWS requests of router and executor counted. The
 //! executor's faults are driven through a real FIFO queue with the test acting as the Lambda

@@ -33,7 +33,7 @@ impl Model for Recording {
 }
 use switchboard_testkit::ManualClock;
 
-mod common;
+use crate::common;
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 

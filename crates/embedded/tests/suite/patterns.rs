@@ -15,7 +15,7 @@ use switchboard_engine::{
     ExecOutcome, HandoffTo, Model, ModelError, ModelRequest, ModelResponse, SystemClock, WorkItem,
 };
 
-mod common;
+use crate::common;
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
 const BILLING: &str = "01JD0000PAYMENTS0AGENT0002";

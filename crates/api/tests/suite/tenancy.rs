@@ -2,11 +2,11 @@
 //! ids, message ids, idempotency keys and conversation ids each get their full, independent
 //! results; every spelling of a tenant path is counted as that tenant or refused. (The route
 //! corpus — another tenant's server-made ids on every route — is in `api.rs`; oversized and slow
-//! requests, which need the binary's server loop, in `crates/cli/tests/tenancy.rs`.) Raw TCP
+//! requests, which need the binary's server loop, in `tests/serve.rs`.) Raw TCP
 //! where an HTTP client would normalise the request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::{Api, Server, create_tenant, raw};
 use serde_json::{Value, json};

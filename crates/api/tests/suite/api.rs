@@ -3,7 +3,7 @@
 //! manual invoke, rate limits, and a cross-tenant corpus that must leak nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::{Api, Reply, Server, create_tenant, examples, tenant_key};
 use reqwest::{Client, Method, StatusCode};

@@ -595,7 +595,7 @@ async fn counters_admit_exactly_the_limit_across_processes(x: &Subject) {
 /// Slots asked for by `conversations`, alternating between the two processes: which were new.
 /// One after another, because the emulator's transactions are not isolated from each other (a
 /// cancelled one restores a snapshot of the whole table, undoing concurrent writes); DynamoDB's
-/// are. The embedded store is tested with parallel callers in `crates/embedded/tests/limits.rs`.
+/// are. The embedded store is tested with parallel callers in `crates/embedded/tests/suite/limits.rs`.
 async fn take_slots(
     x: &Subject,
     t: &TenantId,

@@ -12,7 +12,7 @@ use switchboard_domain::{InboundEvent, TenantId};
 use switchboard_embedded::{EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{ConversationLog, SystemClock};
 
-mod common;
+use crate::common;
 use common::World;
 
 const TENANTS: [&str; 2] = ["ta", "tb"];

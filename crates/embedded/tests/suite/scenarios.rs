@@ -16,7 +16,7 @@ use switchboard_engine::{
     Operator, RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
 };
 
-mod common;
+use crate::common;
 use common::{World, record};
 
 const FRONT: &str = "01JD0000SVPP0RT0AGENT00001";
