@@ -9,7 +9,7 @@ use crate::ids::{AgentId, SkillId, TenantId};
 use crate::limits::{MAX_DESCRIPTION_LEN, MAX_ITERATIONS_CEILING, MAX_PROMPT_BYTES, MAX_TURNS_CEILING};
 use crate::tool::SystemTool;
 pub use crate::tool::{SUB_AGENT_PREFIX, TRANSITION_PREFIX};
-use crate::validation::{ValidationErrors, check_name};
+use crate::validation::{ValidationErrors, check_name, check_reply_text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +38,24 @@ pub enum HandoffBehavior {
     Escalate,
     /// Close the conversation.
     End,
+}
+
+/// What the customer gets when a turn ends without answering them and without handing the
+/// conversation on: the turn failed or timed out, the fallback models all failed, it ran out of
+/// model calls or token budget, or its work item's last delivery failed. A turn that already
+/// replied is not answered again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OnFailure {
+    /// The conversation goes to a human operator (`session.handoff.human`, the failure as
+    /// reason).
+    #[default]
+    HandoffToHuman,
+    /// A fixed reply, sent once per message; the session stays with the agent.
+    Message { text: String },
+    /// Nothing: the failure is recorded (and `execution.failed` published), not answered.
+    #[serde(rename = "none")]
+    Nothing,
 }
 
 /// Inference parameters passed to the model.
@@ -271,6 +289,8 @@ pub struct Agent {
     pub max_turns: u32,
     #[serde(default)]
     pub handoff_behavior: HandoffBehavior,
+    #[serde(default)]
+    pub on_failure: OnFailure,
     /// Model calls allowed in one execution before it stops with `max_iterations`.
     #[serde(default = "default_max_iterations")]
     pub max_iterations: u32,
@@ -324,6 +344,9 @@ impl Agent {
         }
         self.check_history(&mut errors);
         self.check_token_budget(&mut errors);
+        if let OnFailure::Message { text } = &self.on_failure {
+            check_reply_text(&mut errors, "/onFailure/text", text);
+        }
         crate::tool::check_tool_refs(&mut errors, "/tools", &self.tools);
         self.check_sub_agents(&mut errors);
         self.check_pattern(&mut errors);
@@ -589,6 +612,22 @@ mod tests {
         assert_eq!((a.model_config.temperature, a.model_config.max_tokens), (0.7, 1024));
         assert_eq!((a.history.max_messages, a.history.max_tokens), (20, 4000));
         assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn on_failure_defaults_to_a_human_and_its_message_is_checked() {
+        assert_eq!(agent().on_failure, OnFailure::HandoffToHuman);
+        let parse = |v| serde_json::from_value::<OnFailure>(v);
+        assert_eq!(parse(serde_json::json!({"action": "none"})).unwrap(), OnFailure::Nothing);
+        assert_eq!(
+            parse(serde_json::json!({"action": "message", "text": "Sorry"})).unwrap(),
+            OnFailure::Message { text: "Sorry".into() }
+        );
+        assert!(parse(serde_json::json!({"action": "retry"})).is_err());
+        let mut a = agent();
+        a.on_failure = OnFailure::Message { text: "  ".into() };
+        let errors = a.validate().unwrap_err().0;
+        assert_eq!(errors.iter().map(|e| e.pointer.as_str()).collect::<Vec<_>>(), ["/onFailure/text"]);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod validation;
 pub mod webhook;
 
 pub use agent::{
-    Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig,
+    Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig, OnFailure,
 };
 pub use condition::{ConditionError, Conditions};
 pub use cost::{Cost, Price, PriceTable};

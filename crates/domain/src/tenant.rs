@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::execution::ExecutionStatus;
 use crate::ids::TenantId;
-use crate::limits::{MAX_NAME_LEN, MAX_REPLY_TEXT_BYTES};
-use crate::validation::ValidationErrors;
+use crate::limits::MAX_NAME_LEN;
+use crate::validation::{ValidationErrors, check_reply_text};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,10 +142,8 @@ impl TenantLimits {
         if !(1..=MAX_SESSION_IDLE_MINUTES).contains(&self.session_idle_minutes) {
             errors.push(format!("{base}/sessionIdleMinutes"), format!("must be 1 to {MAX_SESSION_IDLE_MINUTES}"));
         }
-        if let OnLimit::Message { text } = &self.on_limit
-            && (text.trim().is_empty() || text.len() > MAX_REPLY_TEXT_BYTES)
-        {
-            errors.push(format!("{base}/onLimit/text"), format!("must be 1 to {MAX_REPLY_TEXT_BYTES} bytes of text"));
+        if let OnLimit::Message { text } = &self.on_limit {
+            check_reply_text(&mut errors, &format!("{base}/onLimit/text"), text);
         }
         errors.into_result()
     }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::limits::MAX_NAME_LEN;
+use crate::limits::{MAX_NAME_LEN, MAX_REPLY_TEXT_BYTES};
 
 /// One offending field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -55,6 +55,14 @@ pub(crate) fn check_name(errors: &mut ValidationErrors, pointer: &str, name: &st
     let len = name.chars().count();
     if name.trim().is_empty() || len > MAX_NAME_LEN {
         errors.push(pointer, format!("must be 1 to {MAX_NAME_LEN} characters, not blank"));
+    }
+}
+
+/// A fixed reply a tenant configures (`onLimit`, `onFailure`): not blank, at most
+/// [`MAX_REPLY_TEXT_BYTES`], as the reply tool's text.
+pub(crate) fn check_reply_text(errors: &mut ValidationErrors, pointer: &str, text: &str) {
+    if text.trim().is_empty() || text.len() > MAX_REPLY_TEXT_BYTES {
+        errors.push(pointer, format!("must be 1 to {MAX_REPLY_TEXT_BYTES} bytes of text"));
     }
 }
 

@@ -446,7 +446,18 @@ impl ItemHandler for ExecuteItems {
             ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
         })?;
         let attempt = Attempt { number: delivery.receive_count, of: self.max_receives };
-        match self.executor.execute_attempt(&item, None, Some(attempt)).await {
+        let mut result = self.executor.execute_attempt(&item, None, Some(attempt)).await;
+        if let Err(e) = &result
+            && !e.is_deferral()
+            && attempt.is_last()
+        {
+            // Not delivered again: the customer is answered as the agent's `onFailure` says and
+            // the failure recorded; only what cannot even be recorded goes to the dead letters.
+            error!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message,
+                "work item failed at its last delivery; giving it up");
+            result = self.executor.give_up(&item, e.kind, &e.message).await;
+        }
+        match result {
             Ok(outcome) => {
                 let record = match outcome {
                     ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Some(Arc::new(*record)),

@@ -17,6 +17,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use futures::FutureExt;
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::SqsWorkQueue;
+use switchboard_domain::ErrorKind;
 use switchboard_engine::{Attempt, ExecOutcome, Executor, WorkItem};
 
 use crate::wiring::Wiring;
@@ -160,30 +161,67 @@ async fn run_group(
             }
         };
         let attempt = receives.parse().ok().map(|number| Attempt { number, of: max_receives });
-        let result = match AssertUnwindSafe(executor.execute_attempt(&item, deadline, attempt)).catch_unwind().await {
-            Ok(Ok(outcome)) => {
-                log_outcome(&id, &outcome);
-                ItemResult::Done
-            }
-            Ok(Err(e)) if e.is_deferral() => {
-                let delay = e.retry_after.unwrap_or_default();
-                tracing::info!(message_id = %id, group = %group, receives = %receives, delay_s = delay.as_secs(), reason = %e.message, "item deferred");
-                ItemResult::Deferred(delay)
-            }
-            Ok(Err(e)) => {
-                tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
-                ItemResult::Failed(e.to_string())
-            }
-            Err(panic) => {
-                let why = panic_message(panic.as_ref());
-                tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "item panicked");
-                ItemResult::Failed(format!("panic: {why}"))
-            }
-        };
+        let mut result = run_item(executor, &id, &group, receives, &item, deadline, attempt).await;
+        if let ItemResult::Failed(why) = &result
+            && attempt.is_some_and(Attempt::is_last)
+        {
+            // SQS will not deliver it again: the customer is answered as the agent's `onFailure`
+            // says and the failure recorded; only what cannot be recorded reaches the dead-letter
+            // queue (whose consumer tries the same once more).
+            result = give_up(executor, &id, &item, why).await;
+        }
         failed = result != ItemResult::Done;
         out.push((position, id, result));
     }
     out
+}
+
+/// Runs one item: what to tell SQS of it.
+async fn run_item(
+    executor: &Executor,
+    id: &str,
+    group: &str,
+    receives: &str,
+    item: &WorkItem,
+    deadline: Option<Instant>,
+    attempt: Option<Attempt>,
+) -> ItemResult {
+    match AssertUnwindSafe(executor.execute_attempt(item, deadline, attempt)).catch_unwind().await {
+        Ok(Ok(outcome)) => {
+            log_outcome(id, &outcome);
+            ItemResult::Done
+        }
+        Ok(Err(e)) if e.is_deferral() => {
+            let delay = e.retry_after.unwrap_or_default();
+            tracing::info!(message_id = %id, group = %group, receives = %receives, delay_s = delay.as_secs(), reason = %e.message, "item deferred");
+            ItemResult::Deferred(delay)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
+            ItemResult::Failed(e.to_string())
+        }
+        Err(panic) => {
+            let why = panic_message(panic.as_ref());
+            tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "item panicked");
+            ItemResult::Failed(format!("panic: {why}"))
+        }
+    }
+}
+
+/// Gives up `item`, whose last delivery failed with `why` ([`Executor::give_up`]): done once
+/// recorded.
+pub async fn give_up(executor: &Executor, id: &str, item: &WorkItem, why: &str) -> ItemResult {
+    match AssertUnwindSafe(executor.give_up(item, ErrorKind::Internal, why)).catch_unwind().await {
+        Ok(Ok(outcome)) => {
+            log_outcome(id, &outcome);
+            ItemResult::Done
+        }
+        Ok(Err(e)) => {
+            tracing::error!(message_id = %id, kind = ?e.kind, reason = %e.message, "item could not be given up");
+            ItemResult::Failed(format!("{why}; giving it up failed too: {}", e.message))
+        }
+        Err(panic) => ItemResult::Failed(format!("{why}; giving it up panicked: {}", panic_message(panic.as_ref()))),
+    }
 }
 
 fn parse_body(message: &SqsMessage) -> Result<WorkItem, String> {

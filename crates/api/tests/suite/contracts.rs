@@ -991,9 +991,12 @@ async fn flow_requests_failures_and_rate_limits_match_their_contracts() {
     assert_eq!(api.get(&format!("/tenants/flows/executions/{failed}")).await.status, 200);
 
     let events = published(&api, "flows").await;
-    assert_eq!(kinds(&events), ["execution.failed", "flow.trigger.requested"].map(String::from).into());
+    // the failed turn's customer went to a human (the agent's default `onFailure`)
+    let kinds_now = ["execution.failed", "flow.trigger.requested", "session.handoff.human"];
+    assert_eq!(kinds(&events), kinds_now.map(String::from).into());
     let failure = events.iter().find(|(_, e)| e["detailType"] == "execution.failed").unwrap();
     assert_eq!(failure.1["detail"]["executionId"], failed.as_str());
+    assert_eq!(failure.1["detail"]["status"], "failed");
 
     // tenant limits: one invocation a minute (two ran already this minute, or at most one will
     // in the next), so within three messages one is refused, recorded and announced

@@ -406,7 +406,9 @@ fn looping_script() -> serde_json::Value {
 
 #[tokio::test]
 async fn a_per_execution_input_budget_stops_a_tool_loop_before_the_call_that_would_pass_it() {
-    let budget = json!({ "maxIterations": 10, "tokenBudget": { "maxInputTokens": 400 } });
+    // (`onFailure: none`: the agent keeps the conversation after a turn its budget stopped)
+    let budget =
+        json!({ "maxIterations": 10, "tokenBudget": { "maxInputTokens": 400 }, "onFailure": { "action": "none" } });
     let mut w = World::with_agent(TenantLimits::default(), budget, looping_script(), None).await;
     let (_, record) = w.say("c-1", "hello").await;
     let record = record.unwrap();
@@ -427,7 +429,7 @@ async fn a_per_execution_input_budget_stops_a_tool_loop_before_the_call_that_wou
 #[tokio::test]
 async fn the_tenants_tokens_per_day_reached_mid_turn_stop_the_turn_before_the_call_that_would_pass_them() {
     // Measure one model call of the loop first, on a tenant without a day limit to speak of.
-    let agent = json!({ "maxIterations": 10 });
+    let agent = json!({ "maxIterations": 10, "onFailure": { "action": "none" } });
     let mut probe = World::with_agent(TenantLimits::default(), agent.clone(), looping_script(), None).await;
     let (_, record) = probe.say("c-1", "hello").await;
     let record = record.unwrap();

@@ -141,6 +141,10 @@ async fn it_stops_at_max_iterations_without_replying() {
     assert_eq!(r.tool_calls.len(), 3);
     assert!(r.error.is_some());
     assert!(w.replies("c-1").await.is_empty());
+    // the customer is not left unanswered: the agent's `onFailure` (by default) calls a human
+    let s = w.session("c-1").await;
+    assert_eq!(s.status, SessionStatus::HandedOff);
+    assert!(s.handoff_reason.as_deref().unwrap().contains("max_iterations"), "{:?}", s.handoff_reason);
 }
 
 #[tokio::test]
@@ -527,8 +531,88 @@ async fn a_model_that_rejects_the_request_fails_the_execution_with_a_record_and_
     let r = record(&outcomes[0]);
     assert_eq!(r.status, ExecutionStatus::Failed);
     assert_eq!(r.error.as_ref().unwrap().kind, switchboard_domain::ErrorKind::Model);
-    assert!(w.events().await.iter().any(|e| e.detail_type == "execution.failed"));
     assert!(w.replies("c-1").await.is_empty());
+    // the customer goes to a human (the default `onFailure`), then the failure is announced
+    let s = w.session("c-1").await;
+    assert_eq!(s.status, SessionStatus::HandedOff);
+    assert!(s.handoff_reason.as_deref().unwrap().starts_with("the agent could not answer (failed)"));
+    let events = w.events().await;
+    let kinds: Vec<&str> = events.iter().map(|e| e.detail_type.as_str()).collect();
+    assert_eq!(kinds, ["session.handoff.human", "execution.failed"]);
+    assert_eq!(events[1].detail["status"], "failed");
+    assert_eq!(events[1].detail["executionId"], r.execution_id.to_string());
+    assert_eq!(r.actions.len(), 1, "the handoff is the record's action: {:?}", r.actions);
+}
+
+/// The agent of the default bundle, failing every turn (its scripted model rejects everything),
+/// with `on_failure` as its `onFailure`.
+async fn failing_world(on_failure: Value) -> World {
+    let script = json!({ "rules": [ { "when": { "userText": { "equals": "never" } }, "then": { "text": "x" } } ] });
+    World::new(&default_bundle(json!({ "onFailure": on_failure })), script).await
+}
+
+#[tokio::test]
+async fn on_failure_message_answers_once_and_keeps_the_agent_and_none_says_nothing() {
+    let sorry = "Sorry, something went wrong on our side. Please write again.";
+    let mut w = failing_world(json!({ "action": "message", "text": sorry })).await;
+    let e = w.event("c-1", "hello");
+    let (_, outcomes) = w.deliver(&e).await;
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    assert_eq!(w.replies("c-1").await, [sorry]);
+    assert!(w.session("c-1").await.is_active(), "the agent keeps the conversation");
+    assert_eq!(w.session("c-1").await.transcript.last().unwrap().text(), sorry);
+    // the same item again (a redelivery) is recorded already: nothing more is sent
+    let (_, again) = w.deliver(&e).await;
+    assert!(again.iter().all(|o| matches!(o, ExecOutcome::AlreadyRecorded(_))), "{again:?}");
+    assert_eq!(w.replies("c-1").await, [sorry]);
+    // a second failure answers the second message once more
+    w.say("c-1", "hello?").await;
+    assert_eq!(w.replies("c-1").await, [sorry, sorry]);
+
+    let mut w = failing_world(json!({ "action": "none" })).await;
+    let (_, outcomes) = w.say("c-1", "hello").await;
+    assert_eq!(record(&outcomes[0]).status, ExecutionStatus::Failed);
+    assert!(w.replies("c-1").await.is_empty());
+    assert!(w.session("c-1").await.is_active());
+    let kinds: Vec<String> = w.events().await.into_iter().map(|e| e.detail_type).collect();
+    assert_eq!(kinds, ["execution.failed"], "the failure is still announced");
+}
+
+#[tokio::test]
+async fn an_item_that_fails_its_last_delivery_is_given_up_to_a_human_once() {
+    use switchboard_embedded::queue::{Delivery, QueueConfig};
+    // given a model chain that is down: every delivery fails retryably
+    let all_down = json!({"model": "down", "modelConfig": {"fallbackModels": ["slow"]}});
+    let mut w = World::with_model(&default_bundle(all_down), outages("never")).await;
+    let e = w.event("c-1", "hi");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let last = QueueConfig::default().max_receives;
+    // an earlier delivery fails and is left to the queue
+    let early = Delivery { receive_count: last - 1, ..d.clone() };
+    assert!(w.embedded.item_handler().handle(&early).await.is_err());
+    assert!(w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().is_none());
+    assert!(w.sessions("c-1").await.is_empty(), "nothing committed yet");
+    // when its last delivery fails too
+    let final_delivery = Delivery { receive_count: last, ..d };
+    w.embedded.item_handler().handle(&final_delivery).await.expect("given up, not dead-lettered");
+    // then the failure is recorded, a human has the conversation with the message, and it is announced
+    let r = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    let error = r.error.as_ref().unwrap();
+    assert_eq!(error.reason.as_deref(), Some(switchboard_engine::execute::LAST_DELIVERY));
+    assert!(error.message.contains("its last delivery failed"), "{}", error.message);
+    let s = w.session("c-1").await;
+    assert_eq!(s.status, SessionStatus::HandedOff);
+    assert_eq!(s.transcript.last().unwrap().text(), "hi", "the human sees the message");
+    let kinds: Vec<String> = w.events().await.into_iter().map(|e| e.detail_type).collect();
+    assert_eq!(kinds, ["session.handoff.human", "execution.failed"]);
+    // and giving it up again (a crash before the acknowledgement) finds the record
+    let item: WorkItem = serde_json::from_str(&final_delivery.body).unwrap();
+    let again = w.embedded.executor.give_up(&item, switchboard_domain::ErrorKind::Model, "down").await.unwrap();
+    assert!(matches!(again, ExecOutcome::AlreadyRecorded(_)), "{again:?}");
+    assert_eq!(w.events().await.len(), 2);
 }
 
 /// Fails the models named `down` (unavailable), `slow` (timeout) and `refusing` (rejected); any
@@ -622,6 +706,14 @@ async fn a_turn_whose_budget_is_spent_calls_no_model_and_is_recorded_as_timeout(
     assert!(r.error.as_ref().unwrap().message.contains("deadline"));
     assert_eq!(r.error.as_ref().unwrap().reason.as_deref(), Some("deadline"));
     assert!(w.replies("c-1").await.is_empty());
+    // and the customer is handed to a human, the record keeping its status, and it is announced
+    assert_eq!(w.session("c-1").await.status, SessionStatus::HandedOff);
+    let events = w.events().await;
+    let failed = events.iter().find(|e| e.detail_type == "execution.failed").expect("execution.failed");
+    assert_eq!(
+        (failed.detail["status"].as_str(), failed.detail["executionId"].as_str()),
+        (Some("timeout"), Some(r.execution_id.to_string().as_str()))
+    );
 }
 
 /// Asks for `send_message` first, then never answers again.
@@ -659,10 +751,14 @@ async fn a_model_call_cut_off_by_the_deadline_ends_the_turn_as_timeout_with_noth
     let d = w.embedded.queue.receive().await.unwrap().unwrap();
     let item: WorkItem = serde_json::from_str(&d.body).unwrap();
     let outcome = executor.execute(&item).await.unwrap();
-    // then it is recorded as a timeout, with the reply already sent
+    // then it is recorded as a timeout, with the reply already sent: the customer was answered,
+    // so `onFailure` leaves the agent on the conversation; the timeout is announced
     let r = record(&outcome);
     assert_eq!((r.status, r.iterations), (ExecutionStatus::Timeout, 2));
     assert_eq!(w.replies("c-1").await, ["Looking into it."]);
+    assert!(w.session("c-1").await.is_active());
+    let kinds: Vec<String> = w.events().await.into_iter().map(|e| e.detail_type).collect();
+    assert_eq!(kinds, ["execution.failed"]);
     // and running the same item again (a redelivery) sends nothing more
     assert!(matches!(executor.execute(&item).await.unwrap(), ExecOutcome::AlreadyRecorded(_)));
     assert_eq!(w.replies("c-1").await, ["Looking into it."]);

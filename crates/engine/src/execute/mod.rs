@@ -5,6 +5,7 @@
 //! had the first time. Also here: the prompt and history a turn starts from (`context`).
 
 pub(crate) mod context;
+mod give_up;
 pub(crate) mod history;
 pub(crate) mod record;
 mod refused;
@@ -21,6 +22,7 @@ use tracing::{info, warn};
 pub use crate::fault::ExecError;
 use crate::limits::{Admission, Limits};
 use crate::ports::{Deps, Follower, Progress, SessionWrite, StoreError, TurnCommit, TurnStart, WorkItem};
+pub use give_up::LAST_DELIVERY;
 pub use record::describe;
 
 /// How often a turn is re-run after losing a session version race before giving up (and

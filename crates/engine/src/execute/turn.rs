@@ -384,25 +384,25 @@ impl Loop<'_> {
             let reason = format!("the agent reached its limit of {} turns", self.agent.max_turns);
             self.apply_handoff_behavior(reason, "max-turns").await?;
         }
+        if self.status == ExecutionStatus::MaxIterations {
+            let why = format!("no final answer after {} model calls", self.agent.max_iterations);
+            self.failure = Some(ExecutionError::new(ErrorKind::Model, why));
+        }
+        // Stopped short with the customer unanswered and the agent still on the conversation.
+        if self.status != ExecutionStatus::Success && self.state.replies_sent == 0 && self.state.session.is_active() {
+            self.answer_failure().await?;
+        }
         let record = &mut self.record;
+        // A turn that stopped short keeps its status; the session's fate is in its actions.
         record.status = match (self.status, self.state.session.status) {
-            (ExecutionStatus::Failed, _) => ExecutionStatus::Failed,
-            (ExecutionStatus::BudgetExceeded, _) => ExecutionStatus::BudgetExceeded,
-            (_, SessionStatus::HandedOff) => ExecutionStatus::HandedOff,
-            (_, SessionStatus::Completed) => ExecutionStatus::Ended,
+            (ExecutionStatus::Success, SessionStatus::HandedOff) => ExecutionStatus::HandedOff,
+            (ExecutionStatus::Success, SessionStatus::Completed) => ExecutionStatus::Ended,
             (s, _) => s,
         };
         record.error = self.failure.take();
-        if record.status == ExecutionStatus::MaxIterations {
-            record.error = Some(ExecutionError::new(
-                ErrorKind::Model,
-                format!("no final answer after {} model calls", self.agent.max_iterations),
-            ));
-        }
-        if record.status == ExecutionStatus::Failed {
+        if matches!(record.status, ExecutionStatus::Failed | ExecutionStatus::Timeout) {
             let key = format!("{}/failed", self.cx.item.source_id);
-            let message = record.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
-            let detail = json!({ "executionId": record.execution_id, "error": message });
+            let detail = failed_event(record);
             moves::publish(deps, &key, detail_type::EXECUTION_FAILED, &self.state.session, detail).await?;
         }
         record.actions = std::mem::take(&mut self.state.actions);
@@ -412,6 +412,17 @@ impl Loop<'_> {
         self.state.session.updated_at = deps.clock.now();
         self.state.session.version += 1;
         Ok(Turn { session: self.state.session, new_session: self.state.new_session, record: self.record })
+    }
+
+    /// The turn stopped short of answering: the agent's `onFailure` answers the customer.
+    async fn answer_failure(&mut self) -> Result<(), ExecError> {
+        let why = self.failure.as_ref().map_or("", |f| f.message.as_str());
+        let reason = format!("the agent could not answer ({}): {why}", self.status.as_str());
+        let key = format!("{}/on-failure", self.cx.item.source_id);
+        let before = self.state.actions.len();
+        self.state.answer_failure(self.cx.deps, &self.agent.on_failure, &reason, &key).await?;
+        self.announce_actions(before);
+        Ok(())
     }
 
     /// `maxTurns` reached or the session's token budget spent: the agent's `handoffBehavior`
@@ -429,4 +440,11 @@ impl Loop<'_> {
         self.announce_actions(before);
         Ok(())
     }
+}
+
+/// The detail of `execution.failed` for a record that ended `failed` or `timeout` (besides the
+/// session's ids).
+pub(super) fn failed_event(record: &ExecutionRecord) -> serde_json::Value {
+    let message = record.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+    json!({ "executionId": record.execution_id, "status": record.status.as_str(), "error": message })
 }

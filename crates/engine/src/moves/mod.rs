@@ -12,10 +12,13 @@ pub(crate) use turn::TurnState;
 use serde_json::{Value, json};
 use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::{MAX_HANDOFF_DEPTH, MAX_REPLY_TEXT_BYTES};
+use switchboard_domain::message::Message;
 use switchboard_domain::{
-    Action, AgentId, AgentStatus, HandoffContext, HandoffTarget, OutboundEvent, Priority, Session, SessionStatus,
+    Action, AgentId, AgentStatus, HandoffContext, HandoffTarget, OnFailure, OutboundEvent, Priority, Session,
+    SessionStatus,
 };
 
+use crate::fault::ToolFault;
 use crate::ports::{BusError, ConversationError, Deps, StoreError};
 
 /// Why a move was not made. The session is unchanged; the caller words it for its audience
@@ -145,6 +148,31 @@ pub(crate) async fn hand_off_to_human(
     }
     publish(deps, key, detail_type::HANDOFF_HUMAN, session, detail).await?;
     Ok(Action::HandoffToHuman { reason: reason.to_owned(), priority })
+}
+
+/// Answers a customer whose message was not answered, as the agent's `onFailure` says: a human
+/// gets the conversation (`reason` as the handoff's), a fixed reply is sent (and joins the
+/// transcript), or nothing. Under `key`, so a repeat sends and publishes the same once. The
+/// action, unless the setting is to do nothing.
+pub(crate) async fn answer_failure(
+    deps: &Deps,
+    session: &mut Session,
+    on_failure: &OnFailure,
+    reason: &str,
+    key: &str,
+) -> Result<Option<Action>, ToolFault> {
+    match on_failure {
+        OnFailure::Nothing => Ok(None),
+        OnFailure::Message { text } => {
+            let action = send(deps, session, text, key).await?;
+            session.append_transcript([Message::assistant_text(text.clone())]);
+            Ok(Some(action))
+        }
+        OnFailure::HandoffToHuman => {
+            let action = hand_off_to_human(deps, session, reason, Priority::Normal, RequestedBy::Agent, key).await?;
+            Ok(Some(action))
+        }
+    }
 }
 
 /// A handoff to another agent, as asked for.

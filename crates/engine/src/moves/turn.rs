@@ -2,7 +2,7 @@
 //! whether the turn is finished. The system tools, a turn's final answer and bookkeeping, and the
 //! router call these; each returns what happened or why the move was refused.
 
-use switchboard_domain::{Action, AgentId, Priority, Session};
+use switchboard_domain::{Action, AgentId, OnFailure, Priority, Session};
 
 use super::{AgentHandoff, EndedBy, Refused, RequestedBy};
 use crate::fault::ToolFault;
@@ -61,6 +61,20 @@ impl TurnState {
         let session = &mut self.session;
         let action = super::hand_off_to_human(deps, session, reason, priority, RequestedBy::Agent, key).await?;
         self.did(action);
+        Ok(())
+    }
+
+    /// Answers the customer as the agent's `onFailure` says (see [`super::answer_failure`]).
+    pub async fn answer_failure(
+        &mut self,
+        deps: &Deps,
+        on_failure: &OnFailure,
+        reason: &str,
+        key: &str,
+    ) -> Result<(), ToolFault> {
+        if let Some(action) = super::answer_failure(deps, &mut self.session, on_failure, reason, key).await? {
+            self.did(action);
+        }
         Ok(())
     }
 
