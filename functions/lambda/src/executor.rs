@@ -58,7 +58,16 @@ pub async fn handle(wiring: &Wiring, event: LambdaEvent<SqsEvent>) -> SqsBatchRe
         .iter()
         .map(|m| (m.message_id.clone().unwrap_or_default(), m.receipt_handle.clone().unwrap_or_default()))
         .collect();
-    let results = run_batch(&wiring.executor, event.payload.records, deadline, wiring.max_receives).await;
+    let records = event.payload.records;
+    let from_dead_letters = wiring
+        .dead_letter_queue_arn
+        .as_deref()
+        .is_some_and(|arn| records.first().and_then(|r| r.event_source_arn.as_deref()) == Some(arn));
+    let results = if from_dead_letters {
+        give_up_batch(&wiring.executor, records).await
+    } else {
+        run_batch(&wiring.executor, records, deadline, wiring.max_receives).await
+    };
     // Followed turns' last pages are written before the container may be frozen.
     wiring.turns.flush().await;
     let mut response = SqsBatchResponse::default();
@@ -172,6 +181,30 @@ async fn run_group(
         }
         failed = result != ItemResult::Done;
         out.push((position, id, result));
+    }
+    out
+}
+
+/// The dead-letter queue's consumer: gives up every item of the batch ([`Executor::give_up`]),
+/// which answers its customer as the agent's `onFailure` says. An item lands there when its last
+/// receive did not report back (the function timed out or its process died) or giving it up
+/// failed then; one recorded already is left as it is. What cannot be given up (a body that is
+/// not a work item, a store that keeps failing) stays in the dead-letter queue for an operator.
+pub async fn give_up_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec<(String, ItemResult)> {
+    let mut out = Vec::with_capacity(records.len());
+    for message in records {
+        let id = message.message_id.clone().unwrap_or_default();
+        let result = match parse_body(&message) {
+            Ok(item) => {
+                let why = "dead-lettered: the queue's last delivery of it did not finish";
+                give_up(executor, &id, &item, why).await
+            }
+            Err(why) => {
+                tracing::error!(message_id = %id, reason = %why, "malformed work item in the dead-letter queue; left there");
+                ItemResult::Failed(why)
+            }
+        };
+        out.push((id, result));
     }
     out
 }

@@ -342,6 +342,9 @@ pub struct Wiring {
     /// [`DEFAULT_MAX_RECEIVES`]): a deferred message still refused at that delivery is recorded
     /// as refused instead of going to the dead-letter queue.
     pub max_receives: u32,
+    /// The work queue's dead-letter queue (`SWITCHBOARD_WORK_DEAD_LETTER_QUEUE_ARN`): a batch
+    /// from it is given up item by item instead of run (see [`crate::executor::handle`]).
+    pub dead_letter_queue_arn: Option<String>,
 }
 
 /// The template's `maxReceiveCount` for the work queue.
@@ -370,6 +373,8 @@ impl Wiring {
         if let Some(n) = std::env::var("SWITCHBOARD_WORK_MAX_RECEIVES").ok().and_then(|v| v.trim().parse().ok()) {
             wiring.max_receives = n;
         }
+        wiring.dead_letter_queue_arn =
+            std::env::var("SWITCHBOARD_WORK_DEAD_LETTER_QUEUE_ARN").ok().filter(|v| !v.trim().is_empty());
         Ok(wiring)
     }
 
@@ -452,7 +457,16 @@ impl Wiring {
         let (intake, executor) = engine(&deps);
         let turns = TurnLog::new(&store);
         let executor = executor.with_progress(Arc::new(turns.clone()));
-        Self { store, queue, executor, deps, intake, turns, max_receives: DEFAULT_MAX_RECEIVES }
+        Self {
+            store,
+            queue,
+            executor,
+            deps,
+            intake,
+            turns,
+            max_receives: DEFAULT_MAX_RECEIVES,
+            dead_letter_queue_arn: None,
+        }
     }
 
     /// The same wiring with model calls priced at `prices` instead of the shipped table.

@@ -156,7 +156,10 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
     let model: Arc<dyn Model> = Arc::new(Retrying::new(adapter, options.model_retry));
     let model: Arc<dyn Model> = if options.panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
     let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
-    let wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);
+    let mut wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);
+    if let Some(max) = options.max_receives {
+        wiring.max_receives = max;
+    }
     let tenant: TenantId = "t-1".parse().unwrap();
     wiring.store.create_tenant(&tenant, "Acme").await.unwrap();
     let agent: Agent = serde_json::from_value(json!({
@@ -926,6 +929,80 @@ async fn a_poison_body_fails_alone_on_every_receive_then_sits_in_the_dead_letter
         assert!(line.contains(receives), "{line}");
         assert!(line.contains("reason=body is not a work item: key must be a string"), "{line}");
     }
+}
+
+/// The kinds of the events tenant `t-1` has published, oldest first (its event log).
+async fn published_kinds(w: &World) -> Vec<String> {
+    let (status, log) = api_call(w, "GET", "/tenants/t-1/events", None).await;
+    assert_eq!(status, 200, "{log}");
+    let events = log["events"].as_array().unwrap();
+    events.iter().map(|e| e["event"]["detailType"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_message_whose_last_delivery_fails_is_given_up_to_a_human_instead_of_dead_lettered() {
+    // given a work queue that dead-letters after 2 receives and a model throttled every time
+    let throttle = Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.");
+    let options = Options { max_receives: Some(2), model_retry: fast_retry(1), ..Options::default() };
+    let w = world_with(vec![throttle.clone(), throttle], options).await;
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718";
+    // when the first delivery fails, it is left to SQS
+    let (first, response) = poll_once(&w).await.unwrap();
+    assert_eq!(failed_ids(&response), vec![first.message_id().unwrap().to_owned()]);
+    assert!(w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().is_none());
+    // when the last one fails too, the item is given up and acknowledged
+    let (last, response) = poll_once(&w).await.unwrap();
+    assert_eq!(receive_count(&last), "2");
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    // then the failure is recorded, a human has the conversation, and both are announced
+    let record = w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Failed);
+    assert_eq!(record.error.as_ref().unwrap().reason.as_deref(), Some("last-delivery"));
+    assert!(record.error.as_ref().unwrap().message.contains("ThrottlingException"), "{:?}", record.error);
+    let session = w.wiring.store.latest_session(&tenant, "c-1").await.unwrap().unwrap();
+    assert_eq!(session.status, SessionStatus::HandedOff);
+    assert_eq!(published_kinds(&w).await, ["session.handoff.human", "execution.failed"]);
+    assert_eq!(w.conversations.attempts(), 0, "nothing was said in the agent's name");
+    // and nothing reached the dead-letter queue
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    assert!(common::drain_queue(&sqs, w.dead_letters.as_deref().unwrap()).await.is_empty());
+}
+
+#[tokio::test]
+async fn the_dead_letter_consumer_gives_up_an_item_whose_process_died_once_and_leaves_a_malformed_one() {
+    // given an item whose last delivery never reported back (the process died): it sits in the
+    // dead-letter queue, and the executor is subscribed to that queue
+    let mut w = world(vec![Reply::text("never said")], false).await;
+    let dead_letters = "arn:aws:sqs:us-east-1:123456789012:switchboard-work-dlq-test.fifo";
+    w.wiring.dead_letter_queue_arn = Some(dead_letters.to_owned());
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let message = receive_work(&w).await.unwrap();
+    let mut batch = as_sqs_event(std::slice::from_ref(&message));
+    let mut malformed = batch["Records"][0].clone();
+    malformed["messageId"] = json!("m-malformed");
+    malformed["body"] = json!("{not a work item");
+    batch["Records"].as_array_mut().unwrap().push(malformed);
+    for record in batch["Records"].as_array_mut().unwrap() {
+        record["eventSourceARN"] = json!(dead_letters);
+    }
+    // when the dead-letter queue's batch arrives
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(batch.clone())).await;
+    // then the item is given up without running (the model was never called), and only the
+    // malformed body is reported failed, to stay in the dead-letter queue
+    assert_eq!(failed_ids(&response), ["m-malformed"]);
+    assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 0);
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap();
+    let record = record.unwrap();
+    assert_eq!(record.status, ExecutionStatus::Failed);
+    assert!(record.error.as_ref().unwrap().message.contains("dead-lettered"), "{:?}", record.error);
+    assert_eq!(published_kinds(&w).await, ["session.handoff.human", "execution.failed"]);
+    // and the same batch again (SQS delivers at least once) does nothing more
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(batch)).await;
+    assert_eq!(failed_ids(&response), ["m-malformed"]);
+    assert_eq!(published_kinds(&w).await, ["session.handoff.human", "execution.failed"]);
 }
 
 #[tokio::test]
