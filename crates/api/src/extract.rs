@@ -12,6 +12,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
+use switchboard_domain::input::read_value;
 use switchboard_domain::{SessionId, TenantId, ValidationErrors};
 
 use crate::auth::Caller;
@@ -82,10 +84,12 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     }
 }
 
-/// `bytes` as `T`, or a problem naming the field at fault.
+/// `bytes` as `T` (a struct only from a JSON object: [`read_value`]), or a problem naming the
+/// field at fault.
 pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
-        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))
+    let value: Value = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+        .map_err(|e| Problem::invalid(switchboard_domain::input::shape_error("", e)))?;
+    read_value(value, "").map_err(Problem::invalid)
 }
 
 fn could_not_read() -> Problem {

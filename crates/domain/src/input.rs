@@ -25,7 +25,7 @@ pub fn record_from_input<T: DeserializeOwned>(
         object.insert((*field).to_owned(), value.clone());
     }
     errors.into_result()?;
-    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| shape_error(prefix, e))
+    read_value(Value::Object(object), prefix)
 }
 
 /// Like [`record_from_input`] but the client may send the server-owned fields (a bundle file
@@ -41,7 +41,13 @@ pub fn record_with_defaults<T: DeserializeOwned>(
     for (field, value) in defaults {
         object.entry((*field).to_owned()).or_insert_with(|| value.clone());
     }
-    serde_path_to_error::deserialize::<_, T>(Value::Object(object)).map_err(|e| shape_error(prefix, e))
+    read_value(Value::Object(object), prefix)
+}
+
+/// `value` as `T`, a struct read only from a JSON object (never from an array of its fields, as
+/// serde alone would), or the field at fault under `prefix`. Every client body is read so.
+pub fn read_value<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ValidationErrors> {
+    serde_path_to_error::deserialize::<_, T>(crate::strict_json::Strict(value)).map_err(|e| shape_error(prefix, e))
 }
 
 /// A JSON value that does not have the shape of its type, as the field at fault under `prefix`:
@@ -118,8 +124,8 @@ fn described(at: String, bare: &str, message: &str, noun: Noun) -> ValidationErr
         return ValidationErrors::single(pointer, detail);
     }
     // "invalid type: integer `1`, expected struct X", "invalid length 0, expected struct X with 3
-    // elements" (an array where an object belongs).
-    if bare.contains(", expected struct ") {
+    // elements" (an array where an object belongs), and the same refused by `read_value`.
+    if bare.contains(", expected struct ") || bare.ends_with(", expected a JSON object") {
         return ValidationErrors::single(at, "must be a JSON object");
     }
     // A value of another type is told the kind it must be; a number out of its type's range

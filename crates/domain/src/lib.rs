@@ -17,6 +17,7 @@ pub mod model_ref;
 pub mod schema;
 pub mod session;
 pub mod skill;
+mod strict_json;
 pub mod tenant;
 pub mod tool;
 pub mod trigger;

@@ -82,8 +82,7 @@ impl ConfigService {
                 _ => serde_json::Map::new(),
             };
             merged.extend(given);
-            tenant.limits = serde_path_to_error::deserialize(serde_json::Value::Object(merged))
-                .map_err(|e| switchboard_domain::input::shape_error("/limits", e))?;
+            tenant.limits = switchboard_domain::input::read_value(serde_json::Value::Object(merged), "/limits")?;
             tenant.limits.validate("/limits")?;
         }
         if !self.admin.update_tenant(&tenant).await? {

@@ -11,6 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use switchboard_domain::input::read_value;
 use switchboard_domain::{TenantId, ValidationErrors, tenant_name};
 use switchboard_engine::{ConfigWriteError, TenantChanges};
 
@@ -36,7 +37,7 @@ pub(crate) async fn create(
         name: String,
     }
     let JsonBody(v) = body?;
-    let new: NewTenant = serde_path_to_error::deserialize(v).map_err(|e| shape_error("", e))?;
+    let new: NewTenant = read_value(v, "").map_err(Problem::invalid)?;
     let mut errors = ValidationErrors::default();
     let tenant = new.tenant_id.parse::<TenantId>().map_err(|e| errors.push("/tenantId", e.to_string())).ok();
     let name = tenant_name(&new.name).map_err(|e| errors.push("/name", e.to_string())).ok();
@@ -104,7 +105,7 @@ pub(crate) async fn update(
         return Err(Problem::not_found("no such route"));
     }
     let JsonBody(v) = body?;
-    let changes: TenantChanges = serde_path_to_error::deserialize(v).map_err(|e| shape_error("", e))?;
+    let changes: TenantChanges = read_value(v, "").map_err(Problem::invalid)?;
     let tenant = state.config_service().update_tenant(&t, changes).await.map_err(|e| refused(&t, e))?;
     tracing::info!(tenant = %t, status = tenant.status.as_str(), "tenant updated");
     Ok(Json(tenant).into_response())
@@ -119,11 +120,6 @@ fn refused(t: &TenantId, e: ConfigWriteError) -> Problem {
         // Tenants have no versions and nothing refers to them.
         ConfigWriteError::VersionMismatch { .. } | ConfigWriteError::InUse(_) => Problem::internal(),
     }
-}
-
-/// A body of the wrong shape, as a `400` naming the field at fault.
-fn shape_error(base: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    Problem::invalid(switchboard_domain::input::shape_error(base, e))
 }
 
 /// The tenant a key route names, for an admin on a profile with API keys. A tenant key gets

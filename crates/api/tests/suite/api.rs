@@ -132,6 +132,17 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     let mut b = agent_body("A");
     b["modelConfig"] = json!({ "temperature": "warm" });
     assert_eq!(pointers(&api.post("/tenants/acme/agents", b).await), ["/modelConfig/temperature"]);
+    // an array where an object is expected is not read as the object's fields in order (serde
+    // alone would take `[0.5]` for a temperature), in a record, a tenant's limits or a body
+    let mut b = agent_body("A");
+    b["modelConfig"] = json!([0.5]);
+    let r = api.post("/tenants/acme/agents", b).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/modelConfig".to_owned()]), "{}", r.body);
+    assert!(r.body["errors"][0]["detail"].as_str().unwrap().contains("JSON object"), "{}", r.body);
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": [60] })), &[]).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/limits".to_owned()]), "{}", r.body);
+    let listed = api.get("/tenants/acme/agents").await;
+    assert_eq!(listed.body["items"], json!([]), "nothing was stored");
     let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "application/json")]).await;
     assert_eq!(r.status, 400);
     // a trigger with a bad operator, a bad regex, and an agent that does not exist

@@ -16,6 +16,17 @@ use tower::ServiceExt;
 /// How long open connections may take to finish after shutdown is asked for.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long to pause after `accept` failed with `e`: nothing for an error of the one connection
+/// (it was reset or aborted before it was taken), a second for an error of the listener or the
+/// process (`EMFILE`, `ENFILE`, `ENOMEM`), which the next `accept` would hit again at once.
+fn accept_backoff(e: &std::io::Error) -> Option<Duration> {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    match e.kind() {
+        ConnectionAborted | ConnectionRefused | ConnectionReset => None,
+        _ => Some(Duration::from_secs(1)),
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish their
 /// current request (for at most ten seconds).
 pub async fn serve(
@@ -32,9 +43,17 @@ pub async fn serve(
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
-                // Out of file descriptors and the like: wait for the next connection.
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    if let Some(pause) = accept_backoff(&e) {
+                        // Out of file descriptors and the like: accepting again at once would
+                        // spin on the same error; pause (as axum's own loop does), still
+                        // listening for shutdown.
+                        tracing::warn!(error = %e, pause_ms = pause.as_millis(), "accepting a connection failed; pausing");
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
+                            () = &mut shutdown => break,
+                        }
+                    }
                     continue;
                 }
             },
@@ -55,4 +74,20 @@ pub async fn serve(
         tracing::info!("connections still open after {} s; closing them", DRAIN_TIMEOUT.as_secs());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_descriptors_pauses_the_loop_and_a_dropped_connection_does_not() {
+        let emfile = std::io::Error::from_raw_os_error(24);
+        assert_eq!(accept_backoff(&emfile), Some(Duration::from_secs(1)), "{emfile}");
+        let enfile = std::io::Error::from_raw_os_error(23);
+        assert_eq!(accept_backoff(&enfile), Some(Duration::from_secs(1)), "{enfile}");
+        let aborted = std::io::Error::from(std::io::ErrorKind::ConnectionAborted);
+        assert_eq!(accept_backoff(&aborted), None);
+        assert_eq!(accept_backoff(&std::io::Error::from(std::io::ErrorKind::ConnectionReset)), None);
+    }
 }

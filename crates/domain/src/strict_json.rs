@@ -1,0 +1,164 @@
+//! A JSON value read as a Rust type, except that a struct is read only from a JSON object. Serde's
+//! derived structs also accept an array of their fields in order, so `"modelConfig": [0.5]`
+//! would be a temperature; a client that sends that has made a mistake, and is told so with the
+//! field's pointer. Everything else reads as `serde_json` reads it.
+
+use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde_json::{Map, Value};
+
+/// `value` as a deserializer that refuses an array for a struct, at any depth.
+pub(crate) struct Strict(pub Value);
+
+impl<'de> Deserializer<'de> for Strict {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(map) => visitor.visit_map(Fields::new(map)),
+            Value::Array(items) => visitor.visit_seq(Items(items.into_iter())),
+            scalar => scalar.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(_) => Err(de::Error::invalid_type(Unexpected::Seq, &"a JSON object")),
+            other => Strict(other).deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            other => visitor.visit_some(Strict(other)),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        // Unit variants as strings and externally tagged ones as `serde_json` reads them.
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map identifier ignored_any
+    }
+}
+
+/// An object's members, each value read strictly.
+struct Fields {
+    members: serde_json::map::IntoIter,
+    value: Option<Value>,
+}
+
+impl Fields {
+    fn new(map: Map<String, Value>) -> Self {
+        Self { members: map.into_iter(), value: None }
+    }
+}
+
+impl<'de> MapAccess<'de> for Fields {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Self::Error> {
+        let Some((key, value)) = self.members.next() else { return Ok(None) };
+        self.value = Some(value);
+        seed.deserialize(key.into_deserializer()).map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
+        let value = self.value.take().ok_or_else(|| de::Error::custom("a value was asked for before its key"))?;
+        seed.deserialize(Strict(value))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.members.len())
+    }
+}
+
+/// An array's items, each read strictly.
+struct Items(std::vec::IntoIter<Value>);
+
+impl<'de> SeqAccess<'de> for Items {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Self::Error> {
+        self.0.next().map(|item| seed.deserialize(Strict(item))).transpose()
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Outer {
+        name: String,
+        #[serde(default)]
+        config: Option<Inner>,
+        #[serde(default)]
+        list: Vec<Inner>,
+        #[serde(default)]
+        tags: Vec<String>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Inner {
+        temperature: f32,
+    }
+
+    fn read(v: Value) -> Result<Outer, String> {
+        serde_path_to_error::deserialize::<_, Outer>(Strict(v)).map_err(|e| {
+            let path = e.path().to_string();
+            format!("{path}: {}", e.into_inner())
+        })
+    }
+
+    #[test]
+    fn an_array_for_a_struct_is_refused_at_any_depth_with_its_path() {
+        assert_eq!(serde_json::from_value::<Inner>(json!([0.5])).unwrap().temperature, 0.5, "serde alone accepts it");
+        let e = read(json!({ "name": "a", "config": [0.5] })).unwrap_err();
+        assert!(e.starts_with("config: invalid type: sequence, expected a JSON object"), "{e}");
+        let e = read(json!({ "name": "a", "list": [{ "temperature": 0.1 }, [0.5]] })).unwrap_err();
+        assert!(e.starts_with("list[1]: invalid type: sequence"), "{e}");
+        assert!(read(json!(["a"])).unwrap_err().contains("expected a JSON object"));
+    }
+
+    #[test]
+    fn objects_arrays_options_and_unknown_fields_read_as_serde_json_reads_them() {
+        let ok = read(json!({ "name": "a", "config": null, "list": [{ "temperature": 0.1 }], "tags": ["x"] }));
+        let want =
+            Outer { name: "a".into(), config: None, list: vec![Inner { temperature: 0.1 }], tags: vec!["x".into()] };
+        assert_eq!(ok.unwrap(), want);
+        let e = read(json!({ "name": "a", "colour": 1 })).unwrap_err();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let e = read(json!({ "name": 7 })).unwrap_err();
+        assert!(e.starts_with("name: invalid type: integer `7`, expected a string"), "{e}");
+    }
+}
