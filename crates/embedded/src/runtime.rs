@@ -388,9 +388,12 @@ impl Ingest for Embedded {
             RouteOutcome::Limited { .. } | RouteOutcome::HumanOwned { .. } => Some(Queued::Before),
             _ => None,
         };
+        // The execution is the message's, whichever event brought it: a repeat under a new
+        // event id is answered with the first one's.
+        let source = switchboard_engine::intake::source_id(event);
         let record = match queued {
             Some(queued) => {
-                self.wait_for_execution(completions, &event.detail.tenant_id, &event.id, queued, wait).await?
+                self.wait_for_execution(completions, &event.detail.tenant_id, &source, queued, wait).await?
             }
             None => None,
         };

@@ -168,8 +168,9 @@ impl Intake {
         self.metrics.inbound(tenant, outcome.as_str());
     }
 
-    /// Routes one event. Safe to call again with the same event: the queue deduplicates on the
-    /// event id and the executor records each source once.
+    /// Routes one event. Safe to call again with the same message, under the same event id or
+    /// another: its work's source id is the message's ([`source_id`]), on which the queue
+    /// deduplicates and the executor records once.
     pub async fn route(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError> {
         let d = &event.detail;
         match self.tenant(&d.tenant_id).await? {
@@ -252,7 +253,8 @@ impl Intake {
         let duplicate = |outcome: Enqueued| {
             let repeat = outcome == Enqueued::Duplicate;
             if repeat {
-                info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+                info!(conversation_id = %d.conversation_id, message_id = %d.message_id,
+                    "message already queued; the repeat is dropped");
             }
             repeat
         };
@@ -316,10 +318,24 @@ impl Intake {
         debug!(session_id = %session_id, "conversation owned by a human; recorded, not answered");
         let queued = self.queue.enqueue(&work_item(event, agent_id, None, None)).await?;
         if queued == Enqueued::Duplicate {
-            info!(conversation_id = %d.conversation_id, "event already queued; the repeat is dropped");
+            info!(conversation_id = %d.conversation_id, message_id = %d.message_id,
+                "message already queued; the repeat is dropped");
         }
         Ok(RouteOutcome::HumanOwned { session_id })
     }
+}
+
+/// The source id of the work a `message.new` event causes: the message within its conversation,
+/// `message-<conversation>:<message>`, not the event id. A producer that sends one message again
+/// under a new event id (a `PutEvents` retry after a timeout gets a new id) sends the same
+/// source, so the queue's deduplication id, the executor's once-per-source record and the
+/// idempotency keys of the replies all find the first; a repeat of the event itself carries the
+/// same message and is a repeat too. Unambiguous: a conversation id has no `:` (it is an external
+/// id, like the message id), and no other source (`invoke-…`, `reply-…`, a bare event id queued
+/// before this scheme) starts with `message-` and has a `:`. Scoped by tenant wherever it is
+/// used, like every source id.
+pub fn source_id(event: &InboundEvent) -> String {
+    format!("message-{}:{}", event.detail.conversation_id, event.detail.message_id)
 }
 
 /// The work item for `event`, answered by `agent`.
@@ -327,7 +343,8 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, r
     let d = &event.detail;
     WorkItem {
         tenant_id: d.tenant_id.clone(),
-        source_id: event.id.clone(),
+        source_id: source_id(event),
+        event_id: Some(event.id.clone()),
         conversation_id: d.conversation_id.clone(),
         message_id: d.message_id.clone(),
         text: d.text.clone(),
@@ -452,10 +469,15 @@ mod tests {
         .unwrap()
     }
 
+    /// Event `id` of `tenant` carrying message `m-<id>` of conversation c-1.
     fn event(tenant: &str, id: &str, direction: &str, text: &str) -> InboundEvent {
+        message_event(tenant, id, &format!("m-{id}"), direction, text)
+    }
+
+    fn message_event(tenant: &str, id: &str, message: &str, direction: &str, text: &str) -> InboundEvent {
         InboundEvent::parse(&json!({
             "id": id, "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": tenant, "conversationId": "c-1", "messageId": format!("m-{id}"),
+            "detail": { "tenantId": tenant, "conversationId": "c-1", "messageId": message,
                         "channel": {}, "conversation": {}, "message": { "direction": direction, "text": text } }
         }))
         .unwrap()
@@ -488,7 +510,8 @@ mod tests {
         );
         let queued = w.queued.lock().unwrap().clone();
         assert_eq!(queued.len(), 1);
-        assert_eq!((queued[0].source_id.as_str(), queued[0].group_id().as_str()), ("e-1", "ta:c-1"));
+        assert_eq!((queued[0].source_id.as_str(), queued[0].group_id().as_str()), ("message-c-1:m-e-1", "ta:c-1"));
+        assert_eq!(queued[0].event_id.as_deref(), Some("e-1"));
     }
 
     #[tokio::test]
@@ -537,6 +560,54 @@ mod tests {
         assert!(matches!(other, RouteOutcome::Enqueued { duplicate: false, .. }));
         let tenants: Vec<String> = w.queued.lock().unwrap().iter().map(|q| q.tenant_id.to_string()).collect();
         assert_eq!(tenants, ["ta", "tb"]);
+    }
+
+    #[tokio::test]
+    async fn the_same_message_under_a_new_event_id_is_a_duplicate_in_its_tenant_only() {
+        // given a message taken in once
+        let w = Arc::new(world());
+        let i = intake(&w);
+        let first = i.route(&message_event("ta", "e-1", "m-1", "inbound", "help")).await.unwrap();
+        // when a producer sends it again under a new event id (a retried PutEvents), and another
+        // tenant sends the same conversation and message ids
+        let resent = i.route(&message_event("ta", "e-2", "m-1", "inbound", "help")).await.unwrap();
+        let other = i.route(&message_event("tb", "e-2", "m-1", "inbound", "help")).await.unwrap();
+        // then the resent one is a duplicate, the other tenant's is its own message
+        assert!(matches!(first, RouteOutcome::Enqueued { duplicate: false, .. }));
+        assert!(matches!(resent, RouteOutcome::Enqueued { duplicate: true, .. }), "{resent:?}");
+        assert!(matches!(other, RouteOutcome::Enqueued { duplicate: false, .. }));
+        let queued: Vec<_> = w.queued.lock().unwrap().iter().map(|q| (q.tenant_id.to_string(), q.dedup_id())).collect();
+        assert_eq!(queued.len(), 2);
+        assert_eq!(queued[0].0, "ta");
+        assert_eq!(queued[1].0, "tb");
+        assert_ne!(queued[0].1, queued[1].1, "the dedup id is scoped by tenant");
+        // and another message of the conversation under a new event id is not a repeat
+        let next = i.route(&message_event("ta", "e-3", "m-2", "inbound", "help")).await.unwrap();
+        assert!(matches!(next, RouteOutcome::Enqueued { duplicate: false, .. }));
+    }
+
+    #[tokio::test]
+    async fn a_repeated_message_for_a_human_is_queued_once() {
+        let mut w = world();
+        let mut s = Session::start("ta".parse().unwrap(), "c-1".into(), FRONT.parse().unwrap(), chrono::Utc::now());
+        s.status = SessionStatus::HandedOff;
+        s.handed_off_to = Some(HandoffTarget::Human);
+        w.latest = Some(s);
+        let w = Arc::new(w);
+        for id in ["e-1", "e-2"] {
+            intake(&w).route(&message_event("ta", id, "m-1", "inbound", "help")).await.unwrap();
+        }
+        assert_eq!(w.queued.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_messages_source_id_is_unambiguous() {
+        // '-' may occur in both ids; the ':' between them cannot occur in a conversation id
+        let a = source_id(&message_event("ta", "e-1", "b-c", "inbound", "x"));
+        assert_eq!(a, "message-c-1:b-c");
+        let mut other = message_event("ta", "e-1", "c", "inbound", "x");
+        other.detail.conversation_id = "c-1-b".into();
+        assert_ne!(source_id(&other), a);
     }
 
     #[tokio::test]

@@ -16,8 +16,9 @@ use crate::ports::WorkItem;
 pub trait Ingest: Send + Sync {
     async fn ingest(&self, event: &InboundEvent) -> Result<RouteOutcome, RouteError>;
 
-    /// Ingests, then waits at most `wait` for the execution the event caused. Profiles that
-    /// cannot observe completion (AWS: the executor is another Lambda) just ingest.
+    /// Ingests, then waits at most `wait` for the execution of the event's message (for a repeat
+    /// of a message, under any event id, the first one's). Profiles that cannot observe
+    /// completion (AWS: the executor is another Lambda) just ingest.
     async fn ingest_and_wait(
         &self,
         event: &InboundEvent,

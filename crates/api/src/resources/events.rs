@@ -34,7 +34,7 @@ const MAX_WAIT_SECS: u64 = 60;
 const MAX_REPLAY: usize = 1000;
 
 /// `POST /events[?wait=s]`: an inbound event for a tenant the caller may act for; `202` with what
-/// became of it (and, when waited for, its execution).
+/// became of it (and, when waited for, its message's execution: the first event's, for a repeat).
 pub(crate) async fn post_event(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
@@ -62,6 +62,15 @@ pub(crate) async fn post_event(
         None => (state.ingest.ingest(&event).await?, None),
     };
     let mut body = json!({ "eventId": event.id, "outcome": outcome.as_str() });
+    let queued = matches!(
+        outcome,
+        RouteOutcome::Enqueued { .. } | RouteOutcome::HumanOwned { .. } | RouteOutcome::Limited { .. }
+    );
+    if queued {
+        // Where its execution will be: the message's, not the event's (a repeat under another
+        // event id points at the same one).
+        body["sourceId"] = json!(switchboard_engine::intake::source_id(&event));
+    }
     match outcome {
         RouteOutcome::Enqueued { trigger_id, agent_id, .. } => {
             body["triggerId"] = json!(trigger_id);

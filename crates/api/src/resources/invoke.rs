@@ -72,6 +72,7 @@ pub(crate) async fn invoke(
     let item = WorkItem {
         tenant_id: t.clone(),
         source_id: source_id.clone(),
+        event_id: None,
         conversation_id: body.conversation_id.clone(),
         message_id: source_id.clone(),
         text,

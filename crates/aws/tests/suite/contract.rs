@@ -997,6 +997,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
     WorkItem {
         tenant_id: tenant(t),
         source_id: source.into(),
+        event_id: None,
         conversation_id: conversation.into(),
         message_id: format!("m-{source}"),
         text: "hello".into(),

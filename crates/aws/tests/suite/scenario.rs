@@ -131,7 +131,8 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
     });
     let item = WorkItem {
         tenant_id: tenant.clone(),
-        source_id: "evt-1".into(),
+        source_id: "message-c-1:m-1".into(),
+        event_id: Some("evt-1".into()),
         conversation_id: "c-1".into(),
         message_id: "m-1".into(),
         text: "Where is my order?".into(),
@@ -171,7 +172,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
             .iter()
             .any(|b| matches!(b, ContentBlock::ToolUse { name, .. } if name == "send_message")))
     );
-    let stored = store.execution_for_source(&tenant, "evt-1").await.unwrap().unwrap();
+    let stored = store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap().unwrap();
     assert_eq!(stored, *record);
     assert_eq!(stored.session_id, session.session_id);
     assert_eq!(stored.token_usage.total(), 29 + 18);

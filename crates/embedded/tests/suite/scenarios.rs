@@ -230,7 +230,8 @@ async fn an_item_queued_before_a_human_took_over_is_skipped_with_a_record() {
 fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
     WorkItem {
         tenant_id: w.tenant.clone(),
-        source_id: e.id.clone(),
+        source_id: switchboard_engine::intake::source_id(e),
+        event_id: Some(e.id.clone()),
         conversation_id: "c-1".into(),
         message_id: e.detail.message_id.clone(),
         text: "hi".into(),

@@ -15,9 +15,14 @@ use super::{Admit, Counters, SlotAndCount, StoreError};
 #[serde(rename_all = "camelCase")]
 pub struct WorkItem {
     pub tenant_id: TenantId,
-    /// Idempotency root of everything this item causes: the event id, plus `#h<n>` when the
-    /// item continues a conversation handed to another agent.
+    /// Idempotency root of everything this item causes: for a message, the message within its
+    /// conversation ([`crate::intake::source_id`], whichever event brought it), plus `#h<n>` when
+    /// the item continues a conversation handed to another agent; `invoke-<key>` for an invoke.
     pub source_id: String,
+    /// The event that brought the message (a continuation keeps its message's), for logs and
+    /// records: no longer the source id. None for an invoke, or an item queued before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
     pub conversation_id: String,
     pub message_id: String,
     pub text: String,
@@ -66,9 +71,10 @@ impl WorkItem {
         format!("{}:{}", self.tenant_id, self.conversation_id)
     }
 
-    /// The queue's deduplication id: the source id within its tenant, hashed so that it fits
-    /// SQS's `MessageDeduplicationId` (the deduplication scope of a FIFO queue is the whole queue,
-    /// so a bare event id would let one tenant's event silence another's).
+    /// The queue's deduplication id: the source id within its tenant (for a message, tenant +
+    /// conversation + message id), hashed so that it fits SQS's `MessageDeduplicationId` (the
+    /// deduplication scope of a FIFO queue is the whole queue, so a bare id would let one
+    /// tenant's message silence another's).
     pub fn dedup_id(&self) -> String {
         switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &self.source_id)
     }
