@@ -734,6 +734,7 @@ async fn the_workers_hold_a_deferred_item_until_its_window_reopens() {
     let mut last = d.clone();
     last.receive_count = 5;
     handler.handle(&last).await.unwrap();
-    let record = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    let source = switchboard_engine::intake::source_id(&e);
+    let record = w.embedded.store.execution_for_source(&w.tenant, &source).await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::RateLimited);
 }

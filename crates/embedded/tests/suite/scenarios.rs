@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{ExecutionStatus, InboundEvent, Session, SessionId, SessionStatus, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
+use switchboard_engine::intake::source_id;
 use switchboard_engine::{
     ConversationLog, Deps, ExecOutcome, ExecutionLog, Executor, Model, ModelError, ModelRequest, ModelResponse,
     Operator, RouteError, RouteOutcome, SessionStore, SessionWrite, StoreError, SystemClock, TurnCommit, WorkItem,
@@ -390,10 +391,10 @@ async fn a_crash_after_replying_does_not_reply_twice_on_redelivery() {
     assert!(err.retryable);
     // and the item is delivered again
     let outcome = executor.execute(&item).await.unwrap();
-    // then the reply went out once, and one record exists for the event
+    // then the reply went out once, and one record exists for the message
     assert_eq!(record(&outcome).status, ExecutionStatus::Success);
     assert_eq!(w.replies("c-1").await, ["exactly once", "exactly once"]);
-    let dup = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap();
+    let dup = w.embedded.store.execution_for_source(&w.tenant, &source_id(&e)).await.unwrap();
     assert!(dup.is_some());
     assert_eq!(w.session("c-1").await.turn_count, 2);
 }
@@ -1099,10 +1100,11 @@ async fn a_waiter_whose_source_completes_without_a_record_looks_again_and_waits_
     let mut w = World::new(&default_bundle(json!({})), json!({"rules": [{"then": {"text": "hello"}}]})).await;
     let e = w.event("c-1", "hi");
     let completions = w.embedded.subscribe_completions();
+    let source = source_id(&e);
     let mut waiter = std::pin::pin!(w.embedded.wait_for_execution(
         completions,
         &w.tenant,
-        &e.id,
+        &source,
         Queued::Now,
         std::time::Duration::from_secs(30)
     ));
@@ -1125,7 +1127,7 @@ async fn a_waiter_whose_source_completes_without_a_record_looks_again_and_waits_
     let (record, outcome) = tokio::join!(waiter, w.embedded.ingest(&e));
     assert!(matches!(outcome.unwrap(), RouteOutcome::Enqueued { duplicate: false, .. }));
     let record = record.unwrap().expect("the wait ended without the record");
-    assert_eq!(record.source_id, e.id);
+    assert_eq!(record.source_id, source_id(&e));
     assert_eq!(record.status, ExecutionStatus::Success);
     w.embedded.shutdown().await;
 }
@@ -1140,14 +1142,67 @@ async fn a_caller_waiting_for_its_message_gets_the_record_as_stored_and_a_repeat
     // queued now: the record comes with the item's completion
     let (outcome, record) = w.embedded.ingest_and_wait(&e, wait).await.unwrap();
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
-    let stored = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    let stored = w.embedded.store.execution_for_source(&w.tenant, &source_id(&e)).await.unwrap().unwrap();
     assert_eq!(record.as_ref(), Some(&stored), "the completion's record is the one stored");
     assert_eq!(stored.status, ExecutionStatus::Success);
     // the same event again: nothing is queued and no completion comes, so the record is read
     let (outcome, again) = w.embedded.ingest_and_wait(&e, wait).await.unwrap();
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: true, .. }), "{outcome:?}");
-    assert_eq!(again, Some(stored));
+    assert_eq!(again, Some(stored.clone()));
+    // the same message under a new event id: the same, the first one's execution
+    let (outcome, resent) = w.embedded.ingest_and_wait(&resent(&e, "evt-resent"), wait).await.unwrap();
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: true, .. }), "{outcome:?}");
+    assert_eq!(resent, Some(stored));
+    assert_eq!(w.replies("c-1").await, ["hello"]);
     w.embedded.shutdown().await;
+}
+
+/// The message `e` carries, sent again under event id `id` (a producer's `PutEvents` retried
+/// after a timeout gets a new id).
+fn resent(e: &InboundEvent, id: &str) -> InboundEvent {
+    InboundEvent { id: id.into(), ..e.clone() }
+}
+
+#[tokio::test]
+async fn the_same_message_under_a_new_event_id_is_answered_once() {
+    // given a customer's message, answered
+    let mut w = World::new(&default_bundle(json!({})), says("on its way")).await;
+    let e = w.event("c-1", "where is my order?");
+    let (first, outcomes) = w.deliver(&e).await;
+    assert!(matches!(first, RouteOutcome::Enqueued { duplicate: false, .. }), "{first:?}");
+    let answered = record(&outcomes[0]).clone();
+    // when the producer sends it again under a new event id
+    let (outcome, again) = w.deliver(&resent(&e, "evt-resent")).await;
+    // then it is a duplicate: nothing queued or run, one reply, one execution, logged once
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: true, .. }), "{outcome:?}");
+    assert!(again.is_empty(), "{again:?}");
+    assert_eq!(w.replies("c-1").await, ["on its way"]);
+    let session = w.session("c-1").await;
+    let page = w.embedded.store.list_executions(&w.tenant, session.session_id, None, 10).await.unwrap();
+    assert_eq!(page.items, [answered.clone()]);
+    assert_eq!(answered.source_id, source_id(&e));
+    let log = w.embedded.store.messages(&w.tenant, "c-1", 100).await.unwrap();
+    assert_eq!(log.iter().filter(|m| m.text == "where is my order?").count(), 1);
+    assert_eq!(session.turn_count, 1);
+}
+
+#[tokio::test]
+async fn a_message_sent_again_after_the_queues_window_is_queued_but_not_answered_twice() {
+    // given a message answered, and the queue's deduplication window (5 minutes) gone by
+    let clock = switchboard_testkit::ManualClock::new();
+    let model = Arc::new(ScriptedModel::from_json(&says("on its way").to_string()).unwrap());
+    let bundle = default_bundle(json!({}));
+    let mut w = World::open(model, clock.clone(), EmbeddedOptions::default(), &[&bundle]).await;
+    let e = w.event("c-1", "where is my order?");
+    let (_, outcomes) = w.deliver(&e).await;
+    let answered = record(&outcomes[0]).clone();
+    clock.advance(chrono::Duration::minutes(6));
+    // when the producer sends it again under a new event id
+    let (outcome, again) = w.deliver(&resent(&e, "evt-late")).await;
+    // then the queue takes it (its window is over), and the executor finds the message's record
+    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+    assert!(matches!(&again[..], [ExecOutcome::AlreadyRecorded(r)] if **r == answered), "{again:?}");
+    assert_eq!(w.replies("c-1").await, ["on its way"]);
 }
 
 /// Answers only once `n` calls wait on it at the same time (then as the scripted test double).
