@@ -291,6 +291,38 @@ async fn a_trigger_created_over_the_api_routes_the_next_message_and_invoke_runs_
 }
 
 #[tokio::test]
+async fn a_message_posted_again_under_a_new_event_id_is_answered_with_the_first_outcome() {
+    // given a tenant whose agent answers every message
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    let agent = api.post("/tenants/acme/agents", agent_body("Echo")).await.body["agentId"].as_str().unwrap().to_owned();
+    api.post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent, "eventType": "message.new" })).await;
+    let event = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": "m-1", "channel": {},
+                        "conversation": {}, "message": { "direction": "inbound", "text": "Where is my order?" } } })
+    };
+    let first = api.post("/events?wait=30", event("e-1")).await;
+    assert_eq!((first.status, &first.body["outcome"]), (StatusCode::ACCEPTED, &json!("enqueued")), "{}", first.body);
+    assert_eq!(first.body["execution"]["status"], "success");
+    assert_eq!(first.body["sourceId"], "message-c-1:m-1");
+    // when the producer posts the same message under a new event id (a retry after a timeout)
+    let again = api.post("/events?wait=30", event("e-2")).await;
+    // then it is a duplicate answered with the first one's execution, and nothing ran again
+    assert_eq!((again.status, &again.body["outcome"]), (StatusCode::ACCEPTED, &json!("duplicate")), "{}", again.body);
+    assert_eq!((&again.body["eventId"], &again.body["sourceId"]), (&json!("e-2"), &first.body["sourceId"]));
+    assert_eq!(again.body["execution"], first.body["execution"]);
+    let convo = api.get("/tenants/acme/conversations/c-1/messages").await;
+    let directions: Vec<&str> =
+        convo.body["messages"].as_array().unwrap().iter().map(|m| m["direction"].as_str().unwrap()).collect();
+    assert_eq!(directions, ["inbound", "outbound"], "one message in, one reply out");
+    // and the execution is found by the message's source id
+    let found = api.get("/tenants/acme/executions?sourceId=message-c-1:m-1").await;
+    assert_eq!(found.body["executionId"], first.body["execution"]["executionId"]);
+}
+
+#[tokio::test]
 async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--rate-limit", "3"]);

@@ -1,6 +1,6 @@
 //! The cross-tenant corpus, client-chosen ids: two tenants on one server that use the same event
-//! ids, message ids, idempotency keys and conversation ids each get their full, independent
-//! results; every spelling of a tenant path is counted as that tenant or refused. (The route
+//! ids, message ids (sent again under new event ids too), idempotency keys and conversation ids
+//! each get their full, independent results; every spelling of a tenant path is counted as that tenant or refused. (The route
 //! corpus — another tenant's server-made ids on every route — is in `api.rs`; oversized and slow
 //! requests, which need the binary's server loop, in `tests/serve.rs`.) Raw TCP
 //! where an HTTP client would normalise the request.
@@ -112,6 +112,20 @@ async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
         assert_eq!((status, r["outcome"].as_str()), (202, Some("enqueued")), "{}: {r}", t.id);
         assert_eq!(r["execution"]["status"], "success", "{}: {r}", t.id);
     }
+    // both send the same message again under a new event id, the same in both: each tenant's
+    // repeat is answered with that tenant's first execution, and nothing runs again
+    let mut firsts = vec![];
+    for t in [&ta, &tb] {
+        let (status, r) =
+            t.post("/events?wait=30", t.event("evt-1b", "c-1", "m-1", &format!("hello from {}", t.id))).await;
+        assert_eq!((status, r["outcome"].as_str()), (202, Some("duplicate")), "{}: {r}", t.id);
+        assert_eq!(
+            (r["execution"]["tenantId"].as_str(), r["sourceId"].as_str()),
+            (Some(t.id), Some("message-c-1:m-1"))
+        );
+        firsts.push(r["execution"]["executionId"].clone());
+    }
+    assert_ne!(firsts[0], firsts[1]);
     for t in [&ta, &tb] {
         let hello = format!("hello from {}", t.id);
         assert_eq!(
