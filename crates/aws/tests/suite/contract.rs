@@ -168,6 +168,7 @@ contract!(
     triggers_come_active_and_in_evaluation_order,
     the_queue_groups_by_conversation_and_deduplicates,
     two_tenants_equal_source_ids_are_both_queued,
+    the_same_message_under_a_new_event_id_is_queued_once_per_tenant,
     config_writes_are_conditional_on_version_and_list_in_pages,
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
@@ -1046,6 +1047,41 @@ async fn two_tenants_equal_source_ids_are_both_queued(x: &Subject) {
         x.probe.drain().await.into_iter().map(|(g, _, body)| (g, serde_json::from_str(&body).unwrap())).collect();
     seen.sort_by(|x, y| x.0.cmp(&y.0));
     assert_eq!(seen, vec![("t-a:c-1".to_owned(), a), ("t-b:c-1".to_owned(), b)]);
+}
+
+async fn the_same_message_under_a_new_event_id_is_queued_once_per_tenant(x: &Subject) {
+    // given two tenants whose agents answer "help", routed by event intake over this profile's
+    // stores and queue
+    let intake = switchboard_engine::Intake::new(x.config.clone(), x.sessions.clone(), x.queue.clone());
+    for t in [tenant("t-a"), tenant("t-b")] {
+        x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
+        let a = agent(&t);
+        x.service.upsert_all(&[ConfigRecord::Agent(a.clone())]).await.unwrap();
+        raw_trigger(x, &trigger(&t, a.agent_id, TriggerId::generate(), 1, "message.new", "active")).await;
+    }
+    let event = |t: &str, id: &str| {
+        switchboard_domain::InboundEvent::parse(&json!({
+            "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": t, "conversationId": "c-1", "messageId": "m-1", "channel": {},
+                        "conversation": {}, "message": { "direction": "inbound", "text": "help" } }
+        }))
+        .unwrap()
+    };
+    // when each sends one message under two event ids (a retried PutEvents), the same ids in
+    // both tenants, all before anything is received (the emulator forgets a dedup id once its
+    // message is received; SQS keeps it five minutes)
+    for (t, id) in [("t-a", "evt-1"), ("t-a", "evt-2"), ("t-b", "evt-1"), ("t-b", "evt-2")] {
+        let outcome = intake.route(&event(t, id)).await.unwrap();
+        assert!(matches!(outcome, switchboard_engine::RouteOutcome::Enqueued { .. }), "{outcome:?}");
+    }
+    // then each tenant's message is queued once, under the message's source id
+    let mut seen: Vec<(String, String, WorkItem)> =
+        x.probe.drain().await.into_iter().map(|(g, d, body)| (g, d, serde_json::from_str(&body).unwrap())).collect();
+    seen.sort_by(|x, y| x.0.cmp(&y.0));
+    let got: Vec<(&str, &str, Option<&str>)> =
+        seen.iter().map(|(g, _, i)| (g.as_str(), i.source_id.as_str(), i.event_id.as_deref())).collect();
+    assert_eq!(got, [("t-a:c-1", "message-c-1:m-1", Some("evt-1")), ("t-b:c-1", "message-c-1:m-1", Some("evt-1"))]);
+    assert_ne!(seen[0].1, seen[1].1, "the deduplication id is scoped by tenant");
 }
 
 async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject) {

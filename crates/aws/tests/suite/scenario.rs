@@ -194,4 +194,11 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
     assert!(matches!(again, ExecOutcome::AlreadyRecorded(r) if r.execution_id == record.execution_id));
     assert_eq!(conversations.sent.lock().unwrap().len(), 1);
     assert_eq!(fake.requests().len(), 2);
+    // nor when the message comes again under a new event id after SQS's five-minute
+    // deduplication window (the queue takes it; its source is the message's, already recorded)
+    let resent = WorkItem { event_id: Some("evt-2".into()), ..item };
+    let late = executor.execute(&resent).await.unwrap();
+    assert!(matches!(late, ExecOutcome::AlreadyRecorded(r) if r.execution_id == record.execution_id));
+    assert_eq!(conversations.sent.lock().unwrap().len(), 1);
+    assert_eq!(fake.requests().len(), 2);
 }
