@@ -257,23 +257,26 @@ async fn a_panic_fails_its_item_and_the_later_items_of_its_group_while_the_other
 
 // ---- event-router ------------------------------------------------------------------------------------
 
+/// The source id of the work an EventBridge envelope's message causes (its conversation and
+/// message ids, whichever event id it came under).
+fn source_of(envelope: &Value) -> String {
+    switchboard_engine::intake::source_id(&switchboard_domain::InboundEvent::parse(envelope).unwrap())
+}
+
 #[tokio::test]
 async fn the_router_enqueues_an_eventbridge_message_and_refuses_a_malformed_one() {
     let w = world(vec![], false).await;
     // given the EventBridge envelope of a customer asking for help
     let outcome = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
-    // then one work item is queued in the conversation's group, deduplicated on the event id
-    // within its tenant
+    // then one work item is queued in the conversation's group, deduplicated on its message
+    // (conversation and message ids) within its tenant
     assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
     let sqs = aws_sdk_sqs::Client::new(&w.sdk);
     let queued = common::drain_queue(&sqs, &w.names.work_queue_url).await;
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].0, "t-1:c-1");
     let tenant: TenantId = "t-1".parse().unwrap();
-    assert_eq!(
-        queued[0].1,
-        switchboard_domain::ids::tenant_scoped_key(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718")
-    );
+    assert_eq!(queued[0].1, switchboard_domain::ids::tenant_scoped_key(&tenant, "message-c-1:m-1"));
     // given an envelope without a tenant
     let mut bad = fixture("eventbridge-message-new.json");
     bad["detail"].as_object_mut().unwrap().remove("tenantId");
@@ -348,15 +351,21 @@ async fn two_tenants_numbering_their_events_alike_are_both_answered() {
     put(&w.wiring, ConfigRecord::Agent(Agent { tenant_id: t2.clone(), ..agent })).await;
     let trigger = w.wiring.store.active_triggers(&t1, EventType::MessageNew).await.unwrap()[0].clone();
     put(&w.wiring, ConfigRecord::Trigger(Trigger { tenant_id: t2.clone(), ..trigger })).await;
-    // when both send an event with the same EventBridge id, conversation and message ids
+    // when both send an event with the same EventBridge id, conversation and message ids, and
+    // each sends its message again under a new event id (a PutEvents retried after a timeout)
     let first = fixture("eventbridge-message-new.json");
     let mut second = first.clone();
     second["detail"]["tenantId"] = json!("t-2");
-    for envelope in [first.clone(), second, first.clone()] {
+    let resent = |envelope: &Value| {
+        let mut again = envelope.clone();
+        again["id"] = json!("evt-resent");
+        again
+    };
+    for envelope in [first.clone(), second.clone(), first.clone(), resent(&first), resent(&second)] {
         let outcome = event_router::handle(&w.wiring.intake, event(envelope)).await.unwrap();
         assert!(matches!(outcome, RouteOutcome::Enqueued { .. }), "{outcome:?}");
     }
-    // then SQS holds one item per tenant (the first tenant's repeat was deduplicated), and each
+    // then SQS holds one item per tenant (each tenant's repeats were deduplicated), and each
     // is answered
     let mut handled = 0;
     while let Some((_, response)) = poll_once(&w).await {
@@ -364,7 +373,7 @@ async fn two_tenants_numbering_their_events_alike_are_both_answered() {
         handled += 1;
     }
     assert_eq!(handled, 2);
-    let id = first["id"].as_str().unwrap();
+    let source = source_of(&first);
     // each reply went to its own tenant's conversation, under its own tenant's key
     let replies: Vec<(String, String, String)> =
         w.conversations.accepted().into_iter().map(|r| (r.tenant_id, r.conversation_id, r.text)).collect();
@@ -378,7 +387,7 @@ async fn two_tenants_numbering_their_events_alike_are_both_answered() {
         ))
     );
     for t in [&t1, &t2] {
-        let record = w.wiring.store.execution_for_source(t, id).await.unwrap().unwrap();
+        let record = w.wiring.store.execution_for_source(t, &source).await.unwrap().unwrap();
         assert_eq!((&record.tenant_id, record.status), (t, ExecutionStatus::Success));
     }
 }
@@ -552,7 +561,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let delivered = receive_all(&sqs, &intake_url).await;
     assert_eq!(delivered.len(), 1);
     let envelope: Value = serde_json::from_str(delivered[0].body().unwrap()).unwrap();
-    let event_id = envelope["id"].as_str().unwrap().to_owned();
+    let source = source_of(&envelope);
     w.counter.take();
     let routed = event_router::handle(&w.wiring.intake, event::<EventBridgeEvent>(envelope)).await.unwrap();
     let router_requests = w.counter.take();
@@ -577,7 +586,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let replies = w.conversations.accepted();
     assert_eq!(replies.len(), 1);
     assert_eq!((replies[0].conversation_id.as_str(), replies[0].text.as_str()), ("c-1", "Connecting you to a person."));
-    assert!(replies[0].idempotency_key.starts_with(&format!("t-1/{event_id}")), "{}", replies[0].idempotency_key);
+    assert!(replies[0].idempotency_key.starts_with(&format!("t-1/{source}/")), "{}", replies[0].idempotency_key);
     assert!(common::is_sigv4_for_execute_api(&replies[0].authorization));
     assert_eq!(w.bedrock.requests().len(), 1);
     // and the session (handed to a human) and the execution are in DynamoDB
@@ -585,7 +594,7 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let session = w.wiring.store.latest_session(&tenant, "c-1").await.unwrap().unwrap();
     assert!(session.is_human_owned(), "{:?}", session.status);
     assert_ne!(session.status, SessionStatus::Active);
-    let record = w.wiring.store.execution_for_source(&tenant, &event_id).await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, &source).await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::HandedOff);
 
     // and the human handoff event reached the second rule's queue
@@ -1012,10 +1021,11 @@ async fn persistent_bedrock_throttling_returns_the_item_and_the_recovered_model_
     let throttle = Reply::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.");
     let script = vec![throttle.clone(), throttle.clone(), throttle, Reply::text("Happy to help.")];
     let w = world_with(script, Options { model_retry: fast_retry(3), ..Options::default() }).await;
-    let routed = event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    let envelope = fixture("eventbridge-message-new.json");
+    let routed = event_router::handle(&w.wiring.intake, event(envelope.clone())).await.unwrap();
     assert!(matches!(routed, RouteOutcome::Enqueued { .. }), "{routed:?}");
     let tenant: TenantId = "t-1".parse().unwrap();
-    let event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718";
+    let source = source_of(&envelope);
 
     // when the poller delivers the item
     let (first, response) = poll_once(&w).await.unwrap();
@@ -1024,7 +1034,7 @@ async fn persistent_bedrock_throttling_returns_the_item_and_the_recovered_model_
     assert_eq!(failed_ids(&response), vec![first.message_id().unwrap().to_owned()]);
     assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 3);
     assert_eq!(w.conversations.attempts(), 0);
-    assert!(w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().is_none());
+    assert!(w.wiring.store.execution_for_source(&tenant, &source).await.unwrap().is_none());
     let failure = logs.lines_with("item failed");
     assert_eq!(failure.len(), 1, "{failure:#?}");
     assert!(failure[0].contains("retryable=true") && failure[0].contains("ThrottlingException"), "{failure:#?}");
@@ -1040,7 +1050,7 @@ async fn persistent_bedrock_throttling_returns_the_item_and_the_recovered_model_
     let replies = w.conversations.accepted();
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].text, "Happy to help.");
-    let record = w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, &source).await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::Success);
     let executions = w.wiring.store.list_executions(&tenant, record.session_id, None, 100).await.unwrap();
     assert_eq!(executions.items.len(), 1);
@@ -1076,7 +1086,7 @@ async fn throttling_after_a_reply_went_out_does_not_send_it_twice_on_redelivery(
     let replies = w.conversations.accepted();
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].idempotency_key, key);
-    let record = w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap();
     let record = record.unwrap();
     assert_eq!(format!("t-1/{}", record.tool_calls[0].idempotency_key), key);
     let executions = w.wiring.store.list_executions(&tenant, record.session_id, None, 100).await.unwrap();
@@ -1156,8 +1166,7 @@ async fn the_executor_signs_a_webhook_tool_call_with_the_tenants_secret_from_sec
     assert_eq!(replies[0].text, "Your order ships Thursday.");
     // and the execution record audits the call under the key the receiver saw, without the secret
     let tenant: TenantId = "t-1".parse().unwrap();
-    let record =
-        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::Success);
     let call = &record.tool_calls[0];
     assert_eq!((call.name.as_str(), call.is_error), ("lookup_order", false));
@@ -1182,8 +1191,7 @@ async fn the_deployed_webhook_policy_refuses_a_loopback_receiver() {
     let requests = w.counter.take();
     assert!(!requests.iter().any(|op| op.ends_with("GetSecretValue")), "{requests:?}");
     let tenant: TenantId = "t-1".parse().unwrap();
-    let record =
-        w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::Success);
     assert!(record.tool_calls[0].is_error);
     assert_eq!(record.tool_calls[0].webhook.as_ref().unwrap().outcome, "blocked");
@@ -1697,7 +1705,7 @@ async fn tenant_limits_refuse_at_the_router_and_at_invoke_from_shared_counters_a
     assert_eq!(routed.as_str(), "rate_limited");
     assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
     let t1: TenantId = "t-1".parse().unwrap();
-    let record = w.wiring.store.execution_for_source(&t1, "second-event").await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&t1, "message-c-2:m-2").await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::RateLimited);
     assert_eq!(w.bedrock.requests().len(), 2, "the model ran for the first message only");
     let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
@@ -1766,7 +1774,7 @@ async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_
     assert_eq!(response.batch_item_failures.len(), 1);
     assert!(receive_work(&w).await.is_none(), "held by its visibility, not redelivered at once");
     let t1: TenantId = "t-1".parse().unwrap();
-    assert!(w.wiring.store.execution_for_source(&t1, "deferred-event").await.unwrap().is_none(), "not recorded yet");
+    assert!(w.wiring.store.execution_for_source(&t1, "message-c-2:m-2").await.unwrap().is_none(), "not recorded yet");
     assert_eq!(w.conversations.accepted().len(), 1, "nothing sent while deferred");
 
     // the window reopens (SQS's hold ends; the test ends it instead of waiting a minute)
@@ -1781,7 +1789,7 @@ async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_
     let (again, response) = poll_once(&w).await.unwrap();
     assert_eq!(again.message_id(), message.message_id());
     assert!(response.batch_item_failures.is_empty());
-    let record = w.wiring.store.execution_for_source(&t1, "deferred-event").await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&t1, "message-c-2:m-2").await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::Success);
     let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
     assert_eq!(sent, ["Hello!", "Thanks for waiting."]);
@@ -1794,7 +1802,7 @@ async fn a_deferred_message_is_held_on_the_queue_until_its_window_then_answered_
     third["detail"]["conversationId"] = json!("c-3");
     assert_eq!(event_router::handle(&w.wiring.intake, event(third)).await.unwrap().as_str(), "rate_limited");
     assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
-    let record = w.wiring.store.execution_for_source(&t1, "last-event").await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&t1, "message-c-3:m-3").await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::RateLimited);
     assert_eq!(w.conversations.accepted().len(), 2, "nothing sent for it");
 }
