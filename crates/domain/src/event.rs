@@ -37,7 +37,8 @@ pub struct MessageNewDetail {
 /// A parsed inbound event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InboundEvent {
-    /// EventBridge's event id: the deduplication key of everything this event causes.
+    /// EventBridge's event id. Not what the work is deduplicated on: that is the message
+    /// (tenant, conversation and message id), which a producer may send again under a new id.
     pub id: String,
     pub source: String,
     pub detail_type: String,

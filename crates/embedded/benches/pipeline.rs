@@ -194,7 +194,7 @@ async fn run() -> Result<(), BoxError> {
             tokio::spawn(async move {
                 let mut at = Vec::with_capacity(feed.len());
                 for e in feed {
-                    at.push((e.id.clone(), Instant::now()));
+                    at.push((switchboard_engine::intake::source_id(&e), Instant::now()));
                     embedded.ingest(&e).await?;
                 }
                 Ok::<_, BoxError>(at)

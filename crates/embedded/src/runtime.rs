@@ -449,6 +449,8 @@ impl ItemHandler for ExecuteItems {
             ItemFailure { message: format!("malformed work item: {e}"), retry_after: None }
         })?;
         let attempt = Attempt { number: delivery.receive_count, of: self.max_receives };
+        // The source is the message; the event that brought it is said beside it.
+        let event_id = item.event_id.as_deref().unwrap_or("-");
         let mut result = self.executor.execute_attempt(&item, None, Some(attempt)).await;
         if let Err(e) = &result
             && !e.is_deferral()
@@ -456,7 +458,7 @@ impl ItemHandler for ExecuteItems {
         {
             // Not delivered again: the customer is answered as the agent's `onFailure` says and
             // the failure recorded; only what cannot even be recorded goes to the dead letters.
-            error!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message,
+            error!(tenant = %item.tenant_id, source = %item.source_id, event_id, kind = ?e.kind, error = %e.message,
                 "work item failed at its last delivery; giving it up");
             result = self.executor.give_up(&item, e.kind, &e.message).await;
         }
@@ -465,7 +467,7 @@ impl ItemHandler for ExecuteItems {
                 let record = match outcome {
                     ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Some(Arc::new(*record)),
                     ExecOutcome::Dropped { reason } => {
-                        warn!(tenant = %item.tenant_id, source = %item.source_id, conversation_id = %item.conversation_id,
+                        warn!(tenant = %item.tenant_id, source = %item.source_id, event_id, conversation_id = %item.conversation_id,
                             %reason, "work item dropped");
                         None
                     }
@@ -477,15 +479,15 @@ impl ItemHandler for ExecuteItems {
             }
             Err(e) if e.is_deferral() => {
                 // Waiting for a tenant limit's window, not failing: held until then.
-                info!(tenant = %item.tenant_id, source = %item.source_id, error = %e.message, "work item deferred");
+                info!(tenant = %item.tenant_id, source = %item.source_id, event_id, error = %e.message, "work item deferred");
                 Err(ItemFailure { message: e.message, retry_after: e.retry_after })
             }
             Err(e) => {
                 let level_error = !e.retryable || e.kind == ErrorKind::Config;
                 if level_error {
-                    error!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message, "work item failed");
+                    error!(tenant = %item.tenant_id, source = %item.source_id, event_id, kind = ?e.kind, error = %e.message, "work item failed");
                 } else {
-                    warn!(tenant = %item.tenant_id, source = %item.source_id, kind = ?e.kind, error = %e.message,
+                    warn!(tenant = %item.tenant_id, source = %item.source_id, event_id, kind = ?e.kind, error = %e.message,
                         "work item failed; will retry");
                 }
                 Err(ItemFailure { message: e.message, retry_after: None })

@@ -66,8 +66,9 @@ pub(crate) struct BySourceQuery {
     source_id: Option<String>,
 }
 
-/// `GET /tenants/{t}/executions?sourceId=…`: the execution that answered a source (an event id,
-/// or `invoke-<Idempotency-Key>`), where a `202` from `invoke` says to look.
+/// `GET /tenants/{t}/executions?sourceId=…`: the execution that answered a source (a message's
+/// `message-<conversation>:<message>`, as `POST /events` answers it, or `invoke-<Idempotency-Key>`),
+/// where a `202` from `invoke` says to look.
 pub(crate) async fn by_source(
     State(state): State<Arc<ApiState>>,
     Query(q): Query<BySourceQuery>,
