@@ -1179,8 +1179,8 @@ async fn the_same_message_under_a_new_event_id_is_answered_once() {
     assert_eq!(w.replies("c-1").await, ["on its way"]);
     let session = w.session("c-1").await;
     let page = w.embedded.store.list_executions(&w.tenant, session.session_id, None, 10).await.unwrap();
-    assert_eq!(page.items, [answered.clone()]);
     assert_eq!(answered.source_id, source_id(&e));
+    assert_eq!(page.items, [answered]);
     let log = w.embedded.store.messages(&w.tenant, "c-1", 100).await.unwrap();
     assert_eq!(log.iter().filter(|m| m.text == "where is my order?").count(), 1);
     assert_eq!(session.turn_count, 1);
