@@ -956,17 +956,17 @@ async fn a_message_whose_last_delivery_fails_is_given_up_to_a_human_instead_of_d
     let w = world_with(vec![throttle.clone(), throttle], options).await;
     event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     let tenant: TenantId = "t-1".parse().unwrap();
-    let event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718";
+    let source = "message-c-1:m-1";
     // when the first delivery fails, it is left to SQS
     let (first, response) = poll_once(&w).await.unwrap();
     assert_eq!(failed_ids(&response), vec![first.message_id().unwrap().to_owned()]);
-    assert!(w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().is_none());
+    assert!(w.wiring.store.execution_for_source(&tenant, source).await.unwrap().is_none());
     // when the last one fails too, the item is given up and acknowledged
     let (last, response) = poll_once(&w).await.unwrap();
     assert_eq!(receive_count(&last), "2");
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     // then the failure is recorded, a human has the conversation, and both are announced
-    let record = w.wiring.store.execution_for_source(&tenant, event_id).await.unwrap().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, source).await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::Failed);
     assert_eq!(record.error.as_ref().unwrap().reason.as_deref(), Some("last-delivery"));
     assert!(record.error.as_ref().unwrap().message.contains("ThrottlingException"), "{:?}", record.error);
@@ -1003,7 +1003,7 @@ async fn the_dead_letter_consumer_gives_up_an_item_whose_process_died_once_and_l
     assert_eq!(failed_ids(&response), ["m-malformed"]);
     assert_eq!(w.bedrock.calls.load(Ordering::SeqCst), 0);
     let tenant: TenantId = "t-1".parse().unwrap();
-    let record = w.wiring.store.execution_for_source(&tenant, "6a7e8feb-b491-4cf7-a9f1-bf3703467718").await.unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap();
     let record = record.unwrap();
     assert_eq!(record.status, ExecutionStatus::Failed);
     assert!(record.error.as_ref().unwrap().message.contains("dead-lettered"), "{:?}", record.error);

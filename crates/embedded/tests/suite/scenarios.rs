@@ -594,13 +594,13 @@ async fn an_item_that_fails_its_last_delivery_is_given_up_to_a_human_once() {
     // an earlier delivery fails and is left to the queue
     let early = Delivery { receive_count: last - 1, ..d.clone() };
     assert!(w.embedded.item_handler().handle(&early).await.is_err());
-    assert!(w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().is_none());
+    assert!(w.embedded.store.execution_for_source(&w.tenant, &source_id(&e)).await.unwrap().is_none());
     assert!(w.sessions("c-1").await.is_empty(), "nothing committed yet");
     // when its last delivery fails too
     let final_delivery = Delivery { receive_count: last, ..d };
     w.embedded.item_handler().handle(&final_delivery).await.expect("given up, not dead-lettered");
     // then the failure is recorded, a human has the conversation with the message, and it is announced
-    let r = w.embedded.store.execution_for_source(&w.tenant, &e.id).await.unwrap().unwrap();
+    let r = w.embedded.store.execution_for_source(&w.tenant, &source_id(&e)).await.unwrap().unwrap();
     assert_eq!(r.status, ExecutionStatus::Failed);
     let error = r.error.as_ref().unwrap();
     assert_eq!(error.reason.as_deref(), Some(switchboard_engine::execute::LAST_DELIVERY));
