@@ -61,6 +61,11 @@ impl EventBus for LoggingBus {
             .map_err(|e| BusError { message: format!("event log: {e}"), retryable: e.retryable() })?;
         self.bus.publish(event).await
     }
+
+    /// The commit has logged the events: EventBridge gets them now.
+    async fn relay(&self, committed: &[OutboundEvent]) {
+        self.bus.relay(committed).await;
+    }
 }
 
 /// The `detail` published: the event's own detail with its `id` and `tenantId` added, so that
@@ -109,5 +114,13 @@ impl EventBus for EventBridgeBus {
             });
         }
         Ok(())
+    }
+
+    async fn relay(&self, committed: &[OutboundEvent]) {
+        for event in committed {
+            if let Err(e) = self.publish(event).await {
+                tracing::error!(event_id = %event.id, error = %e.message, "a committed event was not published");
+            }
+        }
     }
 }

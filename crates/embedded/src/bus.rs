@@ -1,6 +1,8 @@
-//! `InProcessBus`: the embedded profile's event bus. Every event is appended to the event log in
-//! SQLite (dropping repeats by id, so a replayed turn does not announce twice) and then broadcast
-//! to live subscribers such as the operator stream.
+//! `InProcessBus`: the embedded profile's event bus. The event log in SQLite is the outbox: a
+//! turn's events are written to it in the turn's own transaction (dropping repeats by id, so a
+//! replayed turn does not announce twice) and broadcast to live subscribers such as the operator
+//! stream once it has committed (`relay`). An event that is itself the fact (a limit reached) is
+//! logged and broadcast at once (`publish`).
 
 use async_trait::async_trait;
 use switchboard_domain::OutboundEvent;
@@ -60,6 +62,20 @@ impl EventBus for InProcessBus {
             let _ = self.live.send((seq, event.clone()));
         }
         Ok(())
+    }
+
+    /// The events are in the log already (the commit wrote them): live subscribers are told,
+    /// with their sequence numbers. A subscriber that misses them reads them from the log.
+    async fn relay(&self, committed: &[OutboundEvent]) {
+        for event in committed {
+            match self.store.event_seq(&event.tenant_id, &event.id).await {
+                Ok(Some(seq)) => {
+                    let _ = self.live.send((seq, event.clone()));
+                }
+                Ok(None) => tracing::warn!(event_id = %event.id, "a committed event is not in the log"),
+                Err(e) => tracing::warn!(event_id = %event.id, error = %e, "a committed event was not streamed live"),
+            }
+        }
     }
 }
 

@@ -28,30 +28,64 @@ fn event_sk(seq: i64) -> String {
 }
 
 impl DynamoStore {
-    /// Logs `event` under the tenant's next sequence number, unless its id is logged already;
-    /// `true` when it was logged now.
-    pub async fn log_event(&self, event: &OutboundEvent) -> Result<bool, StoreError> {
-        let table = &self.names.executions_table;
-        let pk = events_pk(&event.tenant_id);
+    /// The writes that keep `events` (a turn's outbox, all of one tenant) in the event log, for
+    /// the turn's transaction: each event under a sequence number taken now, and its id marker.
+    /// Unconditional: a turn's event ids derive from its source, which is committed once.
+    pub(super) async fn outbox_items(&self, events: &[OutboundEvent]) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let Some(first) = events.first() else { return Ok(vec![]) };
+        let last = self.take_seqs(&first.tenant_id, events.len()).await?;
+        let ttl = n(ttl_seconds(self.clock.now() + chrono::Duration::days(EXECUTION_TTL_DAYS)));
+        let mut writes = Vec::with_capacity(events.len() * 2);
+        let first_seq = last - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
+        for (seq, event) in (first_seq..).zip(events) {
+            let pk = events_pk(&event.tenant_id);
+            let mut marker = key(pk.clone(), format!("EVENTID#{}", event.id));
+            marker.insert("seq".into(), n(seq));
+            marker.insert("expiresAt".into(), ttl.clone());
+            let mut item: Item = key(pk, event_sk(seq));
+            item.insert("body".into(), encode(event)?);
+            item.insert("expiresAt".into(), ttl.clone());
+            for item in [marker, item] {
+                let put = Put::builder()
+                    .table_name(&self.names.executions_table)
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(build_err)?;
+                writes.push(TransactWriteItem::builder().put(put).build());
+            }
+        }
+        Ok(writes)
+    }
+
+    /// Takes `count` sequence numbers of `tenant`'s event log: the last of them.
+    async fn take_seqs(&self, tenant: &TenantId, count: usize) -> Result<i64, StoreError> {
         let counted = self
             .client
             .update_item()
-            .table_name(table)
-            .set_key(Some(key(pk.clone(), "SEQ".into())))
-            .update_expression("ADD #n :one")
+            .table_name(&self.names.executions_table)
+            .set_key(Some(key(events_pk(tenant), "SEQ".into())))
+            .update_expression("ADD #n :count")
             .expression_attribute_names("#n", "n")
-            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":count", n(i64::try_from(count).unwrap_or(i64::MAX)))
             .return_values(ReturnValue::UpdatedNew)
             .send()
             .await
             .map_err(|e| unavailable("UpdateItem", &e))?;
-        let seq = counted
+        counted
             .attributes
             .as_ref()
             .and_then(|a| a.get("n"))
             .and_then(|v| v.as_n().ok())
             .and_then(|v| v.parse::<i64>().ok())
-            .ok_or_else(|| StoreError::Corrupt("the event counter has no number".into()))?;
+            .ok_or_else(|| StoreError::Corrupt("the event counter has no number".into()))
+    }
+
+    /// Logs `event` under the tenant's next sequence number, unless its id is logged already;
+    /// `true` when it was logged now.
+    pub async fn log_event(&self, event: &OutboundEvent) -> Result<bool, StoreError> {
+        let table = &self.names.executions_table;
+        let pk = events_pk(&event.tenant_id);
+        let seq = self.take_seqs(&event.tenant_id, 1).await?;
         let ttl = n(ttl_seconds(self.clock.now() + chrono::Duration::days(EXECUTION_TTL_DAYS)));
         let mut marker = key(pk.clone(), format!("EVENTID#{}", event.id));
         marker.insert("seq".into(), n(seq));

@@ -26,6 +26,8 @@ enum TxRole {
     Execution(String),
     /// A usage counter: a conflict on it alone is retried as it is.
     Usage,
+    /// An event of the turn's outbox in the tenant's event log (no condition).
+    Event,
 }
 
 /// What to do after a cancelled turn transaction that is not the caller's error.
@@ -260,6 +262,7 @@ impl DynamoStore {
                 TxRole::ActiveDelete => StoreError::VersionConflict("active session changed".into()),
                 // An update without a condition cannot fail one.
                 TxRole::Usage => StoreError::Corrupt("a usage counter failed a condition it does not have".into()),
+                TxRole::Event => StoreError::Corrupt("an event failed a condition it does not have".into()),
             });
         }
         let conflicts = failed("TransactionConflict");
@@ -448,7 +451,8 @@ impl SessionStore for DynamoStore {
 
     /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not
     /// existing), the active-session marker, the execution record and its source and id pointers
-    /// (each conditional on not existing).
+    /// (each conditional on not existing), and the turn's events in the event log (the outbox,
+    /// under sequence numbers taken first: a commit that fails leaves a gap).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
@@ -456,6 +460,9 @@ impl SessionStore for DynamoStore {
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution)?);
+        for item in self.outbox_items(&commit.events).await? {
+            items.push((item, TxRole::Event));
+        }
         let mut usage_conflicts = 0;
         loop {
             let (writes, roles): (Vec<_>, Vec<_>) = items.iter().cloned().unzip();

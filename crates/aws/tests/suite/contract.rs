@@ -65,6 +65,9 @@ impl EventBus for LogOnly {
     async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
         self.0.log_event(event).await.map(|_| ()).map_err(|e| BusError { message: e.to_string(), retryable: true })
     }
+
+    /// The commit logged them; there is no EventBridge here.
+    async fn relay(&self, _committed: &[OutboundEvent]) {}
 }
 
 #[async_trait]
@@ -182,6 +185,7 @@ contract!(
     sessions_list_newest_first_narrowed_and_paged,
     deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
     the_event_log_keeps_each_event_once_in_order_and_per_tenant,
+    a_turns_events_are_logged_with_its_commit_and_not_without_it,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -257,6 +261,7 @@ fn start(t: &TenantId, conversation: &str, now: DateTime<Utc>) -> Session {
 
 fn create(s: &Session, source: &str, now: DateTime<Utc>) -> TurnCommit {
     TurnCommit {
+        events: vec![],
         sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
         execution: record(s, source, now),
     }
@@ -275,6 +280,7 @@ fn bump(s: &Session, now: DateTime<Utc>) -> Session {
 fn update(s: &Session, source: &str, now: DateTime<Utc>) -> (Session, TurnCommit) {
     let next = bump(s, now);
     let commit = TurnCommit {
+        events: vec![],
         sessions: vec![SessionWrite { session: next.clone(), expected_version: Some(s.version) }],
         execution: record(&next, source, now),
     };
@@ -346,6 +352,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
     next.handoff_depth = 1;
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![
                 SessionWrite { session: handed.clone(), expected_version: Some(first.version) },
                 SessionWrite { session: next.clone(), expected_version: None },
@@ -360,6 +367,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
     done.status = SessionStatus::Completed;
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: done.clone(), expected_version: Some(next.version) }],
             execution: record(&done, "evt-4", x.clock.now()),
         })
@@ -710,6 +718,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
     human.status = SessionStatus::HandedOff;
     human.handed_off_to = Some(HandoffTarget::Human);
     let to_human = TurnCommit {
+        events: vec![],
         sessions: vec![SessionWrite { session: human.clone(), expected_version: Some(active.version) }],
         execution: record(&active, "evt-2", now),
     };
@@ -740,6 +749,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
     back.handed_off_to = Some(HandoffTarget::Agent { agent_id: next.agent_id, session_id: next.session_id });
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![
                 SessionWrite { session: back, expected_version: Some(human.version) },
                 SessionWrite { session: next.clone(), expected_version: None },
@@ -763,6 +773,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
     closed.status = SessionStatus::Completed;
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: closed, expected_version: Some(ended.version) }],
             execution: record(&ended, "evt-5", now),
         })
@@ -833,6 +844,7 @@ async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
     ended.status = SessionStatus::Completed;
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: ended, expected_version: Some(active.version) }],
             execution: record(&active, "evt-3", x.clock.now()),
         })
@@ -854,6 +866,7 @@ async fn routing_sees_the_conversations_newest_session_and_who_owns_it(x: &Subje
     human.handed_off_to = Some(HandoffTarget::Human);
     x.sessions
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: human, expected_version: Some(active.version) }],
             execution: record(&active, "evt-2", x.clock.now()),
         })
@@ -1353,4 +1366,39 @@ async fn the_event_log_keeps_each_event_once_in_order_and_per_tenant(x: &Subject
     let theirs = x.events.events_after(&b, 0, 10).await.unwrap();
     assert_eq!(theirs.len(), 1);
     assert_eq!(theirs[0].1.detail["reason"], "e-1 of t-b");
+}
+
+async fn a_turns_events_are_logged_with_its_commit_and_not_without_it(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    x.bus.publish(&outbound(&t, "before")).await.unwrap();
+    // a turn that commits keeps its events in the log, after what was there, in its order
+    let mut first = create(&start(&t, "c-1", now), "evt-1", now);
+    first.events = vec![outbound(&t, "t1-a"), outbound(&t, "t1-b")];
+    x.sessions.commit_turn(&first).await.unwrap();
+    let logged = x.events.events_after(&t, 0, 10).await.unwrap();
+    let ids: Vec<&str> = logged.iter().map(|(_, e)| e.id.as_str()).collect();
+    assert_eq!(ids, ["before", "t1-a", "t1-b"]);
+    assert!(logged.windows(2).all(|w| w[0].0 < w[1].0), "sequence numbers rise");
+    assert_eq!(logged[1].1, first.events[0], "the event as announced");
+    // a turn whose commit is refused (its source is recorded already) logs none of its events
+    let mut refused = create(&start(&t, "c-2", now), "evt-1", now);
+    refused.events = vec![outbound(&t, "never")];
+    let err = x.sessions.commit_turn(&refused).await.unwrap_err();
+    assert!(matches!(err, StoreError::Duplicate(_)), "{err:?}");
+    // and one that loses a version race neither
+    let mut stale = create(&start(&t, "c-3", now), "evt-3", now);
+    x.sessions.commit_turn(&stale).await.unwrap();
+    stale.execution.source_id = "evt-4".into();
+    stale.execution.execution_id = switchboard_domain::ExecutionId::generate();
+    stale.sessions[0].expected_version = Some(41);
+    stale.events = vec![outbound(&t, "never-either")];
+    let err = x.sessions.commit_turn(&stale).await.unwrap_err();
+    assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
+    let after = x.events.events_after(&t, 0, 10).await.unwrap();
+    assert_eq!(after.len(), 3, "{after:?}");
+    // the next event logged comes after the turn's
+    x.bus.publish(&outbound(&t, "later")).await.unwrap();
+    let last = x.events.events_after(&t, logged[2].0, 10).await.unwrap();
+    assert_eq!(last.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["later"]);
 }

@@ -1,7 +1,7 @@
 //! The outbound event log, which the operator stream replays.
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use switchboard_domain::{OutboundEvent, TenantId};
 use switchboard_engine::{EventLog, StoreError};
 
@@ -45,6 +45,18 @@ impl SqliteStore {
                         "event already logged for this tenant; the repeat is not logged or streamed again");
                 }
             })
+    }
+
+    /// The sequence number of `tenant`'s event `id`, if it is logged.
+    pub async fn event_seq(&self, tenant: &TenantId, id: &str) -> Result<Option<i64>, StoreError> {
+        let (t, id) = (tenant.to_string(), id.to_owned());
+        self.db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached("SELECT seq FROM events WHERE tenant_id = ?1 AND event_id = ?2")?;
+                Ok(stmt.query_row(params![t, id], |r| r.get(0)).optional()?)
+            })
+            .await
+            .map_err(store_err)
     }
 
     /// A tenant's events after sequence number `after`, oldest first (`EVENTS_AFTER`).

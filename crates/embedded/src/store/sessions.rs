@@ -142,7 +142,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
-        let rows = TurnRows::encode(commit)?;
+        let rows = TurnRows::encode(commit, self.clock.now())?;
         let day_tokens = self.day_tokens.clone();
         // A worker's item is acked (and its next one received) in this same call, once the
         // turn's writes are kept.
@@ -172,6 +172,8 @@ type SessionRow = (String, String, String, &'static str, i64, Option<i64>, Strin
 type ExecutionRow = (String, String, String, String, i64, String);
 /// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
 type UsageLine = (String, String, [i64; 7]);
+/// An event-log row: event, tenant, detail type, body, when.
+type EventRow = (String, String, String, String, String);
 
 /// A turn's rows, encoded before the database call so that the call on the database thread
 /// only writes.
@@ -183,10 +185,12 @@ struct TurnRows {
     status: &'static str,
     usage: Vec<UsageLine>,
     tokens: u64,
+    /// The turn's outbox, written to the event log with it.
+    events: Vec<EventRow>,
 }
 
 impl TurnRows {
-    fn encode(commit: &TurnCommit) -> Result<Self, StoreError> {
+    fn encode(commit: &TurnCommit, now: DateTime<Utc>) -> Result<Self, StoreError> {
         let mut sessions = Vec::with_capacity(commit.sessions.len());
         for w in &commit.sessions {
             let s = &w.session;
@@ -231,7 +235,16 @@ impl TurnRows {
             })
             .collect();
         let (day, hour, status) = (e.usage_day().to_string(), hour_key(e.activity_hour()), e.status.as_str());
-        Ok(Self { sessions, execution, day, hour, status, usage, tokens })
+        let at = now.to_rfc3339();
+        let events = commit
+            .events
+            .iter()
+            .map(|ev| {
+                let body = serde_json::to_string(ev).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok((ev.id.clone(), ev.tenant_id.to_string(), ev.detail_type.clone(), body, at.clone()))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Self { sessions, execution, day, hour, status, usage, tokens, events })
     }
 
     /// Writes the turn inside the call's unit `c`; `Ok(Err(_))` is a write the store refuses
@@ -277,6 +290,13 @@ impl TurnRows {
                      ON CONFLICT (tenant_id, hour, status) DO UPDATE SET executions = executions + 1",
         )?
         .execute(params![t, self.hour, self.status])?;
+        for (id, tenant, kind, body, at) in &self.events {
+            // A repeat of an event already logged (the same id) is not logged again.
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![id, tenant, kind, body, at])?;
+        }
         Ok(Ok(()))
     }
 }

@@ -325,6 +325,7 @@ impl SessionStore for Flaky {
                     marker.source_id = "operator-write".into();
                     self.inner
                         .commit_turn(&TurnCommit {
+                            events: vec![],
                             sessions: vec![SessionWrite { session: current, expected_version: Some(expected) }],
                             execution: marker,
                         })
@@ -397,6 +398,49 @@ async fn a_crash_after_replying_does_not_reply_twice_on_redelivery() {
     let dup = w.embedded.store.execution_for_source(&w.tenant, &source_id(&e)).await.unwrap();
     assert!(dup.is_some());
     assert_eq!(w.session("c-1").await.turn_count, 2);
+}
+
+#[tokio::test]
+async fn an_api_handoff_that_loses_its_commit_announces_nothing() {
+    // given a conversation with an agent, and a store where someone else writes the session
+    // between the handoff's read and its commit
+    let mut w = World::new(&default_bundle(json!({})), says("hello")).await;
+    w.say("c-1", "hi").await;
+    let session = w.session("c-1").await;
+    let before = w.events().await.len();
+    let (deps, _) = flaky(&w, Mode::ConcurrentWrite);
+    // when the API hands the conversation to a human
+    let to = switchboard_engine::HandoffTo::Human(switchboard_domain::Priority::High);
+    let refused = Operator::new(deps).hand_off(&w.tenant, session.session_id, to.clone(), "customer asked").await;
+    // then the handoff did not happen, and no event says it did
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(w.session("c-1").await.is_active());
+    assert_eq!(w.events().await.len(), before, "{:?}", w.events().await);
+    // and a handoff that commits is announced once, after its commit
+    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "customer asked").await.unwrap();
+    let kinds: Vec<String> = w.events().await.into_iter().skip(before).map(|e| e.detail_type).collect();
+    assert_eq!(kinds, ["session.handoff.human"]);
+}
+
+#[tokio::test]
+async fn a_turn_that_dies_before_its_commit_has_announced_nothing() {
+    // given an agent that hands every conversation to a human, and an attempt that dies before
+    // its commit
+    let script = json!({ "rules": [ { "then": { "toolCalls": [
+        { "name": "handoff_to_human", "input": { "reason": "wants a person" } } ] } } ] });
+    let mut w = World::new(&default_bundle(json!({})), script).await;
+    let executor = flaky_executor(&w, Mode::CrashBeforeCommit);
+    let e = w.event("c-1", "a person please");
+    w.embedded.ingest(&e).await.unwrap();
+    let d = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: WorkItem = serde_json::from_str(&d.body).unwrap();
+    assert!(executor.execute(&item).await.unwrap_err().retryable);
+    // then nothing is announced for the handoff that did not happen
+    assert!(w.events().await.is_empty(), "{:?}", w.events().await);
+    // and the redelivery that commits announces it once
+    assert_eq!(record(&executor.execute(&item).await.unwrap()).status, ExecutionStatus::HandedOff);
+    let kinds: Vec<String> = w.events().await.into_iter().map(|e| e.detail_type).collect();
+    assert_eq!(kinds, ["session.handoff.human"]);
 }
 
 #[tokio::test]

@@ -65,6 +65,7 @@ async fn expired_execution_records_are_never_returned() {
     let r = record(&t, s.session_id, "evt-1", clock.now());
     e.store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: r.clone(),
         })
@@ -89,6 +90,7 @@ async fn executions_are_listed_in_pages_with_a_cursor() {
         next.version += 1;
         e.store
             .commit_turn(&TurnCommit {
+                events: vec![],
                 sessions: vec![SessionWrite { session: next.clone(), expected_version: expected }],
                 execution: record(&t, s.session_id, &format!("evt-{i}"), clock.now()),
             })
@@ -122,6 +124,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
     let s = Session::start(t.clone(), "c-1".into(), AgentId::generate(), clock.now());
     e.store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
         })
@@ -133,6 +136,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
     let err = e
         .store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: stale, expected_version: Some(3) }],
             execution: record(&t, s.session_id, "evt-2", clock.now()),
         })
@@ -144,6 +148,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
     let err = e
         .store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-3", clock.now()),
         })
@@ -159,6 +164,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
     let err = e
         .store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: again, expected_version: Some(0) }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
         })
@@ -454,6 +460,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
         }
         e.store
             .commit_turn(&TurnCommit {
+                events: vec![],
                 sessions: vec![SessionWrite { session: s.clone(), expected_version }],
                 execution: r,
             })
@@ -678,6 +685,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
     let next = session("c-1", SessionStatus::Active);
     e.store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: next.clone(), expected_version: None }],
             execution: record(&t, next.session_id, "evt-1", clock.now()),
         })
@@ -693,6 +701,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
     let err = e
         .store
         .commit_turn(&TurnCommit {
+            events: vec![],
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-2", clock.now()),
         })

@@ -75,6 +75,7 @@ impl Executor {
         record.error = Some(ExecutionError::new(kind, message.clone()).with_reason(LAST_DELIVERY));
         session.append_transcript([Message::user_text(item.text.clone())]);
         let may_end = !session.is_human_owned();
+        let mut events = vec![];
         if session.is_active() {
             // The agent's setting if it can be read (a missing agent may be why the item failed).
             let on_failure = match deps.config.get_agent(&item.tenant_id, session.agent_id).await {
@@ -83,11 +84,11 @@ impl Executor {
             };
             let reason = format!("the agent could not answer (failed): {message}");
             let key = format!("{}/on-failure", item.source_id);
-            let answered = moves::answer_failure(deps, &mut session, &on_failure, &reason, &key).await?;
+            let answered = moves::answer_failure(deps, &mut events, &mut session, &on_failure, &reason, &key).await?;
             record.actions.extend(answered);
         }
         let key = format!("{}/failed", item.source_id);
-        moves::publish(deps, &key, detail_type::EXECUTION_FAILED, &session, turn::failed_event(&record)).await?;
+        moves::announce(&mut events, &key, detail_type::EXECUTION_FAILED, &session, turn::failed_event(&record));
         warn!(tenant = %item.tenant_id, source = %item.source_id, error = %why, "work item given up at its last delivery");
         record.latency_ms = crate::model_call::elapsed_ms(started);
         session.version += 1;
@@ -95,6 +96,7 @@ impl Executor {
         let commit = TurnCommit {
             sessions: vec![SessionWrite { session, expected_version: expected }],
             execution: record.clone(),
+            events,
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: None }))
     }

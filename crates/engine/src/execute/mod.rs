@@ -198,7 +198,7 @@ impl Executor {
                 session.version += 1;
                 session.updated_at = deps.clock.now();
                 let write = SessionWrite { session, expected_version: Some(expected) };
-                (TurnCommit { sessions: vec![write], execution: record.clone() }, record, false)
+                (TurnCommit { sessions: vec![write], execution: record.clone(), events: vec![] }, record, false)
             }
             Prepared::Refused { session, is_new, refusal } => {
                 let (commit, record) = refused::commit(deps, item, *session, is_new, &refusal, started).await?;
@@ -212,7 +212,7 @@ impl Executor {
                 if let Some(next) = turn.new_session {
                     sessions.push(SessionWrite { session: next, expected_version: None });
                 }
-                (TurnCommit { sessions, execution: turn.record.clone() }, turn.record, true)
+                (TurnCommit { sessions, execution: turn.record.clone(), events: turn.events }, turn.record, true)
             }
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: follower }))
@@ -225,6 +225,7 @@ impl Executor {
         let Ready { commit, record, may_end, .. } = &ready;
         match deps.sessions.commit_turn(commit).await {
             Ok(()) => {
+                deps.bus.relay(&commit.events).await;
                 if *may_end && !commit.sessions.iter().any(|w| w.session.is_active()) {
                     // Ended, failed or with a human: the conversation's session slot is free.
                     Limits::new(deps).release(&item.tenant_id, &item.conversation_id).await;

@@ -10,7 +10,7 @@ use switchboard_domain::{ErrorKind, ExecutionError, ExecutionRecord, OnLimit, Pr
 
 use super::record;
 use crate::fault::{ExecError, ToolFault};
-use crate::moves::{self, RequestedBy};
+use crate::moves::{self, HumanHandoff, RequestedBy};
 use crate::ports::{Deps, SessionWrite, TurnCommit, WorkItem};
 
 /// The commit of a refused item in `session` (`is_new`: started for it).
@@ -28,6 +28,7 @@ pub(super) async fn commit(
     record.error = Some(ExecutionError::new(ErrorKind::Limit, why.clone()).with_reason(refusal.limit.as_str()));
     let expected = (!is_new).then_some(session.version);
     session.append_transcript([Message::user_text(item.text.clone())]);
+    let mut events = vec![];
     // A conversation a human already owns gets nothing more from Switchboard.
     if !session.is_human_owned() {
         match &refusal.on_limit {
@@ -41,13 +42,13 @@ pub(super) async fn commit(
             OnLimit::HandoffToHuman => {
                 let key = &item.source_id;
                 let by = RequestedBy::Agent;
-                let action = moves::hand_off_to_human(deps, &mut session, &why, Priority::Normal, by, key).await?;
-                record.actions.push(action);
+                let handoff = HumanHandoff { reason: &why, priority: Priority::Normal, by };
+                record.actions.push(moves::hand_off_to_human(deps, &mut events, &mut session, handoff, key));
             }
         }
     }
     session.version += 1;
     session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
-    Ok((TurnCommit { sessions: vec![write], execution: record.clone() }, record))
+    Ok((TurnCommit { sessions: vec![write], execution: record.clone(), events }, record))
 }

@@ -10,15 +10,15 @@ use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{
-    Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, Priority, Session,
-    SessionStatus,
+    Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, OutboundEvent,
+    Priority, Session, SessionStatus,
 };
 use tracing::warn;
 
 use super::{context, history, record, summary};
 use crate::fault::ExecError;
 use crate::model_call::{converse, elapsed_ms};
-use crate::moves::{self, TurnState};
+use crate::moves::TurnState;
 use crate::patterns::{router, supervisor};
 use crate::ports::{Deps, Follower, ModelRequest, TurnEvent, WorkItem};
 use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox};
@@ -33,6 +33,8 @@ const DAY_BUDGET: &str = "tokensPerDay";
 pub(super) struct Turn {
     pub session: Session,
     pub new_session: Option<Session>,
+    /// What the turn announces (committed with it).
+    pub events: Vec<OutboundEvent>,
     pub record: ExecutionRecord,
 }
 
@@ -379,10 +381,10 @@ impl Loop<'_> {
         let session_budget_spent = self.failure.as_ref().and_then(|f| f.reason.as_deref()) == Some(SESSION_BUDGET);
         if s.is_active() && session_budget_spent {
             let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
-            self.apply_handoff_behavior(reason, "session-budget").await?;
+            self.apply_handoff_behavior(reason, "session-budget");
         } else if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
             let reason = format!("the agent reached its limit of {} turns", self.agent.max_turns);
-            self.apply_handoff_behavior(reason, "max-turns").await?;
+            self.apply_handoff_behavior(reason, "max-turns");
         }
         if self.status == ExecutionStatus::MaxIterations {
             let why = format!("no final answer after {} model calls", self.agent.max_iterations);
@@ -402,8 +404,7 @@ impl Loop<'_> {
         record.error = self.failure.take();
         if matches!(record.status, ExecutionStatus::Failed | ExecutionStatus::Timeout) {
             let key = format!("{}/failed", self.cx.item.source_id);
-            let detail = failed_event(record);
-            moves::publish(deps, &key, detail_type::EXECUTION_FAILED, &self.state.session, detail).await?;
+            self.state.announce(&key, detail_type::EXECUTION_FAILED, failed_event(record));
         }
         record.actions = std::mem::take(&mut self.state.actions);
         record.session_id = self.state.session.session_id;
@@ -411,7 +412,8 @@ impl Loop<'_> {
         record.latency_ms = elapsed_ms(started);
         self.state.session.updated_at = deps.clock.now();
         self.state.session.version += 1;
-        Ok(Turn { session: self.state.session, new_session: self.state.new_session, record: self.record })
+        let state = self.state;
+        Ok(Turn { session: state.session, new_session: state.new_session, events: state.events, record: self.record })
     }
 
     /// The turn stopped short of answering: the agent's `onFailure` answers the customer.
@@ -427,18 +429,15 @@ impl Loop<'_> {
 
     /// `maxTurns` reached or the session's token budget spent: the agent's `handoffBehavior`
     /// decides.
-    async fn apply_handoff_behavior(&mut self, reason: String, why: &str) -> Result<(), ExecError> {
+    fn apply_handoff_behavior(&mut self, reason: String, why: &str) {
         let (deps, agent) = (self.cx.deps, self.agent);
         let key = format!("{}/{why}", self.cx.item.source_id);
         let before = self.state.actions.len();
         match agent.handoff_behavior {
-            HandoffBehavior::Escalate => {
-                self.state.hand_off_to_human(deps, &reason, Priority::Normal, &key).await?;
-            }
-            HandoffBehavior::End => self.state.end(deps, Some(reason), &key).await?,
+            HandoffBehavior::Escalate => self.state.hand_off_to_human(deps, &reason, Priority::Normal, &key),
+            HandoffBehavior::End => self.state.end(deps, Some(reason), &key),
         }
         self.announce_actions(before);
-        Ok(())
     }
 }
 

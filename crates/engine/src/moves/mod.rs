@@ -1,6 +1,9 @@
-//! Session moves: the verbs that speak in a conversation or change who has it — reply, publish an
-//! event, end, hand off to a human, hand off to an agent. Each changes the session it is given
+//! Session moves: the verbs that speak in a conversation or change who has it — reply, announce
+//! an event, end, hand off to a human, hand off to an agent. Each changes the session it is given
 //! and returns a typed outcome (the action to record, or why the move is refused); none commits.
+//! Events are not published here: a move adds them to the caller's outbox (`events`), which is
+//! committed with the session and published after the commit, so that no event tells of a change
+//! that did not happen.
 //! Outside a turn (refused messages, the operator service) they are called on a session; inside
 //! one through [`TurnState`] (`turn`), which records their actions. Only the tool layer turns an
 //! outcome into a tool result.
@@ -19,7 +22,7 @@ use switchboard_domain::{
 };
 
 use crate::fault::ToolFault;
-use crate::ports::{BusError, ConversationError, Deps, StoreError};
+use crate::ports::{ConversationError, Deps, StoreError};
 
 /// Why a move was not made. The session is unchanged; the caller words it for its audience
 /// (a tool result for the model, a problem for an API client).
@@ -61,15 +64,9 @@ pub(crate) async fn send(deps: &Deps, session: &Session, text: &str, key: &str) 
     Ok(Action::Reply { text: text.to_owned(), message_id: sent.message_id })
 }
 
-/// Publishes a `kind` event about `session` — its ids, plus the fields of `extra` — under an id
-/// derived from `key`, so that a repeated move publishes the same event id.
-pub(crate) async fn publish(
-    deps: &Deps,
-    key: &str,
-    kind: &str,
-    session: &Session,
-    extra: Value,
-) -> Result<(), BusError> {
+/// Adds to `events` a `kind` event about `session` — its ids, plus the fields of `extra` — under
+/// an id derived from `key`, so that a repeated move announces the same event id.
+pub(crate) fn announce(events: &mut Vec<OutboundEvent>, key: &str, kind: &str, session: &Session, extra: Value) {
     let mut detail = json!({
         "tenantId": session.tenant_id,
         "sessionId": session.session_id,
@@ -87,7 +84,7 @@ pub(crate) async fn publish(
         tenant_id: session.tenant_id.clone(),
         detail,
     };
-    deps.bus.publish(&event).await
+    events.push(event);
 }
 
 /// Who ended a conversation, as `session.ended` tells it.
@@ -99,22 +96,23 @@ pub(crate) enum EndedBy<'a> {
     Operator(&'a str),
 }
 
-/// Ends the session and publishes `session.ended` under `key`.
-pub(crate) async fn end(
+/// Ends the session and announces `session.ended` under `key`.
+pub(crate) fn end(
     deps: &Deps,
+    events: &mut Vec<OutboundEvent>,
     session: &mut Session,
     summary: Option<String>,
     by: EndedBy<'_>,
     key: &str,
-) -> Result<Action, BusError> {
+) -> Action {
     session.status = SessionStatus::Completed;
     session.ended_at = Some(deps.clock.now());
     let detail = match by {
         EndedBy::Agent => json!({ "summary": summary }),
         EndedBy::Operator(operator) => json!({ "endedBy": "human", "operator": operator, "summary": summary }),
     };
-    publish(deps, key, detail_type::SESSION_ENDED, session, detail).await?;
-    Ok(Action::EndConversation { summary })
+    announce(events, key, detail_type::SESSION_ENDED, session, detail);
+    Action::EndConversation { summary }
 }
 
 /// Who asked for a handoff, when it was not the agent itself: events and the next agent's
@@ -127,16 +125,16 @@ pub(crate) enum RequestedBy {
     Api,
 }
 
-/// Hands the session to a human operator and publishes `session.handoff.human` under `key`
+/// Hands the session to a human operator and announces `session.handoff.human` under `key`
 /// (with the session's memory as context).
-pub(crate) async fn hand_off_to_human(
+pub(crate) fn hand_off_to_human(
     deps: &Deps,
+    events: &mut Vec<OutboundEvent>,
     session: &mut Session,
-    reason: &str,
-    priority: Priority,
-    by: RequestedBy,
+    handoff: HumanHandoff<'_>,
     key: &str,
-) -> Result<Action, BusError> {
+) -> Action {
+    let HumanHandoff { reason, priority, by } = handoff;
     session.status = SessionStatus::HandedOff;
     session.handed_off_to = Some(HandoffTarget::Human);
     session.handoff_reason = Some(reason.to_owned());
@@ -146,16 +144,25 @@ pub(crate) async fn hand_off_to_human(
     if by == RequestedBy::Api {
         detail["requestedBy"] = json!("api");
     }
-    publish(deps, key, detail_type::HANDOFF_HUMAN, session, detail).await?;
-    Ok(Action::HandoffToHuman { reason: reason.to_owned(), priority })
+    announce(events, key, detail_type::HANDOFF_HUMAN, session, detail);
+    Action::HandoffToHuman { reason: reason.to_owned(), priority }
+}
+
+/// A handoff to a human operator, as asked for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HumanHandoff<'a> {
+    pub reason: &'a str,
+    pub priority: Priority,
+    pub by: RequestedBy,
 }
 
 /// Answers a customer whose message was not answered, as the agent's `onFailure` says: a human
 /// gets the conversation (`reason` as the handoff's), a fixed reply is sent (and joins the
-/// transcript), or nothing. Under `key`, so a repeat sends and publishes the same once. The
+/// transcript), or nothing. Under `key`, so a repeat sends and announces the same once. The
 /// action, unless the setting is to do nothing.
 pub(crate) async fn answer_failure(
     deps: &Deps,
+    events: &mut Vec<OutboundEvent>,
     session: &mut Session,
     on_failure: &OnFailure,
     reason: &str,
@@ -169,8 +176,8 @@ pub(crate) async fn answer_failure(
             Ok(Some(action))
         }
         OnFailure::HandoffToHuman => {
-            let action = hand_off_to_human(deps, session, reason, Priority::Normal, RequestedBy::Agent, key).await?;
-            Ok(Some(action))
+            let handoff = HumanHandoff { reason, priority: Priority::Normal, by: RequestedBy::Agent };
+            Ok(Some(hand_off_to_human(deps, events, session, handoff, key)))
         }
     }
 }
@@ -226,15 +233,16 @@ pub(crate) async fn prepare_hand_off_to_agent(
     Ok(Ok(NextSession { session: next, reason: handoff.reason, by: handoff.by }))
 }
 
-/// Marks `session` handed off to `next`'s agent and publishes `session.handoff.agent` under
+/// Marks `session` handed off to `next`'s agent and announces `session.handoff.agent` under
 /// `key`. A human-owned session stays with its status (the human's part of the conversation
 /// ended when it was handed to them).
-pub(crate) async fn complete_hand_off_to_agent(
+pub(crate) fn complete_hand_off_to_agent(
     deps: &Deps,
+    events: &mut Vec<OutboundEvent>,
     session: &mut Session,
     next: &NextSession,
     key: &str,
-) -> Result<Action, BusError> {
+) -> Action {
     let (agent_id, session_id) = (next.session.agent_id, next.session.session_id);
     if !session.is_human_owned() {
         session.status = SessionStatus::HandedOff;
@@ -245,6 +253,6 @@ pub(crate) async fn complete_hand_off_to_agent(
     if next.by == RequestedBy::Api {
         detail["requestedBy"] = json!("api");
     }
-    publish(deps, key, detail_type::HANDOFF_AGENT, session, detail).await?;
-    Ok(Action::HandoffToAgent { agent_id, session_id, reason: next.reason.clone() })
+    announce(events, key, detail_type::HANDOFF_AGENT, session, detail);
+    Action::HandoffToAgent { agent_id, session_id, reason: next.reason.clone() }
 }

@@ -2,11 +2,11 @@
 //! whether the turn is finished. The system tools, a turn's final answer and bookkeeping, and the
 //! router call these; each returns what happened or why the move was refused.
 
-use switchboard_domain::{Action, AgentId, OnFailure, Priority, Session};
+use switchboard_domain::{Action, AgentId, OnFailure, OutboundEvent, Priority, Session};
 
-use super::{AgentHandoff, EndedBy, Refused, RequestedBy};
+use super::{AgentHandoff, EndedBy, HumanHandoff, Refused, RequestedBy};
 use crate::fault::ToolFault;
-use crate::ports::{BusError, Deps, WorkItem};
+use crate::ports::{Deps, WorkItem};
 
 /// What a turn has done so far to its session and the outside world.
 #[derive(Debug)]
@@ -15,6 +15,8 @@ pub(crate) struct TurnState {
     /// A session started by a handoff to another agent, committed with the turn.
     pub new_session: Option<Session>,
     pub actions: Vec<Action>,
+    /// The events the turn announces: committed with it, published after (its outbox).
+    pub events: Vec<OutboundEvent>,
     pub replies_sent: u32,
     /// Set by a terminal move: the loop stops after the current batch of calls.
     pub finished: bool,
@@ -22,7 +24,7 @@ pub(crate) struct TurnState {
 
 impl TurnState {
     pub fn new(session: Session) -> Self {
-        Self { session, new_session: None, actions: vec![], replies_sent: 0, finished: false }
+        Self { session, new_session: None, actions: vec![], events: vec![], replies_sent: 0, finished: false }
     }
 
     /// Records what a move did; a terminal one (a handoff, an end) finishes the turn.
@@ -44,24 +46,21 @@ impl TurnState {
     }
 
     /// Ends the conversation (the agent's tool, or its `handoffBehavior`).
-    pub async fn end(&mut self, deps: &Deps, summary: Option<String>, key: &str) -> Result<(), BusError> {
-        let action = super::end(deps, &mut self.session, summary, EndedBy::Agent, key).await?;
+    pub fn end(&mut self, deps: &Deps, summary: Option<String>, key: &str) {
+        let action = super::end(deps, &mut self.events, &mut self.session, summary, EndedBy::Agent, key);
         self.did(action);
-        Ok(())
     }
 
     /// Hands the conversation to a human operator.
-    pub async fn hand_off_to_human(
-        &mut self,
-        deps: &Deps,
-        reason: &str,
-        priority: Priority,
-        key: &str,
-    ) -> Result<(), BusError> {
-        let session = &mut self.session;
-        let action = super::hand_off_to_human(deps, session, reason, priority, RequestedBy::Agent, key).await?;
+    pub fn hand_off_to_human(&mut self, deps: &Deps, reason: &str, priority: Priority, key: &str) {
+        let handoff = HumanHandoff { reason, priority, by: RequestedBy::Agent };
+        let action = super::hand_off_to_human(deps, &mut self.events, &mut self.session, handoff, key);
         self.did(action);
-        Ok(())
+    }
+
+    /// Announces a `kind` event about the session under `key` (see [`super::announce`]).
+    pub fn announce(&mut self, key: &str, kind: &str, extra: serde_json::Value) {
+        super::announce(&mut self.events, key, kind, &self.session, extra);
     }
 
     /// Answers the customer as the agent's `onFailure` says (see [`super::answer_failure`]).
@@ -72,7 +71,8 @@ impl TurnState {
         reason: &str,
         key: &str,
     ) -> Result<(), ToolFault> {
-        if let Some(action) = super::answer_failure(deps, &mut self.session, on_failure, reason, key).await? {
+        let (events, session) = (&mut self.events, &mut self.session);
+        if let Some(action) = super::answer_failure(deps, events, session, on_failure, reason, key).await? {
             self.did(action);
         }
         Ok(())
@@ -102,7 +102,7 @@ impl TurnState {
             ..item.clone()
         };
         deps.queue.enqueue(&continuation).await?;
-        let action = super::complete_hand_off_to_agent(deps, &mut self.session, &next, key).await?;
+        let action = super::complete_hand_off_to_agent(deps, &mut self.events, &mut self.session, &next, key);
         self.did(action);
         let target = next.session.agent_id;
         self.new_session = Some(next.session);

@@ -6,11 +6,13 @@ use std::time::Instant;
 
 use serde_json::json;
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
-use switchboard_domain::{Action, AgentId, ExecutionRecord, ExecutionStatus, Priority, Session, SessionId, TenantId};
+use switchboard_domain::{
+    Action, AgentId, ExecutionRecord, ExecutionStatus, OutboundEvent, Priority, Session, SessionId, TenantId,
+};
 
 use super::{Done, Operator, OperatorError};
 use crate::limits::Limits;
-use crate::moves::{self, AgentHandoff, Refused, RequestedBy};
+use crate::moves::{self, AgentHandoff, HumanHandoff, Refused, RequestedBy};
 
 /// Where the conversation should go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,20 +46,22 @@ impl Operator {
             return Err(OperatorError::NotAllowed(format!("the session is {:?}", session.status).to_lowercase()));
         }
         let source = format!("handoff-{}", ulid::Ulid::generate());
+        let mut events = vec![];
         let (action, next) = match to {
             HandoffTo::Human(_) if human_owned => {
                 return Err(OperatorError::NotAllowed("a human already owns this conversation".into()));
             }
             HandoffTo::Human(priority) => {
-                let by = RequestedBy::Api;
-                (moves::hand_off_to_human(&self.deps, &mut session, reason, priority, by, &source).await?, None)
+                let handoff = HumanHandoff { reason, priority, by: RequestedBy::Api };
+                (moves::hand_off_to_human(&self.deps, &mut events, &mut session, handoff, &source), None)
             }
-            HandoffTo::Agent(target) => self.to_agent(&mut session, target, reason, &source).await?,
+            HandoffTo::Agent(target) => self.to_agent(&mut session, &mut events, target, reason, &source).await?,
         };
         let conversation = session.conversation_id.clone();
         let new_session_id = next.as_ref().map(|s| s.session_id);
         let input = json!({ "handoff": { "reason": reason, "requestedBy": "api" } });
-        let done = Done { source, input, status: ExecutionStatus::HandedOff, actions: vec![action], started };
+        let actions = vec![action];
+        let done = Done { source, input, status: ExecutionStatus::HandedOff, actions, events, started };
         let execution = self.commit_with(session, next, done).await?;
         if new_session_id.is_none() {
             // A human owns the conversation now: its session slot is free for another.
@@ -71,6 +75,7 @@ impl Operator {
     async fn to_agent(
         &self,
         session: &mut Session,
+        events: &mut Vec<OutboundEvent>,
         target: AgentId,
         reason: &str,
         source: &str,
@@ -87,7 +92,7 @@ impl Operator {
             Ok(next) => next,
             Err(refused) => return Err(refused_over_api(refused)),
         };
-        let action = moves::complete_hand_off_to_agent(&self.deps, session, &next, source).await?;
+        let action = moves::complete_hand_off_to_agent(&self.deps, events, session, &next, source);
         Ok((action, Some(next.session)))
     }
 }

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use switchboard_domain::message::Message;
-use switchboard_domain::{Action, AgentId, Claim, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId};
+use switchboard_domain::{
+    Action, AgentId, Claim, ExecutionRecord, ExecutionStatus, OutboundEvent, Session, SessionId, TenantId,
+};
 
 pub use handoff::{HandoffDone, HandoffTo};
 
@@ -93,7 +95,7 @@ impl Operator {
             session.claim = Some(Claim { operator: operator.to_owned(), at: self.deps.clock.now() });
             let source = format!("claim-{}", ulid::Ulid::generate());
             let input = json!({ "operator": { "name": operator, "action": "claim" } });
-            match self.commit(session.clone(), source, input, vec![], started).await {
+            match self.commit(session.clone(), source, input, (vec![], vec![]), started).await {
                 Ok(_) => {
                     session.version += 1;
                     return Ok(session);
@@ -140,7 +142,7 @@ impl Operator {
             session.append_transcript([Message::assistant_text(format!("{HUMAN_PREFIX}{text}"))]);
             let input = json!({ "operator": { "name": operator, "action": "reply" }, "text": text });
             let actions = vec![Action::Reply { text: text.to_owned(), message_id: sent.message_id.clone() }];
-            match self.commit(session, source.clone(), input, actions, started).await {
+            match self.commit(session, source.clone(), input, (actions, vec![]), started).await {
                 Ok(execution) => return Ok(replied(execution, false)),
                 Err(StoreError::VersionConflict(_) | StoreError::Duplicate(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -165,10 +167,11 @@ impl Operator {
         }
         let source = format!("end-{}", ulid::Ulid::generate());
         let summary = note.map(str::to_owned);
-        let action = moves::end(&self.deps, &mut session, summary, EndedBy::Operator(operator), &source).await?;
+        let mut events = vec![];
+        let action = moves::end(&self.deps, &mut events, &mut session, summary, EndedBy::Operator(operator), &source);
         let input = json!({ "operator": { "name": operator, "action": "end" }, "note": note });
         // Ending is not retried: a session that changed meanwhile is the operator's to look at.
-        Ok(self.commit(session, source, input, vec![action], started).await?)
+        Ok(self.commit(session, source, input, (vec![action], events), started).await?)
     }
 
     /// The session, if a human owns it and it is the newest of its conversation.
@@ -191,16 +194,18 @@ impl Operator {
         Ok(session)
     }
 
-    /// Commits `session` (as of the version read) with an operator's record.
+    /// Commits `session` (as of the version read) with an operator's record of `done`: what
+    /// was done and announced.
     async fn commit(
         &self,
         session: Session,
         source: String,
         input: serde_json::Value,
-        actions: Vec<Action>,
+        done: (Vec<Action>, Vec<OutboundEvent>),
         started: Instant,
     ) -> Result<ExecutionRecord, StoreError> {
-        let done = Done { source, input, status: ExecutionStatus::Operator, actions, started };
+        let (actions, events) = done;
+        let done = Done { source, input, status: ExecutionStatus::Operator, actions, events, started };
         self.commit_with(session, None, done).await
     }
 
@@ -216,12 +221,14 @@ impl Operator {
         let expected = session.version;
         session.version += 1;
         session.updated_at = deps.clock.now();
-        let Done { source, input, status, actions, started } = done;
+        let Done { source, input, status, actions, events, started } = done;
         let execution = record::of_request(deps, &session, source, input, status, actions, started);
         let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
         sessions.extend(next.map(|next| SessionWrite { session: next, expected_version: None }));
-        deps.sessions.commit_turn(&TurnCommit { sessions, execution: execution.clone() }).await?;
-        Ok(execution)
+        let commit = TurnCommit { sessions, execution, events };
+        deps.sessions.commit_turn(&commit).await?;
+        deps.bus.relay(&commit.events).await;
+        Ok(commit.execution)
     }
 }
 
@@ -231,6 +238,8 @@ struct Done {
     input: serde_json::Value,
     status: ExecutionStatus,
     actions: Vec<Action>,
+    /// What the commit announces.
+    events: Vec<OutboundEvent>,
     started: Instant,
 }
 

@@ -3,19 +3,25 @@
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    ActivityRow, AgentId, ExecutionId, ExecutionRecord, Session, SessionId, SessionStatus, TenantId, UsageRow,
+    ActivityRow, AgentId, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus, TenantId,
+    UsageRow,
 };
 
 use super::{Page, StoreError};
 
 /// Everything one turn writes, committed atomically: the sessions it changed (each conditional
-/// on the version it read, `None` for a new session) and its execution record (conditional on
+/// on the version it read, `None` for a new session), the events it announces (the outbox: kept
+/// in the profile's event log with the commit, published after it) and its execution record
+/// (conditional on
 /// no record existing for the same source), and what the record adds to the tenant's daily usage
 /// (so a source is counted once). In DynamoDB this is one `TransactWriteItems`.
 #[derive(Debug, Clone)]
 pub struct TurnCommit {
     pub sessions: Vec<SessionWrite>,
     pub execution: ExecutionRecord,
+    /// Kept in the event log by the commit, without repeats by id; published by
+    /// [`super::EventBus::relay`] once the commit holds.
+    pub events: Vec<OutboundEvent>,
 }
 
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use switchboard_domain::{Action, AgentId, Priority, SystemTool};
 
 use super::call::ToolOutcome;
 use crate::fault::ToolFault;
-use crate::moves::{self, AgentHandoff, RequestedBy, TurnState};
+use crate::moves::{AgentHandoff, RequestedBy, TurnState};
 use crate::ports::{Deps, WorkItem};
 
 fn args<T: for<'de> Deserialize<'de>>(tool: SystemTool, input: &serde_json::Value) -> Result<T, ToolOutcome> {
@@ -105,14 +105,14 @@ pub(crate) async fn run(
         SystemTool::EndConversation => match args::<EndConversation>(tool, input) {
             Err(e) => e,
             Ok(a) => {
-                state.end(deps, a.summary, key).await?;
+                state.end(deps, a.summary, key);
                 ToolOutcome::ok(json!({ "ended": true }))
             }
         },
         SystemTool::HandoffToHuman => match args::<HandoffToHuman>(tool, input) {
             Err(e) => e,
             Ok(a) => {
-                state.hand_off_to_human(deps, &a.reason, a.priority.unwrap_or_default(), key).await?;
+                state.hand_off_to_human(deps, &a.reason, a.priority.unwrap_or_default(), key);
                 ToolOutcome::ok(json!({ "handedOff": "human" }))
             }
         },
@@ -137,7 +137,7 @@ pub(crate) async fn run(
             Ok(a) => {
                 let input = a.input.unwrap_or(serde_json::Value::Null);
                 let detail = json!({ "flowId": a.flow_id, "input": input });
-                moves::publish(deps, key, detail_type::FLOW_TRIGGER_REQUESTED, &state.session, detail).await?;
+                state.announce(key, detail_type::FLOW_TRIGGER_REQUESTED, detail);
                 state.did(Action::TriggerFlow { flow_id: a.flow_id });
                 ToolOutcome::ok(json!({ "requested": true }))
             }
