@@ -245,6 +245,9 @@ impl Db {
         let mut conn = Connection::open(path)?;
         // Before the first write (the journal mode's): a database that exists keeps its own.
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+        // Likewise: a new database can give freed pages back (see `incremental_vacuum`); one
+        // made before this setting is converted once, below.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a commit survives a process crash; only an OS crash or power loss
         // may lose the last transactions.
@@ -256,6 +259,7 @@ impl Db {
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
         crate::schema::migrate(&conn)?;
+        incremental_vacuum(&conn);
         let limits = LogLimits::for_page_size(conn.pragma_query_value(None, "page_size", |r| r.get(0))?);
         let written = Arc::new(Written::default());
         let (checkpointer, checkpoints) = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
@@ -396,6 +400,33 @@ impl Db {
             // Nothing is ever sent: the wait ends when the sender is dropped.
             while closed.changed().await.is_ok() {}
         }
+    }
+}
+
+/// Makes a database made before this build able to give freed pages back to the file system
+/// (`auto_vacuum = INCREMENTAL`, which the retention sweep's `PRAGMA incremental_vacuum` needs).
+/// SQLite sets it when a database is created; an existing one changes only through a `VACUUM`,
+/// which rewrites the whole file once (through the log, so it needs free disk space about twice
+/// the file's size) and is logged with its duration, as a schema step is. If that fails (no
+/// disk space, another connection reading), the database works as before: deleted rows' pages
+/// are reused by new rows but the file does not shrink; the next start tries again.
+fn incremental_vacuum(conn: &Connection) {
+    const INCREMENTAL: i64 = 2;
+    let mode = conn.pragma_query_value(None, "auto_vacuum", |r| r.get::<_, i64>(0));
+    if matches!(mode, Ok(INCREMENTAL)) {
+        return;
+    }
+    tracing::info!("converting the database file to incremental vacuum: it is rewritten once, which may take a while");
+    let started = Instant::now();
+    let converted = conn
+        .pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .and_then(|()| conn.execute_batch("VACUUM"))
+        .and_then(|()| conn.pragma_query_value(None, "auto_vacuum", |r| r.get::<_, i64>(0)));
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match converted {
+        Ok(INCREMENTAL) => tracing::info!(ms, "database file converted to incremental vacuum"),
+        Ok(mode) => tracing::warn!(mode, ms, "the database file keeps its vacuum mode; it will not shrink"),
+        Err(e) => tracing::warn!(error = %e, ms, "cannot convert the database file to incremental vacuum; it will not shrink (the next start tries again)"),
     }
 }
 
