@@ -99,7 +99,7 @@ const MESSAGES: &str = "SELECT seq, tenant_id, message_id, created_at, conversat
 
 impl SqliteStore {
     /// The next batch of `kind`'s rows after `after`, at most `limit`, and which of them are due:
-    /// execution records whose `expiresAt` is at or before `due_ms`; sessions, events and messages
+    /// execution records whose `expiresAt` is before `due_ms`; sessions, events and messages
     /// written before `due_ms` (sessions: last written; never one that is active, or one through
     /// which a human operator owns its conversation). With `records`, each due row's record as
     /// the archive keeps it.
@@ -229,7 +229,7 @@ fn executions(c: &Connection, after: Cursor, due_ms: i64, limit: i64, records: b
         let (seq, expires): (i64, i64) = (r.get(0)?, r.get(3)?);
         batch.read += 1;
         batch.next.seq = seq;
-        if expires <= due_ms {
+        if expires < due_ms {
             batch.due.push(RawRow { seq, tenant: r.get(1)?, id: r.get(2)?, version: 0, body: r.get(4)?, record: None });
         }
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use chrono::TimeDelta;
 use serde_json::{Value, json};
 use switchboard_domain::archive::read_lines;
+use switchboard_domain::tenant::{MAX_CONCURRENT_SESSIONS, MAX_INVOCATIONS_PER_MINUTE};
 use switchboard_domain::{AgentId, Session, SessionStatus, TenantId};
 use switchboard_embedded::runtime::DB_FILE;
 use switchboard_embedded::{Embedded, EmbeddedOptions, Retention, ScriptedModel, Swept};
@@ -25,6 +26,8 @@ const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 fn bundle() -> String {
     json!({
         "tenantId": "t-1", "name": "Retention tenant",
+        // Every message of a day comes within one minute of the manual clock.
+        "limits": { "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "concurrentSessions": MAX_CONCURRENT_SESSIONS },
         "agents": [{
             "agentId": AGENT, "name": "Front", "systemPrompt": "You help.", "model": "test-model",
             "tools": ["send_message", "handoff_to_human", "end_conversation"],
@@ -274,7 +277,6 @@ async fn the_database_file_stays_bounded_while_conversations_come_and_go() {
         pages.push(swept.pages.count);
         clock.advance(TimeDelta::days(1));
     }
-    eprintln!("pages after each sweep: {pages:?}");
     // then, once a full period's conversations are kept (day 3), the file grows no more
     let steady = pages[3];
     for (day, &count) in pages.iter().enumerate().skip(4) {
@@ -345,4 +347,40 @@ async fn the_sweeper_sweeps_on_its_period_and_stops_with_the_runtime() {
     assert!(ran >= 1);
     tokio::time::advance(std::time::Duration::from_secs(7200)).await;
     assert_eq!(*sweeps.borrow(), ran);
+}
+
+/// The numbers in docs/benchmarks.md ("Retention"): the file before and after a sweep that
+/// deletes everything but one day's conversations. Run with `--ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, not a test: prints the file's size"]
+async fn measure_the_file_before_and_after_a_sweep() {
+    let conversations: usize = std::env::var("RETENTION_CONVERSATIONS").map_or(2000, |v| v.parse().unwrap());
+    let (mut w, clock) = world(Retention::default()).await;
+    let file = w.dir.path().join(DB_FILE);
+    // The file's size once the log is copied into it and cut.
+    let on_disk = |w: &World| {
+        sql(w).pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+        std::fs::metadata(&file).unwrap().len()
+    };
+    for day in [0, 31] {
+        clock.advance(TimeDelta::days(day));
+        for c in 0..conversations {
+            let conversation = format!("d{day}-c{c}");
+            w.say(&conversation, "hi there, a question about my order").await;
+            w.say(&conversation, "thanks, bye").await;
+        }
+    }
+    let (rows, pages, bytes) = (Ids::of(&w).counts(), w.embedded.store.pages().await.unwrap(), on_disk(&w));
+    let started = std::time::Instant::now();
+    let swept = w.embedded.sweep_expired(clock.now()).await.unwrap();
+    let took = started.elapsed();
+    let after = on_disk(&w);
+    eprintln!(
+        "{conversations} conversations a day, 2 days: rows {rows:?} (executions, sessions, events, messages), \
+         {} pages, {bytes} bytes on disk; swept {:?} in {took:?}, {} pages moved; after: {} pages, {after} bytes on disk",
+        pages.count,
+        deleted(&swept),
+        swept.pages_freed,
+        swept.pages.count
+    );
 }
