@@ -426,7 +426,9 @@ fn incremental_vacuum(conn: &Connection) {
     match converted {
         Ok(INCREMENTAL) => tracing::info!(ms, "database file converted to incremental vacuum"),
         Ok(mode) => tracing::warn!(mode, ms, "the database file keeps its vacuum mode; it will not shrink"),
-        Err(e) => tracing::warn!(error = %e, ms, "cannot convert the database file to incremental vacuum; it will not shrink (the next start tries again)"),
+        Err(e) => {
+            tracing::warn!(error = %e, ms, "cannot convert the database file to incremental vacuum; it will not shrink (the next start tries again)")
+        }
     }
 }
 

@@ -20,9 +20,12 @@ use tokio::sync::watch;
 
 use crate::store::{Cursor, DueRow, Pages, SqliteStore};
 
-/// How long each kind is kept by default: the AWS profile's TTL, 30 days (execution records and
-/// the event log expire after [`EXECUTION_TTL_DAYS`] there).
-pub const DEFAULT_PERIOD: TimeDelta = TimeDelta::days(EXECUTION_TTL_DAYS);
+/// How many days each kind is kept by default: the AWS profile's TTL (execution records and the
+/// event log expire after [`EXECUTION_TTL_DAYS`] there).
+pub const DEFAULT_PERIOD_DAYS: i64 = EXECUTION_TTL_DAYS;
+
+/// [`DEFAULT_PERIOD_DAYS`] as a period.
+pub const DEFAULT_PERIOD: TimeDelta = TimeDelta::days(DEFAULT_PERIOD_DAYS);
 
 /// How often the sweeper runs by default.
 pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(3600);
@@ -162,8 +165,13 @@ pub async fn sweep(
             let deleted = store.retention_delete(kind, read.due).await?;
             *swept.count(kind) += deleted;
             if deleted < due {
-                tracing::info!(kind = kind.field(), due, deleted, last,
-                    "rows changed between their read and their delete were kept");
+                tracing::info!(
+                    kind = kind.field(),
+                    due,
+                    deleted,
+                    last,
+                    "rows changed between their read and their delete were kept"
+                );
             }
             if read.read < batch {
                 break;
@@ -266,8 +274,13 @@ impl Sweeper {
                 let stopping = || *stopped.borrow();
                 match sweep(&store, &retention, clock.now(), stopping).await {
                     Ok(s) if s.deleted() > 0 => tracing::info!(
-                        executions = s.executions, sessions = s.sessions, events = s.events, messages = s.messages,
-                        files = s.files, pages_freed = s.pages_freed, pages = s.pages.count,
+                        executions = s.executions,
+                        sessions = s.sessions,
+                        events = s.events,
+                        messages = s.messages,
+                        files = s.files,
+                        pages_freed = s.pages_freed,
+                        pages = s.pages.count,
                         "retention: expired rows deleted"
                     ),
                     Ok(_) => tracing::debug!("retention: nothing expired"),

@@ -138,7 +138,9 @@ impl SqliteStore {
     /// still not active); how many were deleted.
     pub async fn retention_delete(&self, kind: ArchiveKind, rows: Vec<DueRow>) -> Result<usize, StoreError> {
         let sql = match kind {
-            ArchiveKind::Executions => "DELETE FROM executions WHERE rowid = ?1 AND tenant_id = ?2 AND execution_id = ?3",
+            ArchiveKind::Executions => {
+                "DELETE FROM executions WHERE rowid = ?1 AND tenant_id = ?2 AND execution_id = ?3"
+            }
             ArchiveKind::Sessions => {
                 "DELETE FROM sessions WHERE seq = ?1 AND tenant_id = ?2 AND session_id = ?3 AND version = ?4
                    AND status <> 'active'"

@@ -239,7 +239,14 @@ async fn each_batch_is_archived_before_it_is_deleted_in_the_aws_archivers_files(
                 "events" => (&mut archived.events, line["event"]["id"].clone()),
                 "messages" => {
                     let m = &line["message"];
-                    (&mut archived.messages, json!(format!("{}/{}", m["conversationId"].as_str().unwrap(), m["messageId"].as_str().unwrap())))
+                    (
+                        &mut archived.messages,
+                        json!(format!(
+                            "{}/{}",
+                            m["conversationId"].as_str().unwrap(),
+                            m["messageId"].as_str().unwrap()
+                        )),
+                    )
                 }
                 other => panic!("unexpected folder {other}"),
             };
@@ -259,7 +266,13 @@ async fn each_batch_is_archived_before_it_is_deleted_in_the_aws_archivers_files(
 async fn the_database_file_stays_bounded_while_conversations_come_and_go() {
     // given records kept 3 days, and every day 30 conversations of two turns that end
     let days = |n| Some(TimeDelta::days(n));
-    let retention = Retention { executions: days(3), sessions: days(3), events: days(3), messages: days(3), ..Retention::default() };
+    let retention = Retention {
+        executions: days(3),
+        sessions: days(3),
+        events: days(3),
+        messages: days(3),
+        ..Retention::default()
+    };
     let (mut w, clock) = world(retention).await;
     let mut pages = vec![];
     for day in 0..10 {
@@ -309,7 +322,12 @@ async fn sessions_written_before_the_sweep_existed_are_found_by_their_last_write
             conn.execute(
                 "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
                  VALUES ('t-1', ?1, ?2, ?3, 0, ?4)",
-                rusqlite::params![s.session_id.to_string(), s.conversation_id, status, serde_json::to_string(s).unwrap()],
+                rusqlite::params![
+                    s.session_id.to_string(),
+                    s.conversation_id,
+                    status,
+                    serde_json::to_string(s).unwrap()
+                ],
             )
             .unwrap();
         }
