@@ -35,8 +35,9 @@ pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(3600);
 pub const FIRST_SWEEP_AFTER: Duration = Duration::from_secs(60);
 
 /// Rows read, archived and deleted per database call by default: a call holds the write lock
-/// for a few milliseconds at most, so turns committing meanwhile wait no longer than that.
-pub const DEFAULT_BATCH: usize = 256;
+/// for a few milliseconds at most, so turns committing meanwhile wait no longer than that, and
+/// an archived batch holds at most this many records in memory (a session can be ~200 KB).
+pub const DEFAULT_BATCH: usize = 64;
 
 /// Pages the vacuum moves per database call (4 MiB of 2 KiB pages).
 pub const VACUUM_PAGES: u32 = 2048;
@@ -128,7 +129,7 @@ pub enum SweepError {
 
 /// Deletes what is due at `now` under `retention`, kind by kind, batch by batch; between batches
 /// it asks `stopping` and ends early when it says so (what was deleted stays deleted). Then
-/// vacuums the pages the deletes freed.
+/// vacuums the file's free pages.
 pub async fn sweep(
     store: &SqliteStore,
     retention: &Retention,
@@ -179,15 +180,15 @@ pub async fn sweep(
             after = read.next;
         }
     }
+    // Free pages are vacuumed whoever freed them (a sweep stopped before its vacuum, say).
     swept.pages = store.pages().await?;
-    if swept.deleted() > 0 {
-        while swept.pages.free > 0 && !stopping() {
-            let (moved, pages) = store.vacuum_step(VACUUM_PAGES).await?;
-            swept.pages_freed += moved;
-            swept.pages = pages;
-            if moved == 0 {
-                break;
-            }
+    while swept.pages.free > 0 && !stopping() {
+        let (moved, pages) = store.vacuum_step(VACUUM_PAGES).await?;
+        swept.pages_freed += moved;
+        swept.pages = pages;
+        if moved == 0 {
+            // Not an incremental-vacuum database (its conversion failed): the pages stay free.
+            break;
         }
     }
     Ok(swept)

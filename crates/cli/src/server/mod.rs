@@ -242,3 +242,60 @@ async fn stop_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn retention_of(flags: &[&str]) -> Retention {
+        retention(&Serve::try_parse_from(["serve"].iter().chain(flags)).unwrap().args).unwrap()
+    }
+
+    #[test]
+    fn retention_keeps_the_aws_periods_by_default_and_zero_keeps_a_kind_for_good() {
+        let default = retention_of(&[]);
+        assert_eq!(default.executions, Some(chrono::TimeDelta::days(30)));
+        assert_eq!(
+            (default.sessions, default.events, default.messages),
+            (default.executions, default.executions, default.executions)
+        );
+        assert_eq!((default.every, default.archive_dir.as_ref()), (Duration::from_secs(3600), None));
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("archive");
+        let set = retention_of(&[
+            "--retention-executions",
+            "7",
+            "--retention-sessions",
+            "0",
+            "--retention-events",
+            "90",
+            "--retention-messages",
+            "1",
+            "--retention-sweep",
+            "5",
+            "--archive-dir",
+            archive.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            (set.executions, set.sessions, set.events, set.messages),
+            (
+                Some(chrono::TimeDelta::days(7)),
+                None,
+                Some(chrono::TimeDelta::days(90)),
+                Some(chrono::TimeDelta::days(1))
+            )
+        );
+        assert_eq!((set.every, set.archive_dir), (Duration::from_secs(300), Some(archive.clone())));
+        assert!(archive.is_dir(), "the archive directory is made at start");
+        assert!(Serve::try_parse_from(["serve", "--retention-events", "-1"]).is_err());
+    }
+}
