@@ -5,6 +5,7 @@
 //! outside world lives behind the ports of `switchboard-engine`.
 
 pub mod agent;
+pub mod archive;
 pub mod condition;
 pub mod cost;
 pub mod event;

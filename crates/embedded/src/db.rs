@@ -245,6 +245,9 @@ impl Db {
         let mut conn = Connection::open(path)?;
         // Before the first write (the journal mode's): a database that exists keeps its own.
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+        // Likewise: a new database can give freed pages back (see `incremental_vacuum`); one
+        // made before this setting is converted once, below.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a commit survives a process crash; only an OS crash or power loss
         // may lose the last transactions.
@@ -256,6 +259,7 @@ impl Db {
         // Every statement the store and the queue run stays prepared (the default keeps 16).
         conn.set_prepared_statement_cache_capacity(256);
         crate::schema::migrate(&conn)?;
+        incremental_vacuum(&conn);
         let limits = LogLimits::for_page_size(conn.pragma_query_value(None, "page_size", |r| r.get(0))?);
         let written = Arc::new(Written::default());
         let (checkpointer, checkpoints) = start_checkpoints(&mut conn, path, limits, Arc::clone(&written))?;
@@ -395,6 +399,35 @@ impl Db {
         async move {
             // Nothing is ever sent: the wait ends when the sender is dropped.
             while closed.changed().await.is_ok() {}
+        }
+    }
+}
+
+/// Makes a database made before this build able to give freed pages back to the file system
+/// (`auto_vacuum = INCREMENTAL`, which the retention sweep's `PRAGMA incremental_vacuum` needs).
+/// SQLite sets it when a database is created; an existing one changes only through a `VACUUM`,
+/// which rewrites the whole file once (through the log, so it needs free disk space about twice
+/// the file's size) and is logged with its duration, as a schema step is. If that fails (no
+/// disk space, another connection reading), the database works as before: deleted rows' pages
+/// are reused by new rows but the file does not shrink; the next start tries again.
+fn incremental_vacuum(conn: &Connection) {
+    const INCREMENTAL: i64 = 2;
+    let mode = conn.pragma_query_value(None, "auto_vacuum", |r| r.get::<_, i64>(0));
+    if matches!(mode, Ok(INCREMENTAL)) {
+        return;
+    }
+    tracing::info!("converting the database file to incremental vacuum: it is rewritten once, which may take a while");
+    let started = Instant::now();
+    let converted = conn
+        .pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .and_then(|()| conn.execute_batch("VACUUM"))
+        .and_then(|()| conn.pragma_query_value(None, "auto_vacuum", |r| r.get::<_, i64>(0)));
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match converted {
+        Ok(INCREMENTAL) => tracing::info!(ms, "database file converted to incremental vacuum"),
+        Ok(mode) => tracing::warn!(mode, ms, "the database file keeps its vacuum mode; it will not shrink"),
+        Err(e) => {
+            tracing::warn!(error = %e, ms, "cannot convert the database file to incremental vacuum; it will not shrink (the next start tries again)")
         }
     }
 }
@@ -977,11 +1010,12 @@ mod tests {
         // a read writes nothing
         values(&db).await.unwrap();
         assert_eq!(db.commits(), (commits, frames));
-        // a row of ~3 pages: its overflow pages, the table's leaf, the database header
+        // a row of ~5 pages: its overflow pages, the table's leaf, the database header and the
+        // pointer map page that incremental vacuum keeps for new pages
         db.call(|c| Ok(c.execute("INSERT INTO t VALUES (1, zeroblob(10000))", [])?)).await.unwrap();
         let (after, written) = db.commits();
         assert_eq!(after - commits, 1);
-        assert!((3..=6).contains(&(written - frames)), "{} pages", written - frames);
+        assert!((3..=8).contains(&(written - frames)), "{} pages", written - frames);
     }
 
     #[tokio::test]
@@ -1208,6 +1242,37 @@ mod tests {
         assert_eq!(values(&db).await.unwrap(), vec![7]);
         db.call(|c| Ok(c.execute("INSERT INTO t VALUES (8)", [])?)).await.unwrap();
         assert_eq!(values(&db).await.unwrap(), vec![7, 8]);
+    }
+
+    #[tokio::test]
+    async fn a_database_is_made_with_incremental_vacuum_and_one_made_without_is_converted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let auto_vacuum = |file: &Path| -> i64 {
+            Connection::open(file).unwrap().pragma_query_value(None, "auto_vacuum", |r| r.get(0)).unwrap()
+        };
+        let fresh = dir.path().join("new.db");
+        drop(Db::open(&fresh).unwrap());
+        assert_eq!(auto_vacuum(&fresh), 2, "INCREMENTAL");
+        // a data directory written by an earlier build: no auto-vacuum, rows, and pages freed
+        let old = dir.path().join("old.db");
+        let conn = Connection::open(&old).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER, pad BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+             INSERT INTO t SELECT i, zeroblob(3000) FROM n;
+             DELETE FROM t WHERE v > 1;",
+        )
+        .unwrap();
+        let free: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0)).unwrap();
+        assert!(free > 100, "{free}");
+        drop(conn);
+        assert_eq!(auto_vacuum(&old), 0, "NONE");
+        let db = Db::open(&old).unwrap();
+        // converted, its rows kept, and its freed pages given back by the rewrite
+        assert_eq!(auto_vacuum(&old), 2);
+        assert_eq!(values(&db).await.unwrap(), vec![1]);
+        let free: i64 = db.call(|c| Ok(c.pragma_query_value(None, "freelist_count", |r| r.get(0))?)).await.unwrap();
+        assert_eq!(free, 0);
     }
 
     #[tokio::test]

@@ -3,8 +3,8 @@
 //! conversation log, and the scripted model (a labelled test double, not an AI).
 //!
 //! The modules use each other one way only, from the file up: `schema` (the tables' steps) ←
-//! `db` (the database thread) ← `queue` ← `store` ← `bus`, `conversations`; `queue` ← `metrics`,
-//! `worker`; `runtime` (the assembly) uses those and `follow`; `api` uses `runtime`, `store`,
+//! `db` (the database thread) ← `queue` ← `store` ← `bus`, `conversations`, `retention`; `queue` ←
+//! `metrics`, `worker`; `runtime` (the assembly) uses those and `follow`; `api` uses `runtime`, `store`,
 //! `queue` and `keys`. `follow`, `keys`, `scripted` and `secrets` use no other module here.
 
 pub mod api;
@@ -15,6 +15,7 @@ pub mod follow;
 pub mod keys;
 pub mod metrics;
 pub mod queue;
+pub mod retention;
 pub mod runtime;
 pub mod schema;
 pub mod scripted;
@@ -27,6 +28,7 @@ pub use conversations::LocalConversations;
 pub use db::Db;
 pub use metrics::PrometheusMetrics;
 pub use queue::{QueueConfig, SqliteWorkQueue};
+pub use retention::{Retention, Swept};
 pub use runtime::{DEFAULT_WORKERS, Embedded, EmbeddedOptions};
 pub use scripted::{SCRIPTED_MODEL_ID, ScriptedModel};
 pub use secrets::FileSecrets;

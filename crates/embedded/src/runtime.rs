@@ -21,6 +21,7 @@ use crate::db::{Db, DbError};
 use crate::follow::Followers;
 use crate::metrics::PrometheusMetrics;
 use crate::queue::{Delivery, QueueConfig, SqliteWorkQueue};
+use crate::retention::{Retention, SweepError, Sweeper, Swept};
 use crate::store::{SqliteStore, Taken};
 use crate::worker::{ItemFailure, ItemHandler, WorkerPool};
 
@@ -51,6 +52,9 @@ pub struct EmbeddedOptions {
     pub turn_budget: Option<Duration>,
     /// What model calls cost (the shipped table unless the model configuration adds prices).
     pub prices: Arc<PriceTable>,
+    /// How long records are kept, and where deleted ones are archived
+    /// ([`Embedded::start_sweeper`], [`Embedded::sweep_expired`]).
+    pub retention: Retention,
 }
 
 impl std::fmt::Debug for EmbeddedOptions {
@@ -61,6 +65,7 @@ impl std::fmt::Debug for EmbeddedOptions {
             .field("idle_poll", &self.idle_poll)
             .field("turn_budget", &self.turn_budget)
             .field("price_version", &self.prices.version)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -74,6 +79,7 @@ impl Default for EmbeddedOptions {
             webhooks: Arc::new(NoWebhooks),
             turn_budget: None,
             prices: Arc::new(PriceTable::builtin()),
+            retention: Retention::default(),
         }
     }
 }
@@ -100,7 +106,11 @@ pub struct Embedded {
     /// What `GET /metrics` renders.
     pub metrics: Arc<PrometheusMetrics>,
     options: EmbeddedOptions,
+    clock: Arc<dyn Clock>,
     pool: Mutex<Option<WorkerPool>>,
+    /// The retention sweeper, once started, and the count of its sweeps.
+    sweeper: Mutex<Option<Sweeper>>,
+    sweeps: tokio::sync::watch::Sender<u64>,
     completions: broadcast::Sender<Completion>,
     /// Who follows which turn (streamed invokes).
     followers: Arc<Followers>,
@@ -152,7 +162,7 @@ impl Embedded {
             conversations: Arc::new(LocalConversations::new(store.clone())),
             model,
             webhooks: Arc::clone(&options.webhooks),
-            clock,
+            clock: Arc::clone(&clock),
             prices: Arc::clone(&options.prices),
             metrics: metrics.clone(),
             counters: store_arc.clone(),
@@ -173,7 +183,10 @@ impl Embedded {
             operator,
             metrics,
             options,
+            clock,
             pool: Mutex::new(None),
+            sweeper: Mutex::new(None),
+            sweeps: tokio::sync::watch::Sender::new(0),
             completions: broadcast::channel(1024).0,
             followers,
         })
@@ -202,11 +215,38 @@ impl Embedded {
         self.pool.lock().is_ok_and(|p| p.is_some())
     }
 
-    /// Stops taking new items and waits for the ones in hand.
+    /// Starts the retention sweeper (once): what [`EmbeddedOptions::retention`] lets go is
+    /// deleted on its period, at the clock's time ([`crate::retention::Sweeper`]).
+    pub fn start_sweeper(&self) {
+        let Ok(mut sweeper) = self.sweeper.lock() else { return };
+        if sweeper.is_none() {
+            let retention = self.options.retention.clone();
+            let (store, clock, sweeps) = (self.store.clone(), Arc::clone(&self.clock), self.sweeps.clone());
+            *sweeper = Some(Sweeper::start(store, clock, retention, sweeps));
+        }
+    }
+
+    /// How many sweeps the sweeper has ended (done or failed), to wait on.
+    pub fn sweeps(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.sweeps.subscribe()
+    }
+
+    /// Deletes (archiving first, when configured) what is due at `now` under
+    /// [`EmbeddedOptions::retention`], and vacuums; what the sweeper does on its period.
+    pub async fn sweep_expired(&self, now: chrono::DateTime<chrono::Utc>) -> Result<Swept, SweepError> {
+        crate::retention::sweep(&self.store, &self.options.retention, now, || false).await
+    }
+
+    /// Stops taking new items and waits for the ones in hand; stops the sweeper (a sweep under
+    /// way ends after its current batch).
     pub async fn shutdown(&self) {
         let pool = self.pool.lock().ok().and_then(|mut p| p.take());
         if let Some(pool) = pool {
             pool.shutdown().await;
+        }
+        let sweeper = self.sweeper.lock().ok().and_then(|mut s| s.take());
+        if let Some(sweeper) = sweeper {
+            sweeper.stop().await;
         }
     }
 

@@ -4,15 +4,13 @@
 //! expiry) are skipped. A batch becomes one object per (tenant, day):
 //! `tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.jsonl.gz`. The key depends only on
 //! the batch's records, so a retried batch overwrites the same object instead of duplicating it.
-
-use std::collections::BTreeMap;
-use std::io::Write;
+//! The files' layout and encoding are `switchboard_domain::archive`'s, which the embedded
+//! profile's retention sweep writes too.
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::{ArchiveError, S3Archive};
+use switchboard_domain::archive::{ArchiveBatch, ArchiveKind, day_of};
 
 /// What one batch wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,13 +41,10 @@ fn line(record: &EventRecord) -> Result<Option<(String, String, String)>, String
     let tenant = body.get("tenantId").and_then(|v| v.as_str()).ok_or("execution has no tenantId")?;
     // The day the execution was created (UTC), which is stable across retries of the batch.
     let created = body.get("createdAt").and_then(|v| v.as_str()).ok_or("execution has no createdAt")?;
-    let day = created.get(..10).ok_or("createdAt is not an RFC 3339 time")?;
-    let line = serde_json::json!({
-        "eventName": record.event_name,
-        "sequenceNumber": record.change.sequence_number,
-        "execution": body,
-    });
-    Ok(Some((tenant.to_owned(), day.to_owned(), line.to_string())))
+    let day = day_of(created).ok_or("createdAt is not an RFC 3339 time")?;
+    let sequence = record.change.sequence_number.as_deref();
+    let line = switchboard_domain::archive::line(ArchiveKind::Executions, &record.event_name, sequence, body);
+    Ok(Some((tenant.to_owned(), day.to_owned(), line)))
 }
 
 /// The archiver's runtime loop: every stream batch to [`handle`], until the runtime stops. An
@@ -65,13 +60,12 @@ pub async fn serve(archive: &S3Archive) -> Result<(), lambda_runtime::Error> {
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, records = event.payload.records.len()))]
 pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<ArchiveSummary, ArchiverError> {
     let mut summary = ArchiveSummary::default();
-    // (tenant, day) → (first sequence number, lines)
-    let mut objects: BTreeMap<(String, String), (String, Vec<String>)> = BTreeMap::new();
+    let mut batch = ArchiveBatch::new();
     for record in &event.payload.records {
         match line(record) {
             Ok(Some((tenant, day, json))) => {
-                let sequence = record.change.sequence_number.clone().unwrap_or_else(|| record.event_id.clone());
-                objects.entry((tenant, day)).or_insert_with(|| (sequence, Vec::new())).1.push(json);
+                let sequence = record.change.sequence_number.as_deref().unwrap_or(&record.event_id);
+                batch.push(&tenant, &day, sequence, json);
                 summary.archived += 1;
             }
             Ok(None) => summary.skipped += 1,
@@ -83,16 +77,10 @@ pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<Ar
             }
         }
     }
-    for ((tenant, day), (first_sequence, lines)) in objects {
-        let key = format!("tenant={tenant}/date={day}/{first_sequence}.jsonl.gz");
-        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-        for l in &lines {
-            gz.write_all(l.as_bytes())?;
-            gz.write_all(b"\n")?;
-        }
-        archive.put(&key, gz.finish()?, "application/gzip").await?;
-        tracing::info!(key = %key, lines = lines.len(), "archived");
-        summary.objects.push(archive.object_key(&key));
+    for file in batch.files()? {
+        archive.put(&file.key, file.bytes, "application/gzip").await?;
+        tracing::info!(key = %file.key, lines = file.lines, "archived");
+        summary.objects.push(archive.object_key(&file.key));
     }
     Ok(summary)
 }

@@ -74,7 +74,11 @@ impl FunctionEnv {
         let bucket = std::env::var("SWITCHBOARD_ARCHIVE_BUCKET")
             .map_err(|_| "environment variable SWITCHBOARD_ARCHIVE_BUCKET is not set".to_owned())?;
         let path_style = std::env::var("SWITCHBOARD_S3_PATH_STYLE").is_ok_and(|v| v == "1" || v == "true");
-        Ok(S3Archive::new(S3Archive::client(sdk, path_style), bucket, "executions/"))
+        Ok(S3Archive::new(
+            S3Archive::client(sdk, path_style),
+            bucket,
+            switchboard_domain::archive::ArchiveKind::Executions.prefix(),
+        ))
     }
 }
 

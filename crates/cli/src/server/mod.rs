@@ -15,7 +15,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use switchboard_domain::PriceTable;
 use switchboard_embedded::api::{api_state, ensure_admin_key};
-use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig};
+use switchboard_embedded::retention::DEFAULT_PERIOD_DAYS;
+use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, FileSecrets, QueueConfig, Retention};
 use switchboard_engine::{NoSecrets, Secrets, SystemClock};
 use switchboard_models::Models;
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -76,10 +77,53 @@ pub struct ServeArgs {
     /// cut off (headers) or answered 408 (body).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
     read_timeout: u64,
+    /// Days an execution record is kept after it was created; 0 keeps them forever.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_PERIOD_DAYS, value_parser = days())]
+    retention_executions: i64,
+    /// Days a session that ended (or was handed to another agent) is kept after its last change;
+    /// 0 keeps them forever. Active sessions and those a human operator owns are never deleted.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_PERIOD_DAYS, value_parser = days())]
+    retention_sessions: i64,
+    /// Days an event of the event log (the operator stream's replay) is kept; 0 keeps them forever.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_PERIOD_DAYS, value_parser = days())]
+    retention_events: i64,
+    /// Days a message of the conversation log is kept; 0 keeps them forever.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_PERIOD_DAYS, value_parser = days())]
+    retention_messages: i64,
+    /// Minutes between two retention sweeps (the first runs a minute after the start).
+    #[arg(long, value_name = "MINUTES", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=10_080))]
+    retention_sweep: u64,
+    /// Directory the retention sweep writes what it deletes to first, as the AWS archiver's files
+    /// (`executions/tenant=<id>/date=<day>/<n>.jsonl.gz`, gzip JSON Lines; also `sessions/`,
+    /// `events/`, `messages/`). Without it, expired rows are deleted without a copy.
+    #[arg(long, env = "SWITCHBOARD_ARCHIVE_DIR", value_name = "DIR")]
+    archive_dir: Option<PathBuf>,
+}
+
+/// A retention period in days: 0 (kept forever) to a hundred years.
+fn days() -> clap::builder::RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(0..=36_500)
+}
+
+/// What `serve` keeps, for how long, and where it archives (see `switchboard_embedded::retention`).
+fn retention(args: &ServeArgs) -> anyhow::Result<Retention> {
+    let period = |days: i64| (days > 0).then(|| chrono::TimeDelta::days(days));
+    if let Some(dir) = &args.archive_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("--archive-dir {}", dir.display()))?;
+    }
+    Ok(Retention {
+        executions: period(args.retention_executions),
+        sessions: period(args.retention_sessions),
+        events: period(args.retention_events),
+        messages: period(args.retention_messages),
+        archive_dir: args.archive_dir.clone(),
+        every: Duration::from_secs(args.retention_sweep * 60),
+        ..Retention::default()
+    })
 }
 
 /// The embedded profile's options from the flags: the webhook caller with its secrets and
-/// policy, the turn budget, the queue's timings.
+/// policy, the turn budget, the queue's timings, retention.
 fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptions> {
     let secrets: Arc<dyn Secrets> = match &args.secrets_file {
         Some(path) => Arc::new(FileSecrets::open(path).map_err(|e| anyhow::anyhow!("--secrets-file: {}", e.message))?),
@@ -102,6 +146,7 @@ fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptio
         Some(secs) => Duration::from_secs(secs),
         None => visibility.mul_f64(0.75),
     };
+    let retention = retention(args)?;
     Ok(EmbeddedOptions {
         workers: usize::from(args.workers),
         webhooks,
@@ -112,6 +157,7 @@ fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptio
             max_receives: args.max_receives,
             ..QueueConfig::default()
         },
+        retention,
         ..EmbeddedOptions::default()
     })
 }
@@ -143,6 +189,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         notice(&format!("created an admin API key in {}", path.display()));
     }
     embedded.start_workers();
+    embedded.start_sweeper();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
     let addr = listener.local_addr()?;
@@ -193,5 +240,62 @@ async fn stop_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn retention_of(flags: &[&str]) -> Retention {
+        retention(&Serve::try_parse_from(["serve"].iter().chain(flags)).unwrap().args).unwrap()
+    }
+
+    #[test]
+    fn retention_keeps_the_aws_periods_by_default_and_zero_keeps_a_kind_for_good() {
+        let default = retention_of(&[]);
+        assert_eq!(default.executions, Some(chrono::TimeDelta::days(30)));
+        assert_eq!(
+            (default.sessions, default.events, default.messages),
+            (default.executions, default.executions, default.executions)
+        );
+        assert_eq!((default.every, default.archive_dir.as_ref()), (Duration::from_secs(3600), None));
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("archive");
+        let set = retention_of(&[
+            "--retention-executions",
+            "7",
+            "--retention-sessions",
+            "0",
+            "--retention-events",
+            "90",
+            "--retention-messages",
+            "1",
+            "--retention-sweep",
+            "5",
+            "--archive-dir",
+            archive.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            (set.executions, set.sessions, set.events, set.messages),
+            (
+                Some(chrono::TimeDelta::days(7)),
+                None,
+                Some(chrono::TimeDelta::days(90)),
+                Some(chrono::TimeDelta::days(1))
+            )
+        );
+        assert_eq!((set.every, set.archive_dir), (Duration::from_secs(300), Some(archive.clone())));
+        assert!(archive.is_dir(), "the archive directory is made at start");
+        assert!(Serve::try_parse_from(["serve", "--retention-events", "-1"]).is_err());
     }
 }

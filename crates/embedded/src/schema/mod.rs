@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[&str] = &[
     queue::RECEIPTS_BY_SEQ,
     store::LEANER_MESSAGES,
     store::LEANER_SESSIONS,
+    store::SESSION_UPDATES,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

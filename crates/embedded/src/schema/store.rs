@@ -264,3 +264,17 @@ CREATE INDEX sessions_by_conversation ON sessions (tenant_id, conversation_id, s
 CREATE UNIQUE INDEX one_active_session ON sessions (tenant_id, conversation_id) WHERE status = 'active';
 DELETE FROM sqlite_sequence WHERE name = 'sessions';
 "#;
+
+/// Schema step 14: what the retention sweep finds expired sessions by. `updated_ms` is the
+/// session's `updatedAt` (epoch milliseconds), written with the session; the index holds only
+/// the sessions that are not active (only those may be deleted), so a turn of an active session,
+/// which is most session writes, changes no entry of it: a session enters it once, when it ends
+/// or is handed off. Filled here for the sessions that are not active; an active one gets its
+/// value at its next write.
+pub const SESSION_UPDATES: &str = r#"
+ALTER TABLE sessions ADD COLUMN updated_ms INTEGER;
+UPDATE sessions
+    SET updated_ms = CAST(round((julianday(json_extract(body, '$.updatedAt')) - 2440587.5) * 86400000.0) AS INTEGER)
+    WHERE status <> 'active';
+CREATE INDEX sessions_by_update ON sessions (updated_ms) WHERE status <> 'active';
+"#;

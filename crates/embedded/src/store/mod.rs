@@ -2,10 +2,11 @@
 //! log and the outbound event log, all in the profile's one SQLite file. Records are stored as
 //! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design. One file
 //! per concern: `config` (tenant configuration), `sessions` (sessions, turn commits, execution
-//! records), `conversations` (the local conversation log), `events` (the outbound event log);
-//! tenants and API keys here. Its tables are schema steps in `crate::schema::store`. It calls
-//! down into `crate::queue` in two places, inside its own transactions: a tenant's delete forgets
-//! the tenant's queued work, and a turn's commit settles the worker's item (`SettleOnCommit`).
+//! records), `conversations` (the local conversation log), `events` (the outbound event log),
+//! `retention` (reading and deleting what is due, the vacuum); tenants and API keys here. Its
+//! tables are schema steps in `crate::schema::store`. It calls down into `crate::queue` in two
+//! places, inside its own transactions: a tenant's delete forgets the tenant's queued work, and
+//! a turn's commit settles the worker's item (`SettleOnCommit`).
 //!
 //! The rules of configuration writes (validation, references, deletes of used records) are the
 //! engine's `ConfigService`; this store only stores, conditionally on versions.
@@ -14,6 +15,7 @@ mod config;
 mod conversations;
 mod counters;
 mod events;
+mod retention;
 mod sessions;
 
 use std::collections::HashMap;
@@ -29,6 +31,7 @@ use switchboard_engine::{Clock, StoreError};
 use crate::db::{Db, DbError};
 
 pub(crate) use counters::Taken;
+pub use retention::{Batch, Cursor, DueRow, Pages};
 
 /// Maps database failures onto the engine's store errors.
 fn store_err(e: DbError) -> StoreError {

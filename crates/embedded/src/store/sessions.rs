@@ -166,8 +166,8 @@ impl SessionStore for SqliteStore {
 }
 
 /// A session row: tenant, session, conversation, status, version, the version it must have
-/// had (`None`: a new session), body.
-type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String);
+/// had (`None`: a new session), body, `updatedAt` (epoch ms).
+type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String, i64);
 /// An execution row: tenant, execution, session, source, expiry (ms), body.
 type ExecutionRow = (String, String, String, String, i64, String);
 /// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
@@ -203,6 +203,7 @@ impl TurnRows {
                 i64::try_from(s.version).unwrap_or(i64::MAX),
                 w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
                 body,
+                s.updated_at.timestamp_millis(),
             ));
         }
         let e = &commit.execution;
@@ -303,20 +304,20 @@ impl TurnRows {
 
 /// Inserts a new session or updates one at the version it was read at.
 fn write_session(c: &Connection, row: &SessionRow) -> rusqlite::Result<Result<(), StoreError>> {
-    let (t, sid, conv, status, version, expected, body) = row;
+    let (t, sid, conv, status, version, expected, body, updated) = row;
     let changed = match expected {
         None => c
             .prepare_cached(
-                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body, updated_ms)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(params![t, sid, conv, status, version, body]),
+            .execute(params![t, sid, conv, status, version, body, updated]),
         Some(expected) => c
             .prepare_cached(
-                "UPDATE sessions SET status = ?3, version = ?4, body = ?5
+                "UPDATE sessions SET status = ?3, version = ?4, body = ?5, updated_ms = ?7
                              WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
             )?
-            .execute(params![t, sid, status, version, body, expected]),
+            .execute(params![t, sid, status, version, body, expected, updated]),
     };
     match changed {
         Ok(1) => Ok(Ok(())),

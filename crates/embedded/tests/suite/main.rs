@@ -1,12 +1,13 @@
 //! The embedded profile's suite, one test binary: scenarios of the engine on the real embedded
-//! adapters (`scenarios`, `patterns`, `limits`, `tenancy`), the SQLite store (`store`) and the
-//! queue with its worker pool (`queue`). `common` is the world the scenario suites run in.
+//! adapters (`scenarios`, `patterns`, `limits`, `tenancy`), the SQLite store (`store`), its
+//! retention sweep (`retention`) and the queue with its worker pool (`queue`). `common` is the world the scenario suites run in.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 mod limits;
 mod patterns;
 mod queue;
+mod retention;
 mod scenarios;
 mod store;
 mod tenancy;
