@@ -62,10 +62,10 @@ impl EventBus for LoggingBus {
         self.bus.publish(event).await
     }
 
-    /// The commit has logged the events: EventBridge gets them now.
-    async fn relay(&self, committed: &[OutboundEvent]) {
-        self.bus.relay(committed).await;
-    }
+    /// Nothing to do here: the commit logged the events marked `outbox`, and the executions
+    /// table's stream publishes them (`functions/lambda`'s `relay`), at least once even if this
+    /// process dies now.
+    async fn relay(&self, _committed: &[OutboundEvent]) {}
 }
 
 /// The `detail` published: the event's own detail with its `id` and `tenantId` added, so that

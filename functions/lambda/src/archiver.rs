@@ -27,6 +27,8 @@ pub enum ArchiverError {
     Archive(#[from] ArchiveError),
     #[error("compress: {0}")]
     Compress(#[from] std::io::Error),
+    #[error("answer: {0}")]
+    Answer(#[from] serde_json::Error),
 }
 
 /// One archivable record: its (tenant, day) and JSON line.
@@ -47,11 +49,25 @@ fn line(record: &EventRecord) -> Result<Option<(String, String, String)>, String
     Ok(Some((tenant.to_owned(), day.to_owned(), line)))
 }
 
-/// The archiver's runtime loop: every stream batch to [`handle`], until the runtime stops. An
-/// error goes back to Lambda, which retries (bisecting) the batch.
-pub async fn serve(archive: &S3Archive) -> Result<(), lambda_runtime::Error> {
+/// What the function consumes the executions table's stream for: archiving execution records,
+/// and relaying the outbox's events to EventBridge ([`crate::relay`]). Each has its own event
+/// source mapping, filtered, so that a batch is all of one kind.
+#[derive(Debug)]
+pub struct Streams {
+    pub archive: S3Archive,
+    pub outbox: switchboard_aws::EventBridgeBus,
+}
+
+/// The function's runtime loop: every stream batch to [`crate::relay::handle`] when it holds
+/// outbox events, else to [`handle`], until the runtime stops. An archiving error goes back to
+/// Lambda, which retries (bisecting) the batch; the relay reports the record to retry from.
+pub async fn serve(streams: &Streams) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        handle(archive, event).await.map(|summary| summary.archived)
+        if event.payload.records.iter().any(|r| matches!(crate::relay::outbox_event(r), Ok(Some(_)))) {
+            let response = crate::relay::handle(&streams.outbox, event).await;
+            return serde_json::to_value(response).map_err(ArchiverError::from);
+        }
+        handle(&streams.archive, event).await.map(|summary| serde_json::json!(summary.archived))
     }))
     .await
 }
@@ -90,6 +106,7 @@ impl From<ArchiverError> for lambda_runtime::Diagnostic {
         let error_type = match e {
             ArchiverError::Archive(_) => "ArchiveFailed",
             ArchiverError::Compress(_) => "CompressFailed",
+            ArchiverError::Answer(_) => "AnswerFailed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }

@@ -9,6 +9,7 @@ pub mod emf;
 pub mod event_router;
 pub mod executor;
 pub mod push;
+pub mod relay;
 pub mod wiring;
 
 pub use wiring::{FunctionEnv, Wiring, model_settings, run_with};

@@ -69,6 +69,14 @@ impl FunctionEnv {
         Ok(switchboard_aws::ConsolePush { store, management: switchboard_aws::ManagementApi::new(sdk, &endpoint)? })
     }
 
+    /// The stream consumer: the archive's bucket (`SWITCHBOARD_ARCHIVE_BUCKET`) and the bus the
+    /// outbox's events go to (`SWITCHBOARD_EVENT_BUS`).
+    pub fn streams_from_env(sdk: &SdkConfig) -> Result<crate::archiver::Streams, String> {
+        let archive = Self::archive_from_env(sdk)?;
+        let names = AwsNames::from_env()?;
+        Ok(crate::archiver::Streams { archive, outbox: EventBridgeBus::from_config(sdk, names.event_bus) })
+    }
+
     /// The archiver needs only the bucket (`SWITCHBOARD_ARCHIVE_BUCKET`), not the tables.
     pub fn archive_from_env(sdk: &SdkConfig) -> Result<S3Archive, String> {
         let bucket = std::env::var("SWITCHBOARD_ARCHIVE_BUCKET")

@@ -24,7 +24,7 @@ use common::{FakeBedrock, FakeConversations, Reply, RequestCounter};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use switchboard_aws::{
-    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, S3Archive,
+    AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, EventBridgeBus, S3Archive,
 };
 use switchboard_domain::{Agent, EventType, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
 use switchboard_engine::{
@@ -32,7 +32,7 @@ use switchboard_engine::{
     ModelResponse, RouteOutcome, SessionStore,
 };
 use switchboard_lambda::executor::ItemResult;
-use switchboard_lambda::{FunctionEnv, Wiring, api, archiver, event_router, executor};
+use switchboard_lambda::{FunctionEnv, Wiring, api, archiver, event_router, executor, relay};
 use switchboard_models::{RetryPolicy, Retrying};
 use switchboard_testkit::webhooks::WebhookReceiver;
 use switchboard_webhooks::WebhookPolicy;
@@ -597,6 +597,15 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let record = w.wiring.store.execution_for_source(&tenant, &source).await.unwrap().unwrap();
     assert_eq!(record.status, ExecutionStatus::HandedOff);
 
+    // and nothing was published yet: the handoff event is in the turn's outbox, which the
+    // executions table's stream relays (the archiver function, given those stream records)
+    assert!(receive_all(&sqs, &handoff_url).await.is_empty(), "published before the relay");
+    let outbox = outbox_stream(&w.sdk, &w.names.executions_table, "t-1").await;
+    let bus = EventBridgeBus::from_config(&w.sdk, w.names.event_bus.clone());
+    let relayed = relay::handle(&bus, event::<StreamEvent>(outbox.clone())).await;
+    assert!(relayed.batch_item_failures.is_empty(), "{:?}", relayed.batch_item_failures);
+    assert_eq!(outbox["Records"].as_array().unwrap().len(), 2, "the event and its id marker");
+
     // and the human handoff event reached the second rule's queue
     let handoffs = receive_all(&sqs, &handoff_url).await;
     assert_eq!(handoffs.len(), 1);
@@ -732,6 +741,77 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let texts = serde_json::to_string(&transcript).unwrap();
     assert!(texts.contains("help, is anyone there?") && texts.contains("the blue one"), "{texts}");
     assert_eq!(w.bedrock.requests().len(), 3, "the model ran for the three agent turns only");
+}
+
+/// The stream records a DynamoDB stream would carry for `tenant`'s event log as it stands: one
+/// `INSERT` per item (events and their id markers).
+async fn outbox_stream(sdk: &aws_config::SdkConfig, table: &str, tenant: &str) -> Value {
+    let items = aws_sdk_dynamodb::Client::new(sdk)
+        .query()
+        .table_name(table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("TENANT#{tenant}#EVENTS")),
+        )
+        .send()
+        .await
+        .unwrap();
+    let records: Vec<Value> = items
+        .items()
+        .iter()
+        .filter(|i| i.get("SK").and_then(|v| v.as_s().ok()).is_some_and(|sk| sk != "SEQ"))
+        .enumerate()
+        .map(|(n, item)| {
+            let image = serde_json::to_value(serde_dynamo::Item::from(item.clone())).unwrap();
+            json!({
+                "eventID": n.to_string(), "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+                "awsRegion": "us-east-1",
+                "dynamodb": {"ApproximateCreationDateTime": 1763881201, "Keys": {}, "NewImage": image,
+                             "SequenceNumber": format!("43{n:020}"), "SizeBytes": 300, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn the_relay_publishes_outbox_events_once_each_and_retries_from_a_failure() {
+    // given a turn that handed off to a human (its event committed in the outbox, not published)
+    let script = vec![Reply::tool_use("tu-1", "handoff_to_human", json!({"reason": "asked for a person"}))];
+    let w = world(script, false).await;
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(poll_once(&w).await.unwrap().1.batch_item_failures.is_empty());
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    let eb = aws_sdk_eventbridge::Client::new(&w.sdk);
+    let (capture, arn) = queue_with_arn(&sqs, "relayed").await;
+    rule_to_queue(&eb, &w.names.event_bus, "relayed", json!({"source": ["switchboard"]}), &arn).await;
+    let outbox = outbox_stream(&w.sdk, &w.names.executions_table, "t-1").await;
+    // the id marker is not an event; a record that is not the outbox's is left alone
+    let events: Vec<_> = outbox["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["dynamodb"]["NewImage"]["outbox"].is_object())
+        .collect();
+    assert_eq!(events.len(), 1, "{outbox}");
+    // when a bus that refuses everything relays the batch, the event's record is the one to retry from
+    let broken = EventBridgeBus::from_config(&w.sdk, "no-such-bus".to_owned());
+    let failed = relay::handle(&broken, event::<StreamEvent>(outbox.clone())).await;
+    let from: Vec<_> = failed.batch_item_failures.iter().map(|f| f.item_identifier.clone().unwrap()).collect();
+    assert_eq!(from, [events[0]["dynamodb"]["SequenceNumber"].as_str().unwrap()]);
+    // then the retry publishes it, once
+    let relayed =
+        relay::handle(&EventBridgeBus::from_config(&w.sdk, w.names.event_bus.clone()), event::<StreamEvent>(outbox))
+            .await;
+    assert!(relayed.batch_item_failures.is_empty());
+    let got = receive_all(&sqs, &capture).await;
+    assert_eq!(got.len(), 1);
+    let body: Value = serde_json::from_str(got[0].body().unwrap()).unwrap();
+    assert_eq!(
+        (body["detail-type"].as_str(), body["detail"]["reason"].as_str()),
+        (Some("session.handoff.human"), Some("asked for a person"))
+    );
 }
 
 /// Routes an inbound message in `conversation`, expecting it queued for an agent, and runs the

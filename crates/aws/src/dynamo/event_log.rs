@@ -7,7 +7,7 @@
 //! number, leaving a gap, which readers do not mind). Kept as long as execution records.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Put, ReturnValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem};
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::{OutboundEvent, TenantId};
 use switchboard_engine::{EventLog, StoreError};
@@ -45,6 +45,8 @@ impl DynamoStore {
             let mut item: Item = key(pk, event_sk(seq));
             item.insert("body".into(), encode(event)?);
             item.insert("expiresAt".into(), ttl.clone());
+            // The stream's relay publishes what carries this (functions/lambda's `relay`).
+            item.insert("outbox".into(), AttributeValue::Bool(true));
             for item in [marker, item] {
                 let put = Put::builder()
                     .table_name(&self.names.executions_table)
