@@ -16,7 +16,7 @@ use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
 use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::{AgentId, LimitName, OutboundEvent, Refusal, SessionId, Tenant, TenantId};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::ports::{
     Admit, Clock, Counters, DayTokens, Deps, EventBus, ExecutionLog, Metrics, SlotAndCount, StoreError,
@@ -267,24 +267,22 @@ impl Limits {
         let refusal = Refusal { limit, value, retry_after_seconds, on_limit, reopens_at: Some(reopens) };
         let t = &tenant.tenant_id;
         self.metrics.limit_hit(t, limit);
-        if self.counters.first(t, window, reopens + Duration::minutes(1)).await? {
+        let event = OutboundEvent {
+            id: format!("{t}/limit/{window}"),
+            detail_type: detail_type::TENANT_LIMIT_REACHED.to_owned(),
+            tenant_id: t.clone(),
+            detail: json!({
+                "tenantId": t,
+                "limit": limit.as_str(),
+                "value": value,
+                "window": window,
+                "retryAfterSeconds": retry_after_seconds,
+            }),
+        };
+        // Claimed and logged in one write: the one caller that announces relays it.
+        if self.counters.first(t, window, reopens + Duration::minutes(1), &event).await? {
             info!(tenant = %t, limit = limit.as_str(), value, window, "tenant limit reached");
-            let event = OutboundEvent {
-                id: format!("{t}/limit/{window}"),
-                detail_type: detail_type::TENANT_LIMIT_REACHED.to_owned(),
-                tenant_id: t.clone(),
-                detail: json!({
-                    "tenantId": t,
-                    "limit": limit.as_str(),
-                    "value": value,
-                    "window": window,
-                    "retryAfterSeconds": retry_after_seconds,
-                }),
-            };
-            if let Err(e) = self.bus.publish(&event).await {
-                // The refusal stands either way; only the announcement is lost.
-                error!(tenant = %t, limit = limit.as_str(), error = %e, "tenant.limit.reached not published");
-            }
+            self.bus.relay(std::slice::from_ref(&event)).await;
         }
         Ok(Admission::Refused(refusal))
     }

@@ -1806,7 +1806,12 @@ async fn tenant_limits_refuse_at_the_router_and_at_invoke_from_shared_counters_a
     assert_eq!(problem["type"], "urn:switchboard:problem:rate-limited", "{problem}");
     assert!(poll_once(&w).await.is_none(), "nothing queued");
 
-    // one tenant.limit.reached for the window, however many refusals
+    // one tenant.limit.reached for the window, however many refusals: logged with its claim,
+    // published by the stream's relay (nothing before it)
+    assert!(receive_all(&sqs, &capture).await.is_empty(), "published before the relay");
+    let outbox = outbox_stream(&w.sdk, &w.names.executions_table, "t-1").await;
+    let bus = EventBridgeBus::from_config(&w.sdk, w.names.event_bus.clone());
+    assert!(relay::handle(&bus, event::<StreamEvent>(outbox)).await.batch_item_failures.is_empty());
     let announced = receive_all(&sqs, &capture).await;
     assert_eq!(announced.len(), 1);
     let body: Value = serde_json::from_str(announced[0].body().unwrap()).unwrap();

@@ -21,10 +21,10 @@ use aws_sdk_dynamodb::types::{
     ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use chrono::{DateTime, Utc};
-use switchboard_domain::TenantId;
+use switchboard_domain::{OutboundEvent, TenantId};
 use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
-use super::codec::{attr_s, build_err, conditional, unavailable};
+use super::codec::{attr_s, build_err, conditional, transact_conditional, unavailable};
 use super::keys::{active_sk, key, n, s, tenant_pk, ttl_seconds};
 use super::sessions::{HUMAN, OWNER};
 use super::{DynamoStore, Item};
@@ -261,19 +261,41 @@ impl Counters for DynamoStore {
         conditional("UpdateItem", result)
     }
 
-    async fn first(&self, tenant: &TenantId, window: &str, expires: DateTime<Utc>) -> Result<bool, StoreError> {
-        let result = self
+    /// One transaction: the window's `notified` mark, conditional on its absence, and the
+    /// announcement in the event log (the outbox, published from the table's stream). A mark
+    /// already read is answered without one (a refusal burst asks many times a window).
+    async fn first(
+        &self,
+        tenant: &TenantId,
+        window: &str,
+        expires: DateTime<Utc>,
+        announce: &OutboundEvent,
+    ) -> Result<bool, StoreError> {
+        let counter = key(counter_pk(tenant), window.to_owned());
+        let seen = self
             .client
-            .update_item()
+            .get_item()
             .table_name(&self.names.executions_table)
-            .set_key(Some(key(counter_pk(tenant), window.to_owned())))
+            .set_key(Some(counter.clone()))
+            .projection_expression("notified")
+            .send()
+            .await
+            .map_err(|e| unavailable("GetItem", &e))?;
+        if seen.item.is_some_and(|i| i.contains_key("notified")) {
+            return Ok(false);
+        }
+        let mark = Update::builder()
+            .table_name(&self.names.executions_table)
+            .set_key(Some(counter))
             .update_expression("SET notified = :yes, expiresAt = if_not_exists(expiresAt, :exp)")
             .condition_expression("attribute_not_exists(notified)")
             .expression_attribute_values(":yes", n(1))
             .expression_attribute_values(":exp", n(ttl_seconds(expires)))
-            .send()
-            .await;
-        conditional("UpdateItem", result)
+            .build()
+            .map_err(build_err)?;
+        let mut writes = vec![TransactWriteItem::builder().update(mark).build()];
+        writes.extend(self.outbox_items(std::slice::from_ref(announce)).await?);
+        transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await)
     }
 
     async fn hold_slot(

@@ -590,14 +590,20 @@ async fn counters_admit_exactly_the_limit_across_processes(x: &Subject) {
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..6 {
         let (c, t) = (x.counters[i % 2].clone(), t.clone());
-        tasks.spawn(async move { c.first(&t, "MIN#2026-11-23T07:00", expires).await.unwrap() });
+        let e = outbound(&t, "limit-07:00");
+        tasks.spawn(async move { c.first(&t, "MIN#2026-11-23T07:00", expires, &e).await.unwrap() });
     }
     assert_eq!(tasks.join_all().await.into_iter().filter(|f| *f).count(), 1, "one caller is first");
+    // and the first one's announcement is in the event log, once, with its claim
+    let logged = x.events.events_after(&t, 0, 10).await.unwrap();
+    assert_eq!(logged.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["limit-07:00"]);
     // a window is counted on its own, per tenant; `first` works on a window never taken from
     assert!(x.counters[1].take(&t, "MIN#2026-11-23T07:01", 7, expires).await.unwrap());
     assert!(x.counters[0].take(&other, "MIN#2026-11-23T07:00", 7, expires).await.unwrap());
-    assert!(x.counters[0].first(&t, "DAY#2026-11-23", expires).await.unwrap());
-    assert!(!x.counters[1].first(&t, "DAY#2026-11-23", expires).await.unwrap());
+    let day = outbound(&t, "limit-day");
+    assert!(x.counters[0].first(&t, "DAY#2026-11-23", expires, &day).await.unwrap());
+    assert!(!x.counters[1].first(&t, "DAY#2026-11-23", expires, &day).await.unwrap());
+    assert_eq!(x.events.events_after(&t, 0, 10).await.unwrap().len(), 2);
 }
 
 /// Every page of a tenant-wide session list, walked with its cursors.

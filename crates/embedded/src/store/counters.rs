@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
-use switchboard_domain::TenantId;
+use switchboard_domain::{OutboundEvent, TenantId};
 use switchboard_engine::{Admit, Counters, Slot, SlotAndCount, StoreError};
 
 use super::{SqliteStore, store_err};
@@ -35,17 +35,33 @@ impl Counters for SqliteStore {
             .map_err(store_err)
     }
 
-    async fn first(&self, tenant: &TenantId, window: &str, expires: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn first(
+        &self,
+        tenant: &TenantId,
+        window: &str,
+        expires: DateTime<Utc>,
+        announce: &OutboundEvent,
+    ) -> Result<bool, StoreError> {
         let (t, w, expires) = (tenant.to_string(), window.to_owned(), expires.timestamp_millis());
+        let body = serde_json::to_string(announce).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let (id, kind, at) = (announce.id.clone(), announce.detail_type.clone(), self.clock.now().to_rfc3339());
         self.db
             .call(move |c| {
-                let changed = c
+                let tx = atomic(c)?;
+                let changed = tx
                     .prepare_cached(
                         "INSERT INTO tenant_counters (tenant_id, window_key, count, notified, expires_ms)
                          VALUES (?1, ?2, 0, 1, ?3)
                          ON CONFLICT (tenant_id, window_key) DO UPDATE SET notified = 1 WHERE notified = 0",
                     )?
                     .execute(params![t, w, expires])?;
+                if changed == 1 {
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?
+                    .execute(params![id, t, kind, body, at])?;
+                }
+                tx.commit()?;
                 Ok(changed == 1)
             })
             .await

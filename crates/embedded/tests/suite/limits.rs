@@ -388,7 +388,13 @@ async fn concurrent_takes_never_admit_more_than_the_limit_and_one_caller_is_firs
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..10 {
         let (store, tenant) = (store.clone(), w.tenant.clone());
-        tasks.spawn(async move { store.first(&tenant, "MIN#x", expires).await.unwrap() });
+        let announce = OutboundEvent {
+            id: "t-1/limit/MIN#x".into(),
+            detail_type: "tenant.limit.reached".into(),
+            tenant_id: tenant.clone(),
+            detail: json!({}),
+        };
+        tasks.spawn(async move { store.first(&tenant, "MIN#x", expires, &announce).await.unwrap() });
     }
     assert_eq!(tasks.join_all().await.into_iter().filter(|f| *f).count(), 1);
     // Another tenant's window of the same name is its own.

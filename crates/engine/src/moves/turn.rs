@@ -110,7 +110,8 @@ impl TurnState {
     }
 }
 
-/// The event id a source id descends from (`evt-1#h2` → `evt-1`).
+/// The message source a continuation's source id descends from (`message-c-1:m-1#h2` →
+/// `message-c-1:m-1`).
 fn base_source(source_id: &str) -> &str {
     source_id.split_once("#h").map_or(source_id, |(base, _)| base)
 }

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use switchboard_domain::{AgentId, SessionId, TenantId};
+use switchboard_domain::{AgentId, OutboundEvent, SessionId, TenantId};
 
 use super::StoreError;
 
@@ -22,9 +22,16 @@ pub trait Counters: Send + Sync {
         expires: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// `true` for exactly one caller per tenant and `window`, whoever asks first (the one that
-    /// announces that a limit was reached).
-    async fn first(&self, tenant: &TenantId, window: &str, expires: DateTime<Utc>) -> Result<bool, StoreError>;
+    /// `true` for exactly one caller per tenant and `window`, whoever asks first: that caller's
+    /// `announce` (that a limit was reached) is kept in the event log in the same write, as a
+    /// turn's events are (the outbox), for the bus to relay.
+    async fn first(
+        &self,
+        tenant: &TenantId,
+        window: &str,
+        expires: DateTime<Utc>,
+        announce: &OutboundEvent,
+    ) -> Result<bool, StoreError>;
 
     /// Holds one of the tenant's `limit` session slots for `conversation` until `until`. A
     /// conversation that holds one (even past its `until`, while no one has taken it) keeps it
@@ -127,7 +134,7 @@ impl Counters for NoCounters {
         Ok(true)
     }
 
-    async fn first(&self, _: &TenantId, _: &str, _: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn first(&self, _: &TenantId, _: &str, _: DateTime<Utc>, _: &OutboundEvent) -> Result<bool, StoreError> {
         Ok(false)
     }
 

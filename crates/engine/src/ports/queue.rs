@@ -155,7 +155,13 @@ mod tests {
         async fn take(&self, _: &TenantId, _: &str, _: u64, _: DateTime<Utc>) -> Result<bool, StoreError> {
             Ok(false)
         }
-        async fn first(&self, _: &TenantId, _: &str, _: DateTime<Utc>) -> Result<bool, StoreError> {
+        async fn first(
+            &self,
+            _: &TenantId,
+            _: &str,
+            _: DateTime<Utc>,
+            _: &switchboard_domain::OutboundEvent,
+        ) -> Result<bool, StoreError> {
             Ok(false)
         }
         async fn hold_slot(
