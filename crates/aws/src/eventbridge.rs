@@ -1,7 +1,7 @@
 //! `EventBridgeBus`: publishes outbound events to EventBridge under the source `switchboard`,
 //! one `PutEvents` entry per event, and treats a failed entry as a failed publish (PutEvents
 //! answers 200 even when entries fail). It does not retry beyond the SDK's own retries: the
-//! engine replays the turn and consumers drop repeats by the event `id`.
+//! relay's batch is retried from the failed record, and consumers drop repeats by the event `id`.
 
 use async_trait::async_trait;
 use aws_sdk_eventbridge::Client;
@@ -35,11 +35,13 @@ impl EventBridgeBus {
     }
 }
 
-/// EventBridge, with the tenant's event log beside it: each event is logged in DynamoDB (once
-/// per event id), where `GET /tenants/{t}/events` reads it, then published. Logged first, so
-/// that whoever hears of the event on the bus (the console push, whose consoles then read the
-/// log) finds it there. Either failing fails the publish (retryably), so the turn is replayed
-/// and both happen.
+/// EventBridge, with the tenant's event log beside it. The engine's events reach the log with
+/// the commit that carries them (the outbox, marked `outbox`), and the executions table's stream
+/// publishes them (`functions/lambda`'s relay), so [`EventBus::relay`] has nothing to do here.
+/// [`EventBus::publish`], for an event no commit carries, logs it in DynamoDB (once per event
+/// id), where `GET /tenants/{t}/events` reads it, then publishes it: logged first, so that
+/// whoever hears of the event on the bus (the console push, whose consoles then read the log)
+/// finds it there; either failing fails the publish (retryably).
 #[derive(Debug, Clone)]
 pub struct LoggingBus {
     bus: EventBridgeBus,
