@@ -56,10 +56,7 @@ impl Counters for SqliteStore {
                     )?
                     .execute(params![t, w, expires])?;
                 if changed == 1 {
-                    tx.prepare_cached(
-                        "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    )?
-                    .execute(params![id, t, kind, body, at])?;
+                    tx.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, t, kind, body, at])?;
                 }
                 tx.commit()?;
                 Ok(changed == 1)

@@ -7,6 +7,12 @@ use switchboard_engine::{EventLog, StoreError};
 
 use super::{SqliteStore, from_json, store_err, to_json};
 
+/// Logs an event (`?1` id, `?2` tenant, `?3` detail type, `?4` body, `?5` when) unless the tenant
+/// has logged that id already: a replayed turn announcing again is not logged twice. Used alone
+/// and inside the transactions of the outbox (a turn's commit, a limit's first refusal).
+pub(crate) const LOG_EVENT: &str =
+    "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)";
+
 /// A tenant's events after sequence number `?2`, oldest first, at most `?3`.
 pub(crate) const EVENTS_AFTER: &str =
     "SELECT seq, body FROM events WHERE tenant_id = CAST(?1 AS TEXT) AND seq > CAST(?2 AS INTEGER)
@@ -34,7 +40,7 @@ impl SqliteStore {
         self.db
             .call(move |c| {
                 let body = body?;
-                let n = c.prepare_cached("INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![id, t, kind, body, now])?;
+                let n = c.prepare_cached(LOG_EVENT)?.execute(params![id, t, kind, body, now])?;
                 Ok((n > 0).then(|| c.last_insert_rowid()))
             })
             .await

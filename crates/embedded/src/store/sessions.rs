@@ -292,11 +292,7 @@ impl TurnRows {
         )?
         .execute(params![t, self.hour, self.status])?;
         for (id, tenant, kind, body, at) in &self.events {
-            // A repeat of an event already logged (the same id) is not logged again.
-            c.prepare_cached(
-                "INSERT OR IGNORE INTO events (event_id, tenant_id, detail_type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![id, tenant, kind, body, at])?;
+            c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
         }
         Ok(Ok(()))
     }
