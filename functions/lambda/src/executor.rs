@@ -170,14 +170,14 @@ async fn run_group(
             }
         };
         let attempt = receives.parse().ok().map(|number| Attempt { number, of: max_receives });
-        let mut result = run_item(executor, &id, &group, receives, &item, deadline, attempt).await;
+        let (mut result, kind) = run_item(executor, &id, &group, receives, &item, deadline, attempt).await;
         if let ItemResult::Failed(why) = &result
             && attempt.is_some_and(Attempt::is_last)
         {
             // SQS will not deliver it again: the customer is answered as the agent's `onFailure`
             // says and the failure recorded; only what cannot be recorded reaches the dead-letter
             // queue (whose consumer tries the same once more).
-            result = give_up(executor, &id, &item, why).await;
+            result = give_up(executor, &id, &item, kind, why).await;
         }
         failed = result != ItemResult::Done;
         out.push((position, id, result));
@@ -197,7 +197,7 @@ pub async fn give_up_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec
         let result = match parse_body(&message) {
             Ok(item) => {
                 let why = "dead-lettered: the queue's last delivery of it did not finish";
-                give_up(executor, &id, &item, why).await
+                give_up(executor, &id, &item, ErrorKind::Internal, why).await
             }
             Err(why) => {
                 tracing::error!(message_id = %id, reason = %why, "malformed work item in the dead-letter queue; left there");
@@ -209,7 +209,8 @@ pub async fn give_up_batch(executor: &Executor, records: Vec<SqsMessage>) -> Vec
     out
 }
 
-/// Runs one item: what to tell SQS of it.
+/// Runs one item: what to tell SQS of it, and the kind of error that failed it (`internal` for
+/// a panic).
 async fn run_item(
     executor: &Executor,
     id: &str,
@@ -218,33 +219,33 @@ async fn run_item(
     item: &WorkItem,
     deadline: Option<Instant>,
     attempt: Option<Attempt>,
-) -> ItemResult {
+) -> (ItemResult, ErrorKind) {
     match AssertUnwindSafe(executor.execute_attempt(item, deadline, attempt)).catch_unwind().await {
         Ok(Ok(outcome)) => {
             log_outcome(id, &outcome);
-            ItemResult::Done
+            (ItemResult::Done, ErrorKind::Internal)
         }
         Ok(Err(e)) if e.is_deferral() => {
             let delay = e.retry_after.unwrap_or_default();
             tracing::info!(message_id = %id, group = %group, receives = %receives, delay_s = delay.as_secs(), reason = %e.message, "item deferred");
-            ItemResult::Deferred(delay)
+            (ItemResult::Deferred(delay), e.kind)
         }
         Ok(Err(e)) => {
             tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
-            ItemResult::Failed(e.to_string())
+            (ItemResult::Failed(e.to_string()), e.kind)
         }
         Err(panic) => {
             let why = panic_message(panic.as_ref());
             tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "item panicked");
-            ItemResult::Failed(format!("panic: {why}"))
+            (ItemResult::Failed(format!("panic: {why}")), ErrorKind::Internal)
         }
     }
 }
 
-/// Gives up `item`, whose last delivery failed with `why` ([`Executor::give_up`]): done once
-/// recorded.
-pub async fn give_up(executor: &Executor, id: &str, item: &WorkItem, why: &str) -> ItemResult {
-    match AssertUnwindSafe(executor.give_up(item, ErrorKind::Internal, why)).catch_unwind().await {
+/// Gives up `item`, whose last delivery failed with an error of `kind` saying `why`
+/// ([`Executor::give_up`]): done once recorded.
+pub async fn give_up(executor: &Executor, id: &str, item: &WorkItem, kind: ErrorKind, why: &str) -> ItemResult {
+    match AssertUnwindSafe(executor.give_up(item, kind, why)).catch_unwind().await {
         Ok(Ok(outcome)) => {
             log_outcome(id, &outcome);
             ItemResult::Done

@@ -1050,6 +1050,7 @@ async fn a_message_whose_last_delivery_fails_is_given_up_to_a_human_instead_of_d
     assert_eq!(record.status, ExecutionStatus::Failed);
     assert_eq!(record.error.as_ref().unwrap().reason.as_deref(), Some("last-delivery"));
     assert!(record.error.as_ref().unwrap().message.contains("ThrottlingException"), "{:?}", record.error);
+    assert_eq!(record.error.as_ref().unwrap().kind, switchboard_domain::ErrorKind::Model, "the failing call's kind");
     let session = w.wiring.store.latest_session(&tenant, "c-1").await.unwrap().unwrap();
     assert_eq!(session.status, SessionStatus::HandedOff);
     assert_eq!(published_kinds(&w).await, ["session.handoff.human", "execution.failed"]);
