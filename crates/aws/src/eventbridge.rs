@@ -35,38 +35,16 @@ impl EventBridgeBus {
     }
 }
 
-/// EventBridge, with the tenant's event log beside it. The engine's events reach the log with
-/// the commit that carries them (the outbox, marked `outbox`), and the executions table's stream
-/// publishes them (`functions/lambda`'s relay), so [`EventBus::relay`] has nothing to do here.
-/// [`EventBus::publish`], for an event no commit carries, logs it in DynamoDB (once per event
-/// id), where `GET /tenants/{t}/events` reads it, then publishes it: logged first, so that
-/// whoever hears of the event on the bus (the console push, whose consoles then read the log)
-/// finds it there; either failing fails the publish (retryably).
-#[derive(Debug, Clone)]
-pub struct LoggingBus {
-    bus: EventBridgeBus,
-    log: crate::DynamoStore,
-}
-
-impl LoggingBus {
-    pub fn new(bus: EventBridgeBus, log: crate::DynamoStore) -> Self {
-        Self { bus, log }
-    }
-}
+/// The AWS profile's bus as the engine sees it: the engine's events reach the tenant's event log
+/// with the write that carries them (the outbox, marked `outbox`), and the executions table's
+/// stream publishes them to EventBridge (`functions/lambda`'s relay, through
+/// [`EventBridgeBus::publish`]), at least once even if this process dies after its commit. So
+/// [`EventBus::relay`] has nothing left to do here.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamRelay;
 
 #[async_trait]
-impl EventBus for LoggingBus {
-    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
-        self.log
-            .log_event(event)
-            .await
-            .map_err(|e| BusError { message: format!("event log: {e}"), retryable: e.retryable() })?;
-        self.bus.publish(event).await
-    }
-
-    /// Nothing to do here: the commit logged the events marked `outbox`, and the executions
-    /// table's stream publishes them (`functions/lambda`'s `relay`), at least once even if this
-    /// process dies now.
+impl EventBus for StreamRelay {
     async fn relay(&self, _committed: &[OutboundEvent]) {}
 }
 
@@ -83,9 +61,9 @@ pub fn detail_json(event: &OutboundEvent) -> serde_json::Value {
     serde_json::Value::Object(detail)
 }
 
-#[async_trait]
-impl EventBus for EventBridgeBus {
-    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
+impl EventBridgeBus {
+    /// Publishes `event` as one `PutEvents` entry.
+    pub async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
         let detail = detail_json(event).to_string();
         // The entry size as EventBridge counts it: source, detail-type, detail, bus name.
         let size = OUTBOUND_SOURCE.len() + event.detail_type.len() + detail.len() + self.bus_name.len();
@@ -116,13 +94,5 @@ impl EventBus for EventBridgeBus {
             });
         }
         Ok(())
-    }
-
-    async fn relay(&self, committed: &[OutboundEvent]) {
-        for event in committed {
-            if let Err(e) = self.publish(event).await {
-                tracing::error!(event_id = %event.id, error = %e.message, "a committed event was not published");
-            }
-        }
     }
 }

@@ -1,12 +1,11 @@
 //! `InProcessBus`: the embedded profile's event bus. The event log in SQLite is the outbox: a
 //! turn's events are written to it in the turn's own transaction (dropping repeats by id, so a
 //! replayed turn does not announce twice) and broadcast to live subscribers such as the operator
-//! stream once it has committed (`relay`). An event that is itself the fact (a limit reached) is
-//! logged and broadcast at once (`publish`).
+//! stream once it has committed (`relay`).
 
 use async_trait::async_trait;
 use switchboard_domain::OutboundEvent;
-use switchboard_engine::{BusError, EventBus, EventFeed, LiveEvents};
+use switchboard_engine::{EventBus, EventFeed, LiveEvents};
 use tokio::sync::broadcast;
 
 use crate::store::SqliteStore;
@@ -51,19 +50,6 @@ impl InProcessBus {
 
 #[async_trait]
 impl EventBus for InProcessBus {
-    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
-        let seq = self
-            .store
-            .log_event(event)
-            .await
-            .map_err(|e| BusError { message: e.to_string(), retryable: e.retryable() })?;
-        if let Some(seq) = seq {
-            // No subscriber is not an error: the log keeps the event.
-            let _ = self.live.send((seq, event.clone()));
-        }
-        Ok(())
-    }
-
     /// The events are in the log already (the commit wrote them): live subscribers are told,
     /// with their sequence numbers. A subscriber that misses them reads them from the log.
     async fn relay(&self, committed: &[OutboundEvent]) {

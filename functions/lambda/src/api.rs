@@ -4,7 +4,7 @@
 //! the work queue; `agents/{id}/invoke` enqueues the work item, then waits (bounded, under API
 //! Gateway's 29 s) for the agent-executor function to record it, and answers exactly as the
 //! embedded profile does. There is no conversation log on AWS (the Conversations Service has it);
-//! the event log is DynamoDB's (`LoggingBus`), read by `GET …/events` and, polled, streamed by
+//! the event log is DynamoDB's (written with each commit), read by `GET …/events` and, polled, streamed by
 //! `GET …/events/stream` (`PolledEvents`).
 
 use std::sync::Arc;

@@ -63,7 +63,7 @@ pub struct Streams {
 /// Lambda, which retries (bisecting) the batch; the relay reports the record to retry from.
 pub async fn serve(streams: &Streams) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        if event.payload.records.iter().any(|r| matches!(crate::relay::outbox_event(r), Ok(Some(_)))) {
+        if event.payload.records.iter().any(crate::relay::is_outbox) {
             let response = crate::relay::handle(&streams.outbox, event).await;
             return serde_json::to_value(response).map_err(ArchiverError::from);
         }

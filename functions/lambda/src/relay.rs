@@ -12,7 +12,12 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use lambda_runtime::LambdaEvent;
 use switchboard_aws::EventBridgeBus;
 use switchboard_domain::OutboundEvent;
-use switchboard_engine::EventBus;
+
+/// Whether `record` belongs to the outbox (its item is marked `outbox`), without decoding it:
+/// how the stream's consumer tells this mapping's batches from the archive's.
+pub fn is_outbox(record: &EventRecord) -> bool {
+    record.change.new_image.contains_key("outbox")
+}
 
 /// The event an outbox record carries, if it is one: `Ok(None)` for any other record.
 pub fn outbox_event(record: &EventRecord) -> Result<Option<OutboundEvent>, String> {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, DynamoStore,
-    EventBridgeBus, LoggingBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue, TurnLog,
+    EventBridgeBus, S3Archive, SecretsManagerSecrets, SqsWorkQueue, StreamRelay, TurnLog,
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
@@ -322,11 +322,11 @@ pub async fn intake_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
     Ok(intake(sdk, &FunctionEnv::from_env()?))
 }
 
-/// The clients every function's engine needs: the store, the work queue, the bus.
+/// The clients every function's engine needs: the store and the work queue (its events are
+/// published from the table's stream, not by the engine).
 struct Parts {
     store: DynamoStore,
     queue: SqsWorkQueue,
-    bus: EventBridgeBus,
 }
 
 impl Parts {
@@ -335,7 +335,6 @@ impl Parts {
         Self {
             store: DynamoStore::from_config(sdk, env.names.clone(), Arc::new(SystemClock)),
             queue: SqsWorkQueue::from_config(sdk, env.names.work_queue_url.clone()),
-            bus: EventBridgeBus::from_config(sdk, env.names.event_bus.clone()),
         }
     }
 }
@@ -434,7 +433,6 @@ impl Wiring {
         let parts = Parts {
             store: DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), Arc::new(SystemClock)),
             queue: SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()),
-            bus: EventBridgeBus::new(clients.eventbridge.clone(), env.names.event_bus.clone()),
         };
         Self::assemble(parts, env, conversations, model, Arc::new(LazyWebhooks::new(webhooks, secrets)))
     }
@@ -456,7 +454,7 @@ impl Wiring {
             sessions: store.clone(),
             executions: store.clone(),
             queue: queue.clone(),
-            bus: Arc::new(LoggingBus::new(parts.bus, (*store).clone())),
+            bus: Arc::new(StreamRelay),
             conversations,
             model,
             webhooks,

@@ -795,6 +795,8 @@ async fn the_relay_publishes_outbox_events_once_each_and_retries_from_a_failure(
         .filter(|r| r["dynamodb"]["NewImage"]["outbox"].is_object())
         .collect();
     assert_eq!(events.len(), 1, "{outbox}");
+    let records: StreamEvent = serde_json::from_value(outbox.clone()).unwrap();
+    assert_eq!(records.records.iter().filter(|r| relay::is_outbox(r)).count(), 1, "how the function routes the batch");
     // when a bus that refuses everything relays the batch, the event's record is the one to retry from
     let broken = EventBridgeBus::from_config(&w.sdk, "no-such-bus".to_owned());
     let failed = relay::handle(&broken, event::<StreamEvent>(outbox.clone())).await;
@@ -1547,7 +1549,7 @@ async fn the_event_log_on_aws_lists_each_published_event_once_and_only_to_its_te
     assert_eq!(event["detail"]["reason"], "asked for a person");
     // a replayed turn publishes the same event again: it is logged once
     let again: switchboard_domain::OutboundEvent = serde_json::from_value(event.clone()).unwrap();
-    w.wiring.deps.bus.publish(&again).await.unwrap();
+    assert!(!w.wiring.store.log_event(&again).await.unwrap());
     let (_, log) = api_call(&w, "GET", "/tenants/t-1/events", None).await;
     assert_eq!(log["events"].as_array().unwrap().len(), 1, "{log}");
     // paging: nothing after the last sequence number; another tenant's log is its own
@@ -1580,7 +1582,7 @@ async fn the_event_stream_on_aws_replays_the_log_then_polls_it_and_ends_for_a_re
         response.into_body().into_data_stream()
     };
     let id_of = |e: &switchboard_models::sse::SseEvent| serde_json::from_str::<Value>(&e.data).unwrap()["id"].clone();
-    w.wiring.deps.bus.publish(&event("ev-1")).await.unwrap();
+    w.wiring.store.log_event(&event("ev-1")).await.unwrap();
     // open: the logged event first, then one published meanwhile, found by reading the log
     let mut body = stream(Duration::from_millis(20), Duration::from_secs(600)).await;
     let mut reader = switchboard_models::sse::SseReader::default();
@@ -1589,7 +1591,7 @@ async fn the_event_stream_on_aws_replays_the_log_then_polls_it_and_ends_for_a_re
         let chunk = futures::StreamExt::next(&mut body).await.expect("the stream ended early").unwrap();
         events.extend(reader.push(&chunk).unwrap());
         if events.len() == 1 {
-            w.wiring.deps.bus.publish(&event("ev-2")).await.unwrap();
+            w.wiring.store.log_event(&event("ev-2")).await.unwrap();
         }
     }
     assert_eq!(events.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["session.handoff.human"; 2]);

@@ -20,7 +20,7 @@ use switchboard_domain::{
     TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
-use switchboard_engine::{BusError, EventBus, EventLog};
+use switchboard_engine::EventLog;
 use switchboard_engine::{
     Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigService, ConfigStore, ConfigWriteError, Counters, ExecutionLog,
     SessionFilter, SessionStore, SessionWrite, Slot, StoreError, TurnCommit, WorkItem, WorkQueue,
@@ -50,24 +50,31 @@ struct Subject {
     counters: [Arc<dyn Counters>; 2],
     /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
     bounded_deletes: bool,
-    /// Publishing into the tenant's event log (the in-process bus; on AWS the log half of
-    /// `LoggingBus`, EventBridge being tested on its own), and reading it back.
-    bus: Arc<dyn EventBus>,
+    /// Writing an event into the tenant's event log on its own (a turn's are written by its
+    /// commit), and reading the log back.
+    log: Arc<dyn LogEvent>,
     events: Arc<dyn EventLog>,
     _keep: Box<dyn Any + Send + Sync>,
 }
 
-/// The DynamoDB event log as a bus: what `LoggingBus` does after EventBridge accepted an event.
-struct LogOnly(DynamoStore);
+/// Logs one event, as each profile's store does.
+#[async_trait]
+trait LogEvent: Send + Sync {
+    async fn log(&self, event: &OutboundEvent);
+}
 
 #[async_trait]
-impl EventBus for LogOnly {
-    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
-        self.0.log_event(event).await.map(|_| ()).map_err(|e| BusError { message: e.to_string(), retryable: true })
+impl LogEvent for DynamoStore {
+    async fn log(&self, event: &OutboundEvent) {
+        self.log_event(event).await.unwrap();
     }
+}
 
-    /// The commit logged them; there is no EventBridge here.
-    async fn relay(&self, _committed: &[OutboundEvent]) {}
+#[async_trait]
+impl LogEvent for switchboard_embedded::SqliteStore {
+    async fn log(&self, event: &OutboundEvent) {
+        self.log_event(event).await.unwrap();
+    }
 }
 
 #[async_trait]
@@ -111,7 +118,7 @@ async fn embedded() -> Subject {
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
         bounded_deletes: false,
-        bus: Arc::new(e.bus.clone()),
+        log: store.clone(),
         events: store.clone(),
         _keep: Box::new((dir, e)),
     }
@@ -135,7 +142,7 @@ async fn aws() -> Subject {
         service: ConfigService::new(store.clone(), store.clone()),
         probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url.clone())),
         // A second container: its own SDK client and store over the same tables.
-        bus: Arc::new(LogOnly((*store).clone())),
+        log: store.clone(),
         events: store.clone(),
         counters: [store, {
             let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
@@ -1288,7 +1295,7 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
         }
         assert!(x.counters[0].take(t, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
         assert_eq!(x.counters[0].hold_slot(t, "c-0", 5, now, expires).await.unwrap(), Slot::Held { new: true });
-        x.bus.publish(&outbound(t, "ev-1")).await.unwrap();
+        x.log.log(&outbound(t, "ev-1")).await;
         last.push(sessions.pop().unwrap());
     }
     let agents_of = |t: &TenantId| {
@@ -1354,9 +1361,9 @@ async fn the_event_log_keeps_each_event_once_in_order_and_per_tenant(x: &Subject
     }
     // the same ids in both tenants, and a replayed publication of one
     for id in ["e-1", "e-2", "e-1", "e-3"] {
-        x.bus.publish(&outbound(&a, id)).await.unwrap();
+        x.log.log(&outbound(&a, id)).await;
     }
-    x.bus.publish(&outbound(&b, "e-1")).await.unwrap();
+    x.log.log(&outbound(&b, "e-1")).await;
     let logged = x.events.events_after(&a, 0, 10).await.unwrap();
     let ids: Vec<&str> = logged.iter().map(|(_, e)| e.id.as_str()).collect();
     assert_eq!(ids, ["e-1", "e-2", "e-3"], "once each, in publication order");
@@ -1377,7 +1384,7 @@ async fn the_event_log_keeps_each_event_once_in_order_and_per_tenant(x: &Subject
 async fn a_turns_events_are_logged_with_its_commit_and_not_without_it(x: &Subject) {
     let t = tenant("t-1");
     let now = x.clock.now();
-    x.bus.publish(&outbound(&t, "before")).await.unwrap();
+    x.log.log(&outbound(&t, "before")).await;
     // a turn that commits keeps its events in the log, after what was there, in its order
     let mut first = create(&start(&t, "c-1", now), "evt-1", now);
     first.events = vec![outbound(&t, "t1-a"), outbound(&t, "t1-b")];
@@ -1404,7 +1411,7 @@ async fn a_turns_events_are_logged_with_its_commit_and_not_without_it(x: &Subjec
     let after = x.events.events_after(&t, 0, 10).await.unwrap();
     assert_eq!(after.len(), 3, "{after:?}");
     // the next event logged comes after the turn's
-    x.bus.publish(&outbound(&t, "later")).await.unwrap();
+    x.log.log(&outbound(&t, "later")).await;
     let last = x.events.events_after(&t, logged[2].0, 10).await.unwrap();
     assert_eq!(last.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["later"]);
 }

@@ -1,5 +1,5 @@
-//! One message end to end on the AWS adapters: the engine's executor with DynamoDB, SQS and
-//! EventBridge on the emulator, Bedrock on the fake Converse server and an in-test
+//! One message end to end on the AWS adapters: the engine's executor with DynamoDB and SQS on
+//! the emulator (its events published from the table's stream, not by it), Bedrock on the fake Converse server and an in-test
 //! Conversations fake. Also counts the AWS requests the executor makes for that message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use common::{FakeBedrock, ManualClock, Reply, RequestCounter};
 use serde_json::json;
-use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, EventBridgeBus, SqsWorkQueue};
+use switchboard_aws::{AwsSettings, BedrockModel, DynamoStore, SqsWorkQueue, StreamRelay};
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{Action, Agent, AgentId, ExecutionStatus, SessionStatus, TenantId};
 use switchboard_engine::{
@@ -92,9 +92,6 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
     );
     let sqs =
         aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&sdk).interceptor(counter.clone()).build());
-    let eventbridge = aws_sdk_eventbridge::Client::from_conf(
-        aws_sdk_eventbridge::config::Builder::from(&sdk).interceptor(counter.clone()).build(),
-    );
     let store = Arc::new(DynamoStore::new(dynamodb, names.clone(), clock.clone()));
     // and a model that replies with send_message, then closes
     let fake = FakeBedrock::start(vec![
@@ -120,7 +117,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         sessions: store.clone(),
         executions: store.clone(),
         queue: Arc::new(SqsWorkQueue::new(sqs, names.work_queue_url.clone())),
-        bus: Arc::new(EventBridgeBus::new(eventbridge, names.event_bus.clone())),
+        bus: Arc::new(StreamRelay),
         conversations: conversations.clone(),
         model: Arc::new(model),
         webhooks: Arc::new(switchboard_engine::NoWebhooks),

@@ -6,16 +6,11 @@ use switchboard_domain::{OutboundEvent, TenantId};
 use super::StoreError;
 
 /// Publishes events (EventBridge, or the in-process bus). Delivery is at least once; every event
-/// carries a stable `id` so consumers can drop repeats.
-///
-/// Events about a session's state change travel in its commit ([`super::TurnCommit::events`],
-/// the outbox) and are handed to [`EventBus::relay`] after it; [`EventBus::publish`] is for an
-/// event that is itself the fact (a limit reached).
+/// carries a stable `id` so consumers can drop repeats. Every event travels in the write of the
+/// state change it reports (a turn's commit, [`super::TurnCommit::events`], or a limit's claim:
+/// the outbox) and is handed to [`EventBus::relay`] after it.
 #[async_trait]
 pub trait EventBus: Send + Sync {
-    /// Logs and publishes `event` now.
-    async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError>;
-
     /// Publishes events a commit has just kept in the event log. Never fails the caller: the
     /// commit holds whatever happens here, and what this misses the profile's relay publishes
     /// from the log (on the embedded profile the log is what consumers read, so only live
