@@ -121,7 +121,6 @@ impl AwsSettings {
 pub struct AwsClients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
-    pub eventbridge: aws_sdk_eventbridge::Client,
     /// Model timeouts, and no SDK retry: `switchboard_models::Retrying` retries every provider
     /// with one backoff, so that the attempts are counted in one place.
     pub bedrock: aws_sdk_bedrockruntime::Client,
@@ -138,7 +137,6 @@ impl AwsClients {
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
-            eventbridge: aws_sdk_eventbridge::Client::new(config),
             bedrock: aws_sdk_bedrockruntime::Client::from_conf(bedrock),
             secretsmanager: aws_sdk_secretsmanager::Client::new(config),
         }

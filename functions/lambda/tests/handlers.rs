@@ -75,9 +75,6 @@ fn counted_clients(
         sqs: aws_sdk_sqs::Client::from_conf(
             aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build(),
         ),
-        eventbridge: aws_sdk_eventbridge::Client::from_conf(
-            aws_sdk_eventbridge::config::Builder::from(sdk).interceptor(counter.clone()).build(),
-        ),
         bedrock,
         secretsmanager: aws_sdk_secretsmanager::Client::from_conf(
             aws_sdk_secretsmanager::config::Builder::from(sdk).interceptor(counter.clone()).build(),
