@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
     Attempt, Clock, ConfigStore, ConversationLog, CountAndEnqueue, Counters, Deps, Engine, Enqueued, ExecOutcome,
-    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, Operator, QueueError, RouteError,
-    RouteOutcome, SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, Operator, PortLayer, QueueError,
+    RouteError, RouteOutcome, SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -55,6 +55,9 @@ pub struct EmbeddedOptions {
     /// How long records are kept, and where deleted ones are archived
     /// ([`Embedded::start_sweeper`], [`Embedded::sweep_expired`]).
     pub retention: Retention,
+    /// Wraps every port the engine calls before it is built (fault injection in tests); `None`
+    /// in every deployment.
+    pub ports: Option<Arc<dyn PortLayer>>,
 }
 
 impl std::fmt::Debug for EmbeddedOptions {
@@ -80,6 +83,7 @@ impl Default for EmbeddedOptions {
             turn_budget: None,
             prices: Arc::new(PriceTable::builtin()),
             retention: Retention::default(),
+            ports: None,
         }
     }
 }
@@ -169,7 +173,11 @@ impl Embedded {
         };
         // The intake enqueues through `LoggingQueue`: an inbound message is logged in the
         // enqueue's own database call.
-        let logging = Arc::new(LoggingQueue { store: store.clone(), queue: queue.clone() });
+        let logging: Arc<dyn WorkQueue> = Arc::new(LoggingQueue { store: store.clone(), queue: queue.clone() });
+        let (deps, logging) = match &options.ports {
+            Some(layer) => (layer.deps(deps), layer.queue(logging)),
+            None => (deps, logging),
+        };
         let Engine { intake, executor, operator } = Engine::with_intake_queue(deps, logging);
         let followers = Arc::new(Followers::default());
         let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());

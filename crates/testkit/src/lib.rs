@@ -1,4 +1,5 @@
-//! What the test suites share: a manual clock (tests control expiry and timestamps); with `http`,
+//! What the test suites share: a manual clock (tests control expiry and timestamps), fault
+//! injection at the engine's ports (`faults`); with `http`,
 //! fake model providers (Chat Completions, Messages), a tenant's signature-checking webhook
 //! receiver and a client of the internal API; and, with the
 //! `aws` feature, the AWS emulator harness (one moto server per test binary, fresh tables and
@@ -10,6 +11,7 @@
 pub mod aws;
 #[cfg(feature = "http")]
 pub mod client;
+pub mod faults;
 #[cfg(feature = "http")]
 pub mod providers;
 #[cfg(feature = "http")]

@@ -61,3 +61,14 @@ impl std::fmt::Debug for Deps {
         f.debug_struct("Deps").finish_non_exhaustive()
     }
 }
+
+/// Wraps the ports of a [`Deps`] before the engine is built over them — what a test puts between
+/// the engine and the adapters (fault injection), given to a profile's assembly
+/// (`EmbeddedOptions::ports`, `Wiring::layered`).
+pub trait PortLayer: Send + Sync {
+    /// `deps` with its ports wrapped.
+    fn deps(&self, deps: Deps) -> Deps;
+
+    /// A queue the profile hands the engine beside `deps` (the embedded intake's), wrapped alike.
+    fn queue(&self, queue: Arc<dyn WorkQueue>) -> Arc<dyn WorkQueue>;
+}
