@@ -12,8 +12,8 @@ use switchboard_aws::{
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Limits, Model, Secrets, Sent,
-    SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Limits, Model, PortLayer,
+    Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -499,6 +499,13 @@ impl Wiring {
     /// (tests; the store's own caches are shared with `self`).
     pub fn restarted(&self) -> Self {
         self.clone().rebuilt(|_| {})
+    }
+
+    /// The engine over this wiring's ports as `layer` wraps them (fault injection in tests).
+    /// `deps` keeps the ports unwrapped, so that layering again starts from them.
+    pub fn layered(&self, layer: &dyn PortLayer) -> Self {
+        let (intake, executor) = engine(&layer.deps(self.deps.clone()));
+        Self { intake, executor: executor.with_progress(Arc::new(self.turns.clone())), ..self.clone() }
     }
 
     fn rebuilt(mut self, change: impl FnOnce(&mut Deps)) -> Self {

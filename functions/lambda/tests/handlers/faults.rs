@@ -1,0 +1,273 @@
+//! A fault at any port call, on the AWS profile: DynamoDB and SQS on the emulator, the
+//! Conversations Service fake over HTTP, behind `switchboard_testkit::faults` (an error, a lost
+//! answer after the call took effect, or a crash right after it). The test is EventBridge (which
+//! re-sends an event whose delivery to the router failed, under the same id) and the SQS event
+//! source mapping (a failed item visible again at once; a crashed container's item visible again
+//! as when its timeout ends); the router and executor are the functions' handlers, with a new
+//! container's wiring after a crash. The redrive policy sends an item to the dead-letter queue
+//! after 3 receives, and the executor gives an item up at its last one. Then the embedded suite's
+//! guarantees hold here too: nothing lost, no reply twice or unrecorded, no event in the outbox
+//! (the rows the stream relays) whose change did not commit, every message answered or with a
+//! person.
+//!
+//! Fewer cases than on the embedded profile, as each AWS call crosses HTTP to the emulator: the
+//! sweep crashes the process right after each call of one mix and fails each call in one of the
+//! other two ways in turn; `SWITCHBOARD_FAULT_CASES` (16 by default) random mixes, and
+//! `SWITCHBOARD_FAULT_SEED` runs one.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::json;
+use switchboard_domain::{Action, OutboundEvent, SessionStatus, TenantId};
+use switchboard_engine::{
+    ConfigRecord, Deps, EventLog, ExecutionLog, PortLayer, SessionStore, WebhookCaller, WorkQueue,
+};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, OrderDesk, Plan, Rng, Said};
+
+use super::*;
+
+const ORDER_TOOL: &str = "01JD0000H00KS000000000000A";
+
+/// Cases run at once (the emulator answers requests in parallel).
+const CONCURRENT_CASES: usize = 6;
+
+/// The property's model and order desk in place of the world's, then the faults.
+struct Layer {
+    faults: Faults,
+    desk: Arc<OrderDesk>,
+}
+
+impl PortLayer for Layer {
+    fn deps(&self, deps: Deps) -> Deps {
+        let webhooks: Arc<dyn WebhookCaller> = self.desk.clone();
+        self.faults.deps(Deps { model: Arc::new(Clerk), webhooks, ..deps })
+    }
+
+    fn queue(&self, queue: Arc<dyn WorkQueue>) -> Arc<dyn WorkQueue> {
+        self.faults.queue(queue)
+    }
+}
+
+struct Run {
+    w: World,
+    desk: Arc<OrderDesk>,
+    wiring: Wiring,
+    faults: Faults,
+    planned: Faults,
+    relayed: Vec<OutboundEvent>,
+    early: Vec<String>,
+}
+
+impl Run {
+    async fn start(plan: Option<Plan>) -> Self {
+        let w = world_with(vec![], Options { max_receives: Some(3), ..Options::default() }).await;
+        let mut tool = faults::order_tool(ORDER_TOOL);
+        tool["tenantId"] = json!("t-1");
+        tool["createdAt"] = json!("2026-11-23T00:00:00Z");
+        tool["updatedAt"] = json!("2026-11-23T00:00:00Z");
+        let tool: switchboard_domain::Tool = serde_json::from_value(tool).unwrap();
+        put(&w.wiring, ConfigRecord::Tool(tool)).await;
+        let agent: switchboard_domain::Agent = serde_json::from_value(json!({
+            "tenantId": "t-1", "agentId": AGENT, "name": "Support", "systemPrompt": "Help.",
+            "model": "anthropic.claude-3-haiku-20240307-v1:0",
+            "tools": ["send_message", "set_context", "handoff_to_human", ORDER_TOOL],
+            "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap();
+        put(&w.wiring, ConfigRecord::Agent(agent)).await;
+        let all: Trigger = serde_json::from_value(json!({
+            "tenantId": "t-1", "triggerId": "01JDQ8ZJ5V3V7Y9K2M4N6P8R1B", "name": "all", "agentId": AGENT,
+            "eventType": "message.new", "priority": 1, "status": "active", "conditions": {},
+            "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap();
+        put(&w.wiring, ConfigRecord::Trigger(all)).await;
+        let desk = Arc::new(OrderDesk::default());
+        let faults = Faults::new(plan);
+        let wiring = w.wiring.layered(&Layer { faults: faults.clone(), desk: desk.clone() });
+        Self { w, desk, wiring, planned: faults.clone(), faults, relayed: vec![], early: vec![] }
+    }
+
+    /// A new container (new clients' caches, no fault planned) over the same tables and queue.
+    fn restart(&mut self) {
+        self.relayed.extend(self.faults.relayed());
+        self.early.extend(self.faults.published_early());
+        self.faults = Faults::new(None);
+        let fresh = self.w.wiring.restarted();
+        self.wiring = fresh.layered(&Layer { faults: self.faults.clone(), desk: self.desk.clone() });
+    }
+
+    /// EventBridge's delivery to the router: again, same event, until it is taken.
+    async fn send(&mut self, envelope: &Value) {
+        for _ in 0..3 {
+            let taken = event_router::handle(&self.wiring.intake, event::<EventBridgeEvent>(envelope.clone())).await;
+            if self.faults.crashed() {
+                self.restart();
+            } else if taken.is_ok() {
+                return;
+            }
+        }
+        panic!("event {} was never taken in", envelope["id"]);
+    }
+
+    /// The event source mapping, one message at a time, until nothing is visible.
+    async fn work(&mut self) {
+        let sqs = aws_sdk_sqs::Client::new(&self.w.sdk);
+        let url = self.w.names.work_queue_url.clone();
+        while let Some(message) = receive_work(&self.w).await {
+            let response =
+                executor::handle(&self.wiring, event::<SqsEvent>(as_sqs_event(std::slice::from_ref(&message)))).await;
+            let receipt = message.receipt_handle().unwrap();
+            let crashed = self.faults.crashed();
+            if crashed {
+                self.restart();
+            }
+            if crashed || !response.batch_item_failures.is_empty() {
+                // Visible again: at once after a reported failure, and after a crash as when its
+                // visibility timeout ends.
+                let visible = sqs.change_message_visibility().queue_url(&url).receipt_handle(receipt);
+                visible.visibility_timeout(0).send().await.unwrap();
+            } else {
+                sqs.delete_message().queue_url(&url).receipt_handle(receipt).send().await.unwrap();
+            }
+        }
+    }
+
+    async fn play(&mut self, mix: &[Said]) -> Vec<String> {
+        let mut sources = vec![];
+        for (n, said) in mix.iter().enumerate() {
+            let mut envelope = fixture("eventbridge-message-new.json");
+            envelope["id"] = json!(format!("evt-{n}"));
+            envelope["detail"]["conversationId"] = json!(said.conversation);
+            envelope["detail"]["messageId"] = json!(format!("m-{n}"));
+            envelope["detail"]["message"]["text"] = json!(said.text);
+            self.send(&envelope).await;
+            if said.drain {
+                self.work().await;
+            }
+            sources.push(format!("message-{}:m-{n}", said.conversation));
+        }
+        self.work().await;
+        sources
+    }
+
+    /// What must hold once everything was worked (the embedded suite's `check`, read from the
+    /// AWS profile's stores and the Conversations fake).
+    async fn check(&self, mix: &[Said], sources: &[String]) -> Result<(), String> {
+        let mut relayed = self.relayed.clone();
+        relayed.extend(self.faults.relayed());
+        let mut early = self.early.clone();
+        early.extend(self.faults.published_early());
+        if let Some(e) = early.first() {
+            return Err(format!("published before its change committed: {e}"));
+        }
+        let store = self.w.wiring.store.as_ref();
+        let tenant: TenantId = "t-1".parse().unwrap();
+        let mut recorded = HashSet::new();
+        for (said, source) in mix.iter().zip(sources) {
+            let Some(record) = store.execution_for_source(&tenant, source).await.unwrap() else {
+                return Err(format!("{source} was lost: no execution record"));
+            };
+            let mut answered = false;
+            for action in &record.actions {
+                if let Action::Reply { message_id, .. } = action {
+                    answered = true;
+                    if !recorded.insert(message_id.clone()) {
+                        return Err(format!("reply {message_id} is held by two records"));
+                    }
+                }
+            }
+            let latest = store.latest_session(&tenant, &said.conversation).await.unwrap();
+            if !answered && !latest.is_some_and(|s| s.status == SessionStatus::HandedOff) {
+                return Err(format!("{source} ({:?}) was neither answered nor handed to a person", record.status));
+            }
+        }
+        // The fake numbers what it accepts out-1, out-2, …, each key once.
+        for (n, reply) in self.w.conversations.accepted().iter().enumerate() {
+            let id = format!("out-{}", n + 1);
+            if !recorded.remove(&id) {
+                return Err(format!("reply {id} ({:?}) sent but held by no record", reply.text));
+            }
+        }
+        if !recorded.is_empty() {
+            return Err(format!("replies recorded but never sent: {recorded:?}"));
+        }
+        let outbox = store.events_after(&tenant, 0, 1000).await.unwrap();
+        let mut ids = HashSet::new();
+        for (_, event) in &outbox {
+            if !ids.insert(&event.id) {
+                return Err(format!("event {} in the outbox twice", event.id));
+            }
+            faults::committed(event, store, store).await?;
+        }
+        if let Some(e) = relayed.iter().find(|e| !ids.contains(&e.id)) {
+            return Err(format!("event {} ({}) was handed to the bus but is not in the outbox", e.id, e.detail_type));
+        }
+        Ok(())
+    }
+}
+
+/// Plays `mix` with `plan` on fresh tables and queues: the port calls made, or the failure.
+async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
+    let mut run = Run::start(plan).await;
+    let sources = run.play(mix).await;
+    let (calls, fired) = (run.planned.calls(), run.planned.fired());
+    run.check(mix, &sources).await.map(|()| calls).map_err(|e| format!("{plan:?} (fired at {fired:?}): {e}"))
+}
+
+fn said(conversation: &str, text: &'static str, drain: bool) -> Said {
+    Said { conversation: conversation.into(), text, drain }
+}
+
+#[tokio::test]
+async fn every_call_of_a_conversation_mix_may_fail_on_aws_and_no_message_is_lost_or_answered_twice() {
+    let mix = [
+        said("c-1", faults::TEXTS[1], false),
+        said("c-2", faults::TEXTS[2], true),
+        said("c-2", faults::TEXTS[3], true),
+        said("c-2", faults::TEXTS[0], true),
+    ];
+    let calls = case(&mix, None).await.unwrap();
+    assert!(calls > 20, "the mix makes {calls} port calls");
+    // A crash right after each call, and an error or a lost answer in turn (the embedded suite
+    // tries all three at every call; here each case costs the emulator's time).
+    let plans = (0..calls).flat_map(|at| {
+        let other = if at % 2 == 0 { Kind::Error } else { Kind::Timeout };
+        [Plan { at, kind: Kind::Crash }, Plan { at, kind: other }]
+    });
+    let failures: Vec<String> = futures::stream::iter(plans)
+        .map(|plan| case(&mix, Some(plan)))
+        .buffer_unordered(CONCURRENT_CASES)
+        .filter_map(|result| async move { result.err() })
+        .collect()
+        .await;
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), calls * 2, failures.join("\n"));
+}
+
+#[tokio::test]
+async fn random_conversations_with_a_fault_at_a_random_call_on_aws_lose_and_repeat_nothing() {
+    let seeds: Vec<u64> = match std::env::var("SWITCHBOARD_FAULT_SEED") {
+        Ok(seed) => vec![seed.parse().unwrap()],
+        Err(_) => (0..std::env::var("SWITCHBOARD_FAULT_CASES").map_or(16, |n| n.parse().unwrap())).collect(),
+    };
+    let failures: Vec<String> = futures::stream::iter(seeds)
+        .map(|seed| async move {
+            let mut rng = Rng::new(seed);
+            let mix = faults::conversations(&mut rng);
+            let calls = case(&mix, None).await.unwrap_or_else(|e| panic!("seed {seed}, no fault: {e}"));
+            let plan = Plan { at: rng.below(calls), kind: Kind::ALL[usize::try_from(rng.below(3)).unwrap()] };
+            case(&mix, Some(plan)).await.err().map(|e| format!("seed {seed} ({mix:?}): {e}"))
+        })
+        .buffer_unordered(CONCURRENT_CASES)
+        .filter_map(|failure| async move { failure })
+        .collect()
+        .await;
+    assert!(
+        failures.is_empty(),
+        "{} failed (SWITCHBOARD_FAULT_SEED=<seed> runs one):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
