@@ -459,6 +459,48 @@ async fn a_version_conflict_is_retried_on_the_fresh_session() {
     assert_eq!(w.replies("c-1").await, ["retried", "retried"]);
 }
 
+/// Words its answer differently on every call, as a real model may: "answer 1", "answer 2", …
+struct Rewording(AtomicU32);
+
+#[async_trait]
+impl Model for Rewording {
+    async fn converse(&self, _request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(ModelResponse {
+            content: vec![ContentBlock::Text { text: format!("answer {n}") }],
+            stop_reason: switchboard_engine::StopReason::EndTurn,
+            usage: switchboard_domain::TokenUsage::default(),
+            model: "rewording-test-double".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_turn_run_again_after_a_version_conflict_records_the_words_the_customer_read() {
+    let mut w = World::with_model(&default_bundle(json!({})), Arc::new(Rewording(AtomicU32::new(0)))).await;
+    w.say("c-1", "first").await;
+    // given a turn that sends "answer 2", then loses its commit to an operator's write
+    let executor = flaky_executor(&w, Mode::ConcurrentWrite);
+    let (_, outcomes) = w.say_with(&executor, "c-1", "second").await;
+    // when it runs again, its model words the reply "answer 3", under the key already used
+    let r = record(&outcomes[0]);
+    assert_eq!(r.status, ExecutionStatus::Success);
+    assert_eq!(r.model_calls.len(), 1, "the record is the second run's");
+    // then nothing new is sent, and the record and the transcript say what the customer read
+    assert_eq!(w.replies("c-1").await, ["answer 1", "answer 2"]);
+    let replies: Vec<&str> = r
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            switchboard_domain::Action::Reply { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, ["answer 2"]);
+    let transcript = w.session("c-1").await.transcript;
+    assert_eq!(transcript.last().map(|m| m.text()), Some("answer 2".to_owned()));
+}
+
 #[tokio::test]
 async fn reaching_max_turns_escalates_to_a_human() {
     let mut w = World::new(&default_bundle(json!({ "maxTurns": 2 })), says("ok")).await;

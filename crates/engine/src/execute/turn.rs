@@ -248,6 +248,13 @@ impl Loop<'_> {
             let before = self.state.actions.len();
             let replied = self.state.reply(self.cx.deps, text, &key).await?;
             self.announce_actions(before);
+            if let Ok((_, sent)) = &replied
+                && sent != text
+            {
+                // Sent before in other words (this work is running again): the transcript
+                // keeps what the customer read.
+                self.reword_final_answer(sent);
+            }
             if let Err(refused) = replied {
                 warn!(error = %refused, "final answer could not be sent");
                 // Worded as the tool's error result would be.
@@ -258,6 +265,16 @@ impl Loop<'_> {
         }
         self.status = ExecutionStatus::Success;
         Ok(())
+    }
+
+    /// Puts `sent` in place of the text of this turn's newest assistant message (its final
+    /// answer).
+    fn reword_final_answer(&mut self, sent: &str) {
+        let newest = self.new_messages.iter_mut().rev().find(|m| m.role == Role::Assistant);
+        if let Some(message) = newest {
+            message.content.retain(|b| !matches!(b, ContentBlock::Text { .. }));
+            message.content.insert(0, ContentBlock::Text { text: sent.to_owned() });
+        }
     }
 
     /// Runs the calls of one model turn, each under its key in call order, and feeds the results

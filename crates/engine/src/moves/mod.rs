@@ -59,9 +59,46 @@ pub(crate) async fn reply(
 }
 
 /// [`reply`] for a text already checked where it was configured (a tenant's `onLimit` message).
+/// When the key was used before, nothing new is sent and the action holds the text that was
+/// ([`sent_before`]).
 pub(crate) async fn send(deps: &Deps, session: &Session, text: &str, key: &str) -> Result<Action, ConversationError> {
     let sent = deps.conversations.send_reply(&session.tenant_id, &session.conversation_id, text, key).await?;
-    Ok(Action::Reply { text: text.to_owned(), message_id: sent.message_id })
+    let text = if sent.duplicate { sent_before(deps, session, &sent.message_id, text).await } else { text.to_owned() };
+    Ok(Action::Reply { text, message_id: sent.message_id })
+}
+
+/// How far back in the conversation [`sent_before`] looks for the message first sent.
+const SENT_BEFORE_LOOKBACK: usize = 50;
+
+/// The text of `message_id`, sent before under the key `text` was just sent with: what the
+/// customer read. A run of the same work again — a redelivery after a crash, a turn run again
+/// after a version conflict — asks the model again, which may word the reply differently; the
+/// record and the transcript must say what was sent. Read from the conversation's newest
+/// messages; if it is not found there (or the read fails), `text` is kept and the gap logged.
+async fn sent_before(deps: &Deps, session: &Session, message_id: &str, text: &str) -> String {
+    let history = deps.conversations.history(&session.tenant_id, &session.conversation_id, SENT_BEFORE_LOOKBACK).await;
+    match history.as_ref().map(|h| h.iter().find(|m| m.message_id == message_id)) {
+        Ok(Some(first)) => {
+            if first.text != text {
+                tracing::info!(
+                    message_id,
+                    "this reply was sent before in other words; the record keeps the words sent"
+                );
+            }
+            first.text.clone()
+        }
+        Ok(None) => {
+            tracing::warn!(
+                message_id,
+                "a reply sent before is not among the conversation's newest messages; recording this run's words"
+            );
+            text.to_owned()
+        }
+        Err(e) => {
+            tracing::warn!(message_id, error = %e, "could not read which words a reply sent before had; recording this run's words");
+            text.to_owned()
+        }
+    }
 }
 
 /// Adds to `events` a `kind` event about `session` — its ids, plus the fields of `extra` — under

@@ -34,15 +34,24 @@ impl TurnState {
         self.actions.push(action);
     }
 
-    /// Replies with `text` under `key`; the sent message's id.
-    pub async fn reply(&mut self, deps: &Deps, text: &str, key: &str) -> Result<Result<String, Refused>, ToolFault> {
+    /// Replies with `text` under `key`: the sent message's id and its text (another one when
+    /// the key had sent before: the words the customer read).
+    pub async fn reply(
+        &mut self,
+        deps: &Deps,
+        text: &str,
+        key: &str,
+    ) -> Result<Result<(String, String), Refused>, ToolFault> {
         let action = match super::reply(deps, &self.session, text, key).await? {
             Ok(action) => action,
             Err(refused) => return Ok(Err(refused)),
         };
-        let message_id = action.message_id().unwrap_or_default().to_owned();
+        let sent = match &action {
+            Action::Reply { text: sent, message_id } => (message_id.clone(), sent.clone()),
+            _ => (String::new(), text.to_owned()),
+        };
         self.did(action);
-        Ok(Ok(message_id))
+        Ok(Ok(sent))
     }
 
     /// Ends the conversation (the agent's tool, or its `handoffBehavior`).

@@ -87,7 +87,12 @@ pub(crate) async fn run(
         SystemTool::SendMessage => match args::<SendMessage>(tool, input) {
             Err(e) => e,
             Ok(a) => match state.reply(deps, &a.text, key).await? {
-                Ok(message_id) => ToolOutcome::ok(json!({ "messageId": message_id })),
+                // Sent before in other words (this work is running again): the model is told
+                // what the customer read.
+                Ok((message_id, sent)) if sent != a.text => {
+                    ToolOutcome::ok(json!({ "messageId": message_id, "textSent": sent }))
+                }
+                Ok((message_id, _)) => ToolOutcome::ok(json!({ "messageId": message_id })),
                 Err(refused) => ToolOutcome::error(refused.to_string()),
             },
         },
