@@ -289,7 +289,7 @@ pub struct Agent {
     pub max_turns: u32,
     #[serde(default)]
     pub handoff_behavior: HandoffBehavior,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict_json::object")]
     pub on_failure: OnFailure,
     /// Model calls allowed in one execution before it stops with `max_iterations`.
     #[serde(default = "default_max_iterations")]

@@ -63,6 +63,23 @@ impl<'de> Deserializer<'de> for Strict {
     }
 }
 
+/// Reads `T` only from a JSON object, as a field's `deserialize_with`: for the internally tagged
+/// enums a client writes (`"onFailure": {"action": "none"}`), which serde also reads from an array
+/// whose first item is the tag (`["none"]`), wherever they are read from (the API, a bundle, a
+/// stored record).
+pub(crate) fn object<'de, D: Deserializer<'de>, T: de::DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    let value = <Value as serde::Deserialize>::deserialize(d)?;
+    let unexpected = match &value {
+        Value::Object(_) => return T::deserialize(Strict(value)).map_err(de::Error::custom),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(_) => Unexpected::Other("number"),
+        Value::String(s) => Unexpected::Str(s),
+    };
+    Err(de::Error::invalid_type(unexpected, &"a JSON object"))
+}
+
 /// An object's members, each value read strictly.
 struct Fields {
     members: serde_json::map::IntoIter,
@@ -148,6 +165,35 @@ mod tests {
         let e = read(json!({ "name": "a", "list": [{ "temperature": 0.1 }, [0.5]] })).unwrap_err();
         assert!(e.starts_with("list[1]: invalid type: sequence"), "{e}");
         assert!(read(json!(["a"])).unwrap_err().contains("expected a JSON object"));
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(tag = "action", rename_all = "snake_case")]
+    enum Tagged {
+        Stop,
+        Say { text: String },
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Holder {
+        #[serde(deserialize_with = "object")]
+        then: Tagged,
+    }
+
+    #[test]
+    fn an_internally_tagged_enum_is_read_only_from_an_object_where_a_field_says_so() {
+        assert_eq!(serde_json::from_value::<Tagged>(json!(["stop"])).unwrap(), Tagged::Stop, "serde alone accepts it");
+        let read = |v| serde_path_to_error::deserialize::<_, Holder>(Strict(v)).map_err(|e| e.to_string());
+        assert_eq!(
+            read(json!({ "then": { "action": "say", "text": "hi" } })).unwrap().then,
+            Tagged::Say { text: "hi".into() }
+        );
+        for wrong in [json!(["stop"]), json!("stop"), json!(null), json!(1)] {
+            let e = read(json!({ "then": wrong })).unwrap_err();
+            assert!(e.starts_with("then: invalid type:") && e.ends_with("expected a JSON object"), "{e}");
+        }
+        let e = read(json!({ "then": { "action": "sing" } })).unwrap_err();
+        assert!(e.contains("unknown variant `sing`"), "{e}");
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub struct TenantLimits {
     #[serde(default = "default_idle_minutes")]
     pub session_idle_minutes: u32,
     /// What the customer gets when their message is not answered because of a limit.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict_json::object")]
     pub on_limit: OnLimit,
 }
 

@@ -243,6 +243,7 @@ pub struct Tool {
     pub description: String,
     /// JSON Schema of the arguments (an object schema).
     pub parameters: serde_json::Value,
+    #[serde(deserialize_with = "crate::strict_json::object")]
     pub handler: ToolHandler,
     #[serde(default)]
     pub status: crate::trigger::TriggerStatus,

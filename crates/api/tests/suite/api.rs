@@ -141,6 +141,14 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert!(r.body["errors"][0]["detail"].as_str().unwrap().contains("JSON object"), "{}", r.body);
     let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": [60] })), &[]).await;
     assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/limits".to_owned()]), "{}", r.body);
+    // nor is a tagged setting read from an array whose first item is its tag
+    let mut b = agent_body("A");
+    b["onFailure"] = json!(["none"]);
+    let r = api.post("/tenants/acme/agents", b).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/onFailure".to_owned()]), "{}", r.body);
+    let limits = json!({ "limits": { "invocationsPerMinute": 5, "onLimit": ["defer"] } });
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(limits), &[]).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/limits/onLimit".to_owned()]), "{}", r.body);
     let listed = api.get("/tenants/acme/agents").await;
     assert_eq!(listed.body["items"], json!([]), "nothing was stored");
     let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "application/json")]).await;
