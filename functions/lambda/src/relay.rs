@@ -1,7 +1,8 @@
 //! The outbox's relay on AWS: the executions table's DynamoDB stream → EventBridge. A turn's
 //! events are written to the tenant's event log in the turn's own transaction, marked `outbox`
 //! (`crates/aws/src/dynamo/event_log.rs`); the stream's `INSERT` of each such item is published
-//! here, after the commit and only if it committed. Delivery is at least once (a retried batch
+//! here, after the commit and only if it committed (and its `MODIFY` in the one case where an
+//! event overwrites the burned mark of its number). Delivery is at least once (a retried batch
 //! publishes again); each event keeps its stable `id`, which consumers drop repeats by. A record
 //! whose publication fails is reported as a batch-item failure, so Lambda retries from it (the
 //! records before it stay published); a record that cannot be read is logged and skipped, as it
@@ -21,7 +22,14 @@ pub fn is_outbox(record: &EventRecord) -> bool {
 
 /// The event an outbox record carries, if it is one: `Ok(None)` for any other record.
 pub fn outbox_event(record: &EventRecord) -> Result<Option<OutboundEvent>, String> {
-    if record.event_name != "INSERT" || record.change.new_image.is_empty() {
+    // A MODIFY is one only where an event overwrote the burned mark of its number (its
+    // transaction committed after its writer had given the number up: event_log.rs's `burn`).
+    let written = match record.event_name.as_str() {
+        "INSERT" => true,
+        "MODIFY" => !record.change.old_image.contains_key("outbox"),
+        _ => false,
+    };
+    if !written || record.change.new_image.is_empty() {
         return Ok(None);
     }
     let image: serde_json::Value =
@@ -68,4 +76,39 @@ pub async fn handle(bus: &EventBridgeBus, event: LambdaEvent<Event>) -> DynamoDb
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn record(name: &str, old: Value, new: Value) -> EventRecord {
+        serde_json::from_value(json!({
+            "eventID": "1", "eventName": name, "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": { "Keys": {}, "OldImage": old, "NewImage": new, "SequenceNumber": "1", "SizeBytes": 1,
+                          "StreamViewType": "NEW_AND_OLD_IMAGES" }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_event_is_relayed_when_written_and_when_it_overwrites_a_burned_number_only() {
+        let body =
+            json!({ "id": "t-1/k/session.ended", "detailType": "session.ended", "tenantId": "t-1", "detail": {} });
+        let event = json!({ "PK": {"S": "TENANT#t-1#EVENTS"}, "SK": {"S": "EVENT#0000000000000000007"},
+                            "outbox": {"BOOL": true}, "body": {"S": body.to_string()} });
+        let burned = json!({ "PK": {"S": "TENANT#t-1#EVENTS"}, "SK": {"S": "EVENT#0000000000000000007"},
+                             "burned": {"BOOL": true} });
+        let relayed = |r: EventRecord| outbox_event(&r).unwrap().map(|e| e.id);
+        assert_eq!(relayed(record("INSERT", json!({}), event.clone())).as_deref(), Some("t-1/k/session.ended"));
+        assert_eq!(relayed(record("MODIFY", burned.clone(), event.clone())).as_deref(), Some("t-1/k/session.ended"));
+        assert_eq!(relayed(record("MODIFY", event.clone(), event.clone())), None, "rewritten: relayed when written");
+        assert_eq!(relayed(record("INSERT", json!({}), burned)), None, "a burned number carries nothing");
+        assert_eq!(relayed(record("REMOVE", event, json!({}))), None);
+    }
 }

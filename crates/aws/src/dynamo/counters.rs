@@ -294,8 +294,14 @@ impl Counters for DynamoStore {
             .build()
             .map_err(build_err)?;
         let mut writes = vec![TransactWriteItem::builder().update(mark).build()];
-        writes.extend(self.outbox_items(std::slice::from_ref(announce)).await?);
-        transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await)
+        let (outbox, taken) = self.outbox_items(std::slice::from_ref(announce)).await?;
+        writes.extend(outbox);
+        let first =
+            transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await);
+        if !matches!(first, Ok(true)) {
+            self.burn(taken).await;
+        }
+        first
     }
 
     async fn hold_slot(

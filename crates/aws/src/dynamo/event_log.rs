@@ -1,10 +1,17 @@
 //! The tenant's event log on AWS: every outbound event, as `GET /tenants/{t}/events` lists it
-//! (the operator console reads it), beside its publication on EventBridge. Partition
-//! `TENANT#<t>#EVENTS` in the executions table: `SEQ` the tenant's counter, `EVENT#<seq>` each
-//! event (`body`, `expiresAt`), `EVENTID#<id>` marking an event id as logged. An event is
-//! logged once however often a replayed turn publishes it: the event and its id marker are
-//! written in one transaction whose condition is that the id is new (a replay burns a sequence
-//! number, leaving a gap, which readers do not mind). Kept as long as execution records.
+//! (the operator console reads it), and the outbox the stream's relay publishes on EventBridge.
+//! Partition `TENANT#<t>#EVENTS` in the executions table: `SEQ` the tenant's counter,
+//! `EVENT#<seq>` each event (`body`, `at` in ms, `expiresAt`), `EVENTID#<id>` marking an event id
+//! as logged. Kept as long as execution records.
+//!
+//! A writer takes its sequence numbers (an `UpdateItem` on `SEQ`), then writes its events in the
+//! transaction of the change they report; so writers can commit out of their numbers' order, and
+//! a transaction that fails leaves its numbers unused. A reader after `n` must not move past a
+//! number a writer still holds, or it never sees that event: [`EventLog::events_after`] stops
+//! before a missing number while the event after it is younger than [`SETTLE`], and a writer
+//! whose transaction failed marks its numbers burned (`burned`, no body) so that readers pass
+//! them at once. A missing number older than [`SETTLE`] (its writer died between the two calls)
+//! is passed over.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem};
@@ -14,8 +21,19 @@ use switchboard_engine::{EventLog, StoreError};
 
 use super::codec::*;
 use super::keys::*;
-use super::page::paginate;
+use super::page::{Keep, paginate};
 use super::{DynamoStore, Item};
+
+/// How long a reader waits for a writer to commit an event under a number it took, past which
+/// the number counts as unused. A writer commits within one transaction's time of taking it.
+pub const SETTLE: chrono::Duration = chrono::Duration::seconds(10);
+
+/// Sequence numbers a writer took, to mark burned if what was to carry them does not commit.
+#[derive(Debug, Clone)]
+pub(super) struct Taken {
+    tenant: TenantId,
+    seqs: std::ops::RangeInclusive<i64>,
+}
 
 /// Where a tenant's events are.
 fn events_pk(tenant: &TenantId) -> String {
@@ -29,12 +47,17 @@ fn event_sk(seq: i64) -> String {
 
 impl DynamoStore {
     /// The writes that keep `events` (a turn's outbox, all of one tenant) in the event log, for
-    /// the turn's transaction: each event under a sequence number taken now, and its id marker.
-    /// Unconditional: a turn's event ids derive from its source, which is committed once.
-    pub(super) async fn outbox_items(&self, events: &[OutboundEvent]) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let Some(first) = events.first() else { return Ok(vec![]) };
+    /// the turn's transaction: each event under a sequence number taken now, and its id marker;
+    /// and the numbers taken, for [`DynamoStore::burn`] if the transaction fails. Unconditional:
+    /// a turn's event ids derive from its source, which is committed once.
+    pub(super) async fn outbox_items(
+        &self,
+        events: &[OutboundEvent],
+    ) -> Result<(Vec<TransactWriteItem>, Option<Taken>), StoreError> {
+        let Some(first) = events.first() else { return Ok((vec![], None)) };
         let last = self.take_seqs(&first.tenant_id, events.len()).await?;
-        let ttl = n(ttl_seconds(self.clock.now() + chrono::Duration::days(EXECUTION_TTL_DAYS)));
+        let now = self.clock.now();
+        let ttl = n(ttl_seconds(now + chrono::Duration::days(EXECUTION_TTL_DAYS)));
         let mut writes = Vec::with_capacity(events.len() * 2);
         let first_seq = last - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
         for (seq, event) in (first_seq..).zip(events) {
@@ -44,6 +67,7 @@ impl DynamoStore {
             marker.insert("expiresAt".into(), ttl.clone());
             let mut item: Item = key(pk, event_sk(seq));
             item.insert("body".into(), encode(event)?);
+            item.insert("at".into(), n(now.timestamp_millis()));
             item.insert("expiresAt".into(), ttl.clone());
             // The stream's relay publishes what carries this (functions/lambda's `relay`).
             item.insert("outbox".into(), AttributeValue::Bool(true));
@@ -56,7 +80,32 @@ impl DynamoStore {
                 writes.push(TransactWriteItem::builder().put(put).build());
             }
         }
-        Ok(writes)
+        Ok((writes, Some(Taken { tenant: first.tenant_id.clone(), seqs: first_seq..=last })))
+    }
+
+    /// Marks the numbers in `taken` burned, after what was to carry them did not commit, so
+    /// that readers pass them without waiting ([`SETTLE`]). Each mark only where no event is
+    /// (a transaction whose failure was only reported may have committed after all). Best
+    /// effort: a number left unmarked is passed over after [`SETTLE`].
+    pub(super) async fn burn(&self, taken: Option<Taken>) {
+        let Some(Taken { tenant, seqs }) = taken else { return };
+        let ttl = n(ttl_seconds(self.clock.now() + SETTLE * 6));
+        for seq in seqs {
+            let mut item: Item = key(events_pk(&tenant), event_sk(seq));
+            item.insert("burned".into(), AttributeValue::Bool(true));
+            item.insert("expiresAt".into(), ttl.clone());
+            let marked = self
+                .client
+                .put_item()
+                .table_name(&self.names.executions_table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .send()
+                .await;
+            if let Err(e) = conditional("PutItem", marked) {
+                tracing::warn!(tenant = %tenant, seq, error = %e, "could not mark an event number burned; readers pass it after the settle time");
+            }
+        }
     }
 
     /// Takes `count` sequence numbers of `tenant`'s event log: the last of them.
@@ -94,6 +143,7 @@ impl DynamoStore {
         marker.insert("expiresAt".into(), ttl.clone());
         let mut item: Item = key(pk, event_sk(seq));
         item.insert("body".into(), encode(event)?);
+        item.insert("at".into(), n(self.clock.now().timestamp_millis()));
         item.insert("expiresAt".into(), ttl);
         let put = |item: Item, condition: Option<&str>| -> Result<TransactWriteItem, StoreError> {
             let put = Put::builder()
@@ -105,7 +155,12 @@ impl DynamoStore {
             Ok(TransactWriteItem::builder().put(put).build())
         };
         let writes = vec![put(marker, Some("attribute_not_exists(PK)"))?, put(item, None)?];
-        transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await)
+        let logged =
+            transact_conditional(self.client.transact_write_items().set_transact_items(Some(writes)).send().await);
+        if !matches!(logged, Ok(true)) {
+            self.burn(Some(Taken { tenant: event.tenant_id.clone(), seqs: seq..=seq })).await;
+        }
+        logged
     }
 }
 
@@ -128,18 +183,26 @@ impl EventLog for DynamoStore {
             .expression_attribute_values(":pk", s(events_pk(tenant)))
             .expression_attribute_values(":from", s(event_sk(after.saturating_add(1).max(0))))
             .expression_attribute_values(":to", s("EVENT#~"));
+        // Each number in turn from `after`: a missing one the next event is younger than SETTLE
+        // after may still be committed, so nothing from it on is read yet.
+        let mut next = after.saturating_add(1).max(0);
+        let settled = (now - SETTLE).timestamp_millis();
         paginate(query, None)
-            .take(limit, |item| {
+            .take_until(limit, |item| {
                 let Some(seq) = attr_s(&item, "SK")?.strip_prefix("EVENT#").and_then(|v| v.parse::<i64>().ok()) else {
-                    return Ok(None);
+                    return Ok(Keep::Skip);
                 };
-                let expired = item
-                    .get("expiresAt")
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .is_some_and(|t| t <= now.timestamp());
+                let number =
+                    |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+                if seq > next && number("at").is_some_and(|at| at > settled) {
+                    return Ok(Keep::Stop);
+                }
+                next = seq.saturating_add(1);
+                if item.get("burned").is_some() || number("expiresAt").is_some_and(|t| t <= now.timestamp()) {
+                    return Ok(Keep::Skip);
+                }
                 let event: OutboundEvent = decode(&item)?;
-                Ok((!expired && event.tenant_id == *tenant).then_some((seq, event)))
+                Ok(if event.tenant_id == *tenant { Keep::Item((seq, event)) } else { Keep::Skip })
             })
             .await
     }

@@ -35,6 +35,7 @@ mod config;
 mod counters;
 mod erase;
 mod event_log;
+pub use event_log::SETTLE as EVENT_SETTLE;
 mod executions;
 mod keys;
 mod page;

@@ -15,6 +15,14 @@ pub(super) struct Pages {
     done: bool,
 }
 
+/// What [`Pages::take_until`] does with an item.
+pub(super) enum Keep<T> {
+    Item(T),
+    Skip,
+    /// Nothing of this item or any after it.
+    Stop,
+}
+
 /// The pages of `query`, from after the item keyed `start` (from the first item without one).
 pub(super) fn paginate(query: QueryFluentBuilder, start: Option<Item>) -> Pages {
     Pages { query, start, done: false }
@@ -54,6 +62,26 @@ impl Pages {
                     && let Some(kept) = keep(item)?
                 {
                     found.push(kept);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// [`Pages::take`], except that `keep` may end the reading early ([`Keep::Stop`]).
+    pub(super) async fn take_until<T>(
+        mut self,
+        want: usize,
+        mut keep: impl FnMut(Item) -> Result<Keep<T>, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut found = Vec::new();
+        while found.len() < want {
+            let Some(items) = self.next(Some(want - found.len())).await? else { break };
+            for item in items {
+                match keep(item)? {
+                    Keep::Item(kept) if found.len() < want => found.push(kept),
+                    Keep::Item(_) | Keep::Skip => {}
+                    Keep::Stop => return Ok(found),
                 }
             }
         }

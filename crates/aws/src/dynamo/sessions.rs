@@ -452,7 +452,7 @@ impl SessionStore for DynamoStore {
     /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not
     /// existing), the active-session marker, the execution record and its source and id pointers
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
-    /// under sequence numbers taken first: a commit that fails leaves a gap).
+    /// under sequence numbers taken first, marked burned if the commit fails).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
@@ -460,9 +460,19 @@ impl SessionStore for DynamoStore {
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution)?);
-        for item in self.outbox_items(&commit.events).await? {
-            items.push((item, TxRole::Event));
+        let (outbox, taken) = self.outbox_items(&commit.events).await?;
+        items.extend(outbox.into_iter().map(|item| (item, TxRole::Event)));
+        let committed = self.transact_turn(items).await;
+        if committed.is_err() {
+            self.burn(taken).await;
         }
+        committed
+    }
+}
+
+impl DynamoStore {
+    /// Writes a turn's items, again as a cancellation's reasons call for.
+    async fn transact_turn(&self, mut items: Vec<(TransactWriteItem, TxRole)>) -> Result<(), StoreError> {
         let mut usage_conflicts = 0;
         loop {
             let (writes, roles): (Vec<_>, Vec<_>) = items.iter().cloned().unzip();

@@ -1415,3 +1415,46 @@ async fn a_turns_events_are_logged_with_its_commit_and_not_without_it(x: &Subjec
     let last = x.events.events_after(&t, logged[2].0, 10).await.unwrap();
     assert_eq!(last.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["later"]);
 }
+
+/// On AWS a writer takes its events' numbers before the transaction that writes them, so writers
+/// commit out of order: a reader must not move past a number a writer still holds (it would
+/// never see that event), nor wait for ever on one no write will fill.
+#[tokio::test]
+async fn an_event_reader_waits_for_a_number_a_writer_still_holds_and_passes_a_burned_one() {
+    let clock = ManualClock::new();
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let names = common::provision(&sdk).await;
+    let dynamodb = AwsClients::new(&sdk).dynamodb;
+    let store = DynamoStore::new(dynamodb.clone(), names.clone(), clock.clone());
+    let t = tenant("t-1");
+    let ids = |read: &[(i64, OutboundEvent)]| read.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>();
+    assert!(store.log_event(&outbound(&t, "first")).await.unwrap());
+    let first = store.events_after(&t, 0, 10).await.unwrap();
+    assert_eq!(ids(&first), ["first"]);
+    // given a writer that has taken the next number and not committed yet
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    dynamodb
+        .update_item()
+        .table_name(&names.executions_table)
+        .key("PK", A::S("TENANT#t-1#EVENTS".into()))
+        .key("SK", A::S("SEQ".into()))
+        .update_expression("ADD #n :one")
+        .expression_attribute_names("#n", "n")
+        .expression_attribute_values(":one", A::N("1".into()))
+        .send()
+        .await
+        .unwrap();
+    // and an event logged after it
+    assert!(store.log_event(&outbound(&t, "second")).await.unwrap());
+    // then a reader past the first does not move on yet: the held number may still be written
+    assert_eq!(ids(&store.events_after(&t, first[0].0, 10).await.unwrap()), Vec::<String>::new());
+    // and once the settle time has passed the number counts as unused
+    clock.advance(switchboard_aws::EVENT_SETTLE + Duration::seconds(1));
+    let second = store.events_after(&t, first[0].0, 10).await.unwrap();
+    assert_eq!(ids(&second), ["second"]);
+    // a number taken by a write that did not commit (an event logged again) is marked burned, and
+    // the reader passes it at once
+    assert!(!store.log_event(&outbound(&t, "second")).await.unwrap());
+    assert!(store.log_event(&outbound(&t, "third")).await.unwrap());
+    assert_eq!(ids(&store.events_after(&t, second[0].0, 10).await.unwrap()), ["third"]);
+}
