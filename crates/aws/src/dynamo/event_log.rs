@@ -198,7 +198,7 @@ impl EventLog for DynamoStore {
                     return Ok(Keep::Stop);
                 }
                 next = seq.saturating_add(1);
-                if item.get("burned").is_some() || number("expiresAt").is_some_and(|t| t <= now.timestamp()) {
+                if item.contains_key("burned") || number("expiresAt").is_some_and(|t| t <= now.timestamp()) {
                     return Ok(Keep::Skip);
                 }
                 let event: OutboundEvent = decode(&item)?;
