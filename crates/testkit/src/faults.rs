@@ -26,9 +26,9 @@ use switchboard_domain::{
 };
 use switchboard_engine::{
     Admit, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
-    ExecutionLog, HistoryMessage, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer, QueueError, Sent,
-    SessionFilter, SessionStore, Slot, SlotAndCount, StoreError, TextSink, TurnCommit, TurnStart, WebhookCaller,
-    WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
+    EventLog, ExecutionLog, HistoryMessage, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
+    QueueError, Sent, SessionFilter, SessionStore, Slot, SlotAndCount, StoreError, TextSink, TurnCommit, TurnStart,
+    WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
 };
 
 /// How the planned call fails.
@@ -68,10 +68,16 @@ enum Step {
 
 /// The plan and the count of one process's port calls: a handle shared by every wrapper it
 /// made (clones share it).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Faults(Arc<State>);
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults").field("plan", &self.0.plan).field("calls", &self.calls()).finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
 struct State {
     plan: Option<Plan>,
     calls: AtomicU64,
@@ -81,12 +87,23 @@ struct State {
     relayed: Mutex<Vec<OutboundEvent>>,
     /// Events relayed before the change they report was in the store.
     early: Mutex<Vec<String>>,
+    /// Where the process's events are logged, for [`committed`]'s check at relay time (not
+    /// kept alive by the faults: a profile closing its store need not wait for them).
+    log: Mutex<Option<std::sync::Weak<dyn EventLog>>>,
 }
 
 impl Faults {
     /// Faults that fail the call `plan` names, or none.
     pub fn new(plan: Option<Plan>) -> Self {
         Self(Arc::new(State { plan, ..State::default() }))
+    }
+
+    /// These faults, whose relay check also finds each event in `log` (the outbox rows), for
+    /// as long as the caller keeps `log`: what [`committed`] asks of an event that reports no
+    /// session or execution (a limit reached).
+    pub fn reading(self, log: &Arc<dyn EventLog>) -> Self {
+        *self.0.log.lock().unwrap() = Some(Arc::downgrade(log));
+        self
     }
 
     /// The port calls made so far.
@@ -411,8 +428,10 @@ struct CheckedBus {
 #[async_trait]
 impl EventBus for CheckedBus {
     async fn relay(&self, committed: &[OutboundEvent]) {
+        let log = self.bus.faults.0.log.lock().unwrap().as_ref().and_then(std::sync::Weak::upgrade);
         for event in committed {
-            if let Err(e) = self::committed(event, self.sessions.as_ref(), self.executions.as_ref()).await {
+            let (sessions, executions) = (self.sessions.as_ref(), self.executions.as_ref());
+            if let Err(e) = self::committed(event, sessions, executions, log.as_deref()).await {
                 self.bus.faults.0.early.lock().unwrap().push(e);
             }
         }
@@ -420,26 +439,39 @@ impl EventBus for CheckedBus {
     }
 }
 
-/// Whether the change `event` reports is in the store: its execution recorded (`execution.*`),
-/// its session there with the status it announces (a hand-off to a person, an end). `Err` says
-/// what is missing.
+/// Whether the change `event` reports is in the store: the event itself among the outbox rows
+/// of `log` (when given: they are written in the change's transaction), its execution recorded
+/// (`execution.*`), its session there with the status it announces (a hand-off to a person, an
+/// end). `Err` says what is missing.
 pub async fn committed(
     event: &OutboundEvent,
     sessions: &dyn SessionStore,
     executions: &dyn ExecutionLog,
+    log: Option<&dyn EventLog>,
 ) -> Result<(), String> {
     use switchboard_domain::SessionStatus;
     let missing = |what: &str| Err(format!("event {} ({}): {what}", event.id, event.detail_type));
-    let id = |field: &str| event.detail[field].as_str().map(str::to_owned).unwrap_or_default();
+    if let Some(log) = log {
+        match log.events_after(&event.tenant_id, 0, 10_000).await {
+            Ok(logged) if logged.iter().any(|(_, e)| e.id == event.id) => {}
+            Ok(_) => return missing("not among the logged events"),
+            Err(e) => return missing(&format!("the log failed: {e}")),
+        }
+    }
+    let id = |field: &str| event.detail[field].as_str().map(str::to_owned);
     if event.detail_type.starts_with("execution.") {
-        let Ok(execution) = id("executionId").parse() else { return missing("no executionId") };
+        let Some(Ok(execution)) = id("executionId").map(|i| i.parse()) else { return missing("no executionId") };
         return match executions.get_execution(&event.tenant_id, execution).await {
             Ok(Some(_)) => Ok(()),
             Ok(None) => missing("its execution is not recorded"),
             Err(e) => missing(&format!("the store failed: {e}")),
         };
     }
-    let Ok(session) = id("sessionId").parse() else { return missing("no sessionId") };
+    // A limit reached is about the tenant: the log is its store.
+    let Some(session) = id("sessionId") else {
+        return if log.is_some() { Ok(()) } else { missing("no sessionId, and no log to look in") };
+    };
+    let Ok(session) = session.parse() else { return missing("a sessionId that is not one") };
     let status = match sessions.get_session(&event.tenant_id, session).await {
         Ok(Some(s)) => s.status,
         Ok(None) => return missing("its session is not stored"),
@@ -544,31 +576,55 @@ impl Rng {
 /// conversation to a person.
 pub const TEXTS: [&str; 4] = ["hello", "where is order 1234", "remember my name", "a human please"];
 
-/// One customer message of a generated mix, and whether the queue is worked right after it (or
-/// the message waits behind the next ones).
+/// One step of a generated mix in one conversation, and whether the queue is worked right after
+/// it (or what it queued waits behind the next steps).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Said {
     pub conversation: String,
-    pub text: &'static str,
+    pub what: Move,
     pub drain: bool,
 }
 
-/// Two to six messages over one to three conversations; a hand-off is asked for in about one
-/// message in six, so that most conversations stay with the agent.
+/// Who does what in a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    /// The customer writes one of [`TEXTS`].
+    Says(&'static str),
+    /// The operator who has the conversation (if a person has it) writes to the customer.
+    OperatorReplies,
+    /// The operator hands the conversation back to the agent (if a person has it).
+    HandsBack,
+}
+
+impl Said {
+    /// The customer's text, if the step is the customer's.
+    pub fn text(&self) -> Option<&'static str> {
+        match self.what {
+            Move::Says(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// Two to seven steps over one to three conversations: mostly customers' messages (a hand-off
+/// asked for in about one in six), and now and then an operator's reply or hand-back, which
+/// does something only where a person has the conversation.
 pub fn conversations(rng: &mut Rng) -> Vec<Said> {
-    let n = 2 + rng.below(5);
+    let n = 2 + rng.below(6);
     let conversations = 1 + rng.below(3);
     (0..n)
         .map(|i| {
-            let text = match rng.below(6) {
-                0 => TEXTS[3],
-                1 => TEXTS[1],
-                2 => TEXTS[2],
-                _ => TEXTS[0],
+            let what = match rng.below(8) {
+                0 => Move::Says(TEXTS[3]),
+                1 => Move::Says(TEXTS[1]),
+                2 => Move::Says(TEXTS[2]),
+                3 => Move::OperatorReplies,
+                4 => Move::HandsBack,
+                _ => Move::Says(TEXTS[0]),
             };
             Said {
                 conversation: format!("c-{}", rng.below(conversations)),
-                text,
+                what,
                 drain: i + 1 == n || rng.below(2) == 0,
             }
         })

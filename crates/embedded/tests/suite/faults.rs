@@ -7,9 +7,14 @@
 //! own, not a copy. Then, whatever failed:
 //!
 //! - no message is lost: each has its execution record, and an inbound log entry, once;
-//! - no reply is sent twice, and every reply sent is one a record holds (and the other way);
+//! - no reply is sent twice, an agent's or an operator's, and every reply sent is one a record
+//!   holds (and the other way);
 //! - every event in the log reports a change that committed (its session, execution, status);
-//! - every message was answered, or its conversation is with a person.
+//! - every message was answered (by the agent, or as the tenant's `onLimit` says: the mixes run
+//!   into a limit of 4 messages a minute), or a person had or has its conversation.
+//!
+//! The mixes have operators too, replying and handing conversations back, as a client of the
+//! API would: again with the same idempotency key after a failure.
 //!
 //! `every_call_…` fails each call of one fixed mix in each of the three ways; `random_…` draws
 //! mixes and failure points from seeds (`SWITCHBOARD_FAULT_CASES` cases, 150 by default;
@@ -21,12 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_domain::{Action, InboundEvent, OutboundEvent, SessionStatus, TenantId};
+use switchboard_domain::{Action, ExecutionStatus, InboundEvent, OutboundEvent, SessionStatus, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig};
 use switchboard_engine::intake::source_id;
-use switchboard_engine::{ConversationLog, ExecutionLog, Sender, SessionStore};
+use switchboard_engine::{ConversationLog, EventLog, ExecutionLog, HandoffTo, Sender, SessionFilter, SessionStore};
 use switchboard_testkit::ManualClock;
-use switchboard_testkit::faults::{self, Clerk, Faults, Kind, OrderDesk, Plan, Rng, Said};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Rng, Said};
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 const ORDER_TOOL: &str = "01JD0000H00KS000000000000A";
@@ -35,6 +40,8 @@ const VISIBILITY: Duration = Duration::from_secs(30);
 fn bundle() -> String {
     json!({
         "tenantId": "t-1", "name": "Faults",
+        // Tight enough that a mix's later messages are refused and answered as onLimit says.
+        "limits": { "invocationsPerMinute": 4, "onLimit": { "action": "message", "text": "We are busy; one moment." } },
         "agents": [{ "agentId": AGENT, "name": "Front", "systemPrompt": "Help.", "model": "test-model",
                      "tools": ["send_message", "set_context", "handoff_to_human", ORDER_TOOL] }],
         "tools": [faults::order_tool(ORDER_TOOL)],
@@ -58,6 +65,8 @@ struct Run {
     /// to it before their change was in the store.
     relayed: Vec<OutboundEvent>,
     early: Vec<String>,
+    /// The running profile's event log, as its faults' relay check reads it.
+    log: Option<Arc<dyn EventLog>>,
 }
 
 impl Run {
@@ -71,12 +80,12 @@ impl Run {
             planned: Faults::new(None),
             relayed: vec![],
             early: vec![],
+            log: None,
         };
         run.planned = run.faults.clone();
-        let embedded = run.open();
+        run.run_profile();
         // Set-up, not under test: straight to the store.
-        Bundle::parse(&bundle(), run.clock.as_ref()).unwrap().install(&embedded.store).await.unwrap();
-        run.embedded = Some(Arc::new(embedded));
+        Bundle::parse(&bundle(), run.clock.as_ref()).unwrap().install(&run.embedded().store).await.unwrap();
         run
     }
 
@@ -90,6 +99,16 @@ impl Run {
         Embedded::open(self.dir.path(), Arc::new(Clerk), self.clock.clone(), options).unwrap()
     }
 
+    /// Opens the profile for the running faults, whose relay check then finds each event among
+    /// the logged ones (for as long as the profile runs).
+    fn run_profile(&mut self) {
+        let embedded = self.open();
+        let log: Arc<dyn EventLog> = Arc::new(embedded.store.clone());
+        let _ = self.faults.clone().reading(&log);
+        self.log = Some(log);
+        self.embedded = Some(Arc::new(embedded));
+    }
+
     fn embedded(&self) -> Arc<Embedded> {
         Arc::clone(self.embedded.as_ref().unwrap())
     }
@@ -99,12 +118,13 @@ impl Run {
     /// it held, with no fault planned.
     async fn restart(&mut self) {
         let old = self.embedded.take().unwrap();
+        self.log = None;
         assert!(old.close(Duration::from_secs(30)).await, "the crashed profile's database did not close");
         self.clock.advance_std(VISIBILITY + Duration::from_secs(1));
         self.relayed.extend(self.faults.relayed());
         self.early.extend(self.faults.published_early());
         self.faults = Faults::new(None);
-        self.embedded = Some(Arc::new(self.open()));
+        self.run_profile();
     }
 
     /// Takes `event` in as a producer does: sent again (same event id) until it is taken.
@@ -139,32 +159,69 @@ impl Run {
         }
     }
 
-    /// Sends every message of `mix`, working the queue where the mix says; returns the events.
-    async fn play(&mut self, mix: &[Said]) -> Vec<InboundEvent> {
-        let mut events = vec![];
+    /// An operator's move in `conversation`, if a person has it, as a client makes it: again
+    /// (with the same idempotency key) after a failure, until it is done or refused. The key of
+    /// a reply that was made.
+    async fn operate(&mut self, conversation: &str, what: Move, n: usize) -> Option<String> {
+        let tenant: TenantId = "t-1".parse().unwrap();
+        let key = format!("op-{n}");
+        for _ in 0..3 {
+            let embedded = self.embedded();
+            let latest = embedded.store.latest_session(&tenant, conversation).await.unwrap();
+            let Some(session) = latest.filter(|s| s.is_human_owned()) else { return None };
+            let done = match what {
+                Move::OperatorReplies => {
+                    let reply = embedded.operator.reply(&tenant, session.session_id, "Ann", "Ann here.", &key).await;
+                    reply.map(|_| Some(key.clone())).map_err(|e| e.to_string())
+                }
+                _ => {
+                    let back = HandoffTo::Agent(AGENT.parse().unwrap());
+                    let handed = embedded.operator.hand_off(&tenant, session.session_id, back, "back to you").await;
+                    handed.map(|_| None).map_err(|e| e.to_string())
+                }
+            };
+            drop(embedded);
+            if self.faults.crashed() {
+                self.restart().await;
+            } else if let Ok(made) = done {
+                return made;
+            }
+        }
+        panic!("the operator's {what:?} in {conversation} never went through");
+    }
+
+    /// Plays every step of `mix`, working the queue where the mix says: the customers' events,
+    /// and the keys of the operators' replies.
+    async fn play(&mut self, mix: &[Said]) -> (Vec<InboundEvent>, Vec<String>) {
+        let (mut events, mut replies) = (vec![], vec![]);
         for (n, said) in mix.iter().enumerate() {
-            let event = InboundEvent::parse(&json!({
-                "id": format!("evt-{n}"), "source": "conversations-service", "detail-type": "message.new",
-                "detail": { "tenantId": "t-1", "conversationId": said.conversation, "messageId": format!("m-{n}"),
-                            "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
-                            "message": {"direction": "inbound", "text": said.text} }
-            }))
-            .unwrap();
-            self.send(&event).await;
+            match said.text() {
+                Some(text) => {
+                    let event = InboundEvent::parse(&json!({
+                        "id": format!("evt-{n}"), "source": "conversations-service", "detail-type": "message.new",
+                        "detail": { "tenantId": "t-1", "conversationId": said.conversation, "messageId": format!("m-{n}"),
+                                    "channel": {"platform": "webchat"}, "conversation": {"status": "open"},
+                                    "message": {"direction": "inbound", "text": text} }
+                    }))
+                    .unwrap();
+                    self.send(&event).await;
+                    events.push(event);
+                }
+                None => replies.extend(self.operate(&said.conversation, said.what, n).await),
+            }
             if said.drain {
                 self.work().await;
             }
-            events.push(event);
         }
         self.work().await;
-        events
+        (events, replies)
     }
 }
 
 /// What must hold once everything was worked, whatever failed on the way.
 async fn check(
     embedded: &Embedded,
-    events: &[InboundEvent],
+    (events, operator_replies): (&[InboundEvent], &[String]),
     relayed: &[OutboundEvent],
     early: &[String],
 ) -> Result<(), String> {
@@ -191,14 +248,40 @@ async fn check(
                 }
             }
         }
-        let with_person = store
-            .latest_session(&tenant, conversation)
-            .await
-            .unwrap()
-            .is_some_and(|s| s.status == SessionStatus::HandedOff);
+        // Handed to a person by this turn, or a person had the conversation when it came: it was
+        // skipped, or refused by a limit without a word (the tenant's message is not sent into a
+        // person's conversation), in a session a person was given (and may have handed back:
+        // these mixes hand nothing from agent to agent).
+        let session = store.get_session(&tenant, record.session_id).await.unwrap();
+        let with_person = record.status == ExecutionStatus::Skipped
+            || record.actions.iter().any(|a| matches!(a, Action::HandoffToHuman { .. }))
+            || (record.actions.is_empty() && session.is_some_and(|s| s.status == SessionStatus::HandedOff));
         if !answered && !with_person {
             return Err(format!("{source} ({:?}) was neither answered nor handed to a person", record.status));
         }
+    }
+    for key in operator_replies {
+        let source = format!("reply-{key}");
+        let Some(record) = store.execution_for_source(&tenant, &source).await.unwrap() else {
+            return Err(format!("the operator's reply {key} was made but not recorded"));
+        };
+        for id in record.actions.iter().filter_map(Action::message_id) {
+            if !recorded_replies.insert(id.to_owned()) {
+                return Err(format!("reply {id} is held by two records"));
+            }
+        }
+    }
+    let conversations: HashSet<String> = store
+        .list_sessions(&tenant, SessionFilter::default(), None, 100)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| s.conversation_id)
+        .collect();
+    for conversation in &conversations {
+        let conversation = conversation.as_str();
+        by_conversation.entry(conversation).or_default();
     }
     for (conversation, sent) in by_conversation {
         let log = store.messages(&tenant, conversation, 1000).await.unwrap();
@@ -207,7 +290,7 @@ async fn check(
             return Err(format!("{conversation}: {sent} messages sent, inbound log holds {inbound:?}"));
         }
         let mut seen = HashSet::new();
-        for reply in log.iter().filter(|m| m.sender == Sender::Agent) {
+        for reply in log.iter().filter(|m| m.sender != Sender::Customer) {
             if !seen.insert(&reply.message_id) {
                 return Err(format!("{conversation}: reply {} sent twice", reply.message_id));
             }
@@ -228,7 +311,7 @@ async fn check(
         if !ids.insert(&event.id) {
             return Err(format!("event {} logged twice", event.id));
         }
-        faults::committed(event, store, store).await?;
+        faults::committed(event, store, store, Some(store)).await?;
     }
     if let Some(e) = relayed.iter().find(|e| !ids.contains(&e.id)) {
         return Err(format!("event {} ({}) was published but is not in the log", e.id, e.detail_type));
@@ -239,7 +322,7 @@ async fn check(
 /// Plays `mix` with `plan`; the failure, if any, with what was injected where.
 async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
     let mut run = Run::start(plan).await;
-    let events = run.play(mix).await;
+    let played = run.play(mix).await;
     let calls = run.planned.calls();
     let fired = run.planned.fired();
     let embedded = run.embedded();
@@ -247,14 +330,19 @@ async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
     relayed.extend(run.faults.relayed());
     let mut early = run.early.clone();
     early.extend(run.faults.published_early());
-    let checked = check(&embedded, &events, &relayed, &early).await;
+    let checked = check(&embedded, (&played.0, &played.1), &relayed, &early).await;
     drop(embedded);
+    run.log = None;
     assert!(run.embedded.take().unwrap().close(Duration::from_secs(30)).await);
     checked.map(|()| calls).map_err(|e| format!("{plan:?} (fired at {fired:?}): {e}"))
 }
 
 fn said(conversation: &str, text: &'static str, drain: bool) -> Said {
-    Said { conversation: conversation.into(), text, drain }
+    Said { conversation: conversation.into(), what: Move::Says(text), drain }
+}
+
+fn operator(conversation: &str, what: Move) -> Said {
+    Said { conversation: conversation.into(), what, drain: true }
 }
 
 #[tokio::test]
@@ -265,6 +353,9 @@ async fn every_call_of_a_conversation_mix_may_fail_and_no_message_is_lost_or_ans
         said("c-1", faults::TEXTS[1], false),
         said("c-2", faults::TEXTS[2], true),
         said("c-2", faults::TEXTS[3], true),
+        said("c-2", faults::TEXTS[0], true),
+        operator("c-2", Move::OperatorReplies),
+        operator("c-2", Move::HandsBack),
         said("c-2", faults::TEXTS[0], true),
     ];
     let calls = case(&mix, None).await.unwrap();
@@ -292,6 +383,9 @@ async fn random_conversations_with_a_fault_at_a_random_call_lose_and_repeat_noth
         let mut rng = Rng::new(seed);
         let mix = faults::conversations(&mut rng);
         let calls = case(&mix, None).await.unwrap_or_else(|e| panic!("seed {seed}, no fault: {e}"));
+        if calls == 0 {
+            continue; // operators' moves only, in conversations no person has: nothing to fail
+        }
         let plan = Plan { at: rng.below(calls), kind: Kind::ALL[usize::try_from(rng.below(3)).unwrap()] };
         if let Err(e) = case(&mix, Some(plan)).await {
             failures.push(format!("seed {seed} ({mix:?}): {e}"));
