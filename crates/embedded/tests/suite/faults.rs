@@ -168,7 +168,7 @@ impl Run {
         for _ in 0..3 {
             let embedded = self.embedded();
             let latest = embedded.store.latest_session(&tenant, conversation).await.unwrap();
-            let Some(session) = latest.filter(|s| s.is_human_owned()) else { return None };
+            let session = latest.filter(|s| s.is_human_owned())?;
             let done = match what {
                 Move::OperatorReplies => {
                     let reply = embedded.operator.reply(&tenant, session.session_id, "Ann", "Ann here.", &key).await;
