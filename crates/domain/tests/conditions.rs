@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchboard_domain::condition::{ConditionError, Conditions, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES};
+use switchboard_domain::condition::{
+    ConditionError, Conditions, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES, MAX_PATTERN_NESTING,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -632,6 +634,21 @@ fn it_rejects_a_regex_that_compiles_too_large() {
     let err = rejection(leaf("f", "matches", json!(r"(\w{100}){100}")));
     assert_eq!(err.pointer, "/value");
     assert!(err.message.contains("invalid regular expression"), "{}", err.message);
+}
+
+#[test]
+fn it_rejects_a_regex_nested_deeper_than_the_limit_rather_than_overflow_the_stack() {
+    // Given a pattern whose repetitions nest 200 deep (fuzzing found one: the regex crate's own
+    // limit is 250, and compiling it overflowed this 2 MB test thread in a debug build)
+    let deep = format!("a{}", "*".repeat(200));
+    // when it is parsed, then it is refused at its pointer, as any bad pattern is
+    let err = rejection(leaf("f", "matches", json!(deep)));
+    assert_eq!(err.pointer, "/value");
+    assert!(err.message.contains("maximum number of nested"), "{}", err.message);
+    // and a pattern at the limit still compiles
+    let limit = usize::try_from(MAX_PATTERN_NESTING).unwrap();
+    assert!(Conditions::parse(&leaf("f", "matches", json!(format!("a{}", "*".repeat(limit))))).is_ok());
+    assert!(Conditions::parse(&leaf("f", "matches", json!(format!("a{}", "*".repeat(limit + 1))))).is_err());
 }
 
 #[test]

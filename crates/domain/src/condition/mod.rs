@@ -60,7 +60,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 pub use parse::{
-    ConditionError, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES, MAX_FIELD_SEGMENTS, MAX_PATTERN_BYTES, regex_set,
+    ConditionError, MAX_CONDITION_DEPTH, MAX_CONDITION_NODES, MAX_FIELD_SEGMENTS, MAX_PATTERN_BYTES,
+    MAX_PATTERN_NESTING, regex_set,
 };
 pub use tree::{Atom, FieldPath, Requirement};
 use tree::{Group, Node};

@@ -17,6 +17,11 @@ pub const MAX_CONDITION_DEPTH: usize = 8;
 pub const MAX_FIELD_SEGMENTS: usize = 16;
 /// Longest regex pattern accepted by `matches`, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 1024;
+/// Deepest nesting of groups and repetitions in a `matches` pattern (`a**`, `((a))`: two each).
+/// The regex compiler recurses once per level: at the regex crate's default of 250, a pattern
+/// such as `a` and 200 `*` overflowed a 2 MB thread stack in a debug build, aborting the process
+/// (found by fuzzing; docs/benchmarks.md, "Fuzzing"). No trigger needs a tenth of this.
+pub const MAX_PATTERN_NESTING: u32 = 64;
 /// Compiled-program budget per regex, so one tenant cannot make routing slow or memory-hungry.
 const REGEX_SIZE_LIMIT: usize = 256 * 1024;
 /// Budget of a tenant's `matches` patterns compiled together for routing (past it, they are
@@ -43,6 +48,7 @@ fn shown_pointer(pointer: &str) -> &str {
 pub fn regex_set(patterns: &[&str], case_insensitive: bool) -> Result<regex::RegexSet, regex::Error> {
     regex::RegexSetBuilder::new(patterns)
         .case_insensitive(case_insensitive)
+        .nest_limit(MAX_PATTERN_NESTING)
         .size_limit(REGEX_SIZE_LIMIT.saturating_mul(patterns.len().max(1)).min(REGEX_SET_SIZE_LIMIT))
         .build()
 }
@@ -359,6 +365,7 @@ impl Parser {
         }
         RegexBuilder::new(pattern)
             .case_insensitive(ci)
+            .nest_limit(MAX_PATTERN_NESTING)
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map(Test::Matches)
