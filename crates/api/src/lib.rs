@@ -15,6 +15,9 @@
 pub mod auth;
 pub mod console;
 mod extract;
+/// The `bodies` fuzz target's checks (`fuzz/`), shared with the replay of its corpus; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod middleware;
 pub mod problem;
 mod resources;

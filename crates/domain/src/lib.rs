@@ -10,6 +10,9 @@ pub mod condition;
 pub mod cost;
 pub mod event;
 pub mod execution;
+/// The fuzz targets' checks (`fuzz/`), shared with the replay of their corpus; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ids;
 pub mod input;
 pub mod limits;

@@ -151,3 +151,55 @@ proptest! {
         prop_assert_eq!(merged.iter().map(|m| m.content.len()).sum::<usize>(), window.iter().map(|m| m.content.len()).sum::<usize>());
     }
 }
+
+/// The fuzz targets' corpus (`fuzz/corpus/`) and the crashes kept from them
+/// (`fuzz/regressions/`), replayed through the targets' own checks on every test run, so that
+/// what the fuzzer once found stays found without the nightly toolchain.
+mod fuzz_corpus {
+    use std::path::{Path, PathBuf};
+
+    use switchboard_domain::fuzzing::{self, Broken};
+
+    /// Every input kept for `target`; an empty or missing corpus fails, for a replay of nothing
+    /// would pass.
+    fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        let corpus = files(&fuzz.join("corpus").join(target));
+        assert!(!corpus.is_empty(), "fuzz/corpus/{target} is missing or empty");
+        corpus.into_iter().chain(files(&fuzz.join("regressions").join(target))).collect()
+    }
+
+    fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        let mut files: Vec<_> = entries
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn replay(target: &str, check: fn(&[u8]) -> Result<(), Broken>) {
+        for (path, bytes) in inputs(target) {
+            match std::panic::catch_unwind(|| check(&bytes)) {
+                Ok(Ok(())) => {}
+                Ok(Err(broken)) => panic!("{}: {broken}", path.display()),
+                Err(_) => panic!("{}: the check panicked (message above)", path.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn every_kept_event_input_parses_without_panic_and_round_trips() {
+        replay("event", fuzzing::event);
+    }
+
+    #[test]
+    fn every_kept_condition_input_parses_and_evaluates_as_the_index_does() {
+        replay("condition", fuzzing::condition);
+    }
+}

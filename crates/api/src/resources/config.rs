@@ -20,7 +20,7 @@ use switchboard_domain::input::record_from_input;
 use switchboard_domain::{
     AgentId, AgentStatus, AgentType, SkillId, SystemTool, TenantId, ToolId, TriggerId, TriggerStatus, ValidationErrors,
 };
-use switchboard_engine::{Bundle, ConfigKind, ConfigRecord, ConfigWriteError};
+use switchboard_engine::{Bundle, Clock, ConfigKind, ConfigRecord, ConfigWriteError};
 
 use crate::auth::Caller;
 use crate::extract::{JsonBody, Query, Tenant, page_limit, parse_json};
@@ -37,7 +37,7 @@ pub(crate) fn segment(kind: ConfigKind) -> &'static str {
     }
 }
 
-fn id_field(kind: ConfigKind) -> &'static str {
+pub(crate) fn id_field(kind: ConfigKind) -> &'static str {
     match kind {
         ConfigKind::Agent => "agentId",
         ConfigKind::Trigger => "triggerId",
@@ -46,7 +46,7 @@ fn id_field(kind: ConfigKind) -> &'static str {
     }
 }
 
-fn new_id(kind: ConfigKind) -> String {
+pub(crate) fn new_id(kind: ConfigKind) -> String {
     match kind {
         ConfigKind::Agent => AgentId::generate().to_string(),
         ConfigKind::Trigger => TriggerId::generate().to_string(),
@@ -92,7 +92,7 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
 
 /// Parses a body into a record of `kind` with the server-owned fields set (the configuration
 /// service validates it).
-fn build(
+pub(crate) fn build(
     kind: ConfigKind,
     tenant: &TenantId,
     id: &str,
@@ -275,6 +275,22 @@ pub(crate) struct ApplyQuery {
     dry_run: Option<bool>,
 }
 
+/// `body` as a bundle of tenant `t`, or the problem with it.
+pub(crate) fn read_bundle(t: &TenantId, body: &[u8], clock: &dyn Clock) -> Result<Bundle, Problem> {
+    let text =
+        std::str::from_utf8(body).map_err(|_| Problem::invalid(ValidationErrors::single("", "must be UTF-8 JSON")))?;
+    // The wrong tenant is said first, whatever else is wrong with the bundle.
+    if let Some(other) = parse_json::<Value>(body)?.get("tenantId").and_then(Value::as_str)
+        && other != t.as_str()
+    {
+        return Err(Problem::invalid(ValidationErrors::single(
+            "/tenantId",
+            format!("must be '{t}', the tenant of the path"),
+        )));
+    }
+    Bundle::parse(text, clock).map_err(Problem::invalid)
+}
+
 /// `POST /tenants/{t}/apply[?dryRun=true]`: a whole tenant bundle (the `--tenant` file format),
 /// created or updated record by record, reporting what changed. An admin may apply a bundle of a
 /// tenant that does not exist yet, which creates it; a tenant key only its own.
@@ -290,18 +306,7 @@ pub(crate) async fn apply(
     if !caller.may_access(&t) {
         return Err(no_tenant());
     }
-    let text =
-        std::str::from_utf8(&body).map_err(|_| Problem::invalid(ValidationErrors::single("", "must be UTF-8 JSON")))?;
-    // The wrong tenant is said first, whatever else is wrong with the bundle.
-    if let Some(other) = parse_json::<Value>(&body)?.get("tenantId").and_then(Value::as_str)
-        && other != t.as_str()
-    {
-        return Err(Problem::invalid(ValidationErrors::single(
-            "/tenantId",
-            format!("must be '{t}', the tenant of the path"),
-        )));
-    }
-    let bundle = Bundle::parse(text, state.executor.deps().clock.as_ref()).map_err(Problem::invalid)?;
+    let bundle = read_bundle(&t, &body, state.executor.deps().clock.as_ref())?;
     let admin = caller == Caller::Admin;
     let report =
         bundle.apply(&state.config_service(), admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {

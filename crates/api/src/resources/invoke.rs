@@ -95,7 +95,7 @@ pub(crate) async fn invoke(
 }
 
 /// The body's and headers' rules; the `Idempotency-Key`, when one was sent.
-fn check_request(body: &InvokeBody, headers: &HeaderMap) -> Result<Option<String>, Problem> {
+pub(crate) fn check_request(body: &InvokeBody, headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let mut errors = ValidationErrors::default();
     if let Err(e) = check_external_id(&body.conversation_id) {
         errors.push("/conversationId", e.to_string());

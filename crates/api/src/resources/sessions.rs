@@ -101,6 +101,40 @@ pub(crate) struct HandoffBody {
     priority: Option<Priority>,
 }
 
+impl HandoffBody {
+    /// Where the body hands the conversation, or every field at fault.
+    pub(crate) fn check(&self) -> Result<HandoffTo, ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        if self.reason.trim().is_empty() || self.reason.chars().count() > 1000 {
+            errors.push("/reason", "must be 1 to 1000 characters");
+        }
+        if self.priority.is_some() && matches!(self.target_type, TargetType::Agent) {
+            errors.push("/priority", "applies only when targetType is human");
+        }
+        let to = match (&self.target_type, &self.target_agent_id) {
+            (TargetType::Human, None) => Some(HandoffTo::Human(self.priority.unwrap_or_default())),
+            (TargetType::Human, Some(_)) => {
+                errors.push("/targetAgentId", "must be left out when targetType is human");
+                None
+            }
+            (TargetType::Agent, None) => {
+                errors.push("/targetAgentId", "is required when targetType is agent");
+                None
+            }
+            (TargetType::Agent, Some(raw)) => match raw.parse::<AgentId>() {
+                Ok(id) => Some(HandoffTo::Agent(id)),
+                Err(_) => {
+                    errors.push("/targetAgentId", format!("'{raw}' is not an agent id"));
+                    None
+                }
+            },
+        };
+        errors.into_result()?;
+        // Each `None` pushed its error above.
+        to.ok_or_else(|| ValidationErrors::single("/targetType", "names no target"))
+    }
+}
+
 /// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
 /// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
 pub(crate) async fn hand_off(
@@ -109,33 +143,7 @@ pub(crate) async fn hand_off(
     Session { id: session_id, .. }: Session,
     JsonBody(body): JsonBody<HandoffBody>,
 ) -> Result<Response, Problem> {
-    let mut errors = ValidationErrors::default();
-    if body.reason.trim().is_empty() || body.reason.chars().count() > 1000 {
-        errors.push("/reason", "must be 1 to 1000 characters");
-    }
-    if body.priority.is_some() && matches!(body.target_type, TargetType::Agent) {
-        errors.push("/priority", "applies only when targetType is human");
-    }
-    let to = match (body.target_type, body.target_agent_id) {
-        (TargetType::Human, None) => Some(HandoffTo::Human(body.priority.unwrap_or_default())),
-        (TargetType::Human, Some(_)) => {
-            errors.push("/targetAgentId", "must be left out when targetType is human");
-            None
-        }
-        (TargetType::Agent, None) => {
-            errors.push("/targetAgentId", "is required when targetType is agent");
-            None
-        }
-        (TargetType::Agent, Some(raw)) => match raw.parse::<AgentId>() {
-            Ok(id) => Some(HandoffTo::Agent(id)),
-            Err(_) => {
-                errors.push("/targetAgentId", format!("'{raw}' is not an agent id"));
-                None
-            }
-        },
-    };
-    errors.into_result().map_err(Problem::invalid)?;
-    let Some(to) = to else { return Err(Problem::internal()) };
+    let to = body.check().map_err(Problem::invalid)?;
     let done =
         state.operator.hand_off(&t, session_id, to, body.reason.trim()).await.map_err(|e| problem(e, session_id))?;
     Ok(Json(json!({ "newSessionId": done.new_session_id, "status": "handed_off", "executionId": done.execution.execution_id }))
@@ -168,6 +176,45 @@ pub(crate) struct EndBody {
     note: Option<String>,
 }
 
+impl ClaimBody {
+    pub(crate) fn check(&self) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        check_operator(&self.operator, &mut errors);
+        errors.into_result()
+    }
+}
+
+impl ReplyBody {
+    /// The body's fields and the request's `Idempotency-Key` (`key`), every one at fault.
+    pub(crate) fn check(&self, key: Option<&str>) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        check_operator(&self.operator, &mut errors);
+        if self.text.trim().is_empty() || self.text.len() > MAX_MESSAGE_TEXT_BYTES {
+            errors.push("/text", format!("must be 1 to {MAX_MESSAGE_TEXT_BYTES} bytes, not only spaces"));
+        }
+        match key {
+            None => errors.push("/headers/Idempotency-Key", "is required: a retried reply must not be sent twice"),
+            Some(k) if check_external_id(k).is_err() => {
+                errors
+                    .push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
+            }
+            Some(_) => {}
+        }
+        errors.into_result()
+    }
+}
+
+impl EndBody {
+    pub(crate) fn check(&self) -> Result<(), ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        check_operator(&self.operator, &mut errors);
+        if self.note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS) {
+            errors.push("/note", format!("must be at most {MAX_NOTE_CHARS} characters"));
+        }
+        errors.into_result()
+    }
+}
+
 /// `POST …/claim {operator}`: 200 with the session; 409 when another operator holds it.
 pub(crate) async fn claim(
     State(state): State<Arc<ApiState>>,
@@ -175,9 +222,7 @@ pub(crate) async fn claim(
     Session { id: s, .. }: Session,
     JsonBody(body): JsonBody<ClaimBody>,
 ) -> Result<Response, Problem> {
-    let mut errors = ValidationErrors::default();
-    check_operator(&body.operator, &mut errors);
-    errors.into_result().map_err(Problem::invalid)?;
+    body.check().map_err(Problem::invalid)?;
     let session = state.operator.claim(&t, s, body.operator.trim()).await.map_err(|e| problem(e, s))?;
     Ok(Json(session).into_response())
 }
@@ -191,20 +236,8 @@ pub(crate) async fn reply(
     headers: HeaderMap,
     JsonBody(body): JsonBody<ReplyBody>,
 ) -> Result<Response, Problem> {
-    let mut errors = ValidationErrors::default();
-    check_operator(&body.operator, &mut errors);
-    if body.text.trim().is_empty() || body.text.len() > MAX_MESSAGE_TEXT_BYTES {
-        errors.push("/text", format!("must be 1 to {MAX_MESSAGE_TEXT_BYTES} bytes, not only spaces"));
-    }
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
-    match key {
-        None => errors.push("/headers/Idempotency-Key", "is required: a retried reply must not be sent twice"),
-        Some(k) if check_external_id(k).is_err() => {
-            errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
-        }
-        Some(_) => {}
-    }
-    errors.into_result().map_err(Problem::invalid)?;
+    body.check(key).map_err(Problem::invalid)?;
     let key = key.unwrap_or_default();
     let done = state.operator.reply(&t, s, body.operator.trim(), &body.text, key).await.map_err(|e| problem(e, s))?;
     let status = if done.duplicate { StatusCode::OK } else { StatusCode::CREATED };
@@ -221,12 +254,7 @@ pub(crate) async fn end(
     Session { id: s, .. }: Session,
     JsonBody(body): JsonBody<EndBody>,
 ) -> Result<Response, Problem> {
-    let mut errors = ValidationErrors::default();
-    check_operator(&body.operator, &mut errors);
-    if body.note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS) {
-        errors.push("/note", format!("must be at most {MAX_NOTE_CHARS} characters"));
-    }
-    errors.into_result().map_err(Problem::invalid)?;
+    body.check().map_err(Problem::invalid)?;
     let note = body.note.as_deref().map(str::trim).filter(|n| !n.is_empty());
     let record = state.operator.end(&t, s, body.operator.trim(), note).await.map_err(|e| problem(e, s))?;
     Ok(Json(json!({ "status": "completed", "executionId": record.execution_id })).into_response())

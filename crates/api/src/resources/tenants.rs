@@ -30,20 +30,9 @@ pub(crate) async fn create(
         // A tenant key cannot tell which tenants exist, nor make one.
         return Err(Problem::not_found("no such route"));
     }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    struct NewTenant {
-        tenant_id: String,
-        name: String,
-    }
     let JsonBody(v) = body?;
-    let new: NewTenant = read_value(v, "").map_err(Problem::invalid)?;
-    let mut errors = ValidationErrors::default();
-    let tenant = new.tenant_id.parse::<TenantId>().map_err(|e| errors.push("/tenantId", e.to_string())).ok();
-    let name = tenant_name(&new.name).map_err(|e| errors.push("/name", e.to_string())).ok();
-    errors.into_result().map_err(Problem::invalid)?;
-    let (Some(tenant), Some(name)) = (tenant, name) else { return Err(Problem::internal()) };
-    let created = state.config_service().create_tenant(&tenant, name).await.map_err(|e| refused(&tenant, e))?;
+    let (tenant, name) = new_tenant(v).map_err(Problem::invalid)?;
+    let created = state.config_service().create_tenant(&tenant, &name).await.map_err(|e| refused(&tenant, e))?;
     if !created {
         return Err(Problem::conflict(format!("tenant '{tenant}' already exists")));
     }
@@ -52,6 +41,26 @@ pub(crate) async fn create(
         res.headers_mut().insert(header::LOCATION, loc);
     }
     Ok(res)
+}
+
+/// The body of `POST /tenants`: `{tenantId, name}`, the name trimmed, or every field at fault.
+pub(crate) fn new_tenant(body: Value) -> Result<(TenantId, String), ValidationErrors> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct NewTenant {
+        tenant_id: String,
+        name: String,
+    }
+    let new: NewTenant = read_value(body, "")?;
+    let mut errors = ValidationErrors::default();
+    let tenant = new.tenant_id.parse::<TenantId>().map_err(|e| errors.push("/tenantId", e.to_string())).ok();
+    let name = tenant_name(&new.name).map_err(|e| errors.push("/name", e.to_string())).ok();
+    errors.into_result()?;
+    match (tenant, name) {
+        (Some(tenant), Some(name)) => Ok((tenant, name.to_owned())),
+        // Each `None` pushed its error above.
+        _ => Err(ValidationErrors::single("", "is not a tenant")),
+    }
 }
 
 /// `GET /tenants/{t}`: the tenant's record (its own key or an admin).
