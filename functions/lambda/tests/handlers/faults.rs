@@ -12,7 +12,7 @@
 //!
 //! Fewer cases than on the embedded profile, as each AWS call crosses HTTP to the emulator: the
 //! sweep crashes the process right after each call of one mix and fails each call in one of the
-//! other two ways in turn; `SWITCHBOARD_FAULT_CASES` (16 by default) random mixes, and
+//! other two ways in turn; `SWITCHBOARD_FAULT_CASES` (32 by default) random mixes, and
 //! `SWITCHBOARD_FAULT_SEED` runs one.
 
 use std::collections::HashSet;
@@ -307,7 +307,7 @@ async fn every_call_of_a_conversation_mix_may_fail_on_aws_and_no_message_is_lost
 async fn random_conversations_with_a_fault_at_a_random_call_on_aws_lose_and_repeat_nothing() {
     let seeds: Vec<u64> = match std::env::var("SWITCHBOARD_FAULT_SEED") {
         Ok(seed) => vec![seed.parse().unwrap()],
-        Err(_) => (0..std::env::var("SWITCHBOARD_FAULT_CASES").map_or(16, |n| n.parse().unwrap())).collect(),
+        Err(_) => (0..std::env::var("SWITCHBOARD_FAULT_CASES").map_or(32, |n| n.parse().unwrap())).collect(),
     };
     let failures: Vec<String> = futures::stream::iter(seeds)
         .map(|seed| async move {
