@@ -524,3 +524,31 @@ async fn an_oversized_or_slow_request_is_answered_at_once_or_after_the_read_time
     // and nothing was created by any of it
     assert_eq!(ta.get("/tenants/ta/agents").await.body["items"], json!([]));
 }
+
+#[test]
+fn text_logs_into_a_pipe_carry_no_colour_codes() {
+    // given a server logging text (the default) at info into a pipe, not a terminal
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = common::bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .args(["--scripted-model", examples().join("script.json").to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    assert!(line.starts_with("listening on "), "{line}");
+    // when it is stopped (it logs its shutdown)
+    let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    // then its log lines are there, without an escape code
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "colour codes in a pipe: {stderr:?}");
+}
