@@ -67,17 +67,24 @@ impl<'de> Deserializer<'de> for Strict {
 /// enums a client writes (`"onFailure": {"action": "none"}`), which serde also reads from an array
 /// whose first item is the tag (`["none"]`), wherever they are read from (the API, a bundle, a
 /// stored record).
-pub(crate) fn object<'de, D: Deserializer<'de>, T: de::DeserializeOwned>(d: D) -> Result<T, D::Error> {
-    let value = <Value as serde::Deserialize>::deserialize(d)?;
-    let unexpected = match &value {
-        Value::Object(_) => return T::deserialize(Strict(value)).map_err(de::Error::custom),
-        Value::Array(_) => Unexpected::Seq,
-        Value::Null => Unexpected::Unit,
-        Value::Bool(b) => Unexpected::Bool(*b),
-        Value::Number(_) => Unexpected::Other("number"),
-        Value::String(s) => Unexpected::Str(s),
-    };
-    Err(de::Error::invalid_type(unexpected, &"a JSON object"))
+pub(crate) fn object<'de, D: Deserializer<'de>, T: serde::Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    /// Reads `T` from a map only, through the caller's own map access (so that a path-tracking
+    /// deserializer still names the member at fault: `/onLimit/action`).
+    struct ObjectOnly<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(de::value::MapAccessDeserializer::new(map))
+        }
+    }
+
+    d.deserialize_map(ObjectOnly(std::marker::PhantomData))
 }
 
 /// An object's members, each value read strictly.
@@ -193,7 +200,7 @@ mod tests {
             assert!(e.starts_with("then: invalid type:") && e.ends_with("expected a JSON object"), "{e}");
         }
         let e = read(json!({ "then": { "action": "sing" } })).unwrap_err();
-        assert!(e.contains("unknown variant `sing`"), "{e}");
+        assert!(e.starts_with("then.action: unknown variant `sing`"), "{e}");
     }
 
     #[test]
