@@ -7,10 +7,9 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use switchboard_domain::fuzzing::{Broken, named, same_json};
-use switchboard_domain::input::read_value;
-use switchboard_domain::{TenantId, TenantLimits, ValidationErrors, tenant_name};
+use switchboard_domain::{Tenant, TenantId, TenantLimits, TenantStatus, ValidationErrors};
 use switchboard_engine::{ConfigKind, SystemClock, TenantChanges};
 
 use crate::extract::parse_json;
@@ -167,21 +166,15 @@ fn record(kind: ConfigKind, bytes: &[u8]) -> Result<(), Broken> {
     Ok(())
 }
 
-/// What `PATCH /tenants/{t}` checks of a change before it is stored. The engine's
-/// `ConfigService::update_tenant` does this on the stored tenant; this is its rule on a tenant at
-/// the default limits (the engine, which needs a store, exposes no step without one).
+/// What `PATCH /tenants/{t}` checks of a change before it is stored: the engine's own step
+/// ([`TenantChanges::apply`]), on a tenant at the default limits.
 fn tenant_changes(changes: TenantChanges) -> Result<(), ValidationErrors> {
-    if let Some(name) = changes.name {
-        tenant_name(&name).map_err(|e| ValidationErrors::single("/name", e.to_string()))?;
-    }
-    if let Some(given) = changes.limits {
-        let mut merged = match serde_json::to_value(TenantLimits::default()) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        merged.extend(given);
-        let limits: TenantLimits = read_value(Value::Object(merged), "/limits")?;
-        limits.validate("/limits")?;
-    }
-    Ok(())
+    let mut tenant = Tenant {
+        tenant_id: "t-fuzz".parse().map_err(|_| ValidationErrors::single("", "a fixed tenant id"))?,
+        name: "Fuzz".into(),
+        status: TenantStatus::Active,
+        created_at: chrono::DateTime::UNIX_EPOCH,
+        limits: TenantLimits::default(),
+    };
+    changes.apply(&mut tenant)
 }
