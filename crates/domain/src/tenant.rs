@@ -58,7 +58,8 @@ pub struct TenantNameError;
 
 /// Default of [`TenantLimits::invocations_per_minute`] (the brief's table).
 pub const DEFAULT_INVOCATIONS_PER_MINUTE: u32 = 60;
-/// Default of [`TenantLimits::tokens_per_day`] (the brief's table).
+/// Default of [`TenantLimits::tokens_per_day`]: ten times the brief's table (100,000); a tenant's
+/// limits set their own.
 pub const DEFAULT_TOKENS_PER_DAY: u64 = 1_000_000;
 /// Highest accepted invocations-per-minute limit.
 pub const MAX_INVOCATIONS_PER_MINUTE: u32 = 1_000_000;

@@ -324,8 +324,8 @@ impl Tool {
 }
 
 /// A tool's `parameters` must be an object schema the model providers accept: `type: object`,
-/// `properties` an object of schemas, `required` a list of listed property names. Deeper keywords
-/// are passed through to the model unchecked.
+/// `properties` an object of schemas, `required` a list of listed property names; at every depth,
+/// only the keywords `crate::schema` supports (any other is refused at its pointer).
 fn check_parameters_schema(errors: &mut ValidationErrors, schema: &serde_json::Value) {
     let Some(obj) = schema.as_object() else {
         errors.push("/parameters", "must be a JSON Schema object");

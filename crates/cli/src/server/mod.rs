@@ -44,7 +44,7 @@ pub struct ServeArgs {
     /// OLLAMA_HOST, the AWS chain for Bedrock) are read.
     #[arg(long, env = "SWITCHBOARD_MODEL_CONFIG", value_name = "FILE")]
     model_config: Option<PathBuf>,
-    /// The model of agents that name none (the brief's `DefaultModelId`), e.g. `ollama:llama3.1`.
+    /// The model of agents that name none (the template's `DefaultModelId` on AWS), e.g. `ollama:llama3.1`.
     #[arg(long, env = "SWITCHBOARD_DEFAULT_MODEL_ID", value_name = "REF")]
     default_model: Option<String>,
     /// Worker tasks draining the queue: how many conversations' turns run (and wait on their
