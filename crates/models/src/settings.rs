@@ -277,6 +277,35 @@ mod tests {
         assert_eq!(e.setting, "OLLAMA_HOST");
     }
 
+    /// The repository's root (the example files and the docs are read from it).
+    fn root() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    #[test]
+    fn the_documented_example_and_the_example_files_load_as_written() {
+        // docs/models.md's complete example, with the variables it names
+        let doc = std::fs::read_to_string(root().join("docs/models.md")).unwrap();
+        let example = doc.split("```yaml\n").nth(1).and_then(|rest| rest.split("```").next()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("models.yaml");
+        std::fs::write(&path, example).unwrap();
+        let keys = env(&[("AZURE_OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", "k")]);
+        let s = ModelSettings::from_file(&path, &keys).unwrap_or_else(|e| panic!("docs/models.md: {e}"));
+        assert_eq!(s.aliases["fast"], "openai:gpt-4o-mini");
+        // each examples/models/<provider>.yaml sends both of the example tenants' models to its provider
+        let models = ["anthropic.claude-3-haiku-20240307-v1:0", "anthropic.claude-3-sonnet-20240229-v1:0"];
+        for provider in ["ollama", "openai", "anthropic"] {
+            let file = root().join(format!("examples/models/{provider}.yaml"));
+            let keys = env(&[("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", "k")]);
+            let s = ModelSettings::from_file(&file, &keys).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for model in models {
+                let target = s.aliases.get(model).unwrap_or_else(|| panic!("{provider}.yaml: no alias for {model}"));
+                assert!(target.starts_with(&format!("{provider}:")), "{provider}.yaml: {model} → {target}");
+            }
+        }
+    }
+
     #[test]
     fn the_file_adds_aliases_and_reads_keys_from_the_variables_it_names() {
         let dir = tempfile::tempdir().unwrap();

@@ -1291,16 +1291,25 @@ async fn a_message_sent_again_after_the_queues_window_is_queued_but_not_answered
     assert_eq!(w.replies("c-1").await, ["on its way"]);
 }
 
-/// Answers only once `n` calls wait on it at the same time (then as the scripted test double).
+/// Answers nobody until `n` calls have come (then as the scripted test double), and every call
+/// after those at once. Not a barrier: a turn that outlasts the queue's visibility timeout on a
+/// loaded machine is delivered again, and the second delivery's call must not leave another call
+/// waiting for ever on a barrier's next round.
 struct Gathering {
-    together: tokio::sync::Barrier,
+    n: usize,
+    arrived: AtomicU32,
+    gathered: tokio::sync::watch::Sender<bool>,
     scripted: ScriptedModel,
 }
 
 #[async_trait]
 impl Model for Gathering {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.together.wait().await;
+        let mut all_in = self.gathered.subscribe();
+        if usize::try_from(self.arrived.fetch_add(1, Ordering::SeqCst) + 1).unwrap() >= self.n {
+            self.gathered.send_replace(true);
+        }
+        all_in.wait_for(|gathered| *gathered).await.unwrap();
         self.scripted.converse(request).await
     }
 }
@@ -1311,7 +1320,8 @@ async fn the_default_pool_waits_on_as_many_models_at_once_as_it_has_workers() {
     // given a model that answers nobody until every default worker is waiting on it
     let n = usize::from(switchboard_embedded::DEFAULT_WORKERS);
     let scripted = ScriptedModel::from_json(&says("on its way").to_string()).unwrap();
-    let model = Arc::new(Gathering { together: tokio::sync::Barrier::new(n), scripted });
+    let gathered = tokio::sync::watch::Sender::new(false);
+    let model = Arc::new(Gathering { n, arrived: AtomicU32::new(0), gathered, scripted });
     let mut w = World::with_model(&default_bundle(json!({})), model).await;
     w.embedded.start_workers();
     // when as many conversations write at once (a smaller pool would leave them all waiting,
