@@ -1,5 +1,5 @@
 # The embedded profile (`switchboard serve`: one SQLite file, no AWS account) as a container
-# image. Build and smoke-test it with `scripts/container.sh`; see README.md, "Container".
+# image. Build and smoke-test it with `scripts/container.sh`; see docs/running.md, "Run it in a container".
 #
 # The base images are build arguments so that a mirror, or a digest pinned by your registry
 # policy, can stand in (e.g. --build-arg RUNTIME_IMAGE=registry.example.com/debian:bookworm-slim).
