@@ -489,3 +489,27 @@ async fn the_cli_shows_suspends_reactivates_and_deletes_a_tenant_over_the_api() 
     let (ok, _, err) = cli(&["show", "acme"]);
     assert!(!ok && err.contains("no tenant 'acme'"), "{err}");
 }
+
+#[test]
+fn the_bash_completion_script_completes_commands_and_flags_in_bash() {
+    // given the script the binary prints
+    let out = bin().args(["completion", "bash"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("switchboard.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    // when bash loads it and completes `switchboard ag` and `switchboard serve --data-`
+    let complete = |words: &str| {
+        let line = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _switchboard switchboard \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"; echo \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = std::process::Command::new("bash").args(["--norc", "-c", &line]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // then it offers the command and the flag
+    assert_eq!(complete("switchboard ag").split_whitespace().collect::<Vec<_>>(), ["agents"]);
+    assert!(complete("switchboard serve --data-").split_whitespace().any(|w| w == "--data-dir"));
+}

@@ -74,10 +74,21 @@ enum Command {
     /// Ask a running server whether it is ready (`GET /ready`: database writable, workers
     /// running); exits 0 when it is, 1 with the reason when not. No key needed.
     Ready(client::ready::ReadyArgs),
+    /// Print the shell completion script for `switchboard` (bash, zsh, fish, elvish or
+    /// powershell): e.g. `switchboard completion bash > ~/.local/share/bash-completion/completions/switchboard`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Completion { shell } = cli.command {
+        // Needs no runtime, logs or traces: the script only.
+        completion(shell, &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     let default_level = match cli.command {
         Command::Serve(_) | Command::Console(_) => "info",
         _ => "warn",
@@ -114,6 +125,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes the completion script of `shell` for every command and flag.
+fn completion(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory as _;
+    clap_complete::generate(shell, &mut Cli::command(), "switchboard", out);
+}
+
 /// Hands the command to its program.
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
@@ -133,5 +150,29 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::ExampleReceiver(a) => demo::receiver::run(a).await,
         Command::Console(a) => console::run(a).await,
         Command::Ready(a) => client::ready::run(a).await,
+        Command::Completion { shell } => {
+            completion(shell, &mut std::io::stdout());
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_completion_script_names_the_commands_and_their_flags_in_each_shell() {
+        use clap_complete::Shell;
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut script = Vec::new();
+            completion(shell, &mut script);
+            let script = String::from_utf8(script).unwrap();
+            for word in ["serve", "agents", "executions", "data-dir", "log-format"] {
+                assert!(script.contains(word), "{shell}: no {word}");
+            }
+        }
     }
 }
