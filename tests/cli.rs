@@ -513,3 +513,44 @@ fn the_bash_completion_script_completes_commands_and_flags_in_bash() {
     assert_eq!(complete("switchboard ag").split_whitespace().collect::<Vec<_>>(), ["agents"]);
     assert!(complete("switchboard serve --data-").split_whitespace().any(|w| w == "--data-dir"));
 }
+
+#[test]
+fn events_tail_prints_the_log_and_follows_new_events_as_they_happen() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    assert_eq!(cli.ok(&["events", "tail"]), "", "nothing has happened yet");
+    // given a follower
+    let mut follower = bin()
+        .args(["events", "tail", "--follow", "--endpoint", &server.base, "--tenant", "acme"])
+        .env("SWITCHBOARD_API_KEY", &server.admin)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // when a customer asks the front-line agent for a person
+    let front = "01JD0000SVPP0RT0AGENT00001";
+    let invoked = cli.ok(&["agents", "invoke", front, "--conversation", "c-7", "--message", "a human, please"]);
+    assert!(invoked.contains("handoff_to_human") || invoked.contains("handed_off"), "{invoked}");
+    // then the follower prints the hand-off as it happens
+    let line = seen.recv_timeout(std::time::Duration::from_secs(60)).expect("the follower printed nothing");
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert!(line.contains("session.handoff.human") && line.contains("c-7"), "{line}");
+    // and the log has it for a later tail, as JSON too
+    let tail = cli.ok(&["events", "tail"]);
+    assert_eq!(tail.lines().next().map(str::trim), Some(line.trim()), "{tail}");
+    let json: Value = serde_json::from_str(cli.ok(&["events", "tail", "--json"]).lines().next().unwrap()).unwrap();
+    assert_eq!(json["event"]["detailType"], "session.handoff.human");
+    assert!(json["seq"].as_i64().is_some(), "{json}");
+}

@@ -57,6 +57,8 @@ enum Command {
     Sessions(client::sessions::SessionArgs),
     /// Execution records of a tenant, on a running server.
     Executions(client::executions::ExecutionArgs),
+    /// Outbound events of a tenant (hand-offs, ends, failures, limits): `events tail [--follow]`.
+    Events(client::events::EventArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
     Usage(client::reports::UsageArgs),
     /// Executions of a tenant per UTC hour and status, on a running server.
@@ -143,6 +145,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Skills(a) => client::config::run("skills", &a.remote, a.verb).await,
         Command::Sessions(a) => client::sessions::run(&a.remote, a.verb).await,
         Command::Executions(a) => client::executions::run(&a.remote, a.verb).await,
+        Command::Events(a) => client::events::run(&a.remote, a.verb).await,
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,
         Command::Activity(a) => client::reports::activity(&a.remote, a.hours).await,
         Command::Keys(a) => client::keys::run(&a.remote, a.verb).await,

@@ -1,13 +1,15 @@
 //! Server-sent events as the streaming provider APIs (and Switchboard's own streamed invoke) send them, read incrementally from the
-//! body's chunks: `event:` and `data:` fields, one event per blank line, comments (`:`) and other
-//! fields ignored, several `data:` lines joined by a newline. Lines may end in `\n` or `\r\n`,
+//! body's chunks: `event:`, `data:` and `id:` fields, one event per blank line, comments (`:`) and
+//! other fields ignored, several `data:` lines joined by a newline. Lines may end in `\n` or `\r\n`,
 //! and a chunk may end anywhere, inside a line or a UTF-8 character.
 
-/// One event: its name (empty when the server named none) and its data.
+/// One event: its name (empty when the server named none), its data, and its own `id:` if it
+/// had one (Switchboard's event stream numbers its events so).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     pub event: String,
     pub data: String,
+    pub id: Option<String>,
 }
 
 /// The most an event may hold before the stream counts as malformed.
@@ -19,6 +21,7 @@ pub struct SseReader {
     line: Vec<u8>,
     event: String,
     data: String,
+    id: Option<String>,
     has_data: bool,
 }
 
@@ -44,9 +47,11 @@ impl SseReader {
                     done.push(SseEvent {
                         event: std::mem::take(&mut self.event),
                         data: std::mem::take(&mut self.data),
+                        id: self.id.take(),
                     });
                 }
                 self.event.clear();
+                self.id = None;
                 self.has_data = false;
                 continue;
             }
@@ -56,6 +61,7 @@ impl SseReader {
             };
             match field {
                 "event" => value.clone_into(&mut self.event),
+                "id" => self.id = Some(value.to_owned()),
                 "data" => {
                     if self.has_data {
                         self.data.push('\n');
@@ -80,7 +86,19 @@ mod tests {
     }
 
     fn ev(event: &str, data: &str) -> SseEvent {
-        SseEvent { event: event.into(), data: data.into() }
+        SseEvent { event: event.into(), data: data.into(), id: None }
+    }
+
+    #[test]
+    fn an_events_id_comes_with_it_and_not_with_the_next() {
+        let got = read_in(&[b"id: 7
+event: a
+data: x
+
+data: y
+
+"]);
+        assert_eq!(got, vec![SseEvent { id: Some("7".into()), ..ev("a", "x") }, ev("", "y")]);
     }
 
     #[test]

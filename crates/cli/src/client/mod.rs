@@ -8,6 +8,7 @@
 mod api;
 pub mod apply;
 pub mod config;
+pub mod events;
 pub mod executions;
 mod invoke;
 pub mod keys;
