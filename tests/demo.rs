@@ -243,3 +243,39 @@ fn the_runtime_threads_can_be_set_and_a_count_that_is_not_one_or_more_is_refused
         assert!(out.stdout.is_empty());
     }
 }
+
+#[tokio::test]
+async fn the_demo_runs_on_a_real_model_given_by_reference_and_says_which_variable_is_missing() {
+    use switchboard_testkit::providers::{FakeProvider, Wire, chat};
+    // given a Chat Completions provider (a fake of the wire protocol) that answers in words
+    let fake =
+        FakeProvider::start(Wire::ChatCompletions, (0..200).map(|_| chat::text("Happy to help.")).collect()).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (here, base) = (elsewhere.path().to_owned(), fake.base_url.clone());
+    let run = move |env: Vec<(&'static str, String)>| {
+        let mut command = common::bin();
+        command.args(["demo", "--model", "openai:gpt-4o-mini"]).current_dir(&here);
+        for name in common::MODEL_VARIABLES {
+            command.env_remove(name);
+        }
+        command.envs(env).output().unwrap()
+    };
+    // when the demo runs with --model and the provider's variables (off the runtime's thread:
+    // the fake answers on it)
+    let again = run.clone();
+    let env = vec![("OPENAI_API_KEY", "sk-test".into()), ("OPENAI_BASE_URL", base)];
+    let out = tokio::task::spawn_blocking(move || run(env)).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // then every agent was answered by that model, and the output says it is a real model
+    assert!(stdout.contains("Model: openai:gpt-4o-mini for every agent (a real model"), "{stdout}");
+    assert!(!stdout.contains("SCRIPTED TEST DOUBLE"), "{stdout}");
+    assert!(stdout.contains("Happy to help."), "{stdout}");
+    let received = fake.received();
+    assert!(!received.is_empty());
+    assert!(received.iter().all(|r| r.body["model"] == "gpt-4o-mini"), "{:?}", received[0].body);
+    // and without the key it stops before anything runs, naming the variable
+    let out = tokio::task::spawn_blocking(move || again(vec![])).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}

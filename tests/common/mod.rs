@@ -162,7 +162,7 @@ impl switchboard_testkit::client::Base for Server {
 }
 
 /// The variables that choose models; a refusal test runs without any of the host's.
-const MODEL_VARIABLES: [&str; 6] = [
+pub const MODEL_VARIABLES: [&str; 6] = [
     "SWITCHBOARD_SCRIPTED_MODEL",
     "SWITCHBOARD_MODEL_CONFIG",
     "SWITCHBOARD_DEFAULT_MODEL_ID",

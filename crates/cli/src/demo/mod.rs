@@ -113,6 +113,15 @@ pub struct DemoArgs {
     /// Keep the data in this directory instead of a temporary one (inspect it with `serve`).
     #[arg(long, value_name = "DIR")]
     keep_data: Option<PathBuf>,
+    /// Answer with a real model instead of the scripted test double: a model reference every
+    /// agent of the example then uses (`openai:gpt-4o-mini`, `anthropic:claude-3-5-haiku-latest`,
+    /// `ollama:llama3.1`, a Bedrock model id), from the providers' usual environment variables
+    /// or `--model-config` (docs/models.md). Its answers vary from run to run.
+    #[arg(long, value_name = "REF")]
+    model: Option<String>,
+    /// The model configuration file for `--model`'s provider (aliases, endpoints, keys' variables).
+    #[arg(long, value_name = "FILE", requires = "model")]
+    model_config: Option<PathBuf>,
 }
 
 fn event(example: &str, n: usize, tenant: &TenantId, m: &Inbound) -> serde_json::Value {
@@ -140,12 +149,27 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let dir = format!("examples/{}", example.name);
     let temp = tempfile::tempdir().context("creating a temporary data directory")?;
     let data_dir = args.keep_data.clone().unwrap_or_else(|| temp.path().to_owned());
-    let model = Arc::new(ScriptedModel::from_json(example.script).with_context(|| format!("{dir}/script.json"))?);
     let conversation: Conversation =
         serde_json::from_str(example.conversation).with_context(|| format!("{dir}/conversation.json"))?;
     let mut bundle =
         Bundle::parse(example.tenant, &SystemClock).map_err(|e| anyhow::anyhow!("{dir}/tenant.json: {e}"))?;
     let mut options = EmbeddedOptions::default();
+    let (model, model_line): (Arc<dyn switchboard_engine::Model>, String) = match &args.model {
+        None => {
+            let scripted = ScriptedModel::from_json(example.script).with_context(|| format!("{dir}/script.json"))?;
+            let line = format!("SCRIPTED TEST DOUBLE (deterministic rules from {dir}/script.json; not an AI)");
+            (Arc::new(scripted), line)
+        }
+        Some(reference) => {
+            let (models, prices) = crate::server::models::providers(args.model_config.as_deref())?;
+            models.check(reference).map_err(|why| anyhow::anyhow!("--model {reference}: {why}"))?;
+            for agent in &mut bundle.agents {
+                reference.clone_into(&mut agent.model);
+            }
+            options.prices = Arc::new(prices);
+            (Arc::new(models), format!("{reference} for every agent (a real model: its answers vary from run to run)"))
+        }
+    };
     let receiver = order_system(&example, &dir, &mut bundle, &mut options).await?;
     let embedded = Arc::new(
         Embedded::open(&data_dir, model, Arc::new(SystemClock), options).context("opening the data directory")?,
@@ -161,7 +185,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("Switchboard demo: embedded profile, SQLite in {}", data_dir.display());
     println!("Example '{}' ({dir}/): {}", example.name, args.example.about());
     print_tenant(&bundle, &names);
-    println!("Model: SCRIPTED TEST DOUBLE (deterministic rules from {dir}/script.json; not an AI)");
+    println!("Model: {model_line}");
     if let Some(r) = &receiver {
         println!("Order system (example webhook receiver, verifies signatures): {}", r.url);
     }

@@ -4,7 +4,7 @@
 #[cfg(feature = "aws")]
 mod bedrock;
 mod lock;
-mod models;
+pub mod models;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -28,8 +28,15 @@ pub fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models
         let scripted = ScriptedModel::from_file(script).with_context(|| "--scripted-model".to_string())?;
         return Ok((with_default(Arc::new(scripted)), None, PriceTable::builtin()));
     }
+    let (models, prices) = providers(args.model_config.as_deref())?;
+    Ok((with_default(Arc::new(models.clone())), Some(models), prices))
+}
+
+/// The model providers from `model_config` (`--model-config`) or else the environment, Bedrock
+/// among them when built with AWS, and the price table with the file's prices.
+pub fn providers(model_config: Option<&Path>) -> anyhow::Result<(Models, PriceTable)> {
     let env = |name: &str| std::env::var(name).ok();
-    let settings = match &args.model_config {
+    let settings = match model_config {
         Some(path) => ModelSettings::from_file(path, &env).context("--model-config")?,
         None => ModelSettings::from_env(&env)?,
     };
@@ -37,7 +44,7 @@ pub fn models(args: &ServeArgs) -> anyhow::Result<(Arc<dyn Model>, Option<Models
     #[cfg(feature = "aws")]
     let models =
         models.with_provider(switchboard_domain::Provider::Bedrock, Arc::new(super::bedrock::LazyBedrock::default()));
-    Ok((with_default(Arc::new(models.clone())), Some(models), settings.prices))
+    Ok((models, settings.prices))
 }
 
 /// Refuses a bundle with an agent whose model (or, naming none, the default model) no provider
