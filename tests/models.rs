@@ -423,3 +423,39 @@ async fn a_client_that_leaves_mid_stream_neither_stops_nor_repeats_the_turn() {
     assert_eq!(texts, [REPLY], "sent once");
     assert_eq!(fake.received().len(), 2, "the model was called for one turn only");
 }
+
+#[tokio::test]
+async fn init_writes_a_tenant_that_serve_answers_through_the_chosen_provider() {
+    // given what `init --provider openai` writes, and the provider's fake
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::bin().args(["init", "--provider", "openai", "--dir"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = json!({"text": REPLY}).to_string();
+    let fake = FakeProvider::start(
+        Wire::ChatCompletions,
+        vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
+    )
+    .await;
+    // when serve starts on those files and a customer writes
+    let (tenant, models) = (dir.path().join("tenant.json"), dir.path().join("models.yaml"));
+    let server = Server::start_with_env(
+        &dir.path().join("data"),
+        &["--tenant", tenant.to_str().unwrap(), "--model-config", models.to_str().unwrap()],
+        &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)],
+    );
+    let mut message = event("init-1");
+    message["detail"]["tenantId"] = json!("my-tenant");
+    let res = reqwest::Client::new()
+        .post(format!("{}/events?wait=30", server.base))
+        .bearer_auth(&server.admin)
+        .json(&message)
+        .send()
+        .await
+        .unwrap();
+    let body: Value = res.json().await.unwrap();
+    // then the assistant answered through the OpenAI adapter, on the model init chose
+    let execution = &body["execution"];
+    assert_eq!(execution["status"], "success", "{body}");
+    assert_eq!(execution["actions"][0]["text"], REPLY, "{execution}");
+    assert_eq!(fake.received()[0].body["model"], "gpt-4o-mini");
+}

@@ -7,6 +7,7 @@
 mod client;
 mod console;
 mod demo;
+mod init;
 mod server;
 mod shared;
 
@@ -41,6 +42,9 @@ enum Command {
     /// Run an example tenant (`--example`, default `support`) offline on a fresh temporary data
     /// directory and print what happened.
     Demo(demo::DemoArgs),
+    /// Write a starting tenant (`tenant.json`) and model configuration (`models.yaml`) for a
+    /// provider, ready for `serve`.
+    Init(init::InitArgs),
     /// Tenants: create one or issue a key in a data directory (works beside a running server);
     /// show, suspend, reactivate or delete one over the API (either profile, admin).
     #[command(subcommand)]
@@ -138,6 +142,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => server::run(args).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Init(args) => init::run(&args),
         Command::Tenants(cmd) => client::tenants::run(cmd).await,
         Command::Agents(a) => client::config::run("agents", &a.remote, a.verb).await,
         Command::Triggers(a) => client::config::run("triggers", &a.remote, a.verb).await,
