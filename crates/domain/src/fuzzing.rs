@@ -3,6 +3,7 @@
 //! the crate's API (hidden from its docs). A check panics only if the code under test does; a
 //! property that does not hold is returned as an `Err` for the caller to panic on.
 
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use chrono::DateTime;
@@ -161,4 +162,30 @@ fn trigger(tenant_id: TenantId, conditions: Conditions) -> Trigger {
         updated_at: DateTime::default(),
         version: 1,
     }
+}
+
+/// Every input kept for `target` under `fuzz` (the repository's `fuzz/`): its corpus, then the
+/// crashes kept from it (`regressions/`), each in name order. `Err` when the corpus is missing or
+/// empty, for a replay of nothing would pass.
+pub fn kept_inputs(fuzz: &Path, target: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+    let corpus = files(&fuzz.join("corpus").join(target))?;
+    if corpus.is_empty() {
+        return Err(format!("fuzz/corpus/{target} is missing or empty"));
+    }
+    Ok(corpus.into_iter().chain(files(&fuzz.join("regressions").join(target))?).collect())
+}
+
+/// The files of `dir` with their bytes, in name order; none when there is no `dir`.
+fn files(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            files.push((path, bytes));
+        }
+    }
+    files.sort();
+    Ok(files)
 }

@@ -160,27 +160,10 @@ mod fuzz_corpus {
 
     use switchboard_domain::fuzzing::{self, Broken};
 
-    /// Every input kept for `target`; an empty or missing corpus fails, for a replay of nothing
-    /// would pass.
+    /// Every input kept for `target` (an empty or missing corpus fails).
     fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-        let corpus = files(&fuzz.join("corpus").join(target));
-        assert!(!corpus.is_empty(), "fuzz/corpus/{target} is missing or empty");
-        corpus.into_iter().chain(files(&fuzz.join("regressions").join(target))).collect()
-    }
-
-    fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-        let mut files: Vec<_> = entries
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_file())
-            .map(|p| {
-                let bytes = std::fs::read(&p).unwrap();
-                (p, bytes)
-            })
-            .collect();
-        files.sort();
-        files
+        fuzzing::kept_inputs(&fuzz, target).unwrap()
     }
 
     fn replay(target: &str, check: fn(&[u8]) -> Result<(), Broken>) {

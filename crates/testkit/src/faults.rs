@@ -571,6 +571,50 @@ impl Rng {
     }
 }
 
+/// The seeds a random property runs: `SWITCHBOARD_FAULT_SEED` alone when set, otherwise
+/// `SWITCHBOARD_FAULT_CASES` of them (`cases` when unset), from 0.
+pub fn seeds(cases: u64) -> Vec<u64> {
+    let number = |name: &str| std::env::var(name).ok().map(|v| v.parse::<u64>().expect(name));
+    match number("SWITCHBOARD_FAULT_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..number("SWITCHBOARD_FAULT_CASES").unwrap_or(cases)).collect(),
+    }
+}
+
+/// One random case of a property: the mix `seed` draws, run once without a fault (by `case`,
+/// which answers the port calls it made, or what broke) and once with a fault at a call it draws
+/// below that count, in a way it draws. What broke, with the seed and the mix; `None` when all
+/// held (or the mix made no port call: operators' moves only, where no person has a
+/// conversation).
+pub async fn seeded_case<F, Fut>(seed: u64, case: F) -> Option<String>
+where
+    F: Fn(Vec<Said>, Option<Plan>) -> Fut,
+    Fut: Future<Output = Result<u64, String>>,
+{
+    let mut rng = Rng::new(seed);
+    let mix = conversations(&mut rng);
+    let calls = match case(mix.clone(), None).await {
+        Ok(calls) => calls,
+        Err(e) => return Some(format!("seed {seed} ({mix:?}), no fault: {e}")),
+    };
+    if calls == 0 {
+        return None;
+    }
+    let kind = Kind::ALL[usize::try_from(rng.below(3)).unwrap_or_default()];
+    let plan = Plan { at: rng.below(calls), kind };
+    case(mix.clone(), Some(plan)).await.err().map(|e| format!("seed {seed} ({mix:?}): {e}"))
+}
+
+/// Fails with every case that broke (see [`seeded_case`]), saying how to run one again.
+pub fn assert_none_failed(failures: &[String], of: usize) {
+    assert!(
+        failures.is_empty(),
+        "{} of {of} cases failed (SWITCHBOARD_FAULT_SEED=<seed> runs a random one again):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// What a customer may write, and what [`Clerk`] does with it: answer in words, look an order
 /// up through the tenant's webhook, remember something in session memory, or hand the
 /// conversation to a person.

@@ -31,7 +31,7 @@ use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig};
 use switchboard_engine::intake::source_id;
 use switchboard_engine::{ConversationLog, EventLog, ExecutionLog, HandoffTo, Sender, SessionFilter, SessionStore};
 use switchboard_testkit::ManualClock;
-use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Rng, Said};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Said};
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 const ORDER_TOOL: &str = "01JD0000H00KS000000000000A";
@@ -369,32 +369,15 @@ async fn every_call_of_a_conversation_mix_may_fail_and_no_message_is_lost_or_ans
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), calls * 3, failures.join("\n"));
+    faults::assert_none_failed(&failures, usize::try_from(calls * 3).unwrap());
 }
 
 #[tokio::test]
 async fn random_conversations_with_a_fault_at_a_random_call_lose_and_repeat_nothing() {
-    let seeds: Vec<u64> = match std::env::var("SWITCHBOARD_FAULT_SEED") {
-        Ok(seed) => vec![seed.parse().unwrap()],
-        Err(_) => (0..std::env::var("SWITCHBOARD_FAULT_CASES").map_or(150, |n| n.parse().unwrap())).collect(),
-    };
+    let seeds = faults::seeds(150);
     let mut failures = vec![];
-    for seed in seeds {
-        let mut rng = Rng::new(seed);
-        let mix = faults::conversations(&mut rng);
-        let calls = case(&mix, None).await.unwrap_or_else(|e| panic!("seed {seed}, no fault: {e}"));
-        if calls == 0 {
-            continue; // operators' moves only, in conversations no person has: nothing to fail
-        }
-        let plan = Plan { at: rng.below(calls), kind: Kind::ALL[usize::try_from(rng.below(3)).unwrap()] };
-        if let Err(e) = case(&mix, Some(plan)).await {
-            failures.push(format!("seed {seed} ({mix:?}): {e}"));
-        }
+    for &seed in &seeds {
+        failures.extend(faults::seeded_case(seed, |mix, plan| async move { case(&mix, plan).await }).await);
     }
-    assert!(
-        failures.is_empty(),
-        "{} failed (SWITCHBOARD_FAULT_SEED=<seed> runs one):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    faults::assert_none_failed(&failures, seeds.len());
 }

@@ -24,7 +24,7 @@ use switchboard_domain::{Action, ExecutionStatus, OutboundEvent, SessionStatus, 
 use switchboard_engine::{
     ConfigRecord, Deps, EventLog, ExecutionLog, HandoffTo, Operator, PortLayer, SessionStore, WebhookCaller, WorkQueue,
 };
-use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Rng, Said};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Said};
 
 use super::*;
 
@@ -300,34 +300,17 @@ async fn every_call_of_a_conversation_mix_may_fail_on_aws_and_no_message_is_lost
         .filter_map(|result| async move { result.err() })
         .collect()
         .await;
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), calls * 2, failures.join("\n"));
+    faults::assert_none_failed(&failures, usize::try_from(calls * 2).unwrap());
 }
 
 #[tokio::test]
 async fn random_conversations_with_a_fault_at_a_random_call_on_aws_lose_and_repeat_nothing() {
-    let seeds: Vec<u64> = match std::env::var("SWITCHBOARD_FAULT_SEED") {
-        Ok(seed) => vec![seed.parse().unwrap()],
-        Err(_) => (0..std::env::var("SWITCHBOARD_FAULT_CASES").map_or(32, |n| n.parse().unwrap())).collect(),
-    };
-    let failures: Vec<String> = futures::stream::iter(seeds)
-        .map(|seed| async move {
-            let mut rng = Rng::new(seed);
-            let mix = faults::conversations(&mut rng);
-            let calls = case(&mix, None).await.unwrap_or_else(|e| panic!("seed {seed}, no fault: {e}"));
-            if calls == 0 {
-                return None; // operators' moves only, in conversations no person has
-            }
-            let plan = Plan { at: rng.below(calls), kind: Kind::ALL[usize::try_from(rng.below(3)).unwrap()] };
-            case(&mix, Some(plan)).await.err().map(|e| format!("seed {seed} ({mix:?}): {e}"))
-        })
+    let seeds = faults::seeds(32);
+    let failures: Vec<String> = futures::stream::iter(seeds.clone())
+        .map(|seed| faults::seeded_case(seed, |mix, plan| async move { case(&mix, plan).await }))
         .buffer_unordered(CONCURRENT_CASES)
         .filter_map(|failure| async move { failure })
         .collect()
         .await;
-    assert!(
-        failures.is_empty(),
-        "{} failed (SWITCHBOARD_FAULT_SEED=<seed> runs one):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    faults::assert_none_failed(&failures, seeds.len());
 }
