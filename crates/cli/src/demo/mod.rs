@@ -144,6 +144,29 @@ fn event(example: &str, n: usize, tenant: &TenantId, m: &Inbound) -> serde_json:
     })
 }
 
+/// The model that answers, and the line that says which: the example's scripted test double,
+/// or `--model` for every agent of `bundle` (priced in `options`).
+fn model(
+    args: &DemoArgs,
+    example: &Example,
+    dir: &str,
+    bundle: &mut Bundle,
+    options: &mut EmbeddedOptions,
+) -> anyhow::Result<(Arc<dyn switchboard_engine::Model>, String)> {
+    let Some(reference) = &args.model else {
+        let scripted = ScriptedModel::from_json(example.script).with_context(|| format!("{dir}/script.json"))?;
+        let line = format!("SCRIPTED TEST DOUBLE (deterministic rules from {dir}/script.json; not an AI)");
+        return Ok((Arc::new(scripted), line));
+    };
+    let (models, prices) = crate::server::models::providers(args.model_config.as_deref())?;
+    models.check(reference).map_err(|why| anyhow::anyhow!("--model {reference}: {why}"))?;
+    for agent in &mut bundle.agents {
+        reference.clone_into(&mut agent.model);
+    }
+    options.prices = Arc::new(prices);
+    Ok((Arc::new(models), format!("{reference} for every agent (a real model: its answers vary from run to run)")))
+}
+
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let example = args.example.files();
     let dir = format!("examples/{}", example.name);
@@ -154,22 +177,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut bundle =
         Bundle::parse(example.tenant, &SystemClock).map_err(|e| anyhow::anyhow!("{dir}/tenant.json: {e}"))?;
     let mut options = EmbeddedOptions::default();
-    let (model, model_line): (Arc<dyn switchboard_engine::Model>, String) = match &args.model {
-        None => {
-            let scripted = ScriptedModel::from_json(example.script).with_context(|| format!("{dir}/script.json"))?;
-            let line = format!("SCRIPTED TEST DOUBLE (deterministic rules from {dir}/script.json; not an AI)");
-            (Arc::new(scripted), line)
-        }
-        Some(reference) => {
-            let (models, prices) = crate::server::models::providers(args.model_config.as_deref())?;
-            models.check(reference).map_err(|why| anyhow::anyhow!("--model {reference}: {why}"))?;
-            for agent in &mut bundle.agents {
-                reference.clone_into(&mut agent.model);
-            }
-            options.prices = Arc::new(prices);
-            (Arc::new(models), format!("{reference} for every agent (a real model: its answers vary from run to run)"))
-        }
-    };
+    let (model, model_line) = model(&args, &example, &dir, &mut bundle, &mut options)?;
     let receiver = order_system(&example, &dir, &mut bundle, &mut options).await?;
     let embedded = Arc::new(
         Embedded::open(&data_dir, model, Arc::new(SystemClock), options).context("opening the data directory")?,
