@@ -488,6 +488,82 @@ pub async fn committed(
     }
 }
 
+/// The replies a property has seen: held by records, then sent. Each reply id is held by one
+/// record and sent once, and the two sets match.
+#[derive(Debug, Default)]
+pub struct Replies(std::collections::HashSet<String>);
+
+impl Replies {
+    /// The record of `source`, its replies counted; `Err` when it is lost or holds a reply
+    /// another record holds.
+    pub async fn record(
+        &mut self,
+        executions: &dyn ExecutionLog,
+        tenant: &TenantId,
+        source: &str,
+    ) -> Result<ExecutionRecord, String> {
+        let Some(record) = executions.execution_for_source(tenant, source).await.map_err(|e| e.to_string())? else {
+            return Err(format!("{source} was lost: no execution record"));
+        };
+        for id in record.actions.iter().filter_map(switchboard_domain::Action::message_id) {
+            if !self.0.insert(id.to_owned()) {
+                return Err(format!("reply {id} is held by two records"));
+            }
+        }
+        Ok(record)
+    }
+
+    /// A reply that was sent (`text` for the report): `Err` when no record holds it, or it was
+    /// sent twice.
+    pub fn sent(&mut self, id: &str, text: &str) -> Result<(), String> {
+        if self.0.remove(id) { Ok(()) } else { Err(format!("reply {id} ({text:?}) sent twice, or held by no record")) }
+    }
+
+    /// `Err` when a reply some record holds was never sent.
+    pub fn all_sent(&self) -> Result<(), String> {
+        if self.0.is_empty() { Ok(()) } else { Err(format!("replies recorded but never sent: {:?}", self.0)) }
+    }
+}
+
+/// Whether a customer's message, recorded as `record`, was answered or is a person's: a reply,
+/// a hand-off to a person by its turn, or a person had the conversation when it came (it was
+/// skipped, or refused by a limit without a word, in a session a person was given and may have
+/// handed back: the property's mixes hand nothing from agent to agent).
+pub async fn answered_or_with_person(record: &ExecutionRecord, sessions: &dyn SessionStore) -> Result<(), String> {
+    use switchboard_domain::{Action, ExecutionStatus, SessionStatus};
+    let answered = record.actions.iter().any(|a| matches!(a, Action::Reply { .. } | Action::HandoffToHuman { .. }));
+    let session = sessions.get_session(&record.tenant_id, record.session_id).await.map_err(|e| e.to_string())?;
+    let with_person = record.status == ExecutionStatus::Skipped
+        || (record.actions.is_empty() && session.is_some_and(|s| s.status == SessionStatus::HandedOff));
+    if answered || with_person {
+        Ok(())
+    } else {
+        Err(format!("{} ({:?}) was neither answered nor handed to a person", record.source_id, record.status))
+    }
+}
+
+/// What the event log of a played mix must hold: each event once, each one's change in the
+/// store ([`committed`]), and every event handed to the bus (`relayed`) among them.
+pub async fn log_holds(
+    logged: &[(i64, OutboundEvent)],
+    relayed: &[OutboundEvent],
+    sessions: &dyn SessionStore,
+    executions: &dyn ExecutionLog,
+    log: &dyn EventLog,
+) -> Result<(), String> {
+    let mut ids = std::collections::HashSet::new();
+    for (_, event) in logged {
+        if !ids.insert(&event.id) {
+            return Err(format!("event {} logged twice", event.id));
+        }
+        committed(event, sessions, executions, Some(log)).await?;
+    }
+    match relayed.iter().find(|e| !ids.contains(&e.id)) {
+        Some(e) => Err(format!("event {} ({}) was handed to the bus but is not in the log", e.id, e.detail_type)),
+        None => Ok(()),
+    }
+}
+
 #[async_trait]
 impl Conversations for Faulty<dyn Conversations> {
     async fn send_reply(

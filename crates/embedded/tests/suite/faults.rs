@@ -26,12 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_domain::{Action, ExecutionStatus, InboundEvent, OutboundEvent, SessionStatus, TenantId};
+use switchboard_domain::{InboundEvent, OutboundEvent, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig};
 use switchboard_engine::intake::source_id;
-use switchboard_engine::{ConversationLog, EventLog, ExecutionLog, HandoffTo, Sender, SessionFilter, SessionStore};
+use switchboard_engine::{ConversationLog, EventLog, HandoffTo, Sender, SessionFilter, SessionStore};
 use switchboard_testkit::ManualClock;
-use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Said};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Replies, Said};
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 const ORDER_TOOL: &str = "01JD0000H00KS000000000000A";
@@ -230,46 +230,15 @@ async fn check(
     }
     let store = &embedded.store;
     let tenant: TenantId = "t-1".parse().unwrap();
-    let mut recorded_replies = HashSet::new();
+    let mut replies = Replies::default();
     let mut by_conversation: HashMap<&str, usize> = HashMap::new();
     for event in events {
-        let conversation = event.detail.conversation_id.as_str();
-        *by_conversation.entry(conversation).or_default() += 1;
-        let source = source_id(event);
-        let Some(record) = store.execution_for_source(&tenant, &source).await.unwrap() else {
-            return Err(format!("{source} was lost: no execution record"));
-        };
-        let mut answered = false;
-        for action in &record.actions {
-            if let Action::Reply { message_id, .. } = action {
-                answered = true;
-                if !recorded_replies.insert(message_id.clone()) {
-                    return Err(format!("reply {message_id} is held by two records"));
-                }
-            }
-        }
-        // Handed to a person by this turn, or a person had the conversation when it came: it was
-        // skipped, or refused by a limit without a word (the tenant's message is not sent into a
-        // person's conversation), in a session a person was given (and may have handed back:
-        // these mixes hand nothing from agent to agent).
-        let session = store.get_session(&tenant, record.session_id).await.unwrap();
-        let with_person = record.status == ExecutionStatus::Skipped
-            || record.actions.iter().any(|a| matches!(a, Action::HandoffToHuman { .. }))
-            || (record.actions.is_empty() && session.is_some_and(|s| s.status == SessionStatus::HandedOff));
-        if !answered && !with_person {
-            return Err(format!("{source} ({:?}) was neither answered nor handed to a person", record.status));
-        }
+        *by_conversation.entry(event.detail.conversation_id.as_str()).or_default() += 1;
+        let record = replies.record(store, &tenant, &source_id(event)).await?;
+        faults::answered_or_with_person(&record, store).await?;
     }
     for key in operator_replies {
-        let source = format!("reply-{key}");
-        let Some(record) = store.execution_for_source(&tenant, &source).await.unwrap() else {
-            return Err(format!("the operator's reply {key} was made but not recorded"));
-        };
-        for id in record.actions.iter().filter_map(Action::message_id) {
-            if !recorded_replies.insert(id.to_owned()) {
-                return Err(format!("reply {id} is held by two records"));
-            }
-        }
+        replies.record(store, &tenant, &format!("reply-{key}")).await?;
     }
     let conversations: HashSet<String> = store
         .list_sessions(&tenant, SessionFilter::default(), None, 100)
@@ -280,8 +249,7 @@ async fn check(
         .map(|s| s.conversation_id)
         .collect();
     for conversation in &conversations {
-        let conversation = conversation.as_str();
-        by_conversation.entry(conversation).or_default();
+        by_conversation.entry(conversation.as_str()).or_default();
     }
     for (conversation, sent) in by_conversation {
         let log = store.messages(&tenant, conversation, 1000).await.unwrap();
@@ -289,34 +257,13 @@ async fn check(
         if inbound.len() != sent || inbound.iter().collect::<HashSet<_>>().len() != sent {
             return Err(format!("{conversation}: {sent} messages sent, inbound log holds {inbound:?}"));
         }
-        let mut seen = HashSet::new();
         for reply in log.iter().filter(|m| m.sender != Sender::Customer) {
-            if !seen.insert(&reply.message_id) {
-                return Err(format!("{conversation}: reply {} sent twice", reply.message_id));
-            }
-            if !recorded_replies.remove(&reply.message_id) {
-                return Err(format!(
-                    "{conversation}: reply {} ({:?}) sent but held by no record",
-                    reply.message_id, reply.text
-                ));
-            }
+            replies.sent(&reply.message_id, &reply.text).map_err(|e| format!("{conversation}: {e}"))?;
         }
     }
-    if !recorded_replies.is_empty() {
-        return Err(format!("replies recorded but never sent: {recorded_replies:?}"));
-    }
-    let published = store.events(&tenant, 0, 1000).await.unwrap();
-    let mut ids = HashSet::new();
-    for (_, event) in &published {
-        if !ids.insert(&event.id) {
-            return Err(format!("event {} logged twice", event.id));
-        }
-        faults::committed(event, store, store, Some(store)).await?;
-    }
-    if let Some(e) = relayed.iter().find(|e| !ids.contains(&e.id)) {
-        return Err(format!("event {} ({}) was published but is not in the log", e.id, e.detail_type));
-    }
-    Ok(())
+    replies.all_sent()?;
+    let logged = store.events(&tenant, 0, 1000).await.unwrap();
+    faults::log_holds(&logged, relayed, store, store, store).await
 }
 
 /// Plays `mix` with `plan`; the failure, if any, with what was injected where.

@@ -15,16 +15,15 @@
 //! other two ways in turn; `SWITCHBOARD_FAULT_CASES` (32 by default) random mixes, and
 //! `SWITCHBOARD_FAULT_SEED` runs one.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::json;
-use switchboard_domain::{Action, ExecutionStatus, OutboundEvent, SessionStatus, TenantId};
+use switchboard_domain::{OutboundEvent, TenantId};
 use switchboard_engine::{
-    ConfigRecord, Deps, EventLog, ExecutionLog, HandoffTo, Operator, PortLayer, SessionStore, WebhookCaller, WorkQueue,
+    ConfigRecord, Deps, EventLog, HandoffTo, Operator, PortLayer, SessionStore, WebhookCaller, WorkQueue,
 };
-use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Said};
+use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Replies, Said};
 
 use super::*;
 
@@ -216,52 +215,21 @@ impl Run {
         }
         let store = self.w.wiring.store.as_ref();
         let tenant: TenantId = "t-1".parse().unwrap();
-        let mut recorded = HashSet::new();
-        let operators = operator_replies.iter().map(|key| format!("reply-{key}"));
-        for source in sources.iter().map(|(_, s)| s.clone()).chain(operators) {
-            let Some(record) = store.execution_for_source(&tenant, &source).await.unwrap() else {
-                return Err(format!("{source} was lost: no execution record"));
-            };
-            for id in record.actions.iter().filter_map(Action::message_id) {
-                if !recorded.insert(id.to_owned()) {
-                    return Err(format!("reply {id} is held by two records"));
-                }
-            }
-            if source.starts_with("reply-") {
-                continue;
-            }
-            // As on the embedded profile (its suite says why each counts).
-            let answered = record.actions.iter().any(|a| matches!(a, Action::Reply { .. }));
-            let session = store.get_session(&tenant, record.session_id).await.unwrap();
-            let with_person = record.status == ExecutionStatus::Skipped
-                || record.actions.iter().any(|a| matches!(a, Action::HandoffToHuman { .. }))
-                || (record.actions.is_empty() && session.is_some_and(|s| s.status == SessionStatus::HandedOff));
-            if !answered && !with_person {
-                return Err(format!("{source} ({:?}) was neither answered nor handed to a person", record.status));
-            }
+        let mut replies = Replies::default();
+        for (_, source) in sources {
+            let record = replies.record(store, &tenant, source).await?;
+            faults::answered_or_with_person(&record, store).await?;
+        }
+        for key in operator_replies {
+            replies.record(store, &tenant, &format!("reply-{key}")).await?;
         }
         // The fake numbers what it accepts out-1, out-2, …, each key once.
         for (n, reply) in self.w.conversations.accepted().iter().enumerate() {
-            let id = format!("out-{}", n + 1);
-            if !recorded.remove(&id) {
-                return Err(format!("reply {id} ({:?}) sent but held by no record", reply.text));
-            }
+            replies.sent(&format!("out-{}", n + 1), &reply.text)?;
         }
-        if !recorded.is_empty() {
-            return Err(format!("replies recorded but never sent: {recorded:?}"));
-        }
+        replies.all_sent()?;
         let outbox = store.events_after(&tenant, 0, 1000).await.unwrap();
-        let mut ids = HashSet::new();
-        for (_, event) in &outbox {
-            if !ids.insert(&event.id) {
-                return Err(format!("event {} in the outbox twice", event.id));
-            }
-            faults::committed(event, store, store, Some(store)).await?;
-        }
-        if let Some(e) = relayed.iter().find(|e| !ids.contains(&e.id)) {
-            return Err(format!("event {} ({}) was handed to the bus but is not in the outbox", e.id, e.detail_type));
-        }
-        Ok(())
+        faults::log_holds(&outbox, &relayed, store, store, store).await
     }
 }
 
