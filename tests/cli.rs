@@ -554,3 +554,79 @@ fn events_tail_prints_the_log_and_follows_new_events_as_they_happen() {
     assert_eq!(json["event"]["detailType"], "session.handoff.human");
     assert!(json["seq"].as_i64().is_some(), "{json}");
 }
+
+#[test]
+fn a_context_gives_the_endpoint_tenant_and_key_that_flags_leave_out() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let config = dir.path().join("home/.config/switchboard/config.yaml");
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = bin()
+            .args(args)
+            .env("SWITCHBOARD_CONFIG", &config)
+            .env_remove("SWITCHBOARD_ENDPOINT")
+            .env_remove("SWITCHBOARD_API_KEY")
+            .env_remove("SWITCHBOARD_TENANT")
+            .env_remove("SWITCHBOARD_CONTEXT")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let ok = |args: &[&str]| {
+        let out = run(args, "");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        stdout(&out)
+    };
+    // with no context, a command has no key
+    let out = run(&["agents", "list"], "");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--api-key"), "{out:?}");
+    // a context written with the key on standard input, made current
+    let args = ["config", "set-context", "local", "--endpoint", &server.base, "-t", "acme", "--api-key-stdin", "--use"];
+    let out = run(&args, &format!("{}\n", server.admin));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    assert_eq!(ok(&["config", "current-context"]).trim(), "local");
+    let listed = ok(&["config", "get-contexts"]);
+    assert!(listed.contains(&server.base) && listed.contains("api key") && !listed.contains(&server.admin), "{listed}");
+    // then commands need no flags, and print in each format
+    let table = ok(&["agents", "list"]);
+    assert!(table.starts_with("ID") && table.contains("01JD0000SVPP0RT0AGENT00001"), "{table}");
+    let wide = ok(&["agents", "list", "-o", "wide"]);
+    assert!(wide.lines().next().unwrap().ends_with("VERSION  UPDATED"), "{wide}");
+    let json: Value = serde_json::from_str(&ok(&["agents", "list", "--json"])).unwrap();
+    assert!(json.as_array().is_some_and(|a| !a.is_empty()), "{json}");
+    // (that YAML reads back as the same JSON is the printer's unit test)
+    let yaml = ok(&["agents", "list", "-o", "yaml"]);
+    assert!(yaml.starts_with("- ") && yaml.contains("agentId: 01JD0000SVPP0RT0AGENT00001"), "{yaml}");
+    // a flag wins over the context
+    let out = run(&["agents", "list", "--endpoint", "http://127.0.0.1:1"], "");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach http://127.0.0.1:1"), "{out:?}");
+    // a context that is not there is named
+    let out = run(&["agents", "list", "--context", "prod"], "");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no context 'prod'"), "{out:?}");
+    let out = run(&["config", "use-context", "prod"], "");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no context 'prod'"), "{out:?}");
+    // a file others may read is refused while it holds the key
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = run(&["agents", "list"], "");
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("chmod 600"), "{out:?}");
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    // deleting the current context leaves none
+    ok(&["config", "delete-context", "local"]);
+    let out = run(&["config", "current-context"], "");
+    assert!(!out.status.success(), "{out:?}");
+}

@@ -72,8 +72,12 @@ fn profile() -> String {
     }
 }
 
+/// The command, reading no configuration file of the machine's user: a test that wants one
+/// sets `SWITCHBOARD_CONFIG` itself.
 pub fn bin() -> Command {
-    Command::new(switchboard())
+    let mut command = Command::new(switchboard());
+    command.env("SWITCHBOARD_CONFIG", workspace_root().join("target/tests-read-no-config/config.yaml"));
+    command
 }
 
 /// A running server; killed (by its own PID) when dropped.

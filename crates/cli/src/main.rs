@@ -80,6 +80,10 @@ enum Command {
     /// Ask a running server whether it is ready (`GET /ready`: database writable, workers
     /// running); exits 0 when it is, 1 with the reason when not. No key needed.
     Ready(client::ready::ReadyArgs),
+    /// The client's contexts (endpoint, tenant, key) in its configuration file: `set-context`,
+    /// `use-context`, `get-contexts`, `current-context`, `delete-context`.
+    #[command(subcommand)]
+    Config(client::contexts::ConfigCommand),
     /// Print the shell completion script for `switchboard` (bash, zsh, fish, elvish or
     /// powershell): e.g. `switchboard completion bash > ~/.local/share/bash-completion/completions/switchboard`.
     Completion {
@@ -137,8 +141,33 @@ fn completion(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
     clap_complete::generate(shell, &mut Cli::command(), "switchboard", out);
 }
 
-/// Hands the command to its program.
-async fn run(command: Command) -> anyhow::Result<()> {
+impl Command {
+    /// Where the command calls an API, when it does.
+    fn remote_mut(&mut self) -> Option<&mut shared::Remote> {
+        match self {
+            Self::Tenants(cmd) => cmd.remote_mut(),
+            Self::Agents(a) | Self::Triggers(a) | Self::Tools(a) | Self::Skills(a) => Some(&mut a.remote),
+            Self::Sessions(a) => Some(&mut a.remote),
+            Self::Executions(a) => Some(&mut a.remote),
+            Self::Events(a) => Some(&mut a.remote),
+            Self::Usage(a) => Some(&mut a.remote),
+            Self::Activity(a) => Some(&mut a.remote),
+            Self::Keys(a) => Some(&mut a.remote),
+            Self::Apply(a) => Some(&mut a.remote),
+            Self::Console(a) => Some(&mut a.remote),
+            _ => None,
+        }
+    }
+}
+
+/// Hands the command to its program, its API flags filled in from the configuration file's
+/// context where they were left out.
+async fn run(mut command: Command) -> anyhow::Result<()> {
+    if let Some(remote) = command.remote_mut()
+        && let Some(path) = shared::contexts::path()
+    {
+        remote.fill_from(&shared::contexts::load(&path)?)?;
+    }
     match command {
         Command::Serve(args) => server::run(args).await,
         Command::Demo(args) => demo::run(args).await,
@@ -158,6 +187,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::ExampleReceiver(a) => demo::receiver::run(a).await,
         Command::Console(a) => console::run(a).await,
         Command::Ready(a) => client::ready::run(a).await,
+        Command::Config(cmd) => client::contexts::run(cmd),
         Command::Completion { shell } => {
             completion(shell, &mut std::io::stdout());
             Ok(())

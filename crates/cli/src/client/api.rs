@@ -84,7 +84,7 @@ pub struct Api {
 impl Api {
     pub async fn new(remote: &Remote) -> anyhow::Result<Self> {
         let auth = Auth::new(remote).await?;
-        Ok(Self { base: remote.endpoint.trim_end_matches('/').to_owned(), auth, http: reqwest::Client::new() })
+        Ok(Self { base: remote.endpoint().to_owned(), auth, http: reqwest::Client::new() })
     }
 
     pub async fn call(

@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::api::{Api, query_value, read_record};
-use super::output::{cell, print_value};
+use super::output::{cell, print_data};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -48,8 +48,8 @@ pub async fn run(remote: &Remote, args: ApplyArgs) -> anyhow::Result<()> {
     let dry = if args.dry_run { "?dryRun=true" } else { "" };
     let report =
         api.call(Method::POST, &format!("/tenants/{}/apply{dry}", query_value(&t)), Some(&bundle), None).await?.0;
-    if remote.json {
-        return print_value(&report);
+    if print_data(&report, remote.format())? {
+        return Ok(());
     }
     let verb = |created: &str, done: &str| if args.dry_run { format!("would be {created}") } else { done.to_owned() };
     if report["tenantCreated"] == json!(true) {

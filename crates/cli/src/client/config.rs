@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::api::{Api, query_value, read_record, tenant};
-use super::output::{cell, columns, print_table, print_value};
+use super::output::{cell, columns, print_data, print_list, print_value};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -69,18 +69,15 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             query.extend(status.as_deref().map(|s| format!("status={}", query_value(s))));
             query.extend(kind.as_deref().map(|k| format!("type={}", query_value(k))));
             let items = api.all_pages(&format!("{base}?{}", query.join("&"))).await?;
-            if remote.json {
-                print_value(&json!(items))
-            } else {
-                print_table(segment, &items);
-                Ok(())
-            }
+            print_list(segment, &items, remote.format())
         }
-        ConfigVerb::Get { id } => print_value(&api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.0),
+        ConfigVerb::Get { id } => {
+            print_value(&api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.0, remote.format())
+        }
         ConfigVerb::Create { file } => {
             let (created, _) = api.call(Method::POST, &base, Some(&read_record(&file)?), None).await?;
-            if remote.json {
-                print_value(&created)
+            if print_data(&created, remote.format())? {
+                Ok(())
             } else {
                 let id = columns(segment)[0].1;
                 println!("created {} {}", segment.trim_end_matches('s'), cell(&created[id]));
@@ -92,8 +89,8 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             let (_, etag) = api.call(Method::GET, &format!("{base}/{id}"), None, None).await?;
             let (updated, etag) =
                 api.call(Method::PUT, &format!("{base}/{id}"), Some(&record), etag.as_deref()).await?;
-            if remote.json {
-                print_value(&updated)
+            if print_data(&updated, remote.format())? {
+                Ok(())
             } else {
                 println!(
                     "updated {} {id} (version {})",
@@ -113,7 +110,7 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
                 bail!("invoke works on agents only");
             }
             let body = json!({ "conversationId": conversation, "message": message });
-            super::invoke::run(&api, &format!("{base}/{id}/invoke"), &body, stream, remote.json).await
+            super::invoke::run(&api, &format!("{base}/{id}/invoke"), &body, stream, remote.format()).await
         }
     }
 }

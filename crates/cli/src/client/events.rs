@@ -4,7 +4,6 @@
 //! (`GET /tenants/{t}/events/stream`), or by reading the log again every few seconds where a
 //! deployment has no stream (the AWS profile's API).
 
-use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -12,6 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use super::api::{Api, problem_message, tenant};
+use super::output::{self, Format, print_text};
 use crate::shared::Remote;
 
 /// Events read per page of the log.
@@ -48,27 +48,27 @@ pub async fn run(remote: &Remote, verb: EventVerb) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     let EventVerb::Tail { after, follow, poll_secs } = verb;
-    let mut last = print_logged(&api, t, after, remote.json).await?;
+    let mut last = print_logged(&api, t, after, remote.format()).await?;
     if !follow {
         return Ok(());
     }
-    match stream(&api, t, last, remote.json).await? {
+    match stream(&api, t, last, remote.format()).await? {
         Streamed::Ended => bail!("the event stream ended (the server stopped?)"),
         Streamed::NoStream => loop {
             tokio::time::sleep(Duration::from_secs(poll_secs.max(1))).await;
-            last = print_logged(&api, t, last, remote.json).await?;
+            last = print_logged(&api, t, last, remote.format()).await?;
         },
     }
 }
 
 /// Prints the logged events after `after`, page by page: the last sequence number printed.
-async fn print_logged(api: &Api, tenant: &str, mut after: i64, json: bool) -> anyhow::Result<i64> {
+async fn print_logged(api: &Api, tenant: &str, mut after: i64, format: Format) -> anyhow::Result<i64> {
     loop {
         let path = format!("/tenants/{tenant}/events?after={after}&limit={PAGE}");
         let (page, _) = api.call(Method::GET, &path, None, None).await?;
         let entries = page["events"].as_array().cloned().unwrap_or_default();
         for entry in &entries {
-            print_entry(entry["seq"].as_i64().unwrap_or(after), &entry["event"], json)?;
+            print_entry(entry["seq"].as_i64().unwrap_or(after), &entry["event"], format)?;
             after = entry["seq"].as_i64().unwrap_or(after);
         }
         if entries.len() < PAGE {
@@ -85,7 +85,7 @@ enum Streamed {
 }
 
 /// Prints the live stream's events after `after` until it ends.
-async fn stream(api: &Api, tenant: &str, after: i64, json: bool) -> anyhow::Result<Streamed> {
+async fn stream(api: &Api, tenant: &str, after: i64, format: Format) -> anyhow::Result<Streamed> {
     use switchboard_models::sse::SseReader;
 
     let path = format!("/tenants/{tenant}/events/stream?after={after}");
@@ -104,24 +104,18 @@ async fn stream(api: &Api, tenant: &str, after: i64, json: bool) -> anyhow::Resu
         for event in reader.push(&chunk).map_err(|why| anyhow::anyhow!("the stream holds {why}"))? {
             let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::String(event.data.clone()));
             let seq = event.id.as_deref().and_then(|id| id.parse().ok()).unwrap_or(after);
-            print_entry(seq, &data, json)?;
+            print_entry(seq, &data, format)?;
         }
     }
     Ok(Streamed::Ended)
 }
 
-/// One event: `{seq, event}` as JSON, or a line of its sequence number, kind, conversation and
-/// what it says (a reason, a status).
-fn print_entry(seq: i64, event: &Value, json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", serde_json::json!({ "seq": seq, "event": event }))?;
-    } else {
-        writeln!(out, "{}", line(seq, event))?;
-    }
-    // A follower reads each line as it comes.
-    out.flush()?;
-    Ok(())
+/// One event: `{seq, event}` as a line of JSON or a YAML document, or a line of its sequence
+/// number, kind, conversation and what it says (a reason, a status).
+fn print_entry(seq: i64, event: &Value, format: Format) -> anyhow::Result<()> {
+    let entry = serde_json::json!({ "seq": seq, "event": event });
+    // Printed and flushed at once: a follower reads each event as it comes.
+    print_text(&output::event(&entry, format)?.unwrap_or_else(|| line(seq, event)))
 }
 
 fn line(seq: i64, event: &Value) -> String {

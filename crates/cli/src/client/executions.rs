@@ -2,10 +2,9 @@
 
 use clap::Subcommand;
 use reqwest::Method;
-use serde_json::json;
 
 use super::api::{Api, tenant};
-use super::output::{print_table, print_value};
+use super::output::{print_list, print_value};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -33,17 +32,13 @@ pub async fn run(remote: &Remote, verb: ExecutionVerb) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     match verb {
-        ExecutionVerb::Get { id } => {
-            print_value(&api.call(Method::GET, &format!("/tenants/{t}/executions/{id}"), None, None).await?.0)
-        }
+        ExecutionVerb::Get { id } => print_value(
+            &api.call(Method::GET, &format!("/tenants/{t}/executions/{id}"), None, None).await?.0,
+            remote.format(),
+        ),
         ExecutionVerb::List { session } => {
             let items = api.all_pages(&format!("/tenants/{t}/sessions/{session}/executions?limit=100")).await?;
-            if remote.json {
-                print_value(&json!(items))
-            } else {
-                print_table("executions", &items);
-                Ok(())
-            }
+            print_list("executions", &items, remote.format())
         }
     }
 }

@@ -6,17 +6,17 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::api::{Api, problem_message};
-use super::output::{cell, print_value};
+use super::output::{Format, cell, event as data_event, print_data};
 
 /// Runs the agent: with `stream`, prints its events as they come; otherwise the outcome and its
-/// actions at the end (the API's JSON with `json`).
-pub async fn run(api: &Api, path: &str, body: &Value, stream: bool, json: bool) -> anyhow::Result<()> {
+/// actions at the end (the API's answer with `-o json|yaml`).
+pub async fn run(api: &Api, path: &str, body: &Value, stream: bool, format: Format) -> anyhow::Result<()> {
     if stream {
-        return stream_invoke(api, path, body, json).await;
+        return stream_invoke(api, path, body, format).await;
     }
     let (result, _) = api.call(Method::POST, path, Some(body), None).await?;
-    if json {
-        return print_value(&result);
+    if print_data(&result, format)? {
+        return Ok(());
     }
     println!(
         "session {} · execution {} · {}",
@@ -31,8 +31,9 @@ pub async fn run(api: &Api, path: &str, body: &Value, stream: bool, json: bool) 
 }
 
 /// `agents invoke --stream`: prints the turn's events as they come (`contracts/invoke-stream.md`),
-/// or each event's JSON on a line of its own with `json`. Fails on an `error` event.
-async fn stream_invoke(api: &Api, path: &str, body: &Value, json: bool) -> anyhow::Result<()> {
+/// or each event's JSON on a line of its own (`-o json`) or as a YAML document (`-o yaml`).
+/// Fails on an `error` event.
+async fn stream_invoke(api: &Api, path: &str, body: &Value, format: Format) -> anyhow::Result<()> {
     use std::io::Write;
     use switchboard_models::sse::SseReader;
 
@@ -50,8 +51,8 @@ async fn stream_invoke(api: &Api, path: &str, body: &Value, json: bool) -> anyho
     while let Some(chunk) = res.chunk().await.context("the stream broke off")? {
         for event in reader.push(&chunk).map_err(|why| anyhow::anyhow!("the stream holds {why}"))? {
             let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::String(event.data.clone()));
-            if json {
-                writeln!(out, "{data}")?;
+            if let Some(text) = data_event(&data, format)? {
+                writeln!(out, "{}", text.trim_end_matches('\n'))?;
             } else {
                 if in_text && event.event != "text.delta" {
                     writeln!(out)?;

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::api::{Api, query_value, tenant};
-use super::output::{print_table, print_value};
+use super::output::{print_data, print_list};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -36,8 +36,8 @@ pub async fn run(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
     match verb {
         KeyVerb::Issue => {
             let issued = api.call(Method::POST, &base, Some(&json!({})), None).await?.0;
-            if remote.json {
-                return print_value(&issued);
+            if print_data(&issued, remote.format())? {
+                return Ok(());
             }
             println!("{}", issued["key"].as_str().unwrap_or_default());
             eprintln!(
@@ -47,10 +47,10 @@ pub async fn run(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
         }
         KeyVerb::List => {
             let listed = api.call(Method::GET, &base, None, None).await?.0;
-            if remote.json {
-                return print_value(&listed);
+            if print_data(&listed, remote.format())? {
+                return Ok(());
             }
-            print_table("keys", listed["keys"].as_array().map_or(&[][..], Vec::as_slice));
+            print_list("keys", listed["keys"].as_array().map_or(&[][..], Vec::as_slice), remote.format())?;
         }
         KeyVerb::Revoke { key_id } => {
             api.call(Method::DELETE, &format!("{base}/{}", query_value(&key_id)), None, None).await?;

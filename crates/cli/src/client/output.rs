@@ -1,9 +1,13 @@
-//! How the client prints an answer: a table of records (a column set per kind, cells cut at 60
-//! columns, padded by the width a terminal gives them) or the API's JSON. It does not call the
-//! API.
+//! How the client prints an answer in the format `-o` asks for: a table of records (a column set
+//! per kind, more with `wide`; cells cut at 60 columns, padded by the width a terminal gives
+//! them), or the API's answer as JSON or YAML. It does not call the API.
+
+use std::io::Write as _;
 
 use serde_json::Value;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+pub use crate::shared::remote::Format;
 
 /// The widest a table's cell is shown, in terminal columns.
 const MAX_CELL: usize = 60;
@@ -49,6 +53,25 @@ pub fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
     }
 }
 
+/// The columns `-o wide` adds for `segment` records (a dotted field reads into an object).
+fn wide_columns(segment: &str) -> &'static [(&'static str, &'static str)] {
+    match segment {
+        "agents" => &[("VERSION", "version"), ("UPDATED", "updatedAt")],
+        "triggers" => &[("EVENT", "eventType"), ("VERSION", "version"), ("UPDATED", "updatedAt")],
+        "tools" => &[("URL", "handler.url"), ("VERSION", "version"), ("UPDATED", "updatedAt")],
+        "skills" => &[("VERSION", "version"), ("UPDATED", "updatedAt")],
+        "keys" => &[("LAST USED", "lastUsedAt")],
+        "sessions" => &[("CONVERSATION", "conversationId"), ("HANDOFF REASON", "handoffReason")],
+        "usage" => &[],
+        _ => &[("SESSION", "sessionId"), ("AGENT", "agentId"), ("TRIGGER", "triggerId"), ("CREATED", "createdAt")],
+    }
+}
+
+/// The value at a dotted `field` of `item` (`handler.url`), `null` where there is none.
+fn field<'a>(item: &'a Value, field: &str) -> &'a Value {
+    field.split('.').fold(item, |v, name| &v[name])
+}
+
 pub fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
@@ -83,8 +106,12 @@ fn cut(s: &str) -> String {
 /// as wide as its widest cell on a terminal (where a CJK character or an emoji takes two
 /// columns), two spaces apart.
 pub fn table(segment: &str, items: &[Value]) -> String {
-    let cols = columns(segment);
-    let rows: Vec<Vec<String>> = items.iter().map(|i| cols.iter().map(|(_, f)| cell(&i[*f])).collect()).collect();
+    table_of(columns(segment), items)
+}
+
+/// A table of `items` in the `cols` given as (header, field).
+pub fn table_of(cols: &[(&str, &str)], items: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = items.iter().map(|i| cols.iter().map(|(_, f)| cell(field(i, f))).collect()).collect();
     let widths: Vec<usize> = cols
         .iter()
         .enumerate()
@@ -102,13 +129,71 @@ pub fn table(segment: &str, items: &[Value]) -> String {
     out
 }
 
-pub fn print_table(segment: &str, items: &[Value]) {
-    println!("{}", table(segment, items));
+/// A list of `segment` records as `format` asks: a table (wide: with more columns), or the
+/// records as a JSON or YAML array.
+pub fn list(segment: &str, items: &[Value], format: Format) -> anyhow::Result<String> {
+    match format {
+        Format::Table => Ok(table(segment, items)),
+        Format::Wide => {
+            let cols: Vec<_> = columns(segment).iter().chain(wide_columns(segment)).copied().collect();
+            Ok(table_of(&cols, items))
+        }
+        Format::Json | Format::Yaml => Ok(data(&Value::Array(items.to_vec()), format)?.unwrap_or_default()),
+    }
 }
 
-pub fn print_value(v: &Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+pub fn print_list(segment: &str, items: &[Value], format: Format) -> anyhow::Result<()> {
+    print_text(&list(segment, items, format)?)
+}
+
+/// One record: YAML with `-o yaml`, else its JSON (a record has no table).
+pub fn print_value(v: &Value, format: Format) -> anyhow::Result<()> {
+    match data(v, format)? {
+        Some(text) => print_text(&text),
+        None => print_text(&serde_json::to_string_pretty(v)?),
+    }
+}
+
+/// The answer `v` as text when `format` asks for data (JSON or YAML); `None` when the caller
+/// prints its own text.
+pub fn data(v: &Value, format: Format) -> anyhow::Result<Option<String>> {
+    match format {
+        Format::Json => Ok(Some(serde_json::to_string_pretty(v)?)),
+        Format::Yaml => Ok(Some(yaml(v)?)),
+        Format::Table | Format::Wide => Ok(None),
+    }
+}
+
+/// Prints the answer `v` when `format` asks for data and says so; `false` leaves the caller to
+/// print its own text.
+pub fn print_data(v: &Value, format: Format) -> anyhow::Result<bool> {
+    let text = data(v, format)?;
+    if let Some(text) = &text {
+        print_text(text)?;
+    }
+    Ok(text.is_some())
+}
+
+/// One event of a stream as `format` asks for data: a line of JSON, or a YAML document (`---`
+/// first); `None` when the caller prints its own line.
+pub fn event(v: &Value, format: Format) -> anyhow::Result<Option<String>> {
+    match format {
+        Format::Json => Ok(Some(v.to_string())),
+        Format::Yaml => Ok(Some(format!("---\n{}", yaml(v)?))),
+        Format::Table | Format::Wide => Ok(None),
+    }
+}
+
+/// `text` on standard output, ending with one newline, flushed (a follower sees it now).
+pub fn print_text(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.trim_end_matches('\n'))?;
+    out.flush()?;
     Ok(())
+}
+
+fn yaml(v: &Value) -> anyhow::Result<String> {
+    Ok(serde_norway::to_string(v)?)
 }
 
 #[cfg(test)]
@@ -154,5 +239,36 @@ mod tests {
         assert!(shown.ends_with('…') && shown.width() <= MAX_CELL, "{shown} is {} wide", shown.width());
         assert_eq!(cell(&json!("x".repeat(60))), "x".repeat(60));
         assert_eq!(cell(&json!("x".repeat(61))).width(), 60);
+    }
+
+    #[test]
+    fn each_format_shows_a_list_its_way() {
+        let items = [json!({ "toolId": "t-1", "name": "orders", "type": "webhook", "description": "Look up",
+                             "handler": { "url": "https://orders.example/lookup" }, "version": 3 })];
+        let table = list("tools", &items, Format::Table).unwrap();
+        assert!(!table.contains("URL") && table.contains("orders"), "{table}");
+        let wide = list("tools", &items, Format::Wide).unwrap();
+        let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["ID", "NAME", "TYPE", "DESCRIPTION", "URL", "VERSION", "UPDATED"]);
+        assert!(
+            wide.contains("https://orders.example/lookup") && wide.lines().nth(1).unwrap().ends_with('-'),
+            "{wide}"
+        );
+        let json: Value = serde_json::from_str(&list("tools", &items, Format::Json).unwrap()).unwrap();
+        assert_eq!(json, json!(items));
+        let yaml: Value = serde_norway::from_str(&list("tools", &items, Format::Yaml).unwrap()).unwrap();
+        assert_eq!(yaml, json!(items));
+    }
+
+    #[test]
+    fn a_stream_is_a_line_of_json_or_a_yaml_document_per_event() {
+        let e = json!({ "seq": 7, "event": { "detailType": "session.ended", "detail": { "text": "a\nb" } } });
+        let line = event(&e, Format::Json).unwrap().unwrap();
+        assert!(!line.contains('\n'));
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), e);
+        let doc = event(&e, Format::Yaml).unwrap().unwrap();
+        assert!(doc.starts_with("---\n"), "{doc}");
+        assert_eq!(serde_norway::from_str::<Value>(&doc).unwrap(), e);
+        assert_eq!(event(&e, Format::Table).unwrap(), None);
     }
 }

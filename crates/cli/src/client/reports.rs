@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::api::{Api, query_value, tenant};
-use super::output::{cell, print_table, print_value};
+use super::output::{Format, cell, print_data, print_list};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -51,8 +51,8 @@ pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
     }
     let path = format!("/tenants/{t}/usage?{}", query.join("&"));
     let report = api.call(Method::GET, &path, None, None).await?.0;
-    if remote.json {
-        return print_value(&report);
+    if print_data(&report, remote.format())? {
+        return Ok(());
     }
     let dollars = |v: &Value| v.as_f64().map_or_else(|| json!("-"), |d| json!(format!("{d:.6}")));
     let mut rows: Vec<Value> = report["rows"].as_array().cloned().unwrap_or_default();
@@ -63,7 +63,7 @@ pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
         row["costUsd"] = dollars(&row["costUsd"]);
     }
     println!("{} to {} (prices: {})", cell(&report["from"]), cell(&report["to"]), cell(&report["priceVersion"]));
-    print_table("usage", &rows);
+    print_list("usage", &rows, Format::Table)?;
     let unpriced = report["total"]["unpricedCalls"].as_u64().unwrap_or(0);
     if unpriced > 0 {
         println!("{unpriced} call(s) of models without a price are not in the cost");
@@ -76,8 +76,8 @@ pub async fn activity(remote: &Remote, hours: u16) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     let report = api.call(Method::GET, &format!("/tenants/{t}/activity?hours={hours}"), None, None).await?.0;
-    if remote.json {
-        return print_value(&report);
+    if print_data(&report, remote.format())? {
+        return Ok(());
     }
     println!("{} to {} (UTC hours)", cell(&report["from"]), cell(&report["to"]));
     let by_status = |v: &Value| -> String {

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::api::{Api, query_value, tenant};
-use super::output::{print_table, print_value};
+use super::output::{print_data, print_list, print_value};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -60,9 +60,10 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
     match verb {
-        SessionVerb::Get { id } => {
-            print_value(&api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0)
-        }
+        SessionVerb::Get { id } => print_value(
+            &api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0,
+            remote.format(),
+        ),
         SessionVerb::List { conversation, status, agent, limit } => {
             let (path, field) = match conversation {
                 Some(c) => (format!("/tenants/{t}/conversations/{c}/sessions"), "sessions"),
@@ -79,12 +80,7 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
             };
             let (v, _) = api.call(Method::GET, &path, None, None).await?;
             let items = v[field].as_array().cloned().unwrap_or_default();
-            if remote.json {
-                print_value(&json!(items))
-            } else {
-                print_table("sessions", &items);
-                Ok(())
-            }
+            print_list("sessions", &items, remote.format())
         }
         SessionVerb::Handoff { id, to, agent, reason } => {
             let body = match to {
@@ -93,8 +89,8 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
             };
             let (v, _) =
                 api.call(Method::POST, &format!("/tenants/{t}/sessions/{id}/handoff"), Some(&body), None).await?;
-            if remote.json {
-                print_value(&v)
+            if print_data(&v, remote.format())? {
+                Ok(())
             } else {
                 match v["newSessionId"].as_str() {
                     Some(s) => println!("handed off; new session {s}"),

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::api::{Api, query_value};
-use super::output::print_value;
+use super::output::print_data;
 use crate::shared::Remote;
 
 /// What `switchboard tenants show|suspend|reactivate|delete` does over the API.
@@ -38,8 +38,8 @@ pub async fn tenant_record(remote: &Remote, id: &str, verb: TenantVerb) -> anyho
             return Ok(());
         }
     };
-    if remote.json {
-        return print_value(&shown);
+    if print_data(&shown, remote.format())? {
+        return Ok(());
     }
     println!(
         "tenant {}: {} ({})",

@@ -68,6 +68,16 @@ fn parse_id(raw: &str) -> anyhow::Result<TenantId> {
     raw.parse().map_err(|e| anyhow::anyhow!("tenant id '{raw}': {e}"))
 }
 
+impl TenantsCommand {
+    /// Where the command calls an API, when it does.
+    pub fn remote_mut(&mut self) -> Option<&mut Remote> {
+        match self {
+            Self::Show(a) | Self::Suspend(a) | Self::Reactivate(a) | Self::Delete(a) => Some(&mut a.remote),
+            Self::Create(_) | Self::Key(_) => None,
+        }
+    }
+}
+
 pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
     match cmd {
         TenantsCommand::Create(args) => {

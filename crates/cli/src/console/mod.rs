@@ -36,7 +36,7 @@ const RETURNED: [&str; 6] = ["content-type", "retry-after", "location", "etag", 
 #[derive(Debug, clap::Args)]
 pub struct ConsoleArgs {
     #[command(flatten)]
-    remote: Remote,
+    pub remote: Remote,
     /// Where the console listens: a loopback address (this process signs with your credentials).
     #[arg(long, default_value = "127.0.0.1:8090")]
     listen: SocketAddr,
@@ -66,7 +66,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     if !args.listen.ip().is_loopback() {
         bail!("--listen {} is not a loopback address: the console acts with your credentials", args.listen);
     }
-    let upstream = args.remote.endpoint.trim_end_matches('/').to_owned();
+    let upstream = args.remote.endpoint().to_owned();
     reqwest::Url::parse(&upstream).with_context(|| format!("--endpoint {upstream} is not a URL"))?;
     let signer = match args.remote.aws_sigv4 {
         #[cfg(feature = "aws")]

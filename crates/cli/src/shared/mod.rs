@@ -3,6 +3,7 @@
 //! HTTP server loop, where an API is and as whom it is called, and SigV4 signing. No program's
 //! own logic lives here, and nothing here imports a program.
 
+pub mod contexts;
 pub mod http;
 pub mod logs;
 pub mod remote;
