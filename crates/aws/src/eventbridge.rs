@@ -2,12 +2,13 @@
 //! one `PutEvents` entry per event, and treats a failed entry as a failed publish (PutEvents
 //! answers 200 even when entries fail). It does not retry beyond the SDK's own retries: the
 //! relay's batch is retried from the failed record, and consumers drop repeats by the event `id`.
+//! It also puts `message.new` as the Conversations Service would, for the service's stand-in.
 
 use async_trait::async_trait;
 use aws_sdk_eventbridge::Client;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use switchboard_domain::OutboundEvent;
-use switchboard_domain::event::OUTBOUND_SOURCE;
+use switchboard_domain::event::{INBOUND_SOURCE, MESSAGE_NEW, OUTBOUND_SOURCE};
 use switchboard_engine::{BusError, EventBus};
 
 use crate::errors::logged;
@@ -64,19 +65,31 @@ pub fn detail_json(event: &OutboundEvent) -> serde_json::Value {
 impl EventBridgeBus {
     /// Publishes `event` as one `PutEvents` entry.
     pub async fn publish(&self, event: &OutboundEvent) -> Result<(), BusError> {
-        let detail = detail_json(event).to_string();
+        self.put(OUTBOUND_SOURCE, &event.detail_type, detail_json(event).to_string(), &event.id).await
+    }
+
+    /// Puts a customer's message on the bus as the Conversations Service does: source
+    /// `conversations-service`, detail-type `message.new`, `detail` as given
+    /// (`contracts/events/message.new.schema.json`; the stand-in's, which Switchboard's rule
+    /// routes to the event-router). `message_id` only names the entry in logs and errors.
+    pub async fn put_message_new(&self, detail: &serde_json::Value, message_id: &str) -> Result<(), BusError> {
+        self.put(INBOUND_SOURCE, MESSAGE_NEW, detail.to_string(), message_id).await
+    }
+
+    /// One `PutEvents` entry on this bus; `id` names it in logs and errors.
+    async fn put(&self, source: &str, detail_type: &str, detail: String, id: &str) -> Result<(), BusError> {
         // The entry size as EventBridge counts it: source, detail-type, detail, bus name.
-        let size = OUTBOUND_SOURCE.len() + event.detail_type.len() + detail.len() + self.bus_name.len();
+        let size = source.len() + detail_type.len() + detail.len() + self.bus_name.len();
         if size > MAX_ENTRY_BYTES {
             return Err(BusError {
-                message: format!("event {} is {size} bytes, more than EventBridge's {MAX_ENTRY_BYTES}", event.id),
+                message: format!("event {id} is {size} bytes, more than EventBridge's {MAX_ENTRY_BYTES}"),
                 retryable: false,
             });
         }
         let entry = PutEventsRequestEntry::builder()
             .event_bus_name(&self.bus_name)
-            .source(OUTBOUND_SOURCE)
-            .detail_type(&event.detail_type)
+            .source(source)
+            .detail_type(detail_type)
             .detail(detail)
             .build();
         let out = self.client.put_events().entries(entry).send().await.map_err(|e| {
@@ -87,9 +100,9 @@ impl EventBridgeBus {
             let failed = out.entries().iter().find(|e| e.error_code().is_some());
             let code = failed.and_then(|e| e.error_code()).unwrap_or("unknown");
             let message = failed.and_then(|e| e.error_message()).unwrap_or("no message");
-            tracing::warn!(code, event_id = %event.id, "eventbridge rejected the entry");
+            tracing::warn!(code, event_id = %id, "eventbridge rejected the entry");
             return Err(BusError {
-                message: format!("PutEvents: entry for event {} failed: {code}: {message}", event.id),
+                message: format!("PutEvents: entry for event {id} failed: {code}: {message}"),
                 retryable: RETRYABLE_ENTRY_CODES.contains(&code),
             });
         }

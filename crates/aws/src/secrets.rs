@@ -38,6 +38,11 @@ impl SecretsManagerSecrets {
         Self::with_prefix(client, DEFAULT_SECRET_PREFIX)
     }
 
+    /// Secrets read with a Secrets Manager client of its own, made from `config`.
+    pub fn from_config(config: &aws_config::SdkConfig) -> Self {
+        Self::new(Client::new(config))
+    }
+
     pub fn with_prefix(client: Client, prefix: impl Into<String>) -> Self {
         Self { client, prefix: prefix.into(), ttl: SECRET_CACHE_TTL, cache: Mutex::new(HashMap::new()) }
     }

@@ -10,6 +10,7 @@ pub mod event_router;
 pub mod executor;
 pub mod push;
 pub mod relay;
+pub mod standin;
 pub mod wiring;
 
 pub use wiring::{FunctionEnv, Wiring, model_settings, run_with};

@@ -5,6 +5,8 @@
 //! (items ⇄ records, errors), `page` (reading a query page after page), `config`, `sessions`
 //! (turn commits), `executions`.
 //! It does not create tables (the SAM template and the test harness do) and does not archive.
+//! `standin` is apart: the optional Conversations Service stand-in's message log, in a table of
+//! its own (layout in its module).
 //!
 //! # Layout (see `docs/decisions.md`, "AWS profile: data layout")
 //!
@@ -41,8 +43,10 @@ mod keys;
 mod page;
 mod push;
 mod sessions;
+mod standin;
 mod turns;
 
+pub use standin::{DynamoMessageLog, Recorded, STANDIN_RETENTION};
 pub use turns::{TurnLog, TurnPages};
 
 use std::collections::HashMap;

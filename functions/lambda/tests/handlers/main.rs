@@ -41,6 +41,7 @@ use tower::ServiceExt;
 const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 
 mod faults;
+mod standin;
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
