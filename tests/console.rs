@@ -166,6 +166,13 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), bytes).unwrap();
     }
 
+    /// A screenshot that `docs/` shows, written where the docs link it: each run of this test
+    /// replaces them, so they show the page as it is.
+    async fn shot_for_docs(&self, docs: &Path, name: &str) {
+        self.shot(name).await;
+        std::fs::copy(self.shots.join(format!("{name}.png")), docs.join(format!("{name}.png"))).unwrap();
+    }
+
     async fn close(&self) {
         self.cmd("DELETE", "", json!({})).await;
     }
@@ -202,8 +209,16 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     };
     let dir = tempfile::tempdir().unwrap();
     let script = script_with_note_rule(dir.path());
-    let tenant = examples().join("tenant.json");
-    let server = Server::start_with_script(dir.path(), &script, &["--tenant", tenant.to_str().unwrap()]);
+    // As docs/running.md runs it: the example order system beside the server, which signs its
+    // calls with the example's secret.
+    let receiver = OrderSystem::start();
+    let tenant = receiver.tenant(dir.path());
+    let secrets = examples().join("secrets.json");
+    let server = Server::start_with_script(
+        dir.path(),
+        &script,
+        &["--tenant", tenant.to_str().unwrap(), "--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
+    );
     let admin = Api::new(&server, &server.admin);
     let issued = admin.post("/tenants/acme/keys", json!({})).await;
     assert_eq!(issued.status, 201, "{:?}", issued.body);
@@ -212,6 +227,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     let shots = common::workspace_root().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let b = Browser::open(&driver, &shots).await;
+    let docs = common::workspace_root().join("docs/console");
 
     // Sign in with the tenant's key.
     b.go(&format!("{}/console/", server.base)).await;
@@ -241,6 +257,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     );
     assert!(row.contains("unclaimed") && row.contains("webchat"), "the channel: {row}");
     b.shot("2-inbox").await;
+    b.shot_for_docs(&docs, "inbox").await;
 
     // Open it: the transcript marks who wrote what; claim, then reply as a human.
     b.click("#inbox tbody tr a").await;
@@ -256,6 +273,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     b.wait_text("#messages", "Alice here").await;
     assert!(b.text("#messages li.human").await.contains("Alice here"), "marked as the human's");
     b.shot("3-conversation").await;
+    b.shot_for_docs(&docs, "conversation").await;
     let claimed = api.get(&format!("/tenants/acme/sessions/{session_id}")).await;
     assert_eq!(claimed.body["claim"]["operator"], "Alice");
 
@@ -283,8 +301,13 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     let timeline = b.wait_text("#timeline", "order_status").await;
     assert!(timeline.contains("Model call"), "{timeline}");
     b.find("#timeline li.tool-call").await;
+    let calls = b.js("return [...document.querySelectorAll('#timeline li.tool-call')].map(li => li.innerText)").await;
+    let tool_call = calls.as_array().unwrap().iter().filter_map(Value::as_str).find(|t| t.contains("order_status"));
+    let tool_call = tool_call.expect("an order_status tool call");
+    assert!(tool_call.contains("HTTP 200, 1 attempt"), "the order system answered: {tool_call}");
     assert!(b.text("#execution-agent").await.starts_with("Front-line support "), "the agent by name");
     b.shot("4-execution").await;
+    b.shot_for_docs(&docs, "execution").await;
 
     b.click("a[href='#/overview']").await;
     b.find("#waiting-count").await;
@@ -303,6 +326,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     let table = b.text("#activity").await;
     assert!(table.contains("operator") && table.contains("success"), "{table}");
     b.shot("5-overview").await;
+    b.shot_for_docs(&docs, "overview").await;
 
     // Every control is reachable by keyboard and labelled.
     b.go(&format!("{}/console/#/session/{session_id}", server.base)).await;
@@ -371,5 +395,37 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// The example order system (`switchboard example-receiver`) on a free loopback port, stopped by
+/// its PID when dropped.
+struct OrderSystem {
+    _process: Stopped,
+    url: String,
+}
+
+impl OrderSystem {
+    fn start() -> Self {
+        let secrets = examples().join("secrets.json");
+        let mut child = common::bin()
+            .args(["example-receiver", "--listen", "127.0.0.1:0", "--secrets-file", secrets.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().strip_prefix("example order system listening on ").expect(&line).to_owned();
+        Self { _process: Stopped(child), url }
+    }
+
+    /// The example tenant with its order tool pointed at this receiver.
+    fn tenant(&self, dir: &Path) -> PathBuf {
+        let text = std::fs::read_to_string(examples().join("tenant.json")).unwrap();
+        assert!(text.contains("http://127.0.0.1:8088/orders"), "the example's order tool URL moved");
+        let path = dir.join("tenant.json");
+        std::fs::write(&path, text.replace("http://127.0.0.1:8088/orders", &self.url)).unwrap();
+        path
     }
 }
