@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::Subcommand;
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::api::{Api, query_value, read_record, tenant};
 use super::output::{cell, columns, print_data, print_list, print_value};
@@ -75,7 +75,8 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             print_value(&api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.0, remote.format())
         }
         ConfigVerb::Create { file } => {
-            let (created, _) = api.call(Method::POST, &base, Some(&read_record(&file)?), None).await?;
+            let record = Written::from(segment, read_record(&file)?);
+            let (created, _) = api.call(Method::POST, &base, Some(&record.body), None).await?;
             if print_data(&created, remote.format())? {
                 Ok(())
             } else {
@@ -85,10 +86,16 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             }
         }
         ConfigVerb::Update { id, file } => {
-            let record = read_record(&file)?;
-            let (_, etag) = api.call(Method::GET, &format!("{base}/{id}"), None, None).await?;
+            let record = Written::from(segment, read_record(&file)?);
+            if let Some(other) = record.id.as_deref().filter(|other| *other != id) {
+                bail!("-f {}: the file is {} {other}, not {id}", file.display(), segment.trim_end_matches('s'));
+            }
+            let etag = match record.version {
+                Some(version) => Some(format!("\"{version}\"")),
+                None => api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.1,
+            };
             let (updated, etag) =
-                api.call(Method::PUT, &format!("{base}/{id}"), Some(&record), etag.as_deref()).await?;
+                api.call(Method::PUT, &format!("{base}/{id}"), Some(&record.body), etag.as_deref()).await?;
             if print_data(&updated, remote.format())? {
                 Ok(())
             } else {
@@ -112,5 +119,47 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             let body = json!({ "conversationId": conversation, "message": message });
             super::invoke::run(&api, &format!("{base}/{id}/invoke"), &body, stream, remote.format()).await
         }
+    }
+}
+
+/// A record file as `create` and `update` send it. A file that `get -o yaml|json` wrote carries
+/// the fields the server sets; they are taken out, and its `version` becomes `update`'s
+/// `If-Match`, so that a record someone changed since it was read is refused (412), not
+/// overwritten.
+struct Written {
+    body: Value,
+    id: Option<String>,
+    version: Option<u64>,
+}
+
+impl Written {
+    fn from(segment: &str, mut body: Value) -> Self {
+        let (mut id, mut version) = (None, None);
+        if let Some(fields) = body.as_object_mut() {
+            id = fields.remove(columns(segment)[0].1).and_then(|v| v.as_str().map(str::to_owned));
+            version = fields.remove("version").and_then(|v| v.as_u64());
+            for set_by_server in ["tenantId", "createdAt", "updatedAt"] {
+                fields.remove(set_by_server);
+            }
+        }
+        Self { body, id, version }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_record_as_get_wrote_it_is_sent_without_the_fields_the_server_sets() {
+        let got = json!({ "tenantId": "acme", "agentId": "a-1", "name": "Support", "version": 4,
+                          "createdAt": "2026-11-29T10:00:00Z", "updatedAt": "2026-11-29T11:00:00Z" });
+        let written = Written::from("agents", got);
+        assert_eq!(written.body, json!({ "name": "Support" }));
+        assert_eq!((written.id.as_deref(), written.version), (Some("a-1"), Some(4)));
+        let by_hand = Written::from("triggers", json!({ "name": "All chats" }));
+        assert_eq!((by_hand.id, by_hand.version), (None, None));
     }
 }
