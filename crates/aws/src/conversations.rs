@@ -4,7 +4,8 @@
 //! address), an `Idempotency-Key` header `<tenantId>/<key>` (unique across tenants, since the
 //! service may keep one key space per caller; it answers a repeated key with the first message) and a
 //! SigV4 signature for `execute-api` made with the credentials of the shared SDK config. 5xx,
-//! 429, timeouts and connection failures are retried with backoff, each attempt re-signed.
+//! 429, timeouts and connection failures are retried with full-jitter backoff (the shared
+//! [`RetryPolicy`]), each attempt re-signed.
 //! The history a session starts from is `GET <same URL>?limit=<n>`, signed the same way and
 //! retried alike, answered `{"messages": [{"messageId", "sender": "customer" | "agent" | "human",
 //! "text", "sentAt"}]}`, the newest `n` oldest first. Nothing else is sent (no attachments).
@@ -17,6 +18,7 @@ use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvid
 use serde::Deserialize;
 use switchboard_domain::TenantId;
 use switchboard_engine::{ConversationError, Conversations, HistoryMessage, Sent};
+use switchboard_https::retry::{RetryPolicy, Retryable};
 
 use crate::sigv4::{self, EXECUTE_API, UnsignedRequest};
 
@@ -28,8 +30,22 @@ pub struct ConversationsLimits {
     /// Each attempt, connect included.
     pub attempt_timeout: Duration,
     pub connect_timeout: Duration,
-    /// First backoff; doubles each retry, plus up to 50 % jitter.
+    /// The ceiling of the first retry's delay; it doubles each retry, and each delay is drawn
+    /// uniformly below its ceiling (full jitter, [`RetryPolicy::backoff`]).
     pub backoff: Duration,
+}
+
+impl ConversationsLimits {
+    /// The retries of one request on the shared policy. No cap on the delay (the attempts are
+    /// few) and no `Retry-After` (the service sends none that is read).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_attempts.max(1),
+            base: self.backoff,
+            cap: Duration::MAX,
+            max_retry_after: Duration::ZERO,
+        }
+    }
 }
 
 impl Default for ConversationsLimits {
@@ -124,7 +140,8 @@ impl ConversationsApi {
     }
 
     /// Sends one request, signed (`headers` signed and sent), retrying 5xx, 429, timeouts and
-    /// connection failures with backoff, each attempt signed again; the body of the 2xx answer.
+    /// connection failures under the limits' [`RetryPolicy`], each attempt signed again; the body
+    /// of the 2xx answer.
     async fn request(
         &self,
         method: reqwest::Method,
@@ -132,48 +149,70 @@ impl ConversationsApi {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<Vec<u8>, ConversationError> {
-        let mut last = ConversationError { message: "no attempt made".into(), retryable: true };
-        for attempt in 1..=self.limits.max_attempts.max(1) {
-            if attempt > 1 {
-                tokio::time::sleep(self.backoff(attempt - 1)).await;
-            }
-            // The signer adds the host it signed, so the one sent is the same.
-            let signed = self.signature(method.as_str(), url, headers, body).await?;
-            let mut request = self.http.request(method.clone(), url).body(body.to_vec());
-            for (name, value) in headers.iter().copied().chain(signed.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
-                request = request.header(name, value);
-            }
-            let response = match request.send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    let kind = if e.is_timeout() { "timed out" } else { "failed" };
-                    tracing::warn!(attempt, %method, kind, "conversations request failed");
-                    last = ConversationError { message: format!("{method} {url}: {kind}: {e}"), retryable: true };
-                    continue;
-                }
-            };
-            let status = response.status();
-            if status.is_success() {
-                return response.bytes().await.map(|b| b.to_vec()).map_err(|e| ConversationError {
-                    message: format!("{method} {url}: reading the answer: {e}"),
-                    retryable: true,
-                });
-            }
-            let retryable = status.as_u16() == 429 || status.is_server_error();
-            // The body may quote the message: keep it out of the logs, and cap what is kept.
-            let detail: String = response.text().await.unwrap_or_default().chars().take(300).collect();
-            tracing::warn!(attempt, %method, status = status.as_u16(), retryable, "conversations service refused the request");
-            last = ConversationError { message: format!("{method} {url}: HTTP {status}: {detail}"), retryable };
-            if !retryable {
-                break;
-            }
-        }
-        Err(last)
+        let method = &method;
+        let outcome = self.limits.retry_policy().run(|attempt| self.attempt(attempt, method, url, headers, body)).await;
+        outcome.map_err(|failed| failed.error)
     }
 
-    fn backoff(&self, retry: u32) -> Duration {
-        let base = self.limits.backoff.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)));
-        base + base.mul_f64(fastrand::f64() * 0.5)
+    /// Attempt number `attempt` of [`Self::request`].
+    async fn attempt(
+        &self,
+        attempt: u32,
+        method: &reqwest::Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Vec<u8>, Failed> {
+        // The signer adds the host it signed, so the one sent is the same.
+        let signed = self.signature(method.as_str(), url, headers, body).await.map_err(Failed::last)?;
+        let mut request = self.http.request(method.clone(), url).body(body.to_vec());
+        for (name, value) in headers.iter().copied().chain(signed.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(|e| {
+            let kind = if e.is_timeout() { "timed out" } else { "failed" };
+            tracing::warn!(attempt, %method, kind, "conversations request failed");
+            Failed::again(ConversationError { message: format!("{method} {url}: {kind}: {e}"), retryable: true })
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return response.bytes().await.map(|b| b.to_vec()).map_err(|e| {
+                Failed::last(ConversationError {
+                    message: format!("{method} {url}: reading the answer: {e}"),
+                    retryable: true,
+                })
+            });
+        }
+        let retryable = status.as_u16() == 429 || status.is_server_error();
+        // The body may quote the message: keep it out of the logs, and cap what is kept.
+        let detail: String = response.text().await.unwrap_or_default().chars().take(300).collect();
+        tracing::warn!(attempt, %method, status = status.as_u16(), retryable, "conversations service refused the request");
+        let error = ConversationError { message: format!("{method} {url}: HTTP {status}: {detail}"), retryable };
+        Err(if retryable { Failed::again(error) } else { Failed::last(error) })
+    }
+}
+
+/// A failed attempt, and whether another may be made now. That is not `error.retryable`, which
+/// tells the engine whether the whole call may be tried again later: an answer that could not
+/// be read, or credentials that could not be loaded, end the call but may succeed later.
+struct Failed {
+    error: ConversationError,
+    again: bool,
+}
+
+impl Failed {
+    fn again(error: ConversationError) -> Self {
+        Self { error, again: true }
+    }
+
+    fn last(error: ConversationError) -> Self {
+        Self { error, again: false }
+    }
+}
+
+impl Retryable for Failed {
+    fn retryable(&self) -> bool {
+        self.again
     }
 }
 
@@ -245,5 +284,31 @@ impl ConversationsApi {
             retryable: false,
         })?;
         Ok(Sent { message_id: answer.message_id, duplicate: answer.duplicate })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(again: bool) -> Failed {
+        Failed { error: ConversationError { message: "HTTP 503".into(), retryable: true }, again }
+    }
+
+    #[test]
+    fn a_request_is_tried_three_times_with_waits_under_200_then_400_ms() {
+        // given the default limits
+        let policy = ConversationsLimits::default().retry_policy();
+        // then the full window of each retry is 200 ms, then 400 ms, and the third attempt is the last
+        assert_eq!(policy.next_delay(1, &failed(true), 1.0), Some(Duration::from_millis(200)));
+        assert_eq!(policy.next_delay(2, &failed(true), 1.0), Some(Duration::from_millis(400)));
+        assert_eq!(policy.next_delay(3, &failed(true), 1.0), None);
+        // and a failure that ends the call is not tried again, though the engine may retry it later
+        assert_eq!(policy.next_delay(1, &failed(false), 1.0), None);
+        // and no limits make a request without an attempt
+        assert_eq!(
+            ConversationsLimits { max_attempts: 0, ..ConversationsLimits::default() }.retry_policy().max_attempts,
+            1
+        );
     }
 }

@@ -10,6 +10,10 @@
 //! certificates and host names as before (webpki, the same roots and rules). The AWS SDK's
 //! client keeps its own copy, read once per process too (handing it these roots costs more
 //! than it saves: docs/benchmarks.md, "Lambda deployables").
+//!
+//! The same clients retry alike: [`retry::RetryPolicy`] and its one loop.
+
+pub mod retry;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};

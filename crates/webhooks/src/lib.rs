@@ -13,6 +13,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AF
 use switchboard_domain::tool::{MAX_TOOL_RETRIES, MAX_TOOL_TIMEOUT_MS, RESERVED_HEADERS};
 use switchboard_domain::webhook::{IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
 use switchboard_engine::ports::{Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse};
+use switchboard_https::retry::{RetryPolicy, Retryable};
 use url::{Host, Url};
 
 pub use secrets::SECRET_TTL;
@@ -168,44 +169,55 @@ impl HttpWebhookCaller {
             Some(name) => Some(self.secrets.get(&request.tenant_id, name).await?),
             None => None,
         };
-        let headers = Self::base_headers(request)?;
+        let headers = &Self::base_headers(request)?;
+        let secret = secret.as_ref();
         let timeout = Duration::from_millis(u64::from(handler.timeout_ms.clamp(1, MAX_TOOL_TIMEOUT_MS)));
-        let max_attempts = handler.retry_policy.max_retries.min(MAX_TOOL_RETRIES) + 1;
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let last = attempts >= max_attempts;
-            let outcome = tokio::time::timeout(timeout, self.attempt(url, request, &headers, secret.as_ref(), timeout))
-                .await
-                .unwrap_or(Err(AttemptError::Timeout));
-            let delay = match outcome {
-                Ok(answer) => {
-                    let retryable = answer.status == 429 || answer.status >= 500;
-                    if !retryable || last {
-                        return Ok(WebhookResponse {
-                            status: answer.status,
-                            body: answer.body,
-                            truncated: answer.truncated,
-                            attempts,
-                            host: host.to_owned(),
-                        });
+        let before_retry = |attempts: u32, delay: Duration, _: &Failed| {
+            let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            tracing::debug!(tool = %request.tool_name, host, attempts, delay_ms, "retrying webhook");
+        };
+        let outcome = retry_policy(&handler.retry_policy)
+            .retry()
+            .before_retry(&before_retry)
+            .run(|attempts| async move {
+                let outcome = tokio::time::timeout(timeout, self.attempt(url, request, headers, secret, timeout))
+                    .await
+                    .unwrap_or(Err(AttemptError::Timeout));
+                match outcome {
+                    Ok(answer) if answer.status == 429 || answer.status >= 500 => {
+                        Err(Failed { attempts, error: AttemptError::Answer(answer) })
                     }
-                    match answer.retry_after {
-                        Some(wait) if answer.status == 429 => wait.min(MAX_RETRY_DELAY),
-                        _ => backoff(handler.retry_policy.backoff_ms, attempts),
-                    }
+                    Ok(answer) => Ok(answer.response(attempts, host)),
+                    Err(error) => Err(Failed { attempts, error }),
                 }
-                Err(AttemptError::Blocked(reason)) => return Err(WebhookError::Blocked(reason)),
-                Err(AttemptError::Other(message)) => return Err(WebhookError::Connect { message, attempts }),
-                Err(AttemptError::Timeout) if last => return Err(WebhookError::Timeout { attempts }),
-                Err(AttemptError::Connect(message)) if last => return Err(WebhookError::Connect { message, attempts }),
-                Err(AttemptError::Timeout | AttemptError::Connect(_)) => {
-                    backoff(handler.retry_policy.backoff_ms, attempts)
-                }
-            };
-            tracing::debug!(tool = %request.tool_name, host, attempts, delay_ms = delay.as_millis() as u64, "retrying webhook");
-            tokio::time::sleep(delay).await;
+            })
+            .await;
+        let Failed { attempts, error } = match outcome {
+            Ok(response) => return Ok(response),
+            Err(failed) => failed,
+        };
+        match error {
+            // The last 429 or 5xx is the tool's answer: the model reads it.
+            AttemptError::Answer(answer) => Ok(answer.response(attempts, host)),
+            AttemptError::Blocked(reason) => Err(WebhookError::Blocked(reason)),
+            AttemptError::Timeout => Err(WebhookError::Timeout { attempts }),
+            AttemptError::Connect(message) | AttemptError::Other(message) => {
+                Err(WebhookError::Connect { message, attempts })
+            }
         }
+    }
+}
+
+/// The tool's configured retries on the shared policy: `max_retries` (capped by
+/// [`MAX_TOOL_RETRIES`]) after the first attempt, full-jitter backoff from `backoff_ms` doubling
+/// up to [`MAX_RETRY_DELAY`], and a 429's `Retry-After` waited for up to that same bound (the
+/// hint is capped where it is read, so that a long one is not a reason to give up).
+fn retry_policy(configured: &switchboard_domain::RetryPolicy) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: configured.max_retries.min(MAX_TOOL_RETRIES) + 1,
+        base: Duration::from_millis(u64::from(configured.backoff_ms)),
+        cap: MAX_RETRY_DELAY,
+        max_retry_after: MAX_RETRY_DELAY,
     }
 }
 
@@ -256,7 +268,36 @@ struct Answer {
     retry_after: Option<Duration>,
 }
 
+impl Answer {
+    fn response(self, attempts: u32, host: &str) -> WebhookResponse {
+        let Self { status, body, truncated, .. } = self;
+        WebhookResponse { status, body, truncated, attempts, host: host.to_owned() }
+    }
+}
+
+/// The attempt numbered `attempts` failed.
+struct Failed {
+    attempts: u32,
+    error: AttemptError,
+}
+
+impl Retryable for Failed {
+    fn retryable(&self) -> bool {
+        matches!(self.error, AttemptError::Answer(_) | AttemptError::Timeout | AttemptError::Connect(_))
+    }
+
+    /// Only a 429's, and never longer than [`MAX_RETRY_DELAY`].
+    fn retry_after(&self) -> Option<Duration> {
+        match &self.error {
+            AttemptError::Answer(answer) if answer.status == 429 => answer.retry_after.map(|d| d.min(MAX_RETRY_DELAY)),
+            _ => None,
+        }
+    }
+}
+
 enum AttemptError {
+    /// A 429 or a 5xx: retried while attempts remain, then returned as the answer.
+    Answer(Answer),
     /// The resolver found only refused addresses: final, never retried.
     Blocked(String),
     Timeout,
@@ -296,28 +337,30 @@ fn describe(error: &reqwest::Error) -> String {
     text
 }
 
-/// Exponential backoff with full jitter: a uniform wait in `[0, base·2^(n-1)]`, capped.
-fn backoff(base_ms: u32, attempts: u32) -> Duration {
-    let ceiling = u64::from(base_ms)
-        .saturating_mul(1u64 << attempts.saturating_sub(1).min(20))
-        .min(MAX_RETRY_DELAY.as_millis() as u64);
-    Duration::from_millis(fastrand::u64(0..=ceiling))
-}
-
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
 
-    #[test]
-    fn backoff_grows_and_stays_under_the_cap() {
-        for attempts in 1..=6 {
-            let ceiling = (100u64 << (attempts - 1)).min(10_000);
-            for _ in 0..50 {
-                assert!(backoff(100, attempts).as_millis() as u64 <= ceiling);
-            }
+    fn answer(status: u16, retry_after_secs: u64) -> Failed {
+        let retry_after = Some(Duration::from_secs(retry_after_secs));
+        Failed {
+            attempts: 1,
+            error: AttemptError::Answer(Answer { status, body: Vec::new(), truncated: false, retry_after }),
         }
-        assert!(backoff(10_000, 30) <= MAX_RETRY_DELAY);
-        assert_eq!(backoff(0, 3), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_tools_retries_map_onto_the_shared_policy_with_its_bounds() {
+        // given a tool asking for more retries than allowed
+        let policy = retry_policy(&switchboard_domain::RetryPolicy { max_retries: 50, backoff_ms: 100 });
+        // then it gets the most allowed
+        assert_eq!(policy.max_attempts, MAX_TOOL_RETRIES + 1);
+        // and a 429's hint is waited for up to the bound, however long, while a 503's is not read
+        assert_eq!(policy.next_delay(1, &answer(429, 2), 0.5), Some(Duration::from_secs(2)));
+        assert_eq!(policy.next_delay(1, &answer(429, 3600), 0.5), Some(MAX_RETRY_DELAY));
+        assert_eq!(policy.next_delay(1, &answer(503, 2), 0.5), Some(Duration::from_millis(50)));
+        // and a connection that may have carried the request is never retried
+        let sent = Failed { attempts: 1, error: AttemptError::Other("reset".into()) };
+        assert_eq!(policy.next_delay(1, &sent, 0.5), None);
     }
 }
