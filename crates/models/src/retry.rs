@@ -111,26 +111,17 @@ impl Retryable for Failed {
 mod tests {
     use super::*;
 
-    fn policy() -> RetryPolicy {
-        RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(100),
-            cap: Duration::from_millis(300),
-            max_retry_after: Duration::from_secs(5),
-        }
-    }
-
     #[test]
     fn model_errors_are_sorted_for_the_policy_by_their_kind_and_hint() {
-        let p = policy();
+        let p = RetryPolicy { max_retry_after: Duration::from_secs(5), ..RetryPolicy::default() };
         let delay = |error: ModelError| p.next_delay(1, &Failed(error), 0.5);
-        assert_eq!(delay(ModelError::Unavailable("503".into())), Some(Duration::from_millis(50)));
-        assert_eq!(delay(ModelError::Timeout), Some(Duration::from_millis(50)));
+        assert_eq!(delay(ModelError::Unavailable("503".into())), Some(Duration::from_millis(125)));
+        assert_eq!(delay(ModelError::Timeout), Some(Duration::from_millis(125)));
         assert_eq!(delay(ModelError::Rejected("400".into())), None);
         assert_eq!(delay(ModelError::Unauthorized("401".into())), None);
         let hint = |s| ModelError::Throttled { message: "429".into(), retry_after: Some(Duration::from_secs(s)) };
         assert_eq!(delay(hint(2)), Some(Duration::from_secs(2)));
         assert_eq!(delay(hint(6)), None, "a hint longer than the policy allows ends the call");
-        assert_eq!(delay(ModelError::throttled("429")), Some(Duration::from_millis(50)));
+        assert_eq!(delay(ModelError::throttled("429")), Some(Duration::from_millis(125)));
     }
 }
