@@ -57,6 +57,7 @@ impl StandIn {
         Self::from_vars(sdk, |name| std::env::var(name).ok())
     }
 
+    /// [`StandIn::from_env`] with the variables read through `var` (tests).
     pub fn from_vars(sdk: &SdkConfig, var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let set = |name: &str| var(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let required = |name: &str| set(name).ok_or_else(|| format!("environment variable {name} is not set"));
@@ -84,6 +85,7 @@ pub fn routes(standin: Arc<StandIn>) -> axum::Router {
         .route("/tenants/{tenant}/conversations/{conversation}/customer-messages", post(post_customer_message))
         .route("/example/orders", post(orders::lookup))
         .fallback(|| async { Problem::not_found("no such route on the Conversations Service stand-in") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
         .with_state(standin)
 }
 

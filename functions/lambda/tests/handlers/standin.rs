@@ -247,10 +247,13 @@ async fn bad_input_is_refused_with_a_problem_naming_what_is_at_fault() {
         assert_eq!(problem["errors"][0]["pointer"], json!(want_pointer), "{problem}");
         assert!(!problem["detail"].as_str().unwrap().is_empty());
     }
-    // and a path it does not serve is a 404 problem, and nothing was stored
+    // and a path it does not serve is a 404 problem, a method it does not take a 405, and nothing
+    // was stored
     let (status, content_type, _) =
         answer(&w.standin, gateway_request("GET", "/tenants/t-1/other", None, &[], None)).await;
     assert_eq!((status, content_type.as_str()), (404, "application/problem+json"));
+    let (status, content_type, _) = answer(&w.standin, gateway_request("DELETE", path, None, &[], None)).await;
+    assert_eq!((status, content_type.as_str()), (405, "application/problem+json"));
     assert!(history(&w, "t-1", "c-1", None).await.0.is_empty());
 }
 
