@@ -217,7 +217,13 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     let server = Server::start_with_script(
         dir.path(),
         &script,
-        &["--tenant", tenant.to_str().unwrap(), "--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
+        &[
+            "--tenant",
+            tenant.to_str().unwrap(),
+            "--secrets-file",
+            secrets.to_str().unwrap(),
+            "--allow-private-webhooks",
+        ],
     );
     let admin = Api::new(&server, &server.admin);
     let issued = admin.post("/tenants/acme/keys", json!({})).await;
