@@ -114,8 +114,7 @@ impl ModelSettings {
     /// Settings from the file at `path` over the environment.
     pub fn from_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
         let where_ = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| error(&where_, e.to_string()))?;
-        let file: File = serde_norway::from_str(&text).map_err(|e| error(&where_, e.to_string()))?;
+        let file = File::read(path).map_err(|e| error(&where_, e))?;
         Self::build(file, env, &format!("{where_}: "))
     }
 
@@ -140,7 +139,42 @@ impl ModelSettings {
     }
 }
 
+/// The most a model configuration file may hold. Aliases, endpoints and a price table are a few
+/// KiB; a file past this is not one, and is not read whole.
+const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// YAML as a model configuration is read: YAML 1.2's booleans (`no` is a string), one document,
+/// and budgets far above any real file that stop a crafted one (deep nesting, an alias bomb)
+/// before it costs memory. A mistake names its line and column.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        with_snippet: false,
+        budget: serde_saphyr::budget! {
+            max_documents: 1,
+            max_depth: 16,
+            max_nodes: 20_000,
+            max_events: 50_000,
+            max_anchors: 100,
+            max_aliases: 100,
+            max_total_scalar_bytes: MAX_FILE_BYTES,
+        },
+    }
+}
+
 impl File {
+    fn read(path: &Path) -> Result<File, String> {
+        use std::io::Read;
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_string(&mut text))
+            .map_err(|e| e.to_string())?;
+        if text.len() > MAX_FILE_BYTES {
+            return Err(format!("larger than {MAX_FILE_BYTES} bytes"));
+        }
+        serde_saphyr::from_str_with_options(&text, yaml_options()).map_err(|e| e.to_string())
+    }
+
     /// The request timeout, the retry policy and the circuit breakers' policy, each setting
     /// within its range.
     fn policies(&self, at: &str) -> Result<(Duration, RetryPolicy, BreakerPolicy), SettingsError> {
@@ -344,5 +378,14 @@ mod tests {
         assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("cachRead"));
         std::fs::write(&path, "colour: blue\n").unwrap();
         assert!(ModelSettings::from_file(&path, &env(&[])).unwrap_err().message.contains("colour"));
+    }
+
+    #[test]
+    fn a_file_over_a_mib_is_refused_without_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("models.yaml");
+        std::fs::write(&path, format!("# {}\n", "x".repeat(MAX_FILE_BYTES))).unwrap();
+        let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
+        assert!(e.setting.ends_with("models.yaml") && e.message.contains("larger than 1048576 bytes"), "{e}");
     }
 }

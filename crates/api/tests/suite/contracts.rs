@@ -62,7 +62,8 @@ impl Spec {
     fn load() -> Self {
         let dir = repo().join("contracts");
         let yaml = std::fs::read_to_string(dir.join("openapi.yaml")).unwrap();
-        let doc: Value = serde_norway::from_str(&yaml).expect("openapi.yaml is valid YAML");
+        let doc: Value = serde_saphyr::from_str_with_options(&yaml, serde_saphyr::options! { strict_booleans: true })
+            .expect("openapi.yaml is valid YAML");
         assert_eq!(doc["openapi"].as_str().map(|v| v.starts_with("3.1")), Some(true), "OpenAPI 3.1");
         let mut files = HashMap::new();
         for entry in std::fs::read_dir(dir.join("events")).unwrap() {

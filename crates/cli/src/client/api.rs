@@ -172,12 +172,45 @@ pub fn query_value(value: &str) -> String {
         .collect()
 }
 
+/// The most a `-f` file may hold. The API takes bodies of at most 2 MiB; YAML's comments and
+/// indentation get twice that.
+const MAX_RECORD_BYTES: usize = 4 * 1024 * 1024;
+
+/// YAML as a record or bundle is read: YAML 1.2's scalars, as JSON sees them (`no` and `0123`
+/// stay strings), one document, and budgets that no record reaches (tool schemas nest at most 16
+/// levels) but that stop a crafted file (deep nesting, an alias bomb) before it costs memory.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+        with_snippet: false,
+        budget: serde_saphyr::budget! {
+            max_documents: 1,
+            max_depth: 48,
+            max_nodes: 200_000,
+            max_events: 500_000,
+            max_anchors: 1_000,
+            max_aliases: 1_000,
+            max_total_scalar_bytes: MAX_RECORD_BYTES,
+        },
+    }
+}
+
 /// Reads a record from a `.json`, `.yaml` or `.yml` file.
 pub fn read_record(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("-f {}", path.display()))?;
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_RECORD_BYTES as u64 + 1).read_to_string(&mut text))
+        .with_context(|| format!("-f {}", path.display()))?;
+    if text.len() > MAX_RECORD_BYTES {
+        bail!("-f {}: larger than {MAX_RECORD_BYTES} bytes", path.display());
+    }
     let is_yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
     if is_yaml {
-        serde_norway::from_str(&text).with_context(|| format!("-f {}: not valid YAML", path.display()))
+        serde_saphyr::from_str_with_options(&text, yaml_options())
+            .with_context(|| format!("-f {}: not valid YAML", path.display()))
     } else {
         serde_json::from_str(&text).with_context(|| format!("-f {}: not valid JSON", path.display()))
     }
@@ -185,4 +218,39 @@ pub fn read_record(path: &Path) -> anyhow::Result<Value> {
 
 pub fn tenant(remote: &Remote) -> anyhow::Result<&str> {
     remote.tenant.as_deref().context("--tenant (or SWITCHBOARD_TENANT) is required")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn yaml_file(dir: &Path, text: &str) -> std::path::PathBuf {
+        let path = dir.join("record.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_yaml_record_reads_as_its_json_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = yaml_file(dir.path(), "name: Support\nenabled: true\nanswer: no\ncode: 0123\nmaxTurns: 8\n");
+        let record = read_record(&path).unwrap();
+        assert_eq!(record, json!({"name": "Support", "enabled": true, "answer": "no", "code": "0123", "maxTurns": 8}));
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_naming_its_line() {
+        // given nine levels of ten aliases each: a billion strings once expanded
+        let dir = tempfile::tempdir().unwrap();
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); 10].join(", ")));
+        }
+        let e = format!("{:#}", read_record(&yaml_file(dir.path(), &bomb)).unwrap_err());
+        assert!(e.contains("not valid YAML") && e.contains("budget") && e.contains("line"), "{e}");
+    }
 }
