@@ -2,10 +2,11 @@
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
 # cfn-lint of template.yaml, the console in a headless browser, the cargo-lambda build of the
-# five functions (each zip at most 5 MB), and the container image's smoke test when Docker or
-# Podman works here. Needs the Rust toolchain (with rustfmt and clippy) and python3 with venv;
-# it installs the emulator (moto, from PyPI) into .venv-emulator on first run, and Debian's
-# chromium and chromium-driver with apt-get when they are missing.
+# five functions and the Conversations Service stand-in (each zip at most 5 MB), and the
+# container image's smoke test when Docker or Podman works here. Needs the Rust toolchain (with
+# rustfmt and clippy) and python3 with venv; it installs the emulator (moto, from PyPI) into
+# .venv-emulator on first run, and Debian's chromium and chromium-driver with apt-get when they
+# are missing.
 #
 # `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
 # only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
@@ -88,10 +89,10 @@ if [ -n "${CI:-}" ]; then
 fi
 echo "== disk before the release build: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
 
-echo "== cargo lambda build --release --x86-64 (the five Lambda functions, zipped)"
+echo "== cargo lambda build --release --x86-64 (the five Lambda functions and the stand-in, zipped)"
 # x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
 # The release profile in Cargo.toml is explicit, so cargo-lambda does not force its own settings.
-functions=(event-router agent-executor internal-api archiver console-push)
+functions=(event-router agent-executor internal-api archiver console-push conversations-standin)
 PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked --output-format zip \
     "${functions[@]/#/--package=switchboard-fn-}"
 
@@ -100,7 +101,7 @@ too_big=()
 for function in "${functions[@]}"; do
     zip="target/lambda/$function/bootstrap.zip"
     size=$(stat -c %s "$zip")
-    printf '  %-15s %9d bytes\n' "$function" "$size"
+    printf '  %-22s %9d bytes\n' "$function" "$size"
     [ "$size" -le 5000000 ] || too_big+=("$function")
 done
 if [ "${#too_big[@]}" -gt 0 ]; then
