@@ -192,9 +192,10 @@ pub(crate) fn canonical_path(path: &str) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Authenticates every request but `/health` and `/ready`, then applies the per-tenant rate limit.
+/// Authenticates every request but `/health`, `/ready` and `/openapi.json` (the published
+/// contract), then applies the per-tenant rate limit.
 pub(crate) async fn authenticate(State(state): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
-    if matches!(req.uri().path(), "/health" | "/ready") {
+    if matches!(req.uri().path(), "/health" | "/ready" | "/openapi.json") {
         return next.run(req).await;
     }
     if let Some(auth) = &state.auth {

@@ -14,7 +14,9 @@ use switchboard_engine::ConfigKind;
 use crate::console::{self, ConsoleConfig};
 use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
-use crate::resources::{config, conversations, events, executions, invoke, reports, sessions, status, tenants};
+use crate::resources::{
+    config, conversations, events, executions, invoke, openapi, reports, sessions, status, tenants,
+};
 use crate::state::ApiState;
 
 type AppState = Arc<ApiState>;
@@ -26,6 +28,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/health", get(status::health))
         .route("/ready", get(status::ready))
         .route("/metrics", get(status::metrics))
+        .route("/openapi.json", get(openapi::openapi))
         .route("/events", post(events::post_event))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversations::messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversations::sessions))

@@ -7,6 +7,7 @@ pub(crate) mod conversations;
 pub(crate) mod events;
 pub(crate) mod executions;
 pub(crate) mod invoke;
+pub(crate) mod openapi;
 pub(crate) mod reports;
 pub(crate) mod sessions;
 pub(crate) mod status;

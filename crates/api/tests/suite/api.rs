@@ -430,6 +430,8 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::POST, "/tenants/acme/apply".into(), Some(acme_bundle.clone())));
     corpus.push((Method::POST, "/tenants/acme/apply?dryRun=true".into(), Some(acme_bundle)));
     corpus.push((Method::POST, "/tenants".into(), Some(json!({ "tenantId": "acme2", "name": "x" }))));
+    // the contract is no tenant's: anyone may read it
+    corpus.push((Method::GET, "/openapi.json".into(), None));
     // API keys are an admin's to manage: not acme's from the intruder, not even the intruder's own
     let acme_key = admin.post("/tenants/acme/keys", json!({})).await.body["keyId"].as_str().unwrap().to_owned();
     for base in ["/tenants/acme", "/tenants/intruder"] {
@@ -440,12 +442,13 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
-        let own_tenant_listing = path.starts_with("/tenants/intruder/conversations")
+        let own_tenant_listing_or_public = path.starts_with("/tenants/intruder/conversations")
             || path == "/tenants/intruder/usage"
             || path == "/tenants/intruder/activity"
-            || path.starts_with("/tenants/intruder/sessions?");
+            || path.starts_with("/tenants/intruder/sessions?")
+            || path == "/openapi.json";
         // then nothing is found, nothing is changed, and no acme data appears in any answer
-        if own_tenant_listing {
+        if own_tenant_listing_or_public {
             assert_eq!(r.status, 200, "{method} {path}");
         } else {
             assert!(matches!(r.status.as_u16(), 404 | 405), "{method} {path} → {} {}", r.status, r.body);

@@ -806,6 +806,8 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(anonymous.get("/tenants/acme/agents").await.status, 401);
     assert_eq!(anonymous.get("/health").await.status, 200, "health needs no key");
     assert_eq!(anonymous.get("/ready").await.str("/status"), "ready", "readiness needs no key");
+    let contract = anonymous.get("/openapi.json").await;
+    assert_eq!(contract.body["paths"], spec.doc["paths"], "the contract needs no key and is this one");
     assert_eq!(api.get("/metrics").await.status, 200);
     assert_eq!(api.with_key(Some("sbk_wrong")).post("/events", json!({})).await.status, 401);
     assert_eq!(api.get("/tenants/nobody/agents").await.status, 404);

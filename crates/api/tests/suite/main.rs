@@ -1,8 +1,9 @@
 //! The API crate's black-box suite, one test binary (each binary links the whole embedded stack,
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
-//! extractors through the router without a socket (`extract`) and the fuzz corpus of every JSON
-//! body replayed (`fuzz_corpus`). `common` is their harness.
+//! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
+//! body replayed (`fuzz_corpus`) and the contract served as JSON (`openapi`). `common` is their
+//! harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
@@ -10,4 +11,5 @@ mod common;
 mod contracts;
 mod extract;
 mod fuzz_corpus;
+mod openapi;
 mod tenancy;
