@@ -193,7 +193,7 @@ pub fn print_text(text: &str) -> anyhow::Result<()> {
 }
 
 fn yaml(v: &Value) -> anyhow::Result<String> {
-    Ok(serde_norway::to_string(v)?)
+    Ok(serde_saphyr::to_string(v)?)
 }
 
 #[cfg(test)]
@@ -256,7 +256,7 @@ mod tests {
         );
         let json: Value = serde_json::from_str(&list("tools", &items, Format::Json).unwrap()).unwrap();
         assert_eq!(json, json!(items));
-        let yaml: Value = serde_norway::from_str(&list("tools", &items, Format::Yaml).unwrap()).unwrap();
+        let yaml: Value = serde_saphyr::from_str(&list("tools", &items, Format::Yaml).unwrap()).unwrap();
         assert_eq!(yaml, json!(items));
     }
 
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), e);
         let doc = event(&e, Format::Yaml).unwrap().unwrap();
         assert!(doc.starts_with("---\n"), "{doc}");
-        assert_eq!(serde_norway::from_str::<Value>(&doc).unwrap(), e);
+        assert_eq!(serde_saphyr::from_str::<Value>(&doc).unwrap(), e);
         assert_eq!(event(&e, Format::Table).unwrap(), None);
     }
 }

@@ -69,7 +69,7 @@ pub fn load(path: &Path) -> anyhow::Result<Contexts> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contexts::default()),
         Err(e) => return Err(e).with_context(|| format!("read the configuration file {}", path.display())),
     };
-    let contexts: Contexts = serde_norway::from_str(&text)
+    let contexts: Contexts = serde_saphyr::from_str(&text)
         .with_context(|| format!("the configuration file {} is not a valid configuration", path.display()))?;
     if contexts.contexts.values().any(|c| c.api_key.is_some()) {
         refuse_if_shared(path)?;
@@ -88,7 +88,7 @@ pub fn save(path: &Path, contexts: &Contexts) -> anyhow::Result<()> {
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         builder.create(dir).with_context(|| format!("create {}", dir.display()))?;
     }
-    let text = serde_norway::to_string(contexts)?;
+    let text = serde_saphyr::to_string(contexts)?;
     // tempfile creates its file with mode 0600.
     let mut file = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("write in {}", dir.display()))?;
     std::io::Write::write_all(&mut file, text.as_bytes())?;
@@ -162,7 +162,7 @@ mod tests {
         assert!(e.contains("chmod 600") && e.contains("644"), "{e}");
         // Without a key there is nothing to protect.
         contexts.contexts.get_mut("local").unwrap().api_key = None;
-        std::fs::write(&path, serde_norway::to_string(&contexts).unwrap()).unwrap();
+        std::fs::write(&path, serde_saphyr::to_string(&contexts).unwrap()).unwrap();
         assert_eq!(load(&path).unwrap(), contexts);
     }
 
