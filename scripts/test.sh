@@ -58,6 +58,16 @@ if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; the
     fi
 fi
 
+echo "== curl and mkfifo (the docs test runs the README's commands, which use them)"
+if ! command -v curl >/dev/null || ! command -v mkfifo >/dev/null; then
+    installer=()
+    [ "$(id -u)" -eq 0 ] || installer=(sudo -n)
+    { "${installer[@]}" apt-get install -y -qq curl coreutils >/dev/null 2>&1 \
+        || { "${installer[@]}" apt-get update -qq >/dev/null 2>&1 \
+            && "${installer[@]}" apt-get install -y -qq curl coreutils >/dev/null 2>&1; }; } \
+        || { echo "error: curl is missing and cannot be installed with apt-get; install it" >&2; exit 1; }
+fi
+
 if $quick; then
     echo "== cargo test (--quick: the full script also lints the template and builds the Lambdas)"
     cargo test --workspace --locked
@@ -81,6 +91,9 @@ cargo test --workspace --locked
 
 echo "== cargo test: the CLI built without the aws feature"
 cargo test -p switchboard-tests --no-default-features --locked --test cli
+
+echo "== cargo test: the model settings without the yaml feature (as the Lambda functions build them)"
+cargo test -p switchboard-models --lib --locked
 
 if [ -n "${CI:-}" ]; then
     # The tests are done; on CI their debug build (about 3 GB) is only in the release build's way

@@ -146,6 +146,7 @@ const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// YAML as a model configuration is read: YAML 1.2's booleans (`no` is a string), one document,
 /// and budgets far above any real file that stop a crafted one (deep nesting, an alias bomb)
 /// before it costs memory. A mistake names its line and column.
+#[cfg(feature = "yaml")]
 fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         strict_booleans: true,
@@ -162,6 +163,21 @@ fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
+/// A model configuration file's text, YAML (JSON included, YAML being its superset).
+#[cfg(feature = "yaml")]
+fn parse(text: &str) -> Result<File, String> {
+    serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| e.to_string())
+}
+
+/// A model configuration file's text, JSON only: this build has no YAML parser (the Lambda
+/// functions leave it out to stay under 5 MB).
+#[cfg(not(feature = "yaml"))]
+fn parse(text: &str) -> Result<File, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!("{e} (this build reads the model configuration as JSON; convert a YAML file, e.g. `yq -o json`)")
+    })
+}
+
 impl File {
     fn read(path: &Path) -> Result<File, String> {
         use std::io::Read;
@@ -172,7 +188,7 @@ impl File {
         if text.len() > MAX_FILE_BYTES {
             return Err(format!("larger than {MAX_FILE_BYTES} bytes"));
         }
-        serde_saphyr::from_str_with_options(&text, yaml_options()).map_err(|e| e.to_string())
+        parse(&text)
     }
 
     /// The request timeout, the retry policy and the circuit breakers' policy, each setting
@@ -312,10 +328,12 @@ mod tests {
     }
 
     /// The repository's root (the example files and the docs are read from it).
+    #[cfg(feature = "yaml")]
     fn root() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
 
+    #[cfg(feature = "yaml")]
     #[test]
     fn the_documented_example_and_the_example_files_load_as_written() {
         // docs/models.md's complete example, with the variables it names
@@ -340,6 +358,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "yaml")]
     #[test]
     fn the_file_adds_aliases_and_reads_keys_from_the_variables_it_names() {
         let dir = tempfile::tempdir().unwrap();
@@ -387,5 +406,17 @@ mod tests {
         std::fs::write(&path, format!("# {}\n", "x".repeat(MAX_FILE_BYTES))).unwrap();
         let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
         assert!(e.setting.ends_with("models.yaml") && e.message.contains("larger than 1048576 bytes"), "{e}");
+    }
+
+    #[cfg(not(feature = "yaml"))]
+    #[test]
+    fn without_yaml_a_file_is_read_as_json_and_a_yaml_one_is_refused_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("models.json");
+        std::fs::write(&path, r#"{"aliases": {"fast": "openai:gpt-4o-mini"}}"#).unwrap();
+        assert_eq!(ModelSettings::from_file(&path, &env(&[])).unwrap().aliases["fast"], "openai:gpt-4o-mini");
+        std::fs::write(&path, "aliases:\n  fast: openai:gpt-4o-mini\n").unwrap();
+        let e = ModelSettings::from_file(&path, &env(&[])).unwrap_err();
+        assert!(e.message.contains("reads the model configuration as JSON"), "{e}");
     }
 }
