@@ -51,3 +51,4 @@ pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHand
 pub use trigger::{EventType, Trigger, TriggerStatus};
 pub use usage::{ActivityRow, UsageCounts, UsageLine, UsageRow, hour_of};
 pub use validation::{FieldError, ValidationErrors};
+pub use webhook::SignatureScheme;

@@ -3,6 +3,7 @@
 //! would be a temperature; a client that sends that has made a mistake, and is told so with the
 //! field's pointer. Everything else reads as `serde_json` reads it.
 
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde_json::{Map, Value};
 
@@ -85,6 +86,96 @@ pub(crate) fn object<'de, D: Deserializer<'de>, T: serde::Deserialize<'de>>(d: D
     }
 
     d.deserialize_map(ObjectOnly(std::marker::PhantomData))
+}
+
+/// Reads `T` from the members of an internally tagged object whose `tag` member must be one of
+/// `variants` (`{"type": "webhook", "url": ...}`), the others read by `T` whatever the tag, through
+/// the caller's own map access: serde's derived tagged enums buffer the object first, so an error
+/// inside it was told at the object's pointer (`/handler`); read so, it is told at its member's
+/// (`/handler/signature`). For an enum of one variant, or whose variants share one shape.
+pub(crate) fn tagged<'de, A, T>(map: A, tag: &'static str, variants: &'static [&'static str]) -> Result<T, A::Error>
+where
+    A: MapAccess<'de>,
+    T: serde::Deserialize<'de>,
+{
+    let mut members = WithoutTag { map, tag, variants, seen: false };
+    let read = T::deserialize(de::value::MapAccessDeserializer::new(&mut members))?;
+    if !members.seen {
+        return Err(de::Error::missing_field(tag));
+    }
+    Ok(read)
+}
+
+/// The members of a map but its tag, which is checked on the way.
+struct WithoutTag<A> {
+    map: A,
+    tag: &'static str,
+    variants: &'static [&'static str],
+    seen: bool,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for &mut WithoutTag<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, mut seed: K) -> Result<Option<K::Value>, Self::Error> {
+        loop {
+            // The key is handed on while the caller's map access reads it, so that an unknown
+            // member is told at its own pointer.
+            match self.map.next_key_seed(MemberOrTag { seed, tag: self.tag })? {
+                None => return Ok(None),
+                Some(MemberKey::Member(key)) => return Ok(Some(key)),
+                Some(MemberKey::Tag(unused)) => seed = unused,
+            }
+            if self.seen {
+                return Err(de::Error::duplicate_field(self.tag));
+            }
+            // Checked while it is read, so that the error is told at the tag's pointer.
+            self.map.next_value_seed(Variant(self.variants))?;
+            self.seen = true;
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+/// A member's key read by `seed`, or the tag, which gives the seed back unused.
+enum MemberKey<K, S> {
+    Member(K),
+    Tag(S),
+}
+
+struct MemberOrTag<S> {
+    seed: S,
+    tag: &'static str,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MemberOrTag<S> {
+    type Value = MemberKey<S::Value, S>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let key = String::deserialize(d)?;
+        if key == self.tag {
+            return Ok(MemberKey::Tag(self.seed));
+        }
+        self.seed.deserialize(IntoDeserializer::<D::Error>::into_deserializer(key)).map(MemberKey::Member)
+    }
+}
+
+/// A tag that must be one of these.
+struct Variant(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Variant {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        let found = String::deserialize(d)?;
+        match self.0.contains(&found.as_str()) {
+            true => Ok(()),
+            false => Err(de::Error::unknown_variant(&found, self.0)),
+        }
+    }
 }
 
 /// An object's members, each value read strictly.
@@ -201,6 +292,55 @@ mod tests {
         }
         let e = read(json!({ "then": { "action": "sing" } })).unwrap_err();
         assert!(e.starts_with("then.action: unknown variant `sing`"), "{e}");
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Hook {
+        url: String,
+        #[serde(default)]
+        retries: u8,
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Handler(Hook);
+
+    impl<'de> Deserialize<'de> for Handler {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Members;
+            impl<'de> Visitor<'de> for Members {
+                type Value = Handler;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Handler, A::Error> {
+                    tagged(map, "type", &["webhook"]).map(Handler)
+                }
+            }
+            d.deserialize_map(Members)
+        }
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Tool {
+        handler: Handler,
+    }
+
+    #[test]
+    fn a_tagged_objects_members_are_named_by_their_own_pointer() {
+        let read = |v| serde_path_to_error::deserialize::<_, Tool>(Strict(v)).map_err(|e| e.to_string());
+        let ok = read(json!({ "handler": { "url": "u", "type": "webhook" } })).unwrap();
+        assert_eq!(ok.handler, Handler(Hook { url: "u".into(), retries: 0 }));
+        let e = read(json!({ "handler": { "type": "webhook", "url": "u", "retries": "many" } })).unwrap_err();
+        assert!(e.starts_with("handler.retries: invalid type: string"), "{e}");
+        let e = read(json!({ "handler": { "type": "lambda", "url": "u" } })).unwrap_err();
+        assert!(e.starts_with("handler.type: unknown variant `lambda`, expected `webhook`"), "{e}");
+        let e = read(json!({ "handler": { "type": "webhook", "url": "u", "colour": 1 } })).unwrap_err();
+        assert!(e.starts_with("handler.colour: unknown field `colour`"), "{e}");
+        let e = read(json!({ "handler": { "url": "u" } })).unwrap_err();
+        assert!(e.starts_with("handler: missing field `type`"), "{e}");
+        let e = read(json!({ "handler": ["webhook", "u"] })).unwrap_err();
+        assert!(e.starts_with("handler: invalid type: sequence, expected a JSON object"), "{e}");
     }
 
     #[test]

@@ -169,10 +169,31 @@ impl FromStr for SystemTool {
 pub struct UnknownSystemTool;
 
 /// How a custom tool is executed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolHandler {
     Webhook(WebhookHandler),
+}
+
+/// Read as serde's tagged enum would be, but with each member's error at its own pointer.
+impl<'de> Deserialize<'de> for ToolHandler {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = ToolHandler;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ToolHandler, A::Error> {
+                crate::strict_json::tagged(map, "type", &["webhook"]).map(ToolHandler::Webhook)
+            }
+        }
+
+        d.deserialize_map(Members)
+    }
 }
 
 /// A tenant's HTTPS endpoint, called with a signed JSON `POST`.
@@ -195,6 +216,10 @@ pub struct WebhookHandler {
     /// Send the conversation id (personal data) in the request body.
     #[serde(default)]
     pub include_pii: bool,
+    /// How requests are signed: Switchboard's own scheme unless the tool asks for Standard
+    /// Webhooks. Left out when it is the default, so records written before it read back equal.
+    #[serde(default, skip_serializing_if = "crate::webhook::SignatureScheme::is_default")]
+    pub signature: crate::webhook::SignatureScheme,
 }
 
 fn default_timeout_ms() -> u32 {
@@ -215,7 +240,8 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Request headers a tool may not set: framing, routing, and Switchboard's own signature headers.
+/// Request headers a tool may not set: framing, routing, and the Standard Webhooks headers (any
+/// `Switchboard-*` name is refused besides).
 pub const RESERVED_HEADERS: &[&str] = &[
     "host",
     "content-length",
@@ -226,6 +252,9 @@ pub const RESERVED_HEADERS: &[&str] = &[
     "te",
     "trailer",
     "expect",
+    crate::webhook::standard::ID_HEADER,
+    crate::webhook::standard::TIMESTAMP_HEADER,
+    crate::webhook::standard::SIGNATURE_HEADER,
 ];
 
 /// Most retries a webhook tool may ask for.
@@ -406,5 +435,54 @@ mod tests {
             assert_eq!(serde_json::to_value(tool).ok(), Some(serde_json::json!(tool.name())));
         }
         assert!("rm_rf".parse::<SystemTool>().is_err());
+    }
+
+    fn webhook_tool(handler: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "tenantId": "acme", "toolId": "01JD0000000000000000000T0A", "name": "lookup_order",
+            "description": "Finds an order", "parameters": {"type": "object"}, "handler": handler,
+            "createdAt": "2025-01-01T00:00:00Z", "updatedAt": "2025-01-01T00:00:00Z"
+        })
+    }
+
+    fn read(handler: serde_json::Value) -> Result<Tool, Vec<String>> {
+        crate::input::read_value::<Tool>(webhook_tool(handler), "")
+            .map_err(|e| e.0.into_iter().map(|e| format!("{}: {}", e.pointer, e.detail)).collect())
+    }
+
+    #[test]
+    fn a_webhook_tool_signs_with_switchboards_scheme_unless_it_asks_for_standard_webhooks() {
+        // given a tool written before the choice existed
+        let old = serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "timeoutMs": 5000});
+        let tool = read(old).unwrap();
+        let ToolHandler::Webhook(h) = &tool.handler;
+        assert_eq!(h.signature, crate::webhook::SignatureScheme::Switchboard);
+        // then it is written back without the field
+        let written = serde_json::to_value(&tool).unwrap();
+        assert!(written["handler"].get("signature").is_none(), "{written}");
+        // and a tool asking for Standard Webhooks says so, and reads back equal
+        let standard =
+            serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "signature": "standard-webhooks"});
+        let tool = read(standard).unwrap();
+        let ToolHandler::Webhook(h) = &tool.handler;
+        assert_eq!(h.signature, crate::webhook::SignatureScheme::StandardWebhooks);
+        let written = serde_json::to_value(&tool).unwrap();
+        assert_eq!(written["handler"]["signature"], "standard-webhooks");
+        assert_eq!(serde_json::from_value::<Tool>(written).unwrap(), tool);
+    }
+
+    #[test]
+    fn an_unknown_signature_scheme_and_the_standard_headers_are_refused_at_their_pointers() {
+        let bad = serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "signature": "svix"});
+        let errors = read(bad).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].starts_with("/handler/signature: "), "{errors:?}");
+        assert!(errors[0].contains("standard-webhooks"), "the known values are named: {errors:?}");
+        for name in ["webhook-id", "Webhook-Timestamp", "webhook-signature"] {
+            let handler =
+                serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "headers": {name: "x"}});
+            let errors = read(handler).unwrap().validate().unwrap_err();
+            assert_eq!(errors.0[0].pointer, format!("/handler/headers/{name}"));
+        }
     }
 }

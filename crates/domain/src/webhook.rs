@@ -1,8 +1,32 @@
-//! The webhook signature scheme (`contracts/webhooks.md`): signing on the caller's side and the
-//! public verification a receiver runs. Pure functions only; no clock, no I/O.
+//! The webhook signature schemes (`contracts/webhooks.md`): Switchboard's own here and Standard
+//! Webhooks in [`standard`], each with the signing on the caller's side and the public
+//! verification a receiver runs. Pure functions only; no clock, no I/O.
+
+pub mod standard;
 
 use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+
+/// How a webhook tool's requests are signed. Switchboard's own scheme is the default, and a tool
+/// that does not name one keeps it (the field is left out when written).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureScheme {
+    /// `Switchboard-Timestamp` and `Switchboard-Signature: v1=<hex>`.
+    #[default]
+    Switchboard,
+    /// `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64>`, verified with the
+    /// official Standard Webhooks libraries; the secret is `whsec_<base64>` ([`standard`]).
+    StandardWebhooks,
+}
+
+impl SignatureScheme {
+    /// True for the default, which is not written out.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
 
 /// Unix seconds at which the request was signed.
 pub const TIMESTAMP_HEADER: &str = "Switchboard-Timestamp";
@@ -16,20 +40,58 @@ pub const TOLERANCE_SECS: i64 = 300;
 
 type HmacSha256 = Hmac<Sha256>;
 
-fn mac(secret: &[u8], timestamp: i64, body: &[u8]) -> HmacSha256 {
+/// HMAC-SHA256 under `key` over `parts` joined with `.`.
+fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     // Unreachable fallback: HMAC takes keys of any length (long ones are hashed), so
     // `new_from_slice` never fails for it; the trait merely allows other MACs to.
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret)
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| <HmacSha256 as KeyInit>::new(&Default::default()));
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            mac.update(b".");
+        }
+        mac.update(part);
+    }
     mac
+}
+
+/// The first of `candidates` (decoded signatures) that equals `expected`, compared in constant
+/// time; `NoSignature` when there is none to compare.
+fn match_any<'a>(
+    expected: &HmacSha256,
+    candidates: impl Iterator<Item = &'a str>,
+    decode: impl Fn(&str) -> Option<Vec<u8>>,
+) -> Result<(), VerifyError> {
+    let mut candidates = candidates.peekable();
+    if candidates.peek().is_none() {
+        return Err(VerifyError::NoSignature);
+    }
+    for candidate in candidates {
+        if let Some(tag) = decode(candidate)
+            && expected.clone().verify_slice(&tag).is_ok()
+        {
+            return Ok(());
+        }
+    }
+    Err(VerifyError::Mismatch)
+}
+
+/// The timestamp header as unix seconds, when it is one and within [`TOLERANCE_SECS`] of `now_unix`.
+fn timestamp_within_tolerance(header: &str, now_unix: i64) -> Result<i64, VerifyError> {
+    let ts = header.trim();
+    if ts.is_empty() || !ts.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VerifyError::MalformedTimestamp);
+    }
+    let timestamp: i64 = ts.parse().map_err(|_| VerifyError::MalformedTimestamp)?;
+    if now_unix.abs_diff(timestamp) > TOLERANCE_SECS.unsigned_abs() {
+        return Err(VerifyError::OutsideTolerance);
+    }
+    Ok(timestamp)
 }
 
 /// The `Switchboard-Signature` value for `body` signed at `timestamp`: `v1=<lowercase hex>`.
 pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    let tag = mac(secret, timestamp, body).finalize().into_bytes();
+    let tag = mac(secret, &[timestamp.to_string().as_bytes(), body]).finalize().into_bytes();
     format!("v1={}", crate::ids::lower_hex(&tag))
 }
 
@@ -44,6 +106,8 @@ pub enum VerifyError {
     NoSignature,
     #[error("no signature matches")]
     Mismatch,
+    #[error("the message id header is missing")]
+    MissingId,
 }
 
 /// Checks a received request: the timestamp is within [`TOLERANCE_SECS`] of `now_unix` and one
@@ -56,27 +120,10 @@ pub fn verify(
     body: &[u8],
     now_unix: i64,
 ) -> Result<(), VerifyError> {
-    let ts = timestamp_header.trim();
-    if ts.is_empty() || !ts.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(VerifyError::MalformedTimestamp);
-    }
-    let timestamp: i64 = ts.parse().map_err(|_| VerifyError::MalformedTimestamp)?;
-    if now_unix.abs_diff(timestamp) > TOLERANCE_SECS.unsigned_abs() {
-        return Err(VerifyError::OutsideTolerance);
-    }
-    let mut candidates = signature_header.split(',').filter_map(|s| s.trim().strip_prefix("v1=")).peekable();
-    if candidates.peek().is_none() {
-        return Err(VerifyError::NoSignature);
-    }
-    let expected = mac(secret, timestamp, body);
-    for candidate in candidates {
-        if let Some(tag) = decode_hex(candidate)
-            && expected.clone().verify_slice(&tag).is_ok()
-        {
-            return Ok(());
-        }
-    }
-    Err(VerifyError::Mismatch)
+    let timestamp = timestamp_within_tolerance(timestamp_header, now_unix)?;
+    let expected = mac(secret, &[timestamp.to_string().as_bytes(), body]);
+    let candidates = signature_header.split(',').filter_map(|s| s.trim().strip_prefix("v1="));
+    match_any(&expected, candidates, decode_hex)
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
@@ -118,23 +165,32 @@ mod tests {
 
     const CONTRACT: &str = include_str!("../../../contracts/webhooks.md");
 
-    /// The rows of the contract's test-vector table: every cell is a backticked literal.
-    fn contract_vectors() -> Vec<(String, i64, String, String)> {
-        let section = CONTRACT.split("## Test vectors").nth(1).expect("a '## Test vectors' section");
-        section
-            .lines()
+    /// The rows of the contract's table under the heading `heading` (the whole line), each with
+    /// `columns` cells: every cell is a backticked literal.
+    pub(super) fn contract_table(heading: &str, columns: usize) -> Vec<Vec<String>> {
+        let mut lines = CONTRACT.lines().skip_while(|l| *l != heading);
+        assert_eq!(lines.next(), Some(heading), "the contract has a '{heading}' section");
+        lines
             .take_while(|l| !l.starts_with("## "))
             .filter(|l| l.starts_with("| `"))
             .map(|line| {
-                let cells: Vec<&str> = line
+                let cells: Vec<String> = line
                     .trim()
                     .trim_matches('|')
                     .split(" | ")
                     .map(|c| c.trim().strip_prefix('`').and_then(|c| c.strip_suffix('`')).expect("a backticked cell"))
+                    .map(str::to_owned)
                     .collect();
-                assert_eq!(cells.len(), 4, "row {line}");
-                (cells[0].to_owned(), cells[1].parse().expect("timestamp"), cells[2].to_owned(), cells[3].to_owned())
+                assert_eq!(cells.len(), columns, "row {line}");
+                cells
             })
+            .collect()
+    }
+
+    fn contract_vectors() -> Vec<(String, i64, String, String)> {
+        contract_table("## Test vectors", 4)
+            .into_iter()
+            .map(|c| (c[0].clone(), c[1].parse().expect("timestamp"), c[2].clone(), c[3].clone()))
             .collect()
     }
 

@@ -4,6 +4,7 @@
 
 mod guard;
 mod secrets;
+mod signing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use switchboard_domain::tool::{MAX_TOOL_RETRIES, MAX_TOOL_TIMEOUT_MS, RESERVED_HEADERS};
-use switchboard_domain::webhook::{IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
+use switchboard_domain::webhook::IDEMPOTENCY_KEY_HEADER;
 use switchboard_engine::ports::{Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse};
 use switchboard_https::retry::{RetryPolicy, Retryable};
 use url::{Host, Url};
@@ -121,18 +122,12 @@ impl HttpWebhookCaller {
         url: &Url,
         request: &WebhookRequest,
         headers: &HeaderMap,
-        secret: Option<&secrets::SecretValue>,
+        signer: &signing::Signer,
         timeout: Duration,
     ) -> Result<Answer, AttemptError> {
         let mut headers = headers.clone();
         let timestamp = chrono::Utc::now().timestamp();
-        headers.insert(TIMESTAMP_HEADER, HeaderValue::from(timestamp));
-        if let Some(secret) = secret {
-            let mut value = HeaderValue::from_str(&sign(secret.expose(), timestamp, &request.body))
-                .map_err(|_| AttemptError::Other("cannot encode the signature".into()))?;
-            value.set_sensitive(true);
-            headers.insert(SIGNATURE_HEADER, value);
-        }
+        signer.stamp(&mut headers, &request.idempotency_key, timestamp, &request.body).map_err(AttemptError::Other)?;
         let mut response = self
             .client
             .post(url.clone())
@@ -166,11 +161,11 @@ impl HttpWebhookCaller {
     async fn deliver(&self, request: &WebhookRequest, url: &Url, host: &str) -> Result<WebhookResponse, WebhookError> {
         let handler = &request.handler;
         let secret = match &handler.secret_ref {
-            Some(name) => Some(self.secrets.get(&request.tenant_id, name).await?),
+            Some(name) => Some((name.as_str(), self.secrets.get(&request.tenant_id, name).await?)),
             None => None,
         };
+        let signer = &signing::Signer::new(handler.signature, secret)?;
         let headers = &Self::base_headers(request)?;
-        let secret = secret.as_ref();
         let timeout = Duration::from_millis(u64::from(handler.timeout_ms.clamp(1, MAX_TOOL_TIMEOUT_MS)));
         let before_retry = |attempts: u32, delay: Duration, _: &Failed| {
             let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
@@ -180,7 +175,7 @@ impl HttpWebhookCaller {
             .retry()
             .before_retry(&before_retry)
             .run(|attempts| async move {
-                let outcome = tokio::time::timeout(timeout, self.attempt(url, request, headers, secret, timeout))
+                let outcome = tokio::time::timeout(timeout, self.attempt(url, request, headers, signer, timeout))
                     .await
                     .unwrap_or(Err(AttemptError::Timeout));
                 match outcome {

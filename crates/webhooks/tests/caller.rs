@@ -14,12 +14,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
-use switchboard_domain::webhook::{IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
-use switchboard_domain::{RetryPolicy, TenantId, WebhookHandler};
+use switchboard_domain::webhook::{IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, standard, verify};
+use switchboard_domain::{RetryPolicy, SignatureScheme, TenantId, WebhookHandler};
 use switchboard_engine::ports::{SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest};
 use switchboard_webhooks::{HttpWebhookCaller, MAX_RESPONSE_BYTES, WebhookPolicy};
 
 const SECRET: &str = "whsec_the-secret-value-9f3a";
+/// A Standard Webhooks secret: `whsec_` and the base64 of 24 bytes.
+const STANDARD_SECRET: &str = "whsec_c3RhbmRhcmQtd2ViaG9va3Mta2V5LTAx";
 const LOCAL: WebhookPolicy = WebhookPolicy { allow_http: true, allow_private: true };
 
 // ---- secrets ----
@@ -39,7 +41,9 @@ impl Secrets for MapSecrets {
 }
 
 fn secrets() -> Arc<MapSecrets> {
-    Arc::new(MapSecrets { values: HashMap::from([("hook".to_owned(), SECRET.to_owned())]), ..Default::default() })
+    let values =
+        HashMap::from([("hook".to_owned(), SECRET.to_owned()), ("standard".to_owned(), STANDARD_SECRET.to_owned())]);
+    Arc::new(MapSecrets { values, ..Default::default() })
 }
 
 // ---- the receiver ----
@@ -49,8 +53,12 @@ fn secrets() -> Arc<MapSecrets> {
 struct Seen {
     idempotency_key: Option<String>,
     signature: Option<String>,
-    /// `Some(true)` when a signature was present and verified.
+    /// `Some(true)` when a signature was present and verified, in either scheme.
     verified: Option<bool>,
+    /// `webhook-id`, sent for Standard Webhooks.
+    webhook_id: Option<String>,
+    /// Any `Switchboard-Timestamp` and `webhook-timestamp`.
+    timestamps: (Option<String>, Option<String>),
     custom_header: Option<String>,
     body: Vec<u8>,
 }
@@ -68,15 +76,27 @@ struct Receiver {
 
 async fn hook(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let signature = get(SIGNATURE_HEADER);
-    let verified = signature.as_ref().map(|sig| {
-        let ts = get(TIMESTAMP_HEADER).unwrap_or_default();
-        verify(SECRET.as_bytes(), &ts, sig, &body, chrono::Utc::now().timestamp()).is_ok()
-    });
+    let now = chrono::Utc::now().timestamp();
+    let (webhook_id, timestamps) = (get(standard::ID_HEADER), (get(TIMESTAMP_HEADER), get(standard::TIMESTAMP_HEADER)));
+    let (signature, verified) = match (get(SIGNATURE_HEADER), get(standard::SIGNATURE_HEADER)) {
+        (Some(sig), _) => {
+            let ts = timestamps.0.clone().unwrap_or_default();
+            (Some(sig.clone()), Some(verify(SECRET.as_bytes(), &ts, &sig, &body, now).is_ok()))
+        }
+        (None, Some(sig)) => {
+            let (key, id) =
+                (standard::Key::from_secret(STANDARD_SECRET).unwrap(), webhook_id.clone().unwrap_or_default());
+            let ts = timestamps.1.clone().unwrap_or_default();
+            (Some(sig.clone()), Some(standard::verify(&key, &id, &ts, &sig, &body, now).is_ok()))
+        }
+        (None, None) => (None, None),
+    };
     rx.seen.lock().unwrap().push(Seen {
         idempotency_key: get(IDEMPOTENCY_KEY_HEADER),
         signature,
         verified,
+        webhook_id,
+        timestamps,
         custom_header: get("x-api-version"),
         body: body.to_vec(),
     });
@@ -150,6 +170,7 @@ fn request(url: &str, secret_ref: Option<&str>) -> WebhookRequest {
             ]),
             retry_policy: RetryPolicy { max_retries: 2, backoff_ms: 1 },
             include_pii: false,
+            signature: SignatureScheme::Switchboard,
         },
         body: br#"{"tool":"lookup_order","arguments":{"orderId":"A-1"},"idempotencyKey":"exec-1#call-1"}"#.to_vec(),
         idempotency_key: "exec-1#call-1".into(),
@@ -182,6 +203,8 @@ async fn it_sends_a_signed_request_the_receiver_verifies() {
     assert_eq!(seen[0].idempotency_key.as_deref(), Some("exec-1#call-1"));
     assert_eq!(seen[0].custom_header.as_deref(), Some("2024-06"));
     assert_eq!(seen[0].body, req.body);
+    // the default scheme is Switchboard's alone
+    assert_eq!((seen[0].webhook_id.as_deref(), seen[0].timestamps.1.as_deref()), (None, None));
 }
 
 #[tokio::test]
@@ -206,6 +229,64 @@ async fn a_missing_secret_fails_without_calling_and_without_the_value() {
     let err = caller.call(&request(&format!("{}/hook", server.base), Some("nope"))).await.unwrap_err();
 
     assert!(matches!(&err, WebhookError::Secret(m) if m.contains("nope") && !m.contains(SECRET)), "{err:?}");
+    assert!(server.rx.seen.lock().unwrap().is_empty());
+}
+
+/// A request to a Standard Webhooks tool signing with the secret `secret_ref`.
+fn standard_request(url: &str, secret_ref: Option<&str>) -> WebhookRequest {
+    let mut req = request(url, secret_ref);
+    req.handler.signature = SignatureScheme::StandardWebhooks;
+    req
+}
+
+#[tokio::test]
+async fn a_standard_webhooks_tool_is_signed_in_that_scheme_on_every_attempt() {
+    let server = start().await;
+    server.rx.script.lock().unwrap().extend([(503, None)]);
+    let (caller, _) = caller(LOCAL);
+    // a tool that also tries to set the scheme's headers itself
+    let mut req = standard_request(&format!("{}/hook", server.base), Some("standard"));
+    req.handler.headers.insert("Webhook-Id".into(), "forged".into());
+
+    let response = caller.call(&req).await.unwrap();
+
+    assert_eq!((response.status, response.attempts), (200, 2));
+    let seen = server.rx.seen.lock().unwrap().clone();
+    for attempt in &seen {
+        // the id is the idempotency key, kept in its own header too, and each attempt verifies
+        assert_eq!(attempt.webhook_id.as_deref(), Some("exec-1#call-1"));
+        assert_eq!(attempt.idempotency_key.as_deref(), Some("exec-1#call-1"));
+        assert_eq!(attempt.verified, Some(true), "{attempt:?}");
+        assert!(attempt.signature.as_deref().unwrap().starts_with("v1,"));
+        // and Switchboard's own timestamp is not sent beside the scheme's
+        assert!(attempt.timestamps.0.is_none() && attempt.timestamps.1.is_some(), "{attempt:?}");
+        assert_eq!(attempt.custom_header.as_deref(), Some("2024-06"));
+    }
+}
+
+#[tokio::test]
+async fn a_standard_webhooks_tool_without_a_secret_sends_the_id_and_timestamp_unsigned() {
+    let server = start().await;
+    let (caller, _) = caller(LOCAL);
+
+    caller.call(&standard_request(&format!("{}/hook", server.base), None)).await.unwrap();
+
+    let seen = server.rx.seen.lock().unwrap().clone();
+    assert_eq!((seen[0].webhook_id.as_deref(), seen[0].signature.as_deref()), (Some("exec-1#call-1"), None));
+    assert!(seen[0].timestamps.1.is_some());
+}
+
+#[tokio::test]
+async fn a_secret_that_is_not_a_standard_webhooks_secret_is_a_tool_error_before_any_call() {
+    let server = start().await;
+    let (caller, _) = caller(LOCAL);
+
+    // `hook` holds a secret with '-' in it: not base64
+    let err = caller.call(&standard_request(&format!("{}/hook", server.base), Some("hook"))).await.unwrap_err();
+
+    let WebhookError::Secret(message) = &err else { panic!("a secret error: {err:?}") };
+    assert!(message.contains("'hook'") && message.contains("whsec_"), "{message}");
+    assert!(!message.contains(SECRET), "{message}");
     assert!(server.rx.seen.lock().unwrap().is_empty());
 }
 
