@@ -250,6 +250,25 @@ async fn a_bundle_is_applied_from_nothing_then_idempotently_and_a_bad_one_writes
     assert_eq!(stored.headers["etag"], "\"1\"");
     let again = stdout(&apply(&server, &server.admin, &["-f", bundle]));
     assert_eq!(again.trim(), format!("0 created, 0 updated, {records} unchanged"));
+    // the same bundle from standard input (`-f -`), as JSON and as YAML
+    for text in [doc.to_string(), doc.as_object().unwrap().iter().map(|(k, v)| format!("{k}: {v}\n")).collect()] {
+        use std::io::Write as _;
+        let mut child = bin()
+            .args(["apply", "-f", "-", "--dry-run", "--endpoint", &server.base])
+            .env("SWITCHBOARD_API_KEY", &server.admin)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = stdout(&child.wait_with_output().unwrap());
+        let last = out.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("0 created, 0 updated, ") && last.ends_with("unchanged (dry run: nothing written)"),
+            "{out}"
+        );
+    }
 
     // one changed prompt: that agent alone is replaced, keeping its creation time
     doc["agents"][0]["systemPrompt"] = Value::from("You are terse.");

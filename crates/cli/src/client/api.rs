@@ -197,17 +197,26 @@ fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
-/// Reads a record from a `.json`, `.yaml` or `.yml` file.
+/// Reads a record from a `.json`, `.yaml` or `.yml` file, or from standard input for `-`
+/// (JSON when it starts with `{` or `[`, else YAML).
 pub fn read_record(path: &Path) -> anyhow::Result<Value> {
     use std::io::Read;
+    let stdin = path.as_os_str() == "-";
     let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_RECORD_BYTES as u64 + 1).read_to_string(&mut text))
-        .with_context(|| format!("-f {}", path.display()))?;
+    let read = if stdin {
+        std::io::stdin().take(MAX_RECORD_BYTES as u64 + 1).read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(MAX_RECORD_BYTES as u64 + 1).read_to_string(&mut text))
+    };
+    read.with_context(|| format!("-f {}", path.display()))?;
     if text.len() > MAX_RECORD_BYTES {
         bail!("-f {}: larger than {MAX_RECORD_BYTES} bytes", path.display());
     }
-    let is_yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    let is_yaml = if stdin {
+        !text.trim_start().starts_with(['{', '['])
+    } else {
+        matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+    };
     if is_yaml {
         serde_saphyr::from_str_with_options(&text, yaml_options())
             .with_context(|| format!("-f {}: not valid YAML", path.display()))

@@ -24,7 +24,7 @@ pub struct ApplyCommand {
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     /// A tenant bundle (JSON or YAML): the tenant with its tools, skills, agents and triggers,
-    /// as `switchboard serve --tenant` reads it.
+    /// as `switchboard serve --tenant` reads it; `-` reads it from standard input.
     #[arg(long, short = 'f')]
     pub file: PathBuf,
     /// Say what would change; write nothing.
