@@ -147,7 +147,8 @@ fn key(name: &str, kind: KeyType) -> KeySchemaElement {
     KeySchemaElement::builder().attribute_name(name).key_type(kind).build().unwrap()
 }
 
-async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str, gsi: Option<GlobalSecondaryIndex>) {
+/// Creates a table keyed `PK` + `SK` (strings), as every table of the stack is, with `gsi` if any.
+pub async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str, gsi: Option<GlobalSecondaryIndex>) {
     let mut req = client
         .create_table()
         .table_name(name)

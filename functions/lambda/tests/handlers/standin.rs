@@ -6,7 +6,6 @@
 //! posted to the stand-in → bus → router → executor (the order tool calling the stand-in) → the
 //! reply in the stand-in's history.
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
 use switchboard_domain::webhook;
 use switchboard_lambda::standin::{self, StandIn, orders::Orders};
 use switchboard_testkit::ManualClock;
@@ -24,29 +23,11 @@ struct StandInWorld {
     delivered_url: String,
 }
 
-async fn standin_table(sdk: &aws_config::SdkConfig, name: &str) {
-    let attr = |n: &str| {
-        AttributeDefinition::builder().attribute_name(n).attribute_type(ScalarAttributeType::S).build().unwrap()
-    };
-    let key = |n: &str, k| KeySchemaElement::builder().attribute_name(n).key_type(k).build().unwrap();
-    aws_sdk_dynamodb::Client::new(sdk)
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("PK"))
-        .attribute_definitions(attr("SK"))
-        .key_schema(key("PK", KeyType::Hash))
-        .key_schema(key("SK", KeyType::Range))
-        .send()
-        .await
-        .unwrap();
-}
-
 async fn standin_world(orders_tenant: &str) -> StandInWorld {
     let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
     let suffix = ulid::Ulid::generate().to_string().to_lowercase();
     let (table, bus) = (format!("standin-{suffix}"), format!("conversations-{suffix}"));
-    standin_table(&sdk, &table).await;
+    common::create_table(&aws_sdk_dynamodb::Client::new(&sdk), &table, None).await;
     let eb = aws_sdk_eventbridge::Client::new(&sdk);
     eb.create_event_bus().name(&bus).send().await.unwrap();
     let (delivered_url, arn) = queue_with_arn(&aws_sdk_sqs::Client::new(&sdk), &format!("message-new-{suffix}")).await;
