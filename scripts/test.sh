@@ -4,9 +4,9 @@
 # cfn-lint of template.yaml, the console in a headless browser, the cargo-lambda build of the
 # five functions and the Conversations Service stand-in (each zip at most 5 MB), and the
 # container image's smoke test when Docker or Podman works here. Needs the Rust toolchain (with
-# rustfmt and clippy) and python3 with venv; it installs the emulator (moto, from PyPI) into
-# .venv-emulator on first run, and Debian's chromium and chromium-driver with apt-get when they
-# are missing.
+# rustfmt and clippy) and python3 with venv; it installs the emulator (moto, from PyPI) and the
+# official Standard Webhooks library into .venv-emulator on first run, and Debian's chromium and
+# chromium-driver with apt-get when they are missing.
 #
 # `scripts/test.sh --quick` is the inner loop: formatting, lints and `cargo test --workspace`
 # only (no build tools, cfn-lint, CLI-without-aws build or Lambda release build). CI and the
@@ -33,13 +33,18 @@ cargo fmt --all --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== AWS emulator (moto server, for crates/aws tests)"
-# Installed once into a git-ignored venv; the tests start and stop it themselves.
+echo "== AWS emulator (moto server, for crates/aws tests) and the Standard Webhooks library"
+# Installed once into a git-ignored venv; the tests start and stop their processes. The official
+# standardwebhooks package verifies the Standard Webhooks tools' requests in tests/webhooks.rs;
+# a venv made before it was added gets it on its own.
 if [ ! -x .venv-emulator/bin/moto_server ]; then
     python3 -m venv .venv-emulator
-    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5'
+    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5' 'standardwebhooks==1.1.0'
+elif ! .venv-emulator/bin/python -c 'import standardwebhooks' 2>/dev/null; then
+    .venv-emulator/bin/pip install --quiet 'standardwebhooks==1.1.0'
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
+export SWITCHBOARD_PYTHON="$PWD/.venv-emulator/bin/python"
 
 echo "== browser (Debian's chromium and chromium-driver, for the console's browser test)"
 # Installed with apt-get when missing and this user may; otherwise the browser suite is skipped,

@@ -1,37 +1,43 @@
 //! Webhook tools end to end: a tool created over the API, called by the agent through the real
 //! HTTP caller, signed with the tenant's secret from the secrets file, verified by a receiver on
-//! a loopback port — and refused when loopback is not explicitly allowed.
+//! a loopback port — and refused when loopback is not explicitly allowed. A Standard Webhooks
+//! tool is verified by a receiver built on the scheme's official Python library.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
-use std::path::Path;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
-use common::{Server, create_tenant};
+use common::{Server, create_tenant, workspace_root};
 use reqwest::Client;
 use serde_json::{Value, json};
+use switchboard_domain::webhook::standard;
 use switchboard_testkit::webhooks::WebhookReceiver;
 
 const SECRET: &str = "whsec-test-0123456789";
+/// A Standard Webhooks secret: `whsec_` and the base64 of 32 bytes.
+const STANDARD_SECRET: &str = "whsec_b3JkZXJzLWhvb2stc3RhbmRhcmQtd2ViaG9va3MtMDE=";
 
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-/// Sets up tenant `acme` with a webhook tool at `url`, an agent using it and a catch-all trigger.
-async fn configure(server: &Server, key: &str, url: &str) {
+/// Sets up tenant `acme` with a webhook tool at `url` (its handler's other members overridden
+/// by `handler`), an agent using it and a catch-all trigger.
+async fn configure(server: &Server, key: &str, url: &str, handler: Value) {
     let client = Client::new();
     let post =
         |path: &str, body: Value| client.post(format!("{}{path}", server.base)).bearer_auth(key).json(&body).send();
-    let tool = post(
-        "/tenants/acme/tools",
-        json!({ "name": "lookup_order", "description": "Finds an order's status",
-                "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"] },
-                "handler": { "type": "webhook", "url": url, "secretRef": "orders", "timeoutMs": 5000,
-                             "retryPolicy": { "maxRetries": 0, "backoffMs": 0 } } }),
-    )
-    .await
-    .unwrap();
+    let mut tool = json!({ "name": "lookup_order", "description": "Finds an order's status",
+        "parameters": { "type": "object", "properties": { "orderId": { "type": "string" } }, "required": ["orderId"] },
+        "handler": { "type": "webhook", "url": url, "secretRef": "orders", "timeoutMs": 5000,
+                     "retryPolicy": { "maxRetries": 0, "backoffMs": 0 } } });
+    for (name, value) in handler.as_object().unwrap() {
+        tool["handler"][name] = value.clone();
+    }
+    let tool = post("/tenants/acme/tools", tool).await.unwrap();
     assert_eq!(tool.status(), 201);
     let tool_id = tool.json::<Value>().await.unwrap()["toolId"].as_str().unwrap().to_owned();
     let agent = post(
@@ -88,7 +94,7 @@ async fn the_agent_calls_a_signed_webhook_that_the_receiver_verifies() {
         &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
     );
     let key = create_tenant(&data, "acme");
-    configure(&server, &key, &url).await;
+    configure(&server, &key, &url, json!({})).await;
 
     let execution = ask(&server, &key).await;
     assert_eq!(execution["status"], "success", "{execution}");
@@ -118,7 +124,7 @@ async fn a_loopback_webhook_is_refused_unless_local_development_is_allowed() {
     let data = dir.path().join("data");
     let server = Server::start_with_script(&data, &script(dir.path()), &[]);
     let key = create_tenant(&data, "acme");
-    configure(&server, &key, &url).await;
+    configure(&server, &key, &url, json!({})).await;
 
     let execution = ask(&server, &key).await;
     // the agent goes on (the model is told), but nothing left the machine
@@ -127,4 +133,140 @@ async fn a_loopback_webhook_is_refused_unless_local_development_is_allowed() {
     assert_eq!(execution["toolCalls"][0]["webhook"]["outcome"], "blocked");
     assert!(receiver.seen().is_empty());
     drop(receiver);
+}
+
+// ---- Standard Webhooks, verified by the official library ----
+
+/// The Python with the official `standardwebhooks` package: `SWITCHBOARD_PYTHON`, else the
+/// emulator's venv, where `scripts/test.sh` installs it.
+fn python() -> PathBuf {
+    let path = std::env::var_os("SWITCHBOARD_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-emulator/bin/python"));
+    assert!(
+        path.exists(),
+        "no Python at {}: run ./scripts/test.sh, which installs standardwebhooks into .venv-emulator \
+         (or set SWITCHBOARD_PYTHON to a python that has standardwebhooks==1.1.0)",
+        path.display()
+    );
+    path
+}
+
+/// `tests/receivers/standard_webhooks.py` on a loopback port; killed by its PID when dropped.
+struct LibraryReceiver {
+    url: String,
+    child: Child,
+    outcomes: BufReader<ChildStdout>,
+}
+
+impl LibraryReceiver {
+    fn start(secret: &str, options: &[&str]) -> Self {
+        let python = python();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("receivers/standard_webhooks.py");
+        let mut child = Command::new(&python)
+            .arg(script)
+            .arg(secret)
+            .args(options)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut outcomes = BufReader::new(child.stdout.take().unwrap());
+        let mut port = String::new();
+        outcomes.read_line(&mut port).unwrap();
+        let port: u16 = port.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "the receiver did not start (see its error above): does {} have standardwebhooks? \
+                 ./scripts/test.sh installs it",
+                python.display()
+            )
+        });
+        Self { url: format!("http://127.0.0.1:{port}/hook"), child, outcomes }
+    }
+
+    /// What the receiver made of the next request: printed before it answered.
+    fn next_outcome(&mut self) -> Value {
+        let mut line = String::new();
+        self.outcomes.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("an outcome line, not {line:?}: {e}"))
+    }
+}
+
+impl Drop for LibraryReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_official_library_verifies_every_delivery_of_a_standard_webhooks_tool() {
+    // given a receiver that answers the first delivery 503, and a tool that may retry once
+    let mut receiver = LibraryReceiver::start(STANDARD_SECRET, &["--unavailable-first"]);
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    write(&secrets, &format!(r#"{{"acme": {{"orders": "{STANDARD_SECRET}"}}}}"#));
+    let data = dir.path().join("data");
+    let server = Server::start_with_script(
+        &data,
+        &script(dir.path()),
+        &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
+    );
+    let key = create_tenant(&data, "acme");
+    let handler = json!({ "signature": "standard-webhooks", "retryPolicy": { "maxRetries": 1, "backoffMs": 0 } });
+    configure(&server, &key, &receiver.url, handler).await;
+
+    // when the agent calls the tool
+    let execution = ask(&server, &key).await;
+
+    // then the tool result is the receiver's verified answer
+    assert_eq!(execution["status"], "success", "{execution}");
+    let call = &execution["toolCalls"][0];
+    assert_eq!(call["isError"], false, "{call}");
+    assert_eq!(call["output"], json!({ "status": "shipped", "eta": "Thursday" }));
+    assert_eq!((call["webhook"]["status"].as_u64(), call["webhook"]["attempts"].as_u64()), (Some(200), Some(2)));
+    // and the library verified both deliveries, each named by the call's idempotency key
+    let id = call["idempotencyKey"].as_str().unwrap();
+    for status in [503, 200] {
+        let outcome = receiver.next_outcome();
+        assert_eq!(outcome["verified"], true, "{outcome}");
+        assert_eq!((outcome["id"].as_str(), outcome["status"].as_u64()), (Some(id), Some(status)));
+        assert_eq!(outcome["body"]["arguments"], json!({ "orderId": "1234" }));
+    }
+}
+
+#[tokio::test]
+async fn the_official_library_rejects_a_tampered_body_a_stale_timestamp_and_a_wrong_secret() {
+    let mut receiver = LibraryReceiver::start(STANDARD_SECRET, &[]);
+    let key = standard::Key::from_secret(STANDARD_SECRET).unwrap();
+    let wrong = standard::Key::from_secret("whsec_bm90LXRoZS1yZWNlaXZlcnMtc2VjcmV0").unwrap();
+    let body = br#"{"tool":"lookup_order","arguments":{"orderId":"1234"}}"#;
+    let tampered = br#"{"tool":"lookup_order","arguments":{"orderId":"9999"}}"#;
+    let now = chrono::Utc::now().timestamp();
+    let client = Client::new();
+    /// What is wrong, the key that signs, when, the body sent, and the receiver's status and error.
+    type Case<'a> = (&'a str, &'a standard::Key, i64, &'a [u8], u16, &'a str);
+    let cases: [Case; 4] = [
+        ("signed by us as the caller signs", &key, now, body, 200, ""),
+        ("a tampered body", &key, now, tampered, 401, "No matching signature found"),
+        ("six minutes old", &key, now - 360, body, 401, "Message timestamp too old"),
+        ("a wrong secret", &wrong, now, body, 401, "No matching signature found"),
+    ];
+    for (case, signer, at, sent, status, error) in cases {
+        let signature = standard::sign(signer, "evt-1/0", at, body);
+        let response = client
+            .post(&receiver.url)
+            .header(standard::ID_HEADER, "evt-1/0")
+            .header(standard::TIMESTAMP_HEADER, at)
+            .header(standard::SIGNATURE_HEADER, signature)
+            .header("content-type", "application/json")
+            .body(sent.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{case}");
+        let outcome = receiver.next_outcome();
+        assert_eq!(outcome["verified"], status == 200, "{case}: {outcome}");
+        assert_eq!(outcome["error"].as_str().unwrap_or_default(), error, "{case}");
+    }
 }
