@@ -222,6 +222,15 @@ async fn references_must_exist_and_block_deletes() {
         )
         .await;
     assert_eq!(pointers(&bad_schema), ["/name", "/parameters/required/0", "/handler/url", "/handler/timeoutMs"]);
+    // a webhook signs in one of two schemes; any other is named at its own pointer
+    let signed = |scheme: &str| {
+        json!({ "name": "notify", "description": "d", "parameters": { "type": "object" },
+                "handler": { "type": "webhook", "url": "https://example.invalid/hook", "signature": scheme } })
+    };
+    let r = api.post("/tenants/acme/tools", signed("svix")).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/handler/signature".to_owned()]), "{}", r.body);
+    let r = api.post("/tenants/acme/tools", signed("standard-webhooks")).await;
+    assert_eq!((r.status.as_u16(), &r.body["handler"]["signature"]), (201, &json!("standard-webhooks")), "{}", r.body);
     // a skill using the tool, and an agent using both
     let skill = api
         .post("/tenants/acme/skills", json!({ "name": "orders", "description": "Order lookups", "prompt": "Look orders up.", "tools": [tool_id] }))
