@@ -80,20 +80,27 @@ fn script(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// `serve` in `dir` with the scripted model, loopback webhooks allowed, and tenant `acme`'s
+/// secret `orders` set to `secret`; and a key of that tenant.
+fn serve_with_secret(dir: &Path, secret: &str) -> (Server, String) {
+    let secrets = dir.join("secrets.json");
+    write(&secrets, &format!(r#"{{"acme": {{"orders": "{secret}"}}}}"#));
+    let data = dir.join("data");
+    let server = Server::start_with_script(
+        &data,
+        &script(dir),
+        &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
+    );
+    let key = create_tenant(&data, "acme");
+    (server, key)
+}
+
 #[tokio::test]
 async fn the_agent_calls_a_signed_webhook_that_the_receiver_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let receiver = WebhookReceiver::start("/hook", SECRET).await;
     let url = receiver.url.clone();
-    let secrets = dir.path().join("secrets.json");
-    write(&secrets, &format!(r#"{{"acme": {{"orders": "{SECRET}"}}}}"#));
-    let data = dir.path().join("data");
-    let server = Server::start_with_script(
-        &data,
-        &script(dir.path()),
-        &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
-    );
-    let key = create_tenant(&data, "acme");
+    let (server, key) = serve_with_secret(dir.path(), SECRET);
     configure(&server, &key, &url, json!({})).await;
 
     let execution = ask(&server, &key).await;
@@ -204,15 +211,7 @@ async fn the_official_library_verifies_every_delivery_of_a_standard_webhooks_too
     // given a receiver that answers the first delivery 503, and a tool that may retry once
     let mut receiver = LibraryReceiver::start(STANDARD_SECRET, &["--unavailable-first"]);
     let dir = tempfile::tempdir().unwrap();
-    let secrets = dir.path().join("secrets.json");
-    write(&secrets, &format!(r#"{{"acme": {{"orders": "{STANDARD_SECRET}"}}}}"#));
-    let data = dir.path().join("data");
-    let server = Server::start_with_script(
-        &data,
-        &script(dir.path()),
-        &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
-    );
-    let key = create_tenant(&data, "acme");
+    let (server, key) = serve_with_secret(dir.path(), STANDARD_SECRET);
     let handler = json!({ "signature": "standard-webhooks", "retryPolicy": { "maxRetries": 1, "backoffMs": 0 } });
     configure(&server, &key, &receiver.url, handler).await;
 
