@@ -649,3 +649,21 @@ fn a_context_gives_the_endpoint_tenant_and_key_that_flags_leave_out() {
     let out = run(&["config", "current-context"], "");
     assert!(!out.status.success(), "{out:?}");
 }
+
+#[test]
+fn triggers_test_says_which_trigger_would_answer_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    let yes = cli.ok(&["triggers", "test", "--message", "Where is my order #1234?"]);
+    assert!(yes.starts_with("trigger 01JD0000TR1GGER0CHAT000001 would answer"), "{yes}");
+    assert!(yes.contains("✓ channel.platform in [\"webchat\",\"facebook\",\"instagram\"]: is \"webchat\""), "{yes}");
+    let no = cli.ok(&["triggers", "test", "--message", "hi", "--channel", "sms"]);
+    assert!(no.starts_with("no trigger would answer") && no.contains("✗ channel.platform in"), "{no}");
+    let json: Value = serde_json::from_str(&cli.ok(&["triggers", "test", "--message", "hi", "-o", "json"])).unwrap();
+    assert_eq!(json["triggers"][0]["outcome"], "matched");
+    // only triggers are tested, and a message or a detail is needed
+    assert!(cli.fails(&["agents", "test", "--message", "hi"]).contains("test works on triggers only"));
+    assert!(cli.fails(&["triggers", "test"]).contains("--message"));
+}

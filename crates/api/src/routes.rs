@@ -15,7 +15,7 @@ use crate::console::{self, ConsoleConfig};
 use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
 use crate::resources::{
-    config, conversations, events, executions, invoke, openapi, reports, sessions, status, tenants,
+    config, conversations, events, executions, invoke, openapi, reports, sessions, status, tenants, trigger_test,
 };
 use crate::state::ApiState;
 
@@ -42,6 +42,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants", post(tenants::create))
         .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
         .route("/tenants/{tenant}/apply", post(config::apply))
+        .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
         .route("/tenants/{tenant}/keys", post(tenants::issue_key).get(tenants::list_keys))
         .route("/tenants/{tenant}/keys/{key}", delete(tenants::revoke_key))
         .route("/tenants/{tenant}/events", get(events::list_events))

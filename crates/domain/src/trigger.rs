@@ -121,4 +121,6 @@ pub fn first_match<'a>(
 }
 
 mod index;
+mod tester;
 pub use index::TriggerIndex;
+pub use tester::{Considered, Outcome, TriggerTest, test_triggers};

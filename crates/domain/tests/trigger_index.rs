@@ -1,7 +1,8 @@
 //! The trigger index answers exactly what evaluating every trigger in order answers, on generated
 //! triggers and events (every operator, case-insensitive leaves, nested groups, text in mixed
 //! case and beyond ASCII, arrays where text is expected, numbers at and around the bounds), and
-//! a store's selection of the triggers it routes on.
+//! a store's selection of the triggers it routes on; and the trigger tester answers what routing
+//! does, agents that may not answer included.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use chrono::{TimeZone, Utc};
@@ -9,7 +10,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use switchboard_domain::condition::{Atom, Conditions, Requirement};
 use switchboard_domain::trigger::{
-    EventType, Trigger, TriggerIndex, TriggerStatus, active_in_order, first_match, sort_for_evaluation,
+    EventType, Outcome, Trigger, TriggerIndex, TriggerStatus, active_in_order, first_match, sort_for_evaluation,
+    test_triggers,
 };
 use switchboard_domain::{AgentId, TriggerId};
 
@@ -153,6 +155,45 @@ proptest! {
                     prop_assert!(p >= from);
                     prop_assert_eq!(index.triggers()[p].trigger_id, t.trigger_id);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_tester_picks_what_routing_picks_and_explains_each_trigger_before_it(
+        triggers in prop::collection::vec(arb_trigger(), 0..24),
+        events in prop::collection::vec(arb_event(), 1..8),
+        inactive_agents in prop::collection::vec(any::<bool>(), 24),
+    ) {
+        let active = active_in_order(triggers.iter().cloned().map(Ok::<_, ()>), EventType::MessageNew).unwrap();
+        let index = TriggerIndex::new(&active, EventType::MessageNew);
+        let agent_active = |agent: &AgentId| {
+            let position = active.iter().position(|t| t.agent_id == *agent).unwrap();
+            !inactive_agents[position]
+        };
+        for event in &events {
+            // routing: the first indexed match whose agent may answer, resuming after one that may not
+            let mut from = 0;
+            let routed = loop {
+                match index.first_match(event, from) {
+                    Some((p, t)) if agent_active(&t.agent_id) => break Some((p, t.trigger_id)),
+                    Some((p, _)) => from = p + 1,
+                    None => break None,
+                }
+            };
+            let tested = test_triggers(&active, EventType::MessageNew, event, agent_active);
+            prop_assert_eq!(tested.matched, routed.map(|(_, id)| id), "event {}", event);
+            prop_assert_eq!(tested.triggers.len(), active.len());
+            for (position, considered) in tested.triggers.iter().enumerate() {
+                let held = active[position].conditions.matches(event);
+                prop_assert_eq!(considered.conditions["held"].as_bool(), Some(held));
+                let expected = match routed {
+                    Some((p, _)) if position > p => Outcome::NotReached,
+                    Some((p, _)) if position == p => Outcome::Matched,
+                    _ if !held => Outcome::NoMatch,
+                    _ => Outcome::AgentNotActive,
+                };
+                prop_assert_eq!(considered.outcome, expected);
             }
         }
     }

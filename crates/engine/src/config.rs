@@ -5,10 +5,14 @@
 //! still refers to cannot be deleted. The stores only store (conditional put and delete by
 //! version, paged lists); they know none of these rules.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use switchboard_domain::{SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name};
+use switchboard_domain::trigger::{EventType, TriggerTest};
+use switchboard_domain::{
+    AgentId, AgentStatus, SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name,
+};
 
 use crate::ports::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, StoreError};
 
@@ -304,4 +308,27 @@ pub(crate) fn plural(kind: ConfigKind) -> &'static str {
         ConfigKind::Tool => "tools",
         ConfigKind::Skill => "skills",
     }
+}
+
+/// The trigger tester: which trigger routing would pick for an event of `event_type` with
+/// `detail`, and why each active trigger did or did not match (the domain's
+/// [`test_triggers`](switchboard_domain::trigger::test_triggers)), reading what routing reads: the
+/// tenant's active triggers and whether each one's agent is active. It queues nothing.
+pub async fn test_triggers(
+    config: &dyn ConfigStore,
+    tenant: &TenantId,
+    event_type: EventType,
+    detail: &serde_json::Value,
+) -> Result<TriggerTest, StoreError> {
+    let active = config.active_triggers(tenant, event_type).await?;
+    let mut agents: HashMap<AgentId, bool> = HashMap::new();
+    for trigger in active.iter() {
+        if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(trigger.agent_id) {
+            let agent = config.get_agent(tenant, trigger.agent_id).await?;
+            slot.insert(agent.is_some_and(|a| a.status == AgentStatus::Active));
+        }
+    }
+    Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, |agent| {
+        agents.get(agent).copied().unwrap_or(false)
+    }))
 }

@@ -12,3 +12,4 @@ pub(crate) mod reports;
 pub(crate) mod sessions;
 pub(crate) mod status;
 pub(crate) mod tenants;
+pub(crate) mod trigger_test;

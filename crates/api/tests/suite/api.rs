@@ -420,6 +420,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/usage"), None));
         corpus.push((Method::GET, format!("{base}/activity"), None));
         corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
+        corpus.push((Method::POST, format!("{base}/triggers/test"), Some(json!({ "message": "a human please" }))));
     }
     corpus.push((Method::GET, "/tenants/acme".into(), None));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
@@ -455,6 +456,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             || path == "/tenants/intruder/usage"
             || path == "/tenants/intruder/activity"
             || path.starts_with("/tenants/intruder/sessions?")
+            || path == "/tenants/intruder/triggers/test"
             || path == "/openapi.json";
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing_or_public {

@@ -716,6 +716,13 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     api.get("/tenants/acme/skills?status=active").await;
     let tools = api.get("/tenants/acme/tools?status=active").await;
     assert_eq!(tools.body["items"][0]["type"], "system");
+    // the trigger tester, on a message and on a detail, and a bad test
+    let tested =
+        api.post("/tenants/acme/triggers/test", json!({ "message": "where is my order", "channel": "sms" })).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+    let detail = json!({ "channel": { "platform": "webchat" }, "message": { "text": "hi" } });
+    assert_eq!(api.post("/tenants/acme/triggers/test", json!({ "detail": detail })).await.status, 200);
+    assert_eq!(api.post("/tenants/acme/triggers/test", json!({})).await.status, 400);
 
     // replace with If-Match, delete with and without it
     let path = format!("/tenants/acme/agents/{agent_id}");

@@ -2,7 +2,7 @@
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
-//! body replayed (`fuzz_corpus`) and the contract served as JSON (`openapi`). `common` is their
+//! body replayed (`fuzz_corpus`) and the contract served as JSON (`openapi`) and the trigger tester (`trigger_test`). `common` is their
 //! harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,3 +13,4 @@ mod extract;
 mod fuzz_corpus;
 mod openapi;
 mod tenancy;
+mod trigger_test;

@@ -37,7 +37,8 @@ pub enum ConfigVerb {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
     },
-    /// Replace a record with a JSON or YAML file (reads its ETag first, then sends If-Match).
+    /// Replace a record with a JSON or YAML file (If-Match: the file's `version`, as `get`
+    /// wrote it, else the record's current ETag).
     Update {
         id: String,
         #[arg(short = 'f', long = "file")]
@@ -56,6 +57,19 @@ pub enum ConfigVerb {
         /// actions); with --json, each event as a line of JSON.
         #[arg(long)]
         stream: bool,
+    },
+    /// Triggers only: which trigger would answer a message (or an event's detail) and why each
+    /// one would or would not; nothing is queued.
+    Test {
+        /// The customer's message.
+        #[arg(long, conflicts_with = "detail", required_unless_present = "detail")]
+        message: Option<String>,
+        /// The message's channel (default webchat).
+        #[arg(long, requires = "message")]
+        channel: Option<String>,
+        /// A JSON or YAML file holding an event's `detail` (`-` reads standard input).
+        #[arg(long, value_name = "FILE")]
+        detail: Option<PathBuf>,
     },
 }
 
@@ -118,6 +132,20 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             }
             let body = json!({ "conversationId": conversation, "message": message });
             super::invoke::run(&api, &format!("{base}/{id}/invoke"), &body, stream, remote.format()).await
+        }
+        ConfigVerb::Test { message, channel, detail } => {
+            if segment != "triggers" {
+                bail!("test works on triggers only");
+            }
+            let body = match detail {
+                Some(file) => json!({ "detail": read_record(&file)? }),
+                None => json!({ "message": message, "channel": channel }),
+            };
+            let (tested, _) = api.call(Method::POST, &format!("{base}/test"), Some(&body), None).await?;
+            if !print_data(&tested, remote.format())? {
+                println!("{}", super::trigger_test::explained(&tested));
+            }
+            Ok(())
         }
     }
 }

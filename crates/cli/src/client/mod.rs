@@ -20,3 +20,4 @@ pub mod reports;
 pub mod sessions;
 mod tenant_record;
 pub mod tenants;
+mod trigger_test;

@@ -52,6 +52,7 @@
 //! be lowercased once per comparison.
 
 mod eval;
+mod explain;
 mod parse;
 mod tree;
 
@@ -88,6 +89,13 @@ impl Conditions {
     /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}}).
     pub fn matches(&self, detail: &Value) -> bool {
         self.root.matches(detail)
+    }
+
+    /// Why this tree matches `detail` or not, node by node, as JSON: each group with `held` and
+    /// its members, each leaf as written with `held` and the value it saw (`actual`, or
+    /// `missing: true`). Its root's `held` is [`matches`](Self::matches).
+    pub fn explain(&self, detail: &Value) -> Value {
+        self.root.explain(&self.raw, detail)
     }
 
     pub fn as_json(&self) -> &Value {

@@ -1,0 +1,89 @@
+//! The trigger tester: which trigger routing would pick for an event, and why each one it
+//! considered did or did not match. It walks the triggers routing sees (the active ones of the
+//! event's type, in evaluation order), judges each with the same evaluation routing uses, and
+//! skips a matching trigger whose agent is not active, as routing does. It queues nothing and
+//! reads no store: the caller hands it the triggers and says which agents are active.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{EventType, Trigger};
+use crate::ids::{AgentId, TriggerId};
+
+/// What the tester answers for one event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerTest {
+    pub event_type: EventType,
+    /// The trigger routing would pick; `None`: no trigger answers (the event would be recorded
+    /// as not matched).
+    pub matched: Option<TriggerId>,
+    /// The agent that would answer.
+    pub agent_id: Option<AgentId>,
+    /// Every trigger routing considers, in evaluation order.
+    pub triggers: Vec<Considered>,
+}
+
+/// One trigger as the tester saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Considered {
+    pub trigger_id: TriggerId,
+    pub name: String,
+    pub agent_id: AgentId,
+    pub priority: i32,
+    pub outcome: Outcome,
+    /// Its conditions, each node with `held` and what the event holds there
+    /// ([`Conditions::explain`](crate::condition::Conditions::explain)).
+    pub conditions: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Its conditions hold and its agent is active: routing picks it.
+    Matched,
+    /// Its conditions do not hold.
+    NoMatch,
+    /// Its conditions hold but its agent is missing or not active: routing skips it.
+    AgentNotActive,
+    /// An earlier trigger was picked; shown with what its conditions would say.
+    NotReached,
+}
+
+/// Tests `detail` (an event's `detail` object) of type `event_type` against `active`, the
+/// active triggers of that type in evaluation order (what a store hands routing), with
+/// `agent_active` saying whether a trigger's agent may answer.
+pub fn test_triggers(
+    active: &[Trigger],
+    event_type: EventType,
+    detail: &Value,
+    agent_active: impl Fn(&AgentId) -> bool,
+) -> TriggerTest {
+    let mut matched: Option<&Trigger> = None;
+    let triggers = active
+        .iter()
+        .map(|trigger| {
+            let conditions = trigger.conditions.explain(detail);
+            let outcome = if matched.is_some() {
+                Outcome::NotReached
+            } else if conditions["held"] != Value::Bool(true) {
+                Outcome::NoMatch
+            } else if agent_active(&trigger.agent_id) {
+                matched = Some(trigger);
+                Outcome::Matched
+            } else {
+                Outcome::AgentNotActive
+            };
+            Considered {
+                trigger_id: trigger.trigger_id,
+                name: trigger.name.clone(),
+                agent_id: trigger.agent_id,
+                priority: trigger.priority,
+                outcome,
+                conditions,
+            }
+        })
+        .collect();
+    TriggerTest { event_type, matched: matched.map(|t| t.trigger_id), agent_id: matched.map(|t| t.agent_id), triggers }
+}
