@@ -2,8 +2,10 @@
 //! bundles, by the command line and by both stores' tests. A tenant is created and changed under
 //! the domain's rules for its name and limits. A record is validated, every record it names must exist in
 //! the same tenant, a replace or delete names the version it read, and a record another record
-//! still refers to cannot be deleted. The stores only store (conditional put and delete by
-//! version, paged lists); they know none of these rules.
+//! still refers to cannot be deleted. Every write keeps a version of the record, written by the
+//! service's writer (see [`ConfigService::written_by`]); a rollback writes an old version's record
+//! as the next version, checked like any write. The stores only store (conditional put and delete
+//! by version, kept versions, paged lists); they know none of these rules.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +16,9 @@ use switchboard_domain::{
     AgentId, AgentStatus, SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name,
 };
 
-use crate::ports::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, StoreError};
+use crate::ports::{
+    Authorship, Clock, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, StoreError, SystemClock,
+};
 
 /// Why a configuration write was refused.
 #[derive(Debug, thiserror::Error)]
@@ -69,11 +73,17 @@ impl TenantChanges {
     }
 }
 
+/// Who the service writes as when not told ([`ConfigService::written_by`]): Switchboard itself or a
+/// local command.
+pub const DEFAULT_WRITER: &str = "system";
+
 /// The configuration service. Cheap to clone.
 #[derive(Clone)]
 pub struct ConfigService {
     config: Arc<dyn ConfigStore>,
     admin: Arc<dyn ConfigAdmin>,
+    clock: Arc<dyn Clock>,
+    writer: String,
 }
 
 impl std::fmt::Debug for ConfigService {
@@ -84,7 +94,23 @@ impl std::fmt::Debug for ConfigService {
 
 impl ConfigService {
     pub fn new(config: Arc<dyn ConfigStore>, admin: Arc<dyn ConfigAdmin>) -> Self {
-        Self { config, admin }
+        Self { config, admin, clock: Arc::new(SystemClock), writer: DEFAULT_WRITER.to_owned() }
+    }
+
+    /// The same service, keeping `writer` as who wrote each version it writes.
+    pub fn written_by(mut self, writer: impl Into<String>) -> Self {
+        self.writer = writer.into();
+        self
+    }
+
+    /// The same service, timing the versions it keeps by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn authorship(&self) -> Authorship {
+        Authorship { at: self.clock.now(), by: self.writer.clone() }
     }
 
     /// Creates tenant `id` named `name` (kept trimmed); `false` when the tenant exists.
@@ -107,7 +133,7 @@ impl ConfigService {
     /// Creates `record` (its id must be free; its version is written as given, normally 1).
     pub async fn create(&self, record: &ConfigRecord) -> Result<(), ConfigWriteError> {
         self.check(record, &[]).await?;
-        self.admin.put_config(record, None).await.map_err(|e| match e {
+        self.admin.put_config(record, None, &self.authorship()).await.map_err(|e| match e {
             // The tenant is gone, or the id was taken meanwhile.
             StoreError::VersionConflict(_) => ConfigWriteError::NotFound,
             e => e.into(),
@@ -122,7 +148,7 @@ impl ConfigService {
             return Err(ConfigWriteError::VersionMismatch { current: current.version() });
         }
         self.check(record, &[]).await?;
-        self.admin.put_config(record, Some(expected)).await.map_err(|e| match e {
+        self.admin.put_config(record, Some(expected), &self.authorship()).await.map_err(|e| match e {
             StoreError::VersionConflict(_) => ConfigWriteError::VersionMismatch { current: expected },
             e => e.into(),
         })
@@ -146,7 +172,7 @@ impl ConfigService {
         if !users.is_empty() {
             return Err(ConfigWriteError::InUse(users));
         }
-        match self.admin.delete_config(tenant, kind, id, expected).await {
+        match self.admin.delete_config(tenant, kind, id, expected, &self.authorship()).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(ConfigWriteError::NotFound),
             Err(StoreError::VersionConflict(_)) => Err(ConfigWriteError::VersionMismatch { current: expected }),
@@ -196,13 +222,52 @@ impl ConfigService {
         &self.admin
     }
 
-    /// Writes `record` as the next version of whatever is stored (checked by the caller).
+    /// Writes `record` as the next version of whatever is stored (checked by the caller). A record
+    /// deleted and written again continues its kept versions' numbers.
     async fn upsert(&self, record: &ConfigRecord) -> Result<(), ConfigWriteError> {
-        let current = self.admin.get_config(record.tenant_id(), record.kind(), &record.id()).await?;
-        let next = current.as_ref().map_or(1, |c| c.version() + 1);
-        let record = record.clone().with_version(next);
-        self.admin.put_config(&record, current.map(|c| c.version())).await?;
+        let (tenant, kind, id) = (record.tenant_id(), record.kind(), record.id());
+        let current = self.admin.get_config(tenant, kind, &id).await?;
+        let last = match &current {
+            Some(c) => c.version(),
+            None => self.admin.list_versions(tenant, kind, &id, None, 1).await?.items.first().map_or(0, |v| v.version),
+        };
+        let record = record.clone().with_version(last + 1);
+        self.admin.put_config(&record, current.map(|c| c.version()), &self.authorship()).await?;
         Ok(())
+    }
+
+    /// Writes version `version` of a record as its next version, if the stored record is still at
+    /// `expected` (the stored version when `None`), and answers the record written. The old
+    /// record is checked like any write: one that names a record deleted since is refused.
+    pub async fn rollback(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        version: u64,
+        expected: Option<u64>,
+    ) -> Result<ConfigRecord, ConfigWriteError> {
+        let current = self.current(tenant, kind, id).await?;
+        let old = self.version(tenant, kind, id, version).await?;
+        if old.deleted {
+            return Err(ValidationErrors::single("/version", format!("version {version} is a deletion")).into());
+        }
+        let expected = expected.unwrap_or(current.version());
+        let record = old.record.with_version(expected + 1).with_created_at(current.created_at());
+        let record = record.with_updated_at(self.clock.now());
+        self.replace(&record, expected).await?;
+        Ok(record)
+    }
+
+    /// Version `version` of a record (not found when it was never kept).
+    pub async fn version(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        version: u64,
+    ) -> Result<ConfigVersion, ConfigWriteError> {
+        self.admin.get_version(tenant, kind, id, version).await?.ok_or(ConfigWriteError::NotFound)
     }
 
     async fn current(&self, tenant: &TenantId, kind: ConfigKind, id: &str) -> Result<ConfigRecord, ConfigWriteError> {

@@ -28,7 +28,7 @@ pub mod profile;
 mod tools;
 
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};
-pub use config::{ConfigService, ConfigWriteError, TenantChanges};
+pub use config::{ConfigService, ConfigWriteError, DEFAULT_WRITER, TenantChanges};
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};

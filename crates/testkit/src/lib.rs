@@ -20,7 +20,7 @@ pub mod webhooks;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use switchboard_engine::{Clock, ModelError, TextSink};
+use switchboard_engine::{Authorship, Clock, ModelError, TextSink};
 
 /// A clock that moves only when told to; starts at 2026-11-23T07:00:00Z.
 #[derive(Debug)]
@@ -45,6 +45,11 @@ impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap()
     }
+}
+
+/// Who a test writes configuration as when it writes past the configuration service.
+pub fn by() -> Authorship {
+    Authorship { at: "2026-11-23T07:00:00Z".parse().unwrap(), by: "test".into() }
 }
 
 /// A streamed model call's sink that keeps what it was handed: text pieces, and `None` where an

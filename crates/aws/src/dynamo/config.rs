@@ -5,15 +5,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
 use switchboard_domain::{
     Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
-use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
+use switchboard_engine::{
+    Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, Page, StoreError,
+};
 
 use super::codec::*;
 use super::keys::*;
 use super::page::paginate;
+use super::versions;
 use super::{AGENT_TTL, DynamoStore, TRIGGER_TTL};
 
 impl DynamoStore {
@@ -79,9 +82,15 @@ impl ConfigAdmin for DynamoStore {
         conditional("UpdateItem", result)
     }
 
-    /// One `TransactWriteItems`: the tenant must exist (a condition check on its marker) and the
-    /// record must be new (`expected_version` `None`) or still at `expected_version`.
-    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
+    /// One `TransactWriteItems`: the tenant must exist (a condition check on its marker), the
+    /// record must be new (`expected_version` `None`) or still at `expected_version`, and its
+    /// version must not be kept yet.
+    async fn put_config(
+        &self,
+        record: &ConfigRecord,
+        expected_version: Option<u64>,
+        by: &Authorship,
+    ) -> Result<(), StoreError> {
         let tenant = record.tenant_id().clone();
         let table = &self.names.config_table;
         let mut item = key(tenant_pk(&tenant), config_sk(record.kind(), &record.id()));
@@ -109,28 +118,14 @@ impl ConfigAdmin for DynamoStore {
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().condition_check(tenant_exists).build())
             .transact_items(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
+            .transact_items(
+                TransactWriteItem::builder().put(versions::keep(table, record, record.version(), false, by)?).build(),
+            )
             .send()
             .await;
         self.invalidate(&tenant);
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let conditions_failed = matches!(
-                    e.as_service_error(),
-                    Some(TransactWriteItemsError::TransactionCanceledException(tce))
-                        if tce.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
-                );
-                if conditions_failed {
-                    Err(StoreError::VersionConflict(format!(
-                        "{} {} changed or already exists",
-                        record.kind().as_str(),
-                        record.id()
-                    )))
-                } else {
-                    Err(unavailable("TransactWriteItems", &e))
-                }
-            }
-        }
+        let what = format!("{} {} changed or already exists", record.kind().as_str(), record.id());
+        settled(result, what)
     }
 
     async fn get_config(
@@ -167,33 +162,78 @@ impl ConfigAdmin for DynamoStore {
         Ok(Page::from_overfetch(found, limit, ConfigRecord::id))
     }
 
+    /// One `TransactWriteItems`: the delete, on condition that the record is still at
+    /// `expected_version`, and the version marking it deleted.
     async fn delete_config(
         &self,
         tenant: &TenantId,
         kind: ConfigKind,
         id: &str,
         expected_version: u64,
+        by: &Authorship,
     ) -> Result<bool, StoreError> {
+        let Some(current) = self.get_config(tenant, kind, id).await? else { return Ok(false) };
+        let table = &self.names.config_table;
+        let delete = Delete::builder()
+            .table_name(table)
+            .set_key(Some(key(tenant_pk(tenant), config_sk(kind, id))))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", n(expected_version))
+            .build()
+            .map_err(build_err)?;
+        let tombstone = versions::keep(table, &current, expected_version.saturating_add(1), true, by)?;
         let result = self
             .client
-            .delete_item()
-            .table_name(&self.names.config_table)
-            .set_key(Some(key(tenant_pk(tenant), config_sk(kind, id))))
-            .condition_expression("attribute_exists(PK) AND version = :expected")
-            .expression_attribute_values(":expected", n(expected_version))
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().delete(delete).build())
+            .transact_items(TransactWriteItem::builder().put(tombstone).build())
             .send()
             .await;
         self.invalidate(tenant);
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                // Missing, or at another version: tell which.
-                match self.get_config(tenant, kind, id).await? {
-                    None => Ok(false),
-                    Some(_) => Err(StoreError::VersionConflict(format!("{} {id} changed", kind.as_str()))),
-                }
+        settled(result, format!("{} {id} changed", kind.as_str()))?;
+        Ok(true)
+    }
+
+    async fn list_versions(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<ConfigVersion>, StoreError> {
+        self.versions_page(tenant, kind, id, before, limit).await
+    }
+
+    async fn get_version(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<ConfigVersion>, StoreError> {
+        self.one_version(tenant, kind, id, version).await
+    }
+}
+
+/// A conditional `TransactWriteItems`' answer: a failed condition is a version conflict (`what`).
+fn settled<T>(
+    result: Result<T, aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError>>,
+    what: String,
+) -> Result<(), StoreError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let conditions_failed = matches!(
+                e.as_service_error(),
+                Some(TransactWriteItemsError::TransactionCanceledException(tce))
+                    if tce.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
+            );
+            if conditions_failed {
+                Err(StoreError::VersionConflict(what))
+            } else {
+                Err(unavailable("TransactWriteItems", &e))
             }
-            Err(e) => Err(unavailable("DeleteItem", &e)),
         }
     }
 }

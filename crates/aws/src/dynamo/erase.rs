@@ -1,9 +1,9 @@
 //! Deleting a tenant from DynamoDB: every partition that holds its data, in a bounded amount of
 //! work per call (a Lambda behind API Gateway has under 30 s), so a large tenant is deleted over
 //! several calls. Order: each session's executions then the session, the conversation markers,
-//! the tenant's execution pointers, usage, event log, limit counters and slots, its configuration, and the
-//! tenant marker last — so a deletion that stopped half-way is found and resumed by the next
-//! call. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
+//! the tenant's execution pointers, usage, event log, limit counters and slots, its configuration
+//! and its kept versions, and the tenant marker last — so a deletion that stopped half-way is
+//! found and resumed by the next call. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
 //! unprocessed items are sent again a few times before the call gives up with more to do).
 
 use std::time::Duration;
@@ -60,6 +60,7 @@ impl DynamoStore {
             (&config, pk.clone(), "TRIGGER#"),
             (&config, pk.clone(), "TOOL#"),
             (&config, pk.clone(), "SKILL#"),
+            (&config, pk.clone(), "VERSION#"),
         ];
         for (table, partition, prefix) in partitions {
             if !self.erase_partition(table, &partition, prefix, &mut budget).await? {

@@ -3,7 +3,7 @@
 //! contract suite runs both). Records are stored whole under `body` (via `serde_dynamo`) beside
 //! the key and condition attributes. One file per concern: `keys` (the layout below), `codec`
 //! (items ⇄ records, errors), `page` (reading a query page after page), `config`, `sessions`
-//! (turn commits), `executions`.
+//! (turn commits), `executions`, `versions` (kept configuration versions).
 //! It does not create tables (the SAM template and the test harness do) and does not archive.
 //! `standin` is apart: the optional Conversations Service stand-in's message log, in a table of
 //! its own (layout in its module).
@@ -15,6 +15,7 @@
 //! | config | `TENANT#<t>` | `TENANT` | `name`, `createdAt` |
 //! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
 //! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status` |
+//! | config | `TENANT#<t>` | `VERSION#<KIND>#<ulid>#<version, 20 digits>` | `version`, `writtenAt`, `writtenBy`, `deleted`, `body` (kept versions, never updated) |
 //! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
@@ -45,6 +46,7 @@ mod push;
 mod sessions;
 mod standin;
 mod turns;
+mod versions;
 
 pub use standin::{DynamoMessageLog, Recorded, STANDIN_RETENTION};
 pub use turns::{TurnLog, TurnPages};

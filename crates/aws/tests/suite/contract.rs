@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use switchboard_testkit::aws as common;
+use switchboard_testkit::by;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -180,6 +181,7 @@ contract!(
     two_tenants_equal_source_ids_are_both_queued,
     the_same_message_under_a_new_event_id_is_queued_once_per_tenant,
     config_writes_are_conditional_on_version_and_list_in_pages,
+    every_config_write_keeps_a_version_with_it_newest_first,
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
     usage_adds_up_per_day_agent_and_model_once_per_source,
@@ -202,7 +204,7 @@ contract!(
 /// them for message.new.
 async fn raw_trigger(x: &Subject, t: &Trigger) {
     let first_version = Trigger { version: 1, ..t.clone() };
-    x.config_admin.put_config(&ConfigRecord::Trigger(first_version), None).await.unwrap();
+    x.config_admin.put_config(&ConfigRecord::Trigger(first_version), None, &by()).await.unwrap();
 }
 
 fn tenant(s: &str) -> TenantId {
@@ -1119,17 +1121,17 @@ async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject)
         ConfigRecord::Agent(a)
     };
     // a tenant that does not exist takes no records
-    let err = x.config_admin.put_config(&rec(&a, 1), None).await.unwrap_err();
+    let err = x.config_admin.put_config(&rec(&a, 1), None, &by()).await.unwrap_err();
     assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
     assert!(x.config_admin.create_tenant(&t, "Tenant").await.unwrap());
     assert!(!x.config_admin.create_tenant(&t, "Again").await.unwrap());
     // create once; a second create of the same id conflicts
-    x.config_admin.put_config(&rec(&a, 1), None).await.unwrap();
-    let err = x.config_admin.put_config(&rec(&a, 1), None).await.unwrap_err();
+    x.config_admin.put_config(&rec(&a, 1), None, &by()).await.unwrap();
+    let err = x.config_admin.put_config(&rec(&a, 1), None, &by()).await.unwrap_err();
     assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
     // replace on the version read; a stale replace conflicts
-    x.config_admin.put_config(&rec(&a, 2), Some(1)).await.unwrap();
-    let err = x.config_admin.put_config(&rec(&a, 3), Some(1)).await.unwrap_err();
+    x.config_admin.put_config(&rec(&a, 2), Some(1), &by()).await.unwrap();
+    let err = x.config_admin.put_config(&rec(&a, 3), Some(1), &by()).await.unwrap_err();
     assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
     let id = a.agent_id.to_string();
     assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), Some(rec(&a, 2)));
@@ -1146,7 +1148,7 @@ async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject)
     // lists come in id order, in pages
     let mut more: Vec<Agent> = (0..4).map(|_| agent(&t)).collect();
     for m in &more {
-        x.config_admin.put_config(&rec(m, 1), None).await.unwrap();
+        x.config_admin.put_config(&rec(m, 1), None, &by()).await.unwrap();
     }
     more.push(match rec(&a, 3) {
         ConfigRecord::Agent(a) => a,
@@ -1170,12 +1172,64 @@ async fn config_writes_are_conditional_on_version_and_list_in_pages(x: &Subject)
     assert_eq!(seen, more.iter().map(|m| m.agent_id).collect::<Vec<_>>());
     assert!(x.config_admin.list_config(&t, ConfigKind::Trigger, None, 10).await.unwrap().items.is_empty());
     // deletes are conditional too
-    let err = x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 1).await.unwrap_err();
+    let err = x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 1, &by()).await.unwrap_err();
     assert!(matches!(err, StoreError::VersionConflict(_)), "{err:?}");
-    assert!(x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3).await.unwrap());
-    assert!(!x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3).await.unwrap());
+    assert!(x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3, &by()).await.unwrap());
+    assert!(!x.config_admin.delete_config(&t, ConfigKind::Agent, &id, 3, &by()).await.unwrap());
     assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), None);
     assert_eq!(x.config.get_agent(&t, a.agent_id).await.unwrap(), None);
+}
+
+async fn every_config_write_keeps_a_version_with_it_newest_first(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    for t in [&t, &other] {
+        assert!(x.config_admin.create_tenant(t, "Tenant").await.unwrap());
+    }
+    // given an agent created, then replaced twice by the service
+    let mut a = Agent { version: 1, ..agent(&t) };
+    let id = a.agent_id.to_string();
+    let service = x.service.clone().written_by("tenant key");
+    service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
+    for (v, prompt) in [(2, "Be brief."), (3, "Be formal.")] {
+        a.system_prompt = prompt.into();
+        a.version = v;
+        service.replace(&ConfigRecord::Agent(a.clone()), v - 1).await.unwrap();
+    }
+    // then each write kept its whole record, who wrote it and when
+    let third = x.config_admin.get_version(&t, ConfigKind::Agent, &id, 3).await.unwrap().unwrap();
+    assert_eq!((third.version, third.deleted, third.written_by.as_str()), (3, false, "tenant key"));
+    assert_eq!(third.record, ConfigRecord::Agent(a.clone()));
+    let first = x.config_admin.get_version(&t, ConfigKind::Agent, &id, 1).await.unwrap().unwrap();
+    assert!(matches!(&first.record, ConfigRecord::Agent(r) if r.system_prompt == "Be kind."));
+    assert_eq!(x.config_admin.get_version(&t, ConfigKind::Agent, &id, 4).await.unwrap(), None);
+    assert_eq!(x.config_admin.get_version(&other, ConfigKind::Agent, &id, 1).await.unwrap(), None, "per tenant");
+    // and they list newest first, in pages
+    let page = x.config_admin.list_versions(&t, ConfigKind::Agent, &id, None, 2).await.unwrap();
+    assert_eq!(page.items.iter().map(|v| v.version).collect::<Vec<_>>(), [3, 2]);
+    assert_eq!(page.next_cursor.as_deref(), Some("2"));
+    let rest = x.config_admin.list_versions(&t, ConfigKind::Agent, &id, Some(2), 2).await.unwrap();
+    assert_eq!((rest.items.iter().map(|v| v.version).collect::<Vec<_>>(), rest.next_cursor), (vec![1], None));
+    // a write refused on its version keeps nothing
+    a.version = 4;
+    let stale = x.config_admin.put_config(&ConfigRecord::Agent(a.clone()), Some(2), &by()).await.unwrap_err();
+    assert!(matches!(stale, StoreError::VersionConflict(_)), "{stale:?}");
+    assert_eq!(x.config_admin.get_version(&t, ConfigKind::Agent, &id, 4).await.unwrap(), None);
+    // a kept version is never overwritten: a write that would, writes nothing
+    let twin = Agent { agent_id: a.agent_id, version: 1, ..agent(&t) };
+    x.service.delete(&t, ConfigKind::Agent, &id, None).await.unwrap();
+    let taken = x.config_admin.put_config(&ConfigRecord::Agent(twin), None, &by()).await.unwrap_err();
+    assert!(matches!(taken, StoreError::VersionConflict(_)), "{taken:?}");
+    assert_eq!(x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap(), None);
+    // a delete keeps a version marking it, with the record as it was
+    let gone = x.config_admin.get_version(&t, ConfigKind::Agent, &id, 4).await.unwrap().unwrap();
+    assert!(gone.deleted);
+    assert_eq!(gone.record, ConfigRecord::Agent(Agent { version: 3, ..a.clone() }));
+    // and the same id written again by a bundle goes on from there
+    x.service.upsert_all(&[ConfigRecord::Agent(a.clone())]).await.unwrap();
+    let again = x.config_admin.get_config(&t, ConfigKind::Agent, &id).await.unwrap().unwrap();
+    assert_eq!(again.version(), 5);
+    let newest = x.config_admin.list_versions(&t, ConfigKind::Agent, &id, None, 1).await.unwrap();
+    assert_eq!((newest.items[0].version, newest.items[0].written_by.as_str()), (5, "system"));
 }
 
 async fn skills_read_back_by_id_only_in_their_tenant(x: &Subject) {
@@ -1189,7 +1243,7 @@ async fn skills_read_back_by_id_only_in_their_tenant(x: &Subject) {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z", "version": 1
     }))
     .unwrap();
-    x.config_admin.put_config(&ConfigRecord::Skill(skill.clone()), None).await.unwrap();
+    x.config_admin.put_config(&ConfigRecord::Skill(skill.clone()), None, &by()).await.unwrap();
     assert_eq!(x.config.get_skill(&t, skill.skill_id).await.unwrap(), Some(skill.clone()));
     assert_eq!(x.config.get_skill(&other, skill.skill_id).await.unwrap(), None);
     assert_eq!(x.config.get_skill(&t, switchboard_domain::SkillId::generate()).await.unwrap(), None);
@@ -1215,13 +1269,13 @@ async fn another_containers_config_writes_show_after_the_cache_ttl() {
     .unwrap();
     // a miss is remembered too
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), None);
-    writer.put_config(&ConfigRecord::Skill(skill.clone()), None).await.unwrap();
+    writer.put_config(&ConfigRecord::Skill(skill.clone()), None, &by()).await.unwrap();
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), None, "served from memory");
     clock.advance(chrono::Duration::minutes(5));
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap(), Some(skill.clone()));
     skill.prompt = "Returns cost 5 EUR.".into();
     skill.version = 2;
-    writer.put_config(&ConfigRecord::Skill(skill.clone()), Some(1)).await.unwrap();
+    writer.put_config(&ConfigRecord::Skill(skill.clone()), Some(1), &by()).await.unwrap();
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 1);
     assert_eq!(writer.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 2, "own writes at once");
 }
@@ -1278,10 +1332,12 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     let today = now.date_naive();
     let expires = now + Duration::minutes(2);
     let mut last = Vec::new();
+    let mut agent_ids = Vec::new();
     for t in [&gone, &kept] {
         assert!(x.config_admin.create_tenant(t, "Tenant").await.unwrap());
         let a = agent(t);
         x.service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
+        agent_ids.push(a.agent_id.to_string());
         raw_trigger(x, &trigger(t, a.agent_id, TriggerId::generate(), 10, "message.new", "active")).await;
         // sessions with executions, usage, a limit window and a slot
         let mut sessions = Vec::new();
@@ -1316,6 +1372,8 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert_eq!(x.config.get_tenant(&gone).await.unwrap(), None);
     assert!(!x.config.tenant_exists(&gone).await.unwrap());
     assert_eq!(agents_of(&gone).await, 0);
+    let versions = x.config_admin.list_versions(&gone, ConfigKind::Agent, &agent_ids[0], None, 10).await.unwrap();
+    assert!(versions.items.is_empty(), "its kept versions");
     assert!(x.config.active_triggers(&gone, EventType::MessageNew).await.unwrap().is_empty());
     assert_eq!(x.sessions.get_session(&gone, last[0].session_id).await.unwrap(), None);
     assert_eq!(x.sessions.latest_session(&gone, "c-5").await.unwrap(), None);
@@ -1335,6 +1393,8 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     // the other tenant keeps everything
     assert!(x.config.tenant_exists(&kept).await.unwrap());
     assert_eq!(agents_of(&kept).await, 1);
+    let versions = x.config_admin.list_versions(&kept, ConfigKind::Agent, &agent_ids[1], None, 10).await.unwrap();
+    assert_eq!(versions.items.len(), 1, "its kept versions");
     assert!(x.sessions.get_session(&kept, last[1].session_id).await.unwrap().is_some());
     assert!(x.executions.execution_for_source(&kept, "evt-5").await.unwrap().is_some());
     assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);

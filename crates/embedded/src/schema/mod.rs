@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::LEANER_MESSAGES,
     store::LEANER_SESSIONS,
     store::SESSION_UPDATES,
+    store::CONFIG_VERSIONS,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

@@ -278,3 +278,20 @@ UPDATE sessions
     WHERE status <> 'active';
 CREATE INDEX sessions_by_update ON sessions (updated_ms) WHERE status <> 'active';
 "#;
+
+/// Schema step 15: the kept versions of configuration records, one row per write (and one per
+/// delete, marked), never updated. Records written before this step have versions from their next
+/// write on. (`IF NOT EXISTS`: a database wound back to an earlier step replays it.)
+pub const CONFIG_VERSIONS: &str = r#"
+CREATE TABLE IF NOT EXISTS config_versions (
+    tenant_id  TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    written_at TEXT NOT NULL,
+    written_by TEXT NOT NULL,
+    deleted    INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, kind, id, version)
+) STRICT;
+"#;

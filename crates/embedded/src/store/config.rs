@@ -1,5 +1,5 @@
 //! Tenant configuration: reads for the engine (tenants, agents and triggers cached until the next
-//! write) and conditional writes for the configuration service.
+//! write) and conditional writes for the configuration service, each with its kept version.
 
 use std::sync::Arc;
 
@@ -8,10 +8,13 @@ use rusqlite::{OptionalExtension, params};
 use switchboard_domain::{
     Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
-use switchboard_engine::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, Page, StoreError};
+use switchboard_engine::{
+    Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, Page, StoreError,
+};
 
 use switchboard_domain::trigger::active_in_order;
 
+use super::versions::{Keep, keep};
 use super::{SqliteStore, from_json, is_constraint, store_err};
 use crate::db::atomic;
 
@@ -153,6 +156,7 @@ impl ConfigAdmin for SqliteStore {
                 let tx = atomic(c)?;
                 for table in [
                     "config_records",
+                    "config_versions",
                     "api_keys",
                     "sessions",
                     "executions",
@@ -178,30 +182,39 @@ impl ConfigAdmin for SqliteStore {
         result
     }
 
-    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError> {
+    async fn put_config(
+        &self,
+        record: &ConfigRecord,
+        expected_version: Option<u64>,
+        by: &Authorship,
+    ) -> Result<(), StoreError> {
         let tenant = record.tenant_id().clone();
         let (t, kind, id) = (tenant.to_string(), record.kind().as_str(), record.id());
         let version = i64::try_from(record.version()).unwrap_or(i64::MAX);
         let expected = expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
         let body = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let by = by.clone();
         let written = self
             .db
             .call(move |c| {
+                let tx = atomic(c)?;
                 let result = match expected {
-                    None => c
+                    None => tx
                         .prepare_cached(
                             "INSERT INTO config_records (tenant_id, kind, id, version, body) VALUES (?1, ?2, ?3, ?4, ?5)",
                         )?
                         .execute(params![t, kind, id, version, body]),
-                    Some(expected) => c
+                    Some(expected) => tx
                         .prepare_cached(
                             "UPDATE config_records SET version = ?4, body = ?5
                              WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3 AND version = ?6",
                         )?
                         .execute(params![t, kind, id, version, body, expected]),
                 };
+                let kept = Keep { tenant: &t, kind, id: &id, version, deleted: false, body: &body };
+                let result = result.and_then(|n| if n == 1 { keep(&tx, &kept, &by) } else { Ok(0) });
                 match result {
-                    Ok(1) => Ok(true),
+                    Ok(1) => tx.commit().map(|()| true).map_err(Into::into),
                     Ok(_) => Ok(false),
                     Err(e) if is_constraint(&e) => Ok(false),
                     Err(e) => Err(e.into()),
@@ -276,25 +289,29 @@ impl ConfigAdmin for SqliteStore {
         kind: ConfigKind,
         id: &str,
         expected_version: u64,
+        by: &Authorship,
     ) -> Result<bool, StoreError> {
         let (t, k, id_owned) = (tenant.to_string(), kind.as_str(), id.to_owned());
         let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);
+        let by = by.clone();
         let outcome: Option<i64> = self
             .db
             .call(move |c| {
                 let tx = atomic(c)?;
-                let current: Option<i64> = tx
+                let current: Option<(i64, String)> = tx
                     .prepare_cached(
-                        "SELECT version FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3",
+                        "SELECT version, body FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3",
                     )?
-                    .query_row(params![t, k, id_owned], |r| r.get(0))
+                    .query_row(params![t, k, id_owned], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()?;
-                if current == Some(expected) {
+                if let Some((_, body)) = current.as_ref().filter(|(v, _)| *v == expected) {
                     tx.prepare_cached("DELETE FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
                         .execute(params![t, k, id_owned])?;
+                    let version = expected.saturating_add(1);
+                    keep(&tx, &Keep { tenant: &t, kind: k, id: &id_owned, version, deleted: true, body }, &by)?;
                     tx.commit()?;
                 }
-                Ok(current)
+                Ok(current.map(|(v, _)| v))
             })
             .await
             .map_err(store_err)?;
@@ -305,9 +322,30 @@ impl ConfigAdmin for SqliteStore {
             Some(_) => Err(StoreError::VersionConflict(format!("{} {id} changed", kind.as_str()))),
         }
     }
+
+    async fn list_versions(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<ConfigVersion>, StoreError> {
+        self.versions_page(tenant, kind, id, before, limit).await
+    }
+
+    async fn get_version(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<ConfigVersion>, StoreError> {
+        self.one_version(tenant, kind, id, version).await
+    }
 }
 
-fn decode(kind: ConfigKind, body: &str) -> Result<ConfigRecord, StoreError> {
+pub(super) fn decode(kind: ConfigKind, body: &str) -> Result<ConfigRecord, StoreError> {
     Ok(match kind {
         ConfigKind::Agent => ConfigRecord::Agent(from_json(body)?),
         ConfigKind::Trigger => ConfigRecord::Trigger(from_json(body)?),

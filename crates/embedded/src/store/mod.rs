@@ -3,10 +3,11 @@
 //! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design. One file
 //! per concern: `config` (tenant configuration), `sessions` (sessions, turn commits, execution
 //! records), `conversations` (the local conversation log), `events` (the outbound event log),
-//! `retention` (reading and deleting what is due, the vacuum); tenants and API keys here. Its
-//! tables are schema steps in `crate::schema::store`. It calls down into `crate::queue` in two
-//! places, inside its own transactions: a tenant's delete forgets the tenant's queued work, and
-//! a turn's commit settles the worker's item (`SettleOnCommit`).
+//! `retention` (reading and deleting what is due, the vacuum), `versions` (kept configuration
+//! versions); tenants and API keys here. Its tables are schema steps in `crate::schema::store`.
+//! It calls down into `crate::queue` in two places, inside its own transactions: a tenant's
+//! delete forgets the tenant's queued work, and a turn's commit settles the worker's item
+//! (`SettleOnCommit`).
 //!
 //! The rules of configuration writes (validation, references, deletes of used records) are the
 //! engine's `ConfigService`; this store only stores, conditionally on versions.
@@ -17,6 +18,7 @@ mod counters;
 mod events;
 mod retention;
 mod sessions;
+mod versions;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

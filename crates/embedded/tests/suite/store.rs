@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_testkit::by;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -386,7 +387,7 @@ async fn tenants_and_agents_are_read_from_memory_until_a_write_changes_them() {
     let suspended = switchboard_domain::Tenant { status: TenantStatus::Suspended, ..first.0.clone() };
     assert!(e.store.update_tenant(&suspended).await.unwrap());
     assert_eq!(e.store.get_tenant(&t).await.unwrap().unwrap().status, TenantStatus::Suspended);
-    assert!(e.store.delete_config(&t, ConfigKind::Agent, &agent.to_string(), first.1.version).await.unwrap());
+    assert!(e.store.delete_config(&t, ConfigKind::Agent, &agent.to_string(), first.1.version, &by()).await.unwrap());
     assert_eq!(e.store.get_agent(&t, agent).await.unwrap(), None);
     // what does not exist is not remembered: a tenant another process creates is found at once
     let other: TenantId = "t-2".parse().unwrap();

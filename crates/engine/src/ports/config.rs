@@ -137,6 +137,17 @@ impl ConfigRecord {
         }
     }
 
+    /// The same record, last updated at `at`.
+    pub fn with_updated_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        match &mut self {
+            ConfigRecord::Agent(r) => r.updated_at = at,
+            ConfigRecord::Trigger(r) => r.updated_at = at,
+            ConfigRecord::Tool(r) => r.updated_at = at,
+            ConfigRecord::Skill(r) => r.updated_at = at,
+        }
+        self
+    }
+
     /// The same record, created at `at` (a replacement keeps the original's creation time).
     pub fn with_created_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
         match &mut self {
@@ -149,16 +160,47 @@ impl ConfigRecord {
     }
 }
 
+/// Who made a configuration change, and when: kept with the version the change makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorship {
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// What the writer is known as (the API knows the kind of credential, not a person yet).
+    pub by: String,
+}
+
+/// One kept version of a configuration record, immutable once written. Every write of a record
+/// keeps one (the whole record as stored); a delete keeps one more, marked `deleted`, holding the
+/// record as it was when deleted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigVersion {
+    pub kind: ConfigKind,
+    pub id: String,
+    pub version: u64,
+    pub written_at: chrono::DateTime<chrono::Utc>,
+    pub written_by: String,
+    pub deleted: bool,
+    pub record: ConfigRecord,
+}
+
 /// Writing and listing tenant configuration (the internal API's CRUD). Writes are conditional:
 /// `expected_version` `None` creates (the id must be free), `Some(v)` replaces only if the stored
-/// version is still `v`. Implementations invalidate their own config caches on every write.
+/// version is still `v`. Every write keeps a [`ConfigVersion`] atomically with it: both are
+/// written or neither, and a version already kept is never overwritten (the write fails as a
+/// conflict instead). Implementations invalidate their own config caches on every write.
 #[async_trait]
 pub trait ConfigAdmin: Send + Sync {
     /// Creates a tenant; `false` if it already existed.
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError>;
     /// Writes the tenant's name and status; `false` when there is no such tenant.
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError>;
-    async fn put_config(&self, record: &ConfigRecord, expected_version: Option<u64>) -> Result<(), StoreError>;
+    /// Writes `record` and keeps it as version `record.version()`, written as `by` says.
+    async fn put_config(
+        &self,
+        record: &ConfigRecord,
+        expected_version: Option<u64>,
+        by: &Authorship,
+    ) -> Result<(), StoreError>;
     async fn get_config(
         &self,
         tenant: &TenantId,
@@ -179,12 +221,33 @@ pub trait ConfigAdmin: Send + Sync {
     /// to remove (call again), `true` when nothing is left. The tenant record goes last, so a
     /// deletion that stopped half-way is resumed by calling again.
     async fn delete_tenant(&self, tenant: &TenantId) -> Result<bool, StoreError>;
-    /// Deletes if the stored version is `expected_version`; `false` if there was no such record.
+    /// Deletes if the stored version is `expected_version`, keeping version `expected_version + 1`
+    /// marked deleted; `false` if there was no such record.
     async fn delete_config(
         &self,
         tenant: &TenantId,
         kind: ConfigKind,
         id: &str,
         expected_version: u64,
+        by: &Authorship,
     ) -> Result<bool, StoreError>;
+    /// A page of the versions kept for a record, newest first, starting below version `before`
+    /// (from the newest without one); the next page's cursor is the last version returned.
+    /// Versions outlive a deleted record (until the tenant goes).
+    async fn list_versions(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<ConfigVersion>, StoreError>;
+    /// One kept version of a record.
+    async fn get_version(
+        &self,
+        tenant: &TenantId,
+        kind: ConfigKind,
+        id: &str,
+        version: u64,
+    ) -> Result<Option<ConfigVersion>, StoreError>;
 }

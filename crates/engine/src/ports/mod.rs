@@ -20,7 +20,7 @@ use std::sync::Arc;
 use switchboard_domain::PriceTable;
 
 pub use clock::{Clock, SystemClock};
-pub use config::{ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore};
+pub use config::{Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion};
 pub use conversations::{
     ConversationError, ConversationLog, Conversations, HistoryMessage, LoggedMessage, Sender, Sent,
 };

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use switchboard_testkit::aws as common;
+use switchboard_testkit::by;
 
 use std::io::Read;
 use std::sync::atomic::Ordering;
@@ -1210,7 +1211,7 @@ async fn webhook_world(webhooks: WebhookPolicy) -> (World, WebhookReceiver) {
         "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
     }))
     .unwrap();
-    w.wiring.store.put_config(&ConfigRecord::Tool(tool), None).await.unwrap();
+    w.wiring.store.put_config(&ConfigRecord::Tool(tool), None, &by()).await.unwrap();
     let agent: Agent = serde_json::from_value(json!({
         "tenantId": "t-1", "agentId": AGENT, "name": "Orders", "systemPrompt": "You look orders up.",
         "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message", TOOL],
