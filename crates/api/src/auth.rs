@@ -66,6 +66,24 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
+/// Who a configuration write is kept as written by: the kind of credential the request came
+/// with (`admin key`, `tenant key`), or `iam` when no authenticator runs (AWS, where API
+/// Gateway's IAM auth admitted the caller). There is no authenticated person yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Writer(pub &'static str);
+
+impl<S: Send + Sync> FromRequestParts<S> for Writer {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Writer(match parts.extensions.get::<Caller>() {
+            Some(Caller::Admin) => "admin key",
+            Some(Caller::Tenant(_)) => "tenant key",
+            None => "iam",
+        }))
+    }
+}
+
 /// Per-tenant requests per minute, as a sliding window of request times.
 #[derive(Debug)]
 pub struct RateLimiter {

@@ -11,9 +11,11 @@ use axum::routing::{delete, get, post};
 use serde_json::Value;
 use switchboard_engine::ConfigKind;
 
+use crate::auth::Writer;
 use crate::console::{self, ConsoleConfig};
 use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
+use crate::resources::config::versions;
 use crate::resources::{
     config, conversations, events, executions, invoke, openapi, reports, sessions, status, tenants, trigger_test,
 };
@@ -73,24 +75,64 @@ fn config_routes(mut app: Router<AppState>) -> Router<AppState> {
                 get(move |s: State<AppState>, q: Query<config::ListQuery>, t: Result<Tenant, Problem>| {
                     config::list(kind, s, q, t)
                 })
-                .post(move |s: State<AppState>, t: Tenant, b: JsonBody<Value>| config::create(kind, s, t, b)),
+                .post(move |s: State<AppState>, w: Writer, t: Tenant, b: JsonBody<Value>| {
+                    config::create(kind, s, w, t, b)
+                }),
             )
             .route(
                 &format!("/tenants/{{tenant}}/{seg}/{{id}}"),
                 get(move |s: State<AppState>, t: Tenant, p: Path<(String, String)>| config::get_one(kind, s, t, p))
                     .put(
                         move |s: State<AppState>,
+                              w: Writer,
                               t: Tenant,
                               p: Path<(String, String)>,
                               h: HeaderMap,
                               b: Result<JsonBody<Value>, Problem>| {
-                            config::replace(kind, s, t, p, h, b)
+                            config::replace(kind, s, w, t, p, h, b)
                         },
                     )
-                    .delete(move |s: State<AppState>, t: Tenant, p: Path<(String, String)>, h: HeaderMap| {
-                        config::delete(kind, s, t, p, h)
-                    }),
+                    .delete(
+                        move |s: State<AppState>, w: Writer, t: Tenant, p: Path<(String, String)>, h: HeaderMap| {
+                            config::delete(kind, s, w, t, p, h)
+                        },
+                    ),
             );
+        app = version_routes(app, kind);
     }
     app
+}
+
+/// Each record's kept versions: the list, one version, a diff, and a rollback.
+fn version_routes(app: Router<AppState>, kind: ConfigKind) -> Router<AppState> {
+    let base = format!("/tenants/{{tenant}}/{}/{{id}}", config::segment(kind));
+    app.route(
+        &format!("{base}/versions"),
+        get(move |s: State<AppState>, q: Query<versions::VersionsQuery>, t: Tenant, p: Path<(String, String)>| {
+            versions::list(kind, s, q, t, p)
+        }),
+    )
+    .route(
+        &format!("{base}/versions/{{n}}"),
+        get(move |s: State<AppState>, t: Tenant, p: Path<(String, String, String)>| versions::get_one(kind, s, t, p)),
+    )
+    .route(
+        &format!("{base}/versions/{{n}}/diff"),
+        get(move |s: State<AppState>, q: Query<versions::DiffQuery>, t: Tenant, p: Path<(String, String, String)>| {
+            versions::diff(kind, s, q, t, p)
+        }),
+    )
+    .route(
+        &format!("{base}/rollback"),
+        post(
+            move |s: State<AppState>,
+                  w: Writer,
+                  t: Tenant,
+                  p: Path<(String, String)>,
+                  h: HeaderMap,
+                  b: Result<JsonBody<versions::RollbackBody>, Problem>| {
+                versions::rollback(kind, s, w, t, p, h, b)
+            },
+        ),
+    )
 }

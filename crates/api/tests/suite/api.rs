@@ -397,6 +397,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             corpus.push((Method::GET, format!("{base}/{kind}/{id}"), None));
             corpus.push((Method::PUT, format!("{base}/{kind}/{id}"), Some(agent_body("x"))));
             corpus.push((Method::DELETE, format!("{base}/{kind}/{id}"), None));
+            corpus.push((Method::GET, format!("{base}/{kind}/{id}/versions"), None));
+            corpus.push((Method::GET, format!("{base}/{kind}/{id}/versions/1"), None));
+            corpus.push((Method::GET, format!("{base}/{kind}/{id}/versions/1/diff?to=1"), None));
+            corpus.push((Method::POST, format!("{base}/{kind}/{id}/rollback"), Some(json!({ "version": 1 }))));
         }
         corpus.push((Method::POST, format!("{base}/agents/{agent}/invoke"), Some(json!({ "conversationId": "c-x" }))));
         corpus.push((Method::GET, format!("{base}/sessions/{session}"), None));

@@ -752,12 +752,28 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let sb = json!({ "name": "orders", "description": "Order lookups (v2)", "prompt": "Look orders up.", "tools": ["get_context"] });
     assert_eq!(api.call(Method::PUT, &skill_path, Body::Json(sb), &[("if-match", "\"1\"")]).await.status, 200);
 
+    // each record's kept versions: newest first in pages, one version, a diff, a rollback
+    for p in [&path, &trigger_path, &tool_path, &skill_path] {
+        let versions = api.get(&format!("{p}/versions?limit=1")).await;
+        assert_eq!(versions.status, 200, "{p}: {}", versions.body);
+        let newest = versions.body["items"][0]["version"].as_u64().unwrap();
+        let rest = api.get(&format!("{p}/versions?limit=1&cursor={}", versions.str("/nextCursor"))).await;
+        assert_eq!(rest.body["items"][0]["version"], newest - 1);
+        assert_eq!(api.get(&format!("{p}/versions/1")).await.body["writtenBy"], "admin key");
+        let diff = api.get(&format!("{p}/versions/1/diff?to={newest}")).await;
+        assert!(!diff.body["changes"].as_array().unwrap().is_empty(), "{p}: {}", diff.body);
+        let etag = format!("\"{newest}\"");
+        let back = Body::Json(json!({ "version": 1 }));
+        let r = api.call(Method::POST, &format!("{p}/rollback"), back, &[("if-match", &etag)]).await;
+        assert_eq!(r.status, 200, "{p}: {}", r.body);
+    }
+
     // what is still used cannot be deleted (409); a stale If-Match is 412; then in order
     assert_eq!(api.call(Method::DELETE, &path, Body::None, &[]).await.status, 409);
     assert_eq!(api.call(Method::DELETE, &tool_path, Body::None, &[]).await.status, 409);
     assert_eq!(api.call(Method::DELETE, &skill_path, Body::None, &[]).await.status, 409);
     assert_eq!(api.call(Method::DELETE, &trigger_path, Body::None, &[("if-match", "\"1\"")]).await.status, 412);
-    assert_eq!(api.call(Method::DELETE, &trigger_path, Body::None, &[("if-match", "\"2\"")]).await.status, 204);
+    assert_eq!(api.call(Method::DELETE, &trigger_path, Body::None, &[("if-match", "\"3\"")]).await.status, 204);
     let leaf_path = format!("/tenants/acme/triggers/{}", leaf_trigger.str("/triggerId"));
     assert_eq!(api.call(Method::DELETE, &leaf_path, Body::None, &[]).await.status, 204);
     let sub_path = format!("/tenants/acme/agents/{}", sub.str("/agentId"));

@@ -2,8 +2,8 @@
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
-//! body replayed (`fuzz_corpus`) and the contract served as JSON (`openapi`) and the trigger tester (`trigger_test`). `common` is their
-//! harness.
+//! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the trigger tester
+//! (`trigger_test`) and kept configuration versions (`versions`). `common` is their harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
@@ -14,3 +14,4 @@ mod fuzz_corpus;
 mod openapi;
 mod tenancy;
 mod trigger_test;
+mod versions;

@@ -5,7 +5,10 @@
 //! version) are refused with a pointer to the field. The rules of the write itself (validation,
 //! references within the tenant, versions, deletes of used records) are the engine's
 //! `ConfigService`; this module maps HTTP onto it. A whole tenant bundle is applied at once with
-//! `POST /tenants/{t}/apply`.
+//! `POST /tenants/{t}/apply`. Each record's kept versions, their diffs and rollbacks are in
+//! `versions`.
+
+pub(crate) mod versions;
 
 use std::sync::Arc;
 
@@ -22,7 +25,7 @@ use switchboard_domain::{
 };
 use switchboard_engine::{Bundle, Clock, ConfigKind, ConfigRecord, ConfigWriteError};
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Writer};
 use crate::extract::{JsonBody, Query, Tenant, page_limit, parse_json};
 use crate::problem::Problem;
 use crate::state::ApiState;
@@ -57,7 +60,7 @@ pub(crate) fn new_id(kind: ConfigKind) -> String {
 
 /// The canonical (upper-case) form of `id` if it has the shape of an id of `kind`; anything else
 /// cannot exist (404). ULIDs are case-insensitive, so `01jd…` finds `01JD…`.
-fn canonical_id(kind: ConfigKind, id: &str) -> Option<String> {
+pub(crate) fn canonical_id(kind: ConfigKind, id: &str) -> Option<String> {
     match kind {
         ConfigKind::Agent => id.parse::<AgentId>().ok().map(|i| i.to_string()),
         ConfigKind::Trigger => id.parse::<TriggerId>().ok().map(|i| i.to_string()),
@@ -66,7 +69,7 @@ fn canonical_id(kind: ConfigKind, id: &str) -> Option<String> {
     }
 }
 
-fn not_found(kind: ConfigKind, id: &str) -> Problem {
+pub(crate) fn not_found(kind: ConfigKind, id: &str) -> Problem {
     Problem::not_found(format!("no {} '{id}'", kind.as_str()))
 }
 
@@ -74,14 +77,14 @@ fn etag(version: u64) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{version}\"")).unwrap_or(HeaderValue::from_static("\"0\""))
 }
 
-fn with_etag(status: StatusCode, record: &ConfigRecord) -> Response {
+pub(crate) fn with_etag(status: StatusCode, record: &ConfigRecord) -> Response {
     let mut res = (status, Json(record)).into_response();
     res.headers_mut().insert(header::ETAG, etag(record.version()));
     res
 }
 
 /// The version an `If-Match` header names (`"3"`, `3` or `W/"3"`).
-fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
+pub(crate) fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
     let Some(raw) = headers.get(header::IF_MATCH) else { return Ok(None) };
     let text = raw.to_str().unwrap_or_default().trim();
     let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
@@ -120,7 +123,7 @@ pub(crate) fn build(
 }
 
 /// The API's answer to a refused write of `kind`/`id`.
-fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
+pub(crate) fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
     match e {
         ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
         ConfigWriteError::NotFound => not_found(kind, id),
@@ -136,12 +139,13 @@ fn refused(kind: ConfigKind, id: &str, e: ConfigWriteError) -> Problem {
 pub(crate) async fn create(
     kind: ConfigKind,
     State(state): State<Arc<ApiState>>,
+    Writer(by): Writer,
     Tenant(t): Tenant,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, Problem> {
     let id = new_id(kind);
     let record = build(kind, &t, &id, body, &chrono::Utc::now().to_rfc3339(), 1).map_err(Problem::invalid)?;
-    state.config_service().create(&record).await.map_err(|e| refused(kind, &id, e))?;
+    state.config_service().written_by(by).create(&record).await.map_err(|e| refused(kind, &id, e))?;
     let mut res = with_etag(StatusCode::CREATED, &record);
     if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/{}/{id}", segment(kind))) {
         res.headers_mut().insert(header::LOCATION, loc);
@@ -233,6 +237,7 @@ fn bad_query(pointer: &str, detail: &str) -> Problem {
 pub(crate) async fn replace(
     kind: ConfigKind,
     State(state): State<Arc<ApiState>>,
+    Writer(by): Writer,
     Tenant(t): Tenant,
     Path((_, id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -250,7 +255,7 @@ pub(crate) async fn replace(
     // The ETag is checked before the body is read.
     let JsonBody(body) = body?;
     let record = build(kind, &t, &id, body, &created_at, expected + 1).map_err(Problem::invalid)?;
-    state.config_service().replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
+    state.config_service().written_by(by).replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
     Ok(with_etag(StatusCode::OK, &record))
 }
 
@@ -258,13 +263,14 @@ pub(crate) async fn replace(
 pub(crate) async fn delete(
     kind: ConfigKind,
     State(state): State<Arc<ApiState>>,
+    Writer(by): Writer,
     Tenant(t): Tenant,
     Path((_, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
     let expected = if_match(&headers)?;
-    state.config_service().delete(&t, kind, &id, expected).await.map_err(|e| refused(kind, &id, e))?;
+    state.config_service().written_by(by).delete(&t, kind, &id, expected).await.map_err(|e| refused(kind, &id, e))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -297,6 +303,7 @@ pub(crate) fn read_bundle(t: &TenantId, body: &[u8], clock: &dyn Clock) -> Resul
 pub(crate) async fn apply(
     State(state): State<Arc<ApiState>>,
     caller: Caller,
+    Writer(by): Writer,
     Path(tenant_raw): Path<String>,
     Query(q): Query<ApplyQuery>,
     body: Bytes,
@@ -308,15 +315,15 @@ pub(crate) async fn apply(
     }
     let bundle = read_bundle(&t, &body, state.executor.deps().clock.as_ref())?;
     let admin = caller == Caller::Admin;
-    let report =
-        bundle.apply(&state.config_service(), admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
-            ConfigWriteError::NotFound => no_tenant(),
-            ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
-            ConfigWriteError::VersionMismatch { .. } => {
-                Problem::conflict("a record changed while the bundle was applied; apply it again")
-            }
-            ConfigWriteError::InUse(users) => Problem::conflict(format!("still used by {}", users.join(", "))),
-            ConfigWriteError::Store(e) => e.into(),
-        })?;
+    let service = state.config_service().written_by(by);
+    let report = bundle.apply(&service, admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
+        ConfigWriteError::NotFound => no_tenant(),
+        ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
+        ConfigWriteError::VersionMismatch { .. } => {
+            Problem::conflict("a record changed while the bundle was applied; apply it again")
+        }
+        ConfigWriteError::InUse(users) => Problem::conflict(format!("still used by {}", users.join(", "))),
+        ConfigWriteError::Store(e) => e.into(),
+    })?;
     Ok(Json(report).into_response())
 }
