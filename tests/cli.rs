@@ -667,3 +667,52 @@ fn triggers_test_says_which_trigger_would_answer_and_why() {
     assert!(cli.fails(&["agents", "test", "--message", "hi"]).contains("test works on triggers only"));
     assert!(cli.fails(&["triggers", "test"]).contains("--message"));
 }
+
+#[test]
+fn a_records_history_is_listed_compared_and_rolled_back_with_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let cli = Cli { key: create_tenant(&dir.path().join("data"), "acme"), server: &server };
+    // given an agent written twice
+    let v1 = write(
+        dir.path(),
+        "v1.yaml",
+        "name: Support\nsystemPrompt: You help customers.\nmodel: m\ntools: [send_message]\n",
+    );
+    let agent = last_word(&cli.ok(&["agents", "create", "-f", &v1]));
+    let v2 = write(dir.path(), "v2.yaml", "name: Support\nsystemPrompt: You help.\nmodel: m\ntools: [send_message]\n");
+    cli.ok(&["agents", "update", &agent, "-f", &v2]);
+
+    // its versions, newest first, as a table and as data
+    let table = cli.ok(&["agents", "versions", &agent]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("VERSION") && lines[0].contains("WRITTEN BY"), "{table}");
+    assert!(lines[1].starts_with('2') && lines[1].contains("tenant key") && lines[2].starts_with('1'), "{table}");
+    let listed: Value = serde_json::from_str(&cli.ok(&["agents", "versions", &agent, "-o", "json"])).unwrap();
+    assert_eq!(listed[1]["record"]["systemPrompt"], "You help customers.");
+    // what changed between them
+    let diff = cli.ok(&["agents", "diff", &agent, "1", "2"]);
+    assert!(
+        diff.starts_with("POINTER") && diff.contains("/systemPrompt") && diff.contains("You help customers."),
+        "{diff}"
+    );
+    assert!(cli.ok(&["agents", "diff", &agent, "2", "2"]).contains("are the same"));
+    let as_yaml = cli.ok(&["agents", "diff", &agent, "1", "2", "-o", "yaml"]);
+    assert!(as_yaml.contains("pointer: /systemPrompt"), "{as_yaml}");
+
+    // rolled back: the old prompt is the record again, as version 3
+    let rolled = cli.ok(&["agents", "rollback", &agent, "1"]);
+    assert_eq!(rolled.trim(), format!("rolled agent {agent} back to version 1 (now version 3)"));
+    let got: Value = serde_json::from_str(&cli.ok(&["agents", "get", &agent])).unwrap();
+    assert_eq!((got["systemPrompt"].as_str(), got["version"].as_u64()), (Some("You help customers."), Some(3)));
+    let err = cli.fails(&["agents", "rollback", &agent, "9"]);
+    assert!(err.contains("400") && err.contains("/version"), "{err}");
+    // the same verbs serve the other kinds
+    let trigger_file = write(
+        dir.path(),
+        "trigger.json",
+        &format!(r#"{{"name": "everything", "agentId": "{agent}", "eventType": "message.new"}}"#),
+    );
+    let trigger = last_word(&cli.ok(&["triggers", "create", "-f", &trigger_file]));
+    assert!(cli.ok(&["triggers", "versions", &trigger]).lines().nth(1).unwrap().starts_with('1'));
+}

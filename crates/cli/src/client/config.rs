@@ -1,7 +1,8 @@
 //! `switchboard agents|triggers|tools|skills <verb>`: list, show, create, update and delete a
-//! tenant's configuration records; `agents invoke` hands over to [`super::invoke`].
+//! tenant's configuration records; `agents invoke` hands over to [`super::invoke`], and the
+//! history verbs (`versions`, `diff`, `rollback`) to [`super::versions`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use clap::Subcommand;
@@ -9,7 +10,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::api::{Api, query_value, read_record, tenant};
-use super::output::{cell, columns, print_data, print_list, print_value};
+use super::output::{Format, cell, columns, print_data, print_list, print_value};
+use super::versions::{self, History};
 use crate::shared::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +48,12 @@ pub enum ConfigVerb {
     },
     /// Delete a record.
     Delete { id: String },
+    /// The record's kept versions, newest first (a deleted record's too).
+    Versions { id: String },
+    /// What changed from version FROM to version TO of a record.
+    Diff { id: String, from: u64, to: u64 },
+    /// Write an old version of a record again, as its next version.
+    Rollback { id: String, version: u64 },
     /// Agents only: run the agent on a conversation now and show what it did.
     Invoke {
         id: String,
@@ -99,32 +107,18 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
                 Ok(())
             }
         }
-        ConfigVerb::Update { id, file } => {
-            let record = Written::from(segment, read_record(&file)?);
-            if let Some(other) = record.id.as_deref().filter(|other| *other != id) {
-                bail!("-f {}: the file is {} {other}, not {id}", file.display(), segment.trim_end_matches('s'));
-            }
-            let etag = match record.version {
-                Some(version) => Some(format!("\"{version}\"")),
-                None => api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.1,
-            };
-            let (updated, etag) =
-                api.call(Method::PUT, &format!("{base}/{id}"), Some(&record.body), etag.as_deref()).await?;
-            if print_data(&updated, remote.format())? {
-                Ok(())
-            } else {
-                println!(
-                    "updated {} {id} (version {})",
-                    segment.trim_end_matches('s'),
-                    etag.unwrap_or_default().trim_matches('"')
-                );
-                Ok(())
-            }
-        }
+        ConfigVerb::Update { id, file } => update(&api, &base, segment, &id, &file, remote.format()).await,
         ConfigVerb::Delete { id } => {
             api.call(Method::DELETE, &format!("{base}/{id}"), None, None).await?;
             println!("deleted {} {id}", segment.trim_end_matches('s'));
             Ok(())
+        }
+        ConfigVerb::Versions { id } => versions::run(&api, &base, segment, History::List { id }, remote.format()).await,
+        ConfigVerb::Diff { id, from, to } => {
+            versions::run(&api, &base, segment, History::Diff { id, from, to }, remote.format()).await
+        }
+        ConfigVerb::Rollback { id, version } => {
+            versions::run(&api, &base, segment, History::Rollback { id, version }, remote.format()).await
         }
         ConfigVerb::Invoke { id, conversation, message, stream } => {
             if segment != "agents" {
@@ -148,6 +142,25 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             Ok(())
         }
     }
+}
+
+/// `update`: the file sent as the record's replacement, `If-Match` its `version` (else the
+/// record's current ETag).
+async fn update(api: &Api, base: &str, segment: &str, id: &str, file: &Path, format: Format) -> anyhow::Result<()> {
+    let record = Written::from(segment, read_record(file)?);
+    if let Some(other) = record.id.as_deref().filter(|other| *other != id) {
+        bail!("-f {}: the file is {} {other}, not {id}", file.display(), segment.trim_end_matches('s'));
+    }
+    let etag = match record.version {
+        Some(version) => Some(format!("\"{version}\"")),
+        None => api.call(Method::GET, &format!("{base}/{id}"), None, None).await?.1,
+    };
+    let (updated, etag) = api.call(Method::PUT, &format!("{base}/{id}"), Some(&record.body), etag.as_deref()).await?;
+    if !print_data(&updated, format)? {
+        let version = etag.unwrap_or_default();
+        println!("updated {} {id} (version {})", segment.trim_end_matches('s'), version.trim_matches('"'));
+    }
+    Ok(())
 }
 
 /// A record file as `create` and `update` send it. A file that `get -o yaml|json` wrote carries

@@ -21,3 +21,4 @@ pub mod sessions;
 mod tenant_record;
 pub mod tenants;
 mod trigger_test;
+mod versions;

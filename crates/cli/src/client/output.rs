@@ -26,6 +26,10 @@ pub fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         "tools" => &[("ID", "toolId"), ("NAME", "name"), ("TYPE", "type"), ("DESCRIPTION", "description")],
         "skills" => &[("ID", "skillId"), ("NAME", "name"), ("STATUS", "status"), ("DESCRIPTION", "description")],
         "keys" => &[("ID", "keyId"), ("CREATED", "createdAt")],
+        "versions" => {
+            &[("VERSION", "version"), ("WRITTEN AT", "writtenAt"), ("WRITTEN BY", "writtenBy"), ("DELETED", "deleted")]
+        }
+        "changes" => &[("POINTER", "pointer"), ("BEFORE", "before"), ("AFTER", "after")],
         "sessions" => &[
             ("ID", "sessionId"),
             ("AGENT", "agentId"),
@@ -61,6 +65,8 @@ fn wide_columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         "tools" => &[("URL", "handler.url"), ("VERSION", "version"), ("UPDATED", "updatedAt")],
         "skills" => &[("VERSION", "version"), ("UPDATED", "updatedAt")],
         "keys" => &[("LAST USED", "lastUsedAt")],
+        "versions" => &[("NAME", "record.name")],
+        "changes" => &[],
         "sessions" => &[("CONVERSATION", "conversationId"), ("HANDOFF REASON", "handoffReason")],
         "usage" => &[],
         _ => &[("SESSION", "sessionId"), ("AGENT", "agentId"), ("TRIGGER", "triggerId"), ("CREATED", "createdAt")],
