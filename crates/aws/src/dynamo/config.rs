@@ -202,7 +202,21 @@ impl ConfigAdmin for DynamoStore {
         before: Option<u64>,
         limit: usize,
     ) -> Result<Page<ConfigVersion>, StoreError> {
-        self.versions_page(tenant, kind, id, before, limit).await
+        let pk = tenant_pk(tenant);
+        let start = before.map(|b| key(pk.clone(), versions::version_sk(kind, id, b)));
+        let query = self
+            .client
+            .query()
+            .table_name(&self.names.config_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":prefix", s(versions::prefix(kind, id)))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        let found = paginate(query, start)
+            .take(limit.saturating_add(1), |item| versions::version(kind, id, &item).map(Some))
+            .await?;
+        Ok(Page::from_overfetch(found, limit, |v| v.version.to_string()))
     }
 
     async fn get_version(
@@ -212,7 +226,9 @@ impl ConfigAdmin for DynamoStore {
         id: &str,
         version: u64,
     ) -> Result<Option<ConfigVersion>, StoreError> {
-        self.one_version(tenant, kind, id, version).await
+        let k = key(tenant_pk(tenant), versions::version_sk(kind, id, version));
+        let item = self.get_item(&self.names.config_table, k, "GetItem").await?;
+        item.map(|i| versions::version(kind, id, &i)).transpose()
     }
 }
 

@@ -1,24 +1,22 @@
 //! Kept versions of configuration records: an item per version beside the record in the config
 //! table (`VERSION#<KIND>#<id>#<version, 20 digits>`), put in the same `TransactWriteItems` as
-//! the write it keeps, on condition that it is new, so a kept version is never overwritten. Read
-//! newest first by a backwards query of the record's prefix.
+//! the write it keeps, on condition that it is new, so a kept version is never overwritten. The
+//! store reads them newest first by a backwards query of the record's prefix (`config`).
 
 use aws_sdk_dynamodb::types::Put;
-use switchboard_domain::TenantId;
-use switchboard_engine::{Authorship, ConfigKind, ConfigRecord, ConfigVersion, Page, StoreError};
+use switchboard_engine::{Authorship, ConfigKind, ConfigRecord, ConfigVersion, StoreError};
 
+use super::Item;
 use super::codec::{attr_s, build_err, decode_config, encode};
 use super::keys::{key, n, s, tenant_pk};
-use super::page::paginate;
-use super::{DynamoStore, Item};
 
 /// The prefix of every version of `kind`/`id`.
-fn prefix(kind: ConfigKind, id: &str) -> String {
+pub(super) fn prefix(kind: ConfigKind, id: &str) -> String {
     format!("VERSION#{}#{id}#", kind.as_str().to_uppercase())
 }
 
 /// Zero-padded, so that sort-key order is version order.
-fn version_sk(kind: ConfigKind, id: &str, version: u64) -> String {
+pub(super) fn version_sk(kind: ConfigKind, id: &str, version: u64) -> String {
     format!("{}{version:020}", prefix(kind, id))
 }
 
@@ -45,45 +43,8 @@ pub(super) fn keep(
         .map_err(build_err)
 }
 
-impl DynamoStore {
-    pub(super) async fn versions_page(
-        &self,
-        tenant: &TenantId,
-        kind: ConfigKind,
-        id: &str,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<Page<ConfigVersion>, StoreError> {
-        let pk = tenant_pk(tenant);
-        let start = before.map(|b| key(pk.clone(), version_sk(kind, id, b)));
-        let query = self
-            .client
-            .query()
-            .table_name(&self.names.config_table)
-            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-            .expression_attribute_values(":pk", s(pk))
-            .expression_attribute_values(":prefix", s(prefix(kind, id)))
-            .scan_index_forward(false)
-            .consistent_read(true);
-        let found =
-            paginate(query, start).take(limit.saturating_add(1), |item| version(kind, id, &item).map(Some)).await?;
-        Ok(Page::from_overfetch(found, limit, |v| v.version.to_string()))
-    }
-
-    pub(super) async fn one_version(
-        &self,
-        tenant: &TenantId,
-        kind: ConfigKind,
-        id: &str,
-        number: u64,
-    ) -> Result<Option<ConfigVersion>, StoreError> {
-        let k = key(tenant_pk(tenant), version_sk(kind, id, number));
-        let item = self.get_item(&self.names.config_table, k, "GetItem").await?;
-        item.map(|i| version(kind, id, &i)).transpose()
-    }
-}
-
-fn version(kind: ConfigKind, id: &str, item: &Item) -> Result<ConfigVersion, StoreError> {
+/// A version item as the record it keeps.
+pub(super) fn version(kind: ConfigKind, id: &str, item: &Item) -> Result<ConfigVersion, StoreError> {
     let number = item.get("version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok());
     Ok(ConfigVersion {
         kind,

@@ -14,7 +14,7 @@ use switchboard_engine::{
 
 use switchboard_domain::trigger::active_in_order;
 
-use super::versions::{Keep, keep};
+use super::versions::{COLUMNS, Keep, Row, keep, read_row, version as kept};
 use super::{SqliteStore, from_json, is_constraint, store_err};
 use crate::db::atomic;
 
@@ -331,7 +331,24 @@ impl ConfigAdmin for SqliteStore {
         before: Option<u64>,
         limit: usize,
     ) -> Result<Page<ConfigVersion>, StoreError> {
-        self.versions_page(tenant, kind, id, before, limit).await
+        let (t, k, i) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows: Vec<Row> = self
+            .db
+            .call(move |c| {
+                let sql = format!(
+                    "{COLUMNS} WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3 AND version < ?4
+                     ORDER BY version DESC LIMIT ?5"
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let rows = stmt.query_map(params![t, k, i, before, fetch], read_row)?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let items = rows.into_iter().map(|row| kept(kind, id, row)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::from_overfetch(items, limit, |v| v.version.to_string()))
     }
 
     async fn get_version(
@@ -341,7 +358,17 @@ impl ConfigAdmin for SqliteStore {
         id: &str,
         version: u64,
     ) -> Result<Option<ConfigVersion>, StoreError> {
-        self.one_version(tenant, kind, id, version).await
+        let (t, k, i) = (tenant.to_string(), kind.as_str(), id.to_owned());
+        let n = i64::try_from(version).unwrap_or(i64::MAX);
+        let row: Option<Row> = self
+            .db
+            .call(move |c| {
+                let sql = format!("{COLUMNS} WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3 AND version = ?4");
+                Ok(c.prepare_cached(&sql)?.query_row(params![t, k, i, n], read_row).optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        row.map(|row| kept(kind, id, row)).transpose()
     }
 }
 

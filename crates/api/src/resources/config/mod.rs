@@ -229,7 +229,17 @@ pub(crate) async fn list(
     Ok(Json(json!({ "items": items, "nextCursor": page.next_cursor })).into_response())
 }
 
-fn bad_query(pointer: &str, detail: &str) -> Problem {
+/// The record a write that replaces it names: its canonical id, and the version its required
+/// `If-Match` names.
+pub(crate) fn target(kind: ConfigKind, id: &str, headers: &HeaderMap) -> Result<(String, u64), Problem> {
+    let id = canonical_id(kind, id).ok_or_else(|| not_found(kind, id))?;
+    match if_match(headers)? {
+        Some(expected) => Ok((id, expected)),
+        None => Err(Problem::precondition_required()),
+    }
+}
+
+pub(crate) fn bad_query(pointer: &str, detail: &str) -> Problem {
     Problem::invalid(ValidationErrors::single(pointer, detail))
 }
 
@@ -243,10 +253,7 @@ pub(crate) async fn replace(
     headers: HeaderMap,
     body: Result<JsonBody<Value>, Problem>,
 ) -> Result<Response, Problem> {
-    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
-    let Some(expected) = if_match(&headers)? else {
-        return Err(Problem::precondition_required());
-    };
+    let (id, expected) = target(kind, &id, &headers)?;
     let current = state.admin.get_config(&t, kind, &id).await?.ok_or_else(|| not_found(kind, &id))?;
     if current.version() != expected {
         return Err(Problem::precondition_failed(current.version()));

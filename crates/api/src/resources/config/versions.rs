@@ -10,10 +10,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_domain::ValidationErrors;
 use switchboard_engine::{ConfigKind, ConfigVersion, ConfigWriteError};
 
-use super::{canonical_id, if_match, not_found, refused, with_etag};
+use super::{bad_query, canonical_id, not_found, refused, target, with_etag};
 use crate::auth::Writer;
 use crate::extract::{JsonBody, Query, Tenant, page_limit};
 use crate::problem::Problem;
@@ -51,10 +50,6 @@ pub(crate) struct Change {
     after: Option<Value>,
 }
 
-fn invalid(pointer: &str, detail: &str) -> Problem {
-    Problem::invalid(ValidationErrors::single(pointer, detail))
-}
-
 /// `GET /tenants/{t}/{kind}/{id}/versions`: newest first; the cursor is the last version read.
 /// A record that was deleted still lists its versions.
 pub(crate) async fn list(
@@ -67,7 +62,7 @@ pub(crate) async fn list(
     let limit = page_limit(q.limit)?;
     let before = match q.cursor.as_deref() {
         None => None,
-        Some(c) => Some(c.parse::<u64>().map_err(|_| invalid("/query/cursor", "must be a nextCursor of this list"))?),
+        Some(c) => Some(c.parse::<u64>().map_err(|_| bad_query("/query/cursor", "must be a nextCursor of this list"))?),
     };
     let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
     let page = state.admin.list_versions(&t, kind, &id, before, limit).await?;
@@ -111,9 +106,9 @@ pub(crate) async fn diff(
     Tenant(t): Tenant,
     Path((_, id, n)): Path<(String, String, String)>,
 ) -> Result<Response, Problem> {
-    let to = q.to.ok_or_else(|| invalid("/query/to", "name the version to compare with"))?;
+    let to = q.to.ok_or_else(|| bad_query("/query/to", "name the version to compare with"))?;
     if to.parse::<u64>().is_err() {
-        return Err(invalid("/query/to", "must be a version number"));
+        return Err(bad_query("/query/to", "must be a version number"));
     }
     let from = version_of(&state, kind, &t, &id, &n).await?;
     let to = version_of(&state, kind, &t, &id, &to).await?;
@@ -134,17 +129,15 @@ pub(crate) async fn rollback(
     headers: HeaderMap,
     body: Result<JsonBody<RollbackBody>, Problem>,
 ) -> Result<Response, Problem> {
-    let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;
-    let Some(expected) = if_match(&headers)? else {
-        return Err(Problem::precondition_required());
-    };
+    let (id, expected) = target(kind, &id, &headers)?;
     let JsonBody(RollbackBody { version }) = body?;
     let service = state.config_service().written_by(by);
     match service.rollback(&t, kind, &id, version, Some(expected)).await {
         Ok(record) => Ok(with_etag(StatusCode::OK, &record)),
         // The record exists (checked first), so a missing piece is the version.
         Err(ConfigWriteError::NotFound) if state.admin.get_config(&t, kind, &id).await?.is_some() => {
-            Err(invalid("/version", &format!("no version {version} of this {}", kind.as_str())))
+            let detail = format!("no version {version} of this {}", kind.as_str());
+            Err(Problem::invalid(switchboard_domain::ValidationErrors::single("/version", detail)))
         }
         Err(e) => Err(refused(kind, &id, e)),
     }
