@@ -237,6 +237,10 @@ pub struct ExecutionRecord {
     /// The price table the costs were taken from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_version: Option<String>,
+    /// The versions of the configuration the turn ran with; `None` for a record written without
+    /// a turn, or before versions were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_with: Option<RanWith>,
     pub latency_ms: u64,
     /// A supervisor's sub-agent runs, one per call, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -244,6 +248,20 @@ pub struct ExecutionRecord {
     pub created_at: DateTime<Utc>,
     /// After this the record may be deleted from the primary store; readers ignore expired ones.
     pub expires_at: DateTime<Utc>,
+}
+
+/// The versions of the configuration an execution ran with, so that an answer can be traced to the
+/// prompt, routing and tools that gave it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RanWith {
+    pub agent: u64,
+    /// The trigger routing matched; `None` for an invoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<u64>,
+    /// Each custom tool the agent had, by id.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tools: std::collections::BTreeMap<String, u64>,
 }
 
 /// One sub-agent run requested by a supervisor: its own loop in its own context, recorded inside

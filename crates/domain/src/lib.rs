@@ -37,7 +37,7 @@ pub use cost::{Cost, Price, PriceTable};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
     Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,
-    TokenUsage, ToolCallRecord, WebhookAudit,
+    RanWith, TokenUsage, ToolCallRecord, WebhookAudit,
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};

@@ -219,7 +219,7 @@ impl Intake {
             from = position + 1;
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let item = work_item(event, agent.agent_id, Some(trigger.trigger_id), None);
+                    let item = work_item(event, agent.agent_id, Some(trigger), None);
                     return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
@@ -339,7 +339,7 @@ pub fn source_id(event: &InboundEvent) -> String {
 }
 
 /// The work item for `event`, answered by `agent`.
-fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, refused: Option<Refusal>) -> WorkItem {
+fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, refused: Option<Refusal>) -> WorkItem {
     let d = &event.detail;
     WorkItem {
         tenant_id: d.tenant_id.clone(),
@@ -348,7 +348,8 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<TriggerId>, r
         conversation_id: d.conversation_id.clone(),
         message_id: d.message_id.clone(),
         text: d.text.clone(),
-        trigger_id: trigger,
+        trigger_id: trigger.map(|t| t.trigger_id),
+        trigger_version: trigger.map(|t| t.version),
         agent_id: agent,
         continuation: false,
         detail: event.raw_detail.clone(),

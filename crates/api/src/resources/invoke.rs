@@ -77,6 +77,7 @@ pub(crate) async fn invoke(
         message_id: source_id.clone(),
         text,
         trigger_id: None,
+        trigger_version: None,
         agent_id,
         continuation: false,
         detail: json!({ "invoke": true, "metadata": body.metadata }),

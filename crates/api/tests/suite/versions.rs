@@ -1,6 +1,6 @@
 //! Kept versions of configuration records over real HTTP: each write kept with who wrote it,
-//! listed newest first, compared, and rolled back, the next message answered by the old prompt;
-//! a rollback is checked like any write.
+//! listed newest first, compared, and rolled back, the next message answered by the old prompt
+//! and its execution naming the versions it ran with; a rollback is checked like any write.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
@@ -60,6 +60,18 @@ async fn a_rollback_makes_the_next_message_answered_by_the_old_prompt() {
     assert_eq!((r.body["systemPrompt"].clone(), r.body["version"].clone()), (json!("Prompt one."), json!(3)));
     assert_eq!(answer(&api, &agent, "c-3").await, "answered by prompt one");
 
+    // and each execution says which versions it ran with: a routed message its trigger's too
+    let invoked = api.post(&format!("/tenants/acme/agents/{agent}/invoke"), json!({ "conversationId": "c-4" })).await;
+    let record = api.get(&format!("/tenants/acme/executions/{}", invoked.body["executionId"].as_str().unwrap())).await;
+    assert_eq!(record.body["ranWith"], json!({ "agent": 3 }), "{}", record.body);
+    let on_all = json!({ "name": "all", "agentId": agent, "eventType": "message.new" });
+    assert_eq!(api.post("/tenants/acme/triggers", on_all).await.status, 201);
+    let event = json!({ "id": "e-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-5", "messageId": "m-1", "channel": {},
+                    "conversation": {}, "message": { "direction": "inbound", "text": "Hi" } } });
+    let routed = api.post("/events?wait=30", event).await;
+    assert_eq!(routed.body["execution"]["ranWith"], json!({ "agent": 3, "trigger": 1 }), "{}", routed.body);
+
     // then the history holds every write, newest first, each with who wrote it
     let versions = api.get(&format!("{path}/versions")).await;
     let items = versions.body["items"].as_array().unwrap();
@@ -92,6 +104,9 @@ async fn a_rollback_is_checked_like_a_write_and_a_deleted_record_keeps_its_histo
     let with_tool = json!({ "name": "Desk", "systemPrompt": "p", "model": "m", "tools": ["send_message", tool_id] });
     let agent = api.post("/tenants/acme/agents", with_tool.clone()).await.body["agentId"].as_str().unwrap().to_owned();
     let path = format!("/tenants/acme/agents/{agent}");
+    let run = api.post(&format!("{path}/invoke"), json!({ "conversationId": "c-1" })).await;
+    let record = api.get(&format!("/tenants/acme/executions/{}", run.body["executionId"].as_str().unwrap())).await;
+    assert_eq!(record.body["ranWith"], json!({ "agent": 1, "tools": { tool_id.clone(): 1 } }), "{}", record.body);
     let mut without = with_tool;
     without["tools"] = json!(["send_message"]);
     assert_eq!(api.call(Method::PUT, &path, Some(without), &[("if-match", "\"1\"")]).await.status, 200);

@@ -134,6 +134,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         message_id: "m-1".into(),
         text: "Where is my order?".into(),
         trigger_id: None,
+        trigger_version: None,
         agent_id: agent.agent_id,
         continuation: false,
         detail: json!({"message": {"text": "Where is my order?"}}),

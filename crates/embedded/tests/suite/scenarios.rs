@@ -237,6 +237,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         message_id: e.detail.message_id.clone(),
         text: "hi".into(),
         trigger_id: None,
+        trigger_version: None,
         agent_id: FRONT.parse().unwrap(),
         continuation,
         detail: e.raw_detail.clone(),

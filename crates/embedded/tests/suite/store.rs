@@ -46,6 +46,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         token_usage: TokenUsage::default(),
         cost_usd: None,
         price_version: None,
+        ran_with: None,
         latency_ms: 1,
         created_at: now,
         children: vec![],

@@ -1,5 +1,5 @@
-//! The execution record of a work item: how a blank one starts, a skipped one reads, and how its
-//! actions are shown.
+//! The execution record of a work item: how a blank one starts, what configuration it ran with,
+//! how a skipped one reads, and how its actions are shown.
 
 use std::time::Instant;
 
@@ -7,11 +7,13 @@ use chrono::Duration as ChronoDuration;
 use serde_json::json;
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::{
-    Action, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, Session, TokenUsage,
+    Action, Agent, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, RanWith, Session,
+    TokenUsage,
 };
 
 use crate::model_call::elapsed_ms;
 use crate::ports::{Deps, WorkItem};
+use crate::tools::Toolbox;
 
 /// A record for `item` in `session` with nothing done yet (status `success` until the turn says
 /// otherwise), expiring after the retention period.
@@ -53,11 +55,19 @@ pub(crate) fn of_request(
         token_usage: TokenUsage::default(),
         cost_usd: Some(Cost::ZERO),
         price_version: Some(deps.prices.version.clone()),
+        ran_with: None,
         latency_ms: elapsed_ms(started),
         created_at: now,
         children: vec![],
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
     }
+}
+
+/// The versions of the configuration `item`'s turn runs with: `agent`'s, the routing trigger's
+/// (as routing matched it), and each of the custom tools the turn has.
+pub(crate) fn ran_with(item: &WorkItem, agent: &Agent, tools: &Toolbox) -> RanWith {
+    let tools = tools.custom.iter().map(|t| (t.tool_id.to_string(), t.version)).collect();
+    RanWith { agent: agent.version, trigger: item.trigger_version, tools }
 }
 
 /// The record of a message no agent answered, and why.

@@ -63,6 +63,7 @@ pub(super) async fn run(
     summary::refresh(deps, agent, &mut session, &mut record, deadline, fits).await;
     let user = Message::user_text(item.text.clone());
     let tools = Toolbox::build(deps, agent, &session).await?;
+    record.ran_with = Some(record::ran_with(item, agent, &tools));
     let messages = context::messages(agent, &session, &user);
     let request = ModelRequest {
         model: agent.model.clone(),

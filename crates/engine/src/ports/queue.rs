@@ -28,6 +28,10 @@ pub struct WorkItem {
     pub text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trigger_id: Option<TriggerId>,
+    /// The version of that trigger routing matched (the execution record keeps it). None without
+    /// a trigger, or for an item queued before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_version: Option<u64>,
     /// The agent the trigger chose; an active session of the conversation takes precedence.
     pub agent_id: AgentId,
     /// Set when the item continues a handoff: run only if this agent's session is active.
