@@ -175,6 +175,7 @@ fn tenant_changes(changes: TenantChanges) -> Result<(), ValidationErrors> {
         status: TenantStatus::Active,
         created_at: chrono::DateTime::UNIX_EPOCH,
         limits: TenantLimits::default(),
+        recording: Default::default(),
     };
     changes.apply(&mut tenant)
 }

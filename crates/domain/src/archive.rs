@@ -27,11 +27,18 @@ pub enum ArchiveKind {
     Events,
     /// Messages of the local conversation log (embedded profile).
     Messages,
+    /// Recorded model content the execution records point at (both profiles).
+    Content,
 }
 
 impl ArchiveKind {
-    pub const ALL: [ArchiveKind; 4] =
-        [ArchiveKind::Executions, ArchiveKind::Sessions, ArchiveKind::Events, ArchiveKind::Messages];
+    pub const ALL: [ArchiveKind; 5] = [
+        ArchiveKind::Executions,
+        ArchiveKind::Sessions,
+        ArchiveKind::Events,
+        ArchiveKind::Messages,
+        ArchiveKind::Content,
+    ];
 
     /// The folder of this kind's files, with its trailing slash (`executions/`).
     pub fn prefix(self) -> &'static str {
@@ -40,6 +47,7 @@ impl ArchiveKind {
             ArchiveKind::Sessions => "sessions/",
             ArchiveKind::Events => "events/",
             ArchiveKind::Messages => "messages/",
+            ArchiveKind::Content => "content/",
         }
     }
 
@@ -50,6 +58,7 @@ impl ArchiveKind {
             ArchiveKind::Sessions => "session",
             ArchiveKind::Events => "event",
             ArchiveKind::Messages => "message",
+            ArchiveKind::Content => "content",
         }
     }
 }
@@ -186,7 +195,13 @@ mod tests {
         let folders: Vec<_> = ArchiveKind::ALL.iter().map(|k| (k.prefix(), k.field())).collect();
         assert_eq!(
             folders,
-            [("executions/", "execution"), ("sessions/", "session"), ("events/", "event"), ("messages/", "message")]
+            [
+                ("executions/", "execution"),
+                ("sessions/", "session"),
+                ("events/", "event"),
+                ("messages/", "message"),
+                ("content/", "content")
+            ]
         );
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost::Cost;
 pub use crate::cost::TokenUsage;
 use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
+use crate::recording::{Blob, CallRequest, CallResponse};
 use crate::session::Priority;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,7 +177,8 @@ impl Action {
     }
 }
 
-/// Summary of one model call (the full request and response may be archived separately).
+/// One model call: which model answered, how, at what cost, and (by reference) what it was sent
+/// and what it said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCallRecord {
@@ -197,6 +199,17 @@ pub struct ModelCallRecord {
     /// messages into the session's summary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// What the model was sent, by reference to the session's content (absent when the tenant's
+    /// `recording` is `off`, or for a record written before requests were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<CallRequest>,
+    /// What the model answered, by reference (absent as `request` is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<CallResponse>,
+    /// The bytes `request` and `response` point at, from the call until the turn's commit takes
+    /// them into the session's content store; never part of the record itself.
+    #[serde(skip)]
+    pub content: Vec<Blob>,
 }
 
 /// A model of the fallback chain that did not answer.

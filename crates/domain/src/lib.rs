@@ -18,6 +18,7 @@ pub mod input;
 pub mod limits;
 pub mod message;
 pub mod model_ref;
+pub mod recording;
 pub mod schema;
 pub mod session;
 pub mod skill;
@@ -42,6 +43,7 @@ pub use execution::{
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};
 pub use model_ref::{ModelRef, Provider};
+pub use recording::{Blob, CallRequest, CallResponse, ContentRef, Recording, StoredContent};
 pub use session::{
     Claim, ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult,
 };

@@ -37,6 +37,10 @@ pub const MAX_TURNS_CEILING: u32 = 1000;
 pub const MAX_HANDOFF_DEPTH: u32 = 3;
 /// Execution records live this long in the primary store before they expire.
 pub const EXECUTION_TTL_DAYS: i64 = 30;
+/// Recorded model content (prompts, messages, answers) lives this long after it was written: twice
+/// the records' retention, since a record may point at content an earlier turn of its session
+/// wrote (a session writes again what it wrote more than [`EXECUTION_TTL_DAYS`] ago).
+pub const CONTENT_TTL_DAYS: i64 = 2 * EXECUTION_TTL_DAYS;
 /// How long daily usage (tokens and cost per day, agent and model) is kept: a year and a month,
 /// so that a year-on-year comparison is possible.
 pub const USAGE_TTL_DAYS: i64 = 400;

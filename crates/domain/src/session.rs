@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{AgentId, SessionId, SkillId, TenantId};
 use crate::limits::{MAX_RECALL_BYTES, MAX_RECALL_TOTAL_BYTES, MAX_STORED_TRANSCRIPT};
 use crate::message::{Message, is_customer_turn, text_only};
+use crate::recording::StoredContent;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -161,6 +162,10 @@ pub struct Session {
     /// The operator who claimed a conversation a human owns: the one who answers it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
+    /// The recorded content (see [`crate::recording`]) already stored for this session, so that a
+    /// turn writes only what is new.
+    #[serde(default, skip_serializing_if = "StoredContent::is_empty")]
+    pub stored_content: StoredContent,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -194,6 +199,7 @@ impl Session {
             channel: None,
             handoff_priority: None,
             claim: None,
+            stored_content: StoredContent::default(),
             version: 0,
             started_at: now,
             updated_at: now,

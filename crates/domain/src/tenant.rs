@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::execution::ExecutionStatus;
 use crate::ids::TenantId;
 use crate::limits::MAX_NAME_LEN;
+use crate::recording::Recording;
 use crate::validation::{ValidationErrors, check_reply_text};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +43,9 @@ pub struct Tenant {
     /// Cost and load limits (the defaults unless changed).
     #[serde(default)]
     pub limits: TenantLimits,
+    /// What execution records keep of model calls (`full` unless changed).
+    #[serde(default)]
+    pub recording: Recording,
 }
 
 /// A tenant's display name as it is kept: trimmed, 1 to [`MAX_NAME_LEN`] characters. The one rule

@@ -357,6 +357,7 @@ async fn calls_alone(adapter: Adapter, messages: usize, evict: usize) -> Duratio
         }],
         config: ModelConfig::default(),
         deadline: None,
+        recording: switchboard_domain::Recording::Full,
     };
     let mut buffer = vec![0u8; evict];
     let walks = walk_cpu(evict) * u32::try_from(messages).unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use switchboard_domain::archive::{self, ArchiveBatch, ArchiveKind};
-use switchboard_domain::limits::EXECUTION_TTL_DAYS;
+use switchboard_domain::limits::{CONTENT_TTL_DAYS, EXECUTION_TTL_DAYS};
 use switchboard_engine::{Clock, StoreError};
 use tokio::sync::watch;
 
@@ -80,7 +80,8 @@ impl Default for Retention {
 impl Retention {
     fn period(&self, kind: ArchiveKind) -> Option<TimeDelta> {
         match kind {
-            ArchiveKind::Executions => self.executions,
+            // Recorded content goes with the records that point at it.
+            ArchiveKind::Executions | ArchiveKind::Content => self.executions,
             ArchiveKind::Sessions => self.sessions,
             ArchiveKind::Events => self.events,
             ArchiveKind::Messages => self.messages,
@@ -95,6 +96,8 @@ pub struct Swept {
     pub sessions: usize,
     pub events: usize,
     pub messages: usize,
+    /// Pieces of recorded model content.
+    pub content: usize,
     /// Archive files written.
     pub files: usize,
     /// Pages the vacuum handed back.
@@ -105,7 +108,7 @@ pub struct Swept {
 
 impl Swept {
     pub fn deleted(&self) -> usize {
-        self.executions + self.sessions + self.events + self.messages
+        self.executions + self.sessions + self.events + self.messages + self.content
     }
 
     fn count(&mut self, kind: ArchiveKind) -> &mut usize {
@@ -114,6 +117,7 @@ impl Swept {
             ArchiveKind::Sessions => &mut self.sessions,
             ArchiveKind::Events => &mut self.events,
             ArchiveKind::Messages => &mut self.messages,
+            ArchiveKind::Content => &mut self.content,
         }
     }
 }
@@ -143,6 +147,9 @@ pub async fn sweep(
         let due_ms = match kind {
             // A record expires `EXECUTION_TTL_DAYS` after it was created (the engine's rule).
             ArchiveKind::Executions => now - period + TimeDelta::days(EXECUTION_TTL_DAYS),
+            // Content is kept `CONTENT_TTL_DAYS` from its last write: that much longer than the
+            // records, which may point at content an earlier turn wrote.
+            ArchiveKind::Content => now - period + TimeDelta::days(CONTENT_TTL_DAYS),
             _ => now - period,
         }
         .timestamp_millis();
@@ -202,6 +209,8 @@ async fn write_archive(dir: &Path, kind: ArchiveKind, rows: &[DueRow]) -> Result
         ArchiveKind::Sessions => "startedAt",
         ArchiveKind::Events => "loggedAt",
         ArchiveKind::Messages => "createdAt",
+        // The day of its last write (a turn that writes a piece again moves its expiry on).
+        ArchiveKind::Content => "storedAt",
     };
     for row in rows {
         let Some(record) = &row.record else { continue };

@@ -278,6 +278,7 @@ mod tests {
             tools: vec![],
             config: ModelConfig::default(),
             deadline: None,
+            recording: switchboard_domain::Recording::Full,
         }
     }
 

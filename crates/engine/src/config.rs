@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use switchboard_domain::trigger::{EventType, TriggerTest};
 use switchboard_domain::{
-    AgentId, AgentStatus, SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name,
+    AgentId, AgentStatus, Recording, SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name,
 };
 
 use crate::ports::{
@@ -47,6 +47,8 @@ pub struct TenantChanges {
     pub status: Option<TenantStatus>,
     /// Only the limits given change.
     pub limits: Option<serde_json::Map<String, serde_json::Value>>,
+    /// What execution records keep of model calls: `full`, `redacted` or `off`.
+    pub recording: Option<Recording>,
 }
 
 impl TenantChanges {
@@ -59,6 +61,9 @@ impl TenantChanges {
         }
         if let Some(status) = self.status {
             tenant.status = status;
+        }
+        if let Some(recording) = self.recording {
+            tenant.recording = recording;
         }
         if let Some(given) = self.limits {
             let mut merged = match serde_json::to_value(&tenant.limits) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::TriggerIndex;
 use switchboard_domain::{
-    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Refusal, Session, SessionId, Tenant, TenantId,
+    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Recording, Refusal, Session, SessionId, Tenant, TenantId,
     TenantStatus, Trigger, TriggerId,
 };
 use tracing::{debug, info, warn};
@@ -219,7 +219,10 @@ impl Intake {
             from = position + 1;
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {
-                    let item = work_item(event, agent.agent_id, Some(trigger), None);
+                    let item = WorkItem {
+                        recording: tenant.recording,
+                        ..work_item(event, agent.agent_id, Some(trigger), None)
+                    };
                     return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
@@ -356,6 +359,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         refused,
         day_tokens: None,
         follow: false,
+        recording: Recording::default(),
     }
 }
 
@@ -400,6 +404,7 @@ mod tests {
                 status: Default::default(),
                 created_at: chrono::DateTime::UNIX_EPOCH,
                 limits: Default::default(),
+                recording: Default::default(),
             }))
         }
         async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {

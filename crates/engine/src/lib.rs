@@ -25,6 +25,7 @@ pub mod operator;
 mod patterns;
 pub mod ports;
 pub mod profile;
+pub mod recorded;
 mod tools;
 
 pub use bundle::{ApplyChange, ApplyReport, Bundle, BundleError, Change};

@@ -4,8 +4,11 @@
 
 use std::time::Instant;
 
-use switchboard_domain::message::{Message, Role};
-use switchboard_domain::{ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, TokenUsage};
+use switchboard_domain::message::{Message, Role, estimate_tokens};
+use switchboard_domain::recording::{recorded_message, recorded_system};
+use switchboard_domain::{
+    Blob, CallRequest, CallResponse, ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, Recording, TokenUsage,
+};
 use tracing::Instrument;
 
 use crate::fault::ExecError;
@@ -48,6 +51,8 @@ pub(crate) async fn converse(
                 usage.add(response.usage);
                 let mut record = model_call_record(deps, &response, started);
                 record.fallback_from = failures;
+                let answer = Message { role: Role::Assistant, content: response.content };
+                capture(&mut record, request, &answer);
                 if let Some(follower) = follower {
                     follower.send(TurnEvent::ModelFinished {
                         index,
@@ -58,7 +63,7 @@ pub(crate) async fn converse(
                     });
                 }
                 calls.push(record);
-                return Ok(Ok(Message { role: Role::Assistant, content: response.content }));
+                return Ok(Ok(answer));
             }
             Err(e) => e,
         };
@@ -148,6 +153,38 @@ fn record_answer(span: &tracing::Span, answer: &Result<ModelResponse, ModelError
     }
 }
 
+/// Puts what `request` sent and `answer` said into `record`, as the request's recording setting
+/// keeps them: references in the record, the bytes beside it until the turn's commit stores
+/// them (see [`switchboard_domain::recording`]).
+fn capture(record: &mut ModelCallRecord, request: &ModelRequest, answer: &Message) {
+    let recording = request.recording;
+    if recording == Recording::Off {
+        return;
+    }
+    let mut content = Vec::with_capacity(request.messages.len() + 3);
+    let mut keep = |value: serde_json::Value, tokens: u32| {
+        let (reference, blob) = Blob::of(&value, tokens);
+        content.push(blob);
+        reference
+    };
+    let system = keep(recorded_system(&request.system, recording), estimate_tokens(&request.system));
+    let messages =
+        request.messages.iter().map(|m| keep(recorded_message(m, recording), m.estimated_tokens())).collect();
+    let tools = serde_json::to_value(&request.tools).unwrap_or_default();
+    let tools_tokens = estimate_tokens(&tools.to_string());
+    let tools = keep(tools, tools_tokens);
+    let message = keep(recorded_message(answer, recording), answer.estimated_tokens());
+    record.request = Some(CallRequest {
+        model: request.model.clone(),
+        system,
+        messages,
+        tools,
+        config: serde_json::to_value(&request.config).unwrap_or_default(),
+    });
+    record.response = Some(CallResponse { message });
+    record.content = content;
+}
+
 /// The record of one model call, priced at the profile's table.
 pub(crate) fn model_call_record(deps: &Deps, response: &ModelResponse, started: Instant) -> ModelCallRecord {
     ModelCallRecord {
@@ -161,6 +198,9 @@ pub(crate) fn model_call_record(deps: &Deps, response: &ModelResponse, started: 
         latency_ms: elapsed_ms(started),
         fallback_from: vec![],
         purpose: None,
+        request: None,
+        response: None,
+        content: vec![],
     }
 }
 

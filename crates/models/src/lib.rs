@@ -310,6 +310,7 @@ mod tests {
             tools: vec![],
             config: ModelConfig::default(),
             deadline: None,
+            recording: switchboard_domain::Recording::Full,
         }
     }
 

@@ -119,6 +119,7 @@ impl Kit {
             }],
             config: ModelConfig { temperature: 0.2, max_tokens: 300, ..ModelConfig::default() },
             deadline: None,
+            recording: switchboard_domain::Recording::Full,
         }
     }
 }
@@ -353,6 +354,7 @@ fn tool_loop_request(model: &str) -> ModelRequest {
             ..ModelConfig::default()
         },
         deadline: None,
+        recording: switchboard_domain::Recording::Full,
     }
 }
 

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    ActivityRow, Agent, AgentId, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, Skill,
-    SkillId, Tenant, TenantId, Tool, ToolId, Trigger, UsageRow,
+    ActivityRow, Agent, AgentId, Blob, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId,
+    Skill, SkillId, Tenant, TenantId, Tool, ToolId, Trigger, UsageRow,
 };
 use switchboard_engine::{
     Admit, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
@@ -324,6 +324,9 @@ impl ExecutionLog for Faulty<dyn ExecutionLog> {
     ) -> Result<Page<ExecutionRecord>, StoreError> {
         let call = self.inner.list_executions(tenant, session, after, limit);
         self.faults.around("executions.list_executions", store, call).await
+    }
+    async fn content(&self, tenant: &TenantId, session: SessionId, hashes: &[String]) -> Result<Vec<Blob>, StoreError> {
+        self.faults.around("executions.content", store, self.inner.content(tenant, session, hashes)).await
     }
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
         self.faults.around("executions.usage", store, self.inner.usage(tenant, from, to)).await

@@ -1,5 +1,6 @@
 //! Executions, the record of each turn: a session's executions as pages
-//! (`GET …/sessions/{s}/executions`), one by id (`GET …/executions/{e}`), and the one that
+//! (`GET …/sessions/{s}/executions`), one by id (`GET …/executions/{e}`) with its model calls'
+//! content (`…/executions/{e}/model-calls`), and the one that
 //! answered a source (`GET …/executions?sourceId=`), where a `202` from invoke says to look.
 //! Read-only.
 
@@ -9,7 +10,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::json;
 use switchboard_domain::{ExecutionId, SessionId, ValidationErrors};
+use switchboard_engine::recorded;
 
 use crate::extract::{Query, Tenant, page_limit};
 use crate::problem::Problem;
@@ -58,6 +61,22 @@ pub(crate) async fn get_one(
         Some(e) => Ok(Json(e).into_response()),
         None => Err(Problem::not_found(format!("no execution '{execution}'"))),
     }
+}
+
+/// `GET /tenants/{t}/executions/{e}/model-calls`: each model call of the execution with what it
+/// was sent and what it answered, read from the session's recorded content (a part no longer
+/// kept has `content: null`; a call recorded with `recording: off` has no request or response).
+pub(crate) async fn model_calls(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Path((_, execution)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let no_execution = || Problem::not_found(format!("no execution '{execution}'"));
+    let id: ExecutionId = execution.parse().map_err(|_| no_execution())?;
+    let record = state.executions.get_execution(&t, id).await?.ok_or_else(no_execution)?;
+    let calls = recorded::model_calls(state.executions.as_ref(), &record).await?;
+    Ok(Json(json!({ "executionId": record.execution_id, "sessionId": record.session_id, "calls": calls }))
+        .into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -84,6 +84,7 @@ pub(crate) async fn invoke(
         refused: None,
         day_tokens,
         follow: streamed,
+        recording: tenant.recording,
     };
     if streamed {
         return Ok(stream_invoke(&state, item, done, t.as_str()));

@@ -418,6 +418,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({ "operator": "Eve" }))));
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
+        corpus.push((Method::GET, format!("{base}/executions/{execution}/model-calls"), None));
         corpus.push((Method::GET, format!("{base}/executions?sourceId=x-1"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
@@ -429,6 +430,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::GET, "/tenants/acme".into(), None));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "limits": { "invocationsPerMinute": 1 } }))));
+    corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "recording": "off" }))));
     corpus.push((Method::PATCH, "/tenants/intruder".into(), Some(json!({ "status": "active" }))));
     corpus.push((Method::DELETE, "/tenants/acme".into(), None));
     corpus.push((Method::DELETE, "/tenants/intruder".into(), None));

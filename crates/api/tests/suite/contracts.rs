@@ -818,6 +818,17 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         for e in page.body["items"].as_array().unwrap() {
             let id = e["executionId"].as_str().unwrap();
             assert_eq!(api.get(&format!("/tenants/acme/executions/{id}")).await.status, 200);
+            // what each model call was sent and answered, read back whole (recording is `full`)
+            let calls = api.get(&format!("/tenants/acme/executions/{id}/model-calls")).await;
+            assert_eq!(calls.status, 200, "{}", calls.body);
+            let calls = calls.body["calls"].as_array().unwrap().clone();
+            assert_eq!(calls.len(), e["modelCalls"].as_array().unwrap().len());
+            for call in &calls {
+                assert!(call["request"]["system"]["content"].is_string(), "{call:#}");
+                let messages = call["request"]["messages"].as_array().unwrap();
+                assert!(messages.iter().all(|m| m["content"]["role"].is_string()), "{call:#}");
+                assert_eq!(call["response"]["message"]["content"]["role"], "assistant");
+            }
         }
         if let Some(cursor) = page.body["nextCursor"].as_str() {
             api.get(&format!("/tenants/acme/sessions/{s}/executions?cursor={cursor}")).await;

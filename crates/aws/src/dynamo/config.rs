@@ -66,11 +66,13 @@ impl ConfigAdmin for DynamoStore {
             .update_item()
             .table_name(&self.names.config_table)
             .set_key(Some(key(tenant_pk(&tenant.tenant_id), "TENANT".into())))
-            .update_expression("SET #name = :name, #status = :status, #limits = :limits")
+            .update_expression("SET #name = :name, #status = :status, #limits = :limits, #recording = :recording")
             .condition_expression("attribute_exists(PK)")
             .expression_attribute_names("#name", "name")
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#limits", "limits")
+            .expression_attribute_names("#recording", "recording")
+            .expression_attribute_values(":recording", s(tenant.recording.as_str()))
             .expression_attribute_values(
                 ":limits",
                 s(serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?),
@@ -277,6 +279,12 @@ impl ConfigStore for DynamoStore {
                     }
                     None => Default::default(),
                 },
+                // A marker written before the setting has none: the default.
+                recording: item
+                    .get("recording")
+                    .and_then(|v| v.as_s().ok())
+                    .and_then(|r| switchboard_domain::Recording::parse(r))
+                    .unwrap_or_default(),
             })
         })
         .transpose()

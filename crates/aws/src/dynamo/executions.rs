@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    ActivityRow, AgentId, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, SessionId, TenantId, UsageCounts,
+    ActivityRow, AgentId, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, SessionId, TenantId, UsageCounts,
     UsageRow,
 };
 use switchboard_engine::{ExecutionLog, Page, StoreError};
@@ -96,6 +96,10 @@ impl ExecutionLog for DynamoStore {
             })
             .await?;
         Ok(Page::from_overfetch(found, limit, |record| record.execution_id.to_string()))
+    }
+
+    async fn content(&self, tenant: &TenantId, session: SessionId, hashes: &[String]) -> Result<Vec<Blob>, StoreError> {
+        self.read_content(tenant, session, hashes).await
     }
 
     /// Sums the shards of each day, agent and model.

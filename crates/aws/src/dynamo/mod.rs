@@ -19,6 +19,7 @@
 //! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
+//! | executions | `SESSION#<ulid>` | `CONTENT#<sha-256>` | `tenantId`, `expiresAt`, `content` (recorded model content, `content`) |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
 //! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
 //! | executions | `TENANT#<t>#EVENTS` | `SEQ` / `EVENT#<seq>` / `EVENTID#<id>` | the counter `n`; `body`, `expiresAt`; `seq` (the event log, `event_log`) |
@@ -35,6 +36,7 @@
 
 mod codec;
 mod config;
+mod content;
 mod counters;
 mod erase;
 mod event_log;

@@ -449,11 +449,15 @@ impl SessionStore for DynamoStore {
         paginate(self.by_conversation(tenant, conversation_id), None).all().await?.iter().map(decode).collect()
     }
 
-    /// One `TransactWriteItems`: the session puts (each conditional on the version read or on not
+    /// The turn's recorded content first (`content`), then one `TransactWriteItems`: the session puts (each conditional on the version read or on not
     /// existing), the active-session marker, the execution record and its source and id pointers
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
     /// under sequence numbers taken first, marked burned if the commit fails).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
+        if !commit.content.is_empty() {
+            let e = &commit.execution;
+            self.put_content(&e.tenant_id, e.session_id, &commit.content, self.clock.now()).await?;
+        }
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
             items.push((self.session_item(&w.session, w.expected_version)?, TxRole::Session(w.session.session_id)));

@@ -39,6 +39,7 @@ fn simple_request() -> ModelRequest {
         tools: vec![],
         config: ModelConfig::default(),
         deadline: None,
+        recording: switchboard_domain::Recording::Full,
     }
 }
 
@@ -116,6 +117,7 @@ async fn it_sends_the_converse_shape_and_maps_a_tool_use_answer() {
             ..ModelConfig::default()
         },
         deadline: None,
+        recording: switchboard_domain::Recording::Full,
     };
     // when the model is called
     let response = model(&fake, fast(1)).await.converse(&request).await.unwrap();

@@ -274,6 +274,7 @@ fn create(s: &Session, source: &str, now: DateTime<Utc>) -> TurnCommit {
         events: vec![],
         sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
         execution: record(s, source, now),
+        content: vec![],
     }
 }
 
@@ -293,6 +294,7 @@ fn update(s: &Session, source: &str, now: DateTime<Utc>) -> (Session, TurnCommit
         events: vec![],
         sessions: vec![SessionWrite { session: next.clone(), expected_version: Some(s.version) }],
         execution: record(&next, source, now),
+        content: vec![],
     };
     (next, commit)
 }
@@ -368,6 +370,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
                 SessionWrite { session: next.clone(), expected_version: None },
             ],
             execution: record(&handed, "evt-3", x.clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -380,6 +383,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
             events: vec![],
             sessions: vec![SessionWrite { session: done.clone(), expected_version: Some(next.version) }],
             execution: record(&done, "evt-4", x.clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -417,6 +421,9 @@ fn call(model: &str, input: u64, output: u64, cost_nanos: Option<u64>) -> ModelC
         latency_ms: 1,
         fallback_from: vec![],
         purpose: None,
+        request: None,
+        response: None,
+        content: vec![],
     }
 }
 
@@ -737,6 +744,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
         events: vec![],
         sessions: vec![SessionWrite { session: human.clone(), expected_version: Some(active.version) }],
         execution: record(&active, "evt-2", now),
+        content: vec![],
     };
     x.sessions.commit_turn(&to_human).await.unwrap();
     let owner = Admit::HumanOwned { session_id: active.session_id, agent_id: active.agent_id };
@@ -771,6 +779,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
                 SessionWrite { session: next.clone(), expected_version: None },
             ],
             execution: record(&human, "evt-3", now),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -792,6 +801,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
             events: vec![],
             sessions: vec![SessionWrite { session: closed, expected_version: Some(ended.version) }],
             execution: record(&ended, "evt-5", now),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -863,6 +873,7 @@ async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
             events: vec![],
             sessions: vec![SessionWrite { session: ended, expected_version: Some(active.version) }],
             execution: record(&active, "evt-3", x.clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -885,6 +896,7 @@ async fn routing_sees_the_conversations_newest_session_and_who_owns_it(x: &Subje
             events: vec![],
             sessions: vec![SessionWrite { session: human, expected_version: Some(active.version) }],
             execution: record(&active, "evt-2", x.clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -1039,6 +1051,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         refused: None,
         day_tokens: None,
         follow: false,
+        recording: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::LEANER_SESSIONS,
     store::SESSION_UPDATES,
     store::CONFIG_VERSIONS,
+    store::RECORDED_CONTENT,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

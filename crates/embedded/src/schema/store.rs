@@ -295,3 +295,22 @@ CREATE TABLE IF NOT EXISTS config_versions (
     PRIMARY KEY (tenant_id, kind, id, version)
 ) STRICT;
 "#;
+
+/// Recorded model content (prompts, messages, answers), kept once per session under its SHA-256
+/// and pointed at by the execution records; and the tenant's `recording` setting.
+pub const RECORDED_CONTENT: &str = r#"
+CREATE TABLE IF NOT EXISTS content (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id  TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    body       BLOB NOT NULL,
+    UNIQUE (tenant_id, session_id, sha256)
+) STRICT;
+CREATE INDEX IF NOT EXISTS content_by_expiry ON content (expires_at);
+CREATE TABLE IF NOT EXISTS tenant_settings (
+    tenant_id TEXT PRIMARY KEY,
+    recording TEXT NOT NULL
+) STRICT;
+"#;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use switchboard_domain::{
-    Agent, AgentId, EventType, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
+    Agent, AgentId, EventType, Recording, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
 use switchboard_engine::{
     Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, Page, StoreError,
@@ -31,23 +31,28 @@ impl ConfigStore for SqliteStore {
         }
         let generation = self.caches.generation();
         let t = tenant.to_string();
-        let row: Option<(String, String, String, Option<String>)> = self
+        let row: Option<(String, String, String, Option<String>, Option<String>)> = self
             .db
             .call(move |c| {
-                Ok(c.prepare_cached("SELECT name, status, created_at, limits FROM tenants WHERE tenant_id = ?1")?
-                    .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                    .optional()?)
+                Ok(c.prepare_cached(
+                    "SELECT name, status, created_at, limits, recording
+                       FROM tenants LEFT JOIN tenant_settings USING (tenant_id) WHERE tenant_id = ?1",
+                )?
+                .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .optional()?)
             })
             .await
             .map_err(store_err)?;
         let found = row
-            .map(|(name, status, created, limits)| {
+            .map(|(name, status, created, limits, recording)| {
                 Ok::<_, StoreError>(Tenant {
                     tenant_id: tenant.clone(),
                     name,
                     status: TenantStatus::parse(&status),
                     created_at: created.parse().map_err(|e| StoreError::Corrupt(format!("tenant createdAt: {e}")))?,
                     limits: limits.as_deref().map(from_json).transpose()?.unwrap_or_default(),
+                    // No value: a tenant from before the setting, which has the default.
+                    recording: recording.as_deref().and_then(Recording::parse).unwrap_or_default(),
                 })
             })
             .transpose()?;
@@ -134,12 +139,24 @@ impl ConfigAdmin for SqliteStore {
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
         let (t, name, status) = (tenant.tenant_id.to_string(), tenant.name.clone(), tenant.status.as_str());
         let limits = serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let recording = tenant.recording.as_str();
         let updated = self
             .db
             .call(move |c| {
-                Ok(c.prepare_cached("UPDATE tenants SET name = ?2, status = ?3, limits = ?4 WHERE tenant_id = ?1")?
+                let tx = atomic(c)?;
+                let updated = tx
+                    .prepare_cached("UPDATE tenants SET name = ?2, status = ?3, limits = ?4 WHERE tenant_id = ?1")?
                     .execute(params![t, name, status, limits])?
-                    == 1)
+                    == 1;
+                if updated {
+                    tx.prepare_cached(
+                        "INSERT INTO tenant_settings (tenant_id, recording) VALUES (?1, ?2)
+                             ON CONFLICT (tenant_id) DO UPDATE SET recording = excluded.recording",
+                    )?
+                    .execute(params![t, recording])?;
+                }
+                tx.commit()?;
+                Ok(updated)
             })
             .await
             .map_err(store_err);
@@ -160,6 +177,8 @@ impl ConfigAdmin for SqliteStore {
                     "api_keys",
                     "sessions",
                     "executions",
+                    "content",
+                    "tenant_settings",
                     "messages",
                     "events",
                     "usage_daily",

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use switchboard_domain::archive::ArchiveKind;
+use switchboard_domain::limits::CONTENT_TTL_DAYS;
 use switchboard_engine::StoreError;
 
 use super::{SqliteStore, from_json, store_err};
@@ -71,6 +72,14 @@ impl Pages {
 const EXECUTIONS: &str = "SELECT rowid, tenant_id, execution_id, expires_at, CASE WHEN ?3 THEN body END
      FROM executions WHERE rowid > ?1 ORDER BY rowid LIMIT ?2";
 
+/// Recorded content that expires before `?3`, after (`?1`, `?2`) in the order of
+/// `content_by_expiry` (a turn that writes a piece again moves its expiry, not its row), at most
+/// `?4`; the body when `?5`.
+const CONTENT: &str = "SELECT seq, tenant_id, sha256, expires_at, session_id, CASE WHEN ?5 THEN body END
+     FROM content INDEXED BY content_by_expiry
+     WHERE expires_at < ?3 AND (expires_at, seq) > (?1, ?2)
+     ORDER BY expires_at, seq LIMIT ?4";
+
 /// Sessions that are not active and were last written before `?3`, after (`?1`, `?2`) in the
 /// order of `sessions_by_update`, at most `?4`; the body when `?5`. `owns`: a session handed to
 /// a human and still its conversation's newest, through which the human owns the conversation
@@ -119,6 +128,7 @@ impl SqliteStore {
                 ArchiveKind::Sessions => sessions(c, after, due_ms, limit, records),
                 ArchiveKind::Events => events(c, after, due_ms, limit, records),
                 ArchiveKind::Messages => messages(c, after, due_ms, limit, records),
+                ArchiveKind::Content => content(c, after, due_ms, limit, records),
             })
             .await
             .map_err(store_err)?;
@@ -147,14 +157,18 @@ impl SqliteStore {
             }
             ArchiveKind::Events => "DELETE FROM events WHERE seq = ?1 AND tenant_id = ?2 AND event_id = ?3",
             ArchiveKind::Messages => "DELETE FROM messages WHERE seq = ?1 AND tenant_id = ?2 AND message_id = ?3",
+            // Kept when a turn wrote it again since it was read (its expiry moved on).
+            ArchiveKind::Content => {
+                "DELETE FROM content WHERE seq = ?1 AND tenant_id = ?2 AND sha256 = ?3 AND expires_at = ?4"
+            }
         };
-        let sessions = kind == ArchiveKind::Sessions;
+        let versioned = matches!(kind, ArchiveKind::Sessions | ArchiveKind::Content);
         self.db
             .call(move |c| {
                 let mut stmt = c.prepare_cached(sql)?;
                 let mut deleted = 0;
                 for row in &rows {
-                    deleted += if sessions {
+                    deleted += if versioned {
                         stmt.execute(params![row.seq, row.tenant, row.id, row.version])?
                     } else {
                         stmt.execute(params![row.seq, row.tenant, row.id])?
@@ -234,6 +248,35 @@ fn executions(c: &Connection, after: Cursor, due_ms: i64, limit: i64, records: b
         if expires < due_ms {
             batch.due.push(RawRow { seq, tenant: r.get(1)?, id: r.get(2)?, version: 0, body: r.get(4)?, record: None });
         }
+    }
+    Ok(batch)
+}
+
+/// Content whose `expires_at` is before `due_ms` (the only rows read); a row's `version` is its
+/// expiry, which its delete checks. The archive's record holds the content as JSON with its key.
+fn content(c: &Connection, after: Cursor, due_ms: i64, limit: i64, records: bool) -> Result<RawBatch, DbError> {
+    let mut batch = RawBatch::new(after);
+    let mut stmt = c.prepare_cached(CONTENT)?;
+    let mut rows = stmt.query(params![after.updated_ms, after.seq, due_ms, limit, records])?;
+    while let Some(r) = rows.next()? {
+        let (seq, expires): (i64, i64) = (r.get(0)?, r.get(3)?);
+        batch.read += 1;
+        batch.next = Cursor { updated_ms: expires, seq };
+        let (tenant, sha256, session): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(4)?);
+        let record = match r.get::<_, Option<Vec<u8>>>(5)? {
+            Some(body) => {
+                let content: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let expires_at = DateTime::<Utc>::from_timestamp_millis(expires);
+                // The last write, which set the expiry: the day the archive files it under.
+                let stored_at = expires_at.map(|t| (t - chrono::Duration::days(CONTENT_TTL_DAYS)).to_rfc3339());
+                Some(json!({
+                    "tenantId": tenant, "sessionId": session, "sha256": sha256, "storedAt": stored_at,
+                    "expiresAt": expires_at.map(|t| t.to_rfc3339()), "content": content,
+                }))
+            }
+            None => None,
+        };
+        batch.due.push(RawRow { seq, tenant, id: sha256, version: expires, body: None, record });
     }
     Ok(batch)
 }

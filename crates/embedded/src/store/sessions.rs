@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
+use switchboard_domain::limits::CONTENT_TTL_DAYS;
 use switchboard_domain::{
-    ActivityRow, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
+    ActivityRow, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
     UsageRow,
 };
 use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit, TurnStart};
@@ -187,6 +188,9 @@ struct TurnRows {
     tokens: u64,
     /// The turn's outbox, written to the event log with it.
     events: Vec<EventRow>,
+    /// Recorded model content new to the session: hash, body, and when it expires (ms).
+    content: Vec<(String, Vec<u8>)>,
+    content_expires: i64,
 }
 
 impl TurnRows {
@@ -245,7 +249,9 @@ impl TurnRows {
                 Ok((ev.id.clone(), ev.tenant_id.to_string(), ev.detail_type.clone(), body, at.clone()))
             })
             .collect::<Result<_, StoreError>>()?;
-        Ok(Self { sessions, execution, day, hour, status, usage, tokens, events })
+        let content = commit.content.iter().map(|b| (b.sha256.clone(), b.body.clone())).collect();
+        let content_expires = (now + chrono::Duration::days(CONTENT_TTL_DAYS)).timestamp_millis();
+        Ok(Self { sessions, execution, day, hour, status, usage, tokens, events, content, content_expires })
     }
 
     /// Writes the turn inside the call's unit `c`; `Ok(Err(_))` is a write the store refuses
@@ -293,6 +299,14 @@ impl TurnRows {
         .execute(params![t, self.hour, self.status])?;
         for (id, tenant, kind, body, at) in &self.events {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
+        }
+        for (sha256, body) in &self.content {
+            c.prepare_cached(
+                "INSERT INTO content (tenant_id, session_id, sha256, expires_at, body) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (tenant_id, session_id, sha256)
+                     DO UPDATE SET expires_at = max(expires_at, excluded.expires_at)",
+            )?
+            .execute(params![t, sid, sha256, self.content_expires, body])?;
         }
         Ok(Ok(()))
     }
@@ -387,6 +401,26 @@ impl ExecutionLog for SqliteStore {
             last = Some(id);
         }
         Ok(Page { items, next_cursor: if more { last } else { None } })
+    }
+
+    async fn content(&self, tenant: &TenantId, session: SessionId, hashes: &[String]) -> Result<Vec<Blob>, StoreError> {
+        let (t, s, now) = (tenant.to_string(), session.to_string(), self.clock.now().timestamp_millis());
+        let hashes = hashes.to_vec();
+        self.db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT body FROM content WHERE tenant_id = ?1 AND session_id = ?2 AND sha256 = ?3 AND expires_at > ?4",
+                )?;
+                let mut found = Vec::with_capacity(hashes.len());
+                for sha256 in hashes {
+                    if let Some(body) = stmt.query_row(params![t, s, sha256, now], |r| r.get(0)).optional()? {
+                        found.push(Blob { sha256, body });
+                    }
+                }
+                Ok(found)
+            })
+            .await
+            .map_err(store_err)
     }
 
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {

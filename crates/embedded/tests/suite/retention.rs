@@ -79,6 +79,7 @@ struct Ids {
     sessions: BTreeSet<String>,
     events: BTreeSet<String>,
     messages: BTreeSet<String>,
+    content: BTreeSet<String>,
 }
 
 impl Ids {
@@ -88,6 +89,7 @@ impl Ids {
             sessions: column(w, "SELECT session_id FROM sessions"),
             events: column(w, "SELECT event_id FROM events"),
             messages: column(w, "SELECT conversation_id || '/' || message_id FROM messages"),
+            content: column(w, "SELECT session_id || '/' || sha256 FROM content"),
         }
     }
 
@@ -98,6 +100,7 @@ impl Ids {
             sessions: minus(&self.sessions, &other.sessions),
             events: minus(&self.events, &other.events),
             messages: minus(&self.messages, &other.messages),
+            content: minus(&self.content, &other.content),
         }
     }
 
@@ -219,6 +222,9 @@ async fn each_batch_is_archived_before_it_is_deleted_in_the_aws_archivers_files(
     // then the archive holds exactly the rows deleted, each once, in files named as on AWS
     let gone = before.minus(&Ids::of(&w));
     assert_eq!(gone.counts(), [8, 4, 4, 16]);
+    // with the recorded model content of the four day-0 sessions (the day-40 one's stays)
+    assert!(!gone.content.is_empty());
+    assert!(Ids::of(&w).content.iter().all(|c| !gone.content.contains(c)) && !Ids::of(&w).content.is_empty());
     let files = archive_files(archive.path());
     assert_eq!(swept.files, files.len());
     let mut archived = Ids::default();
@@ -248,13 +254,22 @@ async fn each_batch_is_archived_before_it_is_deleted_in_the_aws_archivers_files(
                         )),
                     )
                 }
+                "content" => {
+                    let c = &line["content"];
+                    assert!(
+                        c["content"]["role"].is_string() || c["content"].is_string() || c["content"].is_array(),
+                        "{c}"
+                    );
+                    let id = format!("{}/{}", c["sessionId"].as_str().unwrap(), c["sha256"].as_str().unwrap());
+                    (&mut archived.content, json!(id))
+                }
                 other => panic!("unexpected folder {other}"),
             };
             assert!(kind.insert(id.as_str().unwrap().to_owned()), "archived twice: {line}");
         }
     }
     assert_eq!(archived, gone);
-    assert_eq!(lines, 32);
+    assert_eq!(lines, 32 + gone.content.len());
     // a whole record is kept: an execution reads back as the record it was
     let (_, execution_file) = files.iter().find(|(name, _)| name.starts_with("executions/")).unwrap();
     let record: switchboard_domain::ExecutionRecord =

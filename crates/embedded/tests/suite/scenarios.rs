@@ -244,6 +244,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         refused: None,
         day_tokens: None,
         follow: false,
+        recording: Default::default(),
     }
 }
 
@@ -329,6 +330,7 @@ impl SessionStore for Flaky {
                             events: vec![],
                             sessions: vec![SessionWrite { session: current, expected_version: Some(expected) }],
                             execution: marker,
+                            content: vec![],
                         })
                         .await?;
                 }

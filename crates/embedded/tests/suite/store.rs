@@ -70,6 +70,7 @@ async fn expired_execution_records_are_never_returned() {
             events: vec![],
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: r.clone(),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -95,6 +96,7 @@ async fn executions_are_listed_in_pages_with_a_cursor() {
                 events: vec![],
                 sessions: vec![SessionWrite { session: next.clone(), expected_version: expected }],
                 execution: record(&t, s.session_id, &format!("evt-{i}"), clock.now()),
+                content: vec![],
             })
             .await
             .unwrap();
@@ -129,6 +131,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             events: vec![],
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -141,6 +144,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             events: vec![],
             sessions: vec![SessionWrite { session: stale, expected_version: Some(3) }],
             execution: record(&t, s.session_id, "evt-2", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap_err();
@@ -153,6 +157,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             events: vec![],
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-3", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap_err();
@@ -169,6 +174,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             events: vec![],
             sessions: vec![SessionWrite { session: again, expected_version: Some(0) }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap_err();
@@ -465,6 +471,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
                 events: vec![],
                 sessions: vec![SessionWrite { session: s.clone(), expected_version }],
                 execution: r,
+                content: vec![],
             })
             .await
             .unwrap();
@@ -690,6 +697,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             events: vec![],
             sessions: vec![SessionWrite { session: next.clone(), expected_version: None }],
             execution: record(&t, next.session_id, "evt-1", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap();
@@ -706,6 +714,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             events: vec![],
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-2", clock.now()),
+            content: vec![],
         })
         .await
         .unwrap_err();

@@ -97,6 +97,7 @@ impl Executor {
             sessions: vec![SessionWrite { session, expected_version: expected }],
             execution: record.clone(),
             events,
+            content: vec![],
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: None }))
     }

@@ -198,7 +198,9 @@ impl Executor {
                 session.version += 1;
                 session.updated_at = deps.clock.now();
                 let write = SessionWrite { session, expected_version: Some(expected) };
-                (TurnCommit { sessions: vec![write], execution: record.clone(), events: vec![] }, record, false)
+                let commit =
+                    TurnCommit { sessions: vec![write], execution: record.clone(), events: vec![], content: vec![] };
+                (commit, record, false)
             }
             Prepared::Refused { session, is_new, refusal } => {
                 let (commit, record) = refused::commit(deps, item, *session, is_new, &refusal, started).await?;
@@ -207,12 +209,15 @@ impl Executor {
             Prepared::Run { session, agent, is_new } => {
                 let expected = (!is_new).then_some(session.version);
                 follower = self.progress.as_ref().and_then(|p| p.follower(item));
-                let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
+                let mut turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
+                let content = record::take_content(&mut turn.record, &mut turn.session, deps.clock.now());
+                record::apply_recording(&mut turn.record, item.recording);
                 let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
                 if let Some(next) = turn.new_session {
                     sessions.push(SessionWrite { session: next, expected_version: None });
                 }
-                (TurnCommit { sessions, execution: turn.record.clone(), events: turn.events }, turn.record, true)
+                let commit = TurnCommit { sessions, execution: turn.record.clone(), events: turn.events, content };
+                (commit, turn.record, true)
             }
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: follower }))

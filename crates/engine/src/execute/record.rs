@@ -3,12 +3,13 @@
 
 use std::time::Instant;
 
-use chrono::Duration as ChronoDuration;
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde_json::json;
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
+use switchboard_domain::recording::{redacted_text, redacted_value};
 use switchboard_domain::{
-    Action, Agent, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, RanWith, Session,
-    TokenUsage,
+    Action, Agent, Blob, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, RanWith,
+    Recording, Session, TokenUsage,
 };
 
 use crate::model_call::elapsed_ms;
@@ -68,6 +69,48 @@ pub(crate) fn of_request(
 pub(crate) fn ran_with(item: &WorkItem, agent: &Agent, tools: &Toolbox) -> RanWith {
     let tools = tools.custom.iter().map(|t| (t.tool_id.to_string(), t.version)).collect();
     RanWith { agent: agent.version, trigger: item.trigger_version, tools }
+}
+
+/// Takes the recorded content out of `record`'s model calls (its sub-agents' included) for the
+/// turn's commit: what `session` does not hold yet, which it holds from `now` on. A session
+/// whose oldest held content is as old as the records' retention forgets it all first, so that
+/// content is written again before a record could outlive it.
+pub(crate) fn take_content(record: &mut ExecutionRecord, session: &mut Session, now: DateTime<Utc>) -> Vec<Blob> {
+    let held = &mut session.stored_content;
+    held.expire(now, EXECUTION_TTL_DAYS);
+    let children = record.children.iter_mut().flat_map(|c| c.model_calls.iter_mut());
+    let mut content = Vec::new();
+    for call in record.model_calls.iter_mut().chain(children) {
+        for blob in std::mem::take(&mut call.content) {
+            if !held.holds(&blob.sha256) {
+                held.add(&blob.sha256, now);
+                content.push(blob);
+            }
+        }
+    }
+    content
+}
+
+/// `record` as the tenant's `recording` setting keeps it: under `redacted`, the customer's text in
+/// its input and every tool call's arguments and result (its sub-agents' included) are replaced
+/// by their hashes and lengths, as the model calls' content is.
+pub(crate) fn apply_recording(record: &mut ExecutionRecord, recording: Recording) {
+    if recording != Recording::Redacted {
+        return;
+    }
+    if let Some(text) = record.input.get_mut("text")
+        && let Some(words) = text.as_str()
+    {
+        *text = redacted_text(words);
+    }
+    let children = record.children.iter_mut().flat_map(|c| c.tool_calls.iter_mut());
+    for call in record.tool_calls.iter_mut().chain(children) {
+        call.input = redacted_value(&call.input);
+        call.output = redacted_value(&call.output);
+    }
+    for child in &mut record.children {
+        child.input = redacted_value(&child.input);
+    }
 }
 
 /// The record of a message no agent answered, and why.

@@ -10,7 +10,9 @@
 use std::time::Instant;
 
 use switchboard_domain::message::{ContentBlock, Message, Role, cut_chars, is_customer_turn};
-use switchboard_domain::{Agent, ConversationSummary, ExecutionError, ExecutionRecord, ModelConfig, Session};
+use switchboard_domain::{
+    Agent, ConversationSummary, ExecutionError, ExecutionRecord, ModelConfig, Recording, Session,
+};
 use tracing::{info, warn};
 
 use crate::fault::ExecError;
@@ -56,12 +58,13 @@ pub(super) async fn refresh(
     session: &mut Session,
     record: &mut ExecutionRecord,
     deadline: Option<Instant>,
+    recording: Recording,
     fits: impl Fn(&ExecutionRecord, u64) -> bool,
 ) {
     let Some(cut) = fold_point(session.unsummarized(), agent.history.summarize_after) else { return };
     let folded = &session.unsummarized()[..cut];
     let previous = session.summary.as_ref().map(|s| s.text.as_str());
-    let request = request(agent, previous, folded, deadline);
+    let request = request(agent, previous, folded, deadline, recording);
     if !fits(record, request.estimated_input_tokens()) {
         warn!("the summary call would pass the agent's token budget; older messages stay unsummarised");
         return;
@@ -96,7 +99,13 @@ pub(super) async fn refresh(
 
 /// The summary call: the previous summary and the messages to fold, as text (no tool blocks, so
 /// no tool configuration is needed).
-fn request(agent: &Agent, previous: Option<&str>, folded: &[Message], deadline: Option<Instant>) -> ModelRequest {
+fn request(
+    agent: &Agent,
+    previous: Option<&str>,
+    folded: &[Message],
+    deadline: Option<Instant>,
+    recording: Recording,
+) -> ModelRequest {
     let mut text = format!("Summary so far:\n{}\n\nNewer messages:\n", previous.unwrap_or("(none yet)"));
     for message in folded {
         for line in render(message) {
@@ -120,6 +129,7 @@ fn request(agent: &Agent, previous: Option<&str>, folded: &[Message], deadline: 
         tools: vec![],
         config,
         deadline,
+        recording,
     }
 }
 
@@ -196,7 +206,7 @@ mod tests {
             "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
         }))
         .unwrap();
-        let r = request(&agent, Some("Asked about q0."), &conversation(1), None);
+        let r = request(&agent, Some("Asked about q0."), &conversation(1), None, Recording::Full);
         assert_eq!(r.model, "openai:small");
         assert!(r.tools.is_empty() && r.messages.len() == 1);
         assert_eq!(

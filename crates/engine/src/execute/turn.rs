@@ -60,7 +60,7 @@ pub(super) async fn run(
     history::load(deps, item, agent, &mut session).await;
     let session_tokens = session.tokens_used;
     let fits = |r: &ExecutionRecord, next: u64| spent_budget(agent, r, session_tokens, next).is_none();
-    summary::refresh(deps, agent, &mut session, &mut record, deadline, fits).await;
+    summary::refresh(deps, agent, &mut session, &mut record, deadline, item.recording, fits).await;
     let user = Message::user_text(item.text.clone());
     let tools = Toolbox::build(deps, agent, &session).await?;
     record.ran_with = Some(record::ran_with(item, agent, &tools));
@@ -72,6 +72,7 @@ pub(super) async fn run(
         tools: tools.specs(),
         config: agent.model_config.clone(),
         deadline,
+        recording: item.recording,
     };
     let mut run = Loop {
         cx: CallContext { deps, item, execution_id: record.execution_id, deadline },

@@ -160,6 +160,7 @@ fn classification_request(
             }),
         }],
         config: router.model_config.clone(),
+        recording: cx.item.recording,
     }
 }
 

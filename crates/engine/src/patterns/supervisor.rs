@@ -117,6 +117,7 @@ fn request(cx: CallContext<'_>, sub: &Agent, task: Task, tools: &Toolbox) -> Mod
         tools: tools.specs(),
         config: sub.model_config.clone(),
         deadline: cx.deadline,
+        recording: cx.item.recording,
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use switchboard_domain::message::{ContentBlock, Message};
-use switchboard_domain::{ModelConfig, TokenUsage};
+use switchboard_domain::{ModelConfig, Recording, TokenUsage};
 
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,6 +27,9 @@ pub struct ModelRequest {
     /// The execution's deadline: no attempt may outlast it, and no retry starts that would.
     #[serde(skip)]
     pub deadline: Option<Instant>,
+    /// What the call's record keeps of it (the tenant's setting).
+    #[serde(skip)]
+    pub recording: Recording,
 }
 
 impl ModelRequest {

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use switchboard_domain::{AgentId, Refusal, TenantId, TriggerId};
+use switchboard_domain::{AgentId, Recording, Refusal, TenantId, TriggerId};
 
 use super::{Admit, Counters, SlotAndCount, StoreError};
 
@@ -51,6 +51,10 @@ pub struct WorkItem {
     /// the profile's [`crate::Progress`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub follow: bool,
+    /// What the execution record keeps of the model calls: the tenant's setting when the item
+    /// was made (`full` for an item queued before the setting).
+    #[serde(default, skip_serializing_if = "Recording::is_full")]
+    pub recording: Recording,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.

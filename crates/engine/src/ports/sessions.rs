@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    ActivityRow, AgentId, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus, TenantId,
-    UsageRow,
+    ActivityRow, AgentId, Blob, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus,
+    TenantId, UsageRow,
 };
 
 use super::{Page, StoreError};
@@ -22,6 +22,11 @@ pub struct TurnCommit {
     /// Kept in the event log by the commit, without repeats by id; published by
     /// [`super::EventBus::relay`] once the commit holds.
     pub events: Vec<OutboundEvent>,
+    /// Recorded model content the execution's record points at and its session does not hold
+    /// yet (see [`switchboard_domain::recording`]), kept under the record's session for
+    /// [`CONTENT_TTL_DAYS`](switchboard_domain::limits::CONTENT_TTL_DAYS) from the commit. Writing
+    /// a piece again keeps it no shorter.
+    pub content: Vec<Blob>,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +128,10 @@ pub trait ExecutionLog: Send + Sync {
         after: Option<ExecutionId>,
         limit: usize,
     ) -> Result<Page<ExecutionRecord>, StoreError>;
+    /// The recorded content of `session` under each of `hashes` that is kept (see
+    /// [`switchboard_domain::recording`]), in no particular order; what has expired or was never
+    /// written is left out.
+    async fn content(&self, tenant: &TenantId, session: SessionId, hashes: &[String]) -> Result<Vec<Blob>, StoreError>;
     /// The tenant's model usage on the UTC days `from..=to`, one row per day, agent and model
     /// with calls in it, ordered by day, agent, model. Usage outlives the execution records.
     async fn usage(&self, tenant: &TenantId, from: NaiveDate, to: NaiveDate) -> Result<Vec<UsageRow>, StoreError>;

@@ -1322,6 +1322,7 @@ async fn provider_keys_come_from_the_model_secret_before_the_environment() {
         tools: vec![],
         config: switchboard_domain::ModelConfig::default(),
         deadline: None,
+        recording: switchboard_domain::Recording::Full,
     };
     models.converse(&request).await.unwrap();
     assert_eq!(fake.received()[0].header("authorization"), Some("Bearer sk-from-secret"));
