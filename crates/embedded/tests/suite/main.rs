@@ -8,6 +8,7 @@ mod faults;
 mod limits;
 mod patterns;
 mod queue;
+mod recording;
 mod retention;
 mod scenarios;
 mod store;

@@ -98,10 +98,13 @@ pub(crate) fn apply_recording(record: &mut ExecutionRecord, recording: Recording
     if recording != Recording::Redacted {
         return;
     }
-    if let Some(text) = record.input.get_mut("text")
-        && let Some(words) = text.as_str()
-    {
-        *text = redacted_text(words);
+    // The message's text, as the record's input gives it and inside the event's detail.
+    for pointer in ["/text", "/detail/message/text"] {
+        if let Some(text) = record.input.pointer_mut(pointer)
+            && let Some(words) = text.as_str()
+        {
+            *text = redacted_text(words);
+        }
     }
     let children = record.children.iter_mut().flat_map(|c| c.tool_calls.iter_mut());
     for call in record.tool_calls.iter_mut().chain(children) {
