@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use common::{Server, examples};
 use serde_json::{Value, json};
+use switchboard_domain::Recording;
+use switchboard_engine::ModelRequest;
 #[cfg(feature = "aws")]
 use switchboard_testkit::providers::converse;
 use switchboard_testkit::providers::{FakeProvider, Wire, chat, messages};
@@ -45,9 +47,17 @@ fn event(id: &str) -> Value {
     })
 }
 
-/// Starts the server with `env`, sends one message and returns the recorded execution and the
-/// conversation's texts.
-async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> (Value, Vec<String>) {
+/// What one answered message left: its record, the conversation's texts, its model calls with
+/// their recorded content (`GET …/model-calls`), and every byte of the data directory's files.
+struct Answered {
+    execution: Value,
+    texts: Vec<String>,
+    calls: Vec<Value>,
+    stored: Vec<u8>,
+}
+
+/// Starts the server with `env`, sends one message and returns what it left.
+async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> Answered {
     let dir = tempfile::tempdir().unwrap();
     let tenant = tenant_with_model(dir.path(), model);
     let data = dir.path().join("data");
@@ -81,7 +91,61 @@ async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> (Value, Vec<St
         .map(|c| c["usage"]["inputTokens"].as_u64().unwrap())
         .sum();
     assert_eq!(usage["total"]["inputTokens"], json!(input), "{usage}");
-    (execution, texts)
+    let recorded =
+        get(&format!("/tenants/acme/executions/{}/model-calls", execution["executionId"].as_str().unwrap())).await;
+    let calls = recorded["calls"].as_array().cloned().unwrap_or_default();
+    let mut stored = Vec::new();
+    for file in std::fs::read_dir(&data).unwrap() {
+        let path = file.unwrap().path();
+        if path.is_file() {
+            stored.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    Answered { execution, texts, calls, stored }
+}
+
+/// A recorded call's request, as the engine sent it to the adapter (the provider's own model id).
+fn recorded_request(call: &Value) -> ModelRequest {
+    let r = &call["request"];
+    let content = |part: &Value| part["content"].clone();
+    let model = r["model"].as_str().unwrap();
+    ModelRequest {
+        model: model.split_once(':').map_or(model, |(_, id)| id).to_owned(),
+        system: content(&r["system"]).as_str().unwrap().to_owned(),
+        messages: r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| serde_json::from_value(content(m)).unwrap())
+            .collect(),
+        tools: serde_json::from_value(content(&r["tools"])).unwrap(),
+        config: serde_json::from_value(r["config"].clone()).unwrap(),
+        deadline: None,
+        recording: Recording::Full,
+    }
+}
+
+/// Each recorded request, encoded again by the adapter's own encoder, is the body the fake
+/// received; each recorded answer is the assistant turn the next request carried; and the
+/// provider's key is nowhere in the records or the data directory.
+fn assert_recorded_as_received(a: &Answered, fake: &FakeProvider, encode: fn(&ModelRequest) -> Value, key: &str) {
+    let received = fake.received();
+    assert_eq!(a.calls.len(), received.len());
+    for (call, got) in a.calls.iter().zip(&received) {
+        assert_eq!(encode(&recorded_request(call)), got.body, "the recorded request is what the provider received");
+    }
+    let answer = a.calls[0]["response"]["message"]["content"].clone();
+    let next = recorded_request(&a.calls[1]);
+    assert_eq!(serde_json::to_value(&next.messages[1]).unwrap(), answer, "the answer, as the next call sent it back");
+    assert_no_key(a, key);
+}
+
+fn assert_no_key(a: &Answered, key: &str) {
+    for (what, text) in [("record", a.execution.to_string()), ("model calls", json!(a.calls).to_string())] {
+        assert!(!text.contains(key), "the provider key is in the {what}");
+    }
+    let key = key.as_bytes();
+    assert!(!a.stored.windows(key.len()).any(|w| w == key), "the provider key is in the data directory");
 }
 
 /// The execution's cost at `input`/`output`/`cache_read` dollars per million tokens, and each
@@ -123,13 +187,15 @@ async fn an_openai_agent_is_answered_through_chat_completions() {
         vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
     )
     .await;
-    let (execution, texts) =
+    let answered =
         answer_one_message("openai:gpt-4o-mini", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)])
             .await;
+    let (execution, texts) = (&answered.execution, &answered.texts);
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
     // a dated snapshot is priced as its model
     assert_cost(&execution, 0.15, 0.6, 0.075);
     assert_eq!(fake.received()[0].header("authorization"), Some("Bearer sk-test"));
+    assert_recorded_as_received(&answered, &fake, switchboard_models::wire::chat_completions, "sk-test");
 }
 
 #[tokio::test]
@@ -139,15 +205,17 @@ async fn an_anthropic_agent_is_answered_through_messages() {
         vec![messages::tool_uses(&[("toolu_1", "send_message", json!({"text": REPLY}))]), messages::text("Done.")],
     )
     .await;
-    let (execution, texts) = answer_one_message(
+    let answered = answer_one_message(
         "anthropic:claude-3-5-haiku-latest",
         &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("ANTHROPIC_BASE_URL", &fake.base_url)],
     )
     .await;
+    let (execution, texts) = (&answered.execution, &answered.texts);
     // "Done." is the model's closing text, not a send_message: only the tool reaches the customer
     assert_answered(&execution, &texts, "anthropic:claude-3-5-haiku-20241022", &fake);
     assert_cost(&execution, 0.8, 4.0, 0.08);
     assert_eq!(fake.received()[0].header("x-api-key"), Some("sk-ant-test"));
+    assert_recorded_as_received(&answered, &fake, switchboard_models::wire::messages, "sk-ant-test");
 }
 
 #[cfg(feature = "aws")]
@@ -159,7 +227,7 @@ async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_vari
     )
     .await;
     let none = "/nonexistent/switchboard-test";
-    let (execution, texts) = answer_one_message(
+    let answered = answer_one_message(
         "bedrock:anthropic.claude-3-haiku-20240307-v1:0",
         &[
             ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", &fake.base_url),
@@ -172,9 +240,32 @@ async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_vari
         ],
     )
     .await;
+    let (execution, texts) = (&answered.execution, &answered.texts);
     assert_answered(&execution, &texts, "bedrock:anthropic.claude-3-haiku-20240307-v1:0", &fake);
     assert_cost(&execution, 0.25, 1.25, 0.0);
     assert_eq!(fake.received()[0].path, "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse");
+    // the SDK writes the body: each recorded request reads as the Converse request received
+    for (call, got) in answered.calls.iter().zip(fake.received()) {
+        let sent = recorded_request(call);
+        assert_eq!(got.body["system"][0]["text"], json!(sent.system));
+        let messages = got.body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), sent.messages.len());
+        for (wire, recorded) in messages.iter().zip(&sent.messages) {
+            assert_eq!(wire["role"], json!(recorded.role));
+            let text: Vec<&str> =
+                wire["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+            assert_eq!(text.join("\n"), recorded.text());
+        }
+        let names: Vec<&str> = got.body["toolConfig"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["toolSpec"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, sent.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
+        assert_eq!(got.body["inferenceConfig"]["maxTokens"], json!(sent.config.max_tokens));
+    }
+    assert_no_key(&answered, "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
 }
 
 /// Runs `switchboard serve` with the tenant using `model` and no provider variables; returns its
@@ -229,8 +320,9 @@ async fn an_alias_from_the_model_config_reaches_its_provider() {
         ),
     )
     .unwrap();
-    let (execution, texts) =
+    let answered =
         answer_one_message("anthropic.claude-3-haiku", &[("SWITCHBOARD_MODEL_CONFIG", config.to_str().unwrap())]).await;
+    let (execution, texts) = (&answered.execution, &answered.texts);
     assert_answered(&execution, &texts, "ollama:gpt-4o-mini-2024-07-18", &fake);
     assert_eq!(fake.received()[0].body["model"], "llama3.1");
     assert_eq!(fake.received()[0].header("authorization"), None, "ollama needs no key");
@@ -262,7 +354,7 @@ async fn an_agent_that_names_no_model_is_answered_by_the_default_model() {
         vec![chat::tool_calls(&[("call_1", "send_message", &args)]), chat::text("")],
     )
     .await;
-    let (execution, texts) = answer_one_message(
+    let answered = answer_one_message(
         "",
         &[
             ("SWITCHBOARD_DEFAULT_MODEL_ID", "openai:gpt-4o-mini"),
@@ -271,6 +363,7 @@ async fn an_agent_that_names_no_model_is_answered_by_the_default_model() {
         ],
     )
     .await;
+    let (execution, texts) = (&answered.execution, &answered.texts);
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
     // a dated snapshot is priced as its model
     assert_cost(&execution, 0.15, 0.6, 0.075);

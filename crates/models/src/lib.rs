@@ -28,6 +28,13 @@ use switchboard_engine::{Clock, Model, ModelError, ModelRequest, ModelResponse, 
 
 use crate::breaker::Breakers;
 
+/// The JSON body each HTTP adapter sends for a request: what a recorded request, encoded again,
+/// is compared with (the wire, for tests and tools that show what a provider received).
+pub mod wire {
+    pub use crate::anthropic::request_body as messages;
+    pub use crate::openai::request_body as chat_completions;
+}
+
 pub use anthropic::AnthropicMessages;
 pub use breaker::BreakerPolicy;
 pub use openai::OpenAiChat;

@@ -16,9 +16,9 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
-    Agent, AgentId, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus, HandoffTarget,
-    ModelCallRecord, OnLimit, Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus,
-    TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
+    Agent, AgentId, Blob, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus,
+    HandoffTarget, ModelCallRecord, OnLimit, Recording, Session, SessionId, SessionStatus, Tenant, TenantId,
+    TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::EventLog;
@@ -195,6 +195,7 @@ contract!(
     deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another,
     the_event_log_keeps_each_event_once_in_order_and_per_tenant,
     a_turns_events_are_logged_with_its_commit_and_not_without_it,
+    recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
@@ -585,7 +586,14 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
         session_idle_minutes: 9,
         on_limit: OnLimit::Message { text: "Busy".into() },
     };
-    let changed = Tenant { name: "Acme Corp".into(), status: TenantStatus::Suspended, limits, ..stored.clone() };
+    assert_eq!(stored.recording, Recording::Full, "the default");
+    let changed = Tenant {
+        name: "Acme Corp".into(),
+        status: TenantStatus::Suspended,
+        limits,
+        recording: Recording::Redacted,
+        ..stored.clone()
+    };
     assert!(x.config_admin.update_tenant(&changed).await.unwrap());
     assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(changed));
     // the other tenant is untouched, and a tenant that does not exist is not created by an update
@@ -1358,10 +1366,9 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
         let mut sessions = Vec::new();
         for i in 0..6 {
             let s = start(t, &format!("c-{i}"), now);
-            x.sessions
-                .commit_turn(&costly(&s, &format!("evt-{i}"), now, vec![call("m", 10, 5, Some(3))], None))
-                .await
-                .unwrap();
+            let mut commit = costly(&s, &format!("evt-{i}"), now, vec![call("m", 10, 5, Some(3))], None);
+            commit.content = vec![Blob::of(&json!(format!("prompt {i}")), 2).1];
+            x.sessions.commit_turn(&commit).await.unwrap();
             sessions.push(s);
         }
         assert!(x.counters[0].take(t, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
@@ -1394,6 +1401,8 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert_eq!(x.sessions.latest_session(&gone, "c-5").await.unwrap(), None);
     assert!(x.sessions.list_sessions(&gone, SessionFilter::default(), None, 10).await.unwrap().items.is_empty());
     assert_eq!(x.executions.execution_for_source(&gone, "evt-5").await.unwrap(), None);
+    let prompt = Blob::of(&json!("prompt 5"), 2).1.sha256;
+    assert!(x.executions.content(&gone, last[0].session_id, std::slice::from_ref(&prompt)).await.unwrap().is_empty());
     assert!(x.executions.usage(&gone, today, today).await.unwrap().is_empty());
     let (day_start, day_end) = (hour_of(now) - Duration::days(2), hour_of(now) + Duration::days(2));
     assert!(x.executions.activity(&gone, day_start, day_end).await.unwrap().is_empty(), "its activity");
@@ -1412,12 +1421,46 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert_eq!(versions.items.len(), 1, "its kept versions");
     assert!(x.sessions.get_session(&kept, last[1].session_id).await.unwrap().is_some());
     assert!(x.executions.execution_for_source(&kept, "evt-5").await.unwrap().is_some());
+    assert_eq!(x.executions.content(&kept, last[1].session_id, &[prompt]).await.unwrap().len(), 1, "its content");
     assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);
     let kept_activity = x.executions.activity(&kept, day_start, day_end).await.unwrap();
     assert_eq!(kept_activity.iter().map(|r| r.executions).sum::<u64>(), 6, "its activity: {kept_activity:?}");
     assert!(!x.counters[1].take(&kept, "MIN#2026-11-23T07:00", 1, expires).await.unwrap(), "its window is still used");
     assert_eq!(x.sessions.list_sessions(&kept, SessionFilter::default(), None, 10).await.unwrap().items.len(), 6);
     assert_eq!(x.events.events_after(&kept, 0, 10).await.unwrap().len(), 1);
+}
+
+async fn recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant(x: &Subject) {
+    let (t, other) = (tenant("t-content"), tenant("t-other"));
+    let now = x.clock.now();
+    let blob = |text: &str| Blob::of(&json!({ "role": "user", "content": [{ "type": "text", "text": text }] }), 3).1;
+    let (hello, bye, big) = (blob("hello"), blob("bye"), blob(&"y".repeat(200_000)));
+    // given a turn that keeps two pieces, and a later one that keeps one of them again and a large one
+    let s = start(&t, "c-1", now);
+    let mut first = create(&s, "evt-1", now);
+    first.content = vec![hello.clone(), bye.clone()];
+    x.sessions.commit_turn(&first).await.unwrap();
+    let (s2, mut second) = update(&s, "evt-2", now);
+    second.content = vec![hello.clone(), big.clone()];
+    x.sessions.commit_turn(&second).await.unwrap();
+    // then each reads back whole under its session, and a hash never written is left out
+    let wanted = [hello.sha256.clone(), bye.sha256.clone(), big.sha256.clone(), "0".repeat(64)];
+    let mut found = x.executions.content(&t, s2.session_id, &wanted).await.unwrap();
+    found.sort_by(|a, b| a.sha256.cmp(&b.sha256));
+    let mut expected = vec![hello.clone(), bye.clone(), big.clone()];
+    expected.sort_by(|a, b| a.sha256.cmp(&b.sha256));
+    assert_eq!(found, expected);
+    // not under another session, nor for another tenant with the same session id
+    assert!(x.executions.content(&t, SessionId::generate(), &wanted).await.unwrap().is_empty());
+    assert!(x.executions.content(&other, s.session_id, &wanted).await.unwrap().is_empty());
+    // a commit that is refused (a stale version) may leave content behind, never a record
+    let mut stale = create(&s, "evt-3", now);
+    stale.content = vec![blob("orphan")];
+    assert!(x.sessions.commit_turn(&stale).await.is_err());
+    assert_eq!(x.executions.execution_for_source(&t, "evt-3").await.unwrap(), None);
+    // after the content's retention nothing reads back
+    x.clock.advance(Duration::days(switchboard_domain::limits::CONTENT_TTL_DAYS) + Duration::minutes(1));
+    assert!(x.executions.content(&t, s.session_id, &wanted).await.unwrap().is_empty());
 }
 
 fn outbound(t: &TenantId, id: &str) -> OutboundEvent {

@@ -8,7 +8,7 @@ use switchboard_domain::message::{ContentBlock, Message};
 use switchboard_domain::{ModelConfig, Recording, TokenUsage};
 
 /// A tool as offered to the model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
     pub name: String,
