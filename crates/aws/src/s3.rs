@@ -35,6 +35,11 @@ impl S3Archive {
         Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(force_path_style).build())
     }
 
+    /// The same bucket and client under another `prefix` (another kind's folder).
+    pub fn with_prefix(&self, prefix: impl Into<String>) -> Self {
+        Self { client: self.client.clone(), bucket: self.bucket.clone(), prefix: prefix.into() }
+    }
+
     pub fn bucket(&self) -> &str {
         &self.bucket
     }

@@ -1,8 +1,9 @@
 //! archiver: the executions table's DynamoDB stream → S3, as gzip-compressed JSON Lines. Only
 //! `INSERT` and `MODIFY` records with a `NewImage` of an execution item (`SK = EXEC#…`, which
-//! carries the record under `body`) are archived; source and id pointers and `REMOVE`s (TTL
-//! expiry) are skipped. A batch becomes one object per (tenant, day):
-//! `tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.jsonl.gz`. The key depends only on
+//! carries the record under `body`) or of recorded model content (`SK = CONTENT#…`, its JSON
+//! under `content`) are archived; source and id pointers and `REMOVE`s (TTL expiry) are skipped.
+//! A batch becomes one object per kind, tenant and day:
+//! `<executions/|content/>tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.jsonl.gz`. The key depends only on
 //! the batch's records, so a retried batch overwrites the same object instead of duplicating it.
 //! The files' layout and encoding are `switchboard_domain::archive`'s, which the embedded
 //! profile's retention sweep writes too.
@@ -11,6 +12,7 @@ use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::{ArchiveError, S3Archive};
 use switchboard_domain::archive::{ArchiveBatch, ArchiveKind, day_of};
+use switchboard_domain::limits::CONTENT_TTL_DAYS;
 
 /// What one batch wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,22 +33,50 @@ pub enum ArchiverError {
     Answer(#[from] serde_json::Error),
 }
 
-/// One archivable record: its (tenant, day) and JSON line.
-fn line(record: &EventRecord) -> Result<Option<(String, String, String)>, String> {
+/// One archivable record: its kind, (tenant, day) and JSON line.
+fn line(record: &EventRecord) -> Result<Option<(ArchiveKind, String, String, String)>, String> {
     if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") || record.change.new_image.is_empty() {
         return Ok(None);
     }
     let image: serde_json::Value =
         serde_dynamo::from_item(record.change.new_image.clone()).map_err(|e| format!("NewImage: {e}"))?;
-    let is_execution = image.get("SK").and_then(|v| v.as_str()).is_some_and(|sk| sk.starts_with("EXEC#"));
-    let Some(body) = image.get("body").filter(|_| is_execution) else { return Ok(None) };
+    let sk = image.get("SK").and_then(|v| v.as_str()).unwrap_or_default();
+    let sequence = record.change.sequence_number.as_deref();
+    if let Some(sha256) = sk.strip_prefix("CONTENT#") {
+        return content_line(&image, sha256, &record.event_name, sequence).map(Some);
+    }
+    let Some(body) = image.get("body").filter(|_| sk.starts_with("EXEC#")) else { return Ok(None) };
     let tenant = body.get("tenantId").and_then(|v| v.as_str()).ok_or("execution has no tenantId")?;
     // The day the execution was created (UTC), which is stable across retries of the batch.
     let created = body.get("createdAt").and_then(|v| v.as_str()).ok_or("execution has no createdAt")?;
     let day = day_of(created).ok_or("createdAt is not an RFC 3339 time")?;
-    let sequence = record.change.sequence_number.as_deref();
     let line = switchboard_domain::archive::line(ArchiveKind::Executions, &record.event_name, sequence, body);
-    Ok(Some((tenant.to_owned(), day.to_owned(), line)))
+    Ok(Some((ArchiveKind::Executions, tenant.to_owned(), day.to_owned(), line)))
+}
+
+/// A piece of recorded content as the embedded profile's retention archives it: its key, the
+/// session, when it was last stored (its expiry less the content's retention, the day it is filed
+/// under) and the content as JSON.
+fn content_line(
+    image: &serde_json::Value,
+    sha256: &str,
+    event_name: &str,
+    sequence: Option<&str>,
+) -> Result<(ArchiveKind, String, String, String), String> {
+    let tenant = image.get("tenantId").and_then(|v| v.as_str()).ok_or("content has no tenantId")?;
+    let session = image.get("PK").and_then(|v| v.as_str()).and_then(|pk| pk.strip_prefix("SESSION#"));
+    let expires = image.get("expiresAt").and_then(serde_json::Value::as_i64).ok_or("content has no expiresAt")?;
+    let expires_at = chrono::DateTime::<chrono::Utc>::from_timestamp(expires, 0).ok_or("expiresAt is out of range")?;
+    let stored_at = (expires_at - chrono::Duration::days(CONTENT_TTL_DAYS)).to_rfc3339();
+    let text = image.get("content").and_then(|v| v.as_str()).ok_or("content has no content")?;
+    let content: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("content: {e}"))?;
+    let record = serde_json::json!({
+        "tenantId": tenant, "sessionId": session, "sha256": sha256, "storedAt": stored_at,
+        "expiresAt": expires_at.to_rfc3339(), "content": content,
+    });
+    let day = day_of(&stored_at).ok_or("storedAt is not an RFC 3339 time")?.to_owned();
+    let line = switchboard_domain::archive::line(ArchiveKind::Content, event_name, sequence, &record);
+    Ok((ArchiveKind::Content, tenant.to_owned(), day, line))
 }
 
 /// What the function consumes the executions table's stream for: archiving execution records,
@@ -76,11 +106,12 @@ pub async fn serve(streams: &Streams) -> Result<(), lambda_runtime::Error> {
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, records = event.payload.records.len()))]
 pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<ArchiveSummary, ArchiverError> {
     let mut summary = ArchiveSummary::default();
-    let mut batch = ArchiveBatch::new();
+    let (mut executions, mut content) = (ArchiveBatch::new(), ArchiveBatch::new());
     for record in &event.payload.records {
         match line(record) {
-            Ok(Some((tenant, day, json))) => {
+            Ok(Some((kind, tenant, day, json))) => {
                 let sequence = record.change.sequence_number.as_deref().unwrap_or(&record.event_id);
+                let batch = if kind == ArchiveKind::Content { &mut content } else { &mut executions };
                 batch.push(&tenant, &day, sequence, json);
                 summary.archived += 1;
             }
@@ -93,11 +124,16 @@ pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<Ar
             }
         }
     }
-    for file in batch.files()? {
-        archive.put(&file.key, file.bytes, "application/gzip").await?;
-        tracing::info!(key = %file.key, lines = file.lines, "archived");
-        summary.objects.push(archive.object_key(&file.key));
+    // Content files sit beside the execution records', under their own folder.
+    let content_archive = archive.with_prefix(ArchiveKind::Content.prefix());
+    for (archive, batch) in [(archive, executions), (&content_archive, content)] {
+        for file in batch.files()? {
+            archive.put(&file.key, file.bytes, "application/gzip").await?;
+            tracing::info!(key = %file.key, lines = file.lines, "archived");
+            summary.objects.push(archive.object_key(&file.key));
+        }
     }
+    summary.objects.sort();
     Ok(summary)
 }
 

@@ -28,6 +28,8 @@ enum TxRole {
     Usage,
     /// An event of the turn's outbox in the tenant's event log (no condition).
     Event,
+    /// A piece of recorded model content (no condition).
+    Content,
 }
 
 /// What to do after a cancelled turn transaction that is not the caller's error.
@@ -263,6 +265,7 @@ impl DynamoStore {
                 // An update without a condition cannot fail one.
                 TxRole::Usage => StoreError::Corrupt("a usage counter failed a condition it does not have".into()),
                 TxRole::Event => StoreError::Corrupt("an event failed a condition it does not have".into()),
+                TxRole::Content => StoreError::Corrupt("recorded content failed a condition it does not have".into()),
             });
         }
         let conflicts = failed("TransactionConflict");
@@ -449,21 +452,26 @@ impl SessionStore for DynamoStore {
         paginate(self.by_conversation(tenant, conversation_id), None).all().await?.iter().map(decode).collect()
     }
 
-    /// The turn's recorded content first (`content`), then one `TransactWriteItems`: the session puts (each conditional on the version read or on not
+    /// One `TransactWriteItems` (the recorded content that has no room in it written first, see
+    /// `content`): the session puts (each conditional on the version read or on not
     /// existing), the active-session marker, the execution record and its source and id pointers
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
     /// under sequence numbers taken first, marked burned if the commit fails).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
-        if !commit.content.is_empty() {
-            let e = &commit.execution;
-            self.put_content(&e.tenant_id, e.session_id, &commit.content, self.clock.now()).await?;
-        }
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
             items.push((self.session_item(&w.session, w.expected_version)?, TxRole::Session(w.session.session_id)));
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution)?);
+        let e = &commit.execution;
+        let now = self.clock.now();
+        let (inside, overflow) =
+            self.content_in_transaction(&e.tenant_id, e.session_id, &commit.content, now, items.len())?;
+        if !overflow.is_empty() {
+            self.put_content(&e.tenant_id, e.session_id, overflow, now).await?;
+        }
+        items.extend(inside.into_iter().map(|item| (item, TxRole::Content)));
         let (outbox, taken) = self.outbox_items(&commit.events).await?;
         items.extend(outbox.into_iter().map(|item| (item, TxRole::Event)));
         let committed = self.transact_turn(items).await;

@@ -1458,6 +1458,13 @@ async fn recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant(x
     stale.content = vec![blob("orphan")];
     assert!(x.sessions.commit_turn(&stale).await.is_err());
     assert_eq!(x.executions.execution_for_source(&t, "evt-3").await.unwrap(), None);
+    // a turn with more pieces than one transaction holds keeps them all
+    let many: Vec<Blob> = (0..150).map(|i| blob(&format!("piece {i}"))).collect();
+    let (_, mut long) = update(&s2, "evt-4", now);
+    long.content = many.clone();
+    x.sessions.commit_turn(&long).await.unwrap();
+    let hashes: Vec<String> = many.iter().map(|b| b.sha256.clone()).collect();
+    assert_eq!(x.executions.content(&t, s.session_id, &hashes).await.unwrap().len(), 150);
     // after the content's retention nothing reads back
     x.clock.advance(Duration::days(switchboard_domain::limits::CONTENT_TTL_DAYS) + Duration::minutes(1));
     assert!(x.executions.content(&t, s.session_id, &wanted).await.unwrap().is_empty());

@@ -453,6 +453,53 @@ async fn the_archiver_writes_one_gzip_json_lines_object_per_tenant_and_day_and_a
     assert_eq!(lines[1]["execution"]["tokenUsage"]["inputTokens"], json!(31));
 }
 
+#[tokio::test]
+async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it_was_stored() {
+    // given a stream batch holding one piece of recorded content (as the DynamoDB store writes it)
+    // and one execution record
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let bucket = common::create_bucket(&sdk).await;
+    let archive = S3Archive::new(S3Archive::client(&sdk, true), bucket.clone(), "executions/");
+    let mut payload = fixture("dynamodb-stream-executions.json");
+    let stored = chrono::DateTime::parse_from_rfc3339("2026-11-23T07:00:02Z").unwrap().timestamp();
+    let expires = stored + switchboard_domain::limits::CONTENT_TTL_DAYS * 86_400;
+    let sha = "ab".repeat(32);
+    let message = json!({"role": "user", "content": [{"type": "text", "text": "Where is my order?"}]}).to_string();
+    let content = json!({
+        "eventID": "content-1", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": { "PK": {"S": "SESSION#01JDQA0000000000000000SES1"}, "SK": {"S": format!("CONTENT#{sha}")} },
+            "SequenceNumber": "111100000000000000000009", "SizeBytes": 200, "StreamViewType": "NEW_AND_OLD_IMAGES",
+            "NewImage": {
+                "PK": {"S": "SESSION#01JDQA0000000000000000SES1"}, "SK": {"S": format!("CONTENT#{sha}")},
+                "tenantId": {"S": "t-1"}, "expiresAt": {"N": expires.to_string()}, "content": {"S": message}
+            }
+        }
+    });
+    let records = payload["Records"].as_array_mut().unwrap();
+    records.truncate(1);
+    records.push(content);
+    // when the archiver handles it
+    let done = archiver::handle(&archive, event::<StreamEvent>(payload)).await.unwrap();
+    // then the content has its own folder, filed under its tenant and the day it was stored
+    assert_eq!(
+        done.objects,
+        vec![
+            "content/tenant=t-1/date=2026-11-23/111100000000000000000009.jsonl.gz".to_owned(),
+            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.jsonl.gz".to_owned(),
+        ]
+    );
+    let lines = gunzip_lines(&object(&sdk, &bucket, &done.objects[0]).await);
+    let c = &lines[0]["content"];
+    assert_eq!(
+        (c["sha256"].as_str(), c["sessionId"].as_str()),
+        (Some(sha.as_str()), Some("01JDQA0000000000000000SES1"))
+    );
+    assert_eq!(c["content"]["content"][0]["text"], "Where is my order?");
+    assert_eq!(c["storedAt"], "2026-11-23T07:00:02+00:00");
+}
+
 // ---- end to end ---------------------------------------------------------------------------------------
 
 async fn queue_with_arn(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
@@ -627,8 +674,15 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         .send()
         .await
         .unwrap();
-    let item = items.items().first().cloned().unwrap();
+    let sk = |i: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>| {
+        i.get("SK").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+    };
+    let item = items.items().iter().find(|i| sk(i).starts_with("EXEC#")).cloned().unwrap();
     let image = serde_json::to_value(serde_dynamo::Item::from(item)).unwrap();
+    // (beside it, the model calls' recorded content, one item a piece, that the record points at)
+    let content: Vec<String> = items.items().iter().map(sk).filter(|k| k.starts_with("CONTENT#")).collect();
+    let call = &record.model_calls[0].request.as_ref().unwrap().system;
+    assert!(content.contains(&format!("CONTENT#{}", call.sha256)), "{content:?}");
     // (the same transaction counted the turn's usage, in an item the archiver leaves alone)
     let usage_items = dynamodb
         .query()
