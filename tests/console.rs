@@ -315,6 +315,31 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     b.shot("4-execution").await;
     b.shot_for_docs(&docs, "execution").await;
 
+    // What the first model call was sent and answered: the prompt, opened, with its messages
+    // and tools, and the answer (the order-status tool call), each with its tokens.
+    let answer = b.text("#answer-own-0").await;
+    assert!(answer.contains("Answer ·") && answer.contains("order_status"), "{answer}");
+    b.click("#prompt-own-0 > summary").await;
+    b.click("#prompt-own-0 ol.prompt-messages li:last-child summary").await;
+    let prompt = b.wait_text("#prompt-own-0", "Where is my order #1234?").await;
+    assert!(prompt.contains("You are Acme Outdoor's front-line support agent"), "the system prompt: {prompt}");
+    assert!(prompt.contains("Tools ·") && prompt.contains("order_status") && prompt.contains("tokens"), "{prompt}");
+    // copied as JSON: what the page puts on the clipboard (or, without one, in the box to copy)
+    b.click("#copy-request-own-0").await;
+    let copied = b.js("return document.getElementById('request-json-own-0').value").await;
+    let copied: Value = serde_json::from_str(copied.as_str().unwrap()).unwrap();
+    assert!(copied["system"].as_str().unwrap().starts_with("You are Acme Outdoor's front-line support agent"));
+    assert_eq!(copied["messages"][0]["content"][0]["text"], "Where is my order #1234?");
+    assert!(copied["tools"].as_array().unwrap().iter().any(|t| t["name"] == "order_status"), "{copied}");
+    b.js("document.getElementById('prompt-own-0').scrollIntoView()").await;
+    b.shot("5-execution-prompt").await;
+    b.shot_for_docs(&docs, "execution-prompt").await;
+    // every control of the view is reachable by keyboard: summaries and the copy button take focus
+    let focusable = b
+        .js("return [...document.querySelectorAll('#prompt-own-0 summary, #copy-request-own-0')].every(e => { e.focus(); return document.activeElement === e; })")
+        .await;
+    assert_eq!(focusable, true);
+
     b.click("a[href='#/overview']").await;
     b.find("#waiting-count").await;
     assert_eq!(b.text("#waiting-count").await, "0", "nobody waits after the handback");

@@ -357,7 +357,69 @@ async function act(call, done) {
 
 // ---------- execution viewer ----------
 
-function modelCall(c) {
+/** A recorded text that redaction replaced: its length and hash, never the words. */
+function shown(text) {
+  if (text && typeof text === "object" && text.redacted) {
+    return el("span", { class: "redacted" }, `[redacted: ${text.redacted.bytes} bytes, sha256 ${text.redacted.sha256.slice(0, 12)}…]`);
+  }
+  return typeof text === "string" ? text : JSON.stringify(text, null, 2);
+}
+
+/** One message as the model saw it: each block, text as text, tool calls and results as JSON. */
+function blocks(message) {
+  return (message.content || []).map((b) => {
+    if (b.type === "text") return el("p", { class: "block" }, shown(b.text));
+    if (b.type === "toolUse") return el("div", { class: "block" }, "Tool call ", el("code", {}, b.name), " ", el("code", { class: "muted" }, b.toolUseId), pretty(b.input && b.input.redacted ? shown(b.input) : b.input));
+    if (b.type === "toolResult") return el("div", { class: "block" }, `Tool result${b.isError ? " (error)" : ""} `, el("code", { class: "muted" }, b.toolUseId), pretty(b.content && b.content.redacted ? shown(b.content) : b.content));
+    return pretty(b);
+  });
+}
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+const gone = () => el("p", { class: "muted" }, "No longer kept (its retention ended).");
+
+/** What one call was sent and answered, from `…/model-calls`; collapsible, with tokens per part. */
+function callContent(content, n) {
+  if (!content || !content.request) {
+    return el("p", { class: "muted" }, "The request and answer were not recorded (the tenant's recording is off).");
+  }
+  const r = content.request;
+  const part = (p, render) => (p.content === null || p.content === undefined ? gone() : render(p.content));
+  const tokens = r.system.tokens + r.tools.tokens + r.messages.reduce((a, m) => a + m.tokens, 0);
+  const asJson = () => JSON.stringify({
+    model: r.model, system: r.system.content, messages: r.messages.map((m) => m.content), tools: r.tools.content, config: r.config,
+  }, null, 2);
+  const copyArea = el("textarea", { class: "copy", id: `request-json-${n}`, readonly: true, rows: "8", hidden: true, "aria-label": "The request as JSON" });
+  const copy = el("button", { type: "button", class: "secondary", id: `copy-request-${n}`, onclick: async () => {
+    copyArea.value = asJson();
+    copyArea.hidden = false;
+    copyArea.select();
+    try {
+      await navigator.clipboard.writeText(copyArea.value);
+      say("The request is on the clipboard as JSON.");
+    } catch {
+      say("Select and copy the request below (the clipboard is not available here).");
+    }
+  } }, "Copy request as JSON");
+  const toolNames = (tools) => el("ul", {}, tools.map((tool) => el("li", {}, el("details", {}, el("summary", {}, el("code", {}, tool.name), ` ${tool.description}`), pretty(tool.inputSchema)))));
+  const answer = content.response && content.response.message;
+  return el("div", { class: "call-content" },
+    el("details", { class: "prompt", id: `prompt-${n}` },
+      el("summary", {}, `Prompt · about ${tokens} tokens (system ${r.system.tokens} · ${plural(r.messages.length, "message")} · tools ${r.tools.tokens})`),
+      el("h4", {}, `System prompt · ${r.system.tokens} tokens`), part(r.system, (v) => el("pre", { class: "system" }, shown(v))),
+      el("h4", {}, `Messages · ${r.messages.length}`),
+      el("ol", { class: "prompt-messages" }, r.messages.map((m) => el("li", {},
+        m.content ? el("details", {}, el("summary", {}, `${m.content.role} · ${m.tokens} tokens`), blocks(m.content)) : gone()))),
+      el("h4", {}, `Tools · ${r.tools.tokens} tokens`), part(r.tools, toolNames),
+      el("h4", {}, "Configuration"), pretty({ model: r.model, ...r.config }),
+      copy, copyArea),
+    el("details", { class: "answer", id: `answer-${n}`, open: true },
+      el("summary", {}, `Answer · ${answer ? answer.tokens : 0} tokens`),
+      answer ? part(answer, (v) => blocks(v)) : gone()));
+}
+
+function modelCall(c, content, n) {
   return el("li", { class: "model-call" },
     el("strong", {}, "Model call "), el("code", {}, c.model), " ", el("span", { class: "pill" }, c.stopReason),
     c.purpose ? ` (${c.purpose})` : "",
@@ -365,7 +427,8 @@ function modelCall(c) {
       el("dt", {}, "Tokens"), el("dd", {}, `${c.usage.inputTokens} in · ${c.usage.outputTokens} out${c.usage.cacheReadTokens ? ` · ${c.usage.cacheReadTokens} cache read` : ""}`),
       el("dt", {}, "Cost"), el("dd", {}, c.costUsd == null ? "unpriced" : `$${c.costUsd}`),
       el("dt", {}, "Latency"), el("dd", {}, `${c.latencyMs} ms`),
-      (c.fallbackFrom || []).length ? [el("dt", {}, "Fallbacks"), el("dd", {}, c.fallbackFrom.map((f) => `${f.model}: ${f.kind}`).join("; "))] : null));
+      (c.fallbackFrom || []).length ? [el("dt", {}, "Fallbacks"), el("dd", {}, c.fallbackFrom.map((f) => `${f.model}: ${f.kind}`).join("; "))] : null),
+    callContent(content, n));
 }
 
 function toolCall(c) {
@@ -376,25 +439,28 @@ function toolCall(c) {
     el("details", {}, el("summary", {}, "Arguments and result"), pretty(c.input), pretty(c.output)));
 }
 
-/** Each model call followed by the tool calls it asked for, in the order they ran. */
-function timeline(x) {
+/** Each model call followed by the tool calls it asked for, in the order they ran; `contents`
+ * is what `…/model-calls` answered, `sub` the sub-agent call whose run this is. */
+function timeline(x, contents, sub = null) {
   const items = [];
   const tools = x.toolCalls || [];
   const askedBy = (n) => tools.filter((c) => (c.afterModelCall || 0) === n);
+  const contentOf = (i) => contents.find((c) => c.index === i && (c.subAgentCall || null) === sub);
   (x.modelCalls || []).forEach((c, i) => {
-    items.push(modelCall(c));
+    items.push(modelCall(c, contentOf(i), `${sub || "own"}-${i}`));
     askedBy(i + 1).forEach((t) => items.push(toolCall(t)));
   });
   // Asked for by no model call of this record (or recorded before calls were numbered).
   askedBy(0).forEach((t) => items.push(toolCall(t)));
-  (x.children || []).forEach((child) => items.push(el("li", { class: "child" }, el("strong", {}, "Sub-agent "), el("code", {}, child.agentId), el("ol", { class: "timeline" }, timeline(child)))));
+  (x.children || []).forEach((child) => items.push(el("li", { class: "child" }, el("strong", {}, "Sub-agent "), el("code", {}, child.agentId), el("ol", { class: "timeline" }, timeline(child, contents, child.toolUseId)))));
   return items;
 }
 
 async function execution(id) {
-  const [x, agents] = await Promise.all([
+  const [x, agents, recorded] = await Promise.all([
     api("GET", `/tenants/${t()}/executions/${id}`),
     api("GET", `/tenants/${t()}/agents?limit=100`).catch(() => ({ items: [] })),
+    api("GET", `/tenants/${t()}/executions/${id}/model-calls`).catch(() => ({ calls: [] })),
   ]);
   const u = x.tokenUsage || {};
   main.replaceChildren(
@@ -409,7 +475,7 @@ async function execution(id) {
       el("dt", {}, "Latency"), el("dd", {}, `${x.latencyMs} ms`),
       x.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${x.error.kind}${x.error.reason ? ` (${x.error.reason})` : ""}: ${x.error.message}`)] : null)),
     el("h2", {}, "Timeline"),
-    el("ol", { class: "timeline", id: "timeline" }, timeline(x)),
+    el("ol", { class: "timeline", id: "timeline" }, timeline(x, recorded.calls)),
     el("h2", {}, "Actions"), pretty(x.actions),
     el("h2", {}, "Input"), pretty(x.input));
 }

@@ -179,7 +179,11 @@ fn capture(record: &mut ModelCallRecord, request: &ModelRequest, answer: &Messag
         system,
         messages,
         tools,
-        config: serde_json::to_value(&request.config).unwrap_or_default(),
+        // Through its text, so that an `f32` reads as written (0.2, not 0.20000000298023224).
+        config: serde_json::to_string(&request.config)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default(),
     });
     record.response = Some(CallResponse { message });
     record.content = content;

@@ -91,7 +91,10 @@ async fn every_model_call_records_the_request_the_model_received_and_its_answer(
         let messages: Vec<Value> = request.messages.iter().map(|m| m.content.clone().unwrap()).collect();
         assert_eq!(messages, serde_json::to_value(&sent.messages).unwrap().as_array().unwrap().clone());
         assert_eq!(request.tools.content, Some(serde_json::to_value(&sent.tools).unwrap()));
-        assert_eq!(request.config, serde_json::to_value(&sent.config).unwrap());
+        assert_eq!(
+            serde_json::from_value::<switchboard_domain::ModelConfig>(request.config.clone()).unwrap(),
+            sent.config
+        );
         assert!(request.messages.iter().all(|m| m.tokens > 0 && m.bytes > 0));
     }
     // and the answers are the model's: a tool call with its arguments, then the text
