@@ -15,6 +15,7 @@ pub mod follow;
 pub mod keys;
 pub mod metrics;
 pub mod queue;
+pub mod replay;
 pub mod retention;
 pub mod runtime;
 pub mod schema;

@@ -229,3 +229,119 @@ async fn a_second_session_of_the_conversation_stores_its_own_content_and_a_tenan
     assert!(w.embedded.store.delete_tenant(&w.tenant).await.unwrap());
     assert_eq!(content_bytes(&w), 0);
 }
+
+// ---- replay ---------------------------------------------------------------------------------------
+
+fn example(name: &str, file: &str) -> String {
+    std::fs::read_to_string(format!("{}/../../examples/{name}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Runs example `name`'s conversation (its rounds, each drained) on the scripted model; every
+/// execution that made a model call, in order.
+async fn run_example(name: &str) -> (World, Vec<ExecutionRecord>) {
+    let script = ScriptedModel::from_json(&example(name, "script.json")).unwrap();
+    let mut w = World::with_model(&example(name, "tenant.json"), Arc::new(script)).await;
+    let conversation: Value = serde_json::from_str(&example(name, "conversation.json")).unwrap();
+    let mut records = Vec::new();
+    for round in conversation["rounds"].as_array().unwrap() {
+        for m in round.as_array().unwrap() {
+            let e = w.event(m["conversationId"].as_str().unwrap(), m["text"].as_str().unwrap());
+            w.embedded.ingest(&e).await.unwrap();
+        }
+        for outcome in w.drain(&w.embedded.executor.clone()).await {
+            if let switchboard_engine::ExecOutcome::Recorded(r) = outcome
+                && !r.model_calls.is_empty()
+            {
+                records.push(*r);
+            }
+        }
+    }
+    (w, records)
+}
+
+async fn replay_of(w: &World, r: &ExecutionRecord) -> switchboard_embedded::replay::Replay {
+    let store = &w.embedded.store;
+    let input = switchboard_embedded::replay::gather(store, store, store, store, &w.tenant, r.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    switchboard_embedded::replay::replay(input).await.unwrap()
+}
+
+#[tokio::test]
+async fn every_execution_of_the_demo_and_the_four_pattern_examples_replays_with_the_same_actions() {
+    for name in ["support", "steps", "skills", "supervisor", "router"] {
+        let (w, records) = run_example(name).await;
+        assert!(!records.is_empty(), "{name} ran");
+        for r in &records {
+            let replay = replay_of(&w, r).await;
+            assert!(replay.same, "{name}, execution {}: {:#?}", r.execution_id, replay.differences);
+            assert_eq!(
+                replay.recorded.model_calls,
+                r.model_calls.len() + r.children.iter().map(|c| c.model_calls.len()).sum::<usize>()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_replay_calls_no_model_and_no_webhook_and_sends_nothing() {
+    // given an execution that called a tool and replied
+    let model = capturing(order_script());
+    let mut w = World::with_model(&bundle(json!({})), model.clone()).await;
+    let (_, outcomes) = w.say("c-1", "my card is 4111-secret").await;
+    let r = record(&outcomes[0]).clone();
+    let (calls, replies, rows) = (model.seen.lock().unwrap().len(), w.replies("c-1").await, count(&w, "executions"));
+    // when it is replayed
+    let replay = replay_of(&w, &r).await;
+    // then it took the same actions, without asking the model, and nothing new is kept or sent
+    assert!(replay.same, "{:#?}", replay.differences);
+    assert_eq!(replay.replayed.tool_calls[0]["name"], "set_context");
+    assert_eq!(replay.replayed.actions[0]["text"], "Noted: my card is 4111-secret");
+    assert_eq!(model.seen.lock().unwrap().len(), calls, "no model call");
+    assert_eq!(w.replies("c-1").await, replies, "no reply sent");
+    assert_eq!(count(&w, "executions"), rows, "no record written");
+}
+
+fn count(w: &World, table: &str) -> i64 {
+    db(w).query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test]
+async fn a_change_in_what_the_engine_does_is_reported_as_a_difference() {
+    // given an execution whose agent wrote memory with set_context
+    let (w, records) = run_example("support").await;
+    let store = &w.embedded.store;
+    let r = records.iter().find(|r| r.tool_calls.iter().any(|c| c.name == "set_context")).expect("a memory write");
+    let mut input = switchboard_embedded::replay::gather(store, store, store, store, &w.tenant, r.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // when the engine no longer lets the agent call it (its tools no longer hold set_context)
+    input.agent.tools.retain(|t| t != "set_context");
+    let replay = switchboard_embedded::replay::replay(input).await.unwrap();
+    // then the replay says so: the call is refused where it ran
+    assert!(!replay.same);
+    assert!(
+        replay.differences.iter().any(|d| d.contains("tool call") && d.contains("\"isError\":true")),
+        "{:#?}",
+        replay.differences
+    );
+}
+
+#[tokio::test]
+async fn a_record_without_content_or_with_redacted_words_is_not_replayed_and_says_why() {
+    for (recording, why) in [(Recording::Off, "recording was off"), (Recording::Redacted, "redacted")] {
+        let mut w = World::with_model(&bundle(json!({})), capturing(order_script())).await;
+        set_recording(&w, recording).await;
+        let (_, outcomes) = w.say("c-1", "hello").await;
+        let r = record(&outcomes[0]);
+        let store = &w.embedded.store;
+        let input = switchboard_embedded::replay::gather(store, store, store, store, &w.tenant, r.execution_id)
+            .await
+            .unwrap()
+            .unwrap();
+        let refused = switchboard_embedded::replay::replay(input).await.unwrap_err();
+        assert!(refused.to_string().contains(why), "{refused}");
+    }
+}
