@@ -108,6 +108,17 @@ impl Problem {
         Self::new(StatusCode::NOT_ACCEPTABLE, "not-acceptable", "Not acceptable", detail)
     }
 
+    /// 422: the request is well formed but what it names cannot be done (an execution that
+    /// cannot be replayed, say).
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", "Cannot be done", detail)
+    }
+
+    /// 501: this deployment does not offer the route.
+    pub fn not_implemented(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_IMPLEMENTED, "not-implemented", "Not offered here", detail)
+    }
+
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
     }

@@ -40,6 +40,7 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants/{tenant}/executions", get(executions::by_source))
         .route("/tenants/{tenant}/executions/{execution}", get(executions::get_one))
         .route("/tenants/{tenant}/executions/{execution}/model-calls", get(executions::model_calls))
+        .route("/tenants/{tenant}/executions/{execution}/replay", post(executions::replay))
         .route("/tenants/{tenant}/usage", get(reports::usage))
         .route("/tenants/{tenant}/activity", get(reports::activity))
         .route("/tenants", post(tenants::create))

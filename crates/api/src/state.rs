@@ -46,6 +46,33 @@ pub struct ApiState {
     /// Dead letters per tenant (embedded). `None`: not countable per tenant (AWS: one shared
     /// dead-letter queue).
     pub dead_letters: Option<Arc<dyn DeadLetters>>,
+    /// Replays executions (embedded: in a scratch engine beside the store). `None`: this
+    /// deployment does not (a Lambda function has no scratch engine).
+    pub replayer: Option<Arc<dyn Replayer>>,
+}
+
+/// Runs an execution again from its record (`POST …/executions/{e}/replay`).
+#[async_trait::async_trait]
+pub trait Replayer: Send + Sync {
+    /// The replay's report; `Ok(None)` when the tenant has no such execution.
+    async fn replay(
+        &self,
+        tenant: &switchboard_domain::TenantId,
+        execution: switchboard_domain::ExecutionId,
+    ) -> Result<Option<serde_json::Value>, ReplayRefused>;
+}
+
+/// Why a replay did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayRefused {
+    /// The record cannot be replayed (no content kept, words redacted, nothing to replay).
+    #[error("{0}")]
+    Unreplayable(String),
+    #[error(transparent)]
+    Store(#[from] switchboard_engine::StoreError),
+    /// The scratch engine could not run it.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// The process's metrics as OpenMetrics text, for `GET /metrics`.

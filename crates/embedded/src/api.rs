@@ -83,6 +83,28 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         ready: Some(embedded.clone()),
         metrics: Some(embedded.clone()),
         dead_letters: Some(Arc::new(embedded.queue.clone())),
+        replayer: Some(Arc::new(StoreReplayer(embedded.store.clone()))),
+    }
+}
+
+/// Replays an execution of the store in a scratch engine ([`crate::replay`]).
+struct StoreReplayer(crate::store::SqliteStore);
+
+#[async_trait]
+impl switchboard_api::Replayer for StoreReplayer {
+    async fn replay(
+        &self,
+        tenant: &switchboard_domain::TenantId,
+        execution: switchboard_domain::ExecutionId,
+    ) -> Result<Option<serde_json::Value>, switchboard_api::ReplayRefused> {
+        use switchboard_api::ReplayRefused;
+        let s = &self.0;
+        let Some(input) = crate::replay::gather(s, s, s, s, tenant, execution).await? else { return Ok(None) };
+        let report = crate::replay::replay(input).await.map_err(|e| match e {
+            crate::replay::ReplayError::Unreplayable(why) => ReplayRefused::Unreplayable(why),
+            crate::replay::ReplayError::Failed(why) => ReplayRefused::Failed(why),
+        })?;
+        serde_json::to_value(report).map(Some).map_err(|e| ReplayRefused::Failed(e.to_string()))
     }
 }
 

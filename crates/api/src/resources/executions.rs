@@ -14,9 +14,9 @@ use serde_json::json;
 use switchboard_domain::{ExecutionId, SessionId, ValidationErrors};
 use switchboard_engine::recorded;
 
-use crate::extract::{Query, Tenant, page_limit};
+use crate::extract::{JsonBody, Query, Tenant, page_limit};
 use crate::problem::Problem;
-use crate::state::ApiState;
+use crate::state::{ApiState, ReplayRefused};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +77,41 @@ pub(crate) async fn model_calls(
     let calls = recorded::model_calls(state.executions.as_ref(), &record).await?;
     Ok(Json(json!({ "executionId": record.execution_id, "sessionId": record.session_id, "calls": calls }))
         .into_response())
+}
+
+/// `POST /tenants/{t}/executions/{e}/replay`: the execution run again by today's engine from its
+/// record (its model answers and tool results; nothing called, committed or sent), and whether
+/// it took the same actions. `422` when the record cannot be replayed; `501` where the
+/// deployment has no scratch engine (AWS: run `switchboard replay` against the embedded profile).
+pub(crate) async fn replay(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    Path((_, execution)): Path<(String, String)>,
+    body: Result<JsonBody<serde_json::Value>, Problem>,
+) -> Result<Response, Problem> {
+    let no_execution = || Problem::not_found(format!("no execution '{execution}'"));
+    let id: ExecutionId = execution.parse().map_err(|_| no_execution())?;
+    // `{}`: no options yet (a live run with another configuration or model would be one).
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ReplayOptions {}
+    let JsonBody(body) = body?;
+    let _: ReplayOptions = switchboard_domain::input::read_value(body, "").map_err(Problem::invalid)?;
+    let Some(replayer) = &state.replayer else {
+        return Err(Problem::not_implemented(
+            "this deployment does not replay executions: replay runs in the embedded profile (switchboard serve)",
+        ));
+    };
+    match replayer.replay(&t, id).await {
+        Ok(Some(report)) => Ok(Json(report).into_response()),
+        Ok(None) => Err(no_execution()),
+        Err(ReplayRefused::Unreplayable(why)) => Err(Problem::unprocessable(why)),
+        Err(ReplayRefused::Store(e)) => Err(e.into()),
+        Err(ReplayRefused::Failed(why)) => {
+            tracing::warn!(execution = %id, reason = %why, "replay failed");
+            Err(Problem::internal())
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

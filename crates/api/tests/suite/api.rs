@@ -419,6 +419,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}/model-calls"), None));
+        corpus.push((Method::POST, format!("{base}/executions/{execution}/replay"), Some(json!({}))));
         corpus.push((Method::GET, format!("{base}/executions?sourceId=x-1"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/sessions"), None));
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
@@ -1042,4 +1043,41 @@ async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
     // the other tenant is untouched
     let log = other.get("/tenants/other/conversations/c-1/messages").await;
     assert_eq!(log.body["messages"].as_array().unwrap().len(), 1, "{}", log.body);
+}
+
+#[tokio::test]
+async fn a_replay_answers_the_same_actions_and_refuses_what_it_cannot_replay_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    let message = |id: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": "m-1", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "where is my order" } } })
+    };
+    // given an execution recorded in full
+    let run = api.post("/events?wait=30", message("r-1")).await;
+    let execution = run.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let path = format!("/tenants/acme/executions/{execution}/replay");
+    // then it replays with the same actions
+    let replay = api.post(&path, json!({})).await;
+    assert_eq!((replay.status.as_u16(), &replay.body["same"]), (200, &json!(true)), "{}", replay.body);
+    assert_eq!(replay.body["recorded"], replay.body["replayed"]);
+    // an option it does not know is named
+    let bad = api.post(&path, json!({ "live": true })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/live".to_owned()]), "{}", bad.body);
+    // an execution that does not exist, or is not an id, is not found
+    assert_eq!(api.post("/tenants/acme/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay", json!({})).await.status, 404);
+    assert_eq!(api.post("/tenants/acme/executions/nope/replay", json!({})).await.status, 404);
+    // and once the tenant records nothing of its model calls, a new execution cannot be replayed
+    let off = api.call(Method::PATCH, "/tenants/acme", Some(json!({ "recording": "off" })), &[]).await;
+    assert_eq!((off.status.as_u16(), &off.body["recording"]), (200, &json!("off")), "{}", off.body);
+    let run = api.post("/events?wait=30", message("r-2")).await;
+    let execution = run.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let refused = api.post(&format!("/tenants/acme/executions/{execution}/replay"), json!({})).await;
+    assert_eq!(refused.status.as_u16(), 422, "{}", refused.body);
+    assert!(refused.body["detail"].as_str().unwrap().contains("recording was off"), "{}", refused.body);
+    // and a setting that is not one is named
+    let bad = api.call(Method::PATCH, "/tenants/acme", Some(json!({ "recording": "everything" })), &[]).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/recording".to_owned()]), "{}", bad.body);
 }

@@ -829,6 +829,11 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
                 assert!(messages.iter().all(|m| m["content"]["role"].is_string()), "{call:#}");
                 assert_eq!(call["response"]["message"]["content"]["role"], "assistant");
             }
+            // and run again from its record, today's engine takes the same actions
+            if !calls.is_empty() {
+                let replay = api.post(&format!("/tenants/acme/executions/{id}/replay"), json!({})).await;
+                assert_eq!((replay.status.as_u16(), &replay.body["same"]), (200, &json!(true)), "{}", replay.body);
+            }
         }
         if let Some(cursor) = page.body["nextCursor"].as_str() {
             api.get(&format!("/tenants/acme/sessions/{s}/executions?cursor={cursor}")).await;

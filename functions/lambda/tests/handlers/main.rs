@@ -409,6 +409,24 @@ async fn the_internal_api_answers_an_api_gateway_rest_request() {
     assert_eq!(agent["name"], json!("Support"));
 }
 
+#[tokio::test]
+async fn the_internal_api_says_that_replay_is_not_offered_here() {
+    let w = world(vec![], false).await;
+    // given a replay request (the Lambda has no scratch engine to run one in)
+    let request = lambda_http::http::Request::builder()
+        .method("POST")
+        .uri("/tenants/t-1/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay")
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Text("{}".into()))
+        .unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    // then it is answered 501, pointing at where replay runs
+    assert_eq!(response.status(), 501);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let problem: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(problem["detail"].as_str().unwrap().contains("embedded profile"), "{problem}");
+}
+
 // ---- archiver ------------------------------------------------------------------------------------------
 
 fn gunzip_lines(bytes: &[u8]) -> Vec<Value> {
