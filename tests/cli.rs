@@ -716,3 +716,28 @@ fn a_records_history_is_listed_compared_and_rolled_back_with_the_cli() {
     let trigger = last_word(&cli.ok(&["triggers", "create", "-f", &trigger_file]));
     assert!(cli.ok(&["triggers", "versions", &trigger]).lines().nth(1).unwrap().starts_with('1'));
 }
+
+#[tokio::test]
+async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_cannot_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    let event = serde_json::json!({ "id": "rp-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-rp", "messageId": "m-rp", "channel": { "platform": "webchat" },
+                    "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "Where is my order #1234?" } } });
+    let res = reqwest::Client::new()
+        .post(format!("{}/events?wait=30", server.base))
+        .bearer_auth(&server.admin)
+        .json(&event)
+        .send()
+        .await
+        .unwrap();
+    let body: Value = res.json().await.unwrap();
+    let id = body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let same = cli.ok(&["replay", &id]);
+    assert!(same.starts_with("same actions as recorded ("), "{same}");
+    let json: Value = serde_json::from_str(&cli.ok(&["replay", &id, "-o", "json"])).unwrap();
+    assert_eq!((json["same"].clone(), json["recorded"].clone()), (Value::Bool(true), json["replayed"].clone()));
+    assert!(cli.fails(&["replay", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("no execution"));
+}

@@ -61,6 +61,10 @@ enum Command {
     Sessions(client::sessions::SessionArgs),
     /// Execution records of a tenant, on a running server.
     Executions(client::executions::ExecutionArgs),
+    /// Run an execution again from its record with today's engine (recorded model answers and
+    /// tool results; nothing called, committed or sent) and say whether it takes the same
+    /// actions; exits 1 when it does not.
+    Replay(client::executions::ReplayArgs),
     /// Outbound events of a tenant (hand-offs, ends, failures, limits): `events tail [--follow]`.
     Events(client::events::EventArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
@@ -149,6 +153,7 @@ impl Command {
             Self::Agents(a) | Self::Triggers(a) | Self::Tools(a) | Self::Skills(a) => Some(&mut a.remote),
             Self::Sessions(a) => Some(&mut a.remote),
             Self::Executions(a) => Some(&mut a.remote),
+            Self::Replay(a) => Some(&mut a.remote),
             Self::Events(a) => Some(&mut a.remote),
             Self::Usage(a) => Some(&mut a.remote),
             Self::Activity(a) => Some(&mut a.remote),
@@ -179,6 +184,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Skills(a) => client::config::run("skills", &a.remote, a.verb).await,
         Command::Sessions(a) => client::sessions::run(&a.remote, a.verb).await,
         Command::Executions(a) => client::executions::run(&a.remote, a.verb).await,
+        Command::Replay(a) => client::executions::replay(&a.remote, &a.id).await,
         Command::Events(a) => client::events::run(&a.remote, a.verb).await,
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,
         Command::Activity(a) => client::reports::activity(&a.remote, a.hours).await,
