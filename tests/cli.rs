@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use common::{Server, bin, create_tenant, examples};
 use serde_json::Value;
@@ -740,4 +740,85 @@ async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_ca
     let json: Value = serde_json::from_str(&cli.ok(&["replay", &id, "-o", "json"])).unwrap();
     assert_eq!((json["same"].clone(), json["recorded"].clone()), (Value::Bool(true), json["replayed"].clone()));
     assert!(cli.fails(&["replay", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("no execution"));
+}
+
+/// `switchboard eval` on the example tenant's bundle and scripted model, with `extra` arguments.
+fn eval(dataset: &Path, extra: &[&str]) -> Output {
+    let (tenant, script) = (examples().join("tenant.json"), examples().join("script.json"));
+    bin()
+        .args(["eval", dataset.to_str().unwrap(), "--bundle", tenant.to_str().unwrap()])
+        .args(["--scripted-model", script.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn eval_runs_the_example_dataset_and_fails_a_case_whose_expectation_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    // the example dataset passes, case by case
+    let out = eval(&examples().join("eval.yaml"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    assert!(
+        text.contains("✓ an order's status is looked up and told") && text.ends_with("4 of 4 cases passed\n"),
+        "{text}"
+    );
+    // a case that expects what the agent does not do fails, named, with why; the JUnit report says so
+    let mut dataset = std::fs::read_to_string(examples().join("eval.yaml")).unwrap();
+    dataset = dataset.replace("replyContains: refunded", "replyContains: store credit");
+    let broken = write(dir.path(), "broken.yaml", &dataset);
+    let junit = dir.path().join("report.xml");
+    let out = eval(Path::new(&broken), &["--junit", junit.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        text.contains("✗ a double charge goes to the billing specialist")
+            && text.contains("no reply contains \"store credit\""),
+        "{text}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 4 cases failed"));
+    // read by another XML parser (Python's): four test cases, one failure, on that case
+    let check = "import sys, xml.etree.ElementTree as E; s = E.parse(sys.argv[1]).getroot(); \
+        f = [c.get('name') for c in s.iter('testcase') if c.find('failure') is not None]; \
+        print(s.get('tests'), s.get('failures'), f[0])";
+    let py = Command::new("python3").args(["-c", check, junit.to_str().unwrap()]).output().unwrap();
+    assert_eq!(stdout(&py).trim(), "4 1 a double charge goes to the billing specialist, who refunds it");
+    // -o json gives every case
+    let json: Value = serde_json::from_slice(&eval(Path::new(&broken), &["-o", "json"]).stdout).unwrap();
+    assert_eq!((json["passed"].clone(), json["failed"].clone()), (serde_json::json!(3), serde_json::json!(1)));
+    // a dataset that is not one is refused naming the field
+    let bad =
+        write(dir.path(), "bad.yaml", "cases:\n  - name: x\n    messages: [hi]\n    expect: { replyContain: x }\n");
+    let out = eval(Path::new(&bad), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/cases/0/expect/replyContain"), "{out:?}");
+    let empty = write(dir.path(), "empty.json", r#"{"cases": [{"name": "", "messages": []}]}"#);
+    let stderr = String::from_utf8(eval(Path::new(&empty), &[]).stderr).unwrap();
+    assert!(stderr.contains("/cases/0/name: is empty") && stderr.contains("/cases/0/messages"), "{stderr}");
+}
+
+#[tokio::test]
+async fn eval_takes_the_agent_from_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    let script = examples().join("script.json");
+    let dataset = examples().join("eval.yaml");
+    let args = ["eval", dataset.to_str().unwrap(), "--agent", "01JD0000SVPP0RT0AGENT00001"];
+    let out = cli.ok(&[&args[..], &["--scripted-model", script.to_str().unwrap()]].concat());
+    assert!(out.ends_with("4 of 4 cases passed\n"), "{out}");
+    // and nothing reached the server's conversations
+    let api = reqwest::Client::new();
+    let convos: Value = api
+        .get(format!("{}/tenants/acme/conversations/eval-0/messages", server.base))
+        .bearer_auth(&server.admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(convos["messages"].as_array().is_none_or(Vec::is_empty), "{convos}");
 }

@@ -190,7 +190,7 @@ async fn an_openai_agent_is_answered_through_chat_completions() {
     let answered =
         answer_one_message("openai:gpt-4o-mini", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &fake.base_url)])
             .await;
-    let (execution, texts) = (&answered.execution, &answered.texts);
+    let (execution, texts) = (answered.execution.clone(), answered.texts.clone());
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
     // a dated snapshot is priced as its model
     assert_cost(&execution, 0.15, 0.6, 0.075);
@@ -210,7 +210,7 @@ async fn an_anthropic_agent_is_answered_through_messages() {
         &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("ANTHROPIC_BASE_URL", &fake.base_url)],
     )
     .await;
-    let (execution, texts) = (&answered.execution, &answered.texts);
+    let (execution, texts) = (answered.execution.clone(), answered.texts.clone());
     // "Done." is the model's closing text, not a send_message: only the tool reaches the customer
     assert_answered(&execution, &texts, "anthropic:claude-3-5-haiku-20241022", &fake);
     assert_cost(&execution, 0.8, 4.0, 0.08);
@@ -240,7 +240,7 @@ async fn a_bedrock_agent_is_answered_through_converse_with_the_sdk_endpoint_vari
         ],
     )
     .await;
-    let (execution, texts) = (&answered.execution, &answered.texts);
+    let (execution, texts) = (answered.execution.clone(), answered.texts.clone());
     assert_answered(&execution, &texts, "bedrock:anthropic.claude-3-haiku-20240307-v1:0", &fake);
     assert_cost(&execution, 0.25, 1.25, 0.0);
     assert_eq!(fake.received()[0].path, "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse");
@@ -322,7 +322,7 @@ async fn an_alias_from_the_model_config_reaches_its_provider() {
     .unwrap();
     let answered =
         answer_one_message("anthropic.claude-3-haiku", &[("SWITCHBOARD_MODEL_CONFIG", config.to_str().unwrap())]).await;
-    let (execution, texts) = (&answered.execution, &answered.texts);
+    let (execution, texts) = (answered.execution.clone(), answered.texts.clone());
     assert_answered(&execution, &texts, "ollama:gpt-4o-mini-2024-07-18", &fake);
     assert_eq!(fake.received()[0].body["model"], "llama3.1");
     assert_eq!(fake.received()[0].header("authorization"), None, "ollama needs no key");
@@ -363,7 +363,7 @@ async fn an_agent_that_names_no_model_is_answered_by_the_default_model() {
         ],
     )
     .await;
-    let (execution, texts) = (&answered.execution, &answered.texts);
+    let (execution, texts) = (answered.execution.clone(), answered.texts.clone());
     assert_answered(&execution, &texts, "openai:gpt-4o-mini-2024-07-18", &fake);
     // a dated snapshot is priced as its model
     assert_cost(&execution, 0.15, 0.6, 0.075);

@@ -65,6 +65,10 @@ enum Command {
     /// tool results; nothing called, committed or sent) and say whether it takes the same
     /// actions; exits 1 when it does not.
     Replay(client::executions::ReplayArgs),
+    /// Run an evaluation dataset's cases through the engine on this machine (nothing sent or
+    /// committed), against an agent from a running server or a bundle, and print each case;
+    /// exits 1 when a case fails.
+    Eval(client::eval::EvalArgs),
     /// Outbound events of a tenant (hand-offs, ends, failures, limits): `events tail [--follow]`.
     Events(client::events::EventArgs),
     /// Tokens and cost of a tenant per day, agent and model, on a running server.
@@ -154,6 +158,7 @@ impl Command {
             Self::Sessions(a) => Some(&mut a.remote),
             Self::Executions(a) => Some(&mut a.remote),
             Self::Replay(a) => Some(&mut a.remote),
+            Self::Eval(a) => Some(&mut a.remote),
             Self::Events(a) => Some(&mut a.remote),
             Self::Usage(a) => Some(&mut a.remote),
             Self::Activity(a) => Some(&mut a.remote),
@@ -185,6 +190,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Sessions(a) => client::sessions::run(&a.remote, a.verb).await,
         Command::Executions(a) => client::executions::run(&a.remote, a.verb).await,
         Command::Replay(a) => client::executions::replay(&a.remote, &a.id).await,
+        Command::Eval(a) => client::eval::run(a).await,
         Command::Events(a) => client::events::run(&a.remote, a.verb).await,
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,
         Command::Activity(a) => client::reports::activity(&a.remote, a.hours).await,

@@ -4,7 +4,7 @@
 //! same actions (the tool calls it makes, with their arguments; the replies, hand-offs and ends;
 //! the number of model calls; the status): the regression test of the engine itself.
 //!
-//! The run happens in a scratch embedded profile (a temporary directory): the tenant's agents,
+//! The run happens in a [`Sandbox`] (a scratch embedded profile): the tenant's agents,
 //! tools and skills are copied into it — the executed agent at the version the record names,
 //! the others as they are now — with a session seeded as the turn found it: the history its
 //! first model call was sent, the step and skills its prompt names, the session's memory as it
@@ -26,12 +26,12 @@ use switchboard_domain::{
 };
 use switchboard_engine::recorded::{self, CallContent};
 use switchboard_engine::{
-    Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecOutcome, ExecutionLog, Model, ModelError,
-    ModelRequest, ModelResponse, SessionStore, SessionWrite, StopReason, StoreError, SystemClock, TurnCommit,
-    WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem,
+    ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecOutcome, ExecutionLog, Model, ModelError, ModelRequest,
+    ModelResponse, SessionStore, SessionWrite, StopReason, StoreError, TurnCommit, WebhookCaller, WebhookError,
+    WebhookRequest, WebhookResponse, WorkItem,
 };
 
-use crate::{Embedded, EmbeddedOptions};
+use crate::sandbox::Sandbox;
 
 /// Everything a replay reads: the record, its calls' content, and the configuration around it.
 #[derive(Debug, Clone)]
@@ -171,29 +171,23 @@ pub async fn replay(input: ReplayInput) -> Result<Replay, ReplayError> {
     })?;
     let model = RecordedModel::new(&input.calls)?;
     let webhooks = RecordedWebhooks::new(r);
-    let dir = tempfile::tempdir().map_err(|e| ReplayError::Failed(format!("a scratch directory: {e}")))?;
-    let options = EmbeddedOptions { webhooks: Arc::new(webhooks), workers: 1, ..EmbeddedOptions::default() };
-    let sandbox = Embedded::open(dir.path(), Arc::new(model), Arc::new(SystemClock), options)
-        .map_err(|e| ReplayError::Failed(e.to_string()))?;
-    let fail = |e: switchboard_engine::StoreError| ReplayError::Failed(e.to_string());
-    let t = &input.tenant.tenant_id;
-    sandbox.store.create_tenant(t, &input.tenant.name).await.map_err(fail)?;
-    let by = Authorship { at: chrono::Utc::now(), by: "replay".into() };
     let mut records: Vec<ConfigRecord> = input.tools.iter().cloned().map(ConfigRecord::Tool).collect();
     records.extend(input.skills.iter().cloned().map(ConfigRecord::Skill));
     records
         .extend(input.agents.iter().filter(|a| a.agent_id != input.agent.agent_id).cloned().map(ConfigRecord::Agent));
     records.push(ConfigRecord::Agent(input.agent.clone()));
-    for record in &records {
-        sandbox.store.put_config(record, None, &by).await.map_err(fail)?;
-    }
+    let sandbox = Sandbox::open(&input.tenant, &records, Arc::new(model), Arc::new(webhooks))
+        .await
+        .map_err(ReplayError::Failed)?;
+    let fail = |e: switchboard_engine::StoreError| ReplayError::Failed(e.to_string());
+    let t = &input.tenant.tenant_id;
     let first = own.first().and_then(|c| c.request.as_ref());
     let session = seed(&input, first)?;
     let conversation = session.conversation_id.clone();
     let seed_record = ExecutionRecord { source_id: format!("replay-seed-{}", r.execution_id), ..r.clone() };
     let write = SessionWrite { session, expected_version: None };
     let commit = TurnCommit { sessions: vec![write], execution: seed_record, events: vec![], content: vec![] };
-    sandbox.store.commit_turn(&commit).await.map_err(fail)?;
+    sandbox.embedded.store.commit_turn(&commit).await.map_err(fail)?;
     let item = WorkItem {
         tenant_id: t.clone(),
         source_id: r.source_id.clone(),
@@ -211,7 +205,9 @@ pub async fn replay(input: ReplayInput) -> Result<Replay, ReplayError> {
         follow: false,
         recording: Recording::Full,
     };
-    let outcome = sandbox.executor.execute(&item).await.map_err(|e| ReplayError::Failed(e.message.clone()))?;
+    // The turn itself: a continuation it queued (a handoff to another agent) is another
+    // execution, with its own record.
+    let outcome = sandbox.embedded.executor.execute(&item).await.map_err(|e| ReplayError::Failed(e.message.clone()))?;
     let replayed = match outcome {
         ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => *record,
         ExecOutcome::Dropped { reason } => return Err(ReplayError::Failed(format!("the turn was dropped: {reason}"))),

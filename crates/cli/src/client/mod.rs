@@ -10,6 +10,7 @@ mod api;
 pub mod apply;
 pub mod config;
 pub mod contexts;
+pub mod eval;
 pub mod events;
 pub mod executions;
 mod invoke;
