@@ -740,6 +740,17 @@ async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_ca
     let json: Value = serde_json::from_str(&cli.ok(&["replay", &id, "-o", "json"])).unwrap();
     assert_eq!((json["same"].clone(), json["recorded"].clone()), (Value::Bool(true), json["replayed"].clone()));
     assert!(cli.fails(&["replay", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("no execution"));
+    // live, with a changed prompt from a file: the record and the live run side by side
+    let agent = dir.path().join("agent.yaml");
+    std::fs::write(&agent, "systemPrompt: You are terse.\n").unwrap();
+    let live = cli.ok(&["replay", &id, "--live", "--agent-file", agent.to_str().unwrap()]);
+    assert!(
+        live.lines().next().unwrap().contains("recorded") && live.contains("tool calls") && live.contains("latency"),
+        "{live}"
+    );
+    assert!(live.trim_end().ends_with("same actions as recorded"), "the test double answers alike: {live}");
+    // --model is for a live run only
+    assert!(cli.fails(&["replay", &id, "--model", "openai:gpt-4o-mini"]).contains("--live"));
 }
 
 /// `switchboard eval` on the example tenant's bundle and scripted model, with `extra` arguments.

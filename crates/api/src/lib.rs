@@ -27,6 +27,8 @@ mod state;
 pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
 pub use problem::Problem;
 pub use routes::routes;
-pub use state::{ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness, ReplayRefused, Replayer};
+pub use state::{
+    ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness, ReplayOptions, ReplayRefused, Replayer,
+};
 // What a profile offers the routes; defined by the engine, implemented beside each profile.
 pub use switchboard_engine::{EventFeed, Ingest, Invoker, LiveEvents};

@@ -59,7 +59,22 @@ pub trait Replayer: Send + Sync {
         &self,
         tenant: &switchboard_domain::TenantId,
         execution: switchboard_domain::ExecutionId,
+        options: ReplayOptions,
     ) -> Result<Option<serde_json::Value>, ReplayRefused>;
+}
+
+/// How to run it again: from the record (the default), or `live` against the deployment's
+/// model, with the agent's current configuration changed by `agent` (fields laid over it) and its
+/// model by `model`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReplayOptions {
+    #[serde(default)]
+    pub live: bool,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub agent: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Why a replay did not run.
@@ -68,6 +83,9 @@ pub enum ReplayRefused {
     /// The record cannot be replayed (no content kept, words redacted, nothing to replay).
     #[error("{0}")]
     Unreplayable(String),
+    /// The options are wrong, each field named.
+    #[error("invalid replay options")]
+    Invalid(switchboard_domain::ValidationErrors),
     #[error(transparent)]
     Store(#[from] switchboard_engine::StoreError),
     /// The scratch engine could not run it.

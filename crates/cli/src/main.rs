@@ -189,7 +189,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Skills(a) => client::config::run("skills", &a.remote, a.verb).await,
         Command::Sessions(a) => client::sessions::run(&a.remote, a.verb).await,
         Command::Executions(a) => client::executions::run(&a.remote, a.verb).await,
-        Command::Replay(a) => client::executions::replay(&a.remote, &a.id).await,
+        Command::Replay(a) => client::executions::replay(&a).await,
         Command::Eval(a) => client::eval::run(a).await,
         Command::Events(a) => client::events::run(&a.remote, a.verb).await,
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,

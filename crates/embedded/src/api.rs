@@ -83,12 +83,19 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
         ready: Some(embedded.clone()),
         metrics: Some(embedded.clone()),
         dead_letters: Some(Arc::new(embedded.queue.clone())),
-        replayer: Some(Arc::new(StoreReplayer(embedded.store.clone()))),
+        replayer: Some(Arc::new(StoreReplayer {
+            store: embedded.store.clone(),
+            model: embedded.executor.deps().model.clone(),
+        })),
     }
 }
 
-/// Replays an execution of the store in a scratch engine ([`crate::replay`]).
-struct StoreReplayer(crate::store::SqliteStore);
+/// Replays an execution of the store in a scratch engine ([`crate::replay`]); a live run asks the
+/// profile's own model.
+struct StoreReplayer {
+    store: crate::store::SqliteStore,
+    model: Arc<dyn switchboard_engine::Model>,
+}
 
 #[async_trait]
 impl switchboard_api::Replayer for StoreReplayer {
@@ -96,16 +103,58 @@ impl switchboard_api::Replayer for StoreReplayer {
         &self,
         tenant: &switchboard_domain::TenantId,
         execution: switchboard_domain::ExecutionId,
+        options: switchboard_api::ReplayOptions,
     ) -> Result<Option<serde_json::Value>, switchboard_api::ReplayRefused> {
+        use crate::replay::{Live, ReplayError, replay, replay_live};
         use switchboard_api::ReplayRefused;
-        let s = &self.0;
+        let s = &self.store;
         let Some(input) = crate::replay::gather(s, s, s, s, tenant, execution).await? else { return Ok(None) };
-        let report = crate::replay::replay(input).await.map_err(|e| match e {
-            crate::replay::ReplayError::Unreplayable(why) => ReplayRefused::Unreplayable(why),
-            crate::replay::ReplayError::Failed(why) => ReplayRefused::Failed(why),
-        })?;
-        serde_json::to_value(report).map(Some).map_err(|e| ReplayRefused::Failed(e.to_string()))
+        let refused = |e: ReplayError| match e {
+            ReplayError::Unreplayable(why) => ReplayRefused::Unreplayable(why),
+            ReplayError::Failed(why) => ReplayRefused::Failed(why),
+        };
+        let report = if options.live {
+            let agent = match options.agent {
+                None => None,
+                Some(fields) => Some(changed_agent(&input, fields).map_err(ReplayRefused::Invalid)?),
+            };
+            let live = Live { model: self.model.clone(), agent, model_ref: options.model };
+            serde_json::to_value(replay_live(input, live).await.map_err(refused)?)
+        } else {
+            serde_json::to_value(replay(input).await.map_err(refused)?)
+        };
+        report.map(Some).map_err(|e| ReplayRefused::Failed(e.to_string()))
     }
+}
+
+/// The execution's agent as it is now with `fields` laid over it, checked as a write would be
+/// (each fault under `/agent`).
+fn changed_agent(
+    input: &crate::replay::ReplayInput,
+    fields: serde_json::Map<String, serde_json::Value>,
+) -> Result<switchboard_domain::Agent, switchboard_domain::ValidationErrors> {
+    use switchboard_domain::ValidationErrors;
+    let now = input.agents.iter().find(|a| a.agent_id == input.record.agent_id).unwrap_or(&input.agent);
+    let mut merged = match serde_json::to_value(now) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => return Err(ValidationErrors::single("/agent", "the agent could not be read")),
+    };
+    for fixed in ["agentId", "tenantId"] {
+        if fields.contains_key(fixed) {
+            return Err(ValidationErrors::single(format!("/agent/{fixed}"), "cannot be changed"));
+        }
+    }
+    merged.extend(fields);
+    let agent: switchboard_domain::Agent =
+        switchboard_domain::input::read_value(serde_json::Value::Object(merged), "/agent")?;
+    agent.validate().map_err(|e| {
+        let mut prefixed = ValidationErrors::default();
+        for f in e.0 {
+            prefixed.push(format!("/agent{}", f.pointer), f.detail);
+        }
+        prefixed
+    })?;
+    Ok(agent)
 }
 
 /// The tenant's items in the queue's dead letters.

@@ -152,8 +152,119 @@ pub async fn gather(
 
 /// Runs `input`'s execution again; see the module docs.
 pub async fn replay(input: ReplayInput) -> Result<Replay, ReplayError> {
+    replayable(&input)?;
+    let model = RecordedModel::new(&input.calls)?;
+    let webhooks = RecordedWebhooks::new(&input.record);
+    let agent = input.agent.clone();
+    let replayed = rerun(&input, agent, Arc::new(model), Arc::new(webhooks)).await?;
     let r = &input.record;
-    let own: Vec<&CallContent> = input.calls.iter().filter(|c| c.sub_agent_call.is_none()).collect();
+    let (recorded, replayed) = (actions_of(r), actions_of(&replayed));
+    let differences = compare(&recorded, &replayed);
+    Ok(Replay {
+        execution_id: r.execution_id.to_string(),
+        same: differences.is_empty(),
+        differences,
+        recorded,
+        replayed,
+    })
+}
+
+/// What a live run changes from the record: the model that answers (the profile's, called for
+/// real), and optionally the agent's configuration and its model reference.
+#[derive(Clone)]
+pub struct Live {
+    pub model: Arc<dyn Model>,
+    /// The agent to run instead of the executed one as it is now.
+    pub agent: Option<Agent>,
+    /// A model reference for the agent instead of its own.
+    pub model_ref: Option<String>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").field("model_ref", &self.model_ref).finish_non_exhaustive()
+    }
+}
+
+/// One side of a live run's comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Side {
+    #[serde(flatten)]
+    pub actions: Actions,
+    /// The models that answered, in call order.
+    pub models: Vec<String>,
+    pub replies: Vec<String>,
+    pub tokens: u64,
+    /// `None` when a model had no price.
+    pub cost_usd: Option<f64>,
+    pub latency_ms: u64,
+}
+
+/// A live run's answer: the record and the live run side by side, and how their actions differ.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveReplay {
+    pub execution_id: String,
+    pub same: bool,
+    pub differences: Vec<String>,
+    pub recorded: Side,
+    pub live: Side,
+}
+
+/// Runs `input`'s message again against a real model: the agent as it is now (or `live.agent`,
+/// with `live.model_ref`), from the same session state, with tools answered from the record when
+/// the live model asks for a call the record has (the same tool and arguments) and refused
+/// otherwise; nothing is committed to the tenant's store or sent.
+pub async fn replay_live(input: ReplayInput, live: Live) -> Result<LiveReplay, ReplayError> {
+    let r = &input.record;
+    let now = input.agents.iter().find(|a| a.agent_id == r.agent_id).cloned();
+    let mut agent = live.agent.clone().or(now).unwrap_or_else(|| input.agent.clone());
+    if agent.agent_id != r.agent_id {
+        return Err(ReplayError::Unreplayable(format!(
+            "the agent given is {}, not the execution's agent {}",
+            agent.agent_id, r.agent_id
+        )));
+    }
+    if let Some(model) = &live.model_ref {
+        model.clone_into(&mut agent.model);
+    }
+    let ran = rerun(&input, agent, live.model.clone(), Arc::new(RecordedWebhooks::new(r).by_call())).await?;
+    let (recorded, live) = (side(r), side(&ran));
+    let differences = compare(&recorded.actions, &live.actions);
+    Ok(LiveReplay {
+        execution_id: r.execution_id.to_string(),
+        same: differences.is_empty(),
+        differences,
+        recorded,
+        live,
+    })
+}
+
+fn side(r: &ExecutionRecord) -> Side {
+    let replies = r
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            switchboard_domain::Action::Reply { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    let models =
+        r.model_calls.iter().chain(r.children.iter().flat_map(|c| c.model_calls.iter())).map(|c| c.model.clone());
+    Side {
+        actions: actions_of(r),
+        models: models.collect(),
+        replies,
+        tokens: r.token_usage.total(),
+        cost_usd: r.cost_usd.map(|c| c.dollars()),
+        latency_ms: r.latency_ms,
+    }
+}
+
+/// Whether `input`'s record can run again (the reason if not); the customer's text if so.
+fn replayable(input: &ReplayInput) -> Result<&str, ReplayError> {
+    let r = &input.record;
     if r.model_calls.is_empty() {
         return Err(ReplayError::Unreplayable(format!(
             "execution {} made no model call (status {}): there is nothing to replay",
@@ -166,23 +277,31 @@ pub async fn replay(input: ReplayInput) -> Result<Replay, ReplayError> {
             "the record keeps no model content (the tenant's recording was off when it ran)".into(),
         ));
     }
-    let text = r.input.get("text").and_then(Value::as_str).ok_or_else(|| {
+    r.input.get("text").and_then(Value::as_str).ok_or_else(|| {
         ReplayError::Unreplayable("the record's customer text is redacted (or absent): it cannot be sent again".into())
-    })?;
-    let model = RecordedModel::new(&input.calls)?;
-    let webhooks = RecordedWebhooks::new(r);
+    })
+}
+
+/// Runs the record's message again in a sandbox holding the tenant's configuration with `agent`
+/// in place of the executed one, answered by `model` and `webhooks`: the new record.
+async fn rerun(
+    input: &ReplayInput,
+    agent: Agent,
+    model: Arc<dyn Model>,
+    webhooks: Arc<dyn WebhookCaller>,
+) -> Result<ExecutionRecord, ReplayError> {
+    let r = &input.record;
+    let own: Vec<&CallContent> = input.calls.iter().filter(|c| c.sub_agent_call.is_none()).collect();
+    let text = replayable(input)?;
     let mut records: Vec<ConfigRecord> = input.tools.iter().cloned().map(ConfigRecord::Tool).collect();
     records.extend(input.skills.iter().cloned().map(ConfigRecord::Skill));
-    records
-        .extend(input.agents.iter().filter(|a| a.agent_id != input.agent.agent_id).cloned().map(ConfigRecord::Agent));
-    records.push(ConfigRecord::Agent(input.agent.clone()));
-    let sandbox = Sandbox::open(&input.tenant, &records, Arc::new(model), Arc::new(webhooks))
-        .await
-        .map_err(ReplayError::Failed)?;
+    records.extend(input.agents.iter().filter(|a| a.agent_id != agent.agent_id).cloned().map(ConfigRecord::Agent));
+    records.push(ConfigRecord::Agent(agent));
+    let sandbox = Sandbox::open(&input.tenant, &records, model, webhooks).await.map_err(ReplayError::Failed)?;
     let fail = |e: switchboard_engine::StoreError| ReplayError::Failed(e.to_string());
     let t = &input.tenant.tenant_id;
     let first = own.first().and_then(|c| c.request.as_ref());
-    let session = seed(&input, first)?;
+    let session = seed(input, first)?;
     let conversation = session.conversation_id.clone();
     let seed_record = ExecutionRecord { source_id: format!("replay-seed-{}", r.execution_id), ..r.clone() };
     let write = SessionWrite { session, expected_version: None };
@@ -203,24 +322,15 @@ pub async fn replay(input: ReplayInput) -> Result<Replay, ReplayError> {
         refused: None,
         day_tokens: None,
         follow: false,
-        recording: Recording::Full,
+        recording: Recording::Off,
     };
     // The turn itself: a continuation it queued (a handoff to another agent) is another
     // execution, with its own record.
     let outcome = sandbox.embedded.executor.execute(&item).await.map_err(|e| ReplayError::Failed(e.message.clone()))?;
-    let replayed = match outcome {
-        ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => *record,
-        ExecOutcome::Dropped { reason } => return Err(ReplayError::Failed(format!("the turn was dropped: {reason}"))),
-    };
-    let (recorded, replayed) = (actions_of(r), actions_of(&replayed));
-    let differences = compare(&recorded, &replayed);
-    Ok(Replay {
-        execution_id: r.execution_id.to_string(),
-        same: differences.is_empty(),
-        differences,
-        recorded,
-        replayed,
-    })
+    match outcome {
+        ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Ok(*record),
+        ExecOutcome::Dropped { reason } => Err(ReplayError::Failed(format!("the turn was dropped: {reason}"))),
+    }
 }
 
 /// The session as the turn found it (see the module docs).
@@ -412,25 +522,55 @@ impl Model for RecordedModel {
     }
 }
 
-/// Answers each webhook call with the record's result for the same idempotency key.
+/// Answers each webhook call with the record's result for the same idempotency key (a replay),
+/// or for the same tool and arguments (a live run, whose calls are numbered as its model asks).
 struct RecordedWebhooks {
-    by_key: HashMap<String, (Value, WebhookAudit)>,
+    answers: Vec<Recorded>,
+    by_call: bool,
+}
+
+/// One recorded webhook call: its key, tool and arguments, and what it gave.
+struct Recorded {
+    key: String,
+    tool: String,
+    input: Value,
+    output: Value,
+    audit: WebhookAudit,
 }
 
 impl RecordedWebhooks {
     fn new(r: &ExecutionRecord) -> Self {
         let calls = r.tool_calls.iter().chain(r.children.iter().flat_map(|c| c.tool_calls.iter()));
-        let by_key = calls
-            .filter_map(|c| c.webhook.clone().map(|w| (c.idempotency_key.clone(), (c.output.clone(), w))))
+        let answers = calls
+            .filter_map(|c| {
+                let audit = c.webhook.clone()?;
+                let (key, tool, input, output) =
+                    (c.idempotency_key.clone(), c.name.clone(), c.input.clone(), c.output.clone());
+                Some(Recorded { key, tool, input, output, audit })
+            })
             .collect();
-        Self { by_key }
+        Self { answers, by_call: false }
+    }
+
+    /// The same answers, found by tool and arguments instead of by key.
+    fn by_call(self) -> Self {
+        Self { by_call: true, ..self }
+    }
+
+    fn find(&self, request: &WebhookRequest) -> Option<&Recorded> {
+        if !self.by_call {
+            return self.answers.iter().find(|a| a.key == request.idempotency_key);
+        }
+        let sent: Value = serde_json::from_slice(&request.body).ok()?;
+        let arguments = sent.get("arguments")?;
+        self.answers.iter().find(|a| a.tool == request.tool_name && &a.input == arguments)
     }
 }
 
 #[async_trait]
 impl WebhookCaller for RecordedWebhooks {
     async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
-        let Some((output, audit)) = self.by_key.get(&request.idempotency_key) else {
+        let Some(Recorded { output, audit, .. }) = self.find(request) else {
             return Err(WebhookError::Blocked(
                 "replay: the record has no result for this call (tools are not called again)".into(),
             ));

@@ -16,7 +16,7 @@ use switchboard_engine::recorded;
 
 use crate::extract::{JsonBody, Query, Tenant, page_limit};
 use crate::problem::Problem;
-use crate::state::{ApiState, ReplayRefused};
+use crate::state::{ApiState, ReplayOptions, ReplayRefused};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +81,8 @@ pub(crate) async fn model_calls(
 
 /// `POST /tenants/{t}/executions/{e}/replay`: the execution run again by today's engine from its
 /// record (its model answers and tool results; nothing called, committed or sent), and whether
-/// it took the same actions. `422` when the record cannot be replayed; `501` where the
+/// it took the same actions; with `live`, the same message against the deployment's model and
+/// the agent as it is now (changed by `agent` and `model`), the two side by side. `422` when the record cannot be replayed; `501` where the
 /// deployment has no scratch engine (AWS: run `switchboard replay` against the embedded profile).
 pub(crate) async fn replay(
     State(state): State<Arc<ApiState>>,
@@ -91,21 +92,28 @@ pub(crate) async fn replay(
 ) -> Result<Response, Problem> {
     let no_execution = || Problem::not_found(format!("no execution '{execution}'"));
     let id: ExecutionId = execution.parse().map_err(|_| no_execution())?;
-    // `{}`: no options yet (a live run with another configuration or model would be one).
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct ReplayOptions {}
     let JsonBody(body) = body?;
-    let _: ReplayOptions = switchboard_domain::input::read_value(body, "").map_err(Problem::invalid)?;
+    let options: ReplayOptions = switchboard_domain::input::read_value(body, "").map_err(Problem::invalid)?;
+    if !options.live && (options.model.is_some() || options.agent.is_some()) {
+        let why = "is for a live run only (with \"live\": true)";
+        let at = if options.model.is_some() { "/model" } else { "/agent" };
+        return Err(Problem::invalid(switchboard_domain::ValidationErrors::single(at, why)));
+    }
+    if let Some(model) = &options.model
+        && let Err(why) = switchboard_domain::ModelRef::parse(model)
+    {
+        return Err(Problem::invalid(switchboard_domain::ValidationErrors::single("/model", why.to_string())));
+    }
     let Some(replayer) = &state.replayer else {
         return Err(Problem::not_implemented(
             "this deployment does not replay executions: replay runs in the embedded profile (switchboard serve)",
         ));
     };
-    match replayer.replay(&t, id).await {
+    match replayer.replay(&t, id, options).await {
         Ok(Some(report)) => Ok(Json(report).into_response()),
         Ok(None) => Err(no_execution()),
         Err(ReplayRefused::Unreplayable(why)) => Err(Problem::unprocessable(why)),
+        Err(ReplayRefused::Invalid(errors)) => Err(Problem::invalid(errors)),
         Err(ReplayRefused::Store(e)) => Err(e.into()),
         Err(ReplayRefused::Failed(why)) => {
             tracing::warn!(execution = %id, reason = %why, "replay failed");

@@ -1063,9 +1063,22 @@ async fn a_replay_answers_the_same_actions_and_refuses_what_it_cannot_replay_wit
     let replay = api.post(&path, json!({})).await;
     assert_eq!((replay.status.as_u16(), &replay.body["same"]), (200, &json!(true)), "{}", replay.body);
     assert_eq!(replay.body["recorded"], replay.body["replayed"]);
-    // an option it does not know is named
-    let bad = api.post(&path, json!({ "live": true })).await;
-    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/live".to_owned()]), "{}", bad.body);
+    // an option it does not know is named, and so is one for a live run only
+    let bad = api.post(&path, json!({ "liv": true })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/liv".to_owned()]), "{}", bad.body);
+    let bad = api.post(&path, json!({ "model": "openai:gpt-4o-mini" })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/model".to_owned()]), "{}", bad.body);
+    let bad = api.post(&path, json!({ "live": true, "model": "nope:" })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/model".to_owned()]), "{}", bad.body);
+    let bad = api.post(&path, json!({ "live": true, "agent": { "maxIterations": "many" } })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/agent/maxIterations".to_owned()]), "{}", bad.body);
+    let bad = api.post(&path, json!({ "live": true, "agent": { "agentId": "01ARZ3NDEKTSV4RRFFQ69G5FAV" } })).await;
+    assert_eq!((bad.status.as_u16(), pointers(&bad)), (400, vec!["/agent/agentId".to_owned()]), "{}", bad.body);
+    // a live run against the server's model (here the scripted test double) with another prompt
+    let live = api.post(&path, json!({ "live": true, "agent": { "systemPrompt": "You are terse." } })).await;
+    assert_eq!(live.status.as_u16(), 200, "{}", live.body);
+    assert_eq!(live.body["recorded"]["actions"], live.body["live"]["actions"], "the double answers alike");
+    assert!(live.body["live"]["models"][0].is_string() && live.body["live"]["tokens"].as_u64().unwrap() > 0);
     // an execution that does not exist, or is not an id, is not found
     assert_eq!(api.post("/tenants/acme/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay", json!({})).await.status, 404);
     assert_eq!(api.post("/tenants/acme/executions/nope/replay", json!({})).await.status, 404);

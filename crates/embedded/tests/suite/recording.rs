@@ -346,3 +346,79 @@ async fn a_record_without_content_or_with_redacted_words_is_not_replayed_and_say
         assert!(refused.to_string().contains(why), "{refused}");
     }
 }
+
+/// The order system: every lookup answers shipped, and is counted.
+#[derive(Default)]
+struct OrderSystem(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl switchboard_engine::WebhookCaller for OrderSystem {
+    async fn call(
+        &self,
+        _: &switchboard_engine::WebhookRequest,
+    ) -> Result<switchboard_engine::WebhookResponse, switchboard_engine::WebhookError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(switchboard_engine::WebhookResponse {
+            status: 200,
+            body: br#"{"status":"shipped"}"#.to_vec(),
+            truncated: false,
+            attempts: 1,
+            host: "orders.example".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_live_run_asks_the_model_again_and_shows_both_sides_answering_tools_from_the_record() {
+    // given the support example's order lookup (set_context, then the order_status webhook, which
+    // answered "shipped")
+    let script = ScriptedModel::from_json(&example("support", "script.json")).unwrap();
+    let orders = Arc::new(OrderSystem::default());
+    let options = switchboard_embedded::EmbeddedOptions { webhooks: orders.clone(), ..Default::default() };
+    let clock = Arc::new(switchboard_engine::SystemClock);
+    let mut w = World::open(Arc::new(script), clock, options, &[&example("support", "tenant.json")]).await;
+    let (_, outcomes) = w.say("c-1", "Where is my order #1234?").await;
+    let r = record(&outcomes[0]).clone();
+    assert!(r.tool_calls.iter().any(|c| c.name == "order_status" && !c.is_error), "{:?}", r.tool_calls);
+    let store = &w.embedded.store;
+    let gather = || switchboard_embedded::replay::gather(store, store, store, store, &w.tenant, r.execution_id);
+    // when it runs live against a model that looks the order up, then another one, then hands the
+    // customer to a person
+    let model = capturing(json!({ "rules": [
+        { "when": { "afterTool": "order_status" }, "then": { "toolCalls": [
+            { "name": "order_status", "input": { "orderId": "9999" } },
+            { "name": "handoff_to_human", "input": { "reason": "the parcel is late", "priority": "high" } } ] } },
+        { "then": { "toolCalls": [ { "name": "order_status", "input": { "orderId": "1234" } } ] } }
+    ] }));
+    let live = switchboard_embedded::replay::Live { model: model.clone(), agent: None, model_ref: None };
+    let report = switchboard_embedded::replay::replay_live(gather().await.unwrap().unwrap(), live).await.unwrap();
+    // then the model was asked; the lookup the record has was answered from it, the other refused
+    assert_eq!(model.seen.lock().unwrap().len(), 2);
+    let calls = &report.live.actions.tool_calls;
+    assert_eq!(calls[0], json!({ "name": "order_status", "input": { "orderId": "1234" }, "isError": false }));
+    assert_eq!(calls[1], json!({ "name": "order_status", "input": { "orderId": "9999" }, "isError": true }));
+    // and the two runs are side by side, with how they differ
+    assert!(!report.same);
+    assert_eq!(report.live.actions.actions[0]["type"], "handoff_to_human");
+    assert_eq!(report.recorded.replies, ["Thanks! Order 1234 shipped yesterday and should arrive on Thursday."]);
+    assert!(report.live.replies.is_empty() && report.live.tokens > 0);
+    assert!(
+        report.differences.iter().any(|d| d.starts_with("status: recorded success, replayed handed_off")),
+        "{:#?}",
+        report.differences
+    );
+    // a live run with another prompt and model reference changes what the model was sent
+    let changed = w.embedded.store.get_agent(&w.tenant, r.agent_id).await.unwrap().unwrap();
+    let agent = switchboard_domain::Agent { system_prompt: "You are terse.".into(), ..changed };
+    let live = switchboard_embedded::replay::Live {
+        model: model.clone(),
+        agent: Some(agent),
+        model_ref: Some("other-model".into()),
+    };
+    switchboard_embedded::replay::replay_live(gather().await.unwrap().unwrap(), live).await.unwrap();
+    let seen = model.seen.lock().unwrap().clone();
+    assert!(seen[2].system.starts_with("You are terse.") && seen[2].model == "other-model", "{}", seen[2].system);
+    // and the order system was called once, by the turn itself: no live run called it
+    assert_eq!(orders.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(w.replies("c-1").await.len(), 1, "and nothing more was sent");
+}
