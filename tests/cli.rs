@@ -832,4 +832,31 @@ async fn eval_takes_the_agent_from_a_running_server() {
         .await
         .unwrap();
     assert!(convos["messages"].as_array().is_none_or(Vec::is_empty), "{convos}");
+    // a dataset built from the server's recent hand-offs: each recorded message, expecting what it did
+    for (id, text) in [("fe-1", "I want to talk to a human"), ("fe-2", "Where is my order #1234?")] {
+        let event = serde_json::json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+            "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": "m-1", "channel": { "platform": "webchat" },
+                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": text } } });
+        let res = api
+            .post(format!("{}/events?wait=30", server.base))
+            .bearer_auth(&server.admin)
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 202);
+    }
+    let built: Value = serde_json::from_str(&cli.ok(&["eval", "--from-executions", "--status", "handed_off"])).unwrap();
+    let cases = built["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1, "only the hand-off: {built}");
+    assert_eq!(cases[0]["messages"], serde_json::json!(["I want to talk to a human"]));
+    assert_eq!(cases[0]["expect"]["handoff"], true);
+    assert_eq!(cases[0]["expect"]["toolCalled"]["name"], "send_message");
+    // and it runs as a dataset
+    let path = dir.path().join("handoffs.json");
+    std::fs::write(&path, built.to_string()).unwrap();
+    let args = ["eval", path.to_str().unwrap(), "--agent", "01JD0000SVPP0RT0AGENT00001"];
+    let out = cli.ok(&[&args[..], &["--scripted-model", script.to_str().unwrap()]].concat());
+    assert!(out.ends_with("1 of 1 cases passed\n"), "{out}");
+    assert!(cli.fails(&["eval", "--from-executions", "--status", "gone"]).contains("--status gone"));
 }

@@ -25,8 +25,23 @@ use crate::shared::remote::Format;
 pub struct EvalArgs {
     #[command(flatten)]
     pub remote: Remote,
-    /// The dataset: JSON or YAML (see docs/running.md, "Evaluating an agent")
-    pub dataset: PathBuf,
+    /// The dataset: JSON or YAML (see docs/running.md, "See what the model saw, replay it, evaluate a change")
+    #[arg(required_unless_present = "from_executions")]
+    pub dataset: Option<PathBuf>,
+    /// Instead of running a dataset, print one built from the tenant's recent executions on the
+    /// server: each one's message as a case, expecting what it did (its hand-off or not, its first
+    /// tool call)
+    #[arg(long, conflicts_with_all = ["bundle", "junit", "scripted_model", "model"])]
+    pub from_executions: bool,
+    /// With --from-executions: only executions of this status (`handed_off`, `success`, …)
+    #[arg(long, requires = "from_executions")]
+    pub status: Option<String>,
+    /// With --from-executions: only executions of the last N days
+    #[arg(long, default_value_t = 7, requires = "from_executions", value_parser = clap::value_parser!(u32).range(1..=400))]
+    pub days: u32,
+    /// With --from-executions: at most this many cases, newest first
+    #[arg(long, default_value_t = 50, requires = "from_executions", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
     /// The agent the cases talk to (default: the dataset's `agent`, else the bundle's first)
     #[arg(long)]
     pub agent: Option<String>,
@@ -52,7 +67,11 @@ pub struct EvalArgs {
 
 /// `switchboard eval`: see the module docs.
 pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
-    let dataset = read_dataset(&args.dataset)?;
+    if args.from_executions {
+        return from_executions(&args).await;
+    }
+    let Some(path) = args.dataset.as_deref() else { bail!("a DATASET file is needed (or --from-executions)") };
+    let dataset = read_dataset(path)?;
     let (tenant, agents, tools, skills) = match &args.bundle {
         Some(path) => from_bundle(path)?,
         None => from_server(&args.remote).await?,
@@ -81,7 +100,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     records.push(ConfigRecord::Agent(agent));
     let setup = Setup { tenant, records, agent: id, model, parallel: usize::from(args.parallel) };
     let results = eval::run(&dataset, &setup).await.map_err(anyhow::Error::msg)?;
-    let suite = args.dataset.file_stem().and_then(|s| s.to_str()).unwrap_or("eval").to_owned();
+    let suite = path.file_stem().and_then(|s| s.to_str()).unwrap_or("eval").to_owned();
     if let Some(path) = &args.junit {
         std::fs::write(path, eval::junit(&suite, &results)).with_context(|| format!("--junit {}", path.display()))?;
     }
@@ -154,6 +173,69 @@ async fn from_server(remote: &Remote) -> anyhow::Result<Config> {
     let skills: Vec<Skill> =
         skills.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().context("skills")?;
     Ok((tenant, agents, tools, skills))
+}
+
+/// `--from-executions`: a dataset from the tenant's recent executions (newest sessions first),
+/// printed as JSON (or YAML with `-o yaml`), ready to edit and run.
+async fn from_executions(args: &EvalArgs) -> anyhow::Result<()> {
+    let remote = &args.remote;
+    if let Some(status) = &args.status
+        && switchboard_domain::ExecutionStatus::parse(status).is_none()
+    {
+        bail!("--status {status}: not an execution status (success, handed_off, ended, failed, …)");
+    }
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let since = chrono::Utc::now() - chrono::Duration::days(i64::from(args.days));
+    let agent = match &args.agent {
+        Some(raw) => Some(raw.parse::<AgentId>().map_err(|_| anyhow::anyhow!("--agent {raw}: not an agent id"))?),
+        None => None,
+    };
+    let query = agent.map_or(String::new(), |a| format!("&agentId={a}"));
+    let sessions = api.all_pages(&format!("/tenants/{t}/sessions?limit=100{query}")).await?;
+    let mut cases = Vec::new();
+    'sessions: for session in &sessions {
+        let Some(id) = session["sessionId"].as_str() else { continue };
+        let records = api.all_pages(&format!("/tenants/{t}/sessions/{id}/executions?limit=100")).await?;
+        for r in records.iter().rev() {
+            let created = r["createdAt"].as_str().and_then(|c| c.parse::<chrono::DateTime<chrono::Utc>>().ok());
+            let fits = created.is_some_and(|c| c >= since)
+                && args.status.as_deref().is_none_or(|s| r["status"] == s)
+                && r["modelCalls"].as_array().is_some_and(|c| !c.is_empty());
+            // A redacted record's text is not words to send again.
+            let Some(text) = r["input"]["text"].as_str().filter(|_| fits) else { continue };
+            cases.push(case_of(session, r, text));
+            if cases.len() >= args.limit as usize {
+                break 'sessions;
+            }
+        }
+    }
+    let mut dataset = json!({ "cases": cases });
+    if let Some(a) = agent {
+        dataset["agent"] = json!(a);
+    }
+    let format = match remote.format() {
+        Format::Yaml => Format::Yaml,
+        _ => Format::Json,
+    };
+    print_value(&dataset, format)
+}
+
+/// A case from one recorded execution: its message, expecting its hand-off (or none) and its
+/// first tool call with the same arguments.
+fn case_of(session: &Value, r: &Value, text: &str) -> Value {
+    let actions = r["actions"].as_array().cloned().unwrap_or_default();
+    let handed_off =
+        actions.iter().any(|a| matches!(a["type"].as_str(), Some("handoff_to_human" | "handoff_to_agent")));
+    let mut expect = json!({ "handoff": handed_off });
+    if let Some(call) = r["toolCalls"].as_array().and_then(|c| c.first()) {
+        expect["toolCalled"] = json!({ "name": call["name"], "arguments": call["input"] });
+    }
+    json!({
+        "name": format!("{} · execution {}", session["conversationId"].as_str().unwrap_or("?"), r["executionId"].as_str().unwrap_or("?")),
+        "messages": [text],
+        "expect": expect,
+    })
 }
 
 /// A line per case, then the count.
