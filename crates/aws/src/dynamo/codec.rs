@@ -84,3 +84,33 @@ pub(super) fn transact_conditional<T>(
 pub(super) fn build_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable { message: format!("building a request: {e}"), retryable: false }
 }
+
+/// Rounds of resending what `BatchWriteItem` left unprocessed (throttling) before giving up.
+pub(super) const UNPROCESSED_ROUNDS: u32 = 5;
+
+/// Writes `requests` (at most 25, one table) with `BatchWriteItem`, sending again what DynamoDB
+/// leaves unprocessed after a growing, jittered pause, [`UNPROCESSED_ROUNDS`] times at most;
+/// whether everything was written.
+pub(super) async fn batch_write(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    mut requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+) -> Result<bool, StoreError> {
+    for round in 0..UNPROCESSED_ROUNDS {
+        if requests.is_empty() {
+            return Ok(true);
+        }
+        if round > 0 {
+            let pause = fastrand::u64(10..=50 << round);
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        }
+        let out = client
+            .batch_write_item()
+            .request_items(table, requests)
+            .send()
+            .await
+            .map_err(|e| unavailable("BatchWriteItem", &e))?;
+        requests = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
+    }
+    Ok(requests.is_empty())
+}

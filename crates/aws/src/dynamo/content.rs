@@ -31,9 +31,6 @@ const ROOM_FOR_EVENTS_AND_USAGE: usize = 24;
 /// Bytes of content a turn's transaction carries at most (of DynamoDB's 4 MB a transaction).
 const TRANSACTION_CONTENT_BYTES: usize = 1024 * 1024;
 
-/// Rounds of `UnprocessedItems` / `UnprocessedKeys` asked again before giving up.
-const ROUNDS: u32 = 5;
-
 fn content_sk(sha256: &str) -> String {
     format!("CONTENT#{sha256}")
 }
@@ -91,30 +88,14 @@ impl DynamoStore {
         let expires = ttl_seconds(now + chrono::Duration::days(CONTENT_TTL_DAYS));
         let items: Vec<Item> = content.iter().filter_map(|b| content_item(tenant, session, b, expires)).collect();
         for chunk in items.chunks(25) {
-            let mut requests: Vec<WriteRequest> = chunk
+            let requests: Vec<WriteRequest> = chunk
                 .iter()
                 .map(|item| {
                     let put = PutRequest::builder().set_item(Some(item.clone())).build().map_err(build_err)?;
                     Ok(WriteRequest::builder().put_request(put).build())
                 })
                 .collect::<Result<_, StoreError>>()?;
-            for round in 0..ROUNDS {
-                if requests.is_empty() {
-                    break;
-                }
-                if round > 0 {
-                    tokio::time::sleep(Duration::from_millis(fastrand::u64(5..=25 * u64::from(round)))).await;
-                }
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(table, requests)
-                    .send()
-                    .await
-                    .map_err(|e| unavailable("BatchWriteItem", &e))?;
-                requests = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
-            }
-            if !requests.is_empty() {
+            if !batch_write(&self.client, table, requests).await? {
                 return Err(StoreError::Unavailable {
                     message: "BatchWriteItem kept leaving recorded content unprocessed".into(),
                     retryable: true,
@@ -141,7 +122,7 @@ impl DynamoStore {
                 table.clone(),
                 KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(build_err)?,
             )]);
-            for round in 0..ROUNDS {
+            for round in 0..UNPROCESSED_ROUNDS {
                 if wanted.is_empty() {
                     break;
                 }

@@ -6,20 +6,16 @@
 //! found and resumed by the next call. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
 //! unprocessed items are sent again a few times before the call gives up with more to do).
 
-use std::time::Duration;
-
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use switchboard_domain::TenantId;
 use switchboard_engine::StoreError;
 
-use super::codec::unavailable;
+use super::codec::{batch_write, unavailable};
 use super::keys::{key, s, tenant_pk, usage_pk};
 use super::{DynamoStore, Item};
 
 /// Items deleted per call before it answers "more to do" (see `DynamoStore::with_delete_budget`).
 pub(super) const DELETES_PER_CALL: usize = 2_000;
-/// Rounds of resending what `BatchWriteItem` left unprocessed (throttling) before giving up.
-const UNPROCESSED_ROUNDS: u32 = 5;
 
 /// What is left to delete this call.
 struct Budget(usize);
@@ -117,7 +113,7 @@ impl DynamoStore {
             if budget.0 < chunk.len() {
                 return Ok(false);
             }
-            let mut requests: Vec<WriteRequest> = chunk
+            let requests: Vec<WriteRequest> = chunk
                 .iter()
                 .map(|k| {
                     let delete =
@@ -125,23 +121,8 @@ impl DynamoStore {
                     Ok(WriteRequest::builder().delete_request(delete).build())
                 })
                 .collect::<Result<_, StoreError>>()?;
-            let mut round = 0;
-            while !requests.is_empty() {
-                if round == UNPROCESSED_ROUNDS {
-                    return Ok(false);
-                }
-                if round > 0 {
-                    tokio::time::sleep(Duration::from_millis(50 << round)).await;
-                }
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(table, requests)
-                    .send()
-                    .await
-                    .map_err(|e| unavailable("BatchWriteItem", &e))?;
-                requests = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
-                round += 1;
+            if !batch_write(&self.client, table, requests).await? {
+                return Ok(false);
             }
             budget.0 -= chunk.len();
         }
