@@ -98,12 +98,31 @@ pub struct Blob {
 }
 
 impl Blob {
-    /// `value` as the compact JSON kept, keyed by its hash; `tokens` for its reference.
-    pub fn of(value: &Value, tokens: u32) -> (ContentRef, Blob) {
-        let body = value.to_string().into_bytes();
+    /// `value` as the compact JSON kept (serde's order of fields), keyed by its hash; `tokens`
+    /// for its reference. Serialised straight to bytes: no JSON tree is built on the way.
+    pub fn of<T: Serialize + ?Sized>(value: &T, tokens: u32) -> (ContentRef, Blob) {
+        let body = serde_json::to_vec(value).unwrap_or_default();
         let sha256 = sha256_hex(&body);
         let reference = ContentRef { sha256: sha256.clone(), bytes: body.len() as u64, tokens };
         (reference, Blob { sha256, body })
+    }
+
+    /// A message as `recording` keeps it (see [`recorded_message`]).
+    pub fn of_message(message: &Message, recording: Recording) -> (ContentRef, Blob) {
+        let tokens = message.estimated_tokens();
+        match recording {
+            Recording::Redacted => Self::of(&recorded_message(message, recording), tokens),
+            _ => Self::of(message, tokens),
+        }
+    }
+
+    /// A system prompt as `recording` keeps it (see [`recorded_system`]).
+    pub fn of_system(system: &str, recording: Recording) -> (ContentRef, Blob) {
+        let tokens = estimate_tokens(system);
+        match recording {
+            Recording::Redacted => Self::of(&redacted_text(system), tokens),
+            _ => Self::of(system, tokens),
+        }
     }
 }
 

@@ -19,9 +19,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Value, json};
 use switchboard_domain::message::Message;
-use switchboard_domain::recording::{Recording, recorded_system, sha256_hex};
+use switchboard_domain::recording::Recording;
 use switchboard_domain::{
-    Agent, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionStatus, Skill, Tenant, TenantId, Tool,
+    Agent, Blob, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionStatus, Skill, Tenant, TenantId, Tool,
     WebhookAudit,
 };
 use switchboard_engine::recorded::{self, CallContent};
@@ -505,9 +505,9 @@ fn answer(call: &CallContent) -> Result<Answer, ReplayError> {
 #[async_trait]
 impl Model for RecordedModel {
     async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let hash = |v: &Value| sha256_hex(v.to_string().as_bytes());
-        let system = hash(&recorded_system(&request.system, Recording::Full));
-        let first = request.messages.first().map(|m| hash(&serde_json::to_value(m).unwrap_or(Value::Null)));
+        // Hashed as the recording hashed them.
+        let system = Blob::of_system(&request.system, Recording::Full).0.sha256;
+        let first = request.messages.first().map(|m| Blob::of_message(m, Recording::Full).0.sha256);
         {
             let mut children = self.children.lock().map_err(|_| ModelError::Unavailable("replay lock".into()))?;
             let run = children.iter_mut().find(|q| q.front().is_some_and(|a| a.system == system && a.first == first));

@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use switchboard_domain::message::{Message, Role, estimate_tokens};
-use switchboard_domain::recording::{recorded_message, recorded_system};
 use switchboard_domain::{
-    Blob, CallRequest, CallResponse, ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, Recording, TokenUsage,
+    Blob, CallRequest, CallResponse, ContentRef, ErrorKind, ExecutionError, ModelCallRecord, ModelFailure, Recording,
+    TokenUsage,
 };
 use tracing::Instrument;
 
@@ -162,18 +162,16 @@ fn capture(record: &mut ModelCallRecord, request: &ModelRequest, answer: &Messag
         return;
     }
     let mut content = Vec::with_capacity(request.messages.len() + 3);
-    let mut keep = |value: serde_json::Value, tokens: u32| {
-        let (reference, blob) = Blob::of(&value, tokens);
+    let mut keep = |(reference, blob): (ContentRef, Blob)| {
         content.push(blob);
         reference
     };
-    let system = keep(recorded_system(&request.system, recording), estimate_tokens(&request.system));
-    let messages =
-        request.messages.iter().map(|m| keep(recorded_message(m, recording), m.estimated_tokens())).collect();
-    let tools = serde_json::to_value(&request.tools).unwrap_or_default();
-    let tools_tokens = estimate_tokens(&tools.to_string());
-    let tools = keep(tools, tools_tokens);
-    let message = keep(recorded_message(answer, recording), answer.estimated_tokens());
+    let system = keep(Blob::of_system(&request.system, recording));
+    let messages = request.messages.iter().map(|m| keep(Blob::of_message(m, recording))).collect();
+    let (mut tools, blob) = Blob::of(&request.tools, 0);
+    tools.tokens = estimate_tokens(&String::from_utf8_lossy(&blob.body));
+    let tools = keep((tools, blob));
+    let message = keep(Blob::of_message(answer, recording));
     record.request = Some(CallRequest {
         model: request.model.clone(),
         system,

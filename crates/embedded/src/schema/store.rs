@@ -297,10 +297,12 @@ CREATE TABLE IF NOT EXISTS config_versions (
 "#;
 
 /// Recorded model content (prompts, messages, answers), kept once per session under its SHA-256
-/// and pointed at by the execution records; and the tenant's `recording` setting.
+/// and pointed at by the execution records; and the tenant's `recording` setting. A piece written
+/// again is replaced (a new `seq`), so rows in `seq` order come due in that order, as execution
+/// records do, and retention needs no index on the expiry.
 pub const RECORDED_CONTENT: &str = r#"
 CREATE TABLE IF NOT EXISTS content (
-    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq        INTEGER PRIMARY KEY,
     tenant_id  TEXT NOT NULL,
     session_id TEXT NOT NULL,
     sha256     TEXT NOT NULL,
@@ -308,7 +310,6 @@ CREATE TABLE IF NOT EXISTS content (
     body       BLOB NOT NULL,
     UNIQUE (tenant_id, session_id, sha256)
 ) STRICT;
-CREATE INDEX IF NOT EXISTS content_by_expiry ON content (expires_at);
 CREATE TABLE IF NOT EXISTS tenant_settings (
     tenant_id TEXT PRIMARY KEY,
     recording TEXT NOT NULL

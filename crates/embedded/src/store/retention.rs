@@ -72,13 +72,9 @@ impl Pages {
 const EXECUTIONS: &str = "SELECT rowid, tenant_id, execution_id, expires_at, CASE WHEN ?3 THEN body END
      FROM executions WHERE rowid > ?1 ORDER BY rowid LIMIT ?2";
 
-/// Recorded content that expires before `?3`, after (`?1`, `?2`) in the order of
-/// `content_by_expiry` (a turn that writes a piece again moves its expiry, not its row), at most
-/// `?4`; the body when `?5`.
-const CONTENT: &str = "SELECT seq, tenant_id, sha256, expires_at, session_id, CASE WHEN ?5 THEN body END
-     FROM content INDEXED BY content_by_expiry
-     WHERE expires_at < ?3 AND (expires_at, seq) > (?1, ?2)
-     ORDER BY expires_at, seq LIMIT ?4";
+/// Recorded content in row order after `?1`, at most `?2`; the body when `?3`.
+const CONTENT: &str = "SELECT seq, tenant_id, sha256, expires_at, session_id, CASE WHEN ?3 THEN body END
+     FROM content WHERE seq > ?1 ORDER BY seq LIMIT ?2";
 
 /// Sessions that are not active and were last written before `?3`, after (`?1`, `?2`) in the
 /// order of `sessions_by_update`, at most `?4`; the body when `?5`. `owns`: a session handed to
@@ -252,16 +248,20 @@ fn executions(c: &Connection, after: Cursor, due_ms: i64, limit: i64, records: b
     Ok(batch)
 }
 
-/// Content whose `expires_at` is before `due_ms` (the only rows read); a row's `version` is its
-/// expiry, which its delete checks. The archive's record holds the content as JSON with its key.
+/// Recorded content whose `expires_at` is before `due_ms`, in row order (a piece written again is
+/// a new row); a row's `version` is its expiry, which its delete checks. The archive's record
+/// holds the content as JSON with its key.
 fn content(c: &Connection, after: Cursor, due_ms: i64, limit: i64, records: bool) -> Result<RawBatch, DbError> {
     let mut batch = RawBatch::new(after);
     let mut stmt = c.prepare_cached(CONTENT)?;
-    let mut rows = stmt.query(params![after.updated_ms, after.seq, due_ms, limit, records])?;
+    let mut rows = stmt.query(params![after.seq, limit, records])?;
     while let Some(r) = rows.next()? {
         let (seq, expires): (i64, i64) = (r.get(0)?, r.get(3)?);
         batch.read += 1;
-        batch.next = Cursor { updated_ms: expires, seq };
+        batch.next.seq = seq;
+        if expires >= due_ms {
+            continue;
+        }
         let (tenant, sha256, session): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(4)?);
         let record = match r.get::<_, Option<Vec<u8>>>(5)? {
             Some(body) => {

@@ -301,10 +301,11 @@ impl TurnRows {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
         }
         for (sha256, body) in &self.content {
+            // Written again (rare: the session had forgotten it), it is replaced whole, so that it
+            // moves to the end of the table's order, where retention looks for it.
             c.prepare_cached(
-                "INSERT INTO content (tenant_id, session_id, sha256, expires_at, body) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (tenant_id, session_id, sha256)
-                     DO UPDATE SET expires_at = max(expires_at, excluded.expires_at)",
+                "INSERT OR REPLACE INTO content (tenant_id, session_id, sha256, expires_at, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
             .execute(params![t, sid, sha256, self.content_expires, body])?;
         }
