@@ -717,15 +717,11 @@ fn a_records_history_is_listed_compared_and_rolled_back_with_the_cli() {
     assert!(cli.ok(&["triggers", "versions", &trigger]).lines().nth(1).unwrap().starts_with('1'));
 }
 
-#[tokio::test]
-async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_cannot_find() {
-    let dir = tempfile::tempdir().unwrap();
-    let tenant = examples().join("tenant.json");
-    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
-    let cli = Cli { key: server.admin.clone(), server: &server };
-    let event = serde_json::json!({ "id": "rp-1", "source": "conversations-service", "detail-type": "message.new",
-        "detail": { "tenantId": "acme", "conversationId": "c-rp", "messageId": "m-rp", "channel": { "platform": "webchat" },
-                    "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": "Where is my order #1234?" } } });
+/// One customer message to `server` in conversation `c-<id>`, waited for: `POST /events`'s answer.
+async fn say(server: &Server, id: &str, text: &str) -> Value {
+    let event = serde_json::json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": "m-1", "channel": { "platform": "webchat" },
+                    "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": text } } });
     let res = reqwest::Client::new()
         .post(format!("{}/events?wait=30", server.base))
         .bearer_auth(&server.admin)
@@ -733,7 +729,17 @@ async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_ca
         .send()
         .await
         .unwrap();
-    let body: Value = res.json().await.unwrap();
+    assert_eq!(res.status().as_u16(), 202);
+    res.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_cannot_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    let body = say(&server, "rp-1", "Where is my order #1234?").await;
     let id = body["execution"]["executionId"].as_str().unwrap().to_owned();
     let same = cli.ok(&["replay", &id]);
     assert!(same.starts_with("same actions as recorded ("), "{same}");
@@ -834,17 +840,7 @@ async fn eval_takes_the_agent_from_a_running_server() {
     assert!(convos["messages"].as_array().is_none_or(Vec::is_empty), "{convos}");
     // a dataset built from the server's recent hand-offs: each recorded message, expecting what it did
     for (id, text) in [("fe-1", "I want to talk to a human"), ("fe-2", "Where is my order #1234?")] {
-        let event = serde_json::json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
-            "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": "m-1", "channel": { "platform": "webchat" },
-                        "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": text } } });
-        let res = api
-            .post(format!("{}/events?wait=30", server.base))
-            .bearer_auth(&server.admin)
-            .json(&event)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status().as_u16(), 202);
+        assert!(say(&server, id, text).await["execution"].is_object());
     }
     let built: Value = serde_json::from_str(&cli.ok(&["eval", "--from-executions", "--status", "handed_off"])).unwrap();
     let cases = built["cases"].as_array().unwrap();

@@ -116,7 +116,8 @@ impl Blob {
         }
     }
 
-    /// A system prompt as `recording` keeps it (see [`recorded_system`]).
+    /// A system prompt as `recording` keeps it: whole, or redacted (it carries the session's
+    /// memory, summary and the customer's first message).
     pub fn of_system(system: &str, recording: Recording) -> (ContentRef, Blob) {
         let tokens = estimate_tokens(system);
         match recording {
@@ -168,22 +169,6 @@ pub fn recorded_message(message: &Message, recording: Recording) -> Value {
         .collect();
     let role = serde_json::to_value(message.role).unwrap_or(Value::Null);
     json!({ "role": role, "content": blocks })
-}
-
-/// The system prompt as [`Recording`] keeps it: whole, or redacted (it carries the session's
-/// memory, summary and the customer's first message).
-pub fn recorded_system(system: &str, recording: Recording) -> Value {
-    if recording == Recording::Redacted { redacted_text(system) } else { Value::String(system.to_owned()) }
-}
-
-/// The estimated tokens of a recorded message.
-pub fn message_tokens(message: &Message) -> u32 {
-    message.estimated_tokens()
-}
-
-/// The estimated tokens of a system prompt.
-pub fn system_tokens(system: &str) -> u32 {
-    estimate_tokens(system)
 }
 
 /// Content hashes a session knows to be stored for it, so that a turn writes only what is new.
@@ -277,7 +262,9 @@ mod tests {
         assert_eq!(v["content"][1]["name"], "lookup");
         assert!(!v.to_string().contains("4111"));
         assert_eq!(recorded_message(&user, Recording::Full), serde_json::to_value(&user).unwrap());
-        assert_eq!(recorded_system("remember 4111", Recording::Redacted)["redacted"]["bytes"], 13);
+        let (_, system) = Blob::of_system("remember 4111", Recording::Redacted);
+        let system: Value = serde_json::from_slice(&system.body).unwrap();
+        assert_eq!(system["redacted"]["bytes"], 13);
     }
 
     #[test]

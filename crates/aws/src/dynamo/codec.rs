@@ -114,3 +114,36 @@ pub(super) async fn batch_write(
     }
     Ok(requests.is_empty())
 }
+
+/// Reads `wanted` (table → keys, 100 keys at most) with `BatchGetItem`, asking again for what
+/// DynamoDB leaves unread after a growing, jittered pause, [`UNPROCESSED_ROUNDS`] times at most:
+/// every item found, by table. Keys still unread after that fail the read (retryable).
+pub(super) async fn batch_get(
+    client: &aws_sdk_dynamodb::Client,
+    mut wanted: std::collections::HashMap<String, aws_sdk_dynamodb::types::KeysAndAttributes>,
+) -> Result<std::collections::HashMap<String, Vec<super::Item>>, StoreError> {
+    let mut found: std::collections::HashMap<String, Vec<super::Item>> = std::collections::HashMap::new();
+    for round in 0..UNPROCESSED_ROUNDS {
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        if round > 0 {
+            let pause = fastrand::u64(5..=25 * u64::from(round));
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        }
+        let out = client
+            .batch_get_item()
+            .set_request_items(Some(wanted))
+            .send()
+            .await
+            .map_err(|e| unavailable("BatchGetItem", &e))?;
+        for (table, items) in out.responses.unwrap_or_default() {
+            found.entry(table).or_default().extend(items);
+        }
+        wanted = out.unprocessed_keys.unwrap_or_default();
+    }
+    if wanted.is_empty() {
+        return Ok(found);
+    }
+    Err(StoreError::Unavailable { message: "BatchGetItem kept leaving keys unprocessed".into(), retryable: true })
+}

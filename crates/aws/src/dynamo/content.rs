@@ -8,7 +8,6 @@
 //! Read with `BatchGetItem`. Erased with the tenant's sessions (their partitions go whole).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, PutRequest, TransactWriteItem, WriteRequest};
 use chrono::{DateTime, Utc};
@@ -118,43 +117,21 @@ impl DynamoStore {
         let mut found = Vec::with_capacity(hashes.len());
         for chunk in hashes.chunks(100) {
             let keys: Vec<Item> = chunk.iter().map(|h| key(execution_pk(session), content_sk(h))).collect();
-            let mut wanted = HashMap::from([(
+            let wanted = HashMap::from([(
                 table.clone(),
                 KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build().map_err(build_err)?,
             )]);
-            for round in 0..UNPROCESSED_ROUNDS {
-                if wanted.is_empty() {
-                    break;
+            for item in batch_get(&self.client, wanted).await?.remove(table).unwrap_or_default() {
+                let owned = attr_s(&item, "tenantId").is_ok_and(|t| t == tenant.as_str());
+                let live = item
+                    .get("expiresAt")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|at| at > now);
+                let sha256 = attr_s(&item, "SK")?.strip_prefix("CONTENT#").map(str::to_owned);
+                if let (true, true, Some(sha256)) = (owned, live, sha256) {
+                    found.push(Blob { sha256, body: attr_s(&item, "content")?.as_bytes().to_vec() });
                 }
-                if round > 0 {
-                    tokio::time::sleep(Duration::from_millis(fastrand::u64(5..=25 * u64::from(round)))).await;
-                }
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .set_request_items(Some(wanted))
-                    .send()
-                    .await
-                    .map_err(|e| unavailable("BatchGetItem", &e))?;
-                for item in out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default() {
-                    let owned = attr_s(&item, "tenantId").is_ok_and(|t| t == tenant.as_str());
-                    let live = item
-                        .get("expiresAt")
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|v| v.parse::<i64>().ok())
-                        .is_some_and(|at| at > now);
-                    let sha256 = attr_s(&item, "SK")?.strip_prefix("CONTENT#").map(str::to_owned);
-                    if let (true, true, Some(sha256)) = (owned, live, sha256) {
-                        found.push(Blob { sha256, body: attr_s(&item, "content")?.as_bytes().to_vec() });
-                    }
-                }
-                wanted = out.unprocessed_keys.unwrap_or_default();
-            }
-            if !wanted.is_empty() {
-                return Err(StoreError::Unavailable {
-                    message: "BatchGetItem kept leaving recorded content unread".into(),
-                    retryable: true,
-                });
             }
         }
         Ok(found)

@@ -47,9 +47,6 @@ pub(super) const HUMAN: &str = "human";
 /// How often a transaction whose only conflict was on usage counters is tried again.
 const USAGE_CONFLICT_RETRIES: u32 = 5;
 
-/// How often a `BatchGetItem` is sent while DynamoDB leaves keys unprocessed.
-const BATCH_GET_ATTEMPTS: u32 = 5;
-
 /// One key of a `BatchGetItem`, read strongly consistent.
 fn keys_and_attributes(k: Item) -> Result<KeysAndAttributes, StoreError> {
     KeysAndAttributes::builder().keys(k).consistent_read(true).build().map_err(build_err)
@@ -367,40 +364,20 @@ impl SessionStore for DynamoStore {
         let (executions, sessions) = (&self.names.executions_table, &self.names.sessions_table);
         let pointer_key = key(tenant_pk(tenant), source_sk(source_id));
         let marker_key = key(tenant_pk(tenant), active_sk(conversation_id));
-        let mut wanted = HashMap::from([
+        let wanted = HashMap::from([
             (executions.clone(), keys_and_attributes(pointer_key)?),
             (sessions.clone(), keys_and_attributes(marker_key)?),
         ]);
-        let (mut pointer, mut marker) = (None, None);
-        for attempt in 1..=BATCH_GET_ATTEMPTS {
-            let out = self
-                .client
-                .batch_get_item()
-                .set_request_items(Some(wanted))
-                .send()
-                .await
-                .map_err(|e| unavailable("BatchGetItem", &e))?;
-            let mut found = out.responses.unwrap_or_default();
-            if let Some(item) = found.remove(executions).and_then(|items| items.into_iter().next()) {
-                pointer = Some(item);
-            }
-            if let Some(item) = found.remove(sessions).and_then(|items| items.into_iter().next()) {
-                marker = Some(item);
-            }
-            wanted = out.unprocessed_keys.unwrap_or_default();
-            if wanted.is_empty() {
-                if let Some(pointer) = pointer
-                    && let Some(done) = self.execution_at_pointer(tenant, &pointer).await?
-                {
-                    return Ok(TurnStart::Recorded(Box::new(done)));
-                }
-                let latest = self.latest_after_marker(tenant, conversation_id, marker).await?;
-                return Ok(TurnStart::Latest(latest.map(Box::new)));
-            }
-            // DynamoDB left keys unread (throttling): ask for those again, after a short pause.
-            tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(5..=25 * u64::from(attempt)))).await;
+        let mut found = batch_get(&self.client, wanted).await?;
+        let mut first = |table: &str| found.remove(table).and_then(|items| items.into_iter().next());
+        let (pointer, marker) = (first(executions), first(sessions));
+        if let Some(pointer) = pointer
+            && let Some(done) = self.execution_at_pointer(tenant, &pointer).await?
+        {
+            return Ok(TurnStart::Recorded(Box::new(done)));
         }
-        Err(StoreError::Unavailable { message: "BatchGetItem kept leaving keys unprocessed".into(), retryable: true })
+        let latest = self.latest_after_marker(tenant, conversation_id, marker).await?;
+        Ok(TurnStart::Latest(latest.map(Box::new)))
     }
 
     /// A `Query` of the tenant's `SESSION#` items, newest first, with the filter as a
