@@ -39,31 +39,54 @@ impl Cli<'_> {
 }
 
 #[test]
-fn an_admin_manages_a_tenants_keys_with_the_cli() {
+fn an_owner_manages_the_tenants_keys_for_named_principals_with_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
     create_tenant(&dir.path().join("data"), "acme");
     let admin = Cli { key: server.admin.clone(), server: &server };
-    let key = admin.ok(&["keys", "issue"]).trim().to_owned();
+    // an owner's key, made by the admin; the owner makes the others
+    let owner_key = admin.ok(&["keys", "issue", "--principal", "olivia", "--role", "owner"]).trim().to_owned();
+    let owner = Cli { key: owner_key, server: &server };
+    let key =
+        owner.ok(&["keys", "issue", "--principal", "vic@acme.example", "--role", "viewer", "--expires-in", "90d"]);
+    let key = key.trim().to_owned();
     assert!(key.starts_with("sbk_"), "{key}");
-    let listed = admin.ok(&["keys", "list"]);
+    let listed = owner.ok(&["keys", "list"]);
     assert!(listed.starts_with("ID") && !listed.contains(&key), "{listed}");
-    let ids: Vec<Value> = serde_json::from_str::<Value>(&admin.ok(&["keys", "list", "--json"])).unwrap()["keys"]
+    assert!(listed.contains("vic@acme.example") && listed.contains("viewer"), "{listed}");
+    let keys: Vec<Value> = serde_json::from_str::<Value>(&owner.ok(&["keys", "list", "--json"])).unwrap()["keys"]
         .as_array()
         .unwrap()
         .clone();
-    assert_eq!(ids.len(), 2, "the tenant's first key and the new one: {ids:?}");
-    // the new key works, then is revoked by an admin (a tenant key cannot)
-    let tenant = Cli { key: key.clone(), server: &server };
-    assert!(tenant.ok(&["agents", "list"]).starts_with("ID"));
-    let newest = ids.iter().filter_map(|k| k["keyId"].as_str()).find(|id| listed.contains(id)).unwrap().to_owned();
-    let err = tenant.fails(&["keys", "revoke", &newest]);
-    assert!(err.contains("404"), "{err}");
-    for id in ids.iter().filter_map(|k| k["keyId"].as_str()) {
-        assert_eq!(admin.ok(&["keys", "revoke", id]).trim(), format!("revoked key {id}"));
-    }
-    assert!(tenant.fails(&["agents", "list"]).contains("401"));
-    assert!(admin.fails(&["keys", "revoke", &newest]).contains("404"));
+    assert_eq!(keys.len(), 3, "the tenant's first key, the owner's and the viewer's: {keys:?}");
+    let vic = keys.iter().find(|k| k["principal"] == "vic@acme.example").unwrap();
+    assert!(vic["expiresAt"].is_string(), "{vic}");
+    let vic_id = vic["keyId"].as_str().unwrap().to_owned();
+    // the viewer reads, and is told what it may not do
+    let viewer = Cli { key: key.clone(), server: &server };
+    assert!(viewer.ok(&["agents", "list"]).starts_with("ID"));
+    let err = viewer.fails(&["keys", "revoke", &vic_id]);
+    assert!(err.contains("403") && err.contains("owner or admin") && err.contains("viewer"), "{err}");
+    // bad grants are named before anything is sent
+    assert!(owner.fails(&["keys", "issue", "--role", "root"]).contains("--role"));
+    assert!(owner.fails(&["keys", "issue", "--role", "admin"]).contains("--role"));
+    assert!(owner.fails(&["keys", "issue", "--expires-in", "soon"]).contains("--expires-in"));
+    // rotated: a new key, the old one refused at once
+    let rotated = owner.ok(&["keys", "rotate", &vic_id]).trim().to_owned();
+    assert!(rotated.starts_with("sbk_") && rotated != key, "{rotated}");
+    assert!(viewer.fails(&["agents", "list"]).contains("401"));
+    let viewer = Cli { key: rotated, server: &server };
+    assert!(viewer.ok(&["agents", "list"]).starts_with("ID"));
+    // revoked by its owner: the key stops working
+    let keys: Value = serde_json::from_str(&owner.ok(&["keys", "list", "--json"])).unwrap();
+    let new_id =
+        keys["keys"].as_array().unwrap().iter().find(|k| k["principal"] == "vic@acme.example").unwrap()["keyId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    assert_eq!(owner.ok(&["keys", "revoke", &new_id]).trim(), format!("revoked key {new_id}"));
+    assert!(viewer.fails(&["agents", "list"]).contains("401"));
+    assert!(owner.fails(&["keys", "revoke", &new_id]).contains("404"));
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {

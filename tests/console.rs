@@ -226,7 +226,8 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
         ],
     );
     let admin = Api::new(&server, &server.admin);
-    let issued = admin.post("/tenants/acme/keys", json!({})).await;
+    // Alice's own key: the console names her from it, and so do the records of what she does
+    let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Alice", "role": "operator" })).await;
     assert_eq!(issued.status, 201, "{:?}", issued.body);
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
@@ -241,9 +242,9 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     b.shot("1-sign-in").await;
     b.type_into("#tenant", "acme").await;
     b.type_into("#key", &key).await;
-    b.type_into("#operator", "Alice").await;
     b.click("#sign-in button[type=submit]").await;
     b.wait_text("#inbox", "Nobody is waiting").await;
+    assert_eq!(b.text("#who").await, "Alice (operator) · acme", "who is signed in, from the key");
     assert_eq!(b.js("return sessionStorage.length").await, 1, "the key is kept for the tab only");
     assert_eq!(b.js("return localStorage.length").await, 0);
 
@@ -386,7 +387,8 @@ async fn the_console_served_by_switchboard_console_forwards_calls_and_the_live_s
     let tenant = examples().join("tenant.json");
     let server = Server::start(dir.path(), &["--tenant", tenant.to_str().unwrap()]);
     let admin = Api::new(&server, &server.admin);
-    let key = admin.post("/tenants/acme/keys", json!({})).await.body["key"].as_str().unwrap().to_owned();
+    let grant = json!({ "principal": "Bea", "role": "operator" });
+    let key = admin.post("/tenants/acme/keys", grant).await.body["key"].as_str().unwrap().to_owned();
     // The console in front of the server, passing the page's key through (no --aws-sigv4).
     let mut console = Stopped(
         common::bin()
@@ -405,7 +407,6 @@ async fn the_console_served_by_switchboard_console_forwards_calls_and_the_live_s
     b.go(&format!("{base}/console/")).await;
     b.type_into("#tenant", "acme").await;
     b.type_into("#key", &key).await;
-    b.type_into("#operator", "Bea").await;
     b.click("#sign-in button[type=submit]").await;
     b.wait_text("#inbox", "Nobody is waiting").await;
     let api = Api::new(&server, &key);

@@ -668,14 +668,14 @@ fn the_console_signs_the_pages_calls_and_answers_only_its_own_page() {
             .unwrap();
         assert_eq!(list["items"][0]["sessionId"], session.as_str(), "{list}");
         let claimed = call(reqwest::Method::POST, &format!("/tenants/acme/sessions/{session}/claim"))
-            .json(&json!({ "operator": "Ann" }))
+            .json(&json!({}))
             .send()
             .await
             .unwrap();
         assert_eq!(claimed.status(), 200);
         let reply = call(reqwest::Method::POST, &format!("/tenants/acme/sessions/{session}/messages"))
             .header("idempotency-key", "k-1")
-            .json(&json!({ "operator": "Ann", "text": "Ann here." }))
+            .json(&json!({ "text": "Ann here." }))
             .send()
             .await
             .unwrap();

@@ -7,6 +7,8 @@ const SESSION_KEY = "switchboard.console";
 const PRIORITY = { urgent: 0, high: 1, normal: 2, low: 3 };
 
 let auth = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+// a tab signed in before principals (no name from the server) signs in again
+if (auth && !auth.principal) auth = null;
 // How calls reach the API: `none` (the page sends the key) or `aws-sigv4` (the local
 // `switchboard console` signs every call; no key is asked for).
 let config = { signing: "none" };
@@ -89,8 +91,6 @@ function signInForm() {
       signed ? el("p", { class: "muted", id: "signed" }, `Calls to ${config.upstream} are signed by switchboard console with your AWS credentials; no key is needed here.`) : [
         el("label", { for: "key" }, "API key (a tenant key, or the admin key)"),
         el("input", { id: "key", name: "key", type: "password", required: true, autocomplete: "current-password" })],
-      el("label", { for: "operator" }, "Your name (shown on your claims and replies)"),
-      el("input", { id: "operator", name: "operator", required: true, maxlength: "64", autocomplete: "name" }),
       el("button", { type: "submit" }, "Sign in"),
       el("p", { class: "muted" }, "The key is kept in this tab only and forgotten when the tab closes.")));
   document.getElementById("tenant").focus();
@@ -99,9 +99,11 @@ function signInForm() {
 async function signIn(ev) {
   ev.preventDefault();
   const f = new FormData(ev.target);
-  auth = { tenant: f.get("tenant").trim(), key: f.get("key") || null, operator: f.get("operator").trim() };
+  auth = { tenant: f.get("tenant").trim(), key: f.get("key") || null };
   try {
-    await api("GET", `/tenants/${t()}/sessions?limit=1`);
+    // who the key (or the AWS identity) is: the name on claims and replies, and what it may do
+    const me = await api("GET", `/tenants/${t()}/me`);
+    Object.assign(auth, { principal: me.principal, role: me.role, groups: me.groups });
   } catch (e) {
     auth = null;
     const denied = config.signing === "aws-sigv4" ? "Your AWS identity may not call this tenant's API." : "That key is not valid.";
@@ -129,7 +131,7 @@ function signOut() {
 function start() {
   document.getElementById("nav").hidden = false;
   document.getElementById("sign-out").hidden = false;
-  document.getElementById("who").textContent = `${auth.operator} · ${auth.tenant}`;
+  document.getElementById("who").textContent = `${auth.principal} (${auth.role}) · ${auth.tenant}`;
   listen();
 }
 
@@ -252,7 +254,7 @@ async function conversation(sessionId) {
     api("GET", `/tenants/${t()}/agents?limit=100`),
   ]);
   const human = session.status === "handed_off" && session.handedOffTo && session.handedOffTo.type === "human";
-  const mine = session.claim && session.claim.operator === auth.operator;
+  const mine = session.claim && session.claim.operator === auth.principal;
   const claimedByOther = session.claim && !mine;
 
   const messages = log ? log.messages.map((m) =>
@@ -262,10 +264,15 @@ async function conversation(sessionId) {
       m.content.filter((b) => b.type === "text").map((b) => b.text).join("\n")));
 
   const actions = [];
-  if (human) {
+  const operates = (auth.groups || []).includes("operate");
+  if (human && !operates) {
+    actions.push(el("h2", {}, "Actions"), el("p", { class: "muted", id: "no-actions" },
+      `Your role (${auth.role}) reads conversations; claiming, replying and ending need an operator's or an owner's key.`));
+  }
+  if (human && operates) {
     actions.push(el("h2", {}, "Actions"));
     if (!session.claim) {
-      actions.push(el("button", { id: "claim", type: "button", onclick: () => act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/claim`, { operator: auth.operator }), "Claimed.") }, "Claim (assign to me)"));
+      actions.push(el("button", { id: "claim", type: "button", onclick: () => act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/claim`, {}), "Claimed.") }, "Claim (assign to me)"));
     } else {
       actions.push(el("p", {}, `Claimed by ${session.claim.operator} ${ago(session.claim.at)} ago.`));
     }
@@ -278,7 +285,7 @@ async function conversation(sessionId) {
         const button = ev.target.querySelector("button");
         button.disabled = true;
         try {
-          await api("POST", `/tenants/${t()}/sessions/${sessionId}/messages`, { operator: auth.operator, text }, { "Idempotency-Key": key });
+          await api("POST", `/tenants/${t()}/sessions/${sessionId}/messages`, { text }, { "Idempotency-Key": key });
           key = null;
           say("Sent.");
           render();
@@ -305,7 +312,7 @@ async function conversation(sessionId) {
       const end = el("form", { class: "inline", id: "end", onsubmit: (ev) => {
         ev.preventDefault();
         const note = new FormData(ev.target).get("note");
-        act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/end`, { operator: auth.operator, note: note || null }), "Conversation ended.");
+        act(() => api("POST", `/tenants/${t()}/sessions/${sessionId}/end`, { note: note || null }), "Conversation ended.");
       } },
         el("label", { for: "end-note" }, "Closing note"),
         el("input", { id: "end-note", name: "note", maxlength: "1000" }),

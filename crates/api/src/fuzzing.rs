@@ -95,9 +95,9 @@ pub fn check(body: Body, bytes: &[u8]) -> Result<(), Broken> {
         Body::NewTenant => refusal(parse_json::<Value>(bytes).and_then(|v| invalid(tenants::new_tenant(v)))),
         Body::TenantChanges => refusal(parse_json::<TenantChanges>(bytes).and_then(|c| invalid(tenant_changes(c)))),
         Body::Handoff => read(bytes, |b: sessions::HandoffBody| b.check().map(drop)),
-        Body::Claim => read(bytes, |b: sessions::ClaimBody| b.check()),
-        Body::Reply => read(bytes, |b: sessions::ReplyBody| b.check(Some("fuzz-1"))),
-        Body::End => read(bytes, |b: sessions::EndBody| b.check()),
+        Body::Claim => read(bytes, |b: sessions::ClaimBody| b.check(&fuzz_caller())),
+        Body::Reply => read(bytes, |b: sessions::ReplyBody| b.check(&fuzz_caller(), Some("fuzz-1"))),
+        Body::End => read(bytes, |b: sessions::EndBody| b.check(&fuzz_caller())),
         Body::Invoke => {
             refusal(parse_json::<invoke::InvokeBody>(bytes).and_then(|b| invoke::check_request(&b, &HeaderMap::new())))
         }
@@ -178,4 +178,9 @@ fn tenant_changes(changes: TenantChanges) -> Result<(), ValidationErrors> {
         recording: Default::default(),
     };
     changes.apply(&mut tenant)
+}
+
+/// The signed-in principal the session bodies are checked against.
+fn fuzz_caller() -> crate::auth::Caller {
+    crate::auth::Caller::admin("fuzz")
 }

@@ -12,6 +12,7 @@
 //! the tenant, bodies and queries, and `resources/` holds one module per resource. Resources never
 //! use each other or `routes`.
 
+pub mod access;
 pub mod auth;
 pub mod console;
 mod extract;
@@ -24,7 +25,7 @@ mod resources;
 mod routes;
 mod state;
 
-pub use auth::{Authenticator, Caller, KeyInfo, RateLimiter};
+pub use auth::{Authenticator, Caller, KeyGrant, KeyInfo, RateLimiter};
 pub use problem::Problem;
 pub use routes::routes;
 pub use state::{

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -193,7 +193,9 @@ pub(crate) fn canonical_path(path: &str) -> Result<(), Problem> {
 }
 
 /// Authenticates every request but `/health`, `/ready` and `/openapi.json` (the published
-/// contract), then applies the per-tenant rate limit.
+/// contract), refuses a route the caller's role does not admit (403 naming the roles that do;
+/// a path of a tenant the caller cannot see is left to answer its 404), then applies the
+/// per-tenant rate limit.
 pub(crate) async fn authenticate(State(state): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
     if matches!(req.uri().path(), "/health" | "/ready" | "/openapi.json") {
         return next.run(req).await;
@@ -215,20 +217,23 @@ pub(crate) async fn authenticate(State(state): State<Arc<ApiState>>, mut req: Re
         };
         req.extensions_mut().insert(caller);
     }
-    if let Some(limiter) = &state.limiter {
-        let tenant = req.uri().path().strip_prefix("/tenants/").and_then(|rest| rest.split('/').next());
-        let caller = req.extensions().get::<Caller>().cloned().unwrap_or(Caller::Admin);
-        // Only tenants the caller may see are counted: a path it cannot see answers 404 anyway,
-        // and counting it would let made-up names grow the limiter's table.
-        let visible = tenant.and_then(|t| t.parse::<TenantId>().ok()).filter(|t| match &caller {
-            Caller::Admin => true,
-            Caller::Tenant(own) => own == t,
-        });
-        if let Some(tenant) = visible
-            && let Err(retry_after) = limiter.check(tenant.as_str())
-        {
-            return Problem::rate_limited(retry_after.as_secs().max(1)).into_response();
+    let caller = req.extensions().get::<Caller>().cloned().unwrap_or_else(|| Caller::iam("iam"));
+    let tenant = req.uri().path().strip_prefix("/tenants/").and_then(|rest| rest.split('/').next());
+    // Only tenants the caller may see count: a path it cannot see answers 404 anyway, and
+    // counting it would let made-up names grow the limiter's table.
+    let visible = tenant.and_then(|t| t.parse::<TenantId>().ok()).filter(|t| caller.may_access(t));
+    if tenant.is_none() || visible.is_some() {
+        let route = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
+        let group = crate::access::route_group(req.method(), route);
+        if !caller.role.may(group) {
+            return Problem::forbidden(group, &caller).into_response();
         }
+    }
+    if let Some(limiter) = &state.limiter
+        && let Some(tenant) = visible
+        && let Err(retry_after) = limiter.check(tenant.as_str())
+    {
+        return Problem::rate_limited(retry_after.as_secs().max(1)).into_response();
     }
     next.run(req).await
 }

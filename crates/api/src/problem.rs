@@ -103,6 +103,23 @@ impl Problem {
         )
     }
 
+    /// 403: the caller's role does not admit the route's group.
+    pub fn forbidden(group: switchboard_domain::access::RouteGroup, caller: &crate::auth::Caller) -> Self {
+        let detail = format!(
+            "this needs the {} role ({} routes); '{}' holds the {} role",
+            group.needs(),
+            group.as_str(),
+            caller.principal,
+            caller.role
+        );
+        Self::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
+    }
+
+    /// 403 for a change of fields only an admin makes (a tenant's status and limits).
+    pub fn admin_only(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
+    }
+
     /// 406: the response cannot be given in a type the `Accept` header allows.
     pub fn not_acceptable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_ACCEPTABLE, "not-acceptable", "Not acceptable", detail)

@@ -49,6 +49,8 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
         .route("/tenants/{tenant}/keys", post(tenants::issue_key).get(tenants::list_keys))
         .route("/tenants/{tenant}/keys/{key}", delete(tenants::revoke_key))
+        .route("/tenants/{tenant}/keys/{key}/rotate", post(tenants::rotate_key))
+        .route("/tenants/{tenant}/me", get(tenants::me))
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/events/stream", get(events::stream_events))
         .route("/tenants/{tenant}/events/push", post(events::push_ticket))

@@ -4,6 +4,7 @@
 //! Pure data and pure logic only: no async, no I/O, no clock. Everything that talks to the
 //! outside world lives behind the ports of `switchboard-engine`.
 
+pub mod access;
 pub mod agent;
 pub mod archive;
 pub mod condition;

@@ -8,36 +8,52 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_api::{ApiState, Authenticator, Caller, KeyInfo, MetricsText, RateLimiter, Readiness};
+use switchboard_api::{ApiState, Authenticator, Caller, KeyGrant, KeyInfo, MetricsText, RateLimiter, Readiness};
 use switchboard_domain::TenantId;
+use switchboard_domain::access::Role;
 use switchboard_engine::StoreError;
 
 use crate::keys::{generate_api_key, hash_api_key};
+use crate::store::{NewKey, StoredKey};
 use crate::{Embedded, SqliteStore};
 
 /// The admin key file inside the data directory.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 
-/// API keys checked against their hashes in the store.
+/// API keys checked against their hashes in the store, each held by a principal with a role;
+/// expiry is checked against the store's clock.
 #[derive(Debug)]
 pub struct StoreKeys(pub SqliteStore);
 
 #[async_trait]
 impl Authenticator for StoreKeys {
     async fn authenticate(&self, key: &str) -> Result<Option<Caller>, StoreError> {
-        Ok(self.0.api_key_owner(&hash_api_key(key)).await?.map(|owner| match owner {
-            None => Caller::Admin,
-            Some(t) => Caller::Tenant(t),
+        let Some(stored) = self.0.api_key(&hash_api_key(key)).await? else { return Ok(None) };
+        let now = self.0.clock().now();
+        if stored.expires_at.is_some_and(|at| at <= now) {
+            return Ok(None);
+        }
+        self.0.note_key_use(&stored, now).await?;
+        Ok(Some(match stored.tenant {
+            None => Caller::admin(stored.principal),
+            Some(t) => Caller::member(t, stored.principal, stored.role),
         }))
     }
 
-    async fn issue_key(&self, tenant: &TenantId) -> Result<(String, KeyInfo), StoreError> {
-        let key =
-            generate_api_key().map_err(|e| StoreError::Unavailable { message: e.to_string(), retryable: true })?;
+    async fn issue_key(&self, tenant: &TenantId, grant: &KeyGrant) -> Result<(String, KeyInfo), StoreError> {
+        let key = new_key()?;
         let hash = hash_api_key(&key);
-        self.0.add_api_key(&hash, Some(tenant)).await?;
-        let info = self.0.tenant_api_keys(tenant).await?.into_iter().find(|(h, _)| *h == hash).map(key_info);
-        Ok((key, info.unwrap_or_else(|| key_info((hash, String::new())))))
+        let new = NewKey {
+            key_hash: &hash,
+            tenant: Some(tenant),
+            principal: &grant.principal,
+            role: grant.role,
+            expires_at: grant.expires_at,
+        };
+        self.0.add_api_key(new).await?;
+        let stored = self.0.api_key(&hash).await?;
+        let info = stored.map(key_info).ok_or_else(|| StoreError::Corrupt("an issued key is not stored".into()))?;
+        Ok((key, info))
     }
 
     async fn tenant_keys(&self, tenant: &TenantId) -> Result<Vec<KeyInfo>, StoreError> {
@@ -45,19 +61,40 @@ impl Authenticator for StoreKeys {
     }
 
     async fn revoke_key(&self, tenant: &TenantId, key_id: &str) -> Result<bool, StoreError> {
-        let well_formed = key_id.len() == KEY_ID_LEN && key_id.bytes().all(|b| b.is_ascii_hexdigit());
-        if !well_formed {
-            return Ok(false);
-        }
-        self.0.revoke_api_key(tenant, &key_id.to_ascii_lowercase()).await
+        let Some(id) = key_id_of(key_id) else { return Ok(false) };
+        self.0.revoke_api_key(tenant, &id).await
+    }
+
+    async fn rotate_key(&self, tenant: &TenantId, key_id: &str) -> Result<Option<(String, KeyInfo)>, StoreError> {
+        let Some(id) = key_id_of(key_id) else { return Ok(None) };
+        let key = new_key()?;
+        let rotated = self.0.rotate_api_key(tenant, &id, &hash_api_key(&key)).await?;
+        Ok(rotated.map(|stored| (key, key_info(stored))))
     }
 }
 
 /// Hex digits of a key's hash that name it.
 const KEY_ID_LEN: usize = 16;
 
-fn key_info((hash, created_at): (String, String)) -> KeyInfo {
-    KeyInfo { key_id: hash.chars().take(KEY_ID_LEN).collect(), created_at }
+/// A key id as the store matches it, or `None` when it cannot be one.
+fn key_id_of(key_id: &str) -> Option<String> {
+    let well_formed = key_id.len() == KEY_ID_LEN && key_id.bytes().all(|b| b.is_ascii_hexdigit());
+    well_formed.then(|| key_id.to_ascii_lowercase())
+}
+
+fn new_key() -> Result<String, StoreError> {
+    generate_api_key().map_err(|e| StoreError::Unavailable { message: e.to_string(), retryable: true })
+}
+
+fn key_info(key: StoredKey) -> KeyInfo {
+    KeyInfo {
+        key_id: key.key_hash.chars().take(KEY_ID_LEN).collect(),
+        principal: key.principal,
+        role: key.role,
+        created_at: key.created_at,
+        expires_at: key.expires_at.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        last_used_at: key.last_used_at.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    }
 }
 
 /// The routes' view of one embedded runtime: every port from the profile, API keys from the
@@ -215,7 +252,9 @@ pub async fn ensure_admin_key(embedded: &Embedded) -> Result<Option<PathBuf>, Ad
     let key = generate_api_key().map_err(|e| AdminKeyError::Random(e.to_string()))?;
     let path = embedded.data_dir.join(ADMIN_KEY_FILE);
     write_secret(&path, &key).map_err(|source| AdminKeyError::Write { path: path.clone(), source })?;
-    embedded.store.add_api_key(&hash_api_key(&key), None).await?;
+    let hash = hash_api_key(&key);
+    let admin = NewKey { key_hash: &hash, tenant: None, principal: "admin", role: Role::Admin, expires_at: None };
+    embedded.store.add_api_key(admin).await?;
     Ok(Some(path))
 }
 

@@ -229,12 +229,15 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
 }
 
 /// `lambda_http` puts the REST API's stage in front of the path (`/prod/tenants/…`); the API's
-/// routes start at `/tenants`, so the stage segment is taken off again.
+/// routes start at `/tenants`, so the stage segment is taken off again. The caller API Gateway
+/// admitted is named here too (`Caller::iam`).
 pub fn strip_stage(mut request: lambda_http::Request) -> lambda_http::Request {
-    let stage = match request.request_context_ref() {
-        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
-        _ => None,
+    let (stage, principal) = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV1(ctx)) => (ctx.stage.clone(), iam_principal(&ctx.identity)),
+        _ => (None, None),
     };
+    // API Gateway's IAM auth has admitted the caller to this route; it is named on what it does.
+    request.extensions_mut().insert(switchboard_api::Caller::iam(principal.unwrap_or_else(|| "iam".to_owned())));
     let Some(stage) = stage else { return request };
     let prefix = format!("/{stage}");
     let path_and_query = request.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
@@ -249,7 +252,14 @@ pub fn strip_stage(mut request: lambda_http::Request) -> lambda_http::Request {
     request
 }
 
-/// The API as the Lambda runtime calls it: stage stripped, then the `crates/api` router.
+/// The IAM principal API Gateway authenticated: its ARN (`arn:aws:sts::…:assumed-role/R/alice`),
+/// else the caller id (`AROA…:alice`).
+fn iam_principal(identity: &aws_lambda_events::apigw::ApiGatewayRequestIdentity) -> Option<String> {
+    identity.user_arn.clone().or_else(|| identity.caller.clone()).filter(|p| !p.is_empty())
+}
+
+/// The API as the Lambda runtime calls it: stage stripped and the caller named, then the
+/// `crates/api` router.
 pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request) -> lambda_http::Request> {
     switchboard_api::routes(state).map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)
 }

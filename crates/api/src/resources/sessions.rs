@@ -17,6 +17,7 @@ use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
 use switchboard_domain::{AgentId, Priority, SessionId, ValidationErrors};
 use switchboard_engine::{HandoffTo, OperatorError};
 
+use crate::auth::Caller;
 use crate::extract::{JsonBody, Query, Session, Tenant, page_limit};
 use crate::problem::Problem;
 use crate::state::ApiState;
@@ -150,45 +151,46 @@ pub(crate) async fn hand_off(
         .into_response())
 }
 
-/// Longest operator name.
-const MAX_OPERATOR_CHARS: usize = 64;
 /// Longest note an operator leaves when ending a conversation.
 const MAX_NOTE_CHARS: usize = 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClaimBody {
-    operator: String,
+    #[serde(default)]
+    operator: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReplyBody {
-    operator: String,
+    #[serde(default)]
+    operator: Option<String>,
     text: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EndBody {
-    operator: String,
+    #[serde(default)]
+    operator: Option<String>,
     #[serde(default)]
     note: Option<String>,
 }
 
 impl ClaimBody {
-    pub(crate) fn check(&self) -> Result<(), ValidationErrors> {
+    pub(crate) fn check(&self, caller: &Caller) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
-        check_operator(&self.operator, &mut errors);
+        check_operator(self.operator.as_deref(), caller, &mut errors);
         errors.into_result()
     }
 }
 
 impl ReplyBody {
     /// The body's fields and the request's `Idempotency-Key` (`key`), every one at fault.
-    pub(crate) fn check(&self, key: Option<&str>) -> Result<(), ValidationErrors> {
+    pub(crate) fn check(&self, caller: &Caller, key: Option<&str>) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
-        check_operator(&self.operator, &mut errors);
+        check_operator(self.operator.as_deref(), caller, &mut errors);
         if self.text.trim().is_empty() || self.text.len() > MAX_MESSAGE_TEXT_BYTES {
             errors.push("/text", format!("must be 1 to {MAX_MESSAGE_TEXT_BYTES} bytes, not only spaces"));
         }
@@ -205,9 +207,9 @@ impl ReplyBody {
 }
 
 impl EndBody {
-    pub(crate) fn check(&self) -> Result<(), ValidationErrors> {
+    pub(crate) fn check(&self, caller: &Caller) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
-        check_operator(&self.operator, &mut errors);
+        check_operator(self.operator.as_deref(), caller, &mut errors);
         if self.note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS) {
             errors.push("/note", format!("must be at most {MAX_NOTE_CHARS} characters"));
         }
@@ -215,31 +217,34 @@ impl EndBody {
     }
 }
 
-/// `POST …/claim {operator}`: 200 with the session; 409 when another operator holds it.
+/// `POST …/claim {}`: 200 with the session, claimed by the signed-in principal; 409 when
+/// another operator holds it.
 pub(crate) async fn claim(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
+    caller: Caller,
     Session { id: s, .. }: Session,
     JsonBody(body): JsonBody<ClaimBody>,
 ) -> Result<Response, Problem> {
-    body.check().map_err(Problem::invalid)?;
-    let session = state.operator.claim(&t, s, body.operator.trim()).await.map_err(|e| problem(e, s))?;
+    body.check(&caller).map_err(Problem::invalid)?;
+    let session = state.operator.claim(&t, s, &caller.principal).await.map_err(|e| problem(e, s))?;
     Ok(Json(session).into_response())
 }
 
-/// `POST …/messages {operator, text}` with `Idempotency-Key`: 201 `{messageId, executionId}`
-/// when sent, 200 with `duplicate: true` when that key was sent before.
+/// `POST …/messages {text}` with `Idempotency-Key`, sent as the signed-in principal: 201
+/// `{messageId, executionId}` when sent, 200 with `duplicate: true` when that key was sent before.
 pub(crate) async fn reply(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
+    caller: Caller,
     Session { id: s, .. }: Session,
     headers: HeaderMap,
     JsonBody(body): JsonBody<ReplyBody>,
 ) -> Result<Response, Problem> {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
-    body.check(key).map_err(Problem::invalid)?;
+    body.check(&caller, key).map_err(Problem::invalid)?;
     let key = key.unwrap_or_default();
-    let done = state.operator.reply(&t, s, body.operator.trim(), &body.text, key).await.map_err(|e| problem(e, s))?;
+    let done = state.operator.reply(&t, s, &caller.principal, &body.text, key).await.map_err(|e| problem(e, s))?;
     let status = if done.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     let answer = json!({
         "messageId": done.message_id, "executionId": done.execution.execution_id, "duplicate": done.duplicate,
@@ -247,23 +252,31 @@ pub(crate) async fn reply(
     Ok((status, Json(answer)).into_response())
 }
 
-/// `POST …/end {operator, note?}`: the conversation ends; `session.ended` is published.
+/// `POST …/end {note?}`: the conversation ends, by the signed-in principal; `session.ended` is
+/// published.
 pub(crate) async fn end(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
+    caller: Caller,
     Session { id: s, .. }: Session,
     JsonBody(body): JsonBody<EndBody>,
 ) -> Result<Response, Problem> {
-    body.check().map_err(Problem::invalid)?;
+    body.check(&caller).map_err(Problem::invalid)?;
     let note = body.note.as_deref().map(str::trim).filter(|n| !n.is_empty());
-    let record = state.operator.end(&t, s, body.operator.trim(), note).await.map_err(|e| problem(e, s))?;
+    let record = state.operator.end(&t, s, &caller.principal, note).await.map_err(|e| problem(e, s))?;
     Ok(Json(json!({ "status": "completed", "executionId": record.execution_id })).into_response())
 }
 
-fn check_operator(operator: &str, errors: &mut ValidationErrors) {
-    let n = operator.trim().chars().count();
-    if n == 0 || n > MAX_OPERATOR_CHARS || operator.chars().any(char::is_control) {
-        errors.push("/operator", format!("must be 1 to {MAX_OPERATOR_CHARS} characters, no control characters"));
+/// An operator action is recorded as the signed-in principal, never as a typed name: an
+/// `operator` in the body (what clients sent before principals) must name that principal.
+fn check_operator(operator: Option<&str>, caller: &Caller, errors: &mut ValidationErrors) {
+    if let Some(named) = operator
+        && named.trim() != caller.principal
+    {
+        errors.push(
+            "/operator",
+            format!("is the signed-in principal ('{}'), taken from the API key; leave it out", caller.principal),
+        );
     }
 }
 

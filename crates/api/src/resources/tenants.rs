@@ -1,7 +1,9 @@
 //! Tenants themselves: create (`POST /tenants`, admin), read (`GET /tenants/{t}`), change
-//! (`PATCH`, admin: name, status, limits) and delete a suspended one (`DELETE`, admin), and the
-//! tenant's API keys (`…/keys`, admin, embedded profile). The rules of a tenant write are the
-//! engine's configuration service; the keys are the profile's authenticator.
+//! (`PATCH`: name and recording by the owner, status and limits by an admin) and delete a
+//! suspended one (`DELETE`, admin); the tenant's API keys (`…/keys`, owner, embedded profile);
+//! and who the caller is (`GET …/me`). Which role reaches which route is `crate::access`'s; the
+//! rules of a tenant write are the engine's configuration service; the keys are the profile's
+//! authenticator.
 
 use std::sync::Arc;
 
@@ -11,11 +13,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use switchboard_domain::access::{Role, RouteGroup};
 use switchboard_domain::input::read_value;
 use switchboard_domain::{TenantId, ValidationErrors, tenant_name};
 use switchboard_engine::{ConfigWriteError, TenantChanges};
 
-use crate::auth::{Authenticator, Caller};
+use crate::auth::{Authenticator, Caller, KeyGrant, KeyInfo};
 use crate::extract::{JsonBody, Tenant};
 use crate::problem::Problem;
 use crate::state::ApiState;
@@ -23,13 +26,8 @@ use crate::state::ApiState;
 /// `POST /tenants` (admin): `{tenantId, name}`; 201, or 409 when the tenant exists.
 pub(crate) async fn create(
     State(state): State<Arc<ApiState>>,
-    caller: Caller,
     body: Result<JsonBody<Value>, Problem>,
 ) -> Result<Response, Problem> {
-    if caller != Caller::Admin {
-        // A tenant key cannot tell which tenants exist, nor make one.
-        return Err(Problem::not_found("no such route"));
-    }
     let JsonBody(v) = body?;
     let (tenant, name) = new_tenant(v).map_err(Problem::invalid)?;
     let created = state.config_service().create_tenant(&tenant, &name).await.map_err(|e| refused(&tenant, e))?;
@@ -75,14 +73,7 @@ pub(crate) async fn get_one(State(state): State<Arc<ApiState>>, Tenant(t): Tenan
 /// when nothing is left; `202 {status: deleting}` when the store stopped with more to remove
 /// (a large tenant on DynamoDB): call again. `409` while the tenant is not suspended, so that
 /// nothing new runs for it meanwhile and a live tenant is never deleted by one mistaken call.
-pub(crate) async fn delete(
-    State(state): State<Arc<ApiState>>,
-    Tenant(t): Tenant,
-    caller: Caller,
-) -> Result<Response, Problem> {
-    if caller != Caller::Admin {
-        return Err(Problem::not_found("no such route"));
-    }
+pub(crate) async fn delete(State(state): State<Arc<ApiState>>, Tenant(t): Tenant) -> Result<Response, Problem> {
     let Some(tenant) = state.config.get_tenant(&t).await? else {
         return Err(Problem::not_found(format!("no tenant '{t}'")));
     };
@@ -101,20 +92,24 @@ pub(crate) async fn delete(
     }
 }
 
-/// `PATCH /tenants/{t}` (admin): `{name?, status?, limits?}` (limits change field by field);
-/// suspending stops new work for the tenant
-/// (inbound messages are recorded, not answered; `invoke` is refused) and keeps its data.
+/// `PATCH /tenants/{t}`: `{name?, recording?}` (owner), `{status?, limits?}` (admin; limits
+/// change field by field). Suspending stops new work for the tenant (inbound messages are
+/// recorded, not answered; `invoke` is refused) and keeps its data.
 pub(crate) async fn update(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
     caller: Caller,
     body: Result<JsonBody<Value>, Problem>,
 ) -> Result<Response, Problem> {
-    if caller != Caller::Admin {
-        return Err(Problem::not_found("no such route"));
-    }
     let JsonBody(v) = body?;
     let changes: TenantChanges = read_value(v, "").map_err(Problem::invalid)?;
+    if !caller.is_admin() && (changes.status.is_some() || changes.limits.is_some()) {
+        // The platform's to set: a tenant does not lift its own suspension or quotas.
+        return Err(Problem::admin_only(format!(
+            "a tenant's status and limits are changed by an admin; '{}' holds the {} role",
+            caller.principal, caller.role
+        )));
+    }
     let tenant = state.config_service().update_tenant(&t, changes).await.map_err(|e| refused(&t, e))?;
     tracing::info!(tenant = %t, status = tenant.status.as_str(), "tenant updated");
     Ok(Json(tenant).into_response())
@@ -131,67 +126,149 @@ fn refused(t: &TenantId, e: ConfigWriteError) -> Problem {
     }
 }
 
-/// The tenant a key route names, for an admin on a profile with API keys. A tenant key gets
-/// the 404 an unknown tenant gets (it may not manage keys, not even its own); on AWS, where
-/// callers are IAM principals, there are no keys to manage.
-async fn key_admin(
-    state: &ApiState,
-    caller: &Caller,
-    tenant_raw: &str,
-) -> Result<(TenantId, Arc<dyn Authenticator>), Problem> {
-    let no_tenant = || Problem::not_found(format!("no tenant '{tenant_raw}'"));
-    let t: TenantId = tenant_raw.parse().map_err(|_| no_tenant())?;
-    if *caller != Caller::Admin {
-        return Err(no_tenant());
-    }
+/// `GET /tenants/{t}/me`: who the caller is (principal, role, tenant) and the route groups its
+/// role reaches, so that a client (the console) can show who is signed in and offer only what
+/// they may do.
+pub(crate) async fn me(Tenant(t): Tenant, caller: Caller) -> Response {
+    let groups: Vec<&str> =
+        RouteGroup::ALL.into_iter().filter(|g| caller.role.may(*g)).map(RouteGroup::as_str).collect();
+    Json(json!({
+        "principal": caller.principal, "role": caller.role, "tenantId": t,
+        "admin": caller.is_admin(), "groups": groups,
+    }))
+    .into_response()
+}
+
+/// The tenant a key route names and the profile's keys; on AWS, where callers are IAM
+/// principals, there are no keys to manage.
+async fn key_store(state: &ApiState, t: &TenantId) -> Result<Arc<dyn Authenticator>, Problem> {
     let Some(auth) = state.auth.clone() else {
         return Err(Problem::not_found("API keys belong to the embedded profile; on AWS, IAM authorises callers"));
     };
-    if !state.config.tenant_exists(&t).await? {
-        return Err(no_tenant());
+    if !state.config.tenant_exists(t).await? {
+        return Err(Problem::not_found(format!("no tenant '{t}'")));
     }
-    Ok((t, auth))
+    Ok(auth)
 }
 
-/// `POST /tenants/{t}/keys` (admin): a new API key for the tenant, shown in this answer only.
-pub(crate) async fn issue_key(
-    State(state): State<Arc<ApiState>>,
-    caller: Caller,
-    Path(tenant_raw): Path<String>,
-) -> Result<Response, Problem> {
-    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
-    let (key, info) = auth.issue_key(&t).await?;
-    tracing::info!(tenant = %t, key_id = %info.key_id, "API key issued");
-    let body = json!({ "keyId": info.key_id, "key": key, "createdAt": info.created_at });
-    let mut res = (StatusCode::CREATED, Json(body)).into_response();
+/// Longest principal name a key is issued for.
+pub const MAX_PRINCIPAL_CHARS: usize = 128;
+
+/// The body of `POST …/keys`: `{principal, role, expiresAt?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NewKey {
+    principal: String,
+    role: String,
+    #[serde(default)]
+    expires_at: Option<String>,
+}
+
+impl NewKey {
+    /// The grant this asks for, or every field at fault. `now` bounds the expiry.
+    fn grant(self, now: chrono::DateTime<chrono::Utc>) -> Result<KeyGrant, ValidationErrors> {
+        let mut errors = ValidationErrors::default();
+        let principal = self.principal.trim();
+        let n = principal.chars().count();
+        if n == 0 || n > MAX_PRINCIPAL_CHARS || principal.chars().any(char::is_control) {
+            errors.push(
+                "/principal",
+                format!("must be 1 to {MAX_PRINCIPAL_CHARS} characters, no control characters (a person's or a program's name)"),
+            );
+        }
+        let role = match self.role.parse::<Role>() {
+            Ok(Role::Admin) => {
+                errors.push("/role", "admin keys span every tenant and are not issued per tenant");
+                None
+            }
+            Ok(role) => Some(role),
+            Err(e) => {
+                errors.push("/role", e);
+                None
+            }
+        };
+        let expires_at = match self.expires_at.as_deref().map(chrono::DateTime::parse_from_rfc3339) {
+            None => None,
+            Some(Ok(at)) if at.with_timezone(&chrono::Utc) > now => Some(at.with_timezone(&chrono::Utc)),
+            Some(Ok(_)) => {
+                errors.push("/expiresAt", "must be in the future");
+                None
+            }
+            Some(Err(_)) => {
+                errors.push("/expiresAt", "must be an RFC 3339 time, such as 2027-01-31T00:00:00Z");
+                None
+            }
+        };
+        errors.into_result()?;
+        match role {
+            Some(role) => Ok(KeyGrant { principal: principal.to_owned(), role, expires_at }),
+            None => Err(ValidationErrors::single("/role", "is required")),
+        }
+    }
+}
+
+/// A key's answer when it is made: the key itself, shown this once, beside how it is listed;
+/// no cache keeps it.
+fn issued(t: &TenantId, key: &str, info: &KeyInfo, status: StatusCode) -> Response {
+    let mut body = serde_json::to_value(info).unwrap_or_else(|_| json!({}));
+    body["key"] = json!(key);
+    let mut res = (status, Json(body)).into_response();
     if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/keys/{}", info.key_id)) {
         res.headers_mut().insert(header::LOCATION, loc);
     }
-    // The body holds a secret: no cache keeps it.
     res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(res)
+    res
 }
 
-/// `GET /tenants/{t}/keys` (admin): the tenant's keys by id, never the keys.
-pub(crate) async fn list_keys(
+/// `POST /tenants/{t}/keys {principal, role, expiresAt?}` (owner): a new API key for a
+/// principal of the tenant, shown in this answer only.
+pub(crate) async fn issue_key(
     State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
     caller: Caller,
-    Path(tenant_raw): Path<String>,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, Problem> {
-    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
+    let auth = key_store(&state, &t).await?;
+    let new: NewKey = read_value(body, "").map_err(Problem::invalid)?;
+    let grant = new.grant(state.executor.deps().clock.now()).map_err(Problem::invalid)?;
+    let (key, info) = auth.issue_key(&t, &grant).await?;
+    tracing::info!(tenant = %t, key_id = %info.key_id, role = %info.role, by = %caller.principal, "API key issued");
+    Ok(issued(&t, &key, &info, StatusCode::CREATED))
+}
+
+/// `GET /tenants/{t}/keys` (owner): the tenant's keys by id, never the keys.
+pub(crate) async fn list_keys(State(state): State<Arc<ApiState>>, Tenant(t): Tenant) -> Result<Response, Problem> {
+    let auth = key_store(&state, &t).await?;
     Ok(Json(json!({ "keys": auth.tenant_keys(&t).await? })).into_response())
 }
 
-/// `DELETE /tenants/{t}/keys/{keyId}` (admin): the key stops working with the next request.
+/// `POST /tenants/{t}/keys/{keyId}/rotate` (owner): a new key for the same principal, role and
+/// expiry; the old one stops working in the same step. `201` with the new key, shown once.
+pub(crate) async fn rotate_key(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    caller: Caller,
+    Path((_, key_id)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let auth = key_store(&state, &t).await?;
+    let Some((key, info)) = auth.rotate_key(&t, &key_id).await? else {
+        return Err(Problem::not_found(format!("no key '{key_id}' in tenant '{t}'")));
+    };
+    tracing::info!(tenant = %t, old_key_id = %key_id, key_id = %info.key_id, by = %caller.principal, "API key rotated");
+    Ok(issued(&t, &key, &info, StatusCode::CREATED))
+}
+
+/// `DELETE /tenants/{t}/keys/{keyId}` (owner): the key stops working with the next request.
 pub(crate) async fn revoke_key(
     State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
     caller: Caller,
-    Path((tenant_raw, key_id)): Path<(String, String)>,
+    Path((_, key_id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    let (t, auth) = key_admin(&state, &caller, &tenant_raw).await?;
+    let auth = key_store(&state, &t).await?;
     if !auth.revoke_key(&t, &key_id).await? {
         return Err(Problem::not_found(format!("no key '{key_id}' in tenant '{t}'")));
     }
-    tracing::info!(tenant = %t, key_id = %key_id, "API key revoked");
+    tracing::info!(tenant = %t, key_id = %key_id, by = %caller.principal, "API key revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -409,13 +409,13 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             format!("{base}/sessions/{session}/handoff"),
             Some(json!({ "targetType": "agent", "targetAgentId": agent, "reason": "x" })),
         ));
-        corpus.push((Method::POST, format!("{base}/sessions/{session}/claim"), Some(json!({ "operator": "Eve" }))));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/claim"), Some(json!({}))));
         corpus.push((
             Method::POST,
             format!("{base}/sessions/{session}/messages"),
-            Some(json!({ "operator": "Eve", "text": "hello from elsewhere" })),
+            Some(json!({ "text": "hello from elsewhere" })),
         ));
-        corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({ "operator": "Eve" }))));
+        corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({}))));
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}/model-calls"), None));
@@ -449,13 +449,14 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::POST, "/tenants".into(), Some(json!({ "tenantId": "acme2", "name": "x" }))));
     // the contract is no tenant's: anyone may read it
     corpus.push((Method::GET, "/openapi.json".into(), None));
-    // API keys are an admin's to manage: not acme's from the intruder, not even the intruder's own
-    let acme_key = admin.post("/tenants/acme/keys", json!({})).await.body["keyId"].as_str().unwrap().to_owned();
-    for base in ["/tenants/acme", "/tenants/intruder"] {
-        corpus.push((Method::POST, format!("{base}/keys"), Some(json!({}))));
-        corpus.push((Method::GET, format!("{base}/keys"), None));
-        corpus.push((Method::DELETE, format!("{base}/keys/{acme_key}"), None));
-    }
+    // acme's keys and who is signed in there are acme's
+    let grant = json!({ "principal": "acme-bot", "role": "viewer" });
+    let acme_key = admin.post("/tenants/acme/keys", grant.clone()).await.body["keyId"].as_str().unwrap().to_owned();
+    corpus.push((Method::POST, "/tenants/acme/keys".into(), Some(grant)));
+    corpus.push((Method::GET, "/tenants/acme/keys".into(), None));
+    corpus.push((Method::DELETE, format!("/tenants/acme/keys/{acme_key}"), None));
+    corpus.push((Method::POST, format!("/tenants/acme/keys/{acme_key}/rotate"), Some(json!({}))));
+    corpus.push((Method::GET, "/tenants/acme/me".into(), None));
     let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
@@ -468,6 +469,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing_or_public {
             assert_eq!(r.status, 200, "{method} {path}");
+        } else if path == "/tenants" || path == "/tenants/intruder" && method != Method::GET {
+            // the platform's: an owner's role does not reach it (its own tenant's status,
+            // limits and deletion are an admin's), whatever it names
+            assert_eq!(r.status, 403, "{method} {path} → {}", r.body);
         } else {
             assert!(matches!(r.status.as_u16(), 404 | 405), "{method} {path} → {} {}", r.status, r.body);
         }
@@ -510,10 +515,14 @@ async fn a_suspended_tenant_records_messages_without_answering_them_until_reacti
     let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
     let admin = Api::new(&server, &server.admin);
     let own = Api::new(&server, &tenant_key(&server, "acme"));
-    // the tenant reads its own record; only an admin changes it
+    // the tenant reads its own record; only an admin changes its status or limits
     let record = own.get("/tenants/acme").await;
     assert_eq!((record.status.as_u16(), record.body["status"].as_str()), (200, Some("active")), "{}", record.body);
-    assert_eq!(own.call(Method::PATCH, "/tenants/acme", Some(json!({ "status": "suspended" })), &[]).await.status, 404);
+    for body in [json!({ "status": "suspended" }), json!({ "limits": { "invocationsPerMinute": 1000 } })] {
+        let r = own.call(Method::PATCH, "/tenants/acme", Some(body), &[]).await;
+        assert_eq!(r.status, 403, "{}", r.body);
+        assert!(r.body["detail"].as_str().unwrap().contains("admin"), "{}", r.body);
+    }
     for (body, pointer) in [
         (json!({ "status": "paused" }), "/status"),
         (json!({ "name": "" }), "/name"),
@@ -656,37 +665,73 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
 }
 
 #[tokio::test]
-async fn an_admin_issues_lists_and_revokes_a_tenants_api_keys() {
+async fn an_owner_issues_lists_rotates_and_revokes_the_tenants_keys_for_named_principals() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
-    let admin = Api::new(&server, &server.admin);
-    let issued = admin.post("/tenants/acme/keys", json!({})).await;
+    let owner = Api::new(&server, &tenant_key(&server, "acme"));
+    create_tenant(&server, "other");
+    let grant = json!({ "principal": "alice@acme.example", "role": "builder", "expiresAt": "2099-01-01T00:00:00Z" });
+    let issued = owner.post("/tenants/acme/keys", grant).await;
     assert_eq!(issued.status, 201, "{}", issued.body);
     let (key, id) =
         (issued.body["key"].as_str().unwrap().to_owned(), issued.body["keyId"].as_str().unwrap().to_owned());
     assert!(key.starts_with("sbk_") && id.len() == 16, "{}", issued.body);
+    assert_eq!(
+        (issued.body["principal"].as_str(), issued.body["role"].as_str(), issued.body["expiresAt"].as_str()),
+        (Some("alice@acme.example"), Some("builder"), Some("2099-01-01T00:00:00Z"))
+    );
     assert_eq!(issued.headers["location"], format!("/tenants/acme/keys/{id}").as_str());
     assert_eq!(issued.headers["cache-control"], "no-store");
-    // the new key works for its tenant only
-    let tenant = Api::new(&server, &key);
-    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 200);
-    assert_eq!(tenant.get("/tenants/other/agents").await.status, 404);
-    // listed by id, never the key itself
-    let listed = admin.get("/tenants/acme/keys").await;
-    let ids: Vec<&str> = listed.body["keys"].as_array().unwrap().iter().filter_map(|k| k["keyId"].as_str()).collect();
-    assert!(ids.contains(&id.as_str()), "{}", listed.body);
+    // the new key works for its tenant only, as its principal
+    let alice = Api::new(&server, &key);
+    let me = alice.get("/tenants/acme/me").await;
+    assert_eq!(
+        (me.body["principal"].as_str(), me.body["role"].as_str()),
+        (Some("alice@acme.example"), Some("builder"))
+    );
+    assert_eq!(me.body["groups"], json!(["read", "configure", "invoke"]));
+    assert_eq!(alice.get("/tenants/other/agents").await.status, 404);
+    // listed by id with its principal and last use, never the key itself
+    let listed = owner.get("/tenants/acme/keys").await;
+    let row = listed.body["keys"].as_array().unwrap().iter().find(|k| k["keyId"] == id.as_str()).unwrap().clone();
+    assert_eq!((row["principal"].as_str(), row["role"].as_str()), (Some("alice@acme.example"), Some("builder")));
+    assert!(row["lastUsedAt"].is_string(), "used once already: {row}");
     assert!(!listed.body.to_string().contains(&key), "a listed key leaks: {}", listed.body);
-    // a tenant key may not manage keys, not even its own tenant's
-    assert_eq!(tenant.post("/tenants/acme/keys", json!({})).await.status, 404);
-    assert_eq!(tenant.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
+    // a builder may not manage keys: 403 naming who may
+    let refused = alice.post("/tenants/acme/keys", json!({ "principal": "mallory", "role": "owner" })).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.body["type"], "urn:switchboard:problem:forbidden");
+    assert!(refused.body["detail"].as_str().unwrap().contains("owner or admin"), "{}", refused.body);
+    // bad grants name their fields
+    for (body, pointer) in [
+        (json!({ "principal": "", "role": "viewer" }), "/principal"),
+        (json!({ "principal": "x", "role": "admin" }), "/role"),
+        (json!({ "principal": "x", "role": "root" }), "/role"),
+        (json!({ "principal": "x", "role": "viewer", "expiresAt": "2000-01-01T00:00:00Z" }), "/expiresAt"),
+        (json!({ "principal": "x", "role": "viewer", "expiresAt": "tomorrow" }), "/expiresAt"),
+        (json!({ "role": "viewer" }), "/principal"),
+    ] {
+        assert_eq!(pointers(&owner.post("/tenants/acme/keys", body.clone()).await), [pointer], "{body}");
+    }
+    // rotated: a new key for the same principal, and the old one stops at once
+    let rotated = owner.post(&format!("/tenants/acme/keys/{id}/rotate"), json!({})).await;
+    assert_eq!(rotated.status, 201, "{}", rotated.body);
+    assert_eq!(rotated.body["principal"], "alice@acme.example");
+    assert_eq!(alice.get("/tenants/acme/agents").await.status, 401);
+    let new_id = rotated.body["keyId"].as_str().unwrap().to_owned();
+    let alice = Api::new(&server, rotated.body["key"].as_str().unwrap());
+    assert_eq!(alice.get("/tenants/acme/agents").await.status, 200);
+    assert_eq!(owner.post(&format!("/tenants/acme/keys/{id}/rotate"), json!({})).await.status, 404);
     // revoked: the key stops working at once; revoking again, or a malformed id, finds nothing
-    let revoked = admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await;
+    let revoked = owner.call(Method::DELETE, &format!("/tenants/acme/keys/{new_id}"), None, &[]).await;
     assert_eq!(revoked.status, 204);
-    assert_eq!(tenant.get("/tenants/acme/agents").await.status, 401);
-    assert_eq!(admin.call(Method::DELETE, &format!("/tenants/acme/keys/{id}"), None, &[]).await.status, 404);
-    assert_eq!(admin.call(Method::DELETE, "/tenants/acme/keys/zzzz", None, &[]).await.status, 404);
-    // keys of a tenant that does not exist
-    assert_eq!(admin.post("/tenants/nobody/keys", json!({})).await.status, 404);
+    assert_eq!(alice.get("/tenants/acme/agents").await.status, 401);
+    assert_eq!(owner.call(Method::DELETE, &format!("/tenants/acme/keys/{new_id}"), None, &[]).await.status, 404);
+    assert_eq!(owner.call(Method::DELETE, "/tenants/acme/keys/zzzz", None, &[]).await.status, 404);
+    // keys of a tenant that does not exist, or of another tenant
+    let admin = Api::new(&server, &server.admin);
+    assert_eq!(admin.post("/tenants/nobody/keys", json!({ "principal": "x", "role": "viewer" })).await.status, 404);
+    assert_eq!(owner.get("/tenants/other/keys").await.status, 404);
 }
 
 #[tokio::test]
@@ -896,6 +941,15 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
     let api = Api::new(&server, &server.admin);
+    // eight operators, each signed in with a key of their own
+    let ops: Vec<(String, Api)> = (0..8)
+        .map(|i| {
+            let name = format!("op-{i}");
+            let key = common::role_key(&server, "acme", &name, switchboard_domain::access::Role::Operator);
+            (name, Api::new(&server, &key))
+        })
+        .collect();
+    let op = |name: &str| &ops.iter().find(|(n, _)| n == name).unwrap().1;
     let event = |id: &str, text: &str| {
         json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
             "detail": { "tenantId": "acme", "conversationId": "c-race", "messageId": format!("m-{id}"),
@@ -906,20 +960,19 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
     let session = active.body["execution"]["sessionId"].as_str().unwrap().to_owned();
     let base = format!("/tenants/acme/sessions/{session}");
     // nothing to claim, say or end while an agent has the conversation
-    assert_eq!(api.post(&format!("{base}/claim"), json!({ "operator": "Ann" })).await.status, 409);
-    let say = |who: &str, text: &str| json!({ "operator": who, "text": text });
+    assert_eq!(op("op-0").post(&format!("{base}/claim"), json!({})).await.status, 409);
+    let say = |text: &str| json!({ "text": text });
     let r =
-        api.call(Method::POST, &format!("{base}/messages"), Some(say("Ann", "hi")), &[("idempotency-key", "a")]).await;
+        op("op-0").call(Method::POST, &format!("{base}/messages"), Some(say("hi")), &[("idempotency-key", "a")]).await;
     assert_eq!(r.status, 409);
-    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": "Ann" })).await.status, 409);
+    assert_eq!(op("op-0").post(&format!("{base}/end"), json!({})).await.status, 409);
     let handed = api.post("/events?wait=30", event("r-2", "I want a human")).await;
     assert_eq!(handed.body["execution"]["status"], "handed_off");
 
     // eight operators claim at once: exactly one wins, the others hear who
-    let claims = (0..8).map(|i| {
-        let api = &api;
+    let claims = ops.iter().map(|(_, api)| {
         let path = format!("{base}/claim");
-        async move { api.post(&path, json!({ "operator": format!("op-{i}") })).await }
+        async move { api.post(&path, json!({})).await }
     });
     let answers = futures::future::join_all(claims).await;
     let won: Vec<_> = answers.iter().filter(|r| r.status == 200).collect();
@@ -935,7 +988,7 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
 
     // a double click: the same key five times at once sends one message and records one reply
     let replies = (0..5).map(|_| {
-        let (api, path, body) = (&api, format!("{base}/messages"), say(&winner, "On it, one moment."));
+        let (api, path, body) = (op(&winner), format!("{base}/messages"), say("On it, one moment."));
         async move { api.call(Method::POST, &path, Some(body), &[("idempotency-key", "click-1")]).await }
     });
     let answers = futures::future::join_all(replies).await;
@@ -957,29 +1010,30 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
     // the loser cannot reply or end; bad input names the field and changes nothing
     let loser = if winner == "op-0" { "op-1" } else { "op-0" };
     let r =
-        api.call(Method::POST, &format!("{base}/messages"), Some(say(loser, "me")), &[("idempotency-key", "b")]).await;
+        op(loser).call(Method::POST, &format!("{base}/messages"), Some(say("me")), &[("idempotency-key", "b")]).await;
     assert_eq!(r.status, 409);
-    assert_eq!(api.post(&format!("{base}/end"), json!({ "operator": loser })).await.status, 409);
+    assert_eq!(op(loser).post(&format!("{base}/end"), json!({})).await.status, 409);
     let bad = |body: Value, key: &'static str| {
-        let (api, path) = (&api, format!("{base}/messages"));
+        let (api, path) = (op(&winner), format!("{base}/messages"));
         async move { pointers(&api.call(Method::POST, &path, Some(body), &[("idempotency-key", key)]).await) }
     };
-    assert_eq!(bad(say(&winner, "   "), "c").await, ["/text"]);
-    assert_eq!(bad(say(&winner, &"x".repeat(16 * 1024 + 1)), "c").await, ["/text"]);
-    assert_eq!(bad(say("", "hi"), "c").await, ["/operator"]);
-    assert_eq!(bad(say("a\u{7}b", "hi"), "c").await, ["/operator"]);
-    assert_eq!(bad(say(&winner, "hi"), "not a key!").await, ["/headers/Idempotency-Key"]);
-    assert_eq!(bad(json!({ "operator": winner, "text": "hi", "cc": "x" }), "c").await, ["/cc"]);
-    let long_note = json!({ "operator": winner, "note": "n".repeat(1001) });
-    assert_eq!(pointers(&api.post(&format!("{base}/end"), long_note).await), ["/note"]);
-    assert_eq!(api.post("/tenants/acme/sessions/not-a-ulid/claim", json!({ "operator": "x" })).await.status, 404);
+    assert_eq!(bad(say("   "), "c").await, ["/text"]);
+    assert_eq!(bad(say(&"x".repeat(16 * 1024 + 1)), "c").await, ["/text"]);
+    // the operator is the key's principal: naming anyone else is refused
+    assert_eq!(bad(json!({ "operator": loser, "text": "hi" }), "c").await, ["/operator"]);
+    assert_eq!(bad(json!({ "operator": "", "text": "hi" }), "c").await, ["/operator"]);
+    assert_eq!(bad(say("hi"), "not a key!").await, ["/headers/Idempotency-Key"]);
+    assert_eq!(bad(json!({ "text": "hi", "cc": "x" }), "c").await, ["/cc"]);
+    let long_note = json!({ "note": "n".repeat(1001) });
+    assert_eq!(pointers(&op(&winner).post(&format!("{base}/end"), long_note).await), ["/note"]);
+    assert_eq!(op(&winner).post("/tenants/acme/sessions/not-a-ulid/claim", json!({})).await.status, 404);
     let unknown = "/tenants/acme/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV/claim";
-    assert_eq!(api.post(unknown, json!({ "operator": "x" })).await.status, 404);
+    assert_eq!(op(&winner).post(unknown, json!({})).await.status, 404);
     let s2 = api.get(&base).await.body;
     assert_eq!(s2["version"], s["version"], "nothing refused changed the session");
 
     // the winner ends it: the event says who, and the conversation is closed to operators
-    let r = api.post(&format!("{base}/end"), json!({ "operator": winner, "note": "Sorted out" })).await;
+    let r = op(&winner).post(&format!("{base}/end"), json!({ "operator": winner, "note": "Sorted out" })).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let events = api.get("/tenants/acme/events").await.body["events"].clone();
     let ended = events.as_array().unwrap().iter().find(|e| e["event"]["detailType"] == "session.ended").unwrap();
@@ -989,8 +1043,8 @@ async fn two_operators_race_for_a_claim_and_a_double_clicked_reply_is_sent_once(
         (Some("human"), Some(winner.as_str()), Some("Sorted out"))
     );
     assert_eq!(api.get(&base).await.body["status"], "completed");
-    let r = api
-        .call(Method::POST, &format!("{base}/messages"), Some(say(&winner, "late")), &[("idempotency-key", "d")])
+    let r = op(&winner)
+        .call(Method::POST, &format!("{base}/messages"), Some(say("late")), &[("idempotency-key", "d")])
         .await;
     assert_eq!(r.status, 409);
 }
@@ -1000,7 +1054,10 @@ async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
     let admin = Api::new(&server, &server.admin);
-    let key = admin.post("/tenants/acme/keys", json!({})).await.body["key"].as_str().unwrap().to_owned();
+    let key = admin.post("/tenants/acme/keys", json!({ "principal": "acme-owner", "role": "owner" })).await.body["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let own = Api::new(&server, &key);
     let other = Api::new(&server, &create_tenant(&server, "other"));
     let event = |id: &str, tenant: &str, text: &str| {
@@ -1017,7 +1074,7 @@ async fn an_admin_deletes_a_suspended_tenant_and_nothing_of_it_is_left() {
     let r = admin.call(Method::DELETE, "/tenants/acme", None, &[]).await;
     assert_eq!(r.status, 409);
     assert!(r.body["detail"].as_str().unwrap().contains("suspend it first"), "{}", r.body);
-    assert_eq!(own.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 404);
+    assert_eq!(own.call(Method::DELETE, "/tenants/acme", None, &[]).await.status, 403);
     assert_eq!(admin.call(Method::DELETE, "/tenants/nobody", None, &[]).await.status, 404);
     assert_eq!(admin.get("/tenants/acme").await.status, 200, "still there");
 

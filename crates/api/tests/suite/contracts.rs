@@ -544,21 +544,37 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         .unwrap()
         .to_owned();
     let handoff = |s: &str| format!("/tenants/acme/sessions/{s}/handoff");
-    // an operator claims it (another cannot), replies once per key, then hands it back
+    // an operator claims it (another cannot), replies once per key, then hands it back; each
+    // signs in with a key of their own, and is recorded as its principal
+    let operator_key = |name: &'static str| {
+        let api = &api;
+        async move {
+            let r = api.post("/tenants/acme/keys", json!({ "principal": name, "role": "operator" })).await;
+            assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+            r.str("/key")
+        }
+    };
+    let (alice, bob) =
+        (api.with_key(Some(&operator_key("Alice").await)), api.with_key(Some(&operator_key("Bob").await)));
+    let me = alice.get("/tenants/acme/me").await;
+    assert_eq!((me.str("/principal"), me.str("/role")), ("Alice".into(), "operator".into()));
     let claim = format!("/tenants/acme/sessions/{human}/claim");
-    let r = api.post(&claim, json!({ "operator": "Alice" })).await;
+    let r = alice.post(&claim, json!({})).await;
     assert_eq!((r.status, r.str("/claim/operator")), (StatusCode::OK, "Alice".into()));
-    assert_eq!(api.post(&claim, json!({ "operator": "Bob" })).await.status, 409);
-    assert_eq!(api.post(&claim, json!({ "operator": "" })).await.pointers(), ["/operator"]);
+    assert_eq!(bob.post(&claim, json!({})).await.status, 409);
+    assert_eq!(bob.post(&claim, json!({ "operator": "Alice" })).await.pointers(), ["/operator"]);
     let say = format!("/tenants/acme/sessions/{human}/messages");
-    let reply = json!({ "operator": "Alice", "text": "Alice here, how can I help?" });
-    let r = api.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
+    let reply = json!({ "text": "Alice here, how can I help?" });
+    let r = alice.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
     assert_eq!((r.status, &r.body["duplicate"]), (StatusCode::CREATED, &json!(false)), "{}", r.body);
-    let again = api.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
+    let again = alice.call(Method::POST, &say, Body::Json(reply.clone()), &[("idempotency-key", "op-1")]).await;
     assert_eq!((again.status, again.str("/messageId")), (StatusCode::OK, r.str("/messageId")));
-    assert_eq!(api.post(&say, reply.clone()).await.pointers(), ["/headers/Idempotency-Key"]);
-    let bob = json!({ "operator": "Bob", "text": "Me too" });
-    assert_eq!(api.call(Method::POST, &say, Body::Json(bob), &[("idempotency-key", "op-2")]).await.status, 409);
+    assert_eq!(alice.post(&say, reply.clone()).await.pointers(), ["/headers/Idempotency-Key"]);
+    let me_too = json!({ "text": "Me too" });
+    assert_eq!(bob.call(Method::POST, &say, Body::Json(me_too), &[("idempotency-key", "op-2")]).await.status, 409);
+    // an operator does not write configuration
+    let refused = bob.call(Method::DELETE, &format!("/tenants/acme/agents/{SUPPORT_AGENT}"), Body::None, &[]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     let back = api
         .post(
             &handoff(&human),
@@ -579,15 +595,12 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(r.status, 404);
     // the VIP conversation is ended by the operator who has it; then nobody owns it
     let end = format!("/tenants/acme/sessions/{agent_session}/end");
-    let r = api.post(&end, json!({ "operator": "Alice", "note": "Upgraded to priority support" })).await;
+    let r = alice.post(&end, json!({ "operator": "Alice", "note": "Upgraded to priority support" })).await;
     assert_eq!((r.status, r.str("/status")), (StatusCode::OK, "completed".into()), "{}", r.body);
     let ended = api.get(&format!("/tenants/acme/executions/{}", r.str("/executionId"))).await;
     assert_eq!(ended.str("/status"), "operator");
-    assert_eq!(api.post(&end, json!({ "operator": "Alice" })).await.status, 409);
-    assert_eq!(
-        api.post(&format!("/tenants/acme/sessions/{agent_session}/claim"), json!({ "operator": "Alice" })).await.status,
-        409
-    );
+    assert_eq!(alice.post(&end, json!({})).await.status, 409);
+    assert_eq!(alice.post(&format!("/tenants/acme/sessions/{agent_session}/claim"), json!({})).await.status, 409);
 
     // -- tenants: a new one, and a bundle applied to it (then again: nothing changes) ---------
     let r = api.post("/tenants", json!({ "tenantId": "beta", "name": "Beta" })).await;
@@ -595,11 +608,14 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.get("/tenants/beta").await.str("/status"), "active");
     let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(json!({ "name": "Beta Inc" })), &[]).await;
     assert_eq!(r.str("/name"), "Beta Inc");
-    // -- its API keys: issued, listed, revoked ------------------------------------------------------
-    let r = api.post("/tenants/beta/keys", json!({})).await;
+    // -- its API keys: issued, listed, rotated, revoked ----------------------------------------------
+    let r = api.post("/tenants/beta/keys", json!({ "principal": "beta-owner", "role": "owner" })).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let first_id = r.str("/keyId").to_owned();
+    assert_eq!(api.get("/tenants/beta/keys").await.body["keys"][0]["keyId"], first_id.as_str());
+    let r = api.post(&format!("/tenants/beta/keys/{first_id}/rotate"), json!({})).await;
+    assert_eq!((r.status, r.str("/principal")), (StatusCode::CREATED, "beta-owner".into()), "{}", r.body);
     let key_id = r.str("/keyId").to_owned();
-    assert_eq!(api.get("/tenants/beta/keys").await.body["keys"][0]["keyId"], key_id.as_str());
     let r = api.call(Method::DELETE, &format!("/tenants/beta/keys/{key_id}"), Body::None, &[]).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(api.call(Method::DELETE, &format!("/tenants/beta/keys/{key_id}"), Body::None, &[]).await.status, 404);
@@ -759,7 +775,7 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         let newest = versions.body["items"][0]["version"].as_u64().unwrap();
         let rest = api.get(&format!("{p}/versions?limit=1&cursor={}", versions.str("/nextCursor"))).await;
         assert_eq!(rest.body["items"][0]["version"], newest - 1);
-        assert_eq!(api.get(&format!("{p}/versions/1")).await.body["writtenBy"], "admin key");
+        assert_eq!(api.get(&format!("{p}/versions/1")).await.body["writtenBy"], "admin");
         let diff = api.get(&format!("{p}/versions/1/diff?to={newest}")).await;
         assert!(!diff.body["changes"].as_array().unwrap().is_empty(), "{p}: {}", diff.body);
         let etag = format!("\"{newest}\"");
@@ -982,6 +998,132 @@ async fn every_documented_operation_is_served() {
         let r = api.call(method.clone(), &path, body, &[]).await;
         assert!(!is_router_fallback(r.status, &r.body.to_string()), "{method} {path} is not served: {}", r.body);
     }
+}
+
+/// The role matrix of `docs/roles.md`: which group each documented operation is in, and which
+/// roles reach each group, read from the page itself so that it cannot drift from the server.
+struct Matrix {
+    routes: Vec<(String, String, String)>,
+    reaches: HashMap<String, BTreeSet<String>>,
+}
+
+impl Matrix {
+    fn load() -> Self {
+        let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/roles.md")).unwrap();
+        let between = |tag: &str| {
+            let (open, close) = (format!("<!-- {tag} -->"), format!("<!-- /{tag} -->"));
+            let start = page.find(&open).unwrap_or_else(|| panic!("docs/roles.md has no {open}")) + open.len();
+            let end = page.find(&close).unwrap_or_else(|| panic!("docs/roles.md has no {close}"));
+            page[start..end]
+                .lines()
+                .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
+                .skip(1)
+                .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().trim_matches('`').to_owned()).collect())
+                .collect::<Vec<Vec<String>>>()
+        };
+        let roles = ["admin", "owner", "builder", "operator", "viewer"];
+        let reaches = between("roles:groups")
+            .into_iter()
+            .map(|cells| {
+                let yes = roles.iter().zip(&cells[2..]).filter(|(_, c)| *c == "yes").map(|(r, _)| (*r).to_owned());
+                (cells[0].clone(), yes.collect())
+            })
+            .collect();
+        let routes = between("roles:routes").into_iter().map(|c| (c[0].clone(), c[1].clone(), c[2].clone())).collect();
+        Matrix { routes, reaches }
+    }
+}
+
+#[tokio::test]
+async fn every_route_answers_every_role_as_the_matrix_says() {
+    use switchboard_domain::access::Role;
+    let spec = Spec::load();
+    let matrix = Matrix::load();
+    // the page names every documented operation, once, and nothing else
+    let listed: BTreeSet<(String, String)> = matrix.routes.iter().map(|(m, p, _)| (m.clone(), p.clone())).collect();
+    assert_eq!(listed.len(), matrix.routes.len(), "docs/roles.md lists a route twice");
+    assert_eq!(listed, spec.operations(), "docs/roles.md and openapi.yaml list different routes");
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &["--tenant", examples().join("tenant.json").to_str().unwrap(), "--rate-limit", "100000"],
+    );
+    let api = Api::new(&spec, &server, Some(&server.admin));
+    create_tenant(&server, "other");
+    let key = |principal: &str, role| common::role_key(&server, "acme", principal, role);
+    let revoked = key("revoked", Role::Operator);
+    let listed = api.get("/tenants/acme/keys").await.body["keys"].clone();
+    let revoked_id = listed.as_array().unwrap().iter().find(|k| k["principal"] == "revoked").unwrap()["keyId"].clone();
+    let r = api
+        .call(Method::DELETE, &format!("/tenants/acme/keys/{}", revoked_id.as_str().unwrap()), Body::None, &[])
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let expired = common::expired_key(&server, "acme", "expired");
+    let callers: Vec<(&str, Option<&str>, String)> = vec![
+        ("admin", Some("admin"), server.admin.clone()),
+        ("owner", Some("owner"), key("olivia", Role::Owner)),
+        ("builder", Some("builder"), key("bea", Role::Builder)),
+        ("operator", Some("operator"), key("otto", Role::Operator)),
+        ("viewer", Some("viewer"), key("vic", Role::Viewer)),
+        ("revoked", None, revoked),
+        ("expired", None, expired),
+        ("another tenant's owner", Some("owner"), common::tenant_key(&server, "other")),
+    ];
+    let client = Client::new();
+    let mut checked = 0;
+    for (method, template, group) in &matrix.routes {
+        let path = template
+            .replace("{tenantId}", "acme")
+            .replace("{conversationId}", "c-probe")
+            .replace("{agentId}", SUPPORT_AGENT)
+            .split('/')
+            .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        for (who, role, key) in &callers {
+            let expected = match (group.as_str(), role) {
+                ("public", _) => "answered",
+                (_, None) => "401",
+                _ if *who == "another tenant's owner" && path.starts_with("/tenants/acme") => "as for no tenant",
+                (g, Some(role)) if matrix.reaches.get(g).unwrap_or_else(|| panic!("no group {g}")).contains(*role) => {
+                    "answered"
+                }
+                _ => "403",
+            };
+            let send = |path: String| {
+                let (api, client, method, base) = (&api, &client, method.clone(), server.base.clone());
+                async move {
+                    if path.ends_with("/events/stream") {
+                        // endless: only the head is read
+                        return client.get(format!("{base}{path}")).bearer_auth(key).send().await.unwrap().status();
+                    }
+                    let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
+                        Body::Raw("application/json", b"{}".to_vec())
+                    } else {
+                        Body::None
+                    };
+                    // every answer is also checked against the operation's documented responses
+                    api.with_key(Some(key)).call(method, &path, body, &[]).await.status
+                }
+            };
+            let status = send(path.clone()).await;
+            let ok = match expected {
+                "answered" => !matches!(status.as_u16(), 401 | 403),
+                // the same answer as for a tenant that does not exist (a 404, or a bad query
+                // named before any tenant is looked up): nothing tells that acme exists
+                "as for no tenant" => {
+                    let nobody = send(path.replacen("/tenants/acme", "/tenants/nobody-here", 1)).await;
+                    status == nobody && matches!(status.as_u16(), 400 | 404)
+                }
+                code => status.as_str() == code,
+            };
+            assert!(ok, "{method} {path} as {who}: {status}, the matrix says {expected} (group {group})");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, matrix.routes.len() * callers.len());
 }
 
 #[tokio::test]

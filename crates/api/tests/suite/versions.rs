@@ -80,7 +80,7 @@ async fn a_rollback_makes_the_next_message_answered_by_the_old_prompt() {
         seen,
         [(json!(3), json!("Prompt one.")), (json!(2), json!("Prompt two.")), (json!(1), json!("Prompt one."))]
     );
-    assert!(items.iter().all(|v| v["writtenBy"] == "tenant key" && v["deleted"] == false), "{items:?}");
+    assert!(items.iter().all(|v| v["writtenBy"] == "owner" && v["deleted"] == false), "{items:?}");
     assert_eq!(api.get(&format!("{path}/versions/2")).await.body["record"]["systemPrompt"], "Prompt two.");
     assert_eq!(api.get(&format!("{path}/versions/9")).await.status, 404);
     assert_eq!(api.get(&format!("{path}/versions?cursor=x")).await.status, 400);

@@ -25,7 +25,13 @@ pub fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "tools" => &[("ID", "toolId"), ("NAME", "name"), ("TYPE", "type"), ("DESCRIPTION", "description")],
         "skills" => &[("ID", "skillId"), ("NAME", "name"), ("STATUS", "status"), ("DESCRIPTION", "description")],
-        "keys" => &[("ID", "keyId"), ("CREATED", "createdAt")],
+        "keys" => &[
+            ("ID", "keyId"),
+            ("PRINCIPAL", "principal"),
+            ("ROLE", "role"),
+            ("EXPIRES", "expiresAt"),
+            ("LAST USED", "lastUsedAt"),
+        ],
         "versions" => {
             &[("VERSION", "version"), ("WRITTEN AT", "writtenAt"), ("WRITTEN BY", "writtenBy"), ("DELETED", "deleted")]
         }
@@ -64,7 +70,7 @@ fn wide_columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         "triggers" => &[("EVENT", "eventType"), ("VERSION", "version"), ("UPDATED", "updatedAt")],
         "tools" => &[("URL", "handler.url"), ("VERSION", "version"), ("UPDATED", "updatedAt")],
         "skills" => &[("VERSION", "version"), ("UPDATED", "updatedAt")],
-        "keys" => &[("LAST USED", "lastUsedAt")],
+        "keys" => &[("CREATED", "createdAt")],
         "versions" => &[("NAME", "record.name")],
         "changes" => &[],
         "sessions" => &[("CONVERSATION", "conversationId"), ("HANDOFF REASON", "handoffReason")],

@@ -18,9 +18,10 @@ use crate::shared::{Remote, default_data_dir};
 
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
-    /// Create a tenant and print its API key (shown once).
+    /// Create a tenant and print its owner's API key (shown once).
     Create(CreateArgs),
-    /// Issue another API key for an existing tenant (the old ones keep working).
+    /// Issue another API key for an existing tenant, for a principal and role (the old ones keep
+    /// working).
     Key(KeyArgs),
     /// Show a tenant's record, over the API (either profile).
     Show(RemoteTenant),
@@ -49,6 +50,8 @@ pub struct CreateArgs {
     name: String,
     #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
+    #[command(flatten)]
+    grant: super::keys::GrantArgs,
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +59,8 @@ pub struct KeyArgs {
     id: String,
     #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
+    #[command(flatten)]
+    grant: super::keys::GrantArgs,
 }
 
 fn open(data_dir: &std::path::Path) -> anyhow::Result<Embedded> {
@@ -95,7 +100,7 @@ pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
             if !created {
                 bail!("tenant '{id}' already exists (use `switchboard tenants key {id}` for another key)");
             }
-            issue_key(&embedded, &id).await
+            issue_key(&embedded, &id, &args.grant).await
         }
         TenantsCommand::Show(a) => tenant_record(&a.remote, &a.id, TenantVerb::Show).await,
         TenantsCommand::Suspend(a) => tenant_record(&a.remote, &a.id, TenantVerb::Suspend).await,
@@ -107,15 +112,29 @@ pub async fn run(cmd: TenantsCommand) -> anyhow::Result<()> {
             if !switchboard_engine::ConfigStore::tenant_exists(&embedded.store, &id).await? {
                 bail!("no tenant '{id}' in {}", args.data_dir.display());
             }
-            issue_key(&embedded, &id).await
+            issue_key(&embedded, &id, &args.grant).await
         }
     }
 }
 
-async fn issue_key(embedded: &Embedded, id: &TenantId) -> anyhow::Result<()> {
+/// A key for `id` written straight to the data directory (no server needed), for the grant's
+/// principal and role.
+async fn issue_key(embedded: &Embedded, id: &TenantId, grant: &super::keys::GrantArgs) -> anyhow::Result<()> {
+    let grant = grant.grant(chrono::Utc::now())?;
     let key = generate_api_key()?;
-    embedded.store.add_api_key(&hash_api_key(&key), Some(id)).await?;
+    let hash = hash_api_key(&key);
+    let new = switchboard_embedded::store::NewKey {
+        key_hash: &hash,
+        tenant: Some(id),
+        principal: &grant.principal,
+        role: grant.role,
+        expires_at: grant.expires_at,
+    };
+    embedded.store.add_api_key(new).await?;
     println!("{key}");
-    eprintln!("API key for tenant '{id}' (shown once; send it as 'Authorization: Bearer <key>')");
+    eprintln!(
+        "API key for '{}' ({} of tenant '{id}'; shown once; send it as 'Authorization: Bearer <key>')",
+        grant.principal, grant.role
+    );
     Ok(())
 }

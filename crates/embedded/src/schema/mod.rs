@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::SESSION_UPDATES,
     store::CONFIG_VERSIONS,
     store::RECORDED_CONTENT,
+    store::API_KEY_GRANTS,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

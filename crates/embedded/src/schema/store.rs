@@ -315,3 +315,26 @@ CREATE TABLE IF NOT EXISTS tenant_settings (
     recording TEXT NOT NULL
 ) STRICT;
 "#;
+
+/// API keys held by named principals with a role, an optional expiry and the time of last use.
+/// Keys made before this step keep what they could do: an admin key is the principal `admin`
+/// with the admin role; a tenant key becomes its tenant's owner, named after its id. The table is
+/// rebuilt rather than altered, so that the step reads the same on any earlier table.
+pub const API_KEY_GRANTS: &str = r#"
+CREATE TABLE api_keys_v17 (
+    key_hash     TEXT PRIMARY KEY,
+    tenant_id    TEXT REFERENCES tenants (tenant_id),
+    created_at   TEXT NOT NULL,
+    principal    TEXT NOT NULL,
+    role         TEXT NOT NULL,
+    expires_at   TEXT,
+    last_used_at TEXT
+) STRICT;
+INSERT INTO api_keys_v17 (key_hash, tenant_id, created_at, principal, role)
+    SELECT key_hash, tenant_id, created_at,
+           CASE WHEN tenant_id IS NULL THEN 'admin' ELSE 'key ' || substr(key_hash, 1, 16) END,
+           CASE WHEN tenant_id IS NULL THEN 'admin' ELSE 'owner' END
+    FROM api_keys;
+DROP TABLE api_keys;
+ALTER TABLE api_keys_v17 RENAME TO api_keys;
+"#;

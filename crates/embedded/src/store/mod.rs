@@ -16,6 +16,7 @@ mod config;
 mod conversations;
 mod counters;
 mod events;
+mod keys;
 mod retention;
 mod sessions;
 mod versions;
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{ErrorCode, OptionalExtension, params};
+use rusqlite::{ErrorCode, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchboard_domain::{Agent, AgentId, EventType, SessionStatus, Tenant, TenantId, Trigger};
@@ -33,6 +34,7 @@ use switchboard_engine::{Clock, StoreError};
 use crate::db::{Db, DbError};
 
 pub(crate) use counters::Taken;
+pub use keys::{NewKey, StoredKey};
 pub use retention::{Batch, Cursor, DueRow, Pages};
 
 /// Maps database failures onto the engine's store errors.
@@ -80,8 +82,8 @@ struct CacheEntries {
     tenants: HashMap<TenantId, Tenant>,
     agents: HashMap<(TenantId, AgentId), Agent>,
     triggers: HashMap<(TenantId, EventType), Arc<[Trigger]>>,
-    /// API key hash → its owner (`None`: an admin).
-    keys: HashMap<String, Option<TenantId>>,
+    /// API key hash → the key as stored.
+    keys: HashMap<String, keys::StoredKey>,
 }
 
 impl Caches {
@@ -108,7 +110,7 @@ impl Caches {
             e.tenants.remove(tenant);
             e.agents.retain(|(t, _), _| t != tenant);
             e.triggers.retain(|(t, _), _| t != tenant);
-            e.keys.retain(|_, owner| owner.as_ref() != Some(tenant));
+            e.keys.retain(|_, key| key.tenant.as_ref() != Some(tenant));
         }
     }
 }
@@ -178,6 +180,11 @@ impl SqliteStore {
         Self { db, clock, caches: Arc::default(), day_tokens: Arc::default() }
     }
 
+    /// The clock the store stamps its rows with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Database calls made so far by everything sharing this store's database (store and queue).
     pub fn db_calls(&self) -> u64 {
         self.db.calls()
@@ -214,88 +221,7 @@ impl SqliteStore {
             .await
             .map_err(store_err)
     }
-
-    /// Stores the SHA-256 of an API key for `tenant` (`None`: an admin key).
-    pub async fn add_api_key(&self, key_hash: &str, tenant: Option<&TenantId>) -> Result<(), StoreError> {
-        let (h, t, now) = (key_hash.to_owned(), tenant.map(ToString::to_string), self.clock.now().to_rfc3339());
-        self.db
-            .call(move |c| {
-                c.prepare_cached("INSERT INTO api_keys (key_hash, tenant_id, created_at) VALUES (?1, ?2, ?3)")?
-                    .execute(params![h, t, now])?;
-                Ok(())
-            })
-            .await
-            .map_err(store_err)
-    }
-
-    /// Whom a key hash belongs to: `Some(None)` an admin, `Some(Some(t))` tenant `t`, `None` nobody.
-    pub async fn api_key_owner(&self, key_hash: &str) -> Result<Option<Option<TenantId>>, StoreError> {
-        if let Some(owner) = self.caches.get(|e| e.keys.get(key_hash).cloned()) {
-            return Ok(Some(owner));
-        }
-        let generation = self.caches.generation();
-        let h = key_hash.to_owned();
-        let row: Option<Option<String>> = self
-            .db
-            .call(move |c| {
-                Ok(c.prepare_cached("SELECT tenant_id FROM api_keys WHERE key_hash = ?1")?
-                    .query_row(params![h], |r| r.get(0))
-                    .optional()?)
-            })
-            .await
-            .map_err(store_err)?;
-        let owner = row.map(|t| t.and_then(|t| t.parse().ok()));
-        if let Some(owner) = &owner {
-            self.caches.fill(generation, |e| {
-                e.keys.insert(key_hash.to_owned(), owner.clone());
-            });
-        }
-        Ok(owner)
-    }
-
-    /// A tenant's keys as `(key hash, created at)`, oldest first.
-    pub async fn tenant_api_keys(&self, tenant: &TenantId) -> Result<Vec<(String, String)>, StoreError> {
-        let t = tenant.to_string();
-        self.db
-            .call(move |c| {
-                let mut stmt = c.prepare_cached(TENANT_KEYS)?;
-                let rows = stmt.query_map(params![t], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
-            })
-            .await
-            .map_err(store_err)
-    }
-
-    /// Deletes the tenant's key whose hash starts with `hash_prefix`: whether one was deleted.
-    pub async fn revoke_api_key(&self, tenant: &TenantId, hash_prefix: &str) -> Result<bool, StoreError> {
-        let (t, prefix) = (tenant.to_string(), hash_prefix.to_owned());
-        let revoked = self
-            .db
-            .call(move |c| {
-                let n = c
-                    .prepare_cached("DELETE FROM api_keys WHERE tenant_id = ?1 AND substr(key_hash, 1, ?3) = ?2")?
-                    .execute(params![t, prefix, i64::try_from(prefix.len()).unwrap_or(0)])?;
-                Ok(n > 0)
-            })
-            .await
-            .map_err(store_err);
-        // The tenant's known keys are forgotten (the revoked one among them), whatever the answer.
-        self.invalidate(tenant);
-        revoked
-    }
-
-    /// Whether any admin key exists.
-    pub async fn has_admin_key(&self) -> Result<bool, StoreError> {
-        self.db
-            .call(|c| Ok(c.prepare_cached("SELECT 1 FROM api_keys WHERE tenant_id IS NULL")?.exists([])?))
-            .await
-            .map_err(store_err)
-    }
 }
-
-/// A tenant's keys, oldest first.
-const TENANT_KEYS: &str =
-    "SELECT key_hash, created_at FROM api_keys WHERE tenant_id = CAST(?1 AS TEXT) ORDER BY created_at, key_hash";
 
 #[cfg(test)]
 mod tests {
@@ -327,7 +253,7 @@ mod tests {
             // the console's overview, usage reports, a tenant's keys
             (super::sessions::ACTIVITY_BETWEEN, 3),
             (super::sessions::USAGE_BETWEEN, 3),
-            (super::TENANT_KEYS, 1),
+            (super::keys::TENANT_KEYS, 1),
         ] {
             for i in 0..5 {
                 // digits, so that a LIMIT takes them too

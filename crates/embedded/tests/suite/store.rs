@@ -406,7 +406,9 @@ async fn tenants_and_agents_are_read_from_memory_until_a_write_changes_them() {
 }
 
 #[tokio::test]
-async fn api_key_owners_are_read_from_memory_and_a_revoked_or_deleted_tenants_key_is_not() {
+async fn api_keys_are_read_from_memory_and_a_revoked_or_deleted_tenants_key_is_not() {
+    use switchboard_domain::access::Role;
+    use switchboard_embedded::store::NewKey;
     use switchboard_engine::{ConfigAdmin, ConfigStore};
     let clock = clock();
     let (e, dir) = open(clock.clone(), 5);
@@ -414,26 +416,33 @@ async fn api_key_owners_are_read_from_memory_and_a_revoked_or_deleted_tenants_ke
     for t in [&t1, &t2] {
         assert!(e.store.create_tenant(t, "T").await.unwrap());
     }
-    let (k1, k2, admin) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
-    e.store.add_api_key(&k1, Some(&t1)).await.unwrap();
-    e.store.add_api_key(&k2, Some(&t2)).await.unwrap();
-    e.store.add_api_key(&admin, None).await.unwrap();
-    for (k, owner) in [(&k1, Some(t1.clone())), (&k2, Some(t2.clone())), (&admin, None)] {
-        assert_eq!(e.store.api_key_owner(k).await.unwrap(), Some(owner));
+    let (k1, k2, admin, d) = ("a".repeat(64), "b".repeat(64), "c".repeat(64), "d".repeat(64));
+    let new = |key_hash, tenant, principal, role| NewKey { key_hash, tenant, principal, role, expires_at: None };
+    e.store.add_api_key(new(&k1, Some(&t1), "alice", Role::Operator)).await.unwrap();
+    e.store.add_api_key(new(&k2, Some(&t2), "bob", Role::Viewer)).await.unwrap();
+    e.store.add_api_key(new(&admin, None, "admin", Role::Admin)).await.unwrap();
+    let expected = [
+        (&k1, Some(t1.clone()), "alice", Role::Operator),
+        (&k2, Some(t2.clone()), "bob", Role::Viewer),
+        (&admin, None, "admin", Role::Admin),
+    ];
+    for (k, owner, principal, role) in expected {
+        let key = e.store.api_key(k).await.unwrap().unwrap();
+        assert_eq!((key.tenant, key.principal.as_str(), key.role), (owner, principal, role));
     }
     let calls = e.store.db_calls();
-    assert_eq!(e.store.api_key_owner(&k1).await.unwrap(), Some(Some(t1.clone())));
-    assert_eq!(e.store.api_key_owner(&admin).await.unwrap(), Some(None));
+    assert_eq!(e.store.api_key(&k1).await.unwrap().unwrap().principal, "alice");
+    assert!(e.store.api_key(&admin).await.unwrap().unwrap().tenant.is_none());
     assert_eq!(e.store.db_calls(), calls, "served from memory");
     // an unknown key is looked up every time: another process may add it
-    assert_eq!(e.store.api_key_owner(&"d".repeat(64)).await.unwrap(), None);
+    assert_eq!(e.store.api_key(&d).await.unwrap(), None);
     let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[]}"#).unwrap());
     let second = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
-    second.store.add_api_key(&"d".repeat(64), Some(&t2)).await.unwrap();
-    assert_eq!(e.store.api_key_owner(&"d".repeat(64)).await.unwrap(), Some(Some(t2.clone())));
+    second.store.add_api_key(new(&d, Some(&t2), "carol", Role::Builder)).await.unwrap();
+    assert_eq!(e.store.api_key(&d).await.unwrap().unwrap().tenant, Some(t2.clone()));
     // revoked: gone at once, and only that tenant's keys are looked up again
     assert!(e.store.revoke_api_key(&t1, &k1[..16]).await.unwrap());
-    assert_eq!(e.store.api_key_owner(&k1).await.unwrap(), None);
+    assert_eq!(e.store.api_key(&k1).await.unwrap(), None);
     // a tenant deleted with its keys: its keys are gone at once
     assert!(
         e.store
@@ -445,8 +454,46 @@ async fn api_key_owners_are_read_from_memory_and_a_revoked_or_deleted_tenants_ke
             .unwrap()
     );
     assert!(e.store.delete_tenant(&t2).await.unwrap());
-    assert_eq!(e.store.api_key_owner(&k2).await.unwrap(), None);
-    assert_eq!(e.store.api_key_owner(&admin).await.unwrap(), Some(None));
+    assert_eq!(e.store.api_key(&k2).await.unwrap(), None);
+    assert!(e.store.api_key(&admin).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_keys_use_is_written_at_most_once_a_minute_and_a_rotation_replaces_it_in_one_step() {
+    use switchboard_domain::access::Role;
+    use switchboard_embedded::store::NewKey;
+    let clock = clock();
+    let (e, _dir) = open(clock.clone(), 5);
+    let t: TenantId = "t-1".parse().unwrap();
+    assert!(e.store.create_tenant(&t, "T").await.unwrap());
+    let expires = clock.now() + chrono::Duration::days(30);
+    let (old, new) = ("e".repeat(64), "f".repeat(64));
+    let key =
+        NewKey { key_hash: &old, tenant: Some(&t), principal: "alice", role: Role::Builder, expires_at: Some(expires) };
+    e.store.add_api_key(key).await.unwrap();
+    // given a key used now
+    let stored = e.store.api_key(&old).await.unwrap().unwrap();
+    e.store.note_key_use(&stored, clock.now()).await.unwrap();
+    let used = e.store.api_key(&old).await.unwrap().unwrap();
+    assert_eq!(used.last_used_at, Some(clock.now()));
+    // when it is used again within the minute, nothing is written
+    let commits = e.store.db_commits();
+    clock.advance(chrono::Duration::seconds(59));
+    e.store.note_key_use(&used, clock.now()).await.unwrap();
+    assert_eq!(e.store.db_commits(), commits, "no write within the minute");
+    // and a minute on, it is
+    clock.advance(chrono::Duration::seconds(1));
+    e.store.note_key_use(&used, clock.now()).await.unwrap();
+    assert_eq!(e.store.tenant_api_keys(&t).await.unwrap()[0].last_used_at, Some(clock.now()));
+    // a rotation keeps the grant and ends the old key in the same step
+    let rotated = e.store.rotate_api_key(&t, &old[..16], &new).await.unwrap().unwrap();
+    assert_eq!((rotated.principal.as_str(), rotated.role, rotated.expires_at), ("alice", Role::Builder, Some(expires)));
+    assert_eq!(rotated.last_used_at, None);
+    assert_eq!(e.store.api_key(&old).await.unwrap(), None);
+    assert_eq!(e.store.api_key(&new).await.unwrap().unwrap().principal, "alice");
+    assert_eq!(e.store.tenant_api_keys(&t).await.unwrap().len(), 1);
+    // a key the tenant does not have is not rotated
+    assert_eq!(e.store.rotate_api_key(&t, &"0".repeat(16), &"1".repeat(64)).await.unwrap(), None);
 }
 
 /// The activity step fills its counts from the execution records a data directory already has,
@@ -728,4 +775,39 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
     let counters: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_sequence WHERE name = 'sessions'", [], |r| r.get(0)).unwrap();
     assert_eq!(counters, 0);
+}
+
+/// Keys made before principals keep what they could do: the admin key is the principal `admin`
+/// with the admin role, a tenant's key its owner, named after its id.
+#[tokio::test]
+async fn keys_from_before_principals_keep_their_reach_when_the_step_is_applied() {
+    use switchboard_domain::access::Role;
+    let clock = clock();
+    let (e, dir) = open(clock.clone(), 5);
+    let t: TenantId = "t-1".parse().unwrap();
+    assert!(e.store.create_tenant(&t, "T").await.unwrap());
+    drop(e);
+    // as if the data directory predated the step: the old table and its rows
+    let db_path = dir.path().join(switchboard_embedded::runtime::DB_FILE);
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    let step = step_of(switchboard_embedded::schema::store::API_KEY_GRANTS);
+    let (tenant_key, admin_key) = ("a".repeat(64), "b".repeat(64));
+    conn.execute_batch(&format!(
+        "DROP TABLE api_keys;
+         CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, tenant_id TEXT REFERENCES tenants (tenant_id),
+                                created_at TEXT NOT NULL) STRICT;
+         INSERT INTO api_keys VALUES ('{tenant_key}', 't-1', '2026-01-01T00:00:00+00:00'),
+                                     ('{admin_key}', NULL, '2026-01-01T00:00:00+00:00');
+         PRAGMA user_version = {step};"
+    ))
+    .unwrap();
+    drop(conn);
+    let model = Arc::new(ScriptedModel::from_json(r#"{"rules":[]}"#).unwrap());
+    let e = Embedded::open(dir.path(), model, clock.clone(), EmbeddedOptions::default()).unwrap();
+    let owner = e.store.api_key(&tenant_key).await.unwrap().unwrap();
+    assert_eq!((owner.tenant, owner.principal.as_str(), owner.role), (Some(t), "key aaaaaaaaaaaaaaaa", Role::Owner));
+    assert_eq!((owner.expires_at, owner.last_used_at), (None, None));
+    let admin = e.store.api_key(&admin_key).await.unwrap().unwrap();
+    assert_eq!((admin.tenant, admin.principal.as_str(), admin.role), (None, "admin", Role::Admin));
+    assert!(e.store.has_admin_key().await.unwrap());
 }

@@ -321,7 +321,7 @@ pub(crate) async fn apply(
         return Err(no_tenant());
     }
     let bundle = read_bundle(&t, &body, state.executor.deps().clock.as_ref())?;
-    let admin = caller == Caller::Admin;
+    let admin = caller.is_admin();
     let service = state.config_service().written_by(by);
     let report = bundle.apply(&service, admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
         ConfigWriteError::NotFound => no_tenant(),

@@ -145,11 +145,40 @@ pub fn create_tenant(server: &Server, id: &str) -> String {
     tenant_key(server, id)
 }
 
-/// Another key for an existing tenant, as `switchboard tenants key` issues it.
+/// Another key for an existing tenant, as `switchboard tenants key` issues it: its owner's.
 pub fn tenant_key(server: &Server, id: &str) -> String {
+    role_key(server, id, "owner", switchboard_domain::access::Role::Owner)
+}
+
+/// A viewer's key of tenant `id` that expired an hour ago.
+pub fn expired_key(server: &Server, id: &str, principal: &str) -> String {
     let key = generate_api_key().unwrap();
     let tenant = id.parse().unwrap();
-    server.run(server.store().add_api_key(&hash_api_key(&key), Some(&tenant))).unwrap();
+    let hash = hash_api_key(&key);
+    let new = switchboard_embedded::store::NewKey {
+        key_hash: &hash,
+        tenant: Some(&tenant),
+        principal,
+        role: switchboard_domain::access::Role::Viewer,
+        expires_at: Some(chrono::Utc::now() - chrono::Duration::hours(1)),
+    };
+    server.run(server.store().add_api_key(new)).unwrap();
+    key
+}
+
+/// A key of tenant `id` for `principal` in `role`.
+pub fn role_key(server: &Server, id: &str, principal: &str, role: switchboard_domain::access::Role) -> String {
+    let key = generate_api_key().unwrap();
+    let tenant = id.parse().unwrap();
+    let hash = hash_api_key(&key);
+    let new = switchboard_embedded::store::NewKey {
+        key_hash: &hash,
+        tenant: Some(&tenant),
+        principal,
+        role,
+        expires_at: None,
+    };
+    server.run(server.store().add_api_key(new)).unwrap();
     key
 }
 
