@@ -255,7 +255,8 @@ pub fn strip_stage(mut request: lambda_http::Request) -> lambda_http::Request {
 /// The IAM principal API Gateway authenticated: its ARN (`arn:aws:sts::…:assumed-role/R/alice`),
 /// else the caller id (`AROA…:alice`).
 fn iam_principal(identity: &aws_lambda_events::apigw::ApiGatewayRequestIdentity) -> Option<String> {
-    identity.user_arn.clone().or_else(|| identity.caller.clone()).filter(|p| !p.is_empty())
+    // (an IAM ARN is at most 2048 characters; records keep at most 512 of a name)
+    identity.user_arn.clone().or_else(|| identity.caller.clone()).filter(|p| !p.is_empty() && p.len() <= 512)
 }
 
 /// The API as the Lambda runtime calls it: stage stripped and the caller named, then the

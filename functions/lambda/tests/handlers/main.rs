@@ -409,6 +409,47 @@ async fn the_internal_api_answers_an_api_gateway_rest_request() {
     assert_eq!(agent["name"], json!("Support"));
 }
 
+/// The fixture's API Gateway request for `method path` (with a JSON `body`), signed by its IAM
+/// user.
+fn iam_request(method: &str, path: &str, body: Option<&Value>) -> lambda_http::Request {
+    let mut event = fixture("apigw-rest-get-agent.json");
+    event["path"] = json!(path);
+    event["httpMethod"] = json!(method);
+    event["pathParameters"]["proxy"] = json!(path.trim_start_matches('/'));
+    event["requestContext"]["httpMethod"] = json!(method);
+    event["requestContext"]["path"] = json!(format!("/prod{path}"));
+    if let Some(body) = body {
+        event["body"] = json!(body.to_string());
+        event["headers"]["Content-Type"] = json!("application/json");
+        event["multiValueHeaders"]["Content-Type"] = json!(["application/json"]);
+    }
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+#[tokio::test]
+async fn the_internal_api_names_the_iam_principal_on_what_it_writes() {
+    let w = world(vec![], false).await;
+    let user = fixture("apigw-rest-get-agent.json")["requestContext"]["identity"]["userArn"].clone();
+    let call = |request| async {
+        let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+    };
+    // given a request API Gateway admitted for an IAM user: the API says who it is
+    let (status, me) = call(iam_request("GET", "/tenants/t-1/me", None)).await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!((&me["principal"], &me["tenantId"]), (&user, &json!("t-1")));
+    // when it writes configuration
+    let skill = json!({ "name": "policies", "description": "Store policies.", "prompt": "Returns within 30 days." });
+    let (status, created) = call(iam_request("POST", "/tenants/t-1/skills", Some(&skill))).await;
+    assert_eq!(status, 201, "{created}");
+    // then the kept version names that principal, not a kind of credential
+    let path = format!("/tenants/t-1/skills/{}/versions/1", created["skillId"].as_str().unwrap());
+    let (status, version) = call(iam_request("GET", &path, None)).await;
+    assert_eq!((status, &version["writtenBy"]), (200, &user), "{version}");
+}
+
 #[tokio::test]
 async fn the_internal_api_says_that_replay_is_not_offered_here() {
     let w = world(vec![], false).await;
@@ -1975,7 +2016,7 @@ async fn api_keys_are_not_a_thing_on_aws_where_iam_authorises_callers() {
     for (method, path) in
         [("POST", "/tenants/t-1/keys"), ("GET", "/tenants/t-1/keys"), ("DELETE", "/tenants/t-1/keys/0123456789abcdef")]
     {
-        let body = (method == "POST").then(|| json!({}));
+        let body = (method == "POST").then(|| json!({ "principal": "ann", "role": "operator" }));
         let (status, problem) = api_call(&w, method, path, body.as_ref()).await;
         assert_eq!(status, 404, "{method} {path}: {problem}");
         assert!(problem["detail"].as_str().unwrap().contains("IAM"), "{problem}");
