@@ -467,10 +467,10 @@ async fn metrics_count_what_happened_in_prometheus_text_for_the_admin_only() {
     assert_eq!(value("switchboard_queue_oldest_item_age_seconds", &[]), 0.0, "nothing waits: {text}");
     assert!(text.contains("# TYPE switchboard_queue_oldest_item_age_seconds gauge"), "{text}");
     assert!(text.contains("switchboard_execution_duration_seconds_bucket"), "{text}");
-    // a tenant key (its labels name every tenant) does not see it
+    // a tenant's owner (its labels name every tenant) does not see it: the admin's route
     let tenant = common::create_tenant(dir.path(), "other");
     let res = reqwest::Client::new().get(at(&server, "/metrics")).bearer_auth(tenant).send().await.unwrap();
-    assert_eq!(res.status().as_u16(), 404);
+    assert_eq!(res.status().as_u16(), 403);
 }
 
 /// The binary's relative relocations are packed (`crates/cli/build.rs`) where this host's glibc

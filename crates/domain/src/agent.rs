@@ -298,6 +298,9 @@ pub struct Agent {
     pub history: HistoryConfig,
     #[serde(default, skip_serializing_if = "TokenBudget::is_unlimited")]
     pub token_budget: TokenBudget,
+    /// Webhooks called at points of each turn ([`crate::hook`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hook::Hook>,
     #[serde(default)]
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
@@ -351,6 +354,7 @@ impl Agent {
         self.check_sub_agents(&mut errors);
         self.check_pattern(&mut errors);
         check_steps(&mut errors, &self.steps, &self.tools);
+        crate::hook::check_hooks(&mut errors, &self.hooks);
         errors.into_result()
     }
 

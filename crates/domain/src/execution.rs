@@ -82,6 +82,8 @@ pub enum ErrorKind {
     Conflict,
     /// A tenant limit refused the work (`reason` names the limit).
     Limit,
+    /// One of the agent's hooks stopped the turn, or failed with `onError: stop`.
+    Hook,
     Internal,
 }
 
@@ -241,6 +243,9 @@ pub struct ExecutionRecord {
     pub iterations: u32,
     pub model_calls: Vec<ModelCallRecord>,
     pub tool_calls: Vec<ToolCallRecord>,
+    /// The agent's hooks called in this execution, in call order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook_calls: Vec<crate::hook::HookCall>,
     pub actions: Vec<Action>,
     /// Everything this execution used, its sub-agents' calls included.
     pub token_usage: TokenUsage,

@@ -14,6 +14,7 @@ pub mod execution;
 /// The fuzz targets' checks (`fuzz/`), shared with the replay of their corpus; not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hook;
 pub mod ids;
 pub mod input;
 pub mod limits;

@@ -226,6 +226,44 @@ fn default_timeout_ms() -> u32 {
     10_000
 }
 
+impl WebhookHandler {
+    /// Checks the handler's shape (its pointers under `at`), with timeouts up to `max_timeout_ms`.
+    /// Where the URL may connect to (no private or metadata addresses) is checked when it is
+    /// called.
+    pub fn check(&self, errors: &mut ValidationErrors, at: &str, max_timeout_ms: u32) {
+        let url = &self.url;
+        if !(url.starts_with("https://") || url.starts_with("http://"))
+            || url.len() > 2048
+            || url.contains(char::is_whitespace)
+        {
+            errors.push(format!("{at}/url"), "must be an http(s) URL of at most 2048 characters");
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > max_timeout_ms {
+            errors.push(format!("{at}/timeoutMs"), format!("must be between 1 and {max_timeout_ms}"));
+        }
+        if self.retry_policy.max_retries > MAX_TOOL_RETRIES || self.retry_policy.backoff_ms > 10_000 {
+            errors.push(
+                format!("{at}/retryPolicy"),
+                format!("maxRetries must be at most {MAX_TOOL_RETRIES} and backoffMs at most 10000"),
+            );
+        }
+        if let Some(r) = &self.secret_ref
+            && (r.is_empty() || r.len() > 128 || r.contains(char::is_whitespace))
+        {
+            errors.push(format!("{at}/secretRef"), "must be a secret name of 1 to 128 characters");
+        }
+        for (name, value) in &self.headers {
+            let lower = name.to_ascii_lowercase();
+            let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("switchboard-") {
+                errors.push(format!("{at}/headers/{name}"), "is not a header a tool may set");
+            } else if value.contains(['\r', '\n']) || value.len() > 1024 {
+                errors.push(format!("{at}/headers/{name}"), "must be one line of at most 1024 bytes");
+            }
+        }
+    }
+}
+
 /// Retries of a webhook call: only on connect errors, 429 and 5xx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -314,40 +352,8 @@ impl Tool {
             errors.push("/description", format!("must be 1 to {MAX_DESCRIPTION_LEN} characters"));
         }
         check_parameters_schema(&mut errors, &self.parameters);
-        match &self.handler {
-            ToolHandler::Webhook(h) => {
-                let url = &h.url;
-                if !(url.starts_with("https://") || url.starts_with("http://"))
-                    || url.len() > 2048
-                    || url.contains(char::is_whitespace)
-                {
-                    errors.push("/handler/url", "must be an http(s) URL of at most 2048 characters");
-                }
-                if h.timeout_ms == 0 || h.timeout_ms > MAX_TOOL_TIMEOUT_MS {
-                    errors.push("/handler/timeoutMs", format!("must be between 1 and {MAX_TOOL_TIMEOUT_MS}"));
-                }
-                if h.retry_policy.max_retries > MAX_TOOL_RETRIES || h.retry_policy.backoff_ms > 10_000 {
-                    errors.push(
-                        "/handler/retryPolicy",
-                        format!("maxRetries must be at most {MAX_TOOL_RETRIES} and backoffMs at most 10000"),
-                    );
-                }
-                if let Some(r) = &h.secret_ref
-                    && (r.is_empty() || r.len() > 128 || r.contains(char::is_whitespace))
-                {
-                    errors.push("/handler/secretRef", "must be a secret name of 1 to 128 characters");
-                }
-                for (name, value) in &h.headers {
-                    let lower = name.to_ascii_lowercase();
-                    let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-                    if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("switchboard-") {
-                        errors.push(format!("/handler/headers/{name}"), "is not a header a tool may set");
-                    } else if value.contains(['\r', '\n']) || value.len() > 1024 {
-                        errors.push(format!("/handler/headers/{name}"), "must be one line of at most 1024 bytes");
-                    }
-                }
-            }
-        }
+        let ToolHandler::Webhook(h) = &self.handler;
+        h.check(&mut errors, "/handler", MAX_TOOL_TIMEOUT_MS);
         errors.into_result()
     }
 }

@@ -17,6 +17,7 @@ pub mod bundle;
 pub mod config;
 pub mod execute;
 mod fault;
+mod hooks;
 pub mod intake;
 pub mod limits;
 mod model_call;

@@ -137,16 +137,21 @@ impl HandoffBody {
 }
 
 /// `POST /tenants/{t}/sessions/{s}/handoff`: move the conversation to a human or an agent, or
-/// hand a human-owned conversation back to an agent. Answers `{newSessionId?, status, executionId}`.
+/// hand a human-owned conversation back to an agent, as the signed-in principal. Answers
+/// `{newSessionId?, status, executionId}`.
 pub(crate) async fn hand_off(
     State(state): State<Arc<ApiState>>,
     Tenant(t): Tenant,
+    caller: Caller,
     Session { id: session_id, .. }: Session,
     JsonBody(body): JsonBody<HandoffBody>,
 ) -> Result<Response, Problem> {
     let to = body.check().map_err(Problem::invalid)?;
-    let done =
-        state.operator.hand_off(&t, session_id, to, body.reason.trim()).await.map_err(|e| problem(e, session_id))?;
+    let done = state
+        .operator
+        .hand_off(&t, session_id, to, body.reason.trim(), &caller.principal)
+        .await
+        .map_err(|e| problem(e, session_id))?;
     Ok(Json(json!({ "newSessionId": done.new_session_id, "status": "handed_off", "executionId": done.execution.execution_id }))
         .into_response())
 }

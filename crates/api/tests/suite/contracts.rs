@@ -586,7 +586,13 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let r = api.post(&handoff(&agent_session), json!({ "targetType": "human", "reason": "VIP customer" })).await;
     assert_eq!((r.status, &r.body["newSessionId"]), (StatusCode::OK, &Value::Null));
     let execution = r.str("/executionId");
-    assert_eq!(api.get(&format!("/tenants/acme/executions/{execution}")).await.str("/status"), "handed_off");
+    let handed = api.get(&format!("/tenants/acme/executions/{execution}")).await;
+    assert_eq!(handed.str("/status"), "handed_off");
+    // who asked is on the record and on the event: the admin key's principal
+    assert_eq!(handed.str("/input/handoff/principal"), "admin");
+    let events = published(&api, "acme").await;
+    let human = events.iter().rev().find(|(_, e)| e["detailType"] == "session.handoff.human").unwrap();
+    assert_eq!(human.1["detail"]["principal"], "admin", "{}", human.1);
     let r = api.post(&handoff(&agent_session), json!({ "targetType": "human", "reason": "again" })).await;
     assert_eq!(r.status, 409);
     let r = api.post(&handoff(&agent_session), json!({ "targetType": "agent", "reason": "x" })).await;
@@ -1181,6 +1187,44 @@ fn the_iam_policy_of_each_role_reaches_exactly_the_routes_the_matrix_gives_it_on
             assert!(!iam_allows(&policy, &arn("OTHER_TENANT")), "{role} reaches another tenant: {method} {template}");
         }
     }
+}
+
+#[tokio::test]
+async fn an_agent_with_hooks_and_its_records_match_the_contract() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    let server = example_server(dir.path());
+    let api = Api::new(&spec, &server, Some(&server.admin));
+    // given an agent whose hooks point at a loopback address, which the webhook guard refuses
+    let agent = json!({
+        "name": "Hooked", "systemPrompt": "You are the support agent.", "tools": ["send_message"],
+        "hooks": [
+            { "at": "before_model", "handler": { "url": "https://127.0.0.1:9/redact", "timeoutMs": 2000 } },
+            { "at": "before_tool", "tools": ["send_message"], "onError": "stop",
+              "handler": { "url": "https://127.0.0.1:9/check", "secretRef": "hooks" } },
+            { "at": "turn_end", "handler": { "url": "https://127.0.0.1:9/seen", "signature": "standard-webhooks", "secretRef": "hooks" } }
+        ]
+    });
+    let created = api.post("/tenants/acme/agents", agent.clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["hooks"].as_array().unwrap().len(), 3);
+    // bad hooks are named at their pointers
+    let mut bad = agent.clone();
+    bad["hooks"][0]["handler"]["timeoutMs"] = json!(60000);
+    bad["hooks"][1]["at"] = json!("before_model");
+    let r = api.post("/tenants/acme/agents", bad).await;
+    assert_eq!(r.pointers(), ["/hooks/0/handler/timeoutMs", "/hooks/1/tools"], "{}", r.body);
+    // when it answers, every hook call is in its record (as the contract says), each failed:
+    // the first two went on (onError continue), the before_tool one would have stopped the turn
+    let id = created.str("/agentId");
+    let r = api.post(&format!("/tenants/acme/agents/{id}/invoke"), json!({ "conversationId": "c-hooked" })).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let record = api.get(&format!("/tenants/acme/executions/{}", r.str("/executionId"))).await;
+    let calls = record.body["hookCalls"].as_array().unwrap_or_else(|| panic!("{}", record.body));
+    let at: Vec<&str> = calls.iter().map(|c| c["at"].as_str().unwrap()).collect();
+    assert_eq!(at.first(), Some(&"before_model"), "{calls:?}");
+    assert_eq!(at.last(), Some(&"turn_end"), "{calls:?}");
+    assert!(calls.iter().all(|c| c["outcome"] == "failed"), "{calls:?}");
 }
 
 #[tokio::test]

@@ -263,6 +263,7 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         created_at: now,
         children: vec![],
         expires_at: now + Duration::days(30),
+        hook_calls: vec![],
     }
 }
 

@@ -176,7 +176,8 @@ impl Run {
                 }
                 _ => {
                     let back = HandoffTo::Agent(AGENT.parse().unwrap());
-                    let handed = embedded.operator.hand_off(&tenant, session.session_id, back, "back to you").await;
+                    let handed =
+                        embedded.operator.hand_off(&tenant, session.session_id, back, "back to you", "ops").await;
                     handed.map(|_| None).map_err(|e| e.to_string())
                 }
             };

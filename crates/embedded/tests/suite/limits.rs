@@ -581,7 +581,7 @@ async fn a_handoff_to_a_human_frees_the_slot() {
     assert_eq!(w.say("c-2", "hello").await.0.as_str(), "rate_limited");
     let session = w.embedded.store.latest_session(&w.tenant, "c-1").await.unwrap().unwrap();
     let to = switchboard_engine::HandoffTo::Human(switchboard_domain::Priority::Normal);
-    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "customer asked").await.unwrap();
+    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "customer asked", "ops").await.unwrap();
     assert!(matches!(w.say("c-2", "hello").await.0, RouteOutcome::Enqueued { .. }));
 }
 

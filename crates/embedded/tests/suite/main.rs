@@ -5,6 +5,7 @@
 
 mod common;
 mod faults;
+mod hooks;
 mod limits;
 mod patterns;
 mod queue;

@@ -547,7 +547,7 @@ async fn a_human_owned_conversation_records_messages_without_replies_then_resume
     let done = w
         .embedded
         .operator
-        .hand_off(&w.tenant, human.session_id, HandoffTo::Agent(FRONT.parse().unwrap()), "resolved")
+        .hand_off(&w.tenant, human.session_id, HandoffTo::Agent(FRONT.parse().unwrap()), "resolved", "ops")
         .await
         .unwrap();
     assert!(done.new_session_id.is_some());
@@ -691,7 +691,7 @@ async fn a_handoff_over_the_api_gives_the_next_agent_the_conversation_as_text() 
     assert!(front.transcript.iter().any(Message::has_tool_results), "Front's transcript holds its tool call");
     w.embedded
         .operator
-        .hand_off(&w.tenant, front.session_id, HandoffTo::Agent(BILLING.parse().unwrap()), "billing question")
+        .hand_off(&w.tenant, front.session_id, HandoffTo::Agent(BILLING.parse().unwrap()), "billing question", "ops")
         .await
         .unwrap();
     w.take_calls();

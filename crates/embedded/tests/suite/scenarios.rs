@@ -414,13 +414,14 @@ async fn an_api_handoff_that_loses_its_commit_announces_nothing() {
     let (deps, _) = flaky(&w, Mode::ConcurrentWrite);
     // when the API hands the conversation to a human
     let to = switchboard_engine::HandoffTo::Human(switchboard_domain::Priority::High);
-    let refused = Operator::new(deps).hand_off(&w.tenant, session.session_id, to.clone(), "customer asked").await;
+    let refused =
+        Operator::new(deps).hand_off(&w.tenant, session.session_id, to.clone(), "customer asked", "ops").await;
     // then the handoff did not happen, and no event says it did
     assert!(refused.is_err(), "{refused:?}");
     assert!(w.session("c-1").await.is_active());
     assert_eq!(w.events().await.len(), before, "{:?}", w.events().await);
     // and a handoff that commits is announced once, after its commit
-    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "customer asked").await.unwrap();
+    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "customer asked", "ops").await.unwrap();
     let kinds: Vec<String> = w.events().await.into_iter().skip(before).map(|e| e.detail_type).collect();
     assert_eq!(kinds, ["session.handoff.human"]);
 }

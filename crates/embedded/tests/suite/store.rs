@@ -51,6 +51,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         created_at: now,
         children: vec![],
         expires_at: now + chrono::Duration::days(30),
+        hook_calls: vec![],
     }
 }
 

@@ -61,6 +61,7 @@ pub(crate) fn of_request(
         created_at: now,
         children: vec![],
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
+        hook_calls: vec![],
     }
 }
 

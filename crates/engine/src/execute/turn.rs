@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use switchboard_domain::event::detail_type;
+use switchboard_domain::hook::HookPoint;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{
     Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, OutboundEvent,
@@ -17,6 +18,7 @@ use tracing::warn;
 
 use super::{context, history, record, summary};
 use crate::fault::ExecError;
+use crate::hooks::{self, Point};
 use crate::model_call::{converse, elapsed_ms};
 use crate::moves::TurnState;
 use crate::patterns::{router, supervisor};
@@ -167,13 +169,36 @@ struct Loop<'a> {
 }
 
 impl Loop<'_> {
+    /// Where the agent's hooks for `at` are called from (at a tool point, for `tool`: its name
+    /// and call id).
+    fn point<'p>(&self, at: HookPoint, tool: Option<(&'p str, &'p str)>) -> Point<'p>
+    where
+        Self: 'p,
+    {
+        Point { cx: self.cx, agent: self.agent, at, tool, after_model_call: self.record.model_calls.len() }
+    }
+
+    /// A hook stopped the turn (or failed with `onError: stop`): it ends failed, and the agent's
+    /// `onFailure` answers the customer.
+    fn stop_by_hook(&mut self, reason: String) {
+        warn!(reason = %reason, "a hook stopped the turn");
+        self.fail(ExecutionError::new(ErrorKind::Hook, reason).with_reason("hook"));
+    }
+
     /// One model call, then its tool calls or its final answer.
     async fn step(&mut self) -> Result<(), ExecError> {
         self.record.iterations += 1;
+        if !self.agent.hooks.is_empty() {
+            let point = self.point(HookPoint::BeforeModel, None);
+            if let Some(reason) = hooks::run(&point, &mut self.record.hook_calls, &mut self.request).await {
+                self.stop_by_hook(reason);
+                return Ok(());
+            }
+        }
         let deps = self.cx.deps;
         let (usage, calls) = (&mut self.record.token_usage, &mut self.record.model_calls);
         let answer = converse(deps, &self.request, usage, calls, self.follower).await;
-        let assistant = match answer {
+        let mut assistant = match answer {
             Ok(Ok(message)) => message,
             // Past the deadline, whatever failed: the turn stops here, recorded, so that a
             // redelivery does not run (and send) it again.
@@ -189,6 +214,15 @@ impl Loop<'_> {
             }
             Err(e) => return Err(e),
         };
+        if !self.agent.hooks.is_empty() {
+            let point = self.point(HookPoint::AfterModel, None);
+            let answer = &mut hooks::Answer(&mut assistant);
+            if let Some(reason) = hooks::run(&point, &mut self.record.hook_calls, answer).await {
+                // The answer is dropped whole: none of its tool calls runs or stays unanswered.
+                self.stop_by_hook(reason);
+                return Ok(());
+            }
+        }
         let uses = assistant.tool_uses();
         let text = assistant.text();
         self.request.messages.push(assistant.clone());
@@ -303,12 +337,24 @@ impl Loop<'_> {
         let mut results = Vec::with_capacity(calls.len());
         let mut stored = Vec::with_capacity(calls.len());
         let mut reconfigure = false;
-        for (call, answered) in calls.into_iter().zip(answers) {
+        let hooked = !self.agent.hooks.is_empty();
+        let mut pending = calls.into_iter().zip(answers);
+        let mut stopped = None;
+        for (mut call, answered) in pending.by_ref() {
+            if hooked && answered.is_none() {
+                let (name, id) = (call.name.clone(), call.tool_use_id.clone());
+                let point = self.point(HookPoint::BeforeTool, Some((&name, &id)));
+                if let Some(reason) = hooks::run(&point, &mut self.record.hook_calls, &mut call).await {
+                    stopped = Some((reason, Some(call)));
+                    break;
+                }
+            }
             if answered.is_none() {
                 self.announce_tool(&call);
             }
+            let shown = (hooked && answered.is_none()).then(|| call.clone());
             let actions_before = self.state.actions.len();
-            let called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
+            let mut called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
             if let Some(f) = self.follower {
                 let r = &called.record;
                 f.send(TurnEvent::ToolFinished {
@@ -319,6 +365,17 @@ impl Loop<'_> {
                     latency_ms: r.latency_ms,
                 });
                 self.announce_actions(actions_before);
+            }
+            let mut after_hook = None;
+            if let Some(shown) = &shown {
+                let point = self.point(HookPoint::AfterTool, Some((&shown.name, &shown.tool_use_id)));
+                let is_error = called.outcome.is_error;
+                let mut ran = hooks::Ran { call: shown, output: &mut called.outcome.output, is_error, changed: false };
+                after_hook = hooks::run(&point, &mut self.record.hook_calls, &mut ran).await;
+                if ran.changed {
+                    // The transcript keeps what the model read.
+                    called.stored = None;
+                }
             }
             reconfigure |= called.reconfigure;
             let result = |content| ContentBlock::ToolResult {
@@ -331,6 +388,28 @@ impl Loop<'_> {
             let mut done = called.record;
             done.after_model_call = u32::try_from(self.record.model_calls.len()).unwrap_or(u32::MAX);
             self.record.tool_calls.push(done);
+            if let Some(reason) = after_hook {
+                stopped = Some((reason, None));
+                break;
+            }
+        }
+        if let Some((reason, unrun)) = stopped {
+            // Every call the model made gets a result, so that the transcript never holds a tool
+            // call without one (a provider refuses that): the ones not run say why.
+            let not_run = json!({ "error": format!("not run: {reason}") });
+            for call in unrun.into_iter().chain(pending.map(|(call, _)| call)) {
+                let block = ContentBlock::ToolResult {
+                    tool_use_id: call.tool_use_id,
+                    content: not_run.clone(),
+                    is_error: true,
+                };
+                results.push(block.clone());
+                stored.push(block);
+            }
+            self.request.messages.push(Message { role: Role::User, content: results });
+            self.new_messages.push(Message { role: Role::User, content: stored });
+            self.stop_by_hook(reason);
+            return Ok(());
         }
         self.request.messages.push(Message { role: Role::User, content: results });
         self.new_messages.push(Message { role: Role::User, content: stored });
@@ -427,6 +506,18 @@ impl Loop<'_> {
         }
         record.actions = std::mem::take(&mut self.state.actions);
         record.session_id = self.state.session.session_id;
+        if !self.agent.hooks.is_empty() {
+            // Observed only: the turn is decided (a stop or a failure is recorded, not obeyed).
+            let point = Point {
+                cx: self.cx,
+                agent: self.agent,
+                at: HookPoint::TurnEnd,
+                tool: None,
+                after_model_call: record.model_calls.len(),
+            };
+            let turn = json!({ "status": record.status, "actions": record.actions, "error": record.error });
+            hooks::run(&point, &mut record.hook_calls, &mut hooks::Ended(turn)).await;
+        }
         record.cost_usd = record.total_cost();
         record.latency_ms = elapsed_ms(started);
         self.state.session.updated_at = deps.clock.now();

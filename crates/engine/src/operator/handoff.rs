@@ -1,6 +1,7 @@
 //! Handoffs asked for over the internal API: to a human, to another agent, or a human handing the
 //! conversation back to an agent. The session's executions keep an audit trail of who moved the
-//! conversation and why (`requestedBy: api`).
+//! conversation and why (`requestedBy: api`, and the `principal` who asked), and the events say
+//! who asked too.
 
 use std::time::Instant;
 
@@ -29,15 +30,17 @@ pub struct HandoffDone {
 }
 
 impl Operator {
-    /// Moves the conversation of `session_id` to `to`. A session must be the conversation's
-    /// active one, or — to hand a conversation back from a human to an agent — the human-owned
-    /// one; the handback starts the agent afresh at handoff depth 0.
+    /// Moves the conversation of `session_id` to `to`, as asked by `principal` (the API's
+    /// authenticated caller). A session must be the conversation's active one, or — to hand a
+    /// conversation back from a human to an agent — the human-owned one; the handback starts the
+    /// agent afresh at handoff depth 0.
     pub async fn hand_off(
         &self,
         tenant: &TenantId,
         session_id: SessionId,
         to: HandoffTo,
         reason: &str,
+        principal: &str,
     ) -> Result<HandoffDone, OperatorError> {
         let started = Instant::now();
         let mut session = self.newest(tenant, session_id).await?;
@@ -55,11 +58,16 @@ impl Operator {
                 let handoff = HumanHandoff { reason, priority, by: RequestedBy::Api };
                 (moves::hand_off_to_human(&self.deps, &mut events, &mut session, handoff, &source), None)
             }
-            HandoffTo::Agent(target) => self.to_agent(&mut session, &mut events, target, reason, &source).await?,
+            HandoffTo::Agent(target) => {
+                self.to_agent(&mut session, &mut events, target, reason, principal, &source).await?
+            }
         };
+        for event in &mut events {
+            event.detail["principal"] = json!(principal);
+        }
         let conversation = session.conversation_id.clone();
         let new_session_id = next.as_ref().map(|s| s.session_id);
-        let input = json!({ "handoff": { "reason": reason, "requestedBy": "api" } });
+        let input = json!({ "handoff": { "reason": reason, "requestedBy": "api", "principal": principal } });
         let actions = vec![action];
         let done = Done { source, input, status: ExecutionStatus::HandedOff, actions, events, started };
         let execution = self.commit_with(session, next, done).await?;
@@ -78,6 +86,7 @@ impl Operator {
         events: &mut Vec<OutboundEvent>,
         target: AgentId,
         reason: &str,
+        principal: &str,
         source: &str,
     ) -> Result<(Action, Option<Session>), OperatorError> {
         let requested_by = if session.is_human_owned() { "human operator" } else { "api" };
@@ -85,7 +94,7 @@ impl Operator {
             target,
             reason: reason.to_owned(),
             summary: None,
-            relevant_info: json!({ "requestedBy": requested_by }),
+            relevant_info: json!({ "requestedBy": requested_by, "principal": principal }),
             by: RequestedBy::Api,
         };
         let next = match moves::prepare_hand_off_to_agent(&self.deps, session, handoff).await? {

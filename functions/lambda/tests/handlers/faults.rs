@@ -129,7 +129,7 @@ impl Run {
                 }
                 _ => {
                     let back = HandoffTo::Agent(AGENT.parse().unwrap());
-                    let handed = self.operator.hand_off(&tenant, session.session_id, back, "back to you").await;
+                    let handed = self.operator.hand_off(&tenant, session.session_id, back, "back to you", "ops").await;
                     handed.map(|_| None).map_err(|e| e.to_string())
                 }
             };
