@@ -83,16 +83,59 @@ fn script(dir: &Path) -> std::path::PathBuf {
 /// `serve` in `dir` with the scripted model, loopback webhooks allowed, and tenant `acme`'s
 /// secret `orders` set to `secret`; and a key of that tenant.
 fn serve_with_secret(dir: &Path, secret: &str) -> (Server, String) {
+    serve_with_script(dir, secret, &script(dir))
+}
+
+/// [`serve_with_secret`] with the scripted model following `script`.
+fn serve_with_script(dir: &Path, secret: &str, script: &Path) -> (Server, String) {
     let secrets = dir.join("secrets.json");
     write(&secrets, &format!(r#"{{"acme": {{"orders": "{secret}"}}}}"#));
     let data = dir.join("data");
     let server = Server::start_with_script(
         &data,
-        &script(dir),
+        script,
         &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"],
     );
     let key = create_tenant(&data, "acme");
     (server, key)
+}
+
+#[tokio::test]
+async fn an_agents_hook_is_called_signed_over_http_and_redacts_what_the_model_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    // given a before_model hook that takes e-mail addresses out of the messages
+    let receiver = WebhookReceiver::answering("/redact", SECRET, |body| {
+        let messages = body["request"]["messages"].to_string().replace("ana@example.com", "[email]");
+        json!({ "messages": serde_json::from_str::<Value>(&messages).unwrap() })
+    })
+    .await;
+    // and a model (the scripted test double) that repeats what it was sent
+    let script = dir.path().join("echo.json");
+    write(&script, r#"{"rules": [{"then": {"text": "You said: {{userText}}"}}]}"#);
+    let (server, key) = serve_with_script(dir.path(), SECRET, &script);
+    let client = Client::new();
+    let post =
+        |path: &str, body: Value| client.post(format!("{}{path}", server.base)).bearer_auth(&key).json(&body).send();
+    let agent = json!({ "name": "Support", "systemPrompt": "You help.", "model": "m", "tools": ["send_message"],
+        "hooks": [{ "at": "before_model", "handler": { "url": receiver.url, "secretRef": "orders", "timeoutMs": 5000 } }] });
+    let agent = post("/tenants/acme/agents", agent).await.unwrap().json::<Value>().await.unwrap();
+    let trigger = json!({ "name": "all", "agentId": agent["agentId"], "eventType": "message.new", "priority": 1, "conditions": {} });
+    assert!(post("/tenants/acme/triggers", trigger).await.unwrap().status().is_success());
+    // when the customer writes an address
+    let event = json!({ "id": "h-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-h", "messageId": "m-h", "channel": {}, "conversation": {},
+                    "message": { "direction": "inbound", "text": "my email is ana@example.com" } } });
+    let res = post("/events?wait=30", event).await.unwrap().json::<Value>().await.unwrap();
+    let execution = &res["execution"];
+    // then the model saw it redacted, and the hook got a signed request under the turn's key
+    assert_eq!(execution["actions"][0]["text"], "You said: my email is [email]", "{execution}");
+    assert_eq!(execution["hookCalls"][0]["outcome"], "changed", "{execution}");
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].verified, "signed with the tenant's secret like a tool");
+    assert_eq!(seen[0].idempotency_key, seen[0].body["idempotencyKey"].as_str().unwrap());
+    assert_eq!(seen[0].body["hook"], "before_model");
+    assert!(seen[0].body.get("conversationId").is_none(), "no personal data unless includePii");
 }
 
 #[tokio::test]

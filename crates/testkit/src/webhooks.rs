@@ -34,15 +34,23 @@ impl WebhookReceiver {
     /// Listens on a free loopback port at `path`, verifying with `secret`; every request is
     /// answered `{"status": "shipped", "eta": "Thursday"}`.
     pub async fn start(path: &str, secret: &str) -> Self {
+        Self::answering(path, secret, |_| json!({ "status": "shipped", "eta": "Thursday" })).await
+    }
+
+    /// [`WebhookReceiver::start`], answering each request with `answer` of its JSON body (a
+    /// hook's receiver, say).
+    pub async fn answering(path: &str, secret: &str, answer: impl Fn(&Value) -> Value + Send + Sync + 'static) -> Self {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let (log, secret) = (seen.clone(), Arc::new(secret.to_owned()));
+        let (log, secret, answer) = (seen.clone(), Arc::new(secret.to_owned()), Arc::new(answer));
         let app = axum::Router::new().route(
             path,
             axum::routing::post(move |headers: HeaderMap, body: Bytes| {
-                let (log, secret) = (log.clone(), secret.clone());
+                let (log, secret, answer) = (log.clone(), secret.clone(), answer.clone());
                 async move {
-                    log.lock().unwrap().push(check(&secret, &headers, &body));
-                    axum::Json(json!({ "status": "shipped", "eta": "Thursday" }))
+                    let seen = check(&secret, &headers, &body);
+                    let answered = answer(&seen.body);
+                    log.lock().unwrap().push(seen);
+                    axum::Json(answered)
                 }
             }),
         );
