@@ -177,7 +177,14 @@ struct GatewayState {
     push: Arc<Mutex<Option<PushTickets>>>,
     /// Told of every event log read (`GET …/events?…`) that passed.
     log_reads: Arc<tokio::sync::Notify>,
+    /// The signing principal's identity policy, when the test gives it one: each request is then
+    /// also checked as IAM checks `execute-api:Invoke` on its ARN.
+    policy: Arc<Mutex<Option<Value>>>,
 }
+
+/// The stand-in's API id and account in the ARNs it checks policies against.
+const API_ID: &str = "standin";
+const ACCOUNT: &str = "123456789012";
 
 #[derive(Debug, Default, Clone)]
 struct PushTickets {
@@ -285,6 +292,16 @@ async fn gateway(State(state): State<GatewayState>, request: Request) -> Respons
     let Some(rest) = path_and_query.strip_prefix(STAGE) else {
         return refuse(&state, "MissingAuthenticationTokenException", "Missing Authentication Token");
     };
+    let policy = state.policy.lock().unwrap().clone();
+    if let Some(policy) = policy {
+        let path = rest.split('?').next().unwrap_or(rest);
+        let arn = format!("arn:aws:execute-api:{REGION}:{ACCOUNT}:{API_ID}{STAGE}/{}{path}", parts.method);
+        if !switchboard_testkit::iam::allows(&policy, &arn) {
+            let user = format!("arn:aws:sts::{ACCOUNT}:assumed-role/switchboard-role/tests");
+            let message = format!("User: {user} is not authorized to perform: execute-api:Invoke on resource: {arn}");
+            return refuse(&state, "AccessDeniedException", &message);
+        }
+    }
     state.seen.lock().unwrap().push(Seen {
         method: parts.method.to_string(),
         path_and_query: path_and_query.clone(),
@@ -329,6 +346,7 @@ struct Gateway {
     refused: Arc<Mutex<Vec<String>>>,
     push: Arc<Mutex<Option<PushTickets>>>,
     log_reads: Arc<tokio::sync::Notify>,
+    policy: Arc<Mutex<Option<Value>>>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -343,13 +361,29 @@ impl Gateway {
             refused: Arc::default(),
             push: Arc::default(),
             log_reads: Arc::default(),
+            policy: Arc::default(),
         };
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let url = format!("http://{}{STAGE}", listener.local_addr().unwrap());
         let app = Router::new().fallback(gateway).with_state(state.clone());
         runtime.spawn(async move { axum::serve(listener, app).await });
-        let GatewayState { seen, refused, push, log_reads, .. } = state;
-        Self { url, seen, refused, push, log_reads, runtime }
+        let GatewayState { seen, refused, push, log_reads, policy, .. } = state;
+        Self { url, seen, refused, push, log_reads, policy, runtime }
+    }
+
+    /// Checks every request against the role policy `infra/roles/<role>.json` for `tenant`, as
+    /// IAM would for a caller holding it.
+    fn holding(&self, role: &str, tenant: &str) {
+        let path = common::workspace_root().join(format!("infra/roles/{role}.json"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let text = text
+            .replace("REGION", REGION)
+            .replace("ACCOUNT_ID", ACCOUNT)
+            .replace("PUSH_API_ID", "standin-push")
+            .replace("API_ID", API_ID)
+            .replace("STAGE", STAGE.trim_start_matches('/'))
+            .replace("TENANT_ID", tenant);
+        *self.policy.lock().unwrap() = Some(serde_json::from_str(&text).unwrap());
     }
 
     /// Gives the stack a live push: a WebSocket API on another free port whose `$connect` is
@@ -550,6 +584,39 @@ fn a_tenant_is_managed_through_an_iam_authorised_gateway() {
     );
     let err = fails(cli(&gateway, &["agents", "create", "-f", &bad], &creds));
     assert!(err.contains("/modelConfig/temperature"), "{err}");
+}
+
+#[test]
+fn the_role_policies_let_a_caller_reach_its_groups_of_its_tenant_and_nothing_else() {
+    // given a server with two tenants behind the gateway, and a caller holding the viewer policy
+    // for acme
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &[]);
+    create_tenant(&data, "acme");
+    create_tenant(&data, "other");
+    let gateway = Gateway::start(&server.base, &server.admin);
+    gateway.holding("viewer", "acme");
+    let creds = good_credentials();
+    let agent = write(dir.path(), "agent.json", r#"{"name": "Support", "systemPrompt": "You help.", "model": "m"}"#);
+    // then it reads acme, and writing or another tenant is refused by IAM with API Gateway's words
+    assert!(ok(cli(&gateway, &["agents", "list"], &creds)).starts_with("ID"));
+    let err = fails(cli(&gateway, &["agents", "create", "-f", &agent], &creds));
+    assert!(err.contains("not authorized to perform: execute-api:Invoke"), "{err}");
+    assert!(err.contains("/prod/POST/tenants/acme/agents"), "{err}");
+    let other = isolated(&creds)
+        .args(["agents", "list", "--aws-sigv4", "--endpoint", &gateway.url, "--tenant", "other"])
+        .output()
+        .unwrap();
+    let other = fails(other);
+    assert!(other.contains("not authorized"), "{other}");
+    // when the caller holds the builder policy instead, the same write goes through
+    gateway.holding("builder", "acme");
+    let created = ok(cli(&gateway, &["agents", "create", "-f", &agent], &creds));
+    assert!(created.starts_with("created agent "), "{created}");
+    // but its keys are not a builder's (nor anyone's on AWS)
+    let keys = fails(cli(&gateway, &["keys", "list"], &creds));
+    assert!(keys.contains("not authorized"), "{keys}");
 }
 
 #[test]

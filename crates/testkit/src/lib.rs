@@ -12,6 +12,7 @@ pub mod aws;
 #[cfg(feature = "http")]
 pub mod client;
 pub mod faults;
+pub mod iam;
 #[cfg(feature = "http")]
 pub mod providers;
 #[cfg(feature = "http")]
