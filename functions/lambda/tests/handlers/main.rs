@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use switchboard_aws::{
     AwsClients, AwsNames, AwsSettings, BedrockModel, ConversationsApi, ConversationsLimits, EventBridgeBus, S3Archive,
 };
+use switchboard_domain::hook::HookOutcome;
 use switchboard_domain::{Agent, EventType, ExecutionStatus, SessionStatus, TenantId, Tool, Trigger};
 use switchboard_engine::{
     ConfigAdmin, ConfigRecord, ConfigService, ConfigStore, ExecutionLog, Model, ModelError, ModelRequest,
@@ -1371,6 +1372,49 @@ async fn the_executor_signs_a_webhook_tool_call_with_the_tenants_secret_from_sec
     let audit = call.webhook.as_ref().unwrap();
     assert_eq!((audit.host.as_str(), audit.status, audit.outcome.as_str()), ("127.0.0.1", Some(200), "ok"));
     assert!(!serde_json::to_string(&record).unwrap().contains(SECRET));
+}
+
+#[tokio::test]
+async fn the_executor_calls_an_agents_hook_signed_and_keeps_the_call_in_dynamodb() {
+    // given the webhook world, and the agent given a before_tool hook (at a second loopback
+    // receiver, signed with the same secret) that changes the order the tool is asked about
+    let (w, tool_receiver) = webhook_world(LOCAL_WEBHOOKS).await;
+    let hook = WebhookReceiver::answering("/hook", SECRET, |_| json!({ "arguments": { "orderId": "5678" } })).await;
+    let tool = w.wiring.store.get_tool(&"t-1".parse().unwrap(), TOOL.parse().unwrap()).await.unwrap().unwrap();
+    let switchboard_domain::ToolHandler::Webhook(handler) = &tool.handler;
+    let mut agent: Agent =
+        w.wiring.store.get_agent(&"t-1".parse().unwrap(), AGENT.parse().unwrap()).await.unwrap().unwrap();
+    agent.hooks = vec![
+        serde_json::from_value(json!({
+            "at": "before_tool", "tools": ["lookup_order"],
+            "handler": { "url": hook.url, "secretRef": handler.secret_ref, "timeoutMs": 5000 }
+        }))
+        .unwrap(),
+    ];
+    put(&w.wiring, ConfigRecord::Agent(agent)).await;
+
+    // when the executor handler runs the customer's message
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    // then the hook was asked first, signed with the tenant's secret, and the tool got its change
+    let asked = hook.seen();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].verified, "the hook's signature did not verify with the tenant's secret");
+    assert_eq!(asked[0].body["toolCall"]["arguments"], json!({"orderId": "1234"}));
+    let called = tool_receiver.seen();
+    assert_eq!(called.len(), 1);
+    assert_eq!(called[0].body["arguments"], json!({"orderId": "5678"}));
+    // and the record in DynamoDB keeps the hook's call
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap().unwrap();
+    assert_eq!(record.status, ExecutionStatus::Success);
+    assert_eq!(record.hook_calls.len(), 1);
+    let call = &record.hook_calls[0];
+    assert_eq!(
+        (call.outcome, call.status, call.tool_use_id.as_deref()),
+        (HookOutcome::Changed, Some(200), Some("tu-1"))
+    );
 }
 
 #[tokio::test]
