@@ -47,6 +47,7 @@ fn an_owner_manages_the_tenants_keys_for_named_principals_with_the_cli() {
     // an owner's key, made by the admin; the owner makes the others
     let owner_key = admin.ok(&["keys", "issue", "--principal", "olivia", "--role", "owner"]).trim().to_owned();
     let owner = Cli { key: owner_key, server: &server };
+    assert_eq!(owner.ok(&["whoami"]).trim(), "olivia (owner of acme): read, configure, operate, invoke, own");
     let key =
         owner.ok(&["keys", "issue", "--principal", "vic@acme.example", "--role", "viewer", "--expires-in", "90d"]);
     let key = key.trim().to_owned();

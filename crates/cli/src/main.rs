@@ -75,8 +75,11 @@ enum Command {
     Usage(client::reports::UsageArgs),
     /// Executions of a tenant per UTC hour and status, on a running server.
     Activity(client::reports::ActivityArgs),
-    /// API keys of a tenant, on a running server (admin key; the embedded profile).
+    /// API keys of a tenant, each for a principal in a role, on a running server (the tenant's
+    /// owner or the admin; the embedded profile).
     Keys(client::keys::KeysArgs),
+    /// Who the key (or the AWS identity) is on the tenant: principal, role, what it may do.
+    Whoami(client::keys::WhoamiArgs),
     /// Create or update a whole tenant bundle (agents, triggers, tools, skills) on a running
     /// server or the AWS profile's API, printing what changed.
     Apply(client::apply::ApplyCommand),
@@ -163,6 +166,7 @@ impl Command {
             Self::Usage(a) => Some(&mut a.remote),
             Self::Activity(a) => Some(&mut a.remote),
             Self::Keys(a) => Some(&mut a.remote),
+            Self::Whoami(a) => Some(&mut a.remote),
             Self::Apply(a) => Some(&mut a.remote),
             Self::Console(a) => Some(&mut a.remote),
             _ => None,
@@ -195,6 +199,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,
         Command::Activity(a) => client::reports::activity(&a.remote, a.hours).await,
         Command::Keys(a) => client::keys::run(&a.remote, a.verb).await,
+        Command::Whoami(a) => client::keys::whoami(&a.remote).await,
         Command::Apply(a) => client::apply::run(&a.remote, a.args).await,
         Command::ExampleReceiver(a) => demo::receiver::run(a).await,
         Command::Console(a) => console::run(a).await,

@@ -92,6 +92,31 @@ pub enum KeyVerb {
     Revoke { key_id: String },
 }
 
+/// `switchboard whoami`: who the key (or the AWS identity) is on the tenant.
+#[derive(Debug, clap::Args)]
+pub struct WhoamiArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+/// Prints the caller's principal, role and the route groups it reaches (`GET …/me`).
+pub async fn whoami(remote: &Remote) -> anyhow::Result<()> {
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let me = api.call(Method::GET, &format!("/tenants/{t}/me"), None, None).await?.0;
+    if print_data(&me, remote.format())? {
+        return Ok(());
+    }
+    let groups: Vec<&str> = me["groups"].as_array().map_or(vec![], |g| g.iter().filter_map(|v| v.as_str()).collect());
+    println!(
+        "{} ({} of {t}): {}",
+        me["principal"].as_str().unwrap_or_default(),
+        me["role"].as_str().unwrap_or_default(),
+        groups.join(", ")
+    );
+    Ok(())
+}
+
 /// `switchboard keys`: issue, list, rotate and revoke a tenant's API keys.
 pub async fn run(remote: &Remote, verb: KeyVerb) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
