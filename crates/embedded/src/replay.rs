@@ -277,6 +277,13 @@ fn replayable(input: &ReplayInput) -> Result<&str, ReplayError> {
             "the record keeps no model content (the tenant's recording was off when it ran)".into(),
         ));
     }
+    if !r.hook_calls.is_empty() {
+        // A hook's answer (its change, its stop) is not kept, so the run could not be repeated.
+        return Err(ReplayError::Unreplayable(format!(
+            "the execution called {} hook(s), whose answers the record does not keep",
+            r.hook_calls.len()
+        )));
+    }
     r.input.get("text").and_then(Value::as_str).ok_or_else(|| {
         ReplayError::Unreplayable("the record's customer text is redacted (or absent): it cannot be sent again".into())
     })

@@ -150,6 +150,17 @@ async fn a_redaction_hook_changes_what_the_model_is_sent() {
     assert!(call["request"]["messages"].to_string().contains("ana@example.com"));
     assert_eq!(call["idempotencyKey"], format!("{}/hook/0", r.source_id));
     assert_eq!(w.replies("c-1").await, ["Thanks, noted."]);
+    // a replay could not repeat what the hook answered (the record does not keep it): refused
+    let store = &w.embedded.store;
+    let input = switchboard_embedded::replay::gather(store, store, store, store, &w.tenant, r.execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let refused = switchboard_embedded::replay::replay(input).await.unwrap_err();
+    assert!(
+        matches!(&refused, switchboard_embedded::replay::ReplayError::Unreplayable(why) if why.contains("hook")),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test]
