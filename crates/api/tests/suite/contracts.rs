@@ -980,14 +980,7 @@ async fn every_documented_operation_is_served() {
     assert!(is_router_fallback(status, &text), "{status} {text}");
 
     for (method, template) in spec.operations() {
-        let path = template
-            .replace("{tenantId}", "acme")
-            .replace("{conversationId}", "c-probe")
-            .replace("{agentId}", SUPPORT_AGENT)
-            .split('/')
-            .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
-            .collect::<Vec<_>>()
-            .join("/");
+        let path = concrete(&template, "acme");
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         if path.ends_with("/events/stream") {
             // endless: only the head is read
@@ -1004,6 +997,19 @@ async fn every_documented_operation_is_served() {
         let r = api.call(method.clone(), &path, body, &[]).await;
         assert!(!is_router_fallback(r.status, &r.body.to_string()), "{method} {path} is not served: {}", r.body);
     }
+}
+
+/// A documented route template made a path of `tenant`: the example's support agent, a probe
+/// conversation, and a well-formed ULID for every other id.
+fn concrete(template: &str, tenant: &str) -> String {
+    template
+        .replace("{tenantId}", tenant)
+        .replace("{conversationId}", "c-probe")
+        .replace("{agentId}", SUPPORT_AGENT)
+        .split('/')
+        .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The role matrix of `docs/roles.md`: which group each documented operation is in, and which
@@ -1079,14 +1085,7 @@ async fn every_route_answers_every_role_as_the_matrix_says() {
     let client = Client::new();
     let mut checked = 0;
     for (method, template, group) in &matrix.routes {
-        let path = template
-            .replace("{tenantId}", "acme")
-            .replace("{conversationId}", "c-probe")
-            .replace("{agentId}", SUPPORT_AGENT)
-            .split('/')
-            .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
-            .collect::<Vec<_>>()
-            .join("/");
+        let path = concrete(template, "acme");
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         for (who, role, key) in &callers {
             let expected = match (group.as_str(), role) {
@@ -1142,13 +1141,7 @@ fn the_iam_policy_of_each_role_reaches_exactly_the_routes_the_matrix_gives_it_on
                 .unwrap();
         for (method, template, group) in &matrix.routes {
             let arn = |tenant: &str| {
-                let path = template
-                    .replace("{tenantId}", tenant)
-                    .split('/')
-                    .map(|s| if s.starts_with('{') { "01ARZ3NDEKTSV4RRFFQ69G5FAV" } else { s })
-                    .collect::<Vec<_>>()
-                    .join("/");
-                format!("arn:aws:execute-api:REGION:ACCOUNT_ID:API_ID/STAGE/{method}{path}")
+                format!("arn:aws:execute-api:REGION:ACCOUNT_ID:API_ID/STAGE/{method}{}", concrete(template, tenant))
             };
             // On AWS a tenant's settings and the platform stay with the admin (an IAM policy
             // cannot tell a `PATCH` of `recording` from one of `limits`), and there are no keys.

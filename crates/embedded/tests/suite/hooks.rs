@@ -11,11 +11,10 @@ use serde_json::{Value, json};
 use switchboard_domain::hook::{HookOutcome, HookPoint};
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{ErrorKind, ExecutionStatus, SessionStatus};
-use switchboard_embedded::{EmbeddedOptions, ScriptedModel};
-use switchboard_engine::ports::{Model, ModelError, ModelRequest, ModelResponse};
+use switchboard_embedded::EmbeddedOptions;
 use switchboard_engine::{SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse};
 
-use crate::common::{World, record};
+use crate::common::{Capturing, World, capturing, record};
 
 const FRONT: &str = "01JD0000FR0NT0AGENT0000001";
 const REFUND: &str = "01JD0000H00KS00REFVND0000A";
@@ -53,23 +52,9 @@ fn http(status: u16, body: &str) -> WebhookResponse {
     }
 }
 
-/// The scripted model (a test double), keeping every request it is sent.
-struct Seen {
-    inner: ScriptedModel,
-    requests: Mutex<Vec<ModelRequest>>,
-}
-
-#[async_trait]
-impl Model for Seen {
-    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        self.inner.converse(request).await
-    }
-}
-
 /// The texts of every message the model was sent, call by call.
-fn texts_sent(model: &Seen) -> Vec<String> {
-    let requests = model.requests.lock().unwrap();
+fn texts_sent(model: &Capturing) -> Vec<String> {
+    let requests = model.seen.lock().unwrap();
     requests
         .iter()
         .flat_map(|r| &r.messages)
@@ -87,10 +72,9 @@ async fn world(
     hooks: Value,
     answers: Vec<(&'static str, Result<WebhookResponse, WebhookError>)>,
     script: Value,
-) -> (World, Arc<Scripted>, Arc<Seen>) {
+) -> (World, Arc<Scripted>, Arc<Capturing>) {
     let webhooks = Arc::new(Scripted { answers, seen: Mutex::default() });
-    let model =
-        Arc::new(Seen { inner: ScriptedModel::from_json(&script.to_string()).unwrap(), requests: Mutex::default() });
+    let model = capturing(script);
     let options = EmbeddedOptions { webhooks: webhooks.clone(), ..EmbeddedOptions::default() };
     let bundle = json!({
         "tenantId": "t-1", "name": "Test tenant",
@@ -233,7 +217,7 @@ async fn a_hook_that_times_out_follows_its_on_error() {
     assert_eq!(r.status, ExecutionStatus::Success);
     assert!(r.hook_calls.iter().all(|h| h.outcome == HookOutcome::Failed), "{:?}", r.hook_calls);
     assert!(r.hook_calls[0].detail.as_deref().unwrap().contains("could not be called"), "{:?}", r.hook_calls);
-    assert!(!model.requests.lock().unwrap().is_empty());
+    assert!(!model.seen.lock().unwrap().is_empty());
     // with onError stop, the turn stops before the model is called
     let stop = hook("before_model", json!({ "onError": "stop" }));
     let (mut w, _, model) = world(json!([stop]), vec![("hook:before_model", timeout())], refunds(10.0)).await;
@@ -241,7 +225,7 @@ async fn a_hook_that_times_out_follows_its_on_error() {
     let r = record(&outcomes[0]);
     assert_eq!((r.status, r.error.as_ref().unwrap().kind), (ExecutionStatus::Failed, ErrorKind::Hook));
     assert!(r.error.as_ref().unwrap().message.contains("onError is stop"), "{:?}", r.error);
-    assert!(model.requests.lock().unwrap().is_empty(), "no model call after the stop");
+    assert!(model.seen.lock().unwrap().is_empty(), "no model call after the stop");
     assert_eq!(w.session("c-1").await.status, SessionStatus::HandedOff);
 }
 
@@ -259,7 +243,7 @@ async fn hooks_change_a_tools_result_and_the_answers_text_and_observe_the_turns_
     let (mut w, hooks, model) = world(config, answers, refunds(10.0)).await;
     let (_, outcomes) = w.say("c-1", "Refund order 1234 please").await;
     // then the model read the changed result, and the record kept what the tool answered
-    let requests = model.requests.lock().unwrap().clone();
+    let requests = model.seen.lock().unwrap().clone();
     let read = requests[1].messages.last().unwrap().content[0].clone();
     let ContentBlock::ToolResult { content, .. } = read else { panic!("{read:?}") };
     assert_eq!(content, json!({ "refunded": 10 }));

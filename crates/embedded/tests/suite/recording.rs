@@ -4,16 +4,16 @@
 //! `recording` setting (`full`, `redacted`, `off`); and content going with the tenant.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::{ExecutionRecord, Recording, Tenant};
 use switchboard_embedded::ScriptedModel;
 use switchboard_engine::recorded::{self, CallContent};
-use switchboard_engine::{ConfigAdmin, ConfigStore, Model, ModelError, ModelRequest, ModelResponse};
+use switchboard_engine::{ConfigAdmin, ConfigStore};
 
-use crate::common::{World, record};
+use crate::common::{World, capturing, record};
 
 const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 
@@ -25,24 +25,6 @@ fn bundle(history: Value) -> String {
         "triggers": [ { "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": AGENT,
             "eventType": "message.new", "priority": 10, "conditions": {} } ] })
     .to_string()
-}
-
-/// Keeps every request the engine sent, and answers as the scripted test double.
-struct Capturing {
-    scripted: ScriptedModel,
-    seen: Mutex<Vec<ModelRequest>>,
-}
-
-#[async_trait]
-impl Model for Capturing {
-    async fn converse(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.seen.lock().unwrap().push(request.clone());
-        self.scripted.converse(request).await
-    }
-}
-
-fn capturing(script: Value) -> Arc<Capturing> {
-    Arc::new(Capturing { scripted: ScriptedModel::from_json(&script.to_string()).unwrap(), seen: Mutex::default() })
 }
 
 /// A memory write, then a reply that quotes the customer.

@@ -152,32 +152,28 @@ pub fn tenant_key(server: &Server, id: &str) -> String {
 
 /// A viewer's key of tenant `id` that expired an hour ago.
 pub fn expired_key(server: &Server, id: &str, principal: &str) -> String {
-    let key = generate_api_key().unwrap();
-    let tenant = id.parse().unwrap();
-    let hash = hash_api_key(&key);
-    let new = switchboard_embedded::store::NewKey {
-        key_hash: &hash,
-        tenant: Some(&tenant),
-        principal,
-        role: switchboard_domain::access::Role::Viewer,
-        expires_at: Some(chrono::Utc::now() - chrono::Duration::hours(1)),
-    };
-    server.run(server.store().add_api_key(new)).unwrap();
-    key
+    let expired = chrono::Utc::now() - chrono::Duration::hours(1);
+    key_for(server, id, principal, switchboard_domain::access::Role::Viewer, Some(expired))
 }
 
 /// A key of tenant `id` for `principal` in `role`.
 pub fn role_key(server: &Server, id: &str, principal: &str, role: switchboard_domain::access::Role) -> String {
+    key_for(server, id, principal, role, None)
+}
+
+/// A key of tenant `id` for `principal` in `role`, working until `expires_at`.
+fn key_for(
+    server: &Server,
+    id: &str,
+    principal: &str,
+    role: switchboard_domain::access::Role,
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
     let key = generate_api_key().unwrap();
     let tenant = id.parse().unwrap();
     let hash = hash_api_key(&key);
-    let new = switchboard_embedded::store::NewKey {
-        key_hash: &hash,
-        tenant: Some(&tenant),
-        principal,
-        role,
-        expires_at: None,
-    };
+    let new =
+        switchboard_embedded::store::NewKey { key_hash: &hash, tenant: Some(&tenant), principal, role, expires_at };
     server.run(server.store().add_api_key(new)).unwrap();
     key
 }

@@ -127,6 +127,31 @@ impl World {
     }
 }
 
+/// Keeps every request the engine sent, and answers as the scripted test double.
+pub struct Capturing {
+    pub scripted: ScriptedModel,
+    pub seen: std::sync::Mutex<Vec<switchboard_engine::ports::ModelRequest>>,
+}
+
+#[async_trait::async_trait]
+impl Model for Capturing {
+    async fn converse(
+        &self,
+        request: &switchboard_engine::ports::ModelRequest,
+    ) -> Result<switchboard_engine::ports::ModelResponse, switchboard_engine::ports::ModelError> {
+        self.seen.lock().unwrap().push(request.clone());
+        self.scripted.converse(request).await
+    }
+}
+
+/// The scripted test double following `script`, keeping what it is sent.
+pub fn capturing(script: Value) -> Arc<Capturing> {
+    Arc::new(Capturing {
+        scripted: ScriptedModel::from_json(&script.to_string()).unwrap(),
+        seen: std::sync::Mutex::default(),
+    })
+}
+
 /// The record an execution wrote, new or found.
 pub fn record(outcome: &ExecOutcome) -> &ExecutionRecord {
     match outcome {
