@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod auth;
+#[cfg(feature = "console")]
 pub mod console;
 mod extract;
 /// The `bodies` fuzz target's checks (`fuzz/`), shared with the replay of its corpus; not an API.

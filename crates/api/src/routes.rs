@@ -12,7 +12,6 @@ use serde_json::Value;
 use switchboard_engine::ConfigKind;
 
 use crate::auth::Writer;
-use crate::console::{self, ConsoleConfig};
 use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
 use crate::resources::config::versions;
@@ -47,9 +46,6 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
         .route("/tenants/{tenant}/apply", post(config::apply))
         .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
-        .route("/tenants/{tenant}/keys", post(tenants::issue_key).get(tenants::list_keys))
-        .route("/tenants/{tenant}/keys/{key}", delete(tenants::revoke_key))
-        .route("/tenants/{tenant}/keys/{key}/rotate", post(tenants::rotate_key))
         .route("/tenants/{tenant}/me", get(tenants::me))
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/events/stream", get(events::stream_events))
@@ -60,13 +56,42 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::hand_off))
         .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
         .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
-        .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end))
-        .route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
-    let direct = ConsoleConfig { signing: "none", upstream: None };
-    console::routes(app, direct)
+        .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end));
+    let app =
+        key_routes(app).route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
+    console_routes(app)
         .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::read_request))
         .layer(middleware::from_fn(crate::middleware::log_requests))
         .with_state(state)
+}
+
+/// A tenant's API keys: issued, listed, rotated, revoked.
+#[cfg(feature = "api-keys")]
+fn key_routes(app: Router<AppState>) -> Router<AppState> {
+    use crate::resources::keys;
+    app.route("/tenants/{tenant}/keys", post(keys::issue_key).get(keys::list_keys))
+        .route("/tenants/{tenant}/keys/{key}", delete(keys::revoke_key))
+        .route("/tenants/{tenant}/keys/{key}/rotate", post(keys::rotate_key))
+}
+
+/// Built without key management (the internal-api Lambda): the key routes say where keys are.
+#[cfg(not(feature = "api-keys"))]
+fn key_routes(app: Router<AppState>) -> Router<AppState> {
+    let elsewhere = || async { tenants::keys_elsewhere() };
+    app.route("/tenants/{tenant}/keys", post(elsewhere).get(elsewhere))
+        .route("/tenants/{tenant}/keys/{key}", delete(elsewhere))
+        .route("/tenants/{tenant}/keys/{key}/rotate", post(elsewhere))
+}
+
+/// The console's page, for the browser to call this API with its operator's key.
+#[cfg(feature = "console")]
+fn console_routes(app: Router<AppState>) -> Router<AppState> {
+    crate::console::routes(app, crate::console::ConsoleConfig { signing: "none", upstream: None })
+}
+
+#[cfg(not(feature = "console"))]
+fn console_routes(app: Router<AppState>) -> Router<AppState> {
+    app
 }
 
 /// The same five routes for each kind of configuration record.

@@ -7,6 +7,8 @@ pub(crate) mod conversations;
 pub(crate) mod events;
 pub(crate) mod executions;
 pub(crate) mod invoke;
+#[cfg(feature = "api-keys")]
+pub(crate) mod keys;
 pub(crate) mod openapi;
 pub(crate) mod reports;
 pub(crate) mod sessions;

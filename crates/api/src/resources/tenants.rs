@@ -1,24 +1,23 @@
 //! Tenants themselves: create (`POST /tenants`, admin), read (`GET /tenants/{t}`), change
 //! (`PATCH`: name and recording by the owner, status and limits by an admin) and delete a
-//! suspended one (`DELETE`, admin); the tenant's API keys (`…/keys`, owner, embedded profile);
-//! and who the caller is (`GET …/me`). Which role reaches which route is `crate::access`'s; the
-//! rules of a tenant write are the engine's configuration service; the keys are the profile's
-//! authenticator.
+//! suspended one (`DELETE`, admin); and who the caller is (`GET …/me`). Which role reaches which
+//! route is `crate::access`'s; the rules of a tenant write are the engine's configuration service.
+//! The tenant's API keys are `keys`.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchboard_domain::access::{Role, RouteGroup};
+use switchboard_domain::access::RouteGroup;
 use switchboard_domain::input::read_value;
 use switchboard_domain::{TenantId, ValidationErrors, tenant_name};
 use switchboard_engine::{ConfigWriteError, TenantChanges};
 
-use crate::auth::{Authenticator, Caller, KeyGrant, KeyInfo};
+use crate::auth::Caller;
 use crate::extract::{JsonBody, Tenant};
 use crate::problem::Problem;
 use crate::state::ApiState;
@@ -139,136 +138,8 @@ pub(crate) async fn me(Tenant(t): Tenant, caller: Caller) -> Response {
     .into_response()
 }
 
-/// The tenant a key route names and the profile's keys; on AWS, where callers are IAM
-/// principals, there are no keys to manage.
-async fn key_store(state: &ApiState, t: &TenantId) -> Result<Arc<dyn Authenticator>, Problem> {
-    let Some(auth) = state.auth.clone() else {
-        return Err(Problem::not_found("API keys belong to the embedded profile; on AWS, IAM authorises callers"));
-    };
-    if !state.config.tenant_exists(t).await? {
-        return Err(Problem::not_found(format!("no tenant '{t}'")));
-    }
-    Ok(auth)
-}
-
-/// Longest principal name a key is issued for.
-pub const MAX_PRINCIPAL_CHARS: usize = 128;
-
-/// The body of `POST …/keys`: `{principal, role, expiresAt?}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct NewKey {
-    principal: String,
-    role: String,
-    #[serde(default)]
-    expires_at: Option<String>,
-}
-
-impl NewKey {
-    /// The grant this asks for, or every field at fault. `now` bounds the expiry.
-    fn grant(self, now: chrono::DateTime<chrono::Utc>) -> Result<KeyGrant, ValidationErrors> {
-        let mut errors = ValidationErrors::default();
-        let principal = self.principal.trim();
-        let n = principal.chars().count();
-        if n == 0 || n > MAX_PRINCIPAL_CHARS || principal.chars().any(char::is_control) {
-            errors.push(
-                "/principal",
-                format!("must be 1 to {MAX_PRINCIPAL_CHARS} characters, no control characters (a person's or a program's name)"),
-            );
-        }
-        let role = match self.role.parse::<Role>() {
-            Ok(Role::Admin) => {
-                errors.push("/role", "admin keys span every tenant and are not issued per tenant");
-                None
-            }
-            Ok(role) => Some(role),
-            Err(e) => {
-                errors.push("/role", e);
-                None
-            }
-        };
-        let expires_at = match self.expires_at.as_deref().map(chrono::DateTime::parse_from_rfc3339) {
-            None => None,
-            Some(Ok(at)) if at.with_timezone(&chrono::Utc) > now => Some(at.with_timezone(&chrono::Utc)),
-            Some(Ok(_)) => {
-                errors.push("/expiresAt", "must be in the future");
-                None
-            }
-            Some(Err(_)) => {
-                errors.push("/expiresAt", "must be an RFC 3339 time, such as 2027-01-31T00:00:00Z");
-                None
-            }
-        };
-        errors.into_result()?;
-        match role {
-            Some(role) => Ok(KeyGrant { principal: principal.to_owned(), role, expires_at }),
-            None => Err(ValidationErrors::single("/role", "is required")),
-        }
-    }
-}
-
-/// A key's answer when it is made: the key itself, shown this once, beside how it is listed;
-/// no cache keeps it.
-fn issued(t: &TenantId, key: &str, info: &KeyInfo, status: StatusCode) -> Response {
-    let mut body = serde_json::to_value(info).unwrap_or_else(|_| json!({}));
-    body["key"] = json!(key);
-    let mut res = (status, Json(body)).into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/keys/{}", info.key_id)) {
-        res.headers_mut().insert(header::LOCATION, loc);
-    }
-    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    res
-}
-
-/// `POST /tenants/{t}/keys {principal, role, expiresAt?}` (owner): a new API key for a
-/// principal of the tenant, shown in this answer only.
-pub(crate) async fn issue_key(
-    State(state): State<Arc<ApiState>>,
-    Tenant(t): Tenant,
-    caller: Caller,
-    JsonBody(body): JsonBody<Value>,
-) -> Result<Response, Problem> {
-    let auth = key_store(&state, &t).await?;
-    let new: NewKey = read_value(body, "").map_err(Problem::invalid)?;
-    let grant = new.grant(state.executor.deps().clock.now()).map_err(Problem::invalid)?;
-    let (key, info) = auth.issue_key(&t, &grant).await?;
-    tracing::info!(tenant = %t, key_id = %info.key_id, role = %info.role, by = %caller.principal, "API key issued");
-    Ok(issued(&t, &key, &info, StatusCode::CREATED))
-}
-
-/// `GET /tenants/{t}/keys` (owner): the tenant's keys by id, never the keys.
-pub(crate) async fn list_keys(State(state): State<Arc<ApiState>>, Tenant(t): Tenant) -> Result<Response, Problem> {
-    let auth = key_store(&state, &t).await?;
-    Ok(Json(json!({ "keys": auth.tenant_keys(&t).await? })).into_response())
-}
-
-/// `POST /tenants/{t}/keys/{keyId}/rotate` (owner): a new key for the same principal, role and
-/// expiry; the old one stops working in the same step. `201` with the new key, shown once.
-pub(crate) async fn rotate_key(
-    State(state): State<Arc<ApiState>>,
-    Tenant(t): Tenant,
-    caller: Caller,
-    Path((_, key_id)): Path<(String, String)>,
-) -> Result<Response, Problem> {
-    let auth = key_store(&state, &t).await?;
-    let Some((key, info)) = auth.rotate_key(&t, &key_id).await? else {
-        return Err(Problem::not_found(format!("no key '{key_id}' in tenant '{t}'")));
-    };
-    tracing::info!(tenant = %t, old_key_id = %key_id, key_id = %info.key_id, by = %caller.principal, "API key rotated");
-    Ok(issued(&t, &key, &info, StatusCode::CREATED))
-}
-
-/// `DELETE /tenants/{t}/keys/{keyId}` (owner): the key stops working with the next request.
-pub(crate) async fn revoke_key(
-    State(state): State<Arc<ApiState>>,
-    Tenant(t): Tenant,
-    caller: Caller,
-    Path((_, key_id)): Path<(String, String)>,
-) -> Result<Response, Problem> {
-    let auth = key_store(&state, &t).await?;
-    if !auth.revoke_key(&t, &key_id).await? {
-        return Err(Problem::not_found(format!("no key '{key_id}' in tenant '{t}'")));
-    }
-    tracing::info!(tenant = %t, key_id = %key_id, by = %caller.principal, "API key revoked");
-    Ok(StatusCode::NO_CONTENT.into_response())
+/// The key routes' answer where keys are not managed over the API: on AWS, callers are IAM
+/// principals (the internal-api Lambda is built without `keys`).
+pub(crate) fn keys_elsewhere() -> Problem {
+    Problem::not_found("API keys belong to the embedded profile; on AWS, IAM authorises callers")
 }
