@@ -23,7 +23,7 @@ use crate::model_call::{converse, elapsed_ms};
 use crate::moves::TurnState;
 use crate::patterns::{router, supervisor};
 use crate::ports::{Deps, Follower, ModelRequest, TurnEvent, WorkItem};
-use crate::tools::{CallContext, Resolved, ToolCall, ToolOutcome, Toolbox};
+use crate::tools::{CallContext, Called, Resolved, ToolCall, ToolOutcome, Toolbox};
 
 /// The reason a spent `maxSessionTokens` gives (the record's `error.reason`).
 const SESSION_BUDGET: &str = "maxSessionTokens";
@@ -317,18 +317,7 @@ impl Loop<'_> {
     /// back. Sub-agent calls only read the session, so they run first and concurrently; the other
     /// tools run one by one, in order.
     async fn run_tools(&mut self, uses: Vec<(String, String, serde_json::Value)>) -> Result<(), ExecError> {
-        let source = &self.cx.item.source_id;
-        let calls: Vec<ToolCall> = uses
-            .into_iter()
-            .enumerate()
-            .map(|(i, (tool_use_id, name, input))| ToolCall {
-                tool_use_id,
-                name,
-                input,
-                key: format!("{source}/{}", self.calls + i),
-            })
-            .collect();
-        self.calls += calls.len();
+        let calls = self.keyed(uses);
         // A sub-agent call starts with the others' batch, before any other tool runs.
         for call in calls.iter().filter(|c| matches!(self.tools.resolve(&c.name), Resolved::SubAgent(_))) {
             self.announce_tool(call);
@@ -341,58 +330,32 @@ impl Loop<'_> {
         let mut pending = calls.into_iter().zip(answers);
         let mut stopped = None;
         for (mut call, answered) in pending.by_ref() {
-            if hooked && answered.is_none() {
-                let (name, id) = (call.name.clone(), call.tool_use_id.clone());
-                let point = self.point(HookPoint::BeforeTool, Some((&name, &id)));
-                if let Some(reason) = hooks::run(&point, &mut self.record.hook_calls, &mut call).await {
-                    stopped = Some((reason, Some(call)));
-                    break;
-                }
+            let hooks_apply = hooked && answered.is_none();
+            if hooks_apply && let Some(reason) = self.before_tool(&mut call).await {
+                stopped = Some((reason, Some(call)));
+                break;
             }
             if answered.is_none() {
                 self.announce_tool(&call);
             }
-            let shown = (hooked && answered.is_none()).then(|| call.clone());
+            let shown = hooks_apply.then(|| call.clone());
             let actions_before = self.state.actions.len();
             let mut called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
-            if let Some(f) = self.follower {
-                let r = &called.record;
-                f.send(TurnEvent::ToolFinished {
-                    tool_use_id: r.tool_use_id.clone(),
-                    name: r.name.clone(),
-                    is_error: r.is_error,
-                    outcome: r.webhook.as_ref().map(|w| w.outcome.clone()),
-                    latency_ms: r.latency_ms,
-                });
-                self.announce_actions(actions_before);
-            }
-            let mut after_hook = None;
-            if let Some(shown) = &shown {
-                let point = self.point(HookPoint::AfterTool, Some((&shown.name, &shown.tool_use_id)));
-                let is_error = called.outcome.is_error;
-                let mut ran = hooks::Ran { call: shown, output: &mut called.outcome.output, is_error, changed: false };
-                after_hook = hooks::run(&point, &mut self.record.hook_calls, &mut ran).await;
-                if ran.changed {
-                    // The transcript keeps what the model read.
-                    called.stored = None;
-                }
-            }
-            reconfigure |= called.reconfigure;
-            let result = |content| ContentBlock::ToolResult {
-                tool_use_id: called.record.tool_use_id.clone(),
-                content,
-                is_error: called.outcome.is_error,
+            self.announce_finished(&called, actions_before);
+            let after_hook = match &shown {
+                Some(shown) => self.after_tool(shown, &mut called).await,
+                None => None,
             };
-            stored.push(result(called.stored.unwrap_or_else(|| called.outcome.output.clone())));
-            results.push(result(called.outcome.output));
-            let mut done = called.record;
-            done.after_model_call = u32::try_from(self.record.model_calls.len()).unwrap_or(u32::MAX);
-            self.record.tool_calls.push(done);
+            reconfigure |= called.reconfigure;
+            let (result, kept) = self.keep(called);
+            results.push(result);
+            stored.push(kept);
             if let Some(reason) = after_hook {
                 stopped = Some((reason, None));
                 break;
             }
         }
+        let stopped_by_hook = stopped.is_some();
         if let Some((reason, unrun)) = stopped {
             // Every call the model made gets a result, so that the transcript never holds a tool
             // call without one (a provider refuses that): the ones not run say why.
@@ -406,13 +369,13 @@ impl Loop<'_> {
                 results.push(block.clone());
                 stored.push(block);
             }
-            self.request.messages.push(Message { role: Role::User, content: results });
-            self.new_messages.push(Message { role: Role::User, content: stored });
             self.stop_by_hook(reason);
-            return Ok(());
         }
         self.request.messages.push(Message { role: Role::User, content: results });
         self.new_messages.push(Message { role: Role::User, content: stored });
+        if stopped_by_hook {
+            return Ok(());
+        }
         if self.state.finished {
             self.status = ExecutionStatus::Success;
         } else if reconfigure {
@@ -423,6 +386,76 @@ impl Loop<'_> {
             self.request.tools = self.tools.specs();
         }
         Ok(())
+    }
+
+    /// The model's tool calls of one answer, each given its idempotency key `<source>/<n>` in call
+    /// order.
+    fn keyed(&mut self, uses: Vec<(String, String, serde_json::Value)>) -> Vec<ToolCall> {
+        let source = &self.cx.item.source_id;
+        let calls: Vec<ToolCall> = uses
+            .into_iter()
+            .enumerate()
+            .map(|(i, (tool_use_id, name, input))| ToolCall {
+                tool_use_id,
+                name,
+                input,
+                key: format!("{source}/{}", self.calls + i),
+            })
+            .collect();
+        self.calls += calls.len();
+        calls
+    }
+
+    /// Records a finished call; its result as the model reads it and as the transcript keeps it.
+    fn keep(&mut self, called: Called) -> (ContentBlock, ContentBlock) {
+        let result = |content| ContentBlock::ToolResult {
+            tool_use_id: called.record.tool_use_id.clone(),
+            content,
+            is_error: called.outcome.is_error,
+        };
+        let kept = result(called.stored.unwrap_or_else(|| called.outcome.output.clone()));
+        let read = result(called.outcome.output);
+        let mut done = called.record;
+        done.after_model_call = u32::try_from(self.record.model_calls.len()).unwrap_or(u32::MAX);
+        self.record.tool_calls.push(done);
+        (read, kept)
+    }
+
+    /// The agent's `before_tool` hooks for `call`, which may change its arguments; `Some(reason)`
+    /// when one stopped the turn.
+    async fn before_tool(&mut self, call: &mut ToolCall) -> Option<String> {
+        let (name, id) = (call.name.clone(), call.tool_use_id.clone());
+        let point = self.point(HookPoint::BeforeTool, Some((&name, &id)));
+        hooks::run(&point, &mut self.record.hook_calls, call).await
+    }
+
+    /// The agent's `after_tool` hooks for the call `shown`, which may change the result the model
+    /// reads (and the transcript keeps); `Some(reason)` when one stopped the turn.
+    async fn after_tool(&mut self, shown: &ToolCall, called: &mut Called) -> Option<String> {
+        let point = self.point(HookPoint::AfterTool, Some((&shown.name, &shown.tool_use_id)));
+        let is_error = called.outcome.is_error;
+        let mut ran = hooks::Ran { call: shown, output: &mut called.outcome.output, is_error, changed: false };
+        let stopped = hooks::run(&point, &mut self.record.hook_calls, &mut ran).await;
+        if ran.changed {
+            called.stored = None;
+        }
+        stopped
+    }
+
+    /// Tells the follower, if any, that a call finished, and of the actions it took (from
+    /// `actions_before`).
+    fn announce_finished(&self, called: &Called, actions_before: usize) {
+        if let Some(f) = self.follower {
+            let r = &called.record;
+            f.send(TurnEvent::ToolFinished {
+                tool_use_id: r.tool_use_id.clone(),
+                name: r.name.clone(),
+                is_error: r.is_error,
+                outcome: r.webhook.as_ref().map(|w| w.outcome.clone()),
+                latency_ms: r.latency_ms,
+            });
+            self.announce_actions(actions_before);
+        }
     }
 
     /// Tells the follower, if any, that `call` starts.
