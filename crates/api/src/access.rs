@@ -23,6 +23,7 @@ pub fn route_group(method: &Method, route: &str) -> RouteGroup {
         _ if reads => RouteGroup::Read,
         "/tenants/{tenant}/agents/{id}/invoke" => RouteGroup::Invoke,
         r if r.starts_with("/tenants/{tenant}/sessions/{session}/") => RouteGroup::Operate,
+        r if r.starts_with("/tenants/{tenant}/approvals/") => RouteGroup::Operate,
         _ => RouteGroup::Configure,
     }
 }
@@ -36,6 +37,8 @@ mod tests {
         let g = |m: Method, r: &str| route_group(&m, r);
         assert_eq!(g(Method::POST, "/tenants/{tenant}/agents"), RouteGroup::Configure);
         assert_eq!(g(Method::POST, "/tenants/{tenant}/sessions/{session}/claim"), RouteGroup::Operate);
+        assert_eq!(g(Method::POST, "/tenants/{tenant}/approvals/{approval}/approve"), RouteGroup::Operate);
+        assert_eq!(g(Method::GET, "/tenants/{tenant}/approvals"), RouteGroup::Read);
         assert_eq!(g(Method::GET, "/tenants/{tenant}/sessions/{session}/executions"), RouteGroup::Read);
         assert_eq!(g(Method::DELETE, "/tenants/{tenant}/keys/{key}"), RouteGroup::Own);
         assert_eq!(g(Method::DELETE, "/tenants/{tenant}"), RouteGroup::Platform);

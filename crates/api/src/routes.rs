@@ -57,8 +57,8 @@ pub fn routes(state: ApiState) -> Router {
         .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
         .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
         .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end));
-    let app =
-        key_routes(app).route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
+    let app = approval_routes(key_routes(app))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
     console_routes(app)
         .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::read_request))
         .layer(middleware::from_fn(crate::middleware::log_requests))
@@ -81,6 +81,27 @@ fn key_routes(app: Router<AppState>) -> Router<AppState> {
     app.route("/tenants/{tenant}/keys", post(elsewhere).get(elsewhere))
         .route("/tenants/{tenant}/keys/{key}", delete(elsewhere))
         .route("/tenants/{tenant}/keys/{key}/rotate", post(elsewhere))
+}
+
+/// The approvals paused turns wait on: listed, one, approved, denied.
+#[cfg(feature = "approvals")]
+fn approval_routes(app: Router<AppState>) -> Router<AppState> {
+    use crate::resources::approvals;
+    app.route("/tenants/{tenant}/approvals", get(approvals::list))
+        .route("/tenants/{tenant}/approvals/{approval}", get(approvals::get_one))
+        .route("/tenants/{tenant}/approvals/{approval}/approve", post(approvals::approve))
+        .route("/tenants/{tenant}/approvals/{approval}/deny", post(approvals::deny))
+}
+
+/// Built without approvals (the internal-api Lambda): the routes say so.
+#[cfg(not(feature = "approvals"))]
+fn approval_routes(app: Router<AppState>) -> Router<AppState> {
+    use crate::resources::approvals::approvals_elsewhere;
+    let elsewhere = || async { approvals_elsewhere() };
+    app.route("/tenants/{tenant}/approvals", get(elsewhere))
+        .route("/tenants/{tenant}/approvals/{approval}", get(elsewhere))
+        .route("/tenants/{tenant}/approvals/{approval}/approve", post(elsewhere))
+        .route("/tenants/{tenant}/approvals/{approval}/deny", post(elsewhere))
 }
 
 /// The console's page, for the browser to call this API with its operator's key.

@@ -301,6 +301,10 @@ pub struct Agent {
     /// Webhooks called at points of each turn ([`crate::hook`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<crate::hook::Hook>,
+    /// System tools whose calls wait for a person's approval, by name (a tenant's tool says so
+    /// on itself).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub approvals: std::collections::BTreeMap<String, crate::approval::ApprovalPolicy>,
     #[serde(default)]
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
@@ -355,6 +359,14 @@ impl Agent {
         self.check_pattern(&mut errors);
         check_steps(&mut errors, &self.steps, &self.tools);
         crate::hook::check_hooks(&mut errors, &self.hooks);
+        for (name, policy) in &self.approvals {
+            let at = format!("/approvals/{}", name.replace('~', "~0").replace('/', "~1"));
+            match name.parse::<crate::SystemTool>() {
+                Ok(tool) if self.tools.iter().any(|t| t == tool.name()) => policy.check(&mut errors, &at),
+                Ok(_) => errors.push(at, "the agent does not have this system tool in its tools"),
+                Err(_) => errors.push(at, "must name a system tool (a tenant's tool sets its own approval)"),
+            }
+        }
         errors.into_result()
     }
 

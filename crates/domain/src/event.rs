@@ -188,6 +188,8 @@ pub mod detail_type {
     pub const FLOW_TRIGGER_REQUESTED: &str = "flow.trigger.requested";
     pub const EXECUTION_FAILED: &str = "execution.failed";
     pub const TENANT_LIMIT_REACHED: &str = "tenant.limit.reached";
+    pub const APPROVAL_REQUESTED: &str = "approval.requested";
+    pub const APPROVAL_RESOLVED: &str = "approval.resolved";
 }
 
 /// An event Switchboard publishes (source [`OUTBOUND_SOURCE`]).

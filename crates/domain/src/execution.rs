@@ -32,11 +32,14 @@ pub enum ExecutionStatus {
     /// A human operator acted on a conversation they own (claimed it, replied, ended it); no
     /// agent ran. Kept as an execution so that the session's history shows who did what.
     Operator,
+    /// The turn is paused before a tool call that waits for a person's approval; it resumes on
+    /// this execution once decided (see [`crate::approval`]).
+    AwaitingApproval,
 }
 
 impl ExecutionStatus {
     /// Every status, in declaration order.
-    pub const ALL: [ExecutionStatus; 10] = [
+    pub const ALL: [ExecutionStatus; 11] = [
         Self::Success,
         Self::HandedOff,
         Self::Ended,
@@ -47,6 +50,7 @@ impl ExecutionStatus {
         Self::Failed,
         Self::Skipped,
         Self::Operator,
+        Self::AwaitingApproval,
     ];
 
     /// The status as the API spells it (`handed_off`).
@@ -62,6 +66,7 @@ impl ExecutionStatus {
             Self::Failed => "failed",
             Self::Skipped => "skipped",
             Self::Operator => "operator",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -246,6 +251,9 @@ pub struct ExecutionRecord {
     /// The agent's hooks called in this execution, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hook_calls: Vec<crate::hook::HookCall>,
+    /// The approvals its tool calls waited for, decided, in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::approval::Approval>,
     pub actions: Vec<Action>,
     /// Everything this execution used, its sub-agents' calls included.
     pub token_usage: TokenUsage,

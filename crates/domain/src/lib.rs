@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod agent;
+pub mod approval;
 pub mod archive;
 pub mod condition;
 pub mod cost;
@@ -35,6 +36,7 @@ pub mod webhook;
 pub use agent::{
     Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig, OnFailure,
 };
+pub use approval::{Approval, ApprovalPolicy, ApprovalStatus, HeldMessage, PausedTurn};
 pub use condition::{ConditionError, Conditions};
 pub use cost::{Cost, Price, PriceTable};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};

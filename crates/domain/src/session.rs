@@ -166,6 +166,13 @@ pub struct Session {
     /// turn writes only what is new.
     #[serde(default, skip_serializing_if = "StoredContent::is_empty")]
     pub stored_content: StoredContent,
+    /// The turn waiting for a person's approval of a tool call, if one is (see
+    /// [`crate::approval`]); the session stays active and holds its conversation's next messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Box<crate::approval::PausedTurn>>,
+    /// The work that arrived while a turn was paused, in arrival order: run once it is done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<crate::approval::HeldMessage>,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -200,6 +207,8 @@ impl Session {
             handoff_priority: None,
             claim: None,
             stored_content: StoredContent::default(),
+            paused: None,
+            held: Vec::new(),
             version: 0,
             started_at: now,
             updated_at: now,

@@ -312,6 +312,9 @@ pub struct Tool {
     pub parameters: serde_json::Value,
     #[serde(deserialize_with = "crate::strict_json::object")]
     pub handler: ToolHandler,
+    /// When a call waits for a person's approval before it runs ([`crate::approval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::ApprovalPolicy>,
     #[serde(default)]
     pub status: crate::trigger::TriggerStatus,
     pub created_at: DateTime<Utc>,
@@ -354,6 +357,9 @@ impl Tool {
         check_parameters_schema(&mut errors, &self.parameters);
         let ToolHandler::Webhook(h) = &self.handler;
         h.check(&mut errors, "/handler", MAX_TOOL_TIMEOUT_MS);
+        if let Some(approval) = &self.approval {
+            approval.check(&mut errors, "/approval");
+        }
         errors.into_result()
     }
 }

@@ -95,9 +95,18 @@ impl ExecutionRecord {
 
     /// Its model calls, its sub-agents' included, added up per agent and model.
     pub fn usage_lines(&self) -> Vec<UsageLine> {
+        self.usage_lines_after(None)
+    }
+
+    /// [`usage_lines`](Self::usage_lines) of what this record adds to `before`, the same
+    /// execution's record as it paused for an approval (its model calls and sub-agents came
+    /// first, and are counted already).
+    pub fn usage_lines_after(&self, before: Option<&ExecutionRecord>) -> Vec<UsageLine> {
+        let (calls, children) = before.map_or((0, 0), |b| (b.model_calls.len(), b.children.len()));
         let mut lines: BTreeMap<(AgentId, &str), UsageCounts> = BTreeMap::new();
-        let children = self.children.iter().flat_map(|c| c.model_calls.iter().map(move |m| (c.agent_id, m)));
-        for (agent, call) in self.model_calls.iter().map(|m| (self.agent_id, m)).chain(children) {
+        let children =
+            self.children.iter().skip(children).flat_map(|c| c.model_calls.iter().map(move |m| (c.agent_id, m)));
+        for (agent, call) in self.model_calls.iter().skip(calls).map(|m| (self.agent_id, m)).chain(children) {
             lines.entry((agent, call.model.as_str())).or_default().add(&UsageCounts::of_call(call));
         }
         lines

@@ -168,6 +168,7 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
             refused: None,
             day_tokens: None,
             follow: false,
+            resume: None,
             recording: Recording::Off,
         };
         records.extend(sandbox.run(&item).await?);

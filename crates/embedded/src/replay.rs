@@ -312,7 +312,8 @@ async fn rerun(
     let conversation = session.conversation_id.clone();
     let seed_record = ExecutionRecord { source_id: format!("replay-seed-{}", r.execution_id), ..r.clone() };
     let write = SessionWrite { session, expected_version: None };
-    let commit = TurnCommit { sessions: vec![write], execution: seed_record, events: vec![], content: vec![] };
+    let commit =
+        TurnCommit { sessions: vec![write], execution: seed_record, events: vec![], content: vec![], resumes: None };
     sandbox.embedded.store.commit_turn(&commit).await.map_err(fail)?;
     let item = WorkItem {
         tenant_id: t.clone(),
@@ -329,6 +330,7 @@ async fn rerun(
         refused: None,
         day_tokens: None,
         follow: false,
+        resume: None,
         recording: Recording::Off,
     };
     // The turn itself: a continuation it queued (a handoff to another agent) is another
@@ -337,6 +339,7 @@ async fn rerun(
     match outcome {
         ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Ok(*record),
         ExecOutcome::Dropped { reason } => Err(ReplayError::Failed(format!("the turn was dropped: {reason}"))),
+        ExecOutcome::Held => Err(ReplayError::Failed("the turn waited behind a paused one".into())),
     }
 }
 

@@ -114,6 +114,8 @@ pub struct Embedded {
     pool: Mutex<Option<WorkerPool>>,
     /// The retention sweeper, once started, and the count of its sweeps.
     sweeper: Mutex<Option<Sweeper>>,
+    /// The approvals' sweeper, once started: its stop signal and task.
+    approval_sweeper: Mutex<Option<(tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>)>>,
     sweeps: tokio::sync::watch::Sender<u64>,
     completions: broadcast::Sender<Completion>,
     /// Who follows which turn (streamed invokes).
@@ -129,6 +131,26 @@ pub struct Completion {
     /// caller waiting for it need not read it back.
     pub record: Option<Arc<ExecutionRecord>>,
 }
+
+impl Completion {
+    /// What became of `item`; none for an item that waits behind a paused turn (it completes
+    /// when it runs).
+    fn of(item: &WorkItem, outcome: &ExecOutcome) -> Self {
+        let record = match outcome {
+            ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Some(Arc::new((**record).clone())),
+            ExecOutcome::Dropped { .. } | ExecOutcome::Held => None,
+        };
+        Self { tenant_id: item.tenant_id.clone(), source_id: item.source_id.clone(), record }
+    }
+}
+
+/// How often the approvals' sweeper looks for overdue approvals: an approval expires at most
+/// this late.
+pub const APPROVAL_SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// How long after a decision its turn's resumption may still be on its way before the sweeper
+/// queues it again.
+const APPROVAL_REQUEUE_GRACE: chrono::Duration = chrono::Duration::seconds(60);
 
 /// Whether a caller waiting for a source's execution must look for a record first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +202,14 @@ impl Embedded {
         };
         let Engine { intake, executor, operator } = Engine::with_intake_queue(deps, logging);
         let followers = Arc::new(Followers::default());
-        let executor = executor.with_budget(options.turn_budget).with_progress(followers.clone());
+        let completions = broadcast::channel(1024).0;
+        let executor =
+            executor.with_budget(options.turn_budget).with_progress(followers.clone()).with_held_done(Arc::new({
+                let completions: broadcast::Sender<Completion> = completions.clone();
+                move |item: &WorkItem, outcome: &ExecOutcome| {
+                    let _ = completions.send(Completion::of(item, outcome));
+                }
+            }));
         Ok(Self {
             data_dir: data_dir.to_owned(),
             store,
@@ -194,8 +223,9 @@ impl Embedded {
             clock,
             pool: Mutex::new(None),
             sweeper: Mutex::new(None),
+            approval_sweeper: Mutex::new(None),
             sweeps: tokio::sync::watch::Sender::new(0),
-            completions: broadcast::channel(1024).0,
+            completions,
             followers,
         })
     }
@@ -234,6 +264,41 @@ impl Embedded {
         }
     }
 
+    /// Starts the approvals' sweeper (once): every [`APPROVAL_SWEEP_EVERY`], approvals past
+    /// their timeout expire (a denial, and the turn resumes) and decided ones whose resumption
+    /// was not queued are queued again ([`Embedded::sweep_approvals`]).
+    pub fn start_approval_sweeper(&self) {
+        let Ok(mut task) = self.approval_sweeper.lock() else { return };
+        if task.is_none() {
+            let operator = self.operator.clone();
+            let (stop, mut stopped) = tokio::sync::watch::channel(false);
+            let handle = tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(APPROVAL_SWEEP_EVERY);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = ticks.tick() => {}
+                        _ = stopped.changed() => return,
+                    }
+                    match operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await {
+                        Ok(s) if s.expired + s.requeued > 0 => {
+                            info!(expired = s.expired, requeued = s.requeued, "approvals swept");
+                        }
+                        Ok(_) => {}
+                        Err(e) => warn!(error = %e, "approval sweep failed; the next one tries again"),
+                    }
+                }
+            });
+            *task = Some((stop, handle));
+        }
+    }
+
+    /// Expires the approvals past their timeout and queues again the resumptions that were lost,
+    /// once (what the approvals' sweeper does on its period).
+    pub async fn sweep_approvals(&self) -> Result<switchboard_engine::Swept, switchboard_engine::OperatorError> {
+        self.operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await
+    }
+
     /// How many sweeps the sweeper has ended (done or failed), to wait on.
     pub fn sweeps(&self) -> tokio::sync::watch::Receiver<u64> {
         self.sweeps.subscribe()
@@ -255,6 +320,11 @@ impl Embedded {
         let sweeper = self.sweeper.lock().ok().and_then(|mut s| s.take());
         if let Some(sweeper) = sweeper {
             sweeper.stop().await;
+        }
+        let approvals = self.approval_sweeper.lock().ok().and_then(|mut s| s.take());
+        if let Some((stop, task)) = approvals {
+            let _ = stop.send(true);
+            let _ = task.await;
         }
     }
 
@@ -514,6 +584,8 @@ impl ItemHandler for ExecuteItems {
             Ok(outcome) => {
                 let record = match outcome {
                     ExecOutcome::Recorded(record) | ExecOutcome::AlreadyRecorded(record) => Some(Arc::new(*record)),
+                    // It completes when it runs, behind the paused turn.
+                    ExecOutcome::Held => return Ok(()),
                     ExecOutcome::Dropped { reason } => {
                         warn!(tenant = %item.tenant_id, source = %item.source_id, event_id, conversation_id = %item.conversation_id,
                             %reason, "work item dropped");

@@ -54,7 +54,7 @@ impl Sandbox {
         let mut records = Vec::new();
         let mut keep = |outcome: ExecOutcome| match outcome {
             ExecOutcome::Recorded(r) | ExecOutcome::AlreadyRecorded(r) => records.push(*r),
-            ExecOutcome::Dropped { .. } => {}
+            ExecOutcome::Dropped { .. } | ExecOutcome::Held => {}
         };
         keep(e.executor.execute(item).await.map_err(|err| err.message.clone())?);
         while let Some(d) = e.queue.receive().await.map_err(|err| err.to_string())? {

@@ -359,6 +359,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         refused,
         day_tokens: None,
         follow: false,
+        resume: None,
         recording: Recording::default(),
     }
 }
@@ -443,6 +444,12 @@ mod tests {
         }
         async fn commit_turn(&self, _: &TurnCommit) -> Result<(), StoreError> {
             Ok(())
+        }
+        async fn write_session(&self, _: &crate::ports::SessionWrite) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn sessions_awaiting_approval(&self, _: Option<&TenantId>, _: usize) -> Result<Vec<Session>, StoreError> {
+            Ok(vec![])
         }
     }
 

@@ -27,8 +27,8 @@ use switchboard_domain::{
 use switchboard_engine::{
     Admit, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
     EventLog, ExecutionLog, HistoryMessage, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
-    QueueError, Sent, SessionFilter, SessionStore, Slot, SlotAndCount, StoreError, TextSink, TurnCommit, TurnStart,
-    WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
+    QueueError, Sent, SessionFilter, SessionStore, SessionWrite, Slot, SlotAndCount, StoreError, TextSink, TurnCommit,
+    TurnStart, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
 };
 
 /// How the planned call fails.
@@ -294,6 +294,17 @@ impl SessionStore for Faulty<dyn SessionStore> {
     }
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         self.faults.around("sessions.commit_turn", store, self.inner.commit_turn(commit)).await
+    }
+    async fn write_session(&self, write: &SessionWrite) -> Result<(), StoreError> {
+        self.faults.around("sessions.write_session", store, self.inner.write_session(write)).await
+    }
+    async fn sessions_awaiting_approval(
+        &self,
+        tenant: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<Session>, StoreError> {
+        let call = self.inner.sessions_awaiting_approval(tenant, limit);
+        self.faults.around("sessions.sessions_awaiting_approval", store, call).await
     }
 }
 

@@ -84,6 +84,7 @@ pub(crate) async fn invoke(
         refused: None,
         day_tokens,
         follow: streamed,
+        resume: None,
         recording: tenant.recording,
     };
     if streamed {

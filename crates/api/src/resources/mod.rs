@@ -2,6 +2,7 @@
 //! A resource never uses another resource nor the router; what several share (the tenant of the
 //! path, bodies, queries) is in `extract`.
 
+pub(crate) mod approvals;
 pub(crate) mod config;
 pub(crate) mod conversations;
 pub(crate) mod events;

@@ -294,6 +294,8 @@ fn problem(e: OperatorError, session: SessionId) -> Problem {
             format!("no active agent '{a}' in this tenant"),
         )),
         e @ (OperatorError::NotAllowed(_) | OperatorError::Conflict) => Problem::conflict(e.to_string()),
+        e @ OperatorError::NoApproval(_) => Problem::not_found(e.to_string()),
+        OperatorError::Invalid(errors) => Problem::invalid(errors),
         OperatorError::Store(e) => e.into(),
         OperatorError::Bus(e) => {
             tracing::error!(error = %e, "event bus failed during an operator action or handoff");

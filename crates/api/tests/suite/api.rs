@@ -388,6 +388,15 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let execution = run.body["execution"]["executionId"].as_str().unwrap().to_owned();
     let agent = "01JD0000SVPP0RT0AGENT00001";
     let trigger = "01JD0000TR1GGER0CHAT000001";
+    // and a turn of acme's paused for a person's approval of its handoff
+    let gated = json!({ "name": "Gated", "systemPrompt": "You hand over.", "model": "anthropic.claude-3-haiku-20240307-v1:0",
+                        "tools": ["send_message", "handoff_to_human"], "approvals": { "handoff_to_human": {} } });
+    let gated = admin.post("/tenants/acme/agents", gated).await.body["agentId"].as_str().unwrap().to_owned();
+    let invoked = json!({ "conversationId": "c-gated", "message": "a human please" });
+    let paused = admin.post(&format!("/tenants/acme/agents/{gated}/invoke"), invoked).await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    let approvals = admin.get("/tenants/acme/approvals").await.body;
+    let approval = approvals["approvals"][0]["approvalId"].as_str().unwrap_or_else(|| panic!("{approvals}")).to_owned();
     // when the intruder uses acme's ids, under acme's path and under its own
     let mut corpus: Vec<(Method, String, Option<Value>)> = Vec::new();
     for base in ["/tenants/acme", "/tenants/intruder"] {
@@ -427,6 +436,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/activity"), None));
         corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
         corpus.push((Method::POST, format!("{base}/triggers/test"), Some(json!({ "message": "a human please" }))));
+        corpus.push((Method::GET, format!("{base}/approvals"), None));
+        corpus.push((Method::GET, format!("{base}/approvals/{approval}"), None));
+        corpus.push((Method::POST, format!("{base}/approvals/{approval}/approve"), Some(json!({}))));
+        corpus.push((Method::POST, format!("{base}/approvals/{approval}/deny"), Some(json!({ "reason": "mine now" }))));
     }
     corpus.push((Method::GET, "/tenants/acme".into(), None));
     corpus.push((Method::PATCH, "/tenants/acme".into(), Some(json!({ "status": "suspended" }))));
@@ -457,7 +470,18 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     corpus.push((Method::DELETE, format!("/tenants/acme/keys/{acme_key}"), None));
     corpus.push((Method::POST, format!("/tenants/acme/keys/{acme_key}/rotate"), Some(json!({}))));
     corpus.push((Method::GET, "/tenants/acme/me".into(), None));
-    let secrets = [agent, trigger, &tool, &skill, &session, &execution, "a human please", "Front-line support"];
+    let secrets = [
+        agent,
+        trigger,
+        &tool,
+        &skill,
+        &session,
+        &execution,
+        "a human please",
+        "Front-line support",
+        &approval,
+        &gated,
+    ];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
         let own_tenant_listing_or_public = path.starts_with("/tenants/intruder/conversations")
@@ -465,6 +489,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             || path == "/tenants/intruder/activity"
             || path.starts_with("/tenants/intruder/sessions?")
             || path == "/tenants/intruder/triggers/test"
+            || path == "/tenants/intruder/approvals"
             || path == "/openapi.json";
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing_or_public {
@@ -482,6 +507,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
         }
     }
+    // acme's approval is still waiting, undecided
+    let still = admin.get(&format!("/tenants/acme/approvals/{approval}")).await;
+    assert_eq!(still.body["status"], "pending", "{}", still.body);
     // a streamed invoke of acme's agent is refused before any stream starts
     for base in ["/tenants/acme", "/tenants/intruder"] {
         let path = format!("{base}/agents/{agent}/invoke");

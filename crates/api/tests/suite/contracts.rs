@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 const OPENAPI_URI: &str = "https://example.invalid/switchboard/contracts/openapi.yaml";
 const EVENTS_URI: &str = "https://example.invalid/switchboard/contracts/events/";
 /// The outbound detail-types the engine publishes today, each with a schema in `contracts/events/`.
-const OUTBOUND: [&str; 6] = [
+const OUTBOUND: [&str; 8] = [
+    "approval.requested",
+    "approval.resolved",
     "session.handoff.human",
     "session.handoff.agent",
     "session.ended",
@@ -952,6 +954,13 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(push.status, StatusCode::NOT_FOUND);
     assert!(push.body["detail"].as_str().unwrap().contains("/events/stream"), "{}", push.body);
 
+    // -- approvals: none waits in this session (their flow is its own test below) ---------------
+    assert_eq!(api.get("/tenants/acme/approvals").await.body["approvals"], json!([]));
+    let unknown = "/tenants/acme/approvals/01JD000000000000000000000Z";
+    assert_eq!(api.get(unknown).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(api.post(&format!("{unknown}/approve"), json!({})).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(api.post(&format!("{unknown}/deny"), json!({ "reason": "no" })).await.status, StatusCode::NOT_FOUND);
+
     // -- every documented operation was exercised, and every one is served -------------------
     let missing: Vec<_> = spec.operations().difference(&api.seen()).cloned().collect();
     assert!(missing.is_empty(), "documented but not exercised: {missing:?}");
@@ -1197,6 +1206,71 @@ async fn an_agent_with_hooks_and_its_records_match_the_contract() {
     assert_eq!(at.first(), Some(&"before_model"), "{calls:?}");
     assert_eq!(at.last(), Some(&"turn_end"), "{calls:?}");
     assert!(calls.iter().all(|c| c["outcome"] == "failed"), "{calls:?}");
+}
+
+#[tokio::test]
+async fn an_approval_its_decision_and_their_events_match_the_contract() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    let server = example_server(dir.path());
+    let api = Api::new(&spec, &server, Some(&server.admin));
+    // given an agent whose handoff to a person waits for approval
+    let agent = json!({
+        "name": "Gated", "systemPrompt": "You are the support agent.", "model": "anthropic.claude-3-haiku-20240307-v1:0",
+        "tools": ["send_message", "handoff_to_human"], "approvals": { "handoff_to_human": { "timeoutSeconds": 600 } }
+    });
+    let created = api.post("/tenants/acme/agents", agent.clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["approvals"]["handoff_to_human"]["timeoutSeconds"], 600);
+    // bad policies are named at their pointers
+    let mut bad = agent.clone();
+    bad["approvals"] = json!({ "handoff_to_human": { "timeoutSeconds": 0 }, "end_conversation": {}, "refund": {} });
+    let r = api.post("/tenants/acme/agents", bad).await;
+    assert_eq!(
+        r.pointers(),
+        ["/approvals/end_conversation", "/approvals/handoff_to_human/timeoutSeconds", "/approvals/refund"],
+        "{}",
+        r.body
+    );
+    // when its turn asks for the handoff, it pauses; the approval is listed as the contract says
+    let id = created.str("/agentId");
+    let invoke = json!({ "conversationId": "c-gated", "message": "a human please" });
+    let r = api.post(&format!("/tenants/acme/agents/{id}/invoke"), invoke).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (StatusCode::OK, Some("awaiting_approval")), "{}", r.body);
+    let listed = api.get("/tenants/acme/approvals").await;
+    let approval = listed.body["approvals"][0].clone();
+    assert_eq!((approval["tool"].as_str(), approval["status"].as_str()), (Some("handoff_to_human"), Some("pending")));
+    let path = format!("/tenants/acme/approvals/{}", approval["approvalId"].as_str().unwrap());
+    assert_eq!(api.get(&path).await.body, approval);
+    // edited arguments must meet the tool's schema; a denial needs a reason; unknown ids are 404
+    let r = api.post(&format!("{path}/approve"), json!({ "arguments": { "reason": 7 } })).await;
+    assert_eq!((r.status, r.pointers()), (StatusCode::BAD_REQUEST, vec!["/arguments/reason".to_owned()]), "{}", r.body);
+    let r = api.post(&format!("{path}/deny"), json!({ "reason": "" })).await;
+    assert_eq!(r.pointers(), ["/reason"], "{}", r.body);
+    let r = api.post(&format!("{path}/deny"), json!({})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = api.post("/tenants/acme/approvals/01JD000000000000000000000Z/approve", json!({})).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    // approved with a reason of the approver's: the turn resumes, hands off, and says so
+    let arguments = json!({ "reason": "approved: a person takes it from here", "priority": "high" });
+    let r = api.post(&format!("{path}/approve"), json!({ "arguments": arguments })).await;
+    assert_eq!(
+        (r.status, r.body["status"].as_str(), r.body["decidedBy"].as_str()),
+        (StatusCode::OK, Some("approved"), Some("admin"))
+    );
+    let streamed = api.stream("/tenants/acme/events/stream?after=0", &[], 3).await;
+    let kinds: Vec<&str> = streamed.iter().map(|(_, e)| e["detailType"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["approval.requested", "approval.resolved", "session.handoff.human"]);
+    let events = published(&api, "acme").await;
+    assert_eq!(events.len(), 3);
+    let record = api.get(&format!("/tenants/acme/executions/{}", approval["executionId"].as_str().unwrap())).await;
+    assert_eq!(record.body["status"], "handed_off", "{}", record.body);
+    assert_eq!(record.body["approvals"][0]["editedArguments"], arguments);
+    // spent: nothing waits any more, and a second decision finds nothing to decide
+    assert_eq!(api.get("/tenants/acme/approvals").await.body["approvals"], json!([]));
+    assert_eq!(api.get(&path).await.status, StatusCode::NOT_FOUND);
+    let r = api.post(&format!("{path}/deny"), json!({ "reason": "changed my mind" })).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
 
 #[tokio::test]

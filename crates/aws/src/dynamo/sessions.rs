@@ -10,7 +10,9 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
-use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit, TurnStart};
+use switchboard_engine::{
+    ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+};
 
 use super::codec::*;
 use super::keys::*;
@@ -435,6 +437,13 @@ impl SessionStore for DynamoStore {
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
     /// under sequence numbers taken first, marked burned if the commit fails).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
+        if commit.resumes.is_some() {
+            // See `sessions_awaiting_approval`: no turn pauses here to be resumed.
+            return Err(StoreError::Unavailable {
+                message: "approvals of tool calls are not available on the AWS profile yet".into(),
+                retryable: false,
+            });
+        }
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
             items.push((self.session_item(&w.session, w.expected_version)?, TxRole::Session(w.session.session_id)));
@@ -456,6 +465,24 @@ impl SessionStore for DynamoStore {
             self.burn(taken).await;
         }
         committed
+    }
+
+    async fn write_session(&self, write: &SessionWrite) -> Result<(), StoreError> {
+        let item = self.session_item(&write.session, write.expected_version)?;
+        self.transact_turn(vec![(item, TxRole::Session(write.session.session_id))]).await
+    }
+
+    /// Approvals are refused when written on the AWS profile (the internal-api is built without
+    /// them), so no session here is ever paused for one; there is no index to list them by yet.
+    async fn sessions_awaiting_approval(
+        &self,
+        _tenant: Option<&TenantId>,
+        _limit: usize,
+    ) -> Result<Vec<Session>, StoreError> {
+        Err(StoreError::Unavailable {
+            message: "approvals of tool calls are not available on the AWS profile yet".into(),
+            retryable: false,
+        })
     }
 }
 

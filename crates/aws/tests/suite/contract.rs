@@ -264,6 +264,7 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         children: vec![],
         expires_at: now + Duration::days(30),
         hook_calls: vec![],
+        approvals: vec![],
     }
 }
 
@@ -277,6 +278,7 @@ fn create(s: &Session, source: &str, now: DateTime<Utc>) -> TurnCommit {
         sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
         execution: record(s, source, now),
         content: vec![],
+        resumes: None,
     }
 }
 
@@ -297,6 +299,7 @@ fn update(s: &Session, source: &str, now: DateTime<Utc>) -> (Session, TurnCommit
         sessions: vec![SessionWrite { session: next.clone(), expected_version: Some(s.version) }],
         execution: record(&next, source, now),
         content: vec![],
+        resumes: None,
     };
     (next, commit)
 }
@@ -373,6 +376,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
             ],
             execution: record(&handed, "evt-3", x.clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -386,6 +390,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
             sessions: vec![SessionWrite { session: done.clone(), expected_version: Some(next.version) }],
             execution: record(&done, "evt-4", x.clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -754,6 +759,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
         sessions: vec![SessionWrite { session: human.clone(), expected_version: Some(active.version) }],
         execution: record(&active, "evt-2", now),
         content: vec![],
+        resumes: None,
     };
     x.sessions.commit_turn(&to_human).await.unwrap();
     let owner = Admit::HumanOwned { session_id: active.session_id, agent_id: active.agent_id };
@@ -789,6 +795,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
             ],
             execution: record(&human, "evt-3", now),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -811,6 +818,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
             sessions: vec![SessionWrite { session: closed, expected_version: Some(ended.version) }],
             execution: record(&ended, "evt-5", now),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -883,6 +891,7 @@ async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
             sessions: vec![SessionWrite { session: ended, expected_version: Some(active.version) }],
             execution: record(&active, "evt-3", x.clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -906,6 +915,7 @@ async fn routing_sees_the_conversations_newest_session_and_who_owns_it(x: &Subje
             sessions: vec![SessionWrite { session: human, expected_version: Some(active.version) }],
             execution: record(&active, "evt-2", x.clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -1060,6 +1070,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         refused: None,
         day_tokens: None,
         follow: false,
+        resume: None,
         recording: Default::default(),
     }
 }

@@ -141,6 +141,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         refused: None,
         day_tokens: None,
         follow: false,
+        resume: None,
         recording: Default::default(),
     };
     counter.take();

@@ -8,7 +8,9 @@ use switchboard_domain::{
     ActivityRow, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
     UsageRow,
 };
-use switchboard_engine::{ExecutionLog, Page, SessionFilter, SessionStore, StoreError, TurnCommit, TurnStart};
+use switchboard_engine::{
+    ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+};
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
 use crate::db::atomic;
@@ -164,6 +166,63 @@ impl SessionStore for SqliteStore {
             .await
             .map_err(store_err)?
     }
+
+    async fn write_session(&self, write: &SessionWrite) -> Result<(), StoreError> {
+        let row = session_row(write)?;
+        self.db
+            .call(move |c| {
+                let tx = atomic(c)?;
+                if let Err(refused) = write_session(&tx, &row)? {
+                    return Ok(Err(refused));
+                }
+                tx.commit()?;
+                Ok(Ok(()))
+            })
+            .await
+            .map_err(store_err)?
+    }
+
+    async fn sessions_awaiting_approval(
+        &self,
+        tenant: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<Session>, StoreError> {
+        let t = tenant.map(ToString::to_string);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let bodies: Vec<String> = self
+            .db
+            .call(move |c| {
+                // Paused sessions are active; the active ones are few beside the rest.
+                let mut stmt = c.prepare_cached(
+                    "SELECT body FROM sessions
+                      WHERE status = 'active' AND (?1 IS NULL OR tenant_id = ?1)
+                        AND json_extract(body, '$.paused') IS NOT NULL
+                      ORDER BY json_extract(body, '$.paused.approval.requestedAt'), session_id
+                      LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(params![t, limit], |r| r.get(0))?.collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        bodies.iter().map(|b| from_json(b)).collect()
+    }
+}
+
+/// A session write as its row.
+fn session_row(w: &SessionWrite) -> Result<SessionRow, StoreError> {
+    let s = &w.session;
+    let body = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok((
+        s.tenant_id.to_string(),
+        s.session_id.to_string(),
+        s.conversation_id.clone(),
+        status_str(s.status),
+        i64::try_from(s.version).unwrap_or(i64::MAX),
+        w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+        body,
+        s.updated_at.timestamp_millis(),
+    ))
 }
 
 /// A session row: tenant, session, conversation, status, version, the version it must have
@@ -181,6 +240,8 @@ type EventRow = (String, String, String, String, String);
 struct TurnRows {
     sessions: Vec<SessionRow>,
     execution: ExecutionRow,
+    /// The execution's record replaces its paused one (see [`TurnCommit::resumes`]).
+    resumes: bool,
     day: String,
     hour: String,
     status: &'static str,
@@ -195,21 +256,7 @@ struct TurnRows {
 
 impl TurnRows {
     fn encode(commit: &TurnCommit, now: DateTime<Utc>) -> Result<Self, StoreError> {
-        let mut sessions = Vec::with_capacity(commit.sessions.len());
-        for w in &commit.sessions {
-            let s = &w.session;
-            let body = serde_json::to_string(s).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            sessions.push((
-                s.tenant_id.to_string(),
-                s.session_id.to_string(),
-                s.conversation_id.clone(),
-                status_str(s.status),
-                i64::try_from(s.version).unwrap_or(i64::MAX),
-                w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
-                body,
-                s.updated_at.timestamp_millis(),
-            ));
-        }
+        let sessions = commit.sessions.iter().map(session_row).collect::<Result<Vec<_>, _>>()?;
         let e = &commit.execution;
         let execution = (
             e.tenant_id.to_string(),
@@ -219,7 +266,7 @@ impl TurnRows {
             e.expires_at.timestamp_millis(),
             serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         );
-        let lines = e.usage_lines();
+        let lines = e.usage_lines_after(commit.resumes.as_deref());
         let tokens: u64 = lines.iter().map(|l| l.counts.tokens()).sum();
         let usage = lines
             .into_iter()
@@ -251,7 +298,8 @@ impl TurnRows {
             .collect::<Result<_, StoreError>>()?;
         let content = commit.content.iter().map(|b| (b.sha256.clone(), b.body.clone())).collect();
         let content_expires = (now + chrono::Duration::days(CONTENT_TTL_DAYS)).timestamp_millis();
-        Ok(Self { sessions, execution, day, hour, status, usage, tokens, events, content, content_expires })
+        let resumes = commit.resumes.is_some();
+        Ok(Self { sessions, execution, resumes, day, hour, status, usage, tokens, events, content, content_expires })
     }
 
     /// Writes the turn inside the call's unit `c`; `Ok(Err(_))` is a write the store refuses
@@ -263,18 +311,31 @@ impl TurnRows {
             }
         }
         let (t, id, sid, source, expires, body) = &self.execution;
-        match c
-            .prepare_cached(
-                "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![t, id, sid, source, expires, body])
-        {
-            Ok(_) => {}
-            Err(e) if is_constraint(&e) => {
-                return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
+        if self.resumes {
+            let replaced = c
+                .prepare_cached(
+                    "UPDATE executions SET expires_at = ?4, body = ?5
+                      WHERE tenant_id = ?1 AND execution_id = ?2 AND source_id = ?3
+                        AND json_extract(body, '$.status') = 'awaiting_approval'",
+                )?
+                .execute(params![t, id, source, expires, body])?;
+            if replaced != 1 {
+                return Ok(Err(StoreError::Duplicate(format!("execution {id} no longer awaits approval"))));
             }
-            Err(e) => return Err(e),
+        } else {
+            match c
+                .prepare_cached(
+                    "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![t, id, sid, source, expires, body])
+            {
+                Ok(_) => {}
+                Err(e) if is_constraint(&e) => {
+                    return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
+                }
+                Err(e) => return Err(e),
+            }
         }
         for (agent, model, [calls, input, output, read, write, cost, unpriced]) in &self.usage {
             c.prepare_cached(
@@ -292,11 +353,14 @@ impl TurnRows {
             )?
             .execute(params![t, self.day, agent, model, calls, input, output, read, write, cost, unpriced])?;
         }
-        c.prepare_cached(
-            "INSERT INTO activity_hourly (tenant_id, hour, status, executions) VALUES (?1, ?2, ?3, 1)
+        // An execution counts once, with the status it ends with: not while it awaits approval.
+        if self.status != ExecutionStatus::AwaitingApproval.as_str() {
+            c.prepare_cached(
+                "INSERT INTO activity_hourly (tenant_id, hour, status, executions) VALUES (?1, ?2, ?3, 1)
                      ON CONFLICT (tenant_id, hour, status) DO UPDATE SET executions = executions + 1",
-        )?
-        .execute(params![t, self.hour, self.status])?;
+            )?
+            .execute(params![t, self.hour, self.status])?;
+        }
         for (id, tenant, kind, body, at) in &self.events {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
         }

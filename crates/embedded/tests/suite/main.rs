@@ -3,6 +3,7 @@
 //! retention sweep (`retention`) and the queue with its worker pool (`queue`). `common` is the world the scenario suites run in.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod approvals;
 mod common;
 mod faults;
 mod hooks;

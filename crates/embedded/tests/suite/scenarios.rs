@@ -244,6 +244,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         refused: None,
         day_tokens: None,
         follow: false,
+        resume: None,
         recording: Default::default(),
     }
 }
@@ -308,6 +309,12 @@ impl SessionStore for Flaky {
     ) -> Result<switchboard_engine::Page<Session>, StoreError> {
         self.inner.list_sessions(t, f, after, limit).await
     }
+    async fn write_session(&self, write: &SessionWrite) -> Result<(), StoreError> {
+        self.inner.write_session(write).await
+    }
+    async fn sessions_awaiting_approval(&self, t: Option<&TenantId>, limit: usize) -> Result<Vec<Session>, StoreError> {
+        self.inner.sessions_awaiting_approval(t, limit).await
+    }
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
             match &self.mode {
@@ -331,6 +338,7 @@ impl SessionStore for Flaky {
                             sessions: vec![SessionWrite { session: current, expected_version: Some(expected) }],
                             execution: marker,
                             content: vec![],
+                            resumes: None,
                         })
                         .await?;
                 }

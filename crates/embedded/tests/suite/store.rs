@@ -52,6 +52,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         children: vec![],
         expires_at: now + chrono::Duration::days(30),
         hook_calls: vec![],
+        approvals: vec![],
     }
 }
 
@@ -72,6 +73,7 @@ async fn expired_execution_records_are_never_returned() {
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: r.clone(),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -98,6 +100,7 @@ async fn executions_are_listed_in_pages_with_a_cursor() {
                 sessions: vec![SessionWrite { session: next.clone(), expected_version: expected }],
                 execution: record(&t, s.session_id, &format!("evt-{i}"), clock.now()),
                 content: vec![],
+                resumes: None,
             })
             .await
             .unwrap();
@@ -133,6 +136,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             sessions: vec![SessionWrite { session: s.clone(), expected_version: None }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -146,6 +150,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             sessions: vec![SessionWrite { session: stale, expected_version: Some(3) }],
             execution: record(&t, s.session_id, "evt-2", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap_err();
@@ -159,6 +164,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-3", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap_err();
@@ -176,6 +182,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             sessions: vec![SessionWrite { session: again, expected_version: Some(0) }],
             execution: record(&t, s.session_id, "evt-1", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap_err();
@@ -520,6 +527,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
                 sessions: vec![SessionWrite { session: s.clone(), expected_version }],
                 execution: r,
                 content: vec![],
+                resumes: None,
             })
             .await
             .unwrap();
@@ -746,6 +754,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             sessions: vec![SessionWrite { session: next.clone(), expected_version: None }],
             execution: record(&t, next.session_id, "evt-1", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap();
@@ -763,6 +772,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             sessions: vec![SessionWrite { session: twin.clone(), expected_version: None }],
             execution: record(&t, twin.session_id, "evt-2", clock.now()),
             content: vec![],
+            resumes: None,
         })
         .await
         .unwrap_err();

@@ -98,6 +98,7 @@ impl Executor {
             execution: record.clone(),
             events,
             content: vec![],
+            resumes: None,
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: None }))
     }

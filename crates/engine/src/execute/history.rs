@@ -51,13 +51,14 @@ pub(super) async fn load(deps: &Deps, item: &WorkItem, agent: &Agent, session: &
     }
 }
 
-/// The history as transcript messages: the message being answered left out (it is the turn's new
-/// message), a human operator's messages marked, neighbouring messages of one role merged, and
-/// the start moved to the first customer message.
+/// The history as transcript messages: what came before the message being answered (it is the
+/// turn's new message; what came after it is not yet said for this turn — later messages, and a
+/// reply an earlier run of this very turn sent), a human operator's messages marked, neighbouring
+/// messages of one role merged, and the start moved to the first customer message.
 fn as_transcript(history: Vec<HistoryMessage>, item: &WorkItem) -> Vec<Message> {
     let mut history = history;
     if let Some(at) = history.iter().rposition(|m| m.message_id == item.message_id) {
-        history.remove(at);
+        history.truncate(at);
     }
     let messages = history.into_iter().filter(|m| !m.text.trim().is_empty()).map(|m| match m.sender {
         Sender::Customer => Message::user_text(m.text),
@@ -104,6 +105,20 @@ mod tests {
                 (Role::User, "ok".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn what_came_after_the_message_is_not_its_history() {
+        // later messages queued behind it, and the reply a first run of this turn already sent
+        let history = vec![
+            said("m-4", Sender::Customer, "hi"),
+            said("m-5", Sender::Customer, "refund please"),
+            said("r-1", Sender::Agent, "Done."),
+            said("m-6", Sender::Customer, "hello?"),
+        ];
+        let t = as_transcript(history, &item());
+        let shown: Vec<(Role, String)> = t.iter().map(|m| (m.role, m.text())).collect();
+        assert_eq!(shown, [(Role::User, "hi".to_owned())]);
     }
 
     #[test]

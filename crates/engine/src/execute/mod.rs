@@ -7,6 +7,7 @@
 pub(crate) mod context;
 mod give_up;
 pub(crate) mod history;
+pub(crate) mod pause;
 pub(crate) mod record;
 mod refused;
 mod summary;
@@ -15,8 +16,11 @@ mod turn;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use switchboard_domain::approval::MAX_HELD_MESSAGES;
 use switchboard_domain::message::Message;
-use switchboard_domain::{Agent, AgentStatus, ErrorKind, ExecutionRecord, OnLimit, Refusal, Session};
+use switchboard_domain::{
+    Agent, AgentStatus, ErrorKind, ExecutionRecord, ExecutionStatus, HeldMessage, OnLimit, Refusal, Session,
+};
 use tracing::{info, warn};
 
 pub use crate::fault::ExecError;
@@ -36,6 +40,9 @@ pub enum ExecOutcome {
     Recorded(Box<ExecutionRecord>),
     /// The source had already been recorded: nothing was done again.
     AlreadyRecorded(Box<ExecutionRecord>),
+    /// The conversation's turn is paused for an approval: the item waits in its session, and
+    /// runs once that turn is done.
+    Held,
     /// A handoff continuation whose target session is no longer active: dropped.
     Dropped { reason: String },
 }
@@ -56,11 +63,21 @@ impl Attempt {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Told of each held item run after the item that let it go (see [`Executor::with_held_done`]).
+pub type HeldDone = Arc<dyn Fn(&WorkItem, &ExecOutcome) + Send + Sync>;
+
+#[derive(Clone)]
 pub struct Executor {
     deps: Deps,
     budget: Option<Duration>,
     progress: Option<Arc<dyn Progress>>,
+    held_done: Option<HeldDone>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("budget", &self.budget).finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for dyn Progress {
@@ -71,7 +88,14 @@ impl std::fmt::Debug for dyn Progress {
 
 impl Executor {
     pub fn new(deps: Deps) -> Self {
-        Self { deps, budget: None, progress: None }
+        Self { deps, budget: None, progress: None, held_done: None }
+    }
+
+    /// Who is told what became of the items a conversation held behind a paused turn, which run
+    /// after the item that let them go (a waiting caller of the embedded profile).
+    pub fn with_held_done(mut self, done: HeldDone) -> Self {
+        self.held_done = Some(done);
+        self
     }
 
     /// Who may follow a turn while it runs (a streamed invoke); without it nobody can.
@@ -114,15 +138,9 @@ impl Executor {
     ///
     /// Its span follows OpenTelemetry's GenAI conventions (`invoke_agent`), with the model calls
     /// (`chat`) and tool calls (`execute_tool`) of the turn beneath it.
-    #[tracing::instrument(name = "invoke_agent", skip_all, fields(
-        otel.name = %format!("invoke_agent {}", item.agent_id),
-        gen_ai.operation.name = "invoke_agent",
-        gen_ai.agent.id = %item.agent_id,
-        gen_ai.conversation.id = %item.conversation_id,
-        tenant = %item.tenant_id,
-        source = %item.source_id,
-        execution_id = tracing::field::Empty,
-    ))]
+    ///
+    /// Once the item is done, the messages its conversation held behind a paused turn that is
+    /// now done run in turn, in the order they came.
     pub async fn execute_attempt(
         &self,
         item: &WorkItem,
@@ -134,13 +152,41 @@ impl Executor {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let outcome = self.execute_one(item, deadline, attempt).await?;
+        if !matches!(outcome, ExecOutcome::Held) {
+            self.run_held(item).await;
+        }
+        Ok(outcome)
+    }
+
+    #[tracing::instrument(name = "invoke_agent", skip_all, fields(
+        otel.name = %format!("invoke_agent {}", item.agent_id),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.id = %item.agent_id,
+        gen_ai.conversation.id = %item.conversation_id,
+        tenant = %item.tenant_id,
+        source = %item.source_id,
+        execution_id = tracing::field::Empty,
+    ))]
+    async fn execute_one(
+        &self,
+        item: &WorkItem,
+        deadline: Option<Instant>,
+        attempt: Option<Attempt>,
+    ) -> Result<ExecOutcome, ExecError> {
         let deps = &self.deps;
         let start = deps
             .sessions
             .turn_start(deps.executions.as_ref(), &item.tenant_id, &item.source_id, &item.conversation_id)
             .await?;
         // The session read with the record lookup serves the first attempt; a retry reads again.
+        let mut resuming = None;
         let mut latest = match start {
+            // The turn this item resumes, still paused: the session is read with the decision.
+            TurnStart::Recorded(done) if item.resume.is_some() && done.status == ExecutionStatus::AwaitingApproval => {
+                resuming = Some(done);
+                None
+            }
             TurnStart::Recorded(done) => {
                 info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
                 return Ok(ExecOutcome::AlreadyRecorded(done));
@@ -157,9 +203,20 @@ impl Executor {
         };
         let mut last_conflict = String::new();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
-            let ready = match self.run(item, latest.take(), deadline).await? {
-                Ok(ready) => ready,
-                Err(reason) => return Ok(ExecOutcome::Dropped { reason }),
+            let ready = match self.run(item, latest.take(), deadline, resuming.as_deref()).await? {
+                Run::Ready(ready) => *ready,
+                Run::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
+                Run::Hold(write) => match deps.sessions.write_session(&write).await {
+                    Ok(()) => {
+                        info!(session_id = %write.session.session_id, "a turn of the conversation awaits approval; the item waits behind it");
+                        return Ok(ExecOutcome::Held);
+                    }
+                    Err(StoreError::VersionConflict(conflict)) => {
+                        last_conflict = conflict;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                },
             };
             match self.commit(item, ready).await? {
                 Ok(outcome) => return Ok(outcome),
@@ -183,12 +240,44 @@ impl Executor {
         item: &WorkItem,
         latest: Option<Option<Session>>,
         deadline: Option<Instant>,
-    ) -> Result<Result<Ready, String>, ExecError> {
+        resuming: Option<&ExecutionRecord>,
+    ) -> Result<Run, ExecError> {
         let deps = &self.deps;
         let started = Instant::now();
         let mut follower = None;
-        let (commit, record, may_end) = match self.prepare(item, latest).await? {
-            Prepared::Drop(reason) => return Ok(Err(reason)),
+        let (commit, record, may_end) = match self.prepare(item, latest, resuming).await? {
+            Prepared::Drop(reason) => return Ok(Run::Drop(reason)),
+            Prepared::Hold(mut session) => {
+                let expected = session.version;
+                if !session.held.iter().any(|h| h.source_id == item.source_id) {
+                    if session.held.len() >= MAX_HELD_MESSAGES {
+                        let why =
+                            format!("the conversation already holds {MAX_HELD_MESSAGES} messages behind a paused turn");
+                        return Err(ExecError::new(ErrorKind::Limit, why, true));
+                    }
+                    let held = serde_json::to_value(item)
+                        .map_err(|e| ExecError::new(ErrorKind::Internal, e.to_string(), false))?;
+                    session.held.push(HeldMessage { source_id: item.source_id.clone(), item: held });
+                }
+                session.version += 1;
+                session.updated_at = deps.clock.now();
+                return Ok(Run::Hold(Box::new(SessionWrite { session: *session, expected_version: Some(expected) })));
+            }
+            Prepared::Resume { session, agent, paused } => {
+                let expected = Some(session.version);
+                let mut turn = turn::resume(deps, item, *session, &agent, (*paused).clone(), started, deadline).await?;
+                let content = record::take_content(&mut turn.record, &mut turn.session, deps.clock.now());
+                record::apply_recording(&mut turn.record, item.recording, Some(&paused));
+                let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
+                if let Some(mut next) = turn.new_session {
+                    // The messages held behind the paused turn go on with the conversation.
+                    next.held = std::mem::take(&mut sessions[0].session.held);
+                    sessions.push(SessionWrite { session: next, expected_version: None });
+                }
+                let execution = turn.record.clone();
+                let commit = TurnCommit { sessions, execution, events: turn.events, content, resumes: Some(paused) };
+                (commit, turn.record, true)
+            }
             Prepared::Skip(mut session, reason) => {
                 // The human operator owns the conversation: no agent answers, but the message
                 // joins the session's transcript, so an agent it is handed back to sees it.
@@ -198,8 +287,13 @@ impl Executor {
                 session.version += 1;
                 session.updated_at = deps.clock.now();
                 let write = SessionWrite { session, expected_version: Some(expected) };
-                let commit =
-                    TurnCommit { sessions: vec![write], execution: record.clone(), events: vec![], content: vec![] };
+                let commit = TurnCommit {
+                    sessions: vec![write],
+                    execution: record.clone(),
+                    events: vec![],
+                    content: vec![],
+                    resumes: None,
+                };
                 (commit, record, false)
             }
             Prepared::Refused { session, is_new, refusal } => {
@@ -211,16 +305,84 @@ impl Executor {
                 follower = self.progress.as_ref().and_then(|p| p.follower(item));
                 let mut turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
                 let content = record::take_content(&mut turn.record, &mut turn.session, deps.clock.now());
-                record::apply_recording(&mut turn.record, item.recording);
+                record::apply_recording(&mut turn.record, item.recording, None);
                 let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
-                if let Some(next) = turn.new_session {
+                if let Some(mut next) = turn.new_session {
+                    next.held = std::mem::take(&mut sessions[0].session.held);
                     sessions.push(SessionWrite { session: next, expected_version: None });
                 }
-                let commit = TurnCommit { sessions, execution: turn.record.clone(), events: turn.events, content };
+                let commit = TurnCommit {
+                    sessions,
+                    execution: turn.record.clone(),
+                    events: turn.events,
+                    content,
+                    resumes: None,
+                };
                 (commit, turn.record, true)
             }
         };
-        Ok(Ok(Ready { commit, record, may_end, _follower: follower }))
+        Ok(Run::Ready(Box::new(Ready { commit, record, may_end, _follower: follower })))
+    }
+
+    /// Runs, in order, the items the conversation of `item` held behind a paused turn, while
+    /// its newest session holds some and no turn of it is paused. Each is removed from the
+    /// session by its own commit (or after it, when its turn wrote another session). A failure
+    /// leaves the rest held, logged: the conversation's next item runs them first.
+    async fn run_held(&self, item: &WorkItem) {
+        let sessions = &self.deps.sessions;
+        for _ in 0..=MAX_HELD_MESSAGES {
+            let latest = match sessions.latest_session(&item.tenant_id, &item.conversation_id).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(error = %e, "the conversation's held messages could not be read; they run with its next item");
+                    return;
+                }
+            };
+            if latest.paused.is_some() {
+                return;
+            }
+            let Some(front) = latest.held.first() else { return };
+            let next = match serde_json::from_value::<WorkItem>(front.item.clone()) {
+                Ok(next) => next,
+                Err(e) => {
+                    let source = front.source_id.clone();
+                    warn!(source = %source, error = %e, "a held item cannot be read; dropped");
+                    let _ = self.unhold(latest, &source).await;
+                    continue;
+                }
+            };
+            match self.execute_one(&next, None, None).await {
+                Ok(outcome) => {
+                    if let Some(done) = &self.held_done {
+                        done(&next, &outcome);
+                    }
+                }
+                Err(e) => {
+                    warn!(source = %next.source_id, error = %e, "a held item failed; it runs again with the conversation's next item");
+                    return;
+                }
+            }
+            // Its commit removed it when it wrote this session; otherwise it goes now.
+            match sessions.get_session(&item.tenant_id, latest.session_id).await {
+                Ok(Some(s)) if s.held.iter().any(|h| h.source_id == next.source_id) => {
+                    if let Err(e) = self.unhold(s, &next.source_id).await {
+                        warn!(error = %e, "a held item that ran could not be removed; it is recorded, so it will not run again");
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Removes `source_id` from what `session` holds.
+    async fn unhold(&self, mut session: Session, source_id: &str) -> Result<(), StoreError> {
+        let expected = session.version;
+        session.held.retain(|h| h.source_id != source_id);
+        session.version += 1;
+        session.updated_at = self.deps.clock.now();
+        self.deps.sessions.write_session(&SessionWrite { session, expected_version: Some(expected) }).await
     }
 
     /// Commits a run of `item`: what became of it, or the version conflict that calls for
@@ -306,13 +468,35 @@ impl Executor {
     }
 
     /// What to do with `item`, given the conversation's latest session if it was just read.
-    async fn prepare(&self, item: &WorkItem, latest: Option<Option<Session>>) -> Result<Prepared, ExecError> {
+    async fn prepare(
+        &self,
+        item: &WorkItem,
+        latest: Option<Option<Session>>,
+        resuming: Option<&ExecutionRecord>,
+    ) -> Result<Prepared, ExecError> {
         let deps = &self.deps;
         let now = deps.clock.now();
-        let latest = match latest {
+        let mut latest = match latest {
             Some(read) => read,
             None => deps.sessions.latest_session(&item.tenant_id, &item.conversation_id).await?,
         };
+        if let Some(paused) = resuming {
+            return self.prepare_resume(item, latest, paused).await;
+        }
+        if let Some(s) = &mut latest
+            && s.is_active()
+        {
+            let front = s.held.first().is_some_and(|h| h.source_id == item.source_id);
+            if s.paused.is_some() || (!s.held.is_empty() && !front) {
+                return Ok(Prepared::Hold(Box::new(latest.take().unwrap_or_else(|| unreachable!()))));
+            }
+        }
+        // The first of the held items is running: its commit takes it out.
+        if let Some(s) = &mut latest
+            && s.held.first().is_some_and(|h| h.source_id == item.source_id)
+        {
+            s.held.remove(0);
+        }
         let mut is_new = false;
         if let Some(refusal) = &item.refused {
             // Recorded in the conversation's current session (a human's included), or in a new
@@ -354,6 +538,43 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// What to do with `item`, which resumes the turn recorded as `paused`: the decided
+    /// approval must be the one the conversation's session holds.
+    async fn prepare_resume(
+        &self,
+        item: &WorkItem,
+        latest: Option<Session>,
+        paused: &ExecutionRecord,
+    ) -> Result<Prepared, ExecError> {
+        let Some(session) = latest.filter(|s| s.session_id == paused.session_id && s.is_active()) else {
+            return Ok(Prepared::Drop("the paused turn's session is no longer the conversation's active one".into()));
+        };
+        let Some(p) = &session.paused else {
+            return Ok(Prepared::Drop("the session holds no paused turn".into()));
+        };
+        if Some(&p.approval.approval_id) != item.resume.as_ref() {
+            return Ok(Prepared::Drop(format!(
+                "the session's paused turn waits for another approval ({})",
+                p.approval.approval_id
+            )));
+        }
+        if p.approval.is_pending() {
+            // Queued before the decision was kept (a resumption is queued after it): another
+            // delivery will find it.
+            return Err(ExecError::new(ErrorKind::Conflict, "the approval is not decided yet", true));
+        }
+        match self.deps.config.get_agent(&item.tenant_id, session.agent_id).await? {
+            Some(agent) => Ok(Prepared::Resume { session: Box::new(session), agent, paused: Box::new(paused.clone()) }),
+            None => Err(ExecError::new(
+                ErrorKind::Config,
+                format!("agent {} of session {} is missing", session.agent_id, session.session_id),
+                false,
+            )),
+        }
+    }
+}
+
 /// The session `item` starts, with the channel its message came in on.
 fn new_session(item: &WorkItem, now: chrono::DateTime<chrono::Utc>) -> Session {
     let mut session = Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now);
@@ -373,8 +594,19 @@ struct Ready {
     _follower: Option<Follower>,
 }
 
+/// What running an item once came to.
+enum Run {
+    Ready(Box<Ready>),
+    /// Nothing to do (a continuation whose session moved on, a stale resumption).
+    Drop(String),
+    /// The item waits behind a paused turn: the session write that holds it.
+    Hold(Box<SessionWrite>),
+}
+
 enum Prepared {
     Run { session: Box<Session>, agent: Agent, is_new: bool },
+    Resume { session: Box<Session>, agent: Agent, paused: Box<ExecutionRecord> },
+    Hold(Box<Session>),
     Refused { session: Box<Session>, is_new: bool, refusal: Refusal },
     Skip(Session, String),
     Drop(String),

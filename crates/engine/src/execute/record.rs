@@ -62,6 +62,7 @@ pub(crate) fn of_request(
         children: vec![],
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
         hook_calls: vec![],
+        approvals: vec![],
     }
 }
 
@@ -95,25 +96,39 @@ pub(crate) fn take_content(record: &mut ExecutionRecord, session: &mut Session, 
 /// `record` as the tenant's `recording` setting keeps it: under `redacted`, the customer's text in
 /// its input and every tool call's arguments and result (its sub-agents' included) are replaced
 /// by their hashes and lengths, as the model calls' content is.
-pub(crate) fn apply_recording(record: &mut ExecutionRecord, recording: Recording) {
+/// For a record that completes `before` (the same execution, paused for an approval, whose part
+/// was redacted already), only what it adds is redacted now, the approvals' arguments included.
+pub(crate) fn apply_recording(record: &mut ExecutionRecord, recording: Recording, before: Option<&ExecutionRecord>) {
     if recording != Recording::Redacted {
         return;
     }
-    // The message's text, as the record's input gives it and inside the event's detail.
-    for pointer in ["/text", "/detail/message/text"] {
-        if let Some(text) = record.input.pointer_mut(pointer)
-            && let Some(words) = text.as_str()
-        {
-            *text = redacted_text(words);
+    if before.is_none() {
+        // The message's text, as the record's input gives it and inside the event's detail.
+        for pointer in ["/text", "/detail/message/text"] {
+            if let Some(text) = record.input.pointer_mut(pointer)
+                && let Some(words) = text.as_str()
+            {
+                *text = redacted_text(words);
+            }
         }
     }
-    let children = record.children.iter_mut().flat_map(|c| c.tool_calls.iter_mut());
-    for call in record.tool_calls.iter_mut().chain(children) {
+    let (calls, children, approvals) =
+        before.map_or((0, 0, 0), |b| (b.tool_calls.len(), b.children.len(), b.approvals.len()));
+    let new_children = record.children.iter_mut().skip(children);
+    for child in new_children {
+        for call in &mut child.tool_calls {
+            call.input = redacted_value(&call.input);
+            call.output = redacted_value(&call.output);
+        }
+        child.input = redacted_value(&child.input);
+    }
+    for call in record.tool_calls.iter_mut().skip(calls) {
         call.input = redacted_value(&call.input);
         call.output = redacted_value(&call.output);
     }
-    for child in &mut record.children {
-        child.input = redacted_value(&child.input);
+    for approval in record.approvals.iter_mut().skip(approvals) {
+        approval.arguments = redacted_value(&approval.arguments);
+        approval.edited_arguments = approval.edited_arguments.as_ref().map(redacted_value);
     }
 }
 

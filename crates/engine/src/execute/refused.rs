@@ -50,5 +50,8 @@ pub(super) async fn commit(
     session.version += 1;
     session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
-    Ok((TurnCommit { sessions: vec![write], execution: record.clone(), events, content: vec![] }, record))
+    Ok((
+        TurnCommit { sessions: vec![write], execution: record.clone(), events, content: vec![], resumes: None },
+        record,
+    ))
 }

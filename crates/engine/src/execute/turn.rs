@@ -14,9 +14,10 @@ use switchboard_domain::{
     Agent, AgentType, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, HandoffBehavior, OutboundEvent,
     Priority, Session, SessionStatus,
 };
+use switchboard_domain::{ApprovalPolicy, ApprovalStatus};
 use tracing::warn;
 
-use super::{context, history, record, summary};
+use super::{context, history, pause, record, summary};
 use crate::fault::ExecError;
 use crate::hooks::{self, Point};
 use crate::model_call::{converse, elapsed_ms};
@@ -88,25 +89,82 @@ pub(super) async fn run(
         status: ExecutionStatus::MaxIterations,
         failure: None,
         follower,
+        paused: None,
+        latency_before_ms: 0,
     };
     if agent.agent_type == AgentType::Router {
         let routed =
             router::route(run.cx, agent, &mut run.state, &mut run.record, run.request.messages.clone()).await?;
         (run.status, run.failure) = routed;
     }
-    while run.status == ExecutionStatus::MaxIterations
-        && !run.state.finished
-        && run.record.iterations < agent.max_iterations
-    {
-        if run.request.past_deadline() {
-            run.time_out("the execution deadline came before a final answer");
-            break;
-        }
-        if run.over_budget() {
-            break;
-        }
-        run.step().await?;
-    }
+    run.go().await?;
+    run.finish(started).await
+}
+
+/// Resumes the turn that paused in `session` for an approval now decided: the decided call runs
+/// (or its denial is its result), then the rest of the paused batch, then the loop goes on, all
+/// in the paused execution, whose record so far is `paused_record`.
+pub(super) async fn resume(
+    deps: &Deps,
+    item: &WorkItem,
+    mut session: Session,
+    agent: &Agent,
+    paused_record: ExecutionRecord,
+    started: Instant,
+    deadline: Option<Instant>,
+) -> Result<Turn, ExecError> {
+    let Some(paused) = session.paused.take() else {
+        return Err(ExecError::new(ErrorKind::Internal, "no paused turn to resume", false));
+    };
+    let snapshot = pause::Snapshot::read(paused.state)?;
+    let tools = Toolbox::build(deps, agent, &session).await?;
+    let Some(user) = snapshot.new_messages.first().cloned() else {
+        return Err(ExecError::new(ErrorKind::Internal, "the paused turn holds no message", false));
+    };
+    let mut messages = context::messages(agent, &session, &user);
+    messages.extend(snapshot.new_messages.iter().skip(1).cloned());
+    let request = ModelRequest {
+        model: agent.model.clone(),
+        system: context::system_prompt(agent, &session, &tools, &messages),
+        messages,
+        tools: tools.specs(),
+        config: agent.model_config.clone(),
+        deadline,
+        recording: item.recording,
+    };
+    let mut record = paused_record;
+    let latency_before_ms = record.latency_ms;
+    let approval = paused.approval;
+    record.approvals.push(approval.clone());
+    let mut state = TurnState::new(session);
+    state.replies_sent = snapshot.replies_sent;
+    state.announce(&snapshot.waiting.key, detail_type::APPROVAL_RESOLVED, pause::resolved_event(&approval));
+    let mut run = Loop {
+        cx: CallContext { deps, item, execution_id: record.execution_id, deadline },
+        agent,
+        tools,
+        request,
+        state,
+        record,
+        new_messages: snapshot.new_messages,
+        calls: snapshot.calls,
+        status: ExecutionStatus::MaxIterations,
+        failure: None,
+        follower: None,
+        paused: None,
+        latency_before_ms,
+    };
+    let mut pending = std::collections::VecDeque::from(snapshot.rest);
+    pending.push_front((snapshot.waiting, None));
+    let batch = Batch {
+        pending,
+        results: snapshot.results,
+        stored: snapshot.stored,
+        reconfigure: snapshot.reconfigure,
+        decided: Some(approval),
+    };
+    run.run_batch(batch).await?;
+    run.go().await?;
     run.finish(started).await
 }
 
@@ -166,6 +224,23 @@ struct Loop<'a> {
     failure: Option<ExecutionError>,
     /// Who follows the turn as it runs, if anyone.
     follower: Option<&'a Follower>,
+    /// Set when a tool call waits for approval: the turn pauses here.
+    paused: Option<pause::Pause>,
+    /// What the execution took before it paused, for a resumed turn (0 otherwise).
+    latency_before_ms: u64,
+}
+
+/// The calls of one model answer still to run, and the results of those that ran.
+pub(super) struct Batch {
+    pub pending: std::collections::VecDeque<(ToolCall, Option<ToolOutcome>)>,
+    /// What the model reads of the calls that ran, and what the transcript keeps.
+    pub results: Vec<ContentBlock>,
+    pub stored: Vec<ContentBlock>,
+    /// A call changed the agent's tools (a transition, a loaded skill).
+    pub reconfigure: bool,
+    /// For a resumed batch: the decision on its first call, which waited for it (its
+    /// `before_tool` hooks already ran).
+    pub decided: Option<switchboard_domain::Approval>,
 }
 
 impl Loop<'_> {
@@ -183,6 +258,25 @@ impl Loop<'_> {
     fn stop_by_hook(&mut self, reason: String) {
         warn!(reason = %reason, "a hook stopped the turn");
         self.fail(ExecutionError::new(ErrorKind::Hook, reason).with_reason("hook"));
+    }
+
+    /// The loop of model calls until a final answer, a terminal tool, a failure, a pause for
+    /// approval or `maxIterations`.
+    async fn go(&mut self) -> Result<(), ExecError> {
+        while self.status == ExecutionStatus::MaxIterations
+            && !self.state.finished
+            && self.record.iterations < self.agent.max_iterations
+        {
+            if self.request.past_deadline() {
+                self.time_out("the execution deadline came before a final answer");
+                break;
+            }
+            if self.over_budget() {
+                break;
+            }
+            self.step().await?;
+        }
+        Ok(())
     }
 
     /// One model call, then its tool calls or its final answer.
@@ -323,44 +417,84 @@ impl Loop<'_> {
             self.announce_tool(call);
         }
         let answers = self.ask_sub_agents(&calls).await?;
-        let mut results = Vec::with_capacity(calls.len());
-        let mut stored = Vec::with_capacity(calls.len());
-        let mut reconfigure = false;
+        let n = calls.len();
+        let batch = Batch {
+            pending: calls.into_iter().zip(answers).collect(),
+            results: Vec::with_capacity(n),
+            stored: Vec::with_capacity(n),
+            reconfigure: false,
+            decided: None,
+        };
+        self.run_batch(batch).await
+    }
+
+    /// Runs what is left of a batch, in order; a call that must wait for approval pauses the
+    /// turn there (the batch is kept for its resumption).
+    async fn run_batch(&mut self, mut batch: Batch) -> Result<(), ExecError> {
         let hooked = !self.agent.hooks.is_empty();
-        let mut pending = calls.into_iter().zip(answers);
         let mut stopped = None;
-        for (mut call, answered) in pending.by_ref() {
+        while let Some((mut call, answered)) = batch.pending.pop_front() {
             let hooks_apply = hooked && answered.is_none();
-            if hooks_apply && let Some(reason) = self.before_tool(&mut call).await {
-                stopped = Some((reason, Some(call)));
-                break;
+            let decided = batch.decided.take();
+            if decided.is_none() {
+                if hooks_apply && let Some(reason) = self.before_tool(&mut call).await {
+                    stopped = Some((reason, Some(call)));
+                    break;
+                }
+                if answered.is_none()
+                    && !self.state.finished
+                    && let Some((policy, schema)) = self.tools.approval_for(self.agent, &call.name, &call.input)
+                {
+                    self.pause(call, &policy, schema, batch);
+                    return Ok(());
+                }
             }
-            if answered.is_none() {
-                self.announce_tool(&call);
-            }
-            let shown = hooks_apply.then(|| call.clone());
-            let actions_before = self.state.actions.len();
-            let mut called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
-            self.announce_finished(&called, actions_before);
-            let after_hook = match &shown {
-                Some(shown) => self.after_tool(shown, &mut called).await,
-                None => None,
+            let called = match decided {
+                Some(approval) if approval.status != ApprovalStatus::Approved => pause::refused(call, &approval),
+                decided => {
+                    if let Some(edited) = decided.and_then(|a| a.edited_arguments) {
+                        call.input = edited;
+                    }
+                    if answered.is_none() {
+                        self.announce_tool(&call);
+                    }
+                    let shown = hooks_apply.then(|| call.clone());
+                    let actions_before = self.state.actions.len();
+                    let mut called = self.tools.call(self.cx, &mut self.state, call, answered).await?;
+                    self.announce_finished(&called, actions_before);
+                    if let Some(shown) = &shown
+                        && let Some(reason) = self.after_tool(shown, &mut called).await
+                    {
+                        stopped = Some((reason, None));
+                    }
+                    called
+                }
             };
-            reconfigure |= called.reconfigure;
+            batch.reconfigure |= called.reconfigure;
             let (result, kept) = self.keep(called);
-            results.push(result);
-            stored.push(kept);
-            if let Some(reason) = after_hook {
-                stopped = Some((reason, None));
+            batch.results.push(result);
+            batch.stored.push(kept);
+            if stopped.is_some() {
                 break;
             }
         }
+        self.close_batch(batch, stopped).await
+    }
+
+    /// Feeds a batch's results back once its calls ran (or a hook stopped it: the calls not run
+    /// say why).
+    async fn close_batch(
+        &mut self,
+        batch: Batch,
+        stopped: Option<(String, Option<ToolCall>)>,
+    ) -> Result<(), ExecError> {
+        let Batch { pending, mut results, mut stored, reconfigure, .. } = batch;
         let stopped_by_hook = stopped.is_some();
         if let Some((reason, unrun)) = stopped {
             // Every call the model made gets a result, so that the transcript never holds a tool
             // call without one (a provider refuses that): the ones not run say why.
             let not_run = json!({ "error": format!("not run: {reason}") });
-            for call in unrun.into_iter().chain(pending.map(|(call, _)| call)) {
+            for call in unrun.into_iter().chain(pending.into_iter().map(|(call, _)| call)) {
                 let block = ContentBlock::ToolResult {
                     tool_use_id: call.tool_use_id,
                     content: not_run.clone(),
@@ -386,6 +520,30 @@ impl Loop<'_> {
             self.request.tools = self.tools.specs();
         }
         Ok(())
+    }
+
+    /// `call` must wait for a person: the turn pauses before it, keeping `batch` (the calls after
+    /// it, the results before it) and the turn's messages for its resumption, and announces
+    /// `approval.requested`.
+    fn pause(&mut self, call: ToolCall, policy: &ApprovalPolicy, schema: Option<serde_json::Value>, batch: Batch) {
+        let deps = self.cx.deps;
+        let session = &self.state.session;
+        let approval = pause::request(deps, session, self.agent.agent_id, self.cx.execution_id, &call, policy);
+        self.state.announce(&call.key, detail_type::APPROVAL_REQUESTED, pause::requested_event(&approval));
+        let snapshot = pause::Snapshot {
+            item: self.cx.item.clone(),
+            new_messages: std::mem::take(&mut self.new_messages),
+            results: batch.results,
+            stored: batch.stored,
+            waiting: call,
+            rest: batch.pending.into_iter().collect(),
+            calls: self.calls,
+            reconfigure: batch.reconfigure,
+            replies_sent: self.state.replies_sent,
+            schema,
+        };
+        self.paused = Some(pause::Pause { approval, snapshot });
+        self.status = ExecutionStatus::AwaitingApproval;
     }
 
     /// The model's tool calls of one answer, each given its idempotency key `<source>/<n>` in call
@@ -504,6 +662,9 @@ impl Loop<'_> {
     /// The turn's bookkeeping once the loop has stopped.
     async fn finish(mut self, started: Instant) -> Result<Turn, ExecError> {
         let deps = self.cx.deps;
+        if let Some(paused) = self.paused.take() {
+            return self.pause_turn(paused, started);
+        }
         let s = &mut self.state.session;
         s.append_transcript(std::mem::take(&mut self.new_messages));
         s.turn_count += 1;
@@ -537,7 +698,7 @@ impl Loop<'_> {
             let key = format!("{}/failed", self.cx.item.source_id);
             self.state.announce(&key, detail_type::EXECUTION_FAILED, failed_event(record));
         }
-        record.actions = std::mem::take(&mut self.state.actions);
+        record.actions.append(&mut self.state.actions);
         record.session_id = self.state.session.session_id;
         if !self.agent.hooks.is_empty() {
             // Observed only: the turn is decided (a stop or a failure is recorded, not obeyed).
@@ -552,9 +713,28 @@ impl Loop<'_> {
             hooks::run(&point, &mut record.hook_calls, &mut hooks::Ended(turn)).await;
         }
         record.cost_usd = record.total_cost();
-        record.latency_ms = elapsed_ms(started);
+        record.latency_ms = self.latency_before_ms + elapsed_ms(started);
         self.state.session.updated_at = deps.clock.now();
         self.state.session.version += 1;
+        let state = self.state;
+        Ok(Turn { session: state.session, new_session: state.new_session, events: state.events, record: self.record })
+    }
+
+    /// The turn's bookkeeping when it pauses for an approval: the session keeps the paused turn
+    /// (its transcript, turn count and tokens are counted once it is done) and the record so far
+    /// is `awaiting_approval`.
+    fn pause_turn(mut self, paused: pause::Pause, started: Instant) -> Result<Turn, ExecError> {
+        let record = &mut self.record;
+        record.status = ExecutionStatus::AwaitingApproval;
+        record.error = None;
+        record.actions.append(&mut self.state.actions);
+        record.session_id = self.state.session.session_id;
+        record.cost_usd = record.total_cost();
+        record.latency_ms = self.latency_before_ms + elapsed_ms(started);
+        let session = &mut self.state.session;
+        session.paused = Some(Box::new(paused.into_paused_turn(&self.cx.item.source_id)?));
+        session.updated_at = self.cx.deps.clock.now();
+        session.version += 1;
         let state = self.state;
         Ok(Turn { session: state.session, new_session: state.new_session, events: state.events, record: self.record })
     }

@@ -6,6 +6,7 @@
 //! sent and recorded once (its source is `reply-<Idempotency-Key>`), and the session's executions
 //! show who did what. The moves themselves are the session moves' (`crate::moves`).
 
+mod approvals;
 mod handoff;
 
 use std::time::Instant;
@@ -16,6 +17,7 @@ use switchboard_domain::{
     Action, AgentId, Claim, ExecutionRecord, ExecutionStatus, OutboundEvent, Session, SessionId, TenantId,
 };
 
+pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, Swept};
 pub use handoff::{HandoffDone, HandoffTo};
 
 use crate::execute::history::HUMAN_PREFIX;
@@ -33,6 +35,11 @@ pub enum OperatorError {
     NoSession(SessionId),
     #[error("{0}")]
     NotAllowed(String),
+    #[error("no approval '{0}' is waiting")]
+    NoApproval(String),
+    /// What the request sent is not valid (the field at fault, as a JSON pointer).
+    #[error("{0}")]
+    Invalid(switchboard_domain::ValidationErrors),
     #[error("no active agent '{0}' in this tenant")]
     UnknownAgent(AgentId),
     #[error("the session changed meanwhile; read it again and retry")]
@@ -225,7 +232,7 @@ impl Operator {
         let execution = record::of_request(deps, &session, source, input, status, actions, started);
         let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
         sessions.extend(next.map(|next| SessionWrite { session: next, expected_version: None }));
-        let commit = TurnCommit { sessions, execution, events, content: vec![] };
+        let commit = TurnCommit { sessions, execution, events, content: vec![], resumes: None };
         deps.sessions.commit_turn(&commit).await?;
         deps.bus.relay(&commit.events).await;
         Ok(commit.execution)

@@ -55,6 +55,10 @@ pub struct WorkItem {
     /// was made (`full` for an item queued before the setting).
     #[serde(default, skip_serializing_if = "Recording::is_full")]
     pub recording: Recording,
+    /// Set when the item resumes the turn of `source_id` that paused for this approval (by its
+    /// id) once it is decided: the turn goes on in its own execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.
@@ -83,8 +87,15 @@ impl WorkItem {
     /// conversation + message id), hashed so that it fits SQS's `MessageDeduplicationId` (the
     /// deduplication scope of a FIFO queue is the whole queue, so a bare id would let one
     /// tenant's message silence another's).
+    /// A resumption is deduplicated apart from the message whose turn it resumes.
     pub fn dedup_id(&self) -> String {
-        switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &self.source_id)
+        match &self.resume {
+            None => switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &self.source_id),
+            Some(approval) => {
+                let key = format!("{}#approval/{approval}", self.source_id);
+                switchboard_domain::ids::tenant_scoped_key(&self.tenant_id, &key)
+            }
+        }
     }
 }
 

@@ -27,6 +27,11 @@ pub struct TurnCommit {
     /// [`CONTENT_TTL_DAYS`](switchboard_domain::limits::CONTENT_TTL_DAYS) from the commit. Writing
     /// a piece again keeps it no shorter.
     pub content: Vec<Blob>,
+    /// The record of the execution this commit completes, as the turn left it when it paused
+    /// for an approval (status `awaiting_approval`): the commit replaces that record — refused
+    /// as [`StoreError::Duplicate`] unless it still awaits approval — and adds to the usage only
+    /// what the new record adds to it. `None` for every other commit.
+    pub resumes: Option<Box<ExecutionRecord>>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +111,17 @@ pub trait SessionStore: Send + Sync {
     /// changed since it was read (or a second active session would appear for the
     /// conversation), and with [`StoreError::Duplicate`] when the source was already recorded.
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError>;
+    /// Writes one session, conditional on the version read ([`StoreError::VersionConflict`] if
+    /// it changed), with no execution record: what holding a message behind a paused turn, and
+    /// deciding an approval, change.
+    async fn write_session(&self, write: &SessionWrite) -> Result<(), StoreError>;
+    /// Sessions holding a turn paused for approval ([`Session::paused`]), of `tenant` or of every
+    /// tenant, the longest waiting first, at most `limit`.
+    async fn sessions_awaiting_approval(
+        &self,
+        tenant: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<Session>, StoreError>;
 }
 
 /// Reading execution records. Expired records are never returned.

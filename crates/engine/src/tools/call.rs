@@ -7,7 +7,8 @@ use switchboard_domain::{ExecutionId, ToolCallRecord};
 use crate::ports::{Deps, WorkItem};
 
 /// What a tool call gives back to the model; `is_error` tells it the call did not work.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ToolOutcome {
     pub output: Value,
     pub is_error: bool,
@@ -24,7 +25,8 @@ impl ToolOutcome {
 }
 
 /// One tool call as the model made it, with the idempotency key the engine gave it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ToolCall {
     pub tool_use_id: String,
     pub name: String,

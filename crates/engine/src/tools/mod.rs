@@ -333,6 +333,22 @@ impl Toolbox {
         specs
     }
 
+    /// The approval policy a call of `name` with `arguments` waits under, if it must wait: a
+    /// tenant's tool's own, or the agent's for a system tool.
+    pub fn approval_for(
+        &self,
+        agent: &Agent,
+        name: &str,
+        arguments: &Value,
+    ) -> Option<(switchboard_domain::ApprovalPolicy, Option<Value>)> {
+        let (policy, schema) = match self.resolve(name) {
+            Resolved::Custom(tool) => (tool.approval.as_ref()?, Some(tool.parameters.clone())),
+            Resolved::System(tool) => (agent.approvals.get(tool.name())?, Some(tool.parameters())),
+            _ => return None,
+        };
+        policy.applies(arguments).then(|| (policy.clone(), schema))
+    }
+
     pub fn resolve(&self, name: &str) -> Resolved<'_> {
         if let Ok(t) = name.parse::<SystemTool>() {
             return if self.system.contains(&t) { Resolved::System(t) } else { Resolved::Unknown };

@@ -114,6 +114,9 @@ pub(crate) fn build(
     if kind == ConfigKind::Trigger {
         switchboard_domain::trigger::check_conditions(&body, "")?;
     }
+    let mut errors = ValidationErrors::default();
+    super::approvals::refuse_approvals(&body, &mut errors);
+    errors.into_result()?;
     Ok(match kind {
         ConfigKind::Agent => ConfigRecord::Agent(record_from_input(body, &server, "")?),
         ConfigKind::Trigger => ConfigRecord::Trigger(record_from_input(body, &server, "")?),
