@@ -272,6 +272,7 @@ fn log_outcome(message_id: &str, outcome: &ExecOutcome) {
             tracing::info!(message_id, execution_id = %r.execution_id, "item already recorded; nothing done again");
         }
         ExecOutcome::Dropped { reason } => tracing::info!(message_id, reason = %reason, "item dropped"),
+        ExecOutcome::Held => tracing::info!(message_id, "item held behind its conversation's paused turn"),
     }
 }
 
