@@ -884,3 +884,55 @@ async fn eval_takes_the_agent_from_a_running_server() {
     assert!(out.ends_with("1 of 1 cases passed\n"), "{out}");
     assert!(cli.fails(&["eval", "--from-executions", "--status", "gone"]).contains("--status gone"));
 }
+
+#[tokio::test]
+async fn an_operator_lists_and_decides_approvals_with_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    // given an agent whose handoff to a person waits for approval, and a turn paused on it
+    let http = reqwest::Client::new();
+    let agent = serde_json::json!({ "name": "Gated", "systemPrompt": "You hand over.",
+        "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": ["send_message", "handoff_to_human"],
+        "approvals": { "handoff_to_human": {} } });
+    let created: Value = http
+        .post(format!("{}/tenants/acme/agents", server.base))
+        .bearer_auth(&server.admin)
+        .json(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["agentId"].as_str().unwrap();
+    let invoked: Value = http
+        .post(format!("{}/tenants/acme/agents/{id}/invoke", server.base))
+        .bearer_auth(&server.admin)
+        .json(&serde_json::json!({ "conversationId": "c-gated", "message": "a human please" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(invoked["status"], "awaiting_approval", "{invoked}");
+    // the operator sees it waiting, with its arguments
+    let listed = cli.ok(&["approvals", "list"]);
+    assert!(listed.starts_with("ID") && listed.contains("handoff_to_human") && listed.contains("pending"), "{listed}");
+    let approvals: Value = serde_json::from_str(&cli.ok(&["approvals", "list", "-o", "json"])).unwrap();
+    let approval = approvals[0]["approvalId"].as_str().unwrap().to_owned();
+    let one: Value = serde_json::from_str(&cli.ok(&["approvals", "get", &approval])).unwrap();
+    assert_eq!(one["arguments"]["reason"], approvals[0]["arguments"]["reason"]);
+    // edited arguments that are not an object, or do not meet the tool's schema, are refused
+    assert!(cli.fails(&["approvals", "approve", &approval, "--arguments", "[1]"]).contains("--arguments"));
+    assert!(cli.fails(&["approvals", "approve", &approval, "--arguments", "{"]).contains("--arguments"));
+    let err = cli.fails(&["approvals", "approve", &approval, "--arguments", r#"{"reason": 5}"#]);
+    assert!(err.contains("400") && err.contains("/arguments/reason"), "{err}");
+    assert!(cli.fails(&["approvals", "deny", &approval]).contains("--reason"));
+    // denied with a reason: said plainly, and the turn resumes
+    let denied = cli.ok(&["approvals", "deny", &approval, "--reason", "we answer this one ourselves"]);
+    assert_eq!(denied.trim(), format!("denied {approval} (handoff_to_human); the turn resumes"));
+    assert!(cli.fails(&["approvals", "get", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("404"));
+}

@@ -59,6 +59,9 @@ enum Command {
     Skills(client::config::ConfigArgs),
     /// Sessions of a tenant, on a running server.
     Sessions(client::sessions::SessionArgs),
+    /// Tool calls waiting for a person's approval: listed, approved (optionally with edited
+    /// arguments) or denied, on a running server.
+    Approvals(client::approvals::ApprovalArgs),
     /// Execution records of a tenant, on a running server.
     Executions(client::executions::ExecutionArgs),
     /// Run an execution again from its record with today's engine (recorded model answers and
@@ -159,6 +162,7 @@ impl Command {
             Self::Tenants(cmd) => cmd.remote_mut(),
             Self::Agents(a) | Self::Triggers(a) | Self::Tools(a) | Self::Skills(a) => Some(&mut a.remote),
             Self::Sessions(a) => Some(&mut a.remote),
+            Self::Approvals(a) => Some(&mut a.remote),
             Self::Executions(a) => Some(&mut a.remote),
             Self::Replay(a) => Some(&mut a.remote),
             Self::Eval(a) => Some(&mut a.remote),
@@ -192,6 +196,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Tools(a) => client::config::run("tools", &a.remote, a.verb).await,
         Command::Skills(a) => client::config::run("skills", &a.remote, a.verb).await,
         Command::Sessions(a) => client::sessions::run(&a.remote, a.verb).await,
+        Command::Approvals(a) => client::approvals::run(&a.remote, a.verb).await,
         Command::Executions(a) => client::executions::run(&a.remote, a.verb).await,
         Command::Replay(a) => client::executions::replay(&a).await,
         Command::Eval(a) => client::eval::run(a).await,

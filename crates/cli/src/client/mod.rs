@@ -8,6 +8,7 @@
 
 mod api;
 pub mod apply;
+pub mod approvals;
 pub mod config;
 pub mod contexts;
 pub mod eval;

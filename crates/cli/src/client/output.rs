@@ -36,6 +36,13 @@ pub fn columns(segment: &str) -> &'static [(&'static str, &'static str)] {
             &[("VERSION", "version"), ("WRITTEN AT", "writtenAt"), ("WRITTEN BY", "writtenBy"), ("DELETED", "deleted")]
         }
         "changes" => &[("POINTER", "pointer"), ("BEFORE", "before"), ("AFTER", "after")],
+        "approvals" => &[
+            ("ID", "approvalId"),
+            ("TOOL", "tool"),
+            ("STATUS", "status"),
+            ("ARGUMENTS", "arguments"),
+            ("EXPIRES", "expiresAt"),
+        ],
         "sessions" => &[
             ("ID", "sessionId"),
             ("AGENT", "agentId"),
@@ -74,6 +81,9 @@ fn wide_columns(segment: &str) -> &'static [(&'static str, &'static str)] {
         "versions" => &[("NAME", "record.name")],
         "changes" => &[],
         "sessions" => &[("CONVERSATION", "conversationId"), ("HANDOFF REASON", "handoffReason")],
+        "approvals" => {
+            &[("CONVERSATION", "conversationId"), ("EXECUTION", "executionId"), ("REQUESTED", "requestedAt")]
+        }
         "usage" => &[],
         _ => &[("SESSION", "sessionId"), ("AGENT", "agentId"), ("TRIGGER", "triggerId"), ("CREATED", "createdAt")],
     }
