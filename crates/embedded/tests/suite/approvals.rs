@@ -392,3 +392,39 @@ async fn a_system_tool_can_wait_for_approval_through_its_agent() {
     assert_eq!(record(&outcomes[0]).status, ExecutionStatus::HandedOff);
     assert!(w.session("c-1").await.is_human_owned());
 }
+
+#[tokio::test]
+async fn messages_a_failure_left_held_run_before_the_next_one() {
+    let Setup { mut w, .. } = setup(250.0).await;
+    w.say("c-1", "refund order 1234").await;
+    w.say("c-1", "first, held").await;
+    // the paused turn resumed, but the process stopped before the held message ran: the
+    // session holds it with no turn paused
+    let approval = waiting(&w).await;
+    let approve = Decision::Approve { arguments: None };
+    w.embedded.operator.decide(&w.tenant, &approval.approval_id, "alice", approve).await.unwrap();
+    let resume = w.embedded.queue.receive().await.unwrap().unwrap();
+    let mut item: switchboard_engine::WorkItem = serde_json::from_str(&resume.body).unwrap();
+    // (run without its held messages: an executor that is told of none, as after a crash)
+    let mut session = w.session("c-1").await;
+    let held = std::mem::take(&mut session.held);
+    let expected = session.version;
+    session.version += 1;
+    let write = switchboard_engine::SessionWrite { session, expected_version: Some(expected) };
+    switchboard_engine::SessionStore::write_session(&w.embedded.store, &write).await.unwrap();
+    item.follow = false;
+    w.embedded.executor.execute(&item).await.unwrap();
+    assert!(w.embedded.queue.ack(&resume.receipt).await.unwrap());
+    let mut session = w.session("c-1").await;
+    let expected = session.version;
+    session.held = held;
+    session.version += 1;
+    let write = switchboard_engine::SessionWrite { session, expected_version: Some(expected) };
+    switchboard_engine::SessionStore::write_session(&w.embedded.store, &write).await.unwrap();
+    assert_eq!(w.replies("c-1").await, ["Done with the refund."]);
+    // when the next message comes, the one left held is answered first, then it
+    let (_, outcomes) = w.say("c-1", "second").await;
+    assert!(matches!(outcomes[..], [ExecOutcome::Held]), "{outcomes:?}");
+    assert_eq!(w.replies("c-1").await, ["Done with the refund.", "Still here: first, held", "Still here: second"]);
+    assert!(w.session("c-1").await.held.is_empty());
+}

@@ -152,8 +152,8 @@ impl Executor {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let outcome = self.execute_one(item, deadline, attempt).await?;
-        if !matches!(outcome, ExecOutcome::Held) {
+        let (outcome, may_hold) = self.execute_one(item, deadline, attempt).await?;
+        if may_hold {
             self.run_held(item).await;
         }
         Ok(outcome)
@@ -168,12 +168,16 @@ impl Executor {
         source = %item.source_id,
         execution_id = tracing::field::Empty,
     ))]
+    ///
+    /// Beside the outcome: whether the conversation may hold items to run now (its session as
+    /// committed held some, or the item had been recorded before, as a redelivery after a
+    /// crash is): only then are they looked for, so that other items cost no extra read.
     async fn execute_one(
         &self,
         item: &WorkItem,
         deadline: Option<Instant>,
         attempt: Option<Attempt>,
-    ) -> Result<ExecOutcome, ExecError> {
+    ) -> Result<(ExecOutcome, bool), ExecError> {
         let deps = &self.deps;
         let start = deps
             .sessions
@@ -189,7 +193,7 @@ impl Executor {
             }
             TurnStart::Recorded(done) => {
                 info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
-                return Ok(ExecOutcome::AlreadyRecorded(done));
+                return Ok((ExecOutcome::AlreadyRecorded(done), true));
             }
             TurnStart::Latest(latest) => Some(latest.map(|s| *s)),
         };
@@ -205,11 +209,12 @@ impl Executor {
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
             let ready = match self.run(item, latest.take(), deadline, resuming.as_deref()).await? {
                 Run::Ready(ready) => *ready,
-                Run::Drop(reason) => return Ok(ExecOutcome::Dropped { reason }),
+                Run::Drop(reason) => return Ok((ExecOutcome::Dropped { reason }, false)),
                 Run::Hold(write) => match deps.sessions.write_session(&write).await {
                     Ok(()) => {
                         info!(session_id = %write.session.session_id, "a turn of the conversation awaits approval; the item waits behind it");
-                        return Ok(ExecOutcome::Held);
+                        // Held behind items a failure left (no turn paused): they run now.
+                        return Ok((ExecOutcome::Held, write.session.paused.is_none()));
                     }
                     Err(StoreError::VersionConflict(conflict)) => {
                         last_conflict = conflict;
@@ -218,8 +223,12 @@ impl Executor {
                     Err(e) => return Err(e.into()),
                 },
             };
+            let holds = ready.commit.sessions.iter().any(|w| !w.session.held.is_empty());
             match self.commit(item, ready).await? {
-                Ok(outcome) => return Ok(outcome),
+                Ok(outcome) => {
+                    let again = matches!(outcome, ExecOutcome::AlreadyRecorded(_));
+                    return Ok((outcome, holds || again));
+                }
                 Err(conflict) => {
                     warn!(attempt, conflict = %conflict, "session changed while the turn ran; running it again");
                     last_conflict = conflict;
@@ -353,7 +362,7 @@ impl Executor {
                 }
             };
             match self.execute_one(&next, None, None).await {
-                Ok(outcome) => {
+                Ok((outcome, _)) => {
                     if let Some(done) = &self.held_done {
                         done(&next, &outcome);
                     }
