@@ -3,7 +3,8 @@
 //! with the example tenant. An operator signs in with a tenant key; a customer asks for a person
 //! and the row appears in the inbox live; the operator claims, replies and hands back with a
 //! note; the agent answers the next message with the note in its prompt and the human's reply in
-//! its history; the execution viewer shows a model call and a tool call. Screenshots of each screen
+//! its history; the execution viewer shows a model call and a tool call; an order lookup that
+//! waits for approval is approved from the inbox with an edited order number. Screenshots of each screen
 //! are written to `target/console-screenshots/` (look at them after a change to the page).
 //!
 //! `scripts/test.sh` installs chromium and chromium-driver; only when it cannot does it set
@@ -373,6 +374,83 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
                  .filter((e) => e.tabIndex < 0 || e.disabled).map((e) => e.outerHTML.slice(0, 60))")
         .await;
     assert_eq!(unreachable, json!([]), "every control takes keyboard focus");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn an_operator_approves_a_tool_call_with_edited_arguments_in_a_real_browser() {
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's approval test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // the example tenant, whose order lookups wait for a person's approval
+    let receiver = OrderSystem::start();
+    let tenant = receiver.tenant(dir.path());
+    let mut bundle: Value = serde_json::from_str(&std::fs::read_to_string(&tenant).unwrap()).unwrap();
+    bundle["tools"][0]["approval"] = json!({ "timeoutSeconds": 3600 });
+    std::fs::write(&tenant, bundle.to_string()).unwrap();
+    let secrets = examples().join("secrets.json");
+    let args =
+        ["--tenant", tenant.to_str().unwrap(), "--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"];
+    let server = Server::start(dir.path(), &args);
+    let admin = Api::new(&server, &server.admin);
+    let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Alice", "role": "operator" })).await;
+    let key = issued.body["key"].as_str().unwrap().to_owned();
+    let api = Api::new(&server, &key);
+    let shots = common::workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = Browser::open(&driver, &shots).await;
+    b.go(&format!("{}/console/", server.base)).await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#inbox", "Nobody is waiting").await;
+
+    // A customer asks about an order: the lookup waits, and shows up in the inbox live
+    let r = api.post("/events?wait=30", event("e-1", "c-7", "Where is my order #1234?")).await;
+    assert_eq!(r.body["execution"]["status"], "awaiting_approval", "{}", r.body);
+    let execution = r.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    let item = b.wait_text("#approvals", "order_status").await;
+    assert!(item.contains("c-7") && item.contains("Front-line support"), "{item}");
+    let shown = b.js("return document.querySelector('#approvals textarea').value").await;
+    let shown: Value = serde_json::from_str(shown.as_str().unwrap()).unwrap();
+    assert_eq!(shown, json!({ "orderId": "1234" }));
+    // arguments the tool's schema refuses are named, and nothing is decided
+    b.type_into("#approvals textarea", r#"{"orderId": "not a number"}"#).await;
+    b.click("#approvals form.approve button").await;
+    b.wait_text("#status", "/arguments/orderId").await;
+    assert_eq!(api.get("/tenants/acme/approvals").await.body["approvals"][0]["status"], "pending");
+    // corrected to the customer's other order and approved: the turn resumes with it
+    b.type_into("#approvals textarea", r#"{"orderId": "5678"}"#).await;
+    let unlabelled = b
+        .js("return [...document.querySelectorAll('#approvals input, #approvals textarea')]
+                 .filter((e) => !e.labels || e.labels.length === 0).map((e) => e.id)")
+        .await;
+    assert_eq!(unlabelled, json!([]), "every field of an approval has a label");
+    b.shot("6-approval").await;
+    b.shot_for_docs(&common::workspace_root().join("docs/console"), "approval").await;
+    b.click("#approvals form.approve button").await;
+    b.wait_text("#status", "Approved order_status").await;
+    // the resumed turn commits with approval.resolved, which the page hears and drops the item
+    let script = "const done = arguments[0]; const until = Date.now() + 10000;
+        const look = () => { const gone = !document.querySelector('#approvals');
+          if (gone || Date.now() > until) done(gone); else requestAnimationFrame(look); };
+        look();";
+    let gone = b.cmd("POST", "/execute/async", json!({ "script": script, "args": [] })).await;
+    assert_eq!(gone, json!(true), "the approval left the inbox once decided and resumed");
+    let record = api.get(&format!("/tenants/acme/executions/{execution}")).await.body;
+    assert_eq!(record["status"], "success", "{record}");
+    let calls = record["toolCalls"].as_array().unwrap();
+    let lookup = calls.iter().find(|c| c["name"] == "order_status").unwrap_or_else(|| panic!("{record}"));
+    assert_eq!(lookup["input"], json!({ "orderId": "5678" }), "the order system was asked for the edited order");
+    assert_eq!(
+        (lookup["webhook"]["outcome"].as_str(), lookup["output"]["orderId"].as_str()),
+        (Some("ok"), Some("5678")),
+        "{record}"
+    );
+    assert_eq!(record["approvals"][0]["decidedBy"], "Alice");
+    assert!(record["actions"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "the agent answered: {record}");
     b.close().await;
 }
 

@@ -68,7 +68,9 @@ async function api(method, path, body, headers = {}) {
   const text = await res.text();
   const data = text ? JSON.parse(text) : null;
   if (!res.ok) {
-    const fields = (data && data.errors ? data.errors : []).map((e) => `${e.pointer}: ${e.message}`);
+    // one field at fault is in the detail already; several are listed after it
+    const errors = data && data.errors ? data.errors : [];
+    const fields = errors.length > 1 ? errors.map((e) => `${e.pointer}: ${e.detail}`) : [];
     const err = new Error([data && (data.detail || data.title), ...fields].filter(Boolean).join("; ") || res.statusText);
     err.status = res.status;
     throw err;
@@ -185,18 +187,78 @@ function onEvent(block) {
     if (line.startsWith("id:")) lastEventId = line.slice(3).trim();
     else if (line.startsWith("event:")) name = line.slice(6).trim();
   }
-  if (name.startsWith("session.") && refreshInbox) refreshInbox();
+  if ((name.startsWith("session.") || name.startsWith("approval.")) && refreshInbox) refreshInbox();
 }
 
 // ---------- inbox ----------
+
+/** One tool call waiting for approval: what the model asked for, and (for a role that operates)
+ *  the arguments to run it with, editable, and a reason to deny it. */
+function approvalItem(a, agents) {
+  const id = a.approvalId;
+  const operates = (auth.groups || []).includes("operate");
+  const head = el("p", {},
+    el("strong", {}, a.tool), " in ", el("a", { href: `#/session/${a.sessionId}` }, a.conversationId),
+    " · ", agents.get(a.agentId) || el("code", {}, a.agentId),
+    " · asked ", ago(a.requestedAt), " ago · expires ", new Date(a.expiresAt).toLocaleString());
+  if (a.status !== "pending") {
+    return el("li", { class: "card", "data-approval": id, "data-status": a.status }, head,
+      el("p", { class: "muted" }, `${a.status} by ${a.decidedBy}; the turn resumes`));
+  }
+  if (!operates) return el("li", { class: "card", "data-approval": id, "data-status": a.status }, head, pretty(a.arguments));
+  // an edit clears the complaint about the previous try
+  const args = el("textarea", { id: `approve-args-${id}`, rows: "5", spellcheck: "false", class: "args", oninput: () => say("") });
+  args.value = JSON.stringify(a.arguments, null, 2);
+  const reason = el("input", { id: `deny-reason-${id}`, size: "40", autocomplete: "off" });
+  const approve = async (ev) => {
+    ev.preventDefault();
+    let edited;
+    try {
+      edited = JSON.parse(args.value);
+    } catch (e) {
+      say(`The arguments are not JSON: ${e.message}`, true);
+      args.focus();
+      return;
+    }
+    const body = JSON.stringify(edited) === JSON.stringify(a.arguments) ? {} : { arguments: edited };
+    await decide(() => api("POST", `/tenants/${t()}/approvals/${id}/approve`, body), `Approved ${a.tool}; the turn resumes.`);
+  };
+  const deny = async (ev) => {
+    ev.preventDefault();
+    await decide(() => api("POST", `/tenants/${t()}/approvals/${id}/deny`, { reason: reason.value }), `Denied ${a.tool}; the model is told why.`);
+  };
+  return el("li", { class: "card", "data-approval": id, "data-status": a.status }, head,
+    el("form", { class: "stack approve", onsubmit: approve },
+      el("label", { for: args.id }, "Arguments to run it with (edit to change them)"), args,
+      el("div", {}, el("button", { type: "submit" }, "Approve"))),
+    el("form", { class: "inline deny", onsubmit: deny },
+      el("label", { for: reason.id }, "Reason"), reason,
+      el("button", { type: "submit", class: "secondary" }, "Deny")));
+}
+
+async function decide(call, done) {
+  try {
+    await call();
+    say(done);
+  } catch (e) {
+    say(e.message, true);
+  }
+  if (refreshInbox) refreshInbox();
+}
 
 async function inbox() {
   main.replaceChildren(el("h1", {}, "Handoff inbox"), el("p", { class: "muted" }, "Loading…"));
   let timer = null;
   let seen = null;
+  let shownAs = null; // what the inbox on screen shows, to leave it alone when nothing changed
   // Agents by id, for their names (read once per visit of the inbox).
   const agents = await api("GET", `/tenants/${t()}/agents?limit=100`).then((a) => new Map(a.items.map((x) => [x.agentId, x.name]))).catch(() => new Map());
   const load = async () => {
+    // On a deployment without approvals (AWS, so far) the route answers 404: none are shown.
+    const approvals = await api("GET", `/tenants/${t()}/approvals`).then((a) => a.approvals).catch((e) => {
+      if (e.status !== 404) say(e.message, true);
+      return [];
+    });
     const waiting = [];
     let cursor = null;
     for (let page = 0; page < 10; page++) {
@@ -209,6 +271,11 @@ async function inbox() {
     waiting.sort((a, b) =>
       (PRIORITY[a.handoffPriority || "normal"] - PRIORITY[b.handoffPriority || "normal"]) ||
       (Date.parse(a.endedAt || a.updatedAt) - Date.parse(b.endedAt || b.updatedAt)));
+    // Nothing changed since the last render: the page stays as it is (an operator may be typing).
+    const signature = JSON.stringify([approvals.map((a) => [a.approvalId, a.status]),
+      waiting.map((s) => [s.sessionId, s.updatedAt, s.claim && s.claim.operator])]);
+    if (signature === shownAs && main.querySelector("#inbox")) return;
+    shownAs = signature;
     const rows = waiting.map((s) => {
       const fresh = seen && !seen.has(s.sessionId);
       const summary = (s.handoffContext && s.handoffContext.summary) || (s.summary && s.summary.text) || "";
@@ -223,13 +290,24 @@ async function inbox() {
         el("td", {}, s.claim ? s.claim.operator : el("span", { class: "muted" }, "unclaimed")));
     });
     seen = new Set(waiting.map((s) => s.sessionId));
+    // An approval already on screen, unchanged, stays as it is (what the operator typed into it
+    // included) when the inbox refreshes.
+    const onScreen = new Map([...main.querySelectorAll("#approvals > li")].map((li) => [`${li.dataset.approval}/${li.dataset.status}`, li]));
+    const items = approvals.map((a) => onScreen.get(`${a.approvalId}/${a.status}`) || approvalItem(a, agents));
+    const pending = approvals.length ? [
+      el("h2", { id: "approvals-heading" }, `Tool calls waiting for approval (${approvals.length})`),
+      el("ul", { id: "approvals", class: "approvals", "aria-labelledby": "approvals-heading" }, ...items),
+    ] : [];
+    const focused = document.activeElement && document.activeElement.id;
     main.replaceChildren(
       el("h1", {}, "Handoff inbox"),
+      ...pending,
       el("p", { class: "muted" }, `${waiting.length} conversation${waiting.length === 1 ? "" : "s"} waiting for a human; most urgent, then longest waiting, first. ${document.body.dataset.live === "polling" ? "Refreshed every 5 s (this deployment pushes no events)." : "Updates live."}`),
       el("table", { id: "inbox" },
         el("caption", { class: "muted" }, "Conversations handed to humans"),
         el("thead", {}, el("tr", {}, ["Priority", "Waiting", "Conversation", "Channel", "Reason", "Summary", "Handed off by", "Claimed by"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "8", class: "muted" }, "Nobody is waiting.")))));
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
   };
   refreshInbox = () => {
     clearTimeout(timer);
