@@ -428,3 +428,22 @@ async fn messages_a_failure_left_held_run_before_the_next_one() {
     assert_eq!(w.replies("c-1").await, ["Done with the refund.", "Still here: first, held", "Still here: second"]);
     assert!(w.session("c-1").await.held.is_empty());
 }
+
+#[tokio::test]
+async fn a_conversation_whose_turn_waits_is_not_handed_off_until_the_approval_is_decided() {
+    let Setup { mut w, refunds, .. } = setup(250.0).await;
+    w.say("c-1", "refund order 1234").await;
+    let approval = waiting(&w).await;
+    let session = w.session("c-1").await;
+    let to = switchboard_engine::HandoffTo::Human(switchboard_domain::Priority::High);
+    let refused = w.embedded.operator.hand_off(&w.tenant, session.session_id, to.clone(), "take it", "bob").await;
+    let Err(OperatorError::NotAllowed(why)) = refused else { panic!("a paused turn's session is not handed off") };
+    assert!(why.contains(&approval.approval_id) && why.contains("refund"), "{why}");
+    // decided, resumed: then it may go
+    let deny = Decision::Deny { reason: "a person will look".into() };
+    w.embedded.operator.decide(&w.tenant, &approval.approval_id, "bob", deny).await.unwrap();
+    w.drain(&w.embedded.executor).await;
+    w.embedded.operator.hand_off(&w.tenant, session.session_id, to, "take it", "bob").await.unwrap();
+    assert!(w.session("c-1").await.is_human_owned());
+    assert!(refunds.calls().is_empty());
+}

@@ -48,6 +48,13 @@ impl Operator {
         if !session.is_active() && !human_owned {
             return Err(OperatorError::NotAllowed(format!("the session is {:?}", session.status).to_lowercase()));
         }
+        if let Some(paused) = &session.paused {
+            // Its turn, and the messages held behind it, would be left waiting for nobody.
+            return Err(OperatorError::NotAllowed(format!(
+                "a turn waits for approval {} of its {} call: approve or deny it first",
+                paused.approval.approval_id, paused.approval.tool
+            )));
+        }
         let source = format!("handoff-{}", ulid::Ulid::generate());
         let mut events = vec![];
         let (action, next) = match to {
