@@ -1,9 +1,10 @@
 //! Approvals of risky tool calls (`…/approvals`): the calls paused turns wait on, listed for
 //! the tenant's operators; approved (optionally with edited arguments, checked against the
 //! tool's schema) or denied with a reason, by the signed-in principal. The decision resumes the
-//! turn through the conversation's queue. Built with the `approvals` feature (the embedded
-//! profile); without it (the internal-api Lambda so far) the routes answer 404 saying so, and a
-//! tool or agent asking for approvals is refused when written.
+//! turn through the conversation's queue. Built with the `approvals` feature and offered where the
+//! profile says so (`ApiState::approvals`: the embedded profile); elsewhere (the internal-api
+//! Lambda, built without the feature, so far) the routes answer 404 saying so, and a tool or
+//! agent asking for approvals is refused when written.
 
 #![cfg_attr(not(feature = "approvals"), allow(dead_code))]
 
@@ -15,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::ValidationErrors;
-use switchboard_engine::{Decision, OperatorError};
+use switchboard_engine::{ConfigRecord, Decision, OperatorError};
 
 use crate::auth::Caller;
 use crate::extract::{JsonBody, Tenant};
@@ -24,6 +25,7 @@ use crate::state::ApiState;
 
 /// `GET …/approvals`: the approvals waiting, the longest waiting first.
 pub(crate) async fn list(State(state): State<Arc<ApiState>>, Tenant(t): Tenant) -> Result<Response, Problem> {
+    offered(&state)?;
     let approvals = state.operator.approvals(&t).await.map_err(problem)?;
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
@@ -34,6 +36,7 @@ pub(crate) async fn get_one(
     Tenant(t): Tenant,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
+    offered(&state)?;
     let approval = state.operator.approval(&t, &id).await.map_err(problem)?;
     Ok(Json(approval).into_response())
 }
@@ -62,6 +65,7 @@ pub(crate) async fn approve(
     Path((_, id)): Path<(String, String)>,
     JsonBody(body): JsonBody<ApproveBody>,
 ) -> Result<Response, Problem> {
+    offered(&state)?;
     let decision = Decision::Approve { arguments: body.arguments };
     let approval = state.operator.decide(&t, &id, &caller.principal, decision).await.map_err(problem)?;
     Ok(Json(approval).into_response())
@@ -75,6 +79,7 @@ pub(crate) async fn deny(
     Path((_, id)): Path<(String, String)>,
     JsonBody(body): JsonBody<DenyBody>,
 ) -> Result<Response, Problem> {
+    offered(&state)?;
     let decision = Decision::Deny { reason: body.reason };
     let approval = state.operator.decide(&t, &id, &caller.principal, decision).await.map_err(problem)?;
     Ok(Json(approval).into_response())
@@ -93,20 +98,33 @@ fn problem(e: OperatorError) -> Problem {
     }
 }
 
-/// The approval routes' answer where approvals are not built in (the internal-api Lambda).
-#[cfg(not(feature = "approvals"))]
+/// The approval routes' answer where approvals are not offered (the internal-api Lambda).
 pub(crate) fn approvals_elsewhere() -> Problem {
     Problem::not_found("approvals of tool calls belong to the embedded profile so far; the AWS profile refuses them")
 }
 
-/// Where approvals are not built in, a tool or an agent asking for them is refused when written.
-pub(crate) fn refuse_approvals(body: &Value, errors: &mut ValidationErrors) {
-    if !cfg!(feature = "approvals") {
-        if body.get("approval").is_some_and(|a| !a.is_null()) {
-            errors.push("/approval", "approvals of tool calls are not available on this deployment (AWS) yet");
-        }
-        if body.get("approvals").and_then(Value::as_object).is_some_and(|a| !a.is_empty()) {
-            errors.push("/approvals", "approvals of tool calls are not available on this deployment (AWS) yet");
+fn offered(state: &ApiState) -> Result<(), Problem> {
+    if state.approvals { Ok(()) } else { Err(approvals_elsewhere()) }
+}
+
+/// Where approvals are not offered (or not built in), a tool or an agent asking for them is
+/// refused when written: `records` with the pointer each sits at (`""` for one record alone,
+/// `/agents/0` in a bundle).
+pub(crate) fn refuse_approvals<'a>(
+    state: &ApiState,
+    records: impl IntoIterator<Item = (String, &'a ConfigRecord)>,
+) -> Result<(), Problem> {
+    if state.approvals && cfg!(feature = "approvals") {
+        return Ok(());
+    }
+    let why = "approvals of tool calls are not available on this deployment (AWS) yet";
+    let mut errors = ValidationErrors::default();
+    for (at, record) in records {
+        match record {
+            ConfigRecord::Tool(t) if t.approval.is_some() => errors.push(format!("{at}/approval"), why),
+            ConfigRecord::Agent(a) if !a.approvals.is_empty() => errors.push(format!("{at}/approvals"), why),
+            _ => {}
         }
     }
+    errors.into_result().map_err(Problem::invalid)
 }

@@ -2068,6 +2068,38 @@ async fn api_keys_are_not_a_thing_on_aws_where_iam_authorises_callers() {
 }
 
 #[tokio::test]
+async fn approvals_are_refused_on_aws_until_they_are_built_there() {
+    let w = world(vec![], false).await;
+    // a tool or an agent asking for approvals is refused at its field, and nothing is written
+    let tool = json!({ "name": "refund", "description": "Refunds an order", "parameters": { "type": "object" },
+                       "handler": { "type": "webhook", "url": "https://orders.example.com/refunds" },
+                       "approval": { "when": { "field": "amount", "operator": "gt", "value": 100 } } });
+    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/tools", Some(&tool)).await;
+    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/approval")), "{problem}");
+    let agent = json!({ "name": "Gated", "systemPrompt": "p", "tools": ["send_message", "handoff_to_human"],
+                        "approvals": { "handoff_to_human": {} } });
+    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/agents", Some(&agent)).await;
+    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/approvals")), "{problem}");
+    let mut bundled = agent.clone();
+    bundled["agentId"] = json!("01JD0000GATED0AGENT0000001");
+    let bundle =
+        json!({ "tenantId": "t-1", "name": "T", "agents": [bundled], "triggers": [], "tools": [], "skills": [] });
+    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/apply", Some(&bundle)).await;
+    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/agents/0/approvals")), "{problem}");
+    let (_, agents) = api_call(&w, "GET", "/tenants/t-1/agents", None).await;
+    assert!(!agents.to_string().contains("Gated"), "{agents}");
+    // and the routes say where approvals are
+    for (method, path) in
+        [("GET", "/tenants/t-1/approvals"), ("POST", "/tenants/t-1/approvals/01ARZ3NDEKTSV4RRFFQ69G5FAV/approve")]
+    {
+        let body = (method == "POST").then(|| json!({}));
+        let (status, problem) = api_call(&w, method, path, body.as_ref()).await;
+        assert_eq!(status, 404, "{method} {path}: {problem}");
+        assert!(problem["detail"].as_str().unwrap().contains("embedded profile"), "{problem}");
+    }
+}
+
+#[tokio::test]
 async fn the_overview_on_aws_says_its_dead_letters_are_not_counted_per_tenant() {
     let w = world(vec![], false).await;
     let (status, body) = api_call(&w, "GET", "/tenants/t-1/activity", None).await;
