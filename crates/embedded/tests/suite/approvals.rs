@@ -447,3 +447,26 @@ async fn a_conversation_whose_turn_waits_is_not_handed_off_until_the_approval_is
     assert!(w.session("c-1").await.is_human_owned());
     assert!(refunds.calls().is_empty());
 }
+
+#[tokio::test]
+async fn a_conversation_holds_at_most_fifty_messages_behind_a_paused_turn() {
+    let Setup { mut w, .. } = setup(250.0).await;
+    w.say("c-1", "refund order 1234").await;
+    // fifty already wait
+    let mut session = w.session("c-1").await;
+    let expected = session.version;
+    session.held = (0..switchboard_domain::approval::MAX_HELD_MESSAGES)
+        .map(|i| switchboard_domain::HeldMessage { source_id: format!("held-{i}"), item: json!({}) })
+        .collect();
+    session.version += 1;
+    let write = switchboard_engine::SessionWrite { session, expected_version: Some(expected) };
+    switchboard_engine::SessionStore::write_session(&w.embedded.store, &write).await.unwrap();
+    // the next is refused to its queue, to come again, and nothing is held for it
+    let event = w.event("c-1", "one too many");
+    w.embedded.ingest(&event).await.unwrap();
+    let delivery = w.embedded.queue.receive().await.unwrap().unwrap();
+    let item: switchboard_engine::WorkItem = serde_json::from_str(&delivery.body).unwrap();
+    let refused = w.embedded.executor.execute(&item).await.unwrap_err();
+    assert!(refused.retryable && refused.message.contains("50 messages"), "{refused:?}");
+    assert_eq!(w.session("c-1").await.held.len(), 50);
+}

@@ -256,36 +256,12 @@ impl Executor {
         let mut follower = None;
         let (commit, record, may_end) = match self.prepare(item, latest, resuming).await? {
             Prepared::Drop(reason) => return Ok(Run::Drop(reason)),
-            Prepared::Hold(mut session) => {
-                let expected = session.version;
-                if !session.held.iter().any(|h| h.source_id == item.source_id) {
-                    if session.held.len() >= MAX_HELD_MESSAGES {
-                        let why =
-                            format!("the conversation already holds {MAX_HELD_MESSAGES} messages behind a paused turn");
-                        return Err(ExecError::new(ErrorKind::Limit, why, true));
-                    }
-                    let held = serde_json::to_value(item)
-                        .map_err(|e| ExecError::new(ErrorKind::Internal, e.to_string(), false))?;
-                    session.held.push(HeldMessage { source_id: item.source_id.clone(), item: held });
-                }
-                session.version += 1;
-                session.updated_at = deps.clock.now();
-                return Ok(Run::Hold(Box::new(SessionWrite { session: *session, expected_version: Some(expected) })));
-            }
+            Prepared::Hold(session) => return Ok(Run::Hold(Box::new(self.hold(item, *session)?))),
             Prepared::Resume { session, agent, paused } => {
                 let expected = Some(session.version);
-                let mut turn = turn::resume(deps, item, *session, &agent, (*paused).clone(), started, deadline).await?;
-                let content = record::take_content(&mut turn.record, &mut turn.session, deps.clock.now());
-                record::apply_recording(&mut turn.record, item.recording, Some(&paused));
-                let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
-                if let Some(mut next) = turn.new_session {
-                    // The messages held behind the paused turn go on with the conversation.
-                    next.held = std::mem::take(&mut sessions[0].session.held);
-                    sessions.push(SessionWrite { session: next, expected_version: None });
-                }
-                let execution = turn.record.clone();
-                let commit = TurnCommit { sessions, execution, events: turn.events, content, resumes: Some(paused) };
-                (commit, turn.record, true)
+                let turn = turn::resume(deps, item, *session, &agent, (*paused).clone(), started, deadline).await?;
+                let (commit, record) = self.turn_commit(item, turn, expected, Some(paused));
+                (commit, record, true)
             }
             Prepared::Skip(mut session, reason) => {
                 // The human operator owns the conversation: no agent answers, but the message
@@ -312,25 +288,52 @@ impl Executor {
             Prepared::Run { session, agent, is_new } => {
                 let expected = (!is_new).then_some(session.version);
                 follower = self.progress.as_ref().and_then(|p| p.follower(item));
-                let mut turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
-                let content = record::take_content(&mut turn.record, &mut turn.session, deps.clock.now());
-                record::apply_recording(&mut turn.record, item.recording, None);
-                let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
-                if let Some(mut next) = turn.new_session {
-                    next.held = std::mem::take(&mut sessions[0].session.held);
-                    sessions.push(SessionWrite { session: next, expected_version: None });
-                }
-                let commit = TurnCommit {
-                    sessions,
-                    execution: turn.record.clone(),
-                    events: turn.events,
-                    content,
-                    resumes: None,
-                };
-                (commit, turn.record, true)
+                let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
+                let (commit, record) = self.turn_commit(item, turn, expected, None);
+                (commit, record, true)
             }
         };
         Ok(Run::Ready(Box::new(Ready { commit, record, may_end, _follower: follower })))
+    }
+
+    /// What a turn commits: its session (as of `expected`, `None` for a new one) and the one a
+    /// handoff started, its record (completing `resumes`, the record of the turn it resumed)
+    /// and the recorded content new to the session.
+    fn turn_commit(
+        &self,
+        item: &WorkItem,
+        mut turn: turn::Turn,
+        expected: Option<u64>,
+        resumes: Option<Box<ExecutionRecord>>,
+    ) -> (TurnCommit, ExecutionRecord) {
+        let content = record::take_content(&mut turn.record, &mut turn.session, self.deps.clock.now());
+        record::apply_recording(&mut turn.record, item.recording, resumes.as_deref());
+        let mut sessions = vec![SessionWrite { session: turn.session, expected_version: expected }];
+        if let Some(mut next) = turn.new_session {
+            // The messages held behind a paused turn go on with the conversation.
+            next.held = std::mem::take(&mut sessions[0].session.held);
+            sessions.push(SessionWrite { session: next, expected_version: None });
+        }
+        let execution = turn.record.clone();
+        (TurnCommit { sessions, execution, events: turn.events, content, resumes }, turn.record)
+    }
+
+    /// The write that holds `item` in `session` behind its paused turn (or behind items a
+    /// failure left held), once: a redelivery is not held twice.
+    fn hold(&self, item: &WorkItem, mut session: Session) -> Result<SessionWrite, ExecError> {
+        let expected = session.version;
+        if !session.held.iter().any(|h| h.source_id == item.source_id) {
+            if session.held.len() >= MAX_HELD_MESSAGES {
+                let why = format!("the conversation already holds {MAX_HELD_MESSAGES} messages behind a paused turn");
+                return Err(ExecError::new(ErrorKind::Limit, why, true));
+            }
+            let held =
+                serde_json::to_value(item).map_err(|e| ExecError::new(ErrorKind::Internal, e.to_string(), false))?;
+            session.held.push(HeldMessage { source_id: item.source_id.clone(), item: held });
+        }
+        session.version += 1;
+        session.updated_at = self.deps.clock.now();
+        Ok(SessionWrite { session, expected_version: Some(expected) })
     }
 
     /// Runs, in order, the items the conversation of `item` held behind a paused turn, while
