@@ -303,7 +303,11 @@ pub struct Agent {
     pub hooks: Vec<crate::hook::Hook>,
     /// System tools whose calls wait for a person's approval, by name (a tenant's tool says so
     /// on itself).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        with = "crate::approval::through_json"
+    )]
     pub approvals: std::collections::BTreeMap<String, crate::approval::ApprovalPolicy>,
     #[serde(default)]
     pub status: AgentStatus,

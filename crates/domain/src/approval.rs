@@ -171,6 +171,26 @@ pub struct HeldMessage {
 /// queue).
 pub const MAX_HELD_MESSAGES: usize = 50;
 
+/// `#[serde(with = "crate::approval::through_json")]` for the approval fields of sessions,
+/// records, agents and tools: the field's own (de)serialisation is made once, through a JSON
+/// value, whatever the outer format (JSON to a client, DynamoDB attribute values to the store),
+/// so that the Lambda functions carry one copy of it rather than one per format. The wire form
+/// is the same.
+pub mod through_json {
+    use serde::de::{DeserializeOwned, Error as _};
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+        serde_json::to_value(value).map_err(S::Error::custom)?.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        serde_json::from_value(value).map_err(D::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

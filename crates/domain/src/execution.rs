@@ -252,7 +252,7 @@ pub struct ExecutionRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hook_calls: Vec<crate::hook::HookCall>,
     /// The approvals its tool calls waited for, decided, in the order asked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "crate::approval::through_json")]
     pub approvals: Vec<crate::approval::Approval>,
     pub actions: Vec<Action>,
     /// Everything this execution used, its sub-agents' calls included.

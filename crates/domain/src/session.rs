@@ -168,10 +168,10 @@ pub struct Session {
     pub stored_content: StoredContent,
     /// The turn waiting for a person's approval of a tool call, if one is (see
     /// [`crate::approval`]); the session stays active and holds its conversation's next messages.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::approval::through_json")]
     pub paused: Option<Box<crate::approval::PausedTurn>>,
     /// The work that arrived while a turn was paused, in arrival order: run once it is done.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "crate::approval::through_json")]
     pub held: Vec<crate::approval::HeldMessage>,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,

@@ -313,7 +313,7 @@ pub struct Tool {
     #[serde(deserialize_with = "crate::strict_json::object")]
     pub handler: ToolHandler,
     /// When a call waits for a person's approval before it runs ([`crate::approval`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::approval::through_json")]
     pub approval: Option<crate::approval::ApprovalPolicy>,
     #[serde(default)]
     pub status: crate::trigger::TriggerStatus,
