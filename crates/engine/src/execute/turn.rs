@@ -68,15 +68,7 @@ pub(super) async fn run(
     let tools = Toolbox::build(deps, agent, &session).await?;
     record.ran_with = Some(record::ran_with(item, agent, &tools));
     let messages = context::messages(agent, &session, &user);
-    let request = ModelRequest {
-        model: agent.model.clone(),
-        system: context::system_prompt(agent, &session, &tools, &messages),
-        messages,
-        tools: tools.specs(),
-        config: agent.model_config.clone(),
-        deadline,
-        recording: item.recording,
-    };
+    let request = first_request(item, agent, &session, &tools, messages, deadline);
     let mut run = Loop {
         cx: CallContext { deps, item, execution_id: record.execution_id, deadline },
         agent,
@@ -123,15 +115,7 @@ pub(super) async fn resume(
     };
     let mut messages = context::messages(agent, &session, &user);
     messages.extend(snapshot.new_messages.iter().skip(1).cloned());
-    let request = ModelRequest {
-        model: agent.model.clone(),
-        system: context::system_prompt(agent, &session, &tools, &messages),
-        messages,
-        tools: tools.specs(),
-        config: agent.model_config.clone(),
-        deadline,
-        recording: item.recording,
-    };
+    let request = first_request(item, agent, &session, &tools, messages, deadline);
     let mut record = paused_record;
     let latency_before_ms = record.latency_ms;
     let approval = paused.approval;
@@ -166,6 +150,27 @@ pub(super) async fn resume(
     run.run_batch(batch).await?;
     run.go().await?;
     run.finish(started).await
+}
+
+/// The turn's first model request (or a resumed turn's next): `messages` with the agent's
+/// prompt, tools and configuration.
+fn first_request(
+    item: &WorkItem,
+    agent: &Agent,
+    session: &Session,
+    tools: &Toolbox,
+    messages: Vec<Message>,
+    deadline: Option<Instant>,
+) -> ModelRequest {
+    ModelRequest {
+        model: agent.model.clone(),
+        system: context::system_prompt(agent, session, tools, &messages),
+        messages,
+        tools: tools.specs(),
+        config: agent.model_config.clone(),
+        deadline,
+        recording: item.recording,
+    }
 }
 
 /// The agent's token budget a model call of about `next` input tokens would pass, given what the
