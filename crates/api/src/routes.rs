@@ -22,47 +22,86 @@ use crate::state::ApiState;
 
 type AppState = Arc<ApiState>;
 
+/// Every route of the API: what `switchboard serve` mounts.
 pub fn routes(state: ApiState) -> Router {
     // Shared, not copied: axum clones the state for every extractor of every request.
     let state = Arc::new(state);
-    let app = config_routes(Router::new())
+    let app = gated(operation_routes(configuration_routes(Router::new())), &state);
+    finish(console_routes(app), state)
+}
+
+/// The configuration half of the API, for a function of its own (the AWS profile's
+/// `internal-api`): health, the contract, tenants, their keys, and agents, triggers, tools and
+/// skills with their versions. The API Gateway in `template.yaml` sends it these paths; a path of
+/// the other half answers 404 here.
+pub fn configuration_api(state: ApiState) -> Router {
+    let state = Arc::new(state);
+    let app = gated(configuration_routes(Router::new()), &state);
+    finish(app, state)
+}
+
+/// The operations half of the API, for a function of its own (the AWS profile's
+/// `operations-api`): event intake, invoke, conversations, sessions and what operators do with
+/// them, approvals, executions, reports and the event log.
+pub fn operations_api(state: ApiState) -> Router {
+    let state = Arc::new(state);
+    let app = gated(operation_routes(Router::new()), &state);
+    finish(app, state)
+}
+
+/// The routes behind the key check, with the API's answers for a path or method it does not have.
+fn gated(app: Router<AppState>, state: &AppState) -> Router<AppState> {
+    app.fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate))
+}
+
+/// The gate every request passes, and the request log.
+fn finish(app: Router<AppState>, state: AppState) -> Router {
+    app.layer(middleware::from_fn_with_state(state.clone(), crate::middleware::read_request))
+        .layer(middleware::from_fn(crate::middleware::log_requests))
+        .with_state(state)
+}
+
+/// Health, the contract, tenants and their keys, and the configuration records.
+fn configuration_routes(app: Router<AppState>) -> Router<AppState> {
+    let app = config_routes(app)
         .route("/health", get(status::health))
         .route("/ready", get(status::ready))
         .route("/metrics", get(status::metrics))
         .route("/openapi.json", get(openapi::openapi))
+        .route("/tenants", post(tenants::create))
+        .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
+        .route("/tenants/{tenant}/apply", post(config::apply))
+        .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
+        .route("/tenants/{tenant}/me", get(tenants::me));
+    key_routes(app)
+}
+
+/// Intake, invoke, conversations and sessions, approvals, executions, reports and events.
+fn operation_routes(app: Router<AppState>) -> Router<AppState> {
+    let app = app
         .route("/events", post(events::post_event))
+        .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke::invoke))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversations::messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversations::sessions))
         .route("/tenants/{tenant}/sessions", get(sessions::list))
         .route("/tenants/{tenant}/sessions/{session}", get(sessions::get_one))
         .route("/tenants/{tenant}/sessions/{session}/executions", get(executions::list))
+        .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::hand_off))
+        .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
+        .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
+        .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end))
         .route("/tenants/{tenant}/executions", get(executions::by_source))
         .route("/tenants/{tenant}/executions/{execution}", get(executions::get_one))
         .route("/tenants/{tenant}/executions/{execution}/model-calls", get(executions::model_calls))
         .route("/tenants/{tenant}/executions/{execution}/replay", post(executions::replay))
         .route("/tenants/{tenant}/usage", get(reports::usage))
         .route("/tenants/{tenant}/activity", get(reports::activity))
-        .route("/tenants", post(tenants::create))
-        .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
-        .route("/tenants/{tenant}/apply", post(config::apply))
-        .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
-        .route("/tenants/{tenant}/me", get(tenants::me))
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/events/stream", get(events::stream_events))
-        .route("/tenants/{tenant}/events/push", post(events::push_ticket))
-        .fallback(|| async { Problem::not_found("no such route") })
-        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() })
-        .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke::invoke))
-        .route("/tenants/{tenant}/sessions/{session}/handoff", post(sessions::hand_off))
-        .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
-        .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
-        .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end));
-    let app = approval_routes(key_routes(app))
-        .route_layer(middleware::from_fn_with_state(state.clone(), crate::middleware::authenticate));
-    console_routes(app)
-        .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::read_request))
-        .layer(middleware::from_fn(crate::middleware::log_requests))
-        .with_state(state)
+        .route("/tenants/{tenant}/events/push", post(events::push_ticket));
+    approval_routes(app)
 }
 
 /// A tenant's API keys: issued, listed, rotated, revoked.

@@ -26,7 +26,7 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use switchboard_aws::AwsNames;
-use switchboard_aws::dynamo::SESSIONS_BY_CONVERSATION;
+use switchboard_aws::dynamo::{SESSIONS_AWAITING_APPROVAL, SESSIONS_BY_CONVERSATION};
 
 pub use crate::ManualClock;
 
@@ -147,23 +147,57 @@ fn key(name: &str, kind: KeyType) -> KeySchemaElement {
     KeySchemaElement::builder().attribute_name(name).key_type(kind).build().unwrap()
 }
 
-/// Creates a table keyed `PK` + `SK` (strings), as every table of the stack is, with `gsi` if any.
+/// Creates a table keyed `PK` + `SK` (strings), as every table of the stack is, with `gsi` if any
+/// (keyed by two string attributes).
 pub async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str, gsi: Option<GlobalSecondaryIndex>) {
-    let mut req = client
+    let mut req = table_request(client, name);
+    if let Some(gsi) = gsi {
+        for k in gsi.key_schema() {
+            req = req.attribute_definitions(attr(k.attribute_name()));
+        }
+        req = req.global_secondary_indexes(gsi);
+    }
+    req.send().await.unwrap();
+}
+
+fn table_request(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+) -> aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder {
+    client
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
         .attribute_definitions(attr("PK"))
         .attribute_definitions(attr("SK"))
         .key_schema(key("PK", KeyType::Hash))
-        .key_schema(key("SK", KeyType::Range));
-    if let Some(gsi) = gsi {
-        req = req
-            .attribute_definitions(attr("conversationKey"))
-            .attribute_definitions(attr("startKey"))
-            .global_secondary_indexes(gsi);
-    }
-    req.send().await.unwrap();
+        .key_schema(key("SK", KeyType::Range))
+}
+
+/// The sessions table as the template makes it: `SessionsByConversation`, and the sparse
+/// `SessionsAwaitingApproval` (its sort key a number).
+async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, name: &str) {
+    let index = |name: &str, hash: &str, range: &str| {
+        GlobalSecondaryIndex::builder()
+            .index_name(name)
+            .key_schema(key(hash, KeyType::Hash))
+            .key_schema(key(range, KeyType::Range))
+            .projection(Projection::builder().projection_type(ProjectionType::All).build())
+            .build()
+            .unwrap()
+    };
+    let since =
+        AttributeDefinition::builder().attribute_name("awaitingSince").attribute_type(ScalarAttributeType::N).build();
+    table_request(client, name)
+        .attribute_definitions(attr("conversationKey"))
+        .attribute_definitions(attr("startKey"))
+        .attribute_definitions(attr("awaitingTenant"))
+        .attribute_definitions(since.unwrap())
+        .global_secondary_indexes(index(SESSIONS_BY_CONVERSATION, "conversationKey", "startKey"))
+        .global_secondary_indexes(index(SESSIONS_AWAITING_APPROVAL, "awaitingTenant", "awaitingSince"))
+        .send()
+        .await
+        .unwrap();
 }
 
 /// Creates the three tables (keys, GSI and TTL as the template will), a FIFO queue and an event
@@ -178,14 +212,7 @@ pub async fn provision(config: &aws_config::SdkConfig) -> AwsNames {
         event_bus: unique("bus"),
     };
     create_table(&dynamodb, &names.config_table, None).await;
-    let gsi = GlobalSecondaryIndex::builder()
-        .index_name(SESSIONS_BY_CONVERSATION)
-        .key_schema(key("conversationKey", KeyType::Hash))
-        .key_schema(key("startKey", KeyType::Range))
-        .projection(Projection::builder().projection_type(ProjectionType::All).build())
-        .build()
-        .unwrap();
-    create_table(&dynamodb, &names.sessions_table, Some(gsi)).await;
+    create_sessions_table(&dynamodb, &names.sessions_table).await;
     create_table(&dynamodb, &names.executions_table, None).await;
     dynamodb
         .update_time_to_live()

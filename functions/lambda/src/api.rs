@@ -267,12 +267,24 @@ pub fn app(state: ApiState) -> MapRequest<axum::Router, fn(lambda_http::Request)
     switchboard_api::routes(state).map_request(strip_stage as fn(lambda_http::Request) -> lambda_http::Request)
 }
 
-/// Serves the API through the Lambda runtime (API Gateway REST proxy events).
-pub async fn serve(wiring: &Wiring) -> Result<(), lambda_http::Error> {
+/// Serves the configuration half of the API (`internal-api`; `template.yaml` sends it its paths).
+pub async fn serve_configuration(wiring: &Wiring) -> Result<(), lambda_http::Error> {
+    serve(wiring, switchboard_api::configuration_api).await
+}
+
+/// Serves the operations half of the API (`operations-api`; `template.yaml` sends it its paths).
+pub async fn serve_operations(wiring: &Wiring) -> Result<(), lambda_http::Error> {
+    serve(wiring, switchboard_api::operations_api).await
+}
+
+/// Serves `half` of the API through the Lambda runtime (API Gateway REST proxy events). Each
+/// function's `main` names one of the two above, so its binary holds only that half's handlers:
+/// nothing reachable names the other's, and the linker leaves it out.
+async fn serve(wiring: &Wiring, half: fn(ApiState) -> axum::Router) -> Result<(), lambda_http::Error> {
     // Each request's spans are sent before its answer returns (a frozen container sends nothing).
     let mut state = state(wiring, None);
     state.push = push_tickets(wiring, |name| std::env::var(name).ok());
-    let router = switchboard_api::routes(state).layer(axum::middleware::from_fn(
+    let router = half(state).layer(axum::middleware::from_fn(
         |req: axum::extract::Request, next: axum::middleware::Next| async move {
             let res = next.run(req).await;
             crate::wiring::flush_traces().await;

@@ -2,8 +2,9 @@
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
-//! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the trigger tester
-//! (`trigger_test`) and kept configuration versions (`versions`). `common` is their harness.
+//! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the API's two halves on
+//! AWS behind the template's gateway (`split`), the trigger tester (`trigger_test`) and kept
+//! configuration versions (`versions`). `common` is their harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
@@ -12,6 +13,7 @@ mod contracts;
 mod extract;
 mod fuzz_corpus;
 mod openapi;
+mod split;
 mod tenancy;
 mod trigger_test;
 mod versions;

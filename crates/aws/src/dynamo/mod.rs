@@ -16,7 +16,7 @@
 //! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
 //! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status` |
 //! | config | `TENANT#<t>` | `VERSION#<KIND>#<ulid>#<version, 20 digits>` | `version`, `writtenAt`, `writtenBy`, `deleted`, `body` (kept versions, never updated) |
-//! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body` |
+//! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body`; while a turn is paused for an approval, `awaitingTenant` and `awaitingSince` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `SESSION#<ulid>` | `CONTENT#<sha-256>` | `tenantId`, `expiresAt`, `content` (recorded model content, `content`) |
@@ -30,6 +30,9 @@
 //!
 //! GSI `SessionsByConversation` on the sessions table: partition `conversationKey`
 //! (`TENANT#<t>#CONV#<conversation>`), sort `startKey` (`<startedAt>#<handoff depth>#<ulid>`).
+//! GSI `SessionsAwaitingApproval` on the sessions table, sparse: partition `awaitingTenant` (the
+//! tenant id), sort `awaitingSince` (the approval's `requestedAt`, epoch milliseconds); only a
+//! session whose turn is paused for an approval has the two, so the index holds those alone.
 //! `expiresAt` is the executions table's TTL attribute (epoch seconds, rounded up); reads check
 //! the record's own `expiresAt` against the clock, because TTL deletion is lazy (and the emulator
 //! never deletes).
@@ -69,6 +72,8 @@ use page::paginate;
 
 /// The name of the sessions table's conversation index.
 pub const SESSIONS_BY_CONVERSATION: &str = "SessionsByConversation";
+/// The name of the sessions table's sparse index of sessions paused for an approval.
+pub const SESSIONS_AWAITING_APPROVAL: &str = "SessionsAwaitingApproval";
 /// How long active triggers are served from memory.
 const TRIGGER_TTL: ChronoDuration = ChronoDuration::seconds(60);
 /// How long an agent, a tool or a skill is served from memory.

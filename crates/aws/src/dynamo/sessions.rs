@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
-use switchboard_domain::{ExecutionRecord, Session, SessionId, TenantId};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId};
 use switchboard_engine::{
     ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
 };
@@ -17,7 +17,7 @@ use switchboard_engine::{
 use super::codec::*;
 use super::keys::*;
 use super::page::paginate;
-use super::{DynamoStore, Item, SESSIONS_BY_CONVERSATION};
+use super::{DynamoStore, Item, SESSIONS_AWAITING_APPROVAL, SESSIONS_BY_CONVERSATION};
 
 /// What one item of a turn's transaction is, to explain a cancellation.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ enum TxRole {
     ActivePut(String),
     ActiveDelete,
     Execution(String),
+    /// The record of a paused execution, replaced by its resumed turn's.
+    Resumed(String),
     /// A usage counter: a conflict on it alone is retried as it is.
     Usage,
     /// An event of the turn's outbox in the tenant's event log (no condition).
@@ -45,6 +47,10 @@ enum Retry {
 /// The owner marker's attribute saying who owns the conversation, and its one value.
 pub(super) const OWNER: &str = "owner";
 pub(super) const HUMAN: &str = "human";
+
+/// The keys of `SessionsAwaitingApproval`, on a session item only while its turn is paused.
+const AWAITING_TENANT: &str = "awaitingTenant";
+const AWAITING_SINCE: &str = "awaitingSince";
 
 /// How often a transaction whose only conflict was on usage counters is tried again.
 const USAGE_CONFLICT_RETRIES: u32 = 5;
@@ -123,6 +129,11 @@ impl DynamoStore {
         item.insert("status".into(), s(status_str(session.status)));
         item.insert("version".into(), n(session.version));
         item.insert("body".into(), encode(session)?);
+        if let Some(paused) = &session.paused {
+            // The sparse index's keys: the put replaces the item whole, so they go with the pause.
+            item.insert(AWAITING_TENANT.into(), s(session.tenant_id.to_string()));
+            item.insert(AWAITING_SINCE.into(), n(paused.approval.requested_at.timestamp_millis()));
+        }
         let put = Put::builder().table_name(&self.names.sessions_table).set_item(Some(item));
         let put = match expected {
             None => put.condition_expression("attribute_not_exists(PK)"),
@@ -131,7 +142,14 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
     }
 
-    fn execution_items(&self, e: &ExecutionRecord) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+    /// The record, its source and id pointers (each conditional on not existing) and its usage;
+    /// or, when it `resumes` a paused execution, the record alone, conditional on the paused one
+    /// still awaiting approval, and only the usage it adds to that one.
+    fn execution_items(
+        &self,
+        e: &ExecutionRecord,
+        resumes: Option<&ExecutionRecord>,
+    ) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
         let table = &self.names.executions_table;
         let (pk, sk) = (execution_pk(e.session_id), execution_sk(e.execution_id));
         let ttl = n(ttl_seconds(e.expires_at));
@@ -139,6 +157,21 @@ impl DynamoStore {
         record.insert("tenantId".into(), s(e.tenant_id.to_string()));
         record.insert("expiresAt".into(), ttl.clone());
         record.insert("body".into(), encode(e)?);
+        if resumes.is_some() {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(record))
+                .condition_expression("#body.#status = :awaiting")
+                .expression_attribute_names("#body", "body")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":awaiting", s(ExecutionStatus::AwaitingApproval.as_str()))
+                .build()
+                .map_err(build_err)?;
+            let mut out =
+                vec![(TransactWriteItem::builder().put(put).build(), TxRole::Resumed(e.execution_id.to_string()))];
+            out.extend(self.usage_items(e, resumes)?);
+            return Ok(out);
+        }
         let pointer = |sk_of_pointer: String| {
             let mut item = key(tenant_pk(&e.tenant_id), sk_of_pointer);
             item.insert("executionPk".into(), s(pk.clone()));
@@ -156,18 +189,24 @@ impl DynamoStore {
                 .map_err(build_err)?;
             out.push((TransactWriteItem::builder().put(put).build(), TxRole::Execution(e.source_id.clone())));
         }
-        out.extend(self.usage_items(e)?);
+        out.extend(self.usage_items(e, None)?);
         Ok(out)
     }
 
-    /// What the record adds to its tenant's daily usage: one counter update per agent and model,
-    /// and one to its hour's executions of its status, on a shard picked by the execution id.
-    fn usage_items(&self, e: &ExecutionRecord) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+    /// What the record adds to its tenant's daily usage (beyond `before`, the same execution as
+    /// it paused): one counter update per agent and model, and one to its hour's executions of
+    /// its status, on a shard picked by the execution id. An execution counts once, with the
+    /// status it ends with: not while it awaits approval.
+    fn usage_items(
+        &self,
+        e: &ExecutionRecord,
+        before: Option<&ExecutionRecord>,
+    ) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
         let day = e.usage_day();
         let shard = e.execution_id.0.random() % USAGE_SHARDS;
         let ttl = day.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(USAGE_TTL_DAYS);
         let mut out = Vec::new();
-        for line in e.usage_lines() {
+        for line in e.usage_lines_after(before) {
             let c = line.counts;
             let update = Update::builder()
                 .table_name(&self.names.executions_table)
@@ -211,6 +250,9 @@ impl DynamoStore {
                 .build()
                 .map_err(build_err)?;
             out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
+        }
+        if e.status == ExecutionStatus::AwaitingApproval {
+            return Ok(out);
         }
         // and one execution of its status in its hour, on the same shard
         let hour = e.activity_hour();
@@ -260,6 +302,7 @@ impl DynamoStore {
                     StoreError::VersionConflict(format!("conversation {conv} already has another active session"))
                 }
                 TxRole::Execution(source) => StoreError::Duplicate(format!("source {source} already recorded")),
+                TxRole::Resumed(id) => StoreError::Duplicate(format!("execution {id} no longer awaits approval")),
                 TxRole::ActiveDelete => StoreError::VersionConflict("active session changed".into()),
                 // An update without a condition cannot fail one.
                 TxRole::Usage => StoreError::Corrupt("a usage counter failed a condition it does not have".into()),
@@ -437,19 +480,12 @@ impl SessionStore for DynamoStore {
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
     /// under sequence numbers taken first, marked burned if the commit fails).
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
-        if commit.resumes.is_some() {
-            // See `sessions_awaiting_approval`: no turn pauses here to be resumed.
-            return Err(StoreError::Unavailable {
-                message: "approvals of tool calls are not available on the AWS profile yet".into(),
-                retryable: false,
-            });
-        }
         let mut items: Vec<(TransactWriteItem, TxRole)> = Vec::new();
         for w in &commit.sessions {
             items.push((self.session_item(&w.session, w.expected_version)?, TxRole::Session(w.session.session_id)));
         }
         items.extend(self.active_marker_items(commit)?);
-        items.extend(self.execution_items(&commit.execution)?);
+        items.extend(self.execution_items(&commit.execution, commit.resumes.as_deref())?);
         let e = &commit.execution;
         let now = self.clock.now();
         let (inside, overflow) =
@@ -472,17 +508,50 @@ impl SessionStore for DynamoStore {
         self.transact_turn(vec![(item, TxRole::Session(write.session.session_id))]).await
     }
 
-    /// Approvals are refused when written on the AWS profile (the internal-api is built without
-    /// them), so no session here is ever paused for one; there is no index to list them by yet.
+    /// One tenant's: a `Query` of `SessionsAwaitingApproval`, oldest request first. Every
+    /// tenant's (the sweeper's): a `Scan` of the index, which holds paused sessions only, sorted
+    /// here. The index trails the table by a moment; deciding reads the session again by its key.
     async fn sessions_awaiting_approval(
         &self,
-        _tenant: Option<&TenantId>,
-        _limit: usize,
+        tenant: Option<&TenantId>,
+        limit: usize,
     ) -> Result<Vec<Session>, StoreError> {
-        Err(StoreError::Unavailable {
-            message: "approvals of tool calls are not available on the AWS profile yet".into(),
-            retryable: false,
-        })
+        let table = &self.names.sessions_table;
+        let Some(tenant) = tenant else {
+            let mut sessions: Vec<Session> = Vec::new();
+            let mut start: Option<Item> = None;
+            loop {
+                let out = self
+                    .client
+                    .scan()
+                    .table_name(table)
+                    .index_name(SESSIONS_AWAITING_APPROVAL)
+                    .set_exclusive_start_key(start.take())
+                    .send()
+                    .await
+                    .map_err(|e| unavailable("Scan", &e))?;
+                for item in out.items.unwrap_or_default() {
+                    sessions.push(decode(&item)?);
+                }
+                match out.last_evaluated_key {
+                    Some(k) if !k.is_empty() => start = Some(k),
+                    _ => break,
+                }
+            }
+            let since = |s: &Session| s.paused.as_ref().map(|p| p.approval.requested_at);
+            sessions.sort_by(|a, b| since(a).cmp(&since(b)).then(a.session_id.cmp(&b.session_id)));
+            sessions.truncate(limit);
+            return Ok(sessions);
+        };
+        let query = self
+            .client
+            .query()
+            .table_name(table)
+            .index_name(SESSIONS_AWAITING_APPROVAL)
+            .key_condition_expression("#t = :t")
+            .expression_attribute_names("#t", AWAITING_TENANT)
+            .expression_attribute_values(":t", s(tenant.to_string()));
+        paginate(query, None).take(limit, |item| decode(&item).map(Some)).await
     }
 }
 

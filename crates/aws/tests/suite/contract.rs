@@ -16,9 +16,9 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
-    Agent, AgentId, Blob, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord, ExecutionStatus,
-    HandoffTarget, ModelCallRecord, OnLimit, Recording, Session, SessionId, SessionStatus, Tenant, TenantId,
-    TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
+    Agent, AgentId, Approval, ApprovalStatus, Blob, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord,
+    ExecutionStatus, HandoffTarget, ModelCallRecord, OnLimit, PausedTurn, Recording, Session, SessionId, SessionStatus,
+    Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::EventLog;
@@ -196,9 +196,49 @@ contract!(
     the_event_log_keeps_each_event_once_in_order_and_per_tenant,
     a_turns_events_are_logged_with_its_commit_and_not_without_it,
     recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant,
+    paused_turns_are_listed_longest_waiting_first_by_tenant_or_all_until_written_without,
+    a_resumed_execution_replaces_its_paused_record_once_and_counts_only_what_it_adds,
 );
 
 // ---- fixtures ------------------------------------------------------------------------------------------
+
+/// `s` with its turn paused for an approval of `tool`, requested at `at`.
+fn paused(s: &Session, source: &str, execution: ExecutionId, at: DateTime<Utc>) -> Session {
+    let mut s = s.clone();
+    let arguments = json!({"amount": 250});
+    s.paused = Some(Box::new(PausedTurn {
+        approval: Approval {
+            approval_id: ulid::Ulid::generate().to_string(),
+            execution_id: execution,
+            session_id: s.session_id,
+            conversation_id: s.conversation_id.clone(),
+            agent_id: s.agent_id,
+            tool_use_id: "tu-1".into(),
+            tool: "refund".into(),
+            arguments_sha256: "0".repeat(64),
+            arguments,
+            requested_at: at,
+            expires_at: at + Duration::days(1),
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+            edited_arguments: None,
+        },
+        source_id: source.into(),
+        state: json!({"opaque": true}),
+    }));
+    s
+}
+
+/// A first turn of a new session that pauses at `at` (its record `awaiting_approval`).
+fn pausing(t: &TenantId, conversation: &str, source: &str, at: DateTime<Utc>) -> (Session, TurnCommit) {
+    let mut commit = create(&start(t, conversation, at), source, at);
+    commit.execution.status = ExecutionStatus::AwaitingApproval;
+    let session = paused(&commit.sessions[0].session, source, commit.execution.execution_id, at);
+    commit.sessions[0].session = session.clone();
+    (session, commit)
+}
 
 /// A trigger written straight to the store, past the configuration service: the suite stores
 /// triggers of other event types (which the service refuses) to prove the store never returns
@@ -1594,4 +1634,103 @@ async fn an_event_reader_waits_for_a_number_a_writer_still_holds_and_passes_a_bu
     assert!(!store.log_event(&outbound(&t, "second")).await.unwrap());
     assert!(store.log_event(&outbound(&t, "third")).await.unwrap());
     assert_eq!(ids(&store.events_after(&t, second[0].0, 10).await.unwrap()), ["third"]);
+}
+
+async fn paused_turns_are_listed_longest_waiting_first_by_tenant_or_all_until_written_without(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    let now = x.clock.now();
+    // three paused turns, asked for in this order: t-1's second, t-2's, t-1's first
+    let (late, c1) = pausing(&t, "c-1", "evt-1", now + Duration::minutes(3));
+    let (early, c2) = pausing(&t, "c-2", "evt-2", now + Duration::minutes(1));
+    let (theirs, c3) = pausing(&other, "c-1", "evt-1", now + Duration::minutes(2));
+    for c in [&c1, &c2, &c3] {
+        x.sessions.commit_turn(c).await.unwrap();
+    }
+    // and a session that is not paused
+    x.sessions.commit_turn(&create(&start(&t, "c-3", now), "evt-3", now)).await.unwrap();
+
+    let listed = |tenant: Option<TenantId>, limit| {
+        let sessions = x.sessions.clone();
+        async move { ids(&sessions.sessions_awaiting_approval(tenant.as_ref(), limit).await.unwrap()) }
+    };
+    assert_eq!(listed(Some(t.clone()), 10).await, vec![early.session_id, late.session_id]);
+    assert_eq!(listed(Some(t.clone()), 1).await, vec![early.session_id]);
+    assert_eq!(listed(Some(other.clone()), 10).await, vec![theirs.session_id]);
+    assert_eq!(listed(None, 10).await, vec![early.session_id, theirs.session_id, late.session_id]);
+    assert_eq!(listed(None, 2).await, vec![early.session_id, theirs.session_id]);
+    let read = x.sessions.sessions_awaiting_approval(Some(&t), 10).await.unwrap();
+    assert_eq!(read[0].paused, early.paused, "the paused turn reads back whole");
+
+    // written without its pause (decided, then resumed), a session leaves the list
+    let mut resumed = early.clone();
+    resumed.paused = None;
+    resumed.version += 1;
+    x.sessions.write_session(&SessionWrite { session: resumed, expected_version: Some(early.version) }).await.unwrap();
+    assert_eq!(listed(Some(t.clone()), 10).await, vec![late.session_id]);
+    assert_eq!(listed(None, 10).await, vec![theirs.session_id, late.session_id]);
+    assert!(listed(Some(tenant("t-3")), 10).await.is_empty());
+}
+
+async fn a_resumed_execution_replaces_its_paused_record_once_and_counts_only_what_it_adds(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let today = now.date_naive();
+    let (session, mut pause) = pausing(&t, "c-1", "evt-1", now);
+    pause.execution.model_calls = vec![call("openai:gpt-4o-mini", 100, 10, Some(20))];
+    x.sessions.commit_turn(&pause).await.unwrap();
+    let before = pause.execution.clone();
+    let mine = before.agent_id;
+    let usage = |x: &Subject| {
+        let executions = x.executions.clone();
+        let t = t.clone();
+        async move {
+            let rows = executions.usage(&t, today, today).await.unwrap();
+            rows.into_iter().map(|r| (r.model, r.counts.calls, r.counts.input_tokens)).collect::<Vec<_>>()
+        }
+    };
+    let activity = |x: &Subject| {
+        let executions = x.executions.clone();
+        let t = t.clone();
+        async move {
+            let rows = executions.activity(&t, hour_of(now), hour_of(now)).await.unwrap();
+            rows.into_iter().map(|r| (r.status, r.executions)).collect::<Vec<_>>()
+        }
+    };
+    // paused: its model call is counted, the execution is not (it has not ended)
+    assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 1, 100)]);
+    assert!(activity(x).await.is_empty());
+
+    // resumed: the same execution, one more call, its status at the end
+    let mut done = before.clone();
+    done.status = ExecutionStatus::Success;
+    done.model_calls.push(call("openai:gpt-4o-mini", 30, 5, Some(7)));
+    let mut next = session.clone();
+    next.paused = None;
+    next.version += 1;
+    let resume = TurnCommit {
+        events: vec![],
+        sessions: vec![SessionWrite { session: next.clone(), expected_version: Some(session.version) }],
+        execution: done.clone(),
+        content: vec![],
+        resumes: Some(Box::new(before.clone())),
+    };
+    x.sessions.commit_turn(&resume).await.unwrap();
+    let read = x.executions.get_execution(&t, before.execution_id).await.unwrap().unwrap();
+    assert_eq!((read.status, read.model_calls.len()), (ExecutionStatus::Success, 2));
+    let by_source = x.executions.execution_for_source(&t, "evt-1").await.unwrap().unwrap();
+    assert_eq!(by_source.execution_id, before.execution_id, "the source still leads to it");
+    assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 2, 130)]);
+    assert_eq!(activity(x).await, vec![(ExecutionStatus::Success, 1)]);
+    assert_eq!(read.agent_id, mine);
+
+    // a second resumption of it (a redelivered resume item) is refused and counts nothing
+    let mut again = resume.clone();
+    again.sessions[0] = SessionWrite {
+        session: Session { version: next.version + 1, ..next.clone() },
+        expected_version: Some(next.version),
+    };
+    assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
+    assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 2, 130)]);
+    assert_eq!(activity(x).await, vec![(ExecutionStatus::Success, 1)]);
+    assert_eq!(x.sessions.get_session(&t, session.session_id).await.unwrap().unwrap().version, next.version);
 }
