@@ -165,9 +165,10 @@ async fn every_route_of_the_contract_reaches_through_the_gateway_the_half_that_s
                 assert!(!served, "{method} {template}: {name} serves it too, but the gateway sends it to {function}");
             }
         }
-        *reached.entry(halves.iter().find(|(n, _)| *n == function).map(|(n, _)| *n).unwrap()).or_default() += 1;
+        assert!(halves.iter().any(|(n, _)| *n == function), "{method} {template}: {function} is not a half of the API");
+        *reached.entry(function).or_default() += 1;
     }
-    // Both halves are in use, and the gateway sends nothing to a function that is not one of them.
+    // Both halves are in use.
     assert_eq!(reached.len(), 2, "{reached:?}");
 }
 
