@@ -123,24 +123,12 @@ fn key_routes(app: Router<AppState>) -> Router<AppState> {
 }
 
 /// The approvals paused turns wait on: listed, one, approved, denied.
-#[cfg(feature = "approvals")]
 fn approval_routes(app: Router<AppState>) -> Router<AppState> {
     use crate::resources::approvals;
     app.route("/tenants/{tenant}/approvals", get(approvals::list))
         .route("/tenants/{tenant}/approvals/{approval}", get(approvals::get_one))
         .route("/tenants/{tenant}/approvals/{approval}/approve", post(approvals::approve))
         .route("/tenants/{tenant}/approvals/{approval}/deny", post(approvals::deny))
-}
-
-/// Built without approvals (the internal-api Lambda): the routes say so.
-#[cfg(not(feature = "approvals"))]
-fn approval_routes(app: Router<AppState>) -> Router<AppState> {
-    use crate::resources::approvals::approvals_elsewhere;
-    let elsewhere = || async { approvals_elsewhere() };
-    app.route("/tenants/{tenant}/approvals", get(elsewhere))
-        .route("/tenants/{tenant}/approvals/{approval}", get(elsewhere))
-        .route("/tenants/{tenant}/approvals/{approval}/approve", post(elsewhere))
-        .route("/tenants/{tenant}/approvals/{approval}/deny", post(elsewhere))
 }
 
 /// The console's page, for the browser to call this API with its operator's key.

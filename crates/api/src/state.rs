@@ -49,9 +49,6 @@ pub struct ApiState {
     /// Replays executions (embedded: in a scratch engine beside the store). `None`: this
     /// deployment does not (a Lambda function has no scratch engine).
     pub replayer: Option<Arc<dyn Replayer>>,
-    /// Whether tool calls may wait for approval here (embedded). `false`: the routes answer 404
-    /// and a tool or agent asking for approvals is refused when written (the AWS profile, so far).
-    pub approvals: bool,
 }
 
 /// Runs an execution again from its record (`POST …/executions/{e}/replay`).

@@ -115,6 +115,18 @@ impl ExecutionRecord {
             .collect()
     }
 
+    /// This record with only what it adds to `before` (the same execution's record as it paused
+    /// for an approval): the model calls, tool calls and sub-agent runs made after the pause,
+    /// which the metrics count on the resumed commit (the paused one counted the rest).
+    pub fn added_since(&self, before: Option<&ExecutionRecord>) -> std::borrow::Cow<'_, ExecutionRecord> {
+        let Some(before) = before else { return std::borrow::Cow::Borrowed(self) };
+        let mut added = self.clone();
+        added.model_calls.drain(..before.model_calls.len().min(added.model_calls.len()));
+        added.tool_calls.drain(..before.tool_calls.len().min(added.tool_calls.len()));
+        added.children.drain(..before.children.len().min(added.children.len()));
+        std::borrow::Cow::Owned(added)
+    }
+
     /// What the execution cost: every model call's cost added up (sub-agents included); `None`
     /// if any call has no price.
     pub fn total_cost(&self) -> Option<Cost> {

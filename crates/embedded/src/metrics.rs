@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use switchboard_domain::{ExecutionRecord, LimitName, ModelCallRecord, TenantId};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, LimitName, ModelCallRecord, TenantId};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Inbound {
@@ -236,8 +236,10 @@ impl switchboard_engine::Metrics for PrometheusMetrics {
 
     fn execution(&self, record: &ExecutionRecord) {
         let (tenant, status) = (record.tenant_id.to_string(), status_str(record));
-        self.executions.get_or_create(&ExecutionLabels { tenant: tenant.clone(), status: status.clone() }).inc();
-        self.execution_seconds.get_or_create(&Status { status }).observe(record.latency_ms as f64 / 1000.0);
+        if record.status != ExecutionStatus::AwaitingApproval {
+            self.executions.get_or_create(&ExecutionLabels { tenant: tenant.clone(), status: status.clone() }).inc();
+            self.execution_seconds.get_or_create(&Status { status }).observe(record.latency_ms as f64 / 1000.0);
+        }
         for call in record.model_calls.iter().chain(record.children.iter().flat_map(|c| c.model_calls.iter())) {
             self.model_call(&tenant, call);
         }

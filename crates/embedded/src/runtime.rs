@@ -150,7 +150,7 @@ pub const APPROVAL_SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// How long after a decision its turn's resumption may still be on its way before the sweeper
 /// queues it again.
-const APPROVAL_REQUEUE_GRACE: chrono::Duration = chrono::Duration::seconds(60);
+const APPROVAL_REQUEUE_GRACE: chrono::Duration = switchboard_engine::REQUEUE_AFTER;
 
 /// Whether a caller waiting for a source's execution must look for a record first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -225,9 +225,6 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         // One dead-letter queue for every tenant: counted by the stack's alarm, not per tenant.
         dead_letters: None,
         replayer: None,
-        // Not yet on AWS: the store has its index of paused sessions, but no sweeper expires
-        // them and the functions are built without the routes (docs/decisions.md).
-        approvals: false,
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use switchboard_domain::{ExecutionRecord, LimitName, TenantId};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, LimitName, TenantId};
 use switchboard_engine::Metrics;
 
 /// The CloudWatch namespace of every metric.
@@ -109,11 +109,13 @@ impl Metrics for EmfMetrics {
             ("AgentId", json!(record.agent_id)),
             ("ExecutionId", json!(record.execution_id)),
         ];
-        self.emit(
-            &[("Status", status)],
-            &[("Executions", "Count", 1.0), ("ExecutionLatency", "Milliseconds", record.latency_ms as f64)],
-            &ids,
-        );
+        if record.status != ExecutionStatus::AwaitingApproval {
+            self.emit(
+                &[("Status", status)],
+                &[("Executions", "Count", 1.0), ("ExecutionLatency", "Milliseconds", record.latency_ms as f64)],
+                &ids,
+            );
+        }
         let calls = record.model_calls.iter().chain(record.children.iter().flat_map(|c| c.model_calls.iter()));
         for call in calls {
             let u = call.usage;

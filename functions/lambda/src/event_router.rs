@@ -1,12 +1,29 @@
 //! event-router: one EventBridge event (`conversations-service` / `message.new`) → parsed as an
 //! [`InboundEvent`] → [`Intake::route`]. A malformed event is logged with why and returned as an
 //! error, so EventBridge retries it and then sends it to the rule target's dead-letter queue.
-//! It runs no agent.
+//! It runs no agent. Its schedule's tick (`aws.events` / `Scheduled Event`, every minute) sweeps
+//! the approvals paused turns wait on instead: the overdue ones expire (a denial, and the turn
+//! is queued to resume) and decided ones whose resumption was lost are queued again.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_domain::InboundEvent;
-use switchboard_engine::{Intake, RouteError, RouteOutcome};
+use switchboard_engine::{Intake, Operator, OperatorError, RouteError, RouteOutcome, Swept};
+
+/// What the event-router function runs: the intake of inbound events, and the operator its
+/// schedule's tick sweeps approvals with (one engine over the same ports).
+#[derive(Debug, Clone)]
+pub struct EventRouter {
+    pub intake: Intake,
+    pub operator: Operator,
+}
+
+/// What one event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    Routed(RouteOutcome),
+    Swept(Swept),
+}
 
 /// Why an event was not routed.
 #[derive(Debug, thiserror::Error)]
@@ -19,17 +36,49 @@ pub enum EventRouterError {
         source: RouteError,
         retryable: bool,
     },
+    /// The sweep stopped at a failure; the next tick sweeps again (a scheduled event is not
+    /// retried for long, and needs not be: nothing of it is lost).
+    #[error("the approvals' sweep failed: {0}")]
+    Sweep(#[source] OperatorError),
 }
 
-/// The event-router's runtime loop: every EventBridge event to [`handle`], until the runtime
+/// The event-router's runtime loop: every EventBridge event to [`dispatch`], until the runtime
 /// stops. An error goes back to Lambda, so EventBridge retries the event.
-pub async fn serve(intake: &Intake) -> Result<(), lambda_runtime::Error> {
+pub async fn serve(router: &EventRouter) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| async move {
-        let routed = handle(intake, event).await.map(|_| ());
+        let handled = dispatch(router, event).await.map(|_| ());
         crate::wiring::flush_traces().await;
-        routed
+        handled
     }))
     .await
+}
+
+/// Whether `event` is the tick of a schedule rule (EventBridge's own source and detail type;
+/// no tenant can publish `aws.*` sources on a bus).
+pub fn is_tick(event: &EventBridgeEvent) -> bool {
+    event.source == "aws.events" && event.detail_type == "Scheduled Event"
+}
+
+/// One EventBridge event: the schedule's tick sweeps approvals, every other event is routed.
+pub async fn dispatch(router: &EventRouter, event: LambdaEvent<EventBridgeEvent>) -> Result<Handled, EventRouterError> {
+    if is_tick(&event.payload) {
+        return sweep(&router.operator).await.map(Handled::Swept);
+    }
+    handle(&router.intake, event).await.map(Handled::Routed)
+}
+
+/// Expires every tenant's overdue approvals and queues again the resumptions that were lost.
+pub async fn sweep(operator: &Operator) -> Result<Swept, EventRouterError> {
+    match operator.sweep_approvals(switchboard_engine::REQUEUE_AFTER).await {
+        Ok(swept) => {
+            tracing::info!(expired = swept.expired, requeued = swept.requeued, "approvals swept");
+            Ok(swept)
+        }
+        Err(e) => {
+            tracing::error!(reason = %e, "the approvals' sweep failed; the next tick sweeps again");
+            Err(EventRouterError::Sweep(e))
+        }
+    }
 }
 
 /// Routes one EventBridge event.
@@ -65,6 +114,7 @@ impl From<EventRouterError> for lambda_runtime::Diagnostic {
         let error_type = match e {
             EventRouterError::Malformed(_) => "MalformedEvent",
             EventRouterError::Route { .. } => "RouteFailed",
+            EventRouterError::Sweep(_) => "SweepFailed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }

@@ -18,6 +18,8 @@ use switchboard_engine::{
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
 
+use crate::event_router::EventRouter;
+
 /// `SWITCHBOARD_INIT_ONLY=1` makes a binary exit right after building its clients (used to
 /// measure start-up; see `docs/benchmarks.md`).
 pub const INIT_ONLY_VAR: &str = "SWITCHBOARD_INIT_ONLY";
@@ -308,18 +310,25 @@ impl Model for NoModel {
 }
 
 /// The event-router's engine: the store, the work queue and the bus, with the same caches and
-/// limits as the full [`Wiring`] ([`Wiring::assemble`]). It runs no agent, so it builds no model
-/// provider, webhook caller, Secrets Manager or Bedrock client, nor Conversations client — and
-/// because nothing on its path names them, none is linked into the event-router binary.
-pub fn intake(sdk: &SdkConfig, env: &FunctionEnv) -> Intake {
+/// limits as the full [`Wiring`] ([`Wiring::assemble`]): the intake, and the operator its
+/// schedule sweeps approvals with. It runs no agent, so it builds no model provider, webhook
+/// caller, Secrets Manager or Bedrock client, nor Conversations client — and because nothing on
+/// its path names them, none is linked into the event-router binary.
+pub fn event_router(sdk: &SdkConfig, env: &FunctionEnv) -> EventRouter {
     let parts = Parts::from_config(sdk, env);
-    Wiring::assemble(parts, env, Arc::new(NoConversations), Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks))
-        .intake
+    let wiring = Wiring::assemble(
+        parts,
+        env,
+        Arc::new(NoConversations),
+        Arc::new(NoModel),
+        Arc::new(switchboard_engine::NoWebhooks),
+    );
+    EventRouter { operator: switchboard_engine::Operator::new(wiring.deps), intake: wiring.intake }
 }
 
-/// [`intake`] from the function's environment ([`FunctionEnv::from_env`]).
-pub async fn intake_from_env(sdk: &SdkConfig) -> Result<Intake, String> {
-    Ok(intake(sdk, &FunctionEnv::from_env()?))
+/// [`event_router`] from the function's environment ([`FunctionEnv::from_env`]).
+pub async fn event_router_from_env(sdk: &SdkConfig) -> Result<EventRouter, String> {
+    Ok(event_router(sdk, &FunctionEnv::from_env()?))
 }
 
 /// The clients every function's engine needs: the store and the work queue (its events are

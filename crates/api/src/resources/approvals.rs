@@ -1,12 +1,8 @@
 //! Approvals of risky tool calls (`…/approvals`): the calls paused turns wait on, listed for
 //! the tenant's operators; approved (optionally with edited arguments, checked against the
 //! tool's schema) or denied with a reason, by the signed-in principal. The decision resumes the
-//! turn through the conversation's queue. Built with the `approvals` feature and offered where the
-//! profile says so (`ApiState::approvals`: the embedded profile); elsewhere (the internal-api
-//! Lambda, built without the feature, so far) the routes answer 404 saying so, and a tool or
-//! agent asking for approvals is refused when written.
-
-#![cfg_attr(not(feature = "approvals"), allow(dead_code))]
+//! turn through the conversation's queue, on both profiles (on AWS the operations-api function
+//! serves these routes; the event-router's schedule expires the overdue ones).
 
 use std::sync::Arc;
 
@@ -15,8 +11,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchboard_domain::ValidationErrors;
-use switchboard_engine::{ConfigRecord, Decision, OperatorError};
+use switchboard_engine::{Decision, OperatorError};
 
 use crate::auth::Caller;
 use crate::extract::{JsonBody, Tenant};
@@ -25,7 +20,6 @@ use crate::state::ApiState;
 
 /// `GET …/approvals`: the approvals waiting, the longest waiting first.
 pub(crate) async fn list(State(state): State<Arc<ApiState>>, Tenant(t): Tenant) -> Result<Response, Problem> {
-    offered(&state)?;
     let approvals = state.operator.approvals(&t).await.map_err(problem)?;
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
@@ -36,7 +30,6 @@ pub(crate) async fn get_one(
     Tenant(t): Tenant,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
-    offered(&state)?;
     let approval = state.operator.approval(&t, &id).await.map_err(problem)?;
     Ok(Json(approval).into_response())
 }
@@ -65,7 +58,6 @@ pub(crate) async fn approve(
     Path((_, id)): Path<(String, String)>,
     JsonBody(body): JsonBody<ApproveBody>,
 ) -> Result<Response, Problem> {
-    offered(&state)?;
     let decision = Decision::Approve { arguments: body.arguments };
     let approval = state.operator.decide(&t, &id, &caller.principal, decision).await.map_err(problem)?;
     Ok(Json(approval).into_response())
@@ -79,7 +71,6 @@ pub(crate) async fn deny(
     Path((_, id)): Path<(String, String)>,
     JsonBody(body): JsonBody<DenyBody>,
 ) -> Result<Response, Problem> {
-    offered(&state)?;
     let decision = Decision::Deny { reason: body.reason };
     let approval = state.operator.decide(&t, &id, &caller.principal, decision).await.map_err(problem)?;
     Ok(Json(approval).into_response())
@@ -96,35 +87,4 @@ fn problem(e: OperatorError) -> Problem {
             Problem::internal()
         }
     }
-}
-
-/// The approval routes' answer where approvals are not offered (the internal-api Lambda).
-pub(crate) fn approvals_elsewhere() -> Problem {
-    Problem::not_found("approvals of tool calls belong to the embedded profile so far; the AWS profile refuses them")
-}
-
-fn offered(state: &ApiState) -> Result<(), Problem> {
-    if state.approvals { Ok(()) } else { Err(approvals_elsewhere()) }
-}
-
-/// Where approvals are not offered (or not built in), a tool or an agent asking for them is
-/// refused when written: `records` with the pointer each sits at (`""` for one record alone,
-/// `/agents/0` in a bundle).
-pub(crate) fn refuse_approvals<'a>(
-    state: &ApiState,
-    records: impl IntoIterator<Item = (String, &'a ConfigRecord)>,
-) -> Result<(), Problem> {
-    if state.approvals && cfg!(feature = "approvals") {
-        return Ok(());
-    }
-    let why = "approvals of tool calls are not available on this deployment (AWS) yet";
-    let mut errors = ValidationErrors::default();
-    for (at, record) in records {
-        match record {
-            ConfigRecord::Tool(t) if t.approval.is_some() => errors.push(format!("{at}/approval"), why),
-            ConfigRecord::Agent(a) if !a.approvals.is_empty() => errors.push(format!("{at}/approvals"), why),
-            _ => {}
-        }
-    }
-    errors.into_result().map_err(Problem::invalid)
 }

@@ -183,6 +183,17 @@ async fn a_refund_over_the_limit_waits_and_runs_once_with_the_amount_the_operato
     let hours = w.embedded.store.activity(&w.tenant, paused.activity_hour(), paused.activity_hour()).await.unwrap();
     let counted: Vec<_> = hours.iter().map(|h| (h.status, h.executions)).collect();
     assert_eq!(counted, [(ExecutionStatus::Success, 1)], "the execution is counted once, as it ended");
+    // and so do the metrics: one execution, as it ended, and each model call once
+    let text = w.embedded.metrics.render(None, None);
+    let sum = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert_eq!(sum("switchboard_model_calls_total"), 2.0, "{text}");
+    assert_eq!(sum("switchboard_executions_total"), 1.0, "{text}");
+    assert!(!text.contains("awaiting_approval"), "{text}");
     // the approval is spent: deciding it again finds nothing waiting, and the queue is empty
     let again = Decision::Approve { arguments: None };
     let spent = w.embedded.operator.decide(&w.tenant, &approval.approval_id, "alice", again).await;

@@ -409,7 +409,8 @@ impl Executor {
                     // Ended, failed or with a human: the conversation's session slot is free.
                     Limits::new(deps).release(&item.tenant_id, &item.conversation_id).await;
                 }
-                deps.metrics.execution(record);
+                // A resumed turn's commit counts only what it adds to the paused record.
+                deps.metrics.execution(&record.added_since(commit.resumes.as_deref()));
                 info!(
                     execution_id = %record.execution_id, status = ?record.status,
                     iterations = record.iterations, tokens = record.token_usage.total(),

@@ -18,6 +18,10 @@ use crate::ports::{SessionWrite, StoreError, WorkItem};
 /// Most approvals a tenant's list shows (and most paused sessions a sweep looks at).
 pub const MAX_LISTED_APPROVALS: usize = 500;
 
+/// How long after a decision its turn's resumption may still be on its way before a sweep
+/// queues it again (both profiles' sweepers).
+pub const REQUEUE_AFTER: chrono::Duration = chrono::Duration::seconds(60);
+
 /// Who decides an approval that expired.
 pub const EXPIRY_PRINCIPAL: &str = "system";
 
@@ -123,7 +127,7 @@ impl Operator {
 
     /// Expires every tenant's approvals past their timeout, and queues again the resumption of
     /// approvals decided over `grace` ago whose turn has not resumed (its queueing was lost):
-    /// what the embedded profile's sweeper runs.
+    /// what the embedded profile's sweeper and the event-router's scheduled tick on AWS run.
     pub async fn sweep_approvals(&self, grace: chrono::Duration) -> Result<Swept, OperatorError> {
         let mut swept = Swept::default();
         let now = self.deps.clock.now();

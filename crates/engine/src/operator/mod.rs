@@ -17,7 +17,7 @@ use switchboard_domain::{
     Action, AgentId, Claim, ExecutionRecord, ExecutionStatus, OutboundEvent, Session, SessionId, TenantId,
 };
 
-pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, Swept};
+pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, REQUEUE_AFTER, Swept};
 pub use handoff::{HandoffDone, HandoffTo};
 
 use crate::execute::history::HUMAN_PREFIX;

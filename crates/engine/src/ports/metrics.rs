@@ -10,7 +10,10 @@ pub trait Metrics: Send + Sync {
     /// `human_owned`, `not_inbound`, `suspended`).
     fn inbound(&self, tenant: &TenantId, outcome: &str);
     /// An execution just committed: its status, latency, model calls (tokens, cost, latency)
-    /// and tool calls.
+    /// and tool calls. A turn paused for an approval commits twice: the pause with the calls made
+    /// until then (an `awaiting_approval` execution is not counted as one: it is counted once,
+    /// with the status it ends with), and the resumed turn with only the calls it adds
+    /// ([`ExecutionRecord::added_since`]).
     fn execution(&self, record: &ExecutionRecord);
     /// A model call that failed (`kind`: `throttled`, `unavailable`, `timeout`, `rejected`,
     /// `unauthorized` …), whether a fallback then answered, the item is retried, or the turn

@@ -42,6 +42,7 @@ use tower::ServiceExt;
 
 const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 
+mod approvals;
 mod faults;
 mod standin;
 
@@ -1308,15 +1309,7 @@ async fn webhook_world(webhooks: WebhookPolicy) -> (World, WebhookReceiver) {
     ];
     let w = world_with(script, Options { webhooks, ..Options::default() }).await;
     let receiver = WebhookReceiver::start("/orders", SECRET).await;
-    // Secret names are global on the shared emulator: a fresh secretRef per test.
-    let secret_ref = format!("orders-{}", ulid::Ulid::generate().to_string().to_lowercase());
-    aws_sdk_secretsmanager::Client::new(&w.sdk)
-        .create_secret()
-        .name(format!("switchboard/t-1/{secret_ref}"))
-        .secret_string(SECRET)
-        .send()
-        .await
-        .unwrap();
+    let secret_ref = tenant_secret(&w).await;
     let tool: Tool = serde_json::from_value(json!({
         "tenantId": "t-1", "toolId": TOOL, "name": "lookup_order", "description": "Finds an order's status",
         "parameters": {"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]},
@@ -1336,6 +1329,20 @@ async fn webhook_world(webhooks: WebhookPolicy) -> (World, WebhookReceiver) {
     event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     w.counter.take();
     (w, receiver)
+}
+
+/// `SECRET` in Secrets Manager under `switchboard/t-1/<secretRef>`: its `secretRef`.
+async fn tenant_secret(w: &World) -> String {
+    // Secret names are global on the shared emulator: a fresh secretRef per test.
+    let secret_ref = format!("orders-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    aws_sdk_secretsmanager::Client::new(&w.sdk)
+        .create_secret()
+        .name(format!("switchboard/t-1/{secret_ref}"))
+        .secret_string(SECRET)
+        .send()
+        .await
+        .unwrap();
+    secret_ref
 }
 
 #[tokio::test]
@@ -2068,38 +2075,6 @@ async fn api_keys_are_not_a_thing_on_aws_where_iam_authorises_callers() {
 }
 
 #[tokio::test]
-async fn approvals_are_refused_on_aws_until_they_are_built_there() {
-    let w = world(vec![], false).await;
-    // a tool or an agent asking for approvals is refused at its field, and nothing is written
-    let tool = json!({ "name": "refund", "description": "Refunds an order", "parameters": { "type": "object" },
-                       "handler": { "type": "webhook", "url": "https://orders.example.com/refunds" },
-                       "approval": { "when": { "field": "amount", "operator": "gt", "value": 100 } } });
-    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/tools", Some(&tool)).await;
-    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/approval")), "{problem}");
-    let agent = json!({ "name": "Gated", "systemPrompt": "p", "tools": ["send_message", "handoff_to_human"],
-                        "approvals": { "handoff_to_human": {} } });
-    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/agents", Some(&agent)).await;
-    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/approvals")), "{problem}");
-    let mut bundled = agent.clone();
-    bundled["agentId"] = json!("01JD0000GATED0AGENT0000001");
-    let bundle =
-        json!({ "tenantId": "t-1", "name": "T", "agents": [bundled], "triggers": [], "tools": [], "skills": [] });
-    let (status, problem) = api_call(&w, "POST", "/tenants/t-1/apply", Some(&bundle)).await;
-    assert_eq!((status, problem["errors"][0]["pointer"].as_str()), (400, Some("/agents/0/approvals")), "{problem}");
-    let (_, agents) = api_call(&w, "GET", "/tenants/t-1/agents", None).await;
-    assert!(!agents.to_string().contains("Gated"), "{agents}");
-    // and the routes say where approvals are
-    for (method, path) in
-        [("GET", "/tenants/t-1/approvals"), ("POST", "/tenants/t-1/approvals/01ARZ3NDEKTSV4RRFFQ69G5FAV/approve")]
-    {
-        let body = (method == "POST").then(|| json!({}));
-        let (status, problem) = api_call(&w, method, path, body.as_ref()).await;
-        assert_eq!(status, 404, "{method} {path}: {problem}");
-        assert!(problem["detail"].as_str().unwrap().contains("embedded profile"), "{problem}");
-    }
-}
-
-#[tokio::test]
 async fn the_overview_on_aws_says_its_dead_letters_are_not_counted_per_tenant() {
     let w = world(vec![], false).await;
     let (status, body) = api_call(&w, "GET", "/tenants/t-1/activity", None).await;
@@ -2121,15 +2096,22 @@ async fn the_deployed_router_needs_only_the_store_the_queue_and_the_bus() {
         model_secret: None,
         model_config: None,
     };
-    let intake = switchboard_lambda::wiring::intake(&w.sdk, &env);
-    let outcome = event_router::handle(&intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
-    assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+    let router = switchboard_lambda::wiring::event_router(&w.sdk, &env);
+    let handled = event_router::dispatch(&router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    assert!(
+        matches!(handled, event_router::Handled::Routed(RouteOutcome::Enqueued { duplicate: false, .. })),
+        "{handled:?}"
+    );
     // the same event again (EventBridge's at-least-once) is dropped by the FIFO queue's dedup
-    event_router::handle(&intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+    event_router::dispatch(&router, event(fixture("eventbridge-message-new.json"))).await.unwrap();
     let sqs = aws_sdk_sqs::Client::new(&w.sdk);
     let queued = common::drain_queue(&sqs, &w.names.work_queue_url).await;
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].0, "t-1:c-1");
+    // and its schedule's tick sweeps approvals (none waits here) with the same wiring
+    let tick = event_router::dispatch(&router, event(fixture("eventbridge-scheduled-event.json"))).await.unwrap();
+    assert_eq!(tick, event_router::Handled::Swept(switchboard_engine::Swept::default()));
+    assert!(common::drain_queue(&sqs, &w.names.work_queue_url).await.is_empty());
 }
 
 #[tokio::test]

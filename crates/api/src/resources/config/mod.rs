@@ -145,7 +145,6 @@ pub(crate) async fn create(
 ) -> Result<Response, Problem> {
     let id = new_id(kind);
     let record = build(kind, &t, &id, body, &chrono::Utc::now().to_rfc3339(), 1).map_err(Problem::invalid)?;
-    super::approvals::refuse_approvals(&state, [(String::new(), &record)])?;
     state.config_service().written_by(by).create(&record).await.map_err(|e| refused(kind, &id, e))?;
     let mut res = with_etag(StatusCode::CREATED, &record);
     if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/{}/{id}", segment(kind))) {
@@ -263,7 +262,6 @@ pub(crate) async fn replace(
     // The ETag is checked before the body is read.
     let JsonBody(body) = body?;
     let record = build(kind, &t, &id, body, &created_at, expected + 1).map_err(Problem::invalid)?;
-    super::approvals::refuse_approvals(&state, [(String::new(), &record)])?;
     state.config_service().written_by(by).replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
     Ok(with_etag(StatusCode::OK, &record))
 }
@@ -323,13 +321,6 @@ pub(crate) async fn apply(
         return Err(no_tenant());
     }
     let bundle = read_bundle(&t, &body, state.executor.deps().clock.as_ref())?;
-    if !state.approvals {
-        let records: Vec<(String, ConfigRecord)> = (bundle.agents.iter().enumerate())
-            .map(|(i, a)| (format!("/agents/{i}"), ConfigRecord::Agent(a.clone())))
-            .chain(bundle.tools.iter().enumerate().map(|(i, t)| (format!("/tools/{i}"), ConfigRecord::Tool(t.clone()))))
-            .collect();
-        super::approvals::refuse_approvals(&state, records.iter().map(|(at, r)| (at.clone(), r)))?;
-    }
     let admin = caller.is_admin();
     let service = state.config_service().written_by(by);
     let report = bundle.apply(&service, admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
