@@ -935,4 +935,21 @@ async fn an_operator_lists_and_decides_approvals_with_the_cli() {
     let denied = cli.ok(&["approvals", "deny", &approval, "--reason", "we answer this one ourselves"]);
     assert_eq!(denied.trim(), format!("denied {approval} (handoff_to_human); the turn resumes"));
     assert!(cli.fails(&["approvals", "get", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("404"));
+    // another gated turn, cancelled: the reason is required, and the answer says what follows
+    let invoked: Value = http
+        .post(format!("{}/tenants/acme/agents/{id}/invoke", server.base))
+        .bearer_auth(&server.admin)
+        .json(&serde_json::json!({ "conversationId": "c-cancel", "message": "a human please" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = invoked["sessionId"].as_str().unwrap();
+    assert!(cli.fails(&["sessions", "cancel", session]).contains("--reason"));
+    let cancelled = cli.ok(&["sessions", "cancel", session, "--reason", "a person takes it"]);
+    assert!(cancelled.starts_with("cancelled approval ") && cancelled.contains("goes to a human"), "{cancelled}");
+    let err = cli.fails(&["sessions", "cancel", session, "--reason", "again"]);
+    assert!(err.contains("409"), "{err}");
 }

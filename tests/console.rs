@@ -451,6 +451,26 @@ async fn an_operator_approves_a_tool_call_with_edited_arguments_in_a_real_browse
     );
     assert_eq!(record["approvals"][0]["decidedBy"], "Alice");
     assert!(record["actions"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "the agent answered: {record}");
+
+    // Another customer's lookup waits; the operator would rather take the conversation: the
+    // turn is cancelled from the inbox, the lookup never runs, and the conversation joins the
+    // list for a person with the reason given
+    let r = api.post("/events?wait=30", event("e-2", "c-8", "Where is my order #1234?")).await;
+    assert_eq!(r.body["execution"]["status"], "awaiting_approval", "{}", r.body);
+    let execution = r.body["execution"]["executionId"].as_str().unwrap().to_owned();
+    b.wait_text("#approvals", "c-8").await;
+    b.type_into("#approvals input", "I will call the customer").await;
+    b.click("#approvals button.cancel").await;
+    b.wait_text("#status", "Cancelled the turn").await;
+    let row = b.wait_text("#inbox", "turn cancelled by Alice: I will call the customer").await;
+    assert!(row.contains("c-8"), "{row}");
+    b.shot("7-turn-cancelled").await;
+    b.shot_for_docs(&common::workspace_root().join("docs/console"), "turn-cancelled").await;
+    let gone = b.cmd("POST", "/execute/async", json!({ "script": script, "args": [] })).await;
+    assert_eq!(gone, json!(true), "the cancelled approval left the inbox");
+    let record = api.get(&format!("/tenants/acme/executions/{execution}")).await.body;
+    assert_eq!((&record["status"], &record["approvals"][0]["status"]), (&json!("handed_off"), &json!("cancelled")));
+    assert!(record["toolCalls"].as_array().unwrap().iter().all(|c| c["webhook"].is_null()), "no lookup ran: {record}");
     b.close().await;
 }
 

@@ -193,7 +193,8 @@ function onEvent(block) {
 // ---------- inbox ----------
 
 /** One tool call waiting for approval: what the model asked for, and (for a role that operates)
- *  the arguments to run it with, editable, and a reason to deny it. */
+ *  the arguments to run it with, editable, and a reason to deny it or to cancel the whole turn
+ *  (a person takes the conversation). */
 function approvalItem(a, agents) {
   const id = a.approvalId;
   const operates = (auth.groups || []).includes("operate");
@@ -227,13 +228,18 @@ function approvalItem(a, agents) {
     ev.preventDefault();
     await decide(() => api("POST", `/tenants/${t()}/approvals/${id}/deny`, { reason: reason.value }), `Denied ${a.tool}; the model is told why.`);
   };
+  const cancel = async () => {
+    await decide(() => api("POST", `/tenants/${t()}/sessions/${a.sessionId}/cancel`, { reason: reason.value }),
+      `Cancelled the turn: ${a.tool} does not run, and the conversation comes to the inbox.`);
+  };
   return el("li", { class: "card", "data-approval": id, "data-status": a.status }, head,
     el("form", { class: "stack approve", onsubmit: approve },
       el("label", { for: args.id }, "Arguments to run it with (edit to change them)"), args,
       el("div", {}, el("button", { type: "submit" }, "Approve"))),
     el("form", { class: "inline deny", onsubmit: deny },
       el("label", { for: reason.id }, "Reason"), reason,
-      el("button", { type: "submit", class: "secondary" }, "Deny")));
+      el("button", { type: "submit", class: "secondary" }, "Deny"),
+      el("button", { type: "button", class: "secondary cancel", onclick: cancel }, "Cancel turn, take over")));
 }
 
 async function decide(call, done) {

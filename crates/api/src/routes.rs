@@ -92,6 +92,7 @@ fn operation_routes(app: Router<AppState>) -> Router<AppState> {
         .route("/tenants/{tenant}/sessions/{session}/claim", post(sessions::claim))
         .route("/tenants/{tenant}/sessions/{session}/messages", post(sessions::reply))
         .route("/tenants/{tenant}/sessions/{session}/end", post(sessions::end))
+        .route("/tenants/{tenant}/sessions/{session}/cancel", post(sessions::cancel))
         .route("/tenants/{tenant}/executions", get(executions::by_source))
         .route("/tenants/{tenant}/executions/{execution}", get(executions::get_one))
         .route("/tenants/{tenant}/executions/{execution}/model-calls", get(executions::model_calls))

@@ -67,6 +67,9 @@ pub enum ApprovalStatus {
     Denied,
     /// Nobody decided within the policy's timeout: a denial.
     Expired,
+    /// An operator cancelled the paused turn: the call never runs, no model is asked again, and
+    /// the conversation goes to a human.
+    Cancelled,
 }
 
 impl ApprovalStatus {
@@ -76,6 +79,7 @@ impl ApprovalStatus {
             Self::Approved => "approved",
             Self::Denied => "denied",
             Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -123,13 +127,21 @@ impl Approval {
         self.is_pending() && now >= self.expires_at
     }
 
-    /// What the model reads as the call's result when the call does not run (denied or expired).
+    /// What the model reads as the call's result when the call does not run (denied, expired or
+    /// cancelled); a cancelled turn's other calls read the same.
     pub fn refusal(&self) -> serde_json::Value {
         let by = self.decided_by.as_deref().unwrap_or("an operator");
         match self.status {
             ApprovalStatus::Expired => serde_json::json!({
                 "error": format!("not run: nobody approved this call before {}", self.expires_at.to_rfc3339()),
                 "approval": "expired",
+            }),
+            ApprovalStatus::Cancelled => serde_json::json!({
+                "error": format!(
+                    "not run: the turn was cancelled by {by} and the conversation handed to a person: {}",
+                    self.reason.as_deref().unwrap_or("no reason given")
+                ),
+                "approval": "cancelled",
             }),
             _ => serde_json::json!({
                 "error": format!("not run: denied by {by}: {}", self.reason.as_deref().unwrap_or("no reason given")),

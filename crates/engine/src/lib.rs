@@ -34,7 +34,9 @@ pub use config::{ConfigService, ConfigWriteError, DEFAULT_WRITER, TenantChanges}
 pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};
-pub use operator::{Decision, HandoffDone, HandoffTo, Operator, OperatorError, OperatorReply, REQUEUE_AFTER, Swept};
+pub use operator::{
+    Decision, HandoffDone, HandoffTo, Operator, OperatorError, OperatorReply, REQUEUE_AFTER, Swept, TurnCancelled,
+};
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
 

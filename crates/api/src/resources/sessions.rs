@@ -15,7 +15,7 @@ use serde_json::json;
 use switchboard_domain::ids::check_external_id;
 use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
 use switchboard_domain::{AgentId, Priority, SessionId, ValidationErrors};
-use switchboard_engine::{HandoffTo, OperatorError};
+use switchboard_engine::{HandoffTo, OperatorError, TurnCancelled};
 
 use crate::auth::Caller;
 use crate::extract::{JsonBody, Query, Session, Tenant, page_limit};
@@ -154,6 +154,43 @@ pub(crate) async fn hand_off(
         .map_err(|e| problem(e, session_id))?;
     Ok(Json(json!({ "newSessionId": done.new_session_id, "status": "handed_off", "executionId": done.execution.execution_id }))
         .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelBody {
+    reason: String,
+}
+
+/// `POST …/cancel {reason}`: the agent's turn stops and the conversation goes to a human, as the
+/// signed-in principal. A turn paused for an approval answers `202 {status: "cancelling",
+/// approval}`: the approval is cancelled, and its resumption (queued in the conversation's
+/// order) runs none of the turn's calls and hands the conversation over. Otherwise the session is
+/// handed to a human now: `200 {status: "handed_off", executionId}`.
+pub(crate) async fn cancel(
+    State(state): State<Arc<ApiState>>,
+    Tenant(t): Tenant,
+    caller: Caller,
+    Session { id: session_id, .. }: Session,
+    JsonBody(body): JsonBody<CancelBody>,
+) -> Result<Response, Problem> {
+    let reason = body.reason.trim();
+    if reason.is_empty() || reason.chars().count() > 1000 {
+        return Err(Problem::invalid(ValidationErrors::single("/reason", "must be 1 to 1000 characters")));
+    }
+    let cancelled = state
+        .operator
+        .cancel_turn(&t, session_id, reason, &caller.principal)
+        .await
+        .map_err(|e| problem(e, session_id))?;
+    Ok(match cancelled {
+        TurnCancelled::Paused(approval) => {
+            (StatusCode::ACCEPTED, Json(json!({ "status": "cancelling", "approval": approval }))).into_response()
+        }
+        TurnCancelled::HandedOff(done) => {
+            Json(json!({ "status": "handed_off", "executionId": done.execution.execution_id })).into_response()
+        }
+    })
 }
 
 /// Longest note an operator leaves when ending a conversation.

@@ -395,6 +395,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let invoked = json!({ "conversationId": "c-gated", "message": "a human please" });
     let paused = admin.post(&format!("/tenants/acme/agents/{gated}/invoke"), invoked).await;
     assert_eq!(paused.status, 200, "{}", paused.body);
+    let paused_session = paused.body["sessionId"].as_str().unwrap().to_owned();
     let approvals = admin.get("/tenants/acme/approvals").await.body;
     let approval = approvals["approvals"][0]["approvalId"].as_str().unwrap_or_else(|| panic!("{approvals}")).to_owned();
     // when the intruder uses acme's ids, under acme's path and under its own
@@ -425,6 +426,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             Some(json!({ "text": "hello from elsewhere" })),
         ));
         corpus.push((Method::POST, format!("{base}/sessions/{session}/end"), Some(json!({}))));
+        for s in [&session, &paused_session] {
+            corpus.push((Method::POST, format!("{base}/sessions/{s}/cancel"), Some(json!({ "reason": "mine now" }))));
+        }
         corpus.push((Method::GET, format!("{base}/sessions/{session}/executions"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}"), None));
         corpus.push((Method::GET, format!("{base}/executions/{execution}/model-calls"), None));
@@ -481,6 +485,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         "Front-line support",
         &approval,
         &gated,
+        &paused_session,
     ];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;
@@ -507,7 +512,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             assert!(!text.contains(*s), "{method} {path} leaked {s}: {text}");
         }
     }
-    // acme's approval is still waiting, undecided
+    // acme's approval is still waiting, undecided (neither decided nor its turn cancelled)
     let still = admin.get(&format!("/tenants/acme/approvals/{approval}")).await;
     assert_eq!(still.body["status"], "pending", "{}", still.body);
     // a streamed invoke of acme's agent is refused before any stream starts

@@ -601,6 +601,9 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(r.pointers(), ["/targetAgentId"]);
     let r = api.post(&handoff("01ARZ3NDEKTSV4RRFFQ69G5FAV"), json!({ "targetType": "human", "reason": "x" })).await;
     assert_eq!(r.status, 404);
+    // a human owns it: no agent's turn to cancel
+    let cancel = format!("/tenants/acme/sessions/{agent_session}/cancel");
+    assert_eq!(api.post(&cancel, json!({ "reason": "stop" })).await.status, StatusCode::CONFLICT);
     // the VIP conversation is ended by the operator who has it; then nobody owns it
     let end = format!("/tenants/acme/sessions/{agent_session}/end");
     let r = alice.post(&end, json!({ "operator": "Alice", "note": "Upgraded to priority support" })).await;
@@ -1271,6 +1274,40 @@ async fn an_approval_its_decision_and_their_events_match_the_contract() {
     assert_eq!(api.get(&path).await.status, StatusCode::NOT_FOUND);
     let r = api.post(&format!("{path}/deny"), json!({ "reason": "changed my mind" })).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
+    // a second gated turn, cancelled by the operator: its call never runs, a person gets it
+    let invoke = json!({ "conversationId": "c-cancel", "message": "a human please" });
+    let r = api.post(&format!("/tenants/acme/agents/{id}/invoke"), invoke).await;
+    assert_eq!(r.body["status"], "awaiting_approval", "{}", r.body);
+    let (execution, session) = (r.str("/executionId"), r.str("/sessionId"));
+    let cancel = format!("/tenants/acme/sessions/{session}/cancel");
+    assert_eq!(api.post(&cancel, json!({ "reason": " " })).await.pointers(), ["/reason"]);
+    let r = api.post(&cancel, json!({ "reason": "we take it from here" })).await;
+    assert_eq!((r.status, r.str("/status")), (StatusCode::ACCEPTED, "cancelling".into()), "{}", r.body);
+    assert_eq!((r.str("/approval/status"), r.str("/approval/decidedBy")), ("cancelled".into(), "admin".into()));
+    let streamed = api.stream("/tenants/acme/events/stream?after=0", &[], 6).await;
+    let kinds: Vec<&str> = streamed[3..].iter().map(|(_, e)| e["detailType"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["approval.requested", "approval.resolved", "session.handoff.human"]);
+    assert_eq!(streamed[4].1["detail"]["status"], "cancelled");
+    let record = api.get(&format!("/tenants/acme/executions/{execution}")).await;
+    assert_eq!((record.str("/status"), record.str("/approvals/0/status")), ("handed_off".into(), "cancelled".into()));
+    let calls = record.body["toolCalls"].as_array().unwrap();
+    let gated = calls.iter().find(|c| c["name"] == "handoff_to_human").unwrap();
+    assert_eq!((&gated["isError"], &gated["output"]["approval"]), (&json!(true), &json!("cancelled")), "{gated}");
+    let handed = api.get(&format!("/tenants/acme/sessions/{session}")).await;
+    assert_eq!(handed.str("/status"), "handed_off");
+    assert!(handed.str("/handoffReason").contains("we take it from here"), "{}", handed.body);
+    // a human owns it now: there is no agent's turn to cancel
+    assert_eq!(api.post(&cancel, json!({ "reason": "again" })).await.status, StatusCode::CONFLICT);
+    // an agent's session with no paused turn goes to a human at once
+    let invoke = json!({ "conversationId": "c-cancel-2", "message": "hello" });
+    let r = api.post(&format!("/tenants/acme/agents/{id}/invoke"), invoke).await;
+    assert_eq!(r.body["status"], "success", "{}", r.body);
+    let cancel = format!("/tenants/acme/sessions/{}/cancel", r.str("/sessionId"));
+    let r = api.post(&cancel, json!({ "reason": "a person takes over" })).await;
+    assert_eq!((r.status, r.str("/status")), (StatusCode::OK, "handed_off".into()), "{}", r.body);
+    let unknown = "/tenants/acme/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel";
+    assert_eq!(api.post(unknown, json!({ "reason": "x" })).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]

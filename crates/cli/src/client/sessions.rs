@@ -1,5 +1,5 @@
-//! `switchboard sessions <verb>`: a tenant's sessions, shown, listed, or handed off to a human or
-//! an agent.
+//! `switchboard sessions <verb>`: a tenant's sessions, shown, listed, handed off to a human or
+//! an agent, or their agent's turn cancelled.
 
 use clap::{Subcommand, ValueEnum};
 use reqwest::Method;
@@ -53,6 +53,13 @@ pub enum SessionVerb {
         #[arg(long)]
         reason: String,
     },
+    /// Stop the agent's turn (a paused one's calls are not run) and give the conversation to a
+    /// human.
+    Cancel {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// `switchboard sessions <verb>`
@@ -98,6 +105,21 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
                 }
                 Ok(())
             }
+        }
+        SessionVerb::Cancel { id, reason } => {
+            let body = json!({ "reason": reason });
+            let (v, _) =
+                api.call(Method::POST, &format!("/tenants/{t}/sessions/{id}/cancel"), Some(&body), None).await?;
+            if !print_data(&v, remote.format())? {
+                match v["status"].as_str() {
+                    Some("cancelling") => println!(
+                        "cancelled approval {} of the paused turn; the conversation goes to a human as it resumes",
+                        v["approval"]["approvalId"].as_str().unwrap_or("?")
+                    ),
+                    _ => println!("handed off to a human"),
+                }
+            }
+            Ok(())
         }
     }
 }

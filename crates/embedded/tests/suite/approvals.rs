@@ -460,6 +460,75 @@ async fn a_conversation_whose_turn_waits_is_not_handed_off_until_the_approval_is
 }
 
 #[tokio::test]
+async fn an_operator_cancels_a_paused_turn_and_a_person_gets_the_conversation_with_what_was_held() {
+    let Setup { mut w, refunds, model, .. } = setup(250.0).await;
+    w.say("c-1", "refund order 1234").await;
+    let (_, outcomes) = w.say("c-1", "are you there?").await;
+    assert!(matches!(outcomes[..], [ExecOutcome::Held]), "{outcomes:?}");
+    let approval = waiting(&w).await;
+    let session = w.session("c-1").await;
+    let calls_before = model.seen.lock().unwrap().len();
+    // when an operator cancels the turn
+    let cancel = w.embedded.operator.cancel_turn(&w.tenant, session.session_id, "a person handles refunds", "carol");
+    let switchboard_engine::TurnCancelled::Paused(cancelled) = cancel.await.unwrap() else {
+        panic!("a paused turn is cancelled through its approval")
+    };
+    assert_eq!((cancelled.status, cancelled.decided_by.as_deref()), (ApprovalStatus::Cancelled, Some("carol")));
+    let outcomes = w.drain(&w.embedded.executor).await;
+    // then the call never runs, no model is asked again, and nothing is said to the customer
+    assert!(refunds.calls().is_empty());
+    assert_eq!(model.seen.lock().unwrap().len(), calls_before, "no model call after the cancellation");
+    assert!(w.replies("c-1").await.is_empty());
+    // the paused execution ends handed off, its call answered by the cancellation
+    let done = record(&outcomes[0]);
+    assert_eq!((done.execution_id, done.status), (approval.execution_id, ExecutionStatus::HandedOff));
+    assert_eq!(done.approvals[0].status, ApprovalStatus::Cancelled);
+    assert!(done.tool_calls[0].is_error && done.tool_calls[0].output["approval"] == "cancelled");
+    // a person owns the conversation, with the reason; the transcript holds the call's result
+    let session = w.session("c-1").await;
+    assert!(session.is_human_owned() && session.paused.is_none() && session.held.is_empty());
+    let reason = session.handoff_reason.as_deref().unwrap();
+    assert!(reason.contains("carol") && reason.contains("a person handles refunds"), "{reason}");
+    let results =
+        session.transcript.iter().flat_map(|m| &m.content).filter(|b| matches!(b, ContentBlock::ToolResult { .. }));
+    assert_eq!(results.count(), 1);
+    // the held message went through to the person, not to the agent: recorded as skipped
+    let executions = w.embedded.store.list_executions(&w.tenant, session.session_id, None, 10).await.unwrap();
+    let statuses: Vec<_> = executions.items.iter().map(|e| e.status).collect();
+    assert_eq!(statuses, [ExecutionStatus::HandedOff, ExecutionStatus::Skipped]);
+    let events = w.events().await;
+    let resolved = events.iter().find(|e| e.detail_type == detail_type::APPROVAL_RESOLVED).unwrap();
+    assert_eq!(resolved.detail["status"], "cancelled");
+    let handoff = events.iter().find(|e| e.detail_type == detail_type::HANDOFF_HUMAN).unwrap();
+    assert_eq!((&handoff.detail["requestedBy"], &handoff.detail["principal"]), (&json!("api"), &json!("carol")));
+    // and there is no agent's turn left to cancel
+    let again = w.embedded.operator.cancel_turn(&w.tenant, session.session_id, "again", "carol").await;
+    assert!(matches!(again, Err(OperatorError::NotAllowed(_))), "{again:?}");
+}
+
+#[tokio::test]
+async fn cancelling_an_agents_turn_that_does_not_wait_hands_the_conversation_over_at_once() {
+    let Setup { mut w, .. } = setup(40.0).await;
+    w.say("c-1", "hello").await;
+    let session = w.session("c-1").await;
+    let cancel = w.embedded.operator.cancel_turn(&w.tenant, session.session_id, "a person takes over", "carol");
+    let switchboard_engine::TurnCancelled::HandedOff(done) = cancel.await.unwrap() else {
+        panic!("nothing waited: the session is handed over")
+    };
+    assert_eq!(done.execution.status, ExecutionStatus::HandedOff);
+    assert!(w.session("c-1").await.is_human_owned());
+    // a blank reason is refused at its field, like a denial's
+    let approval = setup(250.0).await;
+    let mut w2 = approval.w;
+    w2.say("c-2", "refund order 1234").await;
+    let paused = w2.session("c-2").await;
+    let blank = w2.embedded.operator.cancel_turn(&w2.tenant, paused.session_id, " ", "carol").await;
+    let Err(OperatorError::Invalid(errors)) = blank else { panic!("a blank reason is refused: {blank:?}") };
+    assert_eq!(errors.0[0].pointer, "/reason");
+    assert_eq!(waiting(&w2).await.status, ApprovalStatus::Pending, "nothing decided");
+}
+
+#[tokio::test]
 async fn a_conversation_holds_at_most_fifty_messages_behind_a_paused_turn() {
     let Setup { mut w, .. } = setup(250.0).await;
     w.say("c-1", "refund order 1234").await;

@@ -67,6 +67,17 @@ impl TurnState {
         self.did(action);
     }
 
+    /// Hands the conversation to a human operator because `principal` asked over the API (a
+    /// cancelled turn): the event says who asked.
+    pub fn hand_off_to_human_for(&mut self, deps: &Deps, reason: &str, principal: &str, key: &str) {
+        let handoff = HumanHandoff { reason, priority: Priority::Normal, by: RequestedBy::Api };
+        let action = super::hand_off_to_human(deps, &mut self.events, &mut self.session, handoff, key);
+        if let Some(event) = self.events.last_mut() {
+            event.detail["principal"] = serde_json::json!(principal);
+        }
+        self.did(action);
+    }
+
     /// Announces a `kind` event about the session under `key` (see [`super::announce`]).
     pub fn announce(&mut self, key: &str, kind: &str, extra: serde_json::Value) {
         super::announce(&mut self.events, key, kind, &self.session, extra);

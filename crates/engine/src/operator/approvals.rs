@@ -35,6 +35,11 @@ pub enum Decision {
     Deny {
         reason: String,
     },
+    /// Run nothing more of the paused turn: its calls are not run, no model is asked again, and
+    /// the conversation goes to a human.
+    Cancel {
+        reason: String,
+    },
 }
 
 /// What a sweep of overdue and unresumed approvals did.
@@ -69,7 +74,7 @@ impl Operator {
         principal: &str,
         decision: Decision,
     ) -> Result<Approval, OperatorError> {
-        if let Decision::Deny { reason } = &decision
+        if let Decision::Deny { reason } | Decision::Cancel { reason } = &decision
             && (reason.trim().is_empty() || reason.chars().count() > MAX_DENIAL_REASON_CHARS)
         {
             return Err(invalid("/reason", format!("must be 1 to {MAX_DENIAL_REASON_CHARS} characters")));
@@ -103,6 +108,10 @@ impl Operator {
                     Decision::Deny { reason } => {
                         approval.reason = Some(reason.trim().to_owned());
                         decide(approval, ApprovalStatus::Denied, principal, now);
+                    }
+                    Decision::Cancel { reason } => {
+                        approval.reason = Some(reason.trim().to_owned());
+                        decide(approval, ApprovalStatus::Cancelled, principal, now);
                     }
                 }
             }
@@ -201,7 +210,8 @@ fn same_decision(approval: &Approval, principal: &str, decision: &Decision) -> b
         (ApprovalStatus::Approved, Decision::Approve { arguments }) => {
             arguments.as_ref().is_none_or(|a| approval.edited_arguments.as_ref().unwrap_or(&approval.arguments) == a)
         }
-        (ApprovalStatus::Denied, Decision::Deny { reason }) => approval.reason.as_deref() == Some(reason.trim()),
+        (ApprovalStatus::Denied, Decision::Deny { reason })
+        | (ApprovalStatus::Cancelled, Decision::Cancel { reason }) => approval.reason.as_deref() == Some(reason.trim()),
         (ApprovalStatus::Expired, _) => principal == EXPIRY_PRINCIPAL,
         _ => false,
     }

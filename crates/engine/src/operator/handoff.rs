@@ -8,10 +8,10 @@ use std::time::Instant;
 use serde_json::json;
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::{
-    Action, AgentId, ExecutionRecord, ExecutionStatus, OutboundEvent, Priority, Session, SessionId, TenantId,
+    Action, AgentId, Approval, ExecutionRecord, ExecutionStatus, OutboundEvent, Priority, Session, SessionId, TenantId,
 };
 
-use super::{Done, Operator, OperatorError};
+use super::{Decision, Done, Operator, OperatorError};
 use crate::limits::Limits;
 use crate::moves::{self, AgentHandoff, HumanHandoff, Refused, RequestedBy};
 
@@ -20,6 +20,17 @@ use crate::moves::{self, AgentHandoff, HumanHandoff, Refused, RequestedBy};
 pub enum HandoffTo {
     Human(Priority),
     Agent(AgentId),
+}
+
+/// What cancelling a conversation's turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnCancelled {
+    /// The turn waited for this approval, now cancelled: its resumption, queued in the
+    /// conversation's order, runs none of its calls and hands the conversation to a human.
+    Paused(Box<Approval>),
+    /// No turn waited: the agent's session went to a human at once (a turn running meanwhile
+    /// finds its session moved when it commits, and is not committed).
+    HandedOff(Box<HandoffDone>),
 }
 
 /// What a handoff did.
@@ -51,7 +62,7 @@ impl Operator {
         if let Some(paused) = &session.paused {
             // Its turn, and the messages held behind it, would be left waiting for nobody.
             return Err(OperatorError::NotAllowed(format!(
-                "a turn waits for approval {} of its {} call: approve or deny it first",
+                "a turn waits for approval {} of its {} call: approve, deny or cancel it first",
                 paused.approval.approval_id, paused.approval.tool
             )));
         }
@@ -83,6 +94,32 @@ impl Operator {
             Limits::new(&self.deps).release(tenant, &conversation).await;
         }
         Ok(HandoffDone { new_session_id, execution })
+    }
+
+    /// `principal` cancels the turn of the agent's session `session_id` for `reason`: a paused
+    /// turn's approval is decided as cancelled (its resumption hands the conversation to a
+    /// human), otherwise the session is handed to a human now. A session a human owns, or one
+    /// that ended, has no turn to cancel.
+    pub async fn cancel_turn(
+        &self,
+        tenant: &TenantId,
+        session_id: SessionId,
+        reason: &str,
+        principal: &str,
+    ) -> Result<TurnCancelled, OperatorError> {
+        let session = self.newest(tenant, session_id).await?;
+        if let Some(paused) = &session.paused {
+            let cancel = Decision::Cancel { reason: reason.to_owned() };
+            let approval = self.decide(tenant, &paused.approval.approval_id, principal, cancel).await?;
+            return Ok(TurnCancelled::Paused(Box::new(approval)));
+        }
+        if !session.is_active() {
+            let status = format!("{:?}", session.status).to_lowercase();
+            return Err(OperatorError::NotAllowed(format!("no agent's turn to cancel: the session is {status}")));
+        }
+        let reason = format!("turn cancelled: {reason}");
+        let done = self.hand_off(tenant, session_id, HandoffTo::Human(Priority::Normal), &reason, principal).await?;
+        Ok(TurnCancelled::HandedOff(Box::new(done)))
     }
 
     /// Hands `session` to `target` (back from a human, or on from an agent): the action and the

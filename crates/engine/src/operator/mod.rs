@@ -18,7 +18,7 @@ use switchboard_domain::{
 };
 
 pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, REQUEUE_AFTER, Swept};
-pub use handoff::{HandoffDone, HandoffTo};
+pub use handoff::{HandoffDone, HandoffTo, TurnCancelled};
 
 use crate::execute::history::HUMAN_PREFIX;
 use crate::execute::record;

@@ -283,3 +283,29 @@ async fn the_routers_tick_expires_an_undecided_approval_and_queues_again_a_lost_
     assert_eq!(sent, ["Nobody approved the refund.", "Done."]);
     assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Swept(Swept::default()));
 }
+
+#[tokio::test]
+async fn an_iam_operator_cancels_a_paused_turn_on_aws_and_a_person_gets_the_conversation() {
+    let (w, refunds, _clock) = refund_world(vec![refund_250()]).await;
+    run_next(&w).await;
+    let session = w.wiring.store.latest_session(&tenant(), "c-1").await.unwrap().unwrap();
+    // when the operator cancels the turn through the operations-api
+    let path = format!("/tenants/t-1/sessions/{}/cancel", session.session_id);
+    let (status, answer) = ops_call(&w, "POST", &path, Some(&json!({ "reason": "a person handles refunds" }))).await;
+    assert_eq!((status, &answer["status"]), (202, &json!("cancelling")), "{answer}");
+    assert_eq!(answer["approval"]["decidedBy"], operator_arn());
+    // then the resumption runs none of the turn's calls and asks no model again
+    run_next(&w).await;
+    assert!(refunds.seen().is_empty());
+    assert_eq!(w.bedrock.requests().len(), 1);
+    assert!(w.conversations.accepted().is_empty());
+    let record = record_of(&w, "message-c-1:m-1").await;
+    assert_eq!((record.status, record.approvals[0].status), (ExecutionStatus::HandedOff, ApprovalStatus::Cancelled));
+    // and a person owns the conversation, which the handoff event announces
+    let session = w.wiring.store.latest_session(&tenant(), "c-1").await.unwrap().unwrap();
+    assert!(session.is_human_owned() && session.paused.is_none());
+    let kinds = published_kinds(&w).await;
+    assert_eq!(kinds, ["approval.requested", "approval.resolved", "session.handoff.human"]);
+    let (status, _) = ops_call(&w, "POST", &path, Some(&json!({ "reason": "again" }))).await;
+    assert_eq!(status, 409, "no agent's turn is left to cancel");
+}
