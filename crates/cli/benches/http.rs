@@ -1,7 +1,9 @@
 //! The whole platform over HTTP, as users drive it: the release `switchboard serve` binary, one
 //! tenant with the highest accepted limits and the scripted model (a deterministic test double,
 //! not an AI) answering with one reply, and `POST /events?wait=30` from `HTTP_BENCH_CLIENTS`
-//! (default 4) keep-alive clients, each message in a new conversation. Measured from outside
+//! (default 4) keep-alive clients, each message in a new conversation (or, with
+//! `HTTP_BENCH_MESSAGES_PER_CONVERSATION` = n, each client's messages n to a conversation in
+//! turn: a conversation's later turns read and extend its stored session). Measured from outside
 //! the server: its CPU (user + system of every thread, `/proc/<pid>/stat`) over the measured
 //! messages, its resident memory after them (`VmRSS`, and the peak `VmHWM`, from
 //! `/proc/<pid>/status`), throughput and the clients' latencies.
@@ -197,45 +199,55 @@ impl Drop for Server {
     }
 }
 
-/// Sends messages `from..to` from `clients` keep-alive clients, each message in its own
-/// conversation; the latency of each, and the number of answers that were not a successful
-/// execution.
+/// Sends messages `from..to` from `clients` keep-alive clients, `per_conversation` messages in
+/// each conversation (one client's, in turn); the latency of each, and the number of answers
+/// that were not a successful execution.
 async fn send(server: &Server, turn: Turn, clients: usize, from: usize, to: usize) -> (Vec<Duration>, usize) {
+    let per_conversation = var("HTTP_BENCH_MESSAGES_PER_CONVERSATION", 1).max(1);
     // what each answer's execution must show: model calls and tool calls
     let expected = match turn {
         Turn::Scripted => (1, 0),
         Turn::Bedrock | Turn::OpenAi => (2, 1),
     };
     // Collected, so that every client is spawned before the first is awaited.
-    let tasks: Vec<_> = (0..clients).map(|c| {
-        let (base, admin) = (server.base.clone(), server.admin.clone());
-        tokio::spawn(async move {
-            let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
-            let (mut latencies, mut bad) = (Vec::new(), 0);
-            for i in (from + c..to).step_by(clients) {
-                let event = json!({
-                    "id": format!("e-{i}"), "source": "conversations-service", "detail-type": "message.new",
-                    "detail": { "tenantId": "bench", "conversationId": format!("c-{i}"), "messageId": format!("m-{i}"),
-                                "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
-                                "message": { "direction": "inbound", "text": "Where is my order #1234?" } }
-                });
-                let started = Instant::now();
-                let answer =
-                    http.post(format!("{base}/events?wait=30")).bearer_auth(&admin).json(&event).send().await.unwrap();
-                let body: Value = answer.json().await.unwrap_or(Value::Null);
-                latencies.push(started.elapsed());
-                let e = &body["execution"];
-                let calls = |name: &str| e[name].as_array().map_or(usize::MAX, Vec::len);
-                if e["status"] != "success" || (calls("modelCalls"), calls("toolCalls")) != expected {
-                    if bad == 0 {
-                        eprintln!("message {i} was not answered: {body}");
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (base, admin) = (server.base.clone(), server.admin.clone());
+            tokio::spawn(async move {
+                let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+                let (mut latencies, mut bad) = (Vec::new(), 0);
+                for i in (from + c..to).step_by(clients) {
+                    // the client's k-th message goes to its conversation k / n
+                    let conversation = format!("c-{c}-{}", i / clients / per_conversation);
+                    let event = json!({
+                        "id": format!("e-{i}"), "source": "conversations-service", "detail-type": "message.new",
+                        "detail": { "tenantId": "bench", "conversationId": conversation, "messageId": format!("m-{i}"),
+                                    "channel": { "platform": "webchat" }, "conversation": { "status": "open" },
+                                    "message": { "direction": "inbound", "text": "Where is my order #1234?" } }
+                    });
+                    let started = Instant::now();
+                    let answer = http
+                        .post(format!("{base}/events?wait=30"))
+                        .bearer_auth(&admin)
+                        .json(&event)
+                        .send()
+                        .await
+                        .unwrap();
+                    let body: Value = answer.json().await.unwrap_or(Value::Null);
+                    latencies.push(started.elapsed());
+                    let e = &body["execution"];
+                    let calls = |name: &str| e[name].as_array().map_or(usize::MAX, Vec::len);
+                    if e["status"] != "success" || (calls("modelCalls"), calls("toolCalls")) != expected {
+                        if bad == 0 {
+                            eprintln!("message {i} was not answered: {body}");
+                        }
+                        bad += 1;
                     }
-                    bad += 1;
                 }
-            }
-            (latencies, bad)
+                (latencies, bad)
+            })
         })
-    }).collect();
+        .collect();
     let mut all = Vec::new();
     let mut bad = 0;
     for task in tasks {

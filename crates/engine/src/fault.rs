@@ -17,11 +17,20 @@ pub struct ExecError {
     /// When to deliver the item again, if not at the queue's own pace: a deferred message
     /// (the tenant's `onLimit` is `defer`) waits until its limit's window reopens.
     pub retry_after: Option<std::time::Duration>,
+    /// The turn stopped because its session moved while it ran (an operator cancelled the turn
+    /// or handed the conversation on): the executor runs the item again at once, and the run
+    /// finds the session as it is now.
+    pub(crate) moved: bool,
 }
 
 impl ExecError {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, retryable: bool) -> Self {
-        Self { kind, message: message.into(), retryable, retry_after: None }
+        Self { kind, message: message.into(), retryable, retry_after: None, moved: false }
+    }
+
+    /// The turn's session is no longer as the turn read it (`why`).
+    pub(crate) fn moved(why: impl Into<String>) -> Self {
+        Self { moved: true, ..Self::new(ErrorKind::Conflict, why, true) }
     }
 
     /// A message the limits still refuse: deliver it again in `seconds`.
@@ -31,6 +40,7 @@ impl ExecError {
             message: format!("deferred: {}", refusal.describe()),
             retryable: true,
             retry_after: Some(std::time::Duration::from_secs(refusal.retry_after_seconds)),
+            moved: false,
         }
     }
 

@@ -381,6 +381,24 @@ impl SessionStore for DynamoStore {
         item.as_ref().map(decode).transpose()
     }
 
+    /// A strongly consistent `GetItem` of the session's `version` attribute alone.
+    async fn session_version(&self, tenant: &TenantId, session: SessionId) -> Result<Option<u64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.names.sessions_table)
+            .set_key(Some(key(tenant_pk(tenant), session_sk(session))))
+            .consistent_read(true)
+            .projection_expression("#v")
+            .expression_attribute_names("#v", "version")
+            .send()
+            .await
+            .map_err(|e| unavailable("GetItem", &e))?;
+        let Some(item) = out.item else { return Ok(None) };
+        let version = item.get("version").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
+        version.map(Some).ok_or_else(|| StoreError::Corrupt(format!("session {session} has no version")))
+    }
+
     /// The active session if there is one (by its marker, strongly consistent), else the newest.
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError> {
         let table = &self.names.sessions_table;

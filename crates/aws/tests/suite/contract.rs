@@ -167,6 +167,7 @@ macro_rules! contract {
 
 contract!(
     a_turn_creates_then_updates_a_session,
+    a_sessions_version_reads_alone_as_stored_and_none_for_another_tenant,
     a_stale_version_conflicts_and_writes_nothing,
     a_second_active_session_conflicts_but_a_handoff_commits,
     a_recorded_source_is_a_duplicate_and_writes_nothing,
@@ -369,6 +370,21 @@ async fn a_turn_creates_then_updates_a_session(x: &Subject) {
         x.executions.get_execution(&t, second.execution.execution_id).await.unwrap(),
         Some(second.execution.clone())
     );
+}
+
+async fn a_sessions_version_reads_alone_as_stored_and_none_for_another_tenant(x: &Subject) {
+    let t = tenant("t-1");
+    let now = x.clock.now();
+    let s = start(&t, "c-1", now);
+    assert_eq!(x.sessions.session_version(&t, s.session_id).await.unwrap(), None, "not stored yet");
+    x.sessions.commit_turn(&create(&s, "evt-1", now)).await.unwrap();
+    let stored = x.sessions.get_session(&t, s.session_id).await.unwrap().unwrap().version;
+    assert_eq!(x.sessions.session_version(&t, s.session_id).await.unwrap(), Some(stored));
+    let (next, commit) = update(&s, "evt-2", now);
+    x.sessions.commit_turn(&commit).await.unwrap();
+    assert_eq!(x.sessions.session_version(&t, s.session_id).await.unwrap(), Some(next.version));
+    assert_ne!(next.version, stored, "the version a running turn compares moved on");
+    assert_eq!(x.sessions.session_version(&tenant("t-2"), s.session_id).await.unwrap(), None);
 }
 
 async fn a_stale_version_conflicts_and_writes_nothing(x: &Subject) {

@@ -105,6 +105,21 @@ impl SessionStore for SqliteStore {
         body.map(|b| from_json(&b)).transpose()
     }
 
+    /// The `version` column alone: no session body is read or parsed.
+    async fn session_version(&self, tenant: &TenantId, session: SessionId) -> Result<Option<u64>, StoreError> {
+        let (t, s) = (tenant.to_string(), session.to_string());
+        let version: Option<i64> = self
+            .db
+            .call(move |c| {
+                Ok(c.prepare_cached("SELECT version FROM sessions WHERE tenant_id = ?1 AND session_id = ?2")?
+                    .query_row(params![t, s], |r| r.get(0))
+                    .optional()?)
+            })
+            .await
+            .map_err(store_err)?;
+        Ok(version.map(|v| u64::try_from(v).unwrap_or_default()))
+    }
+
     async fn sessions_for_conversation(
         &self,
         tenant: &TenantId,

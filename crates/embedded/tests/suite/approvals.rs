@@ -550,3 +550,67 @@ async fn a_conversation_holds_at_most_fifty_messages_behind_a_paused_turn() {
     assert!(refused.retryable && refused.message.contains("50 messages"), "{refused:?}");
     assert_eq!(w.session("c-1").await.held.len(), 50);
 }
+
+/// The scripted model, which holds its next answer once told to: it says when a call has come
+/// in, and answers when the test lets it (the test acts while the turn waits on the model).
+struct Holding {
+    inner: Arc<Capturing>,
+    hold: std::sync::atomic::AtomicBool,
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl switchboard_engine::Model for Holding {
+    async fn converse(
+        &self,
+        request: &switchboard_engine::ModelRequest,
+    ) -> Result<switchboard_engine::ModelResponse, switchboard_engine::ModelError> {
+        if self.hold.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.converse(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_turn_running_when_its_conversation_is_cancelled_says_and_does_nothing_more() {
+    let refunds = Arc::new(Refunds::default());
+    let model = Arc::new(Holding {
+        inner: capturing(script(40.0)),
+        hold: false.into(),
+        entered: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let options = EmbeddedOptions { webhooks: refunds.clone(), ..EmbeddedOptions::default() };
+    let mut w = World::open(model.clone(), ManualClock::new(), options, &[&bundle()]).await;
+    for conversation in ["c-tool", "c-text"] {
+        w.say(conversation, "hello").await;
+    }
+    assert_eq!(w.replies("c-tool").await, ["Still here: hello"]);
+    // each conversation's next turn is running, its model call not answered yet, when an
+    // operator cancels the turn: the model then asks for a refund in one, answers in the other
+    for (conversation, text) in [("c-tool", "refund 40 please"), ("c-text", "how are you")] {
+        let session = w.session(conversation).await;
+        let event = w.event(conversation, text);
+        w.embedded.ingest(&event).await.unwrap();
+        let queued = w.embedded.queue.receive().await.unwrap().unwrap();
+        let item: switchboard_engine::WorkItem = serde_json::from_str(&queued.body).unwrap();
+        model.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        let executor = w.embedded.executor.clone();
+        let turn = tokio::spawn(async move { executor.execute(&item).await });
+        model.entered.notified().await;
+        let cancel = w.embedded.operator.cancel_turn(&w.tenant, session.session_id, "a person takes it", "carol");
+        assert!(matches!(cancel.await.unwrap(), switchboard_engine::TurnCancelled::HandedOff(_)));
+        model.release.notify_one();
+        // then the turn stops before its tool call or reply, and runs again into the person's
+        // conversation: recorded as skipped, nothing said, nothing refunded
+        let outcome = turn.await.unwrap().unwrap();
+        assert_eq!(record(&outcome).status, ExecutionStatus::Skipped, "{conversation}");
+        assert!(w.embedded.queue.ack(&queued.receipt).await.unwrap());
+        assert_eq!(w.replies(conversation).await, ["Still here: hello"], "{conversation}");
+        assert!(w.session(conversation).await.is_human_owned());
+    }
+    assert!(refunds.calls().is_empty(), "the refund asked for after the cancellation never ran");
+}

@@ -207,7 +207,15 @@ impl Executor {
         };
         let mut last_conflict = String::new();
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
-            let ready = match self.run(item, latest.take(), deadline, resuming.as_deref()).await? {
+            let run = match self.run(item, latest.take(), deadline, resuming.as_deref()).await {
+                Err(moved) if moved.moved => {
+                    warn!(attempt, reason = %moved.message, "the session moved while the turn ran; running it again");
+                    last_conflict = moved.message;
+                    continue;
+                }
+                run => run?,
+            };
+            let ready = match run {
                 Run::Ready(ready) => *ready,
                 Run::Drop(reason) => return Ok((ExecOutcome::Dropped { reason }, false)),
                 Run::Hold(write) => match deps.sessions.write_session(&write).await {

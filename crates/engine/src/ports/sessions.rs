@@ -61,6 +61,12 @@ pub enum TurnStart {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError>;
+    /// The version `session` is stored at, if it is (strongly consistent): what a running turn
+    /// reads before each reply and tool call, to stop once an operator has moved the session.
+    /// The default reads the whole session; an adapter that can read the version alone does.
+    async fn session_version(&self, tenant: &TenantId, session: SessionId) -> Result<Option<u64>, StoreError> {
+        Ok(self.get_session(tenant, session).await?.map(|s| s.version))
+    }
     /// The newest session of a conversation, whatever its status.
     async fn latest_session(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Session>, StoreError>;
     /// [`SessionStore::latest_session`] as event intake may see it: possibly a moment behind the

@@ -828,11 +828,12 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         warm_next.1,
         ops(&[
             ("DynamoDB.BatchGetItem", 1),
-            ("DynamoDB.GetItem", 1),
+            ("DynamoDB.GetItem", 2),
             ("Bedrock Runtime.Converse", 1),
             ("DynamoDB.TransactWriteItems", 1)
         ]),
-        "the source's record and the active marker, the session, the model, the commit"
+        "the source's record and the active marker, the session, the model, the session's version before the \
+         reply (an operator may have taken the conversation meanwhile), the commit"
     );
     assert_eq!(
         w.conversations.accepted().iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),

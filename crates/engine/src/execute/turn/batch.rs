@@ -145,6 +145,7 @@ impl Loop<'_> {
                         call.input = edited;
                     }
                     if answered.is_none() {
+                        self.check_still_ours().await?;
                         self.announce_tool(&call);
                     }
                     let shown = hooks_apply.then(|| call.clone());

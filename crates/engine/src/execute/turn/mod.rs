@@ -307,9 +307,30 @@ impl Loop<'_> {
         self.failure = Some(error);
     }
 
+    /// Stops the turn if its session is no longer as the turn read it: an operator cancelled the
+    /// turn or handed the conversation on while the model was asked. Read before each reply and
+    /// tool call, so that nothing more is said or done once a person has the conversation; the
+    /// executor then runs the item again, which finds the session moved. A session this turn
+    /// starts (version 0, not stored yet) cannot have been moved, and is not read.
+    async fn check_still_ours(&self) -> Result<(), ExecError> {
+        let session = &self.state.session;
+        if session.version == 0 {
+            return Ok(());
+        }
+        let stored = self.cx.deps.sessions.session_version(&session.tenant_id, session.session_id).await?;
+        match stored {
+            Some(v) if v == session.version => Ok(()),
+            _ => Err(ExecError::moved(format!(
+                "session {} moved while its turn ran (version {} read, {stored:?} now)",
+                session.session_id, session.version
+            ))),
+        }
+    }
+
     /// A final answer is the reply, unless the agent already replied with the tool.
     async fn final_answer(&mut self, text: &str) -> Result<(), ExecError> {
         if self.state.replies_sent == 0 && !text.trim().is_empty() {
+            self.check_still_ours().await?;
             let key = format!("{}/{}", self.cx.item.source_id, self.calls);
             let before = self.state.actions.len();
             let replied = self.state.reply(self.cx.deps, text, &key).await?;
