@@ -71,7 +71,10 @@ pub async fn dispatch(router: &EventRouter, event: LambdaEvent<EventBridgeEvent>
 pub async fn sweep(operator: &Operator) -> Result<Swept, EventRouterError> {
     match operator.sweep_approvals(switchboard_engine::REQUEUE_AFTER).await {
         Ok(swept) => {
-            tracing::info!(expired = swept.expired, requeued = swept.requeued, "approvals swept");
+            // A line a minute only when the tick did something (as the embedded sweeper logs).
+            if swept.expired + swept.requeued > 0 {
+                tracing::info!(expired = swept.expired, requeued = swept.requeued, "approvals swept");
+            }
             Ok(swept)
         }
         Err(e) => {
