@@ -907,16 +907,15 @@ async fn an_operator_lists_and_decides_approvals_with_the_cli() {
         .await
         .unwrap();
     let id = created["agentId"].as_str().unwrap();
-    let invoked: Value = http
-        .post(format!("{}/tenants/acme/agents/{id}/invoke", server.base))
-        .bearer_auth(&server.admin)
-        .json(&serde_json::json!({ "conversationId": "c-gated", "message": "a human please" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // the gated agent asked for a person in `conversation`: its turn waits for approval
+    let invoke = |conversation: &'static str| {
+        let request = http
+            .post(format!("{}/tenants/acme/agents/{id}/invoke", server.base))
+            .bearer_auth(&server.admin)
+            .json(&serde_json::json!({ "conversationId": conversation, "message": "a human please" }));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let invoked = invoke("c-gated").await;
     assert_eq!(invoked["status"], "awaiting_approval", "{invoked}");
     // the operator sees it waiting, with its arguments
     let listed = cli.ok(&["approvals", "list"]);
@@ -936,16 +935,7 @@ async fn an_operator_lists_and_decides_approvals_with_the_cli() {
     assert_eq!(denied.trim(), format!("denied {approval} (handoff_to_human); the turn resumes"));
     assert!(cli.fails(&["approvals", "get", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]).contains("404"));
     // another gated turn, cancelled: the reason is required, and the answer says what follows
-    let invoked: Value = http
-        .post(format!("{}/tenants/acme/agents/{id}/invoke", server.base))
-        .bearer_auth(&server.admin)
-        .json(&serde_json::json!({ "conversationId": "c-cancel", "message": "a human please" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let invoked = invoke("c-cancel").await;
     let session = invoked["sessionId"].as_str().unwrap();
     assert!(cli.fails(&["sessions", "cancel", session]).contains("--reason"));
     let cancelled = cli.ok(&["sessions", "cancel", session, "--reason", "a person takes it"]);
