@@ -158,6 +158,7 @@ fn trigger(tenant_id: TenantId, conditions: Conditions) -> Trigger {
         conditions,
         priority: 0,
         status: TriggerStatus::Active,
+        schedule: None,
         created_at: DateTime::default(),
         updated_at: DateTime::default(),
         version: 1,

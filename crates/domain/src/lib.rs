@@ -22,6 +22,7 @@ pub mod limits;
 pub mod message;
 pub mod model_ref;
 pub mod recording;
+pub mod schedule;
 pub mod schema;
 pub mod session;
 pub mod skill;
@@ -48,6 +49,7 @@ pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, Trigge
 pub use message::{ContentBlock, Message, Role};
 pub use model_ref::{ModelRef, Provider};
 pub use recording::{Blob, CallRequest, CallResponse, ContentRef, Recording, StoredContent};
+pub use schedule::{Missed, Schedule, Slots};
 pub use session::{
     Claim, ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult,
 };

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::condition::Conditions;
 use crate::ids::{AgentId, TenantId, TriggerId};
+use crate::schedule::Schedule;
 use crate::validation::ValidationErrors;
 use crate::validation::check_name;
 
@@ -47,6 +48,10 @@ pub struct Trigger {
     pub priority: i32,
     #[serde(default)]
     pub status: TriggerStatus,
+    /// When a `schedule` trigger runs, on which conversation, with which input (only for that
+    /// event type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Bumped on every update; the API's `ETag`, checked against `If-Match`.
@@ -64,11 +69,28 @@ impl Trigger {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
         check_name(&mut errors, "/name", &self.name);
-        if self.event_type != EventType::MessageNew {
+        match (self.event_type, &self.schedule) {
+            (EventType::MessageNew, None) => {}
+            (EventType::Schedule, Some(schedule)) => schedule.check("/schedule", &mut errors),
+            (EventType::Schedule, None) => errors.push("/schedule", "a schedule trigger needs a schedule"),
+            (EventType::MessageNew, Some(_)) => errors.push("/schedule", "only a schedule trigger has a schedule"),
             // Accepting a trigger that can never fire would be a silent failure.
-            errors.push("/eventType", "only message.new triggers are routed so far");
+            (EventType::Webhook | EventType::Manual, _) => {
+                errors.push("/eventType", "only message.new and schedule triggers are started so far")
+            }
         }
         errors.into_result()
+    }
+
+    /// The schedule's next slot after `at`, and its spec: what the store keeps for an active
+    /// schedule trigger (None for any other trigger, or a schedule that does not compile).
+    pub fn next_slot_after(&self, at: DateTime<Utc>) -> Option<(String, DateTime<Utc>)> {
+        let schedule = self
+            .schedule
+            .as_ref()
+            .filter(|_| self.status == TriggerStatus::Active && self.event_type == EventType::Schedule)?;
+        let next = schedule.slots("/schedule").ok()?.next_after(at)?;
+        Some((schedule.spec(), next))
     }
 }
 

@@ -103,6 +103,7 @@ fn trigger(conditions: &Value, priority: i32, status: TriggerStatus) -> Trigger 
         conditions: Conditions::parse(conditions).unwrap(),
         priority,
         status,
+        schedule: None,
         created_at: at,
         updated_at: at,
         version: 1,

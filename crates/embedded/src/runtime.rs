@@ -116,6 +116,8 @@ pub struct Embedded {
     sweeper: Mutex<Option<Sweeper>>,
     /// The approvals' sweeper, once started: its stop signal and task.
     approval_sweeper: Mutex<Option<(tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>)>>,
+    /// The schedule triggers' ticker, once started: its stop signal and task.
+    scheduler: Mutex<Option<(tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>)>>,
     sweeps: tokio::sync::watch::Sender<u64>,
     completions: broadcast::Sender<Completion>,
     /// Who follows which turn (streamed invokes).
@@ -147,6 +149,10 @@ impl Completion {
 /// How often the approvals' sweeper looks for overdue approvals: an approval expires at most
 /// this late.
 pub const APPROVAL_SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// How often the scheduler looks for due schedule slots: a slot runs at most this late (plus
+/// the queue's wait) while the process runs.
+pub const SCHEDULE_TICK_EVERY: Duration = Duration::from_secs(10);
 
 /// How long after a decision its turn's resumption may still be on its way before the sweeper
 /// queues it again.
@@ -224,6 +230,7 @@ impl Embedded {
             pool: Mutex::new(None),
             sweeper: Mutex::new(None),
             approval_sweeper: Mutex::new(None),
+            scheduler: Mutex::new(None),
             sweeps: tokio::sync::watch::Sender::new(0),
             completions,
             followers,
@@ -293,6 +300,41 @@ impl Embedded {
         }
     }
 
+    /// Starts the scheduler (once): every [`SCHEDULE_TICK_EVERY`], the work of each schedule
+    /// trigger's due slot is queued ([`Embedded::fire_schedules`]). Several processes over one
+    /// data directory may all run it: each slot is claimed in the database, so it runs once.
+    pub fn start_scheduler(&self) {
+        let Ok(mut task) = self.scheduler.lock() else { return };
+        if task.is_none() {
+            let (intake, store, clock) = (self.intake.clone(), self.store.clone(), Arc::clone(&self.clock));
+            let (stop, mut stopped) = tokio::sync::watch::channel(false);
+            let handle = tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(SCHEDULE_TICK_EVERY);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = ticks.tick() => {}
+                        _ = stopped.changed() => return,
+                    }
+                    match intake.fire_schedules(&store, clock.now()).await {
+                        Ok(f) if f.any() => {
+                            info!(queued = f.queued, skipped = f.skipped, failed = f.failed, "schedule slots fired");
+                        }
+                        Ok(_) => {}
+                        Err(e) => warn!(error = %e, "the schedules could not be read; the next tick tries again"),
+                    }
+                }
+            });
+            *task = Some((stop, handle));
+        }
+    }
+
+    /// Queues the work of every schedule slot due at the clock's time, once (what the scheduler
+    /// does on its period).
+    pub async fn fire_schedules(&self) -> Result<switchboard_engine::intake::Fired, StoreError> {
+        self.intake.fire_schedules(&self.store, self.clock.now()).await
+    }
+
     /// Expires the approvals past their timeout and queues again the resumptions that were lost,
     /// once (what the approvals' sweeper does on its period).
     pub async fn sweep_approvals(&self) -> Result<switchboard_engine::Swept, switchboard_engine::OperatorError> {
@@ -321,10 +363,12 @@ impl Embedded {
         if let Some(sweeper) = sweeper {
             sweeper.stop().await;
         }
-        let approvals = self.approval_sweeper.lock().ok().and_then(|mut s| s.take());
-        if let Some((stop, task)) = approvals {
-            let _ = stop.send(true);
-            let _ = task.await;
+        for ticker in [&self.approval_sweeper, &self.scheduler] {
+            let running = ticker.lock().ok().and_then(|mut s| s.take());
+            if let Some((stop, task)) = running {
+                let _ = stop.send(true);
+                let _ = task.await;
+            }
         }
     }
 
@@ -445,6 +489,10 @@ struct LoggingQueue {
 #[async_trait]
 impl WorkQueue for LoggingQueue {
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
+        // Work no inbound event brought (a schedule's slot) has no message to log.
+        if item.event_id.is_none() {
+            return self.queue.enqueue(item).await;
+        }
         let log = self.store.inbound_write(&item.tenant_id, &item.conversation_id, &item.message_id, &item.text);
         let body = crate::queue::body_of(item)?;
         let (queued, fresh) = self.queue.enqueue_raw_with(&item.group_id(), &item.dedup_id(), &body, log).await?;

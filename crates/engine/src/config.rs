@@ -288,6 +288,13 @@ impl ConfigService {
         }
         // References are looked up only in a record that is valid in itself.
         record.validate()?;
+        if let ConfigRecord::Trigger(t) = record
+            && t.event_type == switchboard_domain::EventType::Schedule
+            && !self.admin.fires_schedules()
+        {
+            let why = "this deployment does not start schedule triggers yet (the AWS profile); only message.new";
+            return Err(ValidationErrors::single("/eventType", why).into());
+        }
         let mut errors = ValidationErrors::default();
         for (pointer, kind, id) in references(record) {
             let in_set = pending.iter().any(|p| p.kind() == kind && p.tenant_id() == tenant && p.id() == id);

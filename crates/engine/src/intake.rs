@@ -15,6 +15,9 @@ use switchboard_domain::{
 };
 use tracing::{debug, info, warn};
 
+mod schedules;
+pub use schedules::{Fired, SLOTS_PER_TICK};
+
 use crate::limits::{Admission, AdmitStep, Limits};
 use crate::ports::{ConfigStore, CountAndEnqueue, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
 use crate::ports::{QueueError, StoreError};

@@ -191,6 +191,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     embedded.start_workers();
     embedded.start_sweeper();
     embedded.start_approval_sweeper();
+    embedded.start_scheduler();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
     let addr = listener.local_addr()?;

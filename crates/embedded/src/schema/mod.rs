@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::CONFIG_VERSIONS,
     store::RECORDED_CONTENT,
     store::API_KEY_GRANTS,
+    store::SCHEDULES,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

@@ -338,3 +338,16 @@ INSERT INTO api_keys_v17 (key_hash, tenant_id, created_at, principal, role)
 DROP TABLE api_keys;
 ALTER TABLE api_keys_v17 RENAME TO api_keys;
 "#;
+
+/// The next slot of each active schedule trigger, written with the trigger (`spec` is its
+/// expression and time zone: a write that keeps them keeps the slot).
+pub const SCHEDULES: &str = r#"
+CREATE TABLE IF NOT EXISTS schedules (
+    tenant_id  TEXT NOT NULL,
+    trigger_id TEXT NOT NULL,
+    spec       TEXT NOT NULL,
+    next_slot  INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, trigger_id)
+) STRICT;
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (next_slot);
+"#;

@@ -4,12 +4,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
+use switchboard_domain::TriggerId;
 use switchboard_domain::{
     Agent, AgentId, EventType, Recording, Skill, SkillId, Tenant, TenantId, TenantStatus, Tool, ToolId, Trigger,
 };
 use switchboard_engine::{
-    Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, Page, StoreError,
+    Authorship, ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ConfigVersion, DueSchedule, Page, ScheduleStore,
+    StoreError,
 };
 
 use switchboard_domain::trigger::active_in_order;
@@ -132,6 +135,11 @@ impl ConfigStore for SqliteStore {
 
 #[async_trait]
 impl ConfigAdmin for SqliteStore {
+    /// The scheduler ([`crate::Embedded::start_scheduler`]) fires what this store keeps.
+    fn fires_schedules(&self) -> bool {
+        true
+    }
+
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
         SqliteStore::create_tenant(self, tenant, name).await
     }
@@ -186,6 +194,7 @@ impl ConfigAdmin for SqliteStore {
                     "tenant_counters",
                     "session_slots",
                     "session_slot_counts",
+                    "schedules",
                 ] {
                     tx.prepare_cached(&format!("DELETE FROM {table} WHERE tenant_id = ?1"))?.execute(params![t])?;
                 }
@@ -212,6 +221,10 @@ impl ConfigAdmin for SqliteStore {
         let version = i64::try_from(record.version()).unwrap_or(i64::MAX);
         let expected = expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
         let body = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let schedule = match record {
+            ConfigRecord::Trigger(trigger) => Some(trigger.next_slot_after(by.at)),
+            _ => None,
+        };
         let by = by.clone();
         let written = self
             .db
@@ -232,6 +245,10 @@ impl ConfigAdmin for SqliteStore {
                 };
                 let kept = Keep { tenant: &t, kind, id: &id, version, deleted: false, body: &body };
                 let result = result.and_then(|n| if n == 1 { keep(&tx, &kept, &by) } else { Ok(0) });
+                let result = match (result, &schedule) {
+                    (Ok(1), Some(next)) => keep_schedule(&tx, &t, &id, next.as_ref()).map(|()| 1),
+                    (other, _) => other,
+                };
                 match result {
                     Ok(1) => tx.commit().map(|()| true).map_err(Into::into),
                     Ok(_) => Ok(false),
@@ -326,6 +343,9 @@ impl ConfigAdmin for SqliteStore {
                 if let Some((_, body)) = current.as_ref().filter(|(v, _)| *v == expected) {
                     tx.prepare_cached("DELETE FROM config_records WHERE tenant_id = ?1 AND kind = ?2 AND id = ?3")?
                         .execute(params![t, k, id_owned])?;
+                    if k == ConfigKind::Trigger.as_str() {
+                        keep_schedule(&tx, &t, &id_owned, None)?;
+                    }
                     let version = expected.saturating_add(1);
                     keep(&tx, &Keep { tenant: &t, kind: k, id: &id_owned, version, deleted: true, body }, &by)?;
                     tx.commit()?;
@@ -388,6 +408,86 @@ impl ConfigAdmin for SqliteStore {
             .await
             .map_err(store_err)?;
         row.map(|row| kept(kind, id, row)).transpose()
+    }
+}
+
+/// Keeps the next slot of trigger `id` (its spec and slot), or forgets it (`None`: not an active
+/// schedule trigger any more). A write that keeps the spec keeps the slot the trigger is at, so
+/// that editing, say, the input does not skip a slot that is due.
+fn keep_schedule(
+    tx: &rusqlite::Connection,
+    tenant: &str,
+    id: &str,
+    next: Option<&(String, chrono::DateTime<chrono::Utc>)>,
+) -> rusqlite::Result<()> {
+    match next {
+        None => {
+            tx.prepare_cached("DELETE FROM schedules WHERE tenant_id = ?1 AND trigger_id = ?2")?
+                .execute(params![tenant, id])?;
+        }
+        Some((spec, at)) => {
+            tx.prepare_cached(
+                "INSERT INTO schedules (tenant_id, trigger_id, spec, next_slot) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (tenant_id, trigger_id) DO UPDATE SET
+                     next_slot = CASE WHEN schedules.spec = excluded.spec THEN schedules.next_slot
+                                      ELSE excluded.next_slot END,
+                     spec = excluded.spec",
+            )?
+            .execute(params![tenant, id, spec, at.timestamp_millis()])?;
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ScheduleStore for SqliteStore {
+    async fn due_schedules(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
+        let (now, limit) = (now.timestamp_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows: Vec<(String, String, i64)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT tenant_id, trigger_id, next_slot FROM schedules WHERE next_slot <= ?1
+                     ORDER BY next_slot LIMIT ?2",
+                )?;
+                let rows = stmt
+                    .query_map(params![now, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        rows.into_iter()
+            .map(|(tenant, trigger, slot)| {
+                let corrupt = |what: &str| StoreError::Corrupt(format!("schedule of trigger {trigger}: bad {what}"));
+                Ok(DueSchedule {
+                    tenant_id: tenant.parse().map_err(|_| corrupt("tenant id"))?,
+                    trigger_id: trigger.parse().map_err(|_| corrupt("trigger id"))?,
+                    slot: DateTime::from_timestamp_millis(slot).ok_or_else(|| corrupt("slot"))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn move_slot(
+        &self,
+        tenant: &TenantId,
+        trigger: TriggerId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let (t, id) = (tenant.to_string(), trigger.to_string());
+        let (from, to) = (from.timestamp_millis(), to.timestamp_millis());
+        self.db
+            .call(move |c| {
+                Ok(c.prepare_cached(
+                    "UPDATE schedules SET next_slot = ?4 WHERE tenant_id = ?1 AND trigger_id = ?2 AND next_slot = ?3",
+                )?
+                .execute(params![t, id, from, to])?
+                    == 1)
+            })
+            .await
+            .map_err(store_err)
     }
 }
 

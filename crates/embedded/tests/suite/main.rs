@@ -13,5 +13,6 @@ mod queue;
 mod recording;
 mod retention;
 mod scenarios;
+mod schedules;
 mod store;
 mod tenancy;

@@ -194,6 +194,12 @@ pub trait ConfigAdmin: Send + Sync {
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError>;
     /// Writes the tenant's name and status; `false` when there is no such tenant.
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError>;
+    /// Whether this deployment starts schedule triggers' slots (the store keeps their next slot
+    /// with each write, and something ticks): a store that does not refuses them, rather than
+    /// keep triggers that never fire.
+    fn fires_schedules(&self) -> bool {
+        false
+    }
     /// Writes `record` and keeps it as version `record.version()`, written as `by` says.
     async fn put_config(
         &self,

@@ -11,6 +11,7 @@ mod metrics;
 mod model;
 mod progress;
 mod queue;
+mod schedules;
 mod sessions;
 mod store;
 mod webhooks;
@@ -30,6 +31,7 @@ pub use metrics::{Metrics, NoMetrics, tool_calls};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, TextSink, ToolSpec};
 pub use progress::{Follower, Progress, TurnEvent};
 pub use queue::{CountAndEnqueue, DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
+pub use schedules::{DueSchedule, ScheduleStore};
 pub use sessions::{ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart};
 pub use store::{Page, StoreError};
 pub use webhooks::{
