@@ -165,8 +165,16 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert_eq!(r.status, 400);
     assert_eq!(pointers(&r), ["/conditions/all/0/operator"], "{}", r.body);
     // a trigger that could never fire is refused rather than stored
-    let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "schedule" })).await;
+    let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "webhook" })).await;
     assert_eq!(pointers(&r), ["/eventType"]);
+    let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "schedule" })).await;
+    assert_eq!(pointers(&r), ["/schedule"]);
+    let schedule = |expression: &str| {
+        json!({ "name": "s", "agentId": agent, "eventType": "schedule",
+        "schedule": { "expression": expression, "timeZone": "Europe/Paris", "input": "post the digest" } })
+    };
+    let r = api.post("/tenants/acme/triggers", schedule("0 9 * * MON-FRIDAY")).await;
+    assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec!["/schedule/expression".to_owned()]), "{}", r.body);
     // every write takes JSON only, and an oversized body is a problem+json too
     let r = api.call(Method::POST, "/tenants/acme/agents", None, &[("content-type", "text/plain")]).await;
     assert_eq!((r.status.as_u16(), r.headers["content-type"].to_str().unwrap()), (415, "application/problem+json"));
@@ -186,6 +194,16 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert_eq!(pointers(&r), ["/agentId"]);
     // nothing of the refused triggers was stored
     assert_eq!(api.get("/tenants/acme/triggers").await.body["items"].as_array().unwrap().len(), 0);
+    // a good schedule is kept as written, its time zone's default filled in
+    let r = api.post("/tenants/acme/triggers", schedule("0 9 * * MON-FRI")).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.body["schedule"],
+        json!({ "expression": "0 9 * * MON-FRI", "timeZone": "Europe/Paris", "input": "post the digest" })
+    );
+    let id = r.body["triggerId"].as_str().unwrap().to_owned();
+    let r = api.call(Method::DELETE, &format!("/tenants/acme/triggers/{id}"), None, &[]).await;
+    assert_eq!(r.status, 204, "{}", r.body);
     // bad queries
     assert_eq!(pointers(&api.get("/tenants/acme/agents?limit=0").await), ["/query/limit"]);
     assert_eq!(pointers(&api.get("/tenants/acme/agents?status=sleepy").await), ["/query/status"]);

@@ -51,6 +51,8 @@ struct Subject {
     counters: [Arc<dyn Counters>; 2],
     /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
     bounded_deletes: bool,
+    /// Whether the profile fires schedule triggers (and so keeps them).
+    schedules: bool,
     /// Writing an event into the tenant's event log on its own (a turn's are written by its
     /// commit), and reading the log back.
     log: Arc<dyn LogEvent>,
@@ -119,6 +121,7 @@ async fn embedded() -> Subject {
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
         bounded_deletes: false,
+        schedules: true,
         log: store.clone(),
         events: store.clone(),
         _keep: Box::new((dir, e)),
@@ -150,6 +153,7 @@ async fn aws() -> Subject {
             Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
         }],
         bounded_deletes: true,
+        schedules: false,
         _keep: Box::new(()),
     }
 }
@@ -185,6 +189,7 @@ contract!(
     every_config_write_keeps_a_version_with_it_newest_first,
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
+    a_schedule_trigger_is_kept_only_where_something_fires_it,
     usage_adds_up_per_day_agent_and_model_once_per_source,
     activity_counts_executions_per_hour_and_status_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
@@ -1369,6 +1374,32 @@ async fn another_containers_config_writes_show_after_the_cache_ttl() {
     writer.put_config(&ConfigRecord::Skill(skill.clone()), Some(1), &by()).await.unwrap();
     assert_eq!(reader.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 1);
     assert_eq!(writer.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 2, "own writes at once");
+}
+
+/// The embedded store keeps schedule triggers (its scheduler fires them); the DynamoDB store
+/// refuses them on write until the AWS profile fires them, rather than keep triggers that never
+/// run.
+async fn a_schedule_trigger_is_kept_only_where_something_fires_it(x: &Subject) {
+    let t = tenant("t-1");
+    x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
+    let a = agent(&t);
+    x.service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
+    let mut on_schedule = trigger(&t, a.agent_id, TriggerId::generate(), 1, "schedule", "active");
+    on_schedule.conditions = switchboard_domain::Conditions::always();
+    on_schedule.schedule = Some(serde_json::from_value(json!({ "expression": "rate(1 hour)", "input": "x" })).unwrap());
+    let written = x.service.create(&ConfigRecord::Trigger(on_schedule.clone())).await;
+    let kept = x.config_admin.get_config(&t, ConfigKind::Trigger, &on_schedule.trigger_id.to_string()).await.unwrap();
+    assert_eq!(x.config_admin.fires_schedules(), x.schedules);
+    if x.schedules {
+        written.unwrap();
+        assert_eq!(kept, Some(ConfigRecord::Trigger(on_schedule)));
+    } else {
+        match written {
+            Err(ConfigWriteError::Invalid(e)) => assert_eq!(e.0[0].pointer, "/eventType"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(kept, None);
+    }
 }
 
 async fn the_config_service_keeps_references_within_the_tenant(x: &Subject) {
