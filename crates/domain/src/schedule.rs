@@ -15,8 +15,8 @@
 //!
 //! # Time zones
 //!
-//! Cron times are wall-clock times in `timeZone` (an IANA name; the database is built in, so a
-//! host without one behaves the same). A time skipped by a change to summer time runs at the
+//! Cron times are wall-clock times in `timeZone` (an IANA name, looked up in the system's tz
+//! database, `/usr/share/zoneinfo`). A time skipped by a change to summer time runs at the
 //! instant the skipped time maps to forwards (02:30 in Paris on the day clocks go from 02:00 to
 //! 03:00 runs at 03:30 summer time); a time that happens twice when clocks go back runs once, at
 //! its first occurrence.
