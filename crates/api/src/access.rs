@@ -21,7 +21,7 @@ pub fn route_group(method: &Method, route: &str) -> RouteGroup {
         // A ticket for the live push reads events like the stream does.
         "/tenants/{tenant}/events/push" => RouteGroup::Read,
         _ if reads => RouteGroup::Read,
-        "/tenants/{tenant}/agents/{id}/invoke" => RouteGroup::Invoke,
+        "/tenants/{tenant}/agents/{id}/invoke" | "/tenants/{tenant}/triggers/{id}/run" => RouteGroup::Invoke,
         r if r.starts_with("/tenants/{tenant}/sessions/{session}/") => RouteGroup::Operate,
         r if r.starts_with("/tenants/{tenant}/approvals/") => RouteGroup::Operate,
         _ => RouteGroup::Configure,
@@ -42,6 +42,7 @@ mod tests {
         assert_eq!(g(Method::GET, "/tenants/{tenant}/sessions/{session}/executions"), RouteGroup::Read);
         assert_eq!(g(Method::DELETE, "/tenants/{tenant}/keys/{key}"), RouteGroup::Own);
         assert_eq!(g(Method::DELETE, "/tenants/{tenant}"), RouteGroup::Platform);
+        assert_eq!(g(Method::POST, "/tenants/{tenant}/triggers/{id}/run"), RouteGroup::Invoke);
         assert_eq!(g(Method::POST, "/tenants/{tenant}/something-new"), RouteGroup::Configure);
     }
 }

@@ -108,7 +108,12 @@ pub(crate) async fn read_request(State(state): State<Arc<ApiState>>, req: Reques
     if let Err(problem) = canonical_path(req.uri().path()) {
         return problem.into_response();
     }
-    let limit = if req.uri().path() == "/events" { MAX_EVENT_BYTES } else { MAX_BODY_BYTES };
+    let limit = match req.uri().path() {
+        "/events" => MAX_EVENT_BYTES,
+        // A webhook trigger's body is the agent's text.
+        path if path.starts_with("/hooks/") => switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES,
+        _ => MAX_BODY_BYTES,
+    };
     let announced = req
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -103,6 +103,16 @@ impl Problem {
         )
     }
 
+    /// 401 for a webhook delivery that could not be verified, whatever the reason (logged).
+    pub fn bad_signature() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "bad-signature",
+            "Unauthorized",
+            "the request's Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) could not be verified",
+        )
+    }
+
     /// 403: the caller's role does not admit the route's group.
     pub fn forbidden(group: switchboard_domain::access::RouteGroup, caller: &crate::auth::Caller) -> Self {
         let detail = format!(
@@ -232,7 +242,7 @@ impl IntoResponse for Problem {
         let mut res = (self.status, json).into_response();
         let headers = res.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        if self.status == StatusCode::UNAUTHORIZED {
+        if self.kind == "unauthorized" {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if let Some(secs) = self.retry_after {

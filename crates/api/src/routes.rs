@@ -27,7 +27,7 @@ pub fn routes(state: ApiState) -> Router {
     // Shared, not copied: axum clones the state for every extractor of every request.
     let state = Arc::new(state);
     let app = gated(operation_routes(configuration_routes(Router::new())), &state);
-    finish(console_routes(app), state)
+    finish(console_routes(hook_routes(app)), state)
 }
 
 /// The configuration half of the API, for a function of its own (the AWS profile's
@@ -46,7 +46,12 @@ pub fn configuration_api(state: ApiState) -> Router {
 pub fn operations_api(state: ApiState) -> Router {
     let state = Arc::new(state);
     let app = gated(operation_routes(Router::new()), &state);
-    finish(app, state)
+    finish(hook_routes(app), state)
+}
+
+/// Webhook triggers' deliveries, outside the key check: their signature authenticates them.
+fn hook_routes(app: Router<AppState>) -> Router<AppState> {
+    app.route("/hooks/{tenant}/{trigger}", post(invoke::triggers::deliver))
 }
 
 /// The routes behind the key check, with the API's answers for a path or method it does not have.
@@ -83,6 +88,7 @@ fn operation_routes(app: Router<AppState>) -> Router<AppState> {
     let app = app
         .route("/events", post(events::post_event))
         .route("/tenants/{tenant}/agents/{id}/invoke", post(invoke::invoke))
+        .route("/tenants/{tenant}/triggers/{id}/run", post(invoke::triggers::run))
         .route("/tenants/{tenant}/conversations/{conversation}/messages", get(conversations::messages))
         .route("/tenants/{tenant}/conversations/{conversation}/sessions", get(conversations::sessions))
         .route("/tenants/{tenant}/sessions", get(sessions::list))

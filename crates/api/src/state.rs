@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use switchboard_engine::{
     ConfigAdmin, ConfigService, ConfigStore, ConversationLog, EventFeed, EventLog, ExecutionLog, Executor, Ingest,
-    Invoker, Operator, SessionStore,
+    Invoker, Operator, Secrets, SessionStore,
 };
 
 use crate::auth::{Authenticator, RateLimiter};
@@ -49,6 +49,8 @@ pub struct ApiState {
     /// Replays executions (embedded: in a scratch engine beside the store). `None`: this
     /// deployment does not (a Lambda function has no scratch engine).
     pub replayer: Option<Arc<dyn Replayer>>,
+    /// Tenant secrets, for verifying webhook triggers' deliveries.
+    pub secrets: Arc<dyn Secrets>,
 }
 
 /// Runs an execution again from its record (`POST …/executions/{e}/replay`).

@@ -159,6 +159,7 @@ fn trigger(tenant_id: TenantId, conditions: Conditions) -> Trigger {
         priority: 0,
         status: TriggerStatus::Active,
         schedule: None,
+        webhook: None,
         created_at: DateTime::default(),
         updated_at: DateTime::default(),
         version: 1,

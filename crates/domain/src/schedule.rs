@@ -159,26 +159,36 @@ impl Slots {
         }
     }
 
+    /// The earliest matching instant strictly after `t`. Clock order is not instant order
+    /// around a change of offset (in a zone that moves by 30 minutes, 02:20 skipped forwards can
+    /// land after 02:35), so every match of a day counts, and the search goes one day past the
+    /// first day with a match: no change of offset moves a time by a day.
     fn next_cron(&self, cron: &Cron, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let after = t.timestamp_millis();
         let start = jiff::Timestamp::from_millisecond(after).ok()?.to_zoned(self.tz.clone()).date();
         // The day before too: a time of that day may map past midnight (a skipped hour).
         let mut day = start.yesterday().ok()?;
-        for _ in 0..SEARCH_DAYS {
+        let mut best: Option<i64> = None;
+        let mut days_left = SEARCH_DAYS;
+        while days_left > 0 {
             if cron.matches_day(day) {
                 for hour in (0..24).filter(|h| cron.hours & (1 << h) != 0) {
                     for minute in (0..60).filter(|m| cron.minutes & (1u64 << m) != 0) {
                         let local = day.at(hour, minute, 0, 0);
                         let at = self.tz.to_ambiguous_zoned(local).compatible().ok()?.timestamp().as_millisecond();
-                        if at > after {
-                            return DateTime::from_timestamp_millis(at);
+                        if at > after && best.is_none_or(|b| at < b) {
+                            if best.is_none() {
+                                days_left = days_left.min(2);
+                            }
+                            best = Some(at);
                         }
                     }
                 }
             }
             day = day.tomorrow().ok()?;
+            days_left -= 1;
         }
-        None
+        DateTime::from_timestamp_millis(best?)
     }
 }
 
@@ -217,8 +227,10 @@ fn parse_rate(inner: &str) -> Result<When, String> {
     let (Some(n), Some(unit), None) = (words.next(), words.next(), words.next()) else {
         return Err("a rate is 'rate(<number> <minutes|hours|days>)'".into());
     };
-    let n: i64 =
-        n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| format!("rate: '{n}' is not a whole number of at least 1"))?;
+    let n: i64 = digits(n)
+        .map(i64::from)
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("rate: '{n}' is not a whole number of at least 1"))?;
     let unit_ms: i64 = match unit.to_ascii_lowercase().as_str() {
         "minute" | "minutes" => 60_000,
         "hour" | "hours" => 3_600_000,
@@ -227,6 +239,11 @@ fn parse_rate(inner: &str) -> Result<When, String> {
     };
     let millis = n.checked_mul(unit_ms).filter(|m| *m <= 366 * 86_400_000).ok_or("rate: at most 366 days")?;
     Ok(When::Every { millis })
+}
+
+/// A number written in ASCII digits only (`str::parse` also takes a sign: `+5`).
+fn digits(text: &str) -> Option<u32> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
 }
 
 const MONTHS: [&str; 12] = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"];
@@ -274,7 +291,7 @@ fn field(name: &str, text: &str, min: u32, max: u32, names: &[&str]) -> Result<u
             // Months count from 1, weekdays from 0.
             return Ok(u32::try_from(i).unwrap_or(0) + min);
         }
-        let n: u32 = v.parse().map_err(|_| format!("{name} field: '{v}' is not a number"))?;
+        let n: u32 = digits(v).ok_or_else(|| format!("{name} field: '{v}' is not a number"))?;
         if n < min || n > max {
             return Err(format!("{name} field: {n} is out of range {min}-{max}"));
         }
@@ -284,8 +301,7 @@ fn field(name: &str, text: &str, min: u32, max: u32, names: &[&str]) -> Result<u
     for part in text.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => {
-                let s: u32 =
-                    s.parse().ok().filter(|s| *s >= 1).ok_or_else(|| format!("{name} field: bad step '{s}'"))?;
+                let s: u32 = digits(s).filter(|s| *s >= 1).ok_or_else(|| format!("{name} field: bad step '{s}'"))?;
                 (r, s)
             }
             None => (part, 1),
@@ -432,6 +448,23 @@ mod tests {
             run("30 * * * *", "Europe/Paris", "2027-03-28T00:00:00Z", 3),
             ["2027-03-28T00:30:00+00:00", "2027-03-28T01:30:00+00:00", "2027-03-28T02:30:00+00:00"]
         );
+        // Lord Howe Island moves by 30 minutes (02:00 +10:30 becomes 02:30 +11 on 2027-10-03):
+        // 02:20 is skipped forwards to 02:50, after 02:35, and both run, in instant order.
+        assert_eq!(
+            run("20,35 2 * * *", "Australia/Lord_Howe", "2027-10-02T15:00:00Z", 4),
+            [
+                "2027-10-02T15:35:00+00:00",
+                "2027-10-02T15:50:00+00:00",
+                "2027-10-03T15:20:00+00:00",
+                "2027-10-03T15:35:00+00:00"
+            ]
+        );
+        // And back (02:00 +11 becomes 01:30 +10:30 on 2028-04-02): 01:40 happens twice, and
+        // runs once, at its first occurrence.
+        assert_eq!(
+            run("40 1 * * *", "Australia/Lord_Howe", "2028-03-31T12:00:00Z", 3),
+            ["2028-03-31T14:40:00+00:00", "2028-04-01T14:40:00+00:00", "2028-04-02T15:10:00+00:00"]
+        );
     }
 
     #[test]
@@ -455,6 +488,10 @@ mod tests {
         assert!(fault("rate(5 weeks)").contains("unknown unit"));
         assert!(fault("rate(367 days)").contains("366 days"));
         assert!(fault("rate(5)").contains("rate("));
+        // Digits only: a sign is not part of a cron number or a rate.
+        assert!(fault("+5 * * * *").contains("'+5' is not a number"));
+        assert!(fault("*/+5 * * * *").contains("bad step"));
+        assert!(fault("rate(+5 minutes)").contains("'+5'"));
         assert!(fault(&"1,".repeat(200)).contains("at most 256 bytes"));
     }
 

@@ -52,6 +52,10 @@ pub struct Trigger {
     /// event type).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// How a `webhook` trigger's requests are verified and which conversation they are on (only
+    /// for that event type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSource>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Bumped on every update; the API's `ETag`, checked against `If-Match`.
@@ -63,6 +67,43 @@ fn default_priority() -> i32 {
     100
 }
 
+/// A `webhook` trigger's inbound side: the tenant secret its senders sign with (the Standard
+/// Webhooks scheme, `whsec_…`), and where in the body the conversation is named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookSource {
+    /// Name of the tenant secret (Secrets Manager / the secrets file) requests are signed with.
+    pub secret_ref: String,
+    /// A JSON pointer into the body whose string or number names the conversation; absent, or
+    /// absent from a body: each request has a conversation of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_pointer: Option<String>,
+}
+
+impl WebhookSource {
+    fn check(&self, prefix: &str, errors: &mut ValidationErrors) {
+        let name = &self.secret_ref;
+        if name.is_empty() || name.len() > 128 || !name.bytes().all(|b| b.is_ascii_graphic()) {
+            errors.push(format!("{prefix}/secretRef"), "must be a secret name of 1 to 128 characters");
+        }
+        if let Some(p) = &self.conversation_pointer
+            && (!p.starts_with('/') || p.len() > 256)
+        {
+            errors.push(format!("{prefix}/conversationPointer"), "must be a JSON pointer such as '/ticket/id'");
+        }
+    }
+
+    /// The conversation `body` names at the pointer, when it names one that is a valid id.
+    pub fn conversation_in(&self, body: &serde_json::Value) -> Option<String> {
+        let named = match body.pointer(self.conversation_pointer.as_deref()?)? {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        crate::ids::check_external_id(&named).is_ok().then_some(named)
+    }
+}
+
 impl Trigger {
     /// Checks the record on its own (conditions are validated when parsed). Whether `agentId`
     /// names an agent of the same tenant is checked by whoever stores the trigger.
@@ -70,14 +111,16 @@ impl Trigger {
         let mut errors = ValidationErrors::default();
         check_name(&mut errors, "/name", &self.name);
         match (self.event_type, &self.schedule) {
-            (EventType::MessageNew, None) => {}
             (EventType::Schedule, Some(schedule)) => schedule.check("/schedule", &mut errors),
             (EventType::Schedule, None) => errors.push("/schedule", "a schedule trigger needs a schedule"),
-            (EventType::MessageNew, Some(_)) => errors.push("/schedule", "only a schedule trigger has a schedule"),
-            // Accepting a trigger that can never fire would be a silent failure.
-            (EventType::Webhook | EventType::Manual, _) => {
-                errors.push("/eventType", "only message.new and schedule triggers are started so far")
-            }
+            (_, Some(_)) => errors.push("/schedule", "only a schedule trigger has a schedule"),
+            (_, None) => {}
+        }
+        match (self.event_type, &self.webhook) {
+            (EventType::Webhook, Some(webhook)) => webhook.check("/webhook", &mut errors),
+            (EventType::Webhook, None) => errors.push("/webhook", "a webhook trigger needs a webhook (its secretRef)"),
+            (_, Some(_)) => errors.push("/webhook", "only a webhook trigger has a webhook"),
+            (_, None) => {}
         }
         errors.into_result()
     }

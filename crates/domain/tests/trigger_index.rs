@@ -104,6 +104,7 @@ fn trigger(conditions: &Value, priority: i32, status: TriggerStatus) -> Trigger 
         priority,
         status,
         schedule: None,
+        webhook: None,
         created_at: at,
         updated_at: at,
         version: 1,

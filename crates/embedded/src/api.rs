@@ -124,6 +124,7 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
             store: embedded.store.clone(),
             model: embedded.executor.deps().model.clone(),
         })),
+        secrets: embedded.secrets(),
     }
 }
 

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use switchboard_domain::{ErrorKind, ExecutionRecord, InboundEvent, PriceTable, TenantId, TenantStatus};
 use switchboard_engine::{
     Attempt, Clock, ConfigStore, ConversationLog, CountAndEnqueue, Counters, Deps, Engine, Enqueued, ExecOutcome,
-    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoWebhooks, Operator, PortLayer, QueueError,
-    RouteError, RouteOutcome, SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
+    ExecutionLog, Executor, Follower, Ingest, Intake, Invoker, Model, NoSecrets, NoWebhooks, Operator, PortLayer,
+    QueueError, RouteError, RouteOutcome, Secrets, SlotAndCount, StoreError, WebhookCaller, WorkItem, WorkQueue,
 };
 use tokio::sync::broadcast;
 use tracing::{error, info, warn};
@@ -47,6 +47,9 @@ pub struct EmbeddedOptions {
     pub idle_poll: Duration,
     /// Calls tenant webhook tools; without one, webhook tools answer the model with an error.
     pub webhooks: Arc<dyn WebhookCaller>,
+    /// Tenant secrets the API verifies webhook triggers' deliveries with (the webhook caller
+    /// holds its own, usually the same).
+    pub secrets: Arc<dyn Secrets>,
     /// How long one item may run before its turn stops with status `timeout`
     /// ([`Executor::with_budget`]); keep it under the queue's visibility timeout.
     pub turn_budget: Option<Duration>,
@@ -80,6 +83,7 @@ impl Default for EmbeddedOptions {
             queue: QueueConfig::default(),
             idle_poll: Duration::from_secs(5),
             webhooks: Arc::new(NoWebhooks),
+            secrets: Arc::new(NoSecrets),
             turn_budget: None,
             prices: Arc::new(PriceTable::builtin()),
             retention: Retention::default(),
@@ -115,9 +119,9 @@ pub struct Embedded {
     /// The retention sweeper, once started, and the count of its sweeps.
     sweeper: Mutex<Option<Sweeper>>,
     /// The approvals' sweeper, once started: its stop signal and task.
-    approval_sweeper: Mutex<Option<(tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>)>>,
+    approval_sweeper: Mutex<Option<Ticker>>,
     /// The schedule triggers' ticker, once started: its stop signal and task.
-    scheduler: Mutex<Option<(tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>)>>,
+    scheduler: Mutex<Option<Ticker>>,
     sweeps: tokio::sync::watch::Sender<u64>,
     completions: broadcast::Sender<Completion>,
     /// Who follows which turn (streamed invokes).
@@ -275,58 +279,43 @@ impl Embedded {
     /// their timeout expire (a denial, and the turn resumes) and decided ones whose resumption
     /// was not queued are queued again ([`Embedded::sweep_approvals`]).
     pub fn start_approval_sweeper(&self) {
-        let Ok(mut task) = self.approval_sweeper.lock() else { return };
-        if task.is_none() {
-            let operator = self.operator.clone();
-            let (stop, mut stopped) = tokio::sync::watch::channel(false);
-            let handle = tokio::spawn(async move {
-                let mut ticks = tokio::time::interval(APPROVAL_SWEEP_EVERY);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        _ = ticks.tick() => {}
-                        _ = stopped.changed() => return,
+        let operator = self.operator.clone();
+        Ticker::start(&self.approval_sweeper, APPROVAL_SWEEP_EVERY, move || {
+            let operator = operator.clone();
+            async move {
+                match operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await {
+                    Ok(s) if s.expired + s.requeued > 0 => {
+                        info!(expired = s.expired, requeued = s.requeued, "approvals swept");
                     }
-                    match operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await {
-                        Ok(s) if s.expired + s.requeued > 0 => {
-                            info!(expired = s.expired, requeued = s.requeued, "approvals swept");
-                        }
-                        Ok(_) => {}
-                        Err(e) => warn!(error = %e, "approval sweep failed; the next one tries again"),
-                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "approval sweep failed; the next one tries again"),
                 }
-            });
-            *task = Some((stop, handle));
-        }
+            }
+        });
     }
 
     /// Starts the scheduler (once): every [`SCHEDULE_TICK_EVERY`], the work of each schedule
     /// trigger's due slot is queued ([`Embedded::fire_schedules`]). Several processes over one
     /// data directory may all run it: each slot is claimed in the database, so it runs once.
     pub fn start_scheduler(&self) {
-        let Ok(mut task) = self.scheduler.lock() else { return };
-        if task.is_none() {
-            let (intake, store, clock) = (self.intake.clone(), self.store.clone(), Arc::clone(&self.clock));
-            let (stop, mut stopped) = tokio::sync::watch::channel(false);
-            let handle = tokio::spawn(async move {
-                let mut ticks = tokio::time::interval(SCHEDULE_TICK_EVERY);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        _ = ticks.tick() => {}
-                        _ = stopped.changed() => return,
+        let (intake, store, clock) = (self.intake.clone(), self.store.clone(), Arc::clone(&self.clock));
+        Ticker::start(&self.scheduler, SCHEDULE_TICK_EVERY, move || {
+            let (intake, store, clock) = (intake.clone(), store.clone(), Arc::clone(&clock));
+            async move {
+                match intake.fire_schedules(&store, clock.now()).await {
+                    Ok(f) if f.any() => {
+                        info!(queued = f.queued, skipped = f.skipped, failed = f.failed, "schedule slots fired");
                     }
-                    match intake.fire_schedules(&store, clock.now()).await {
-                        Ok(f) if f.any() => {
-                            info!(queued = f.queued, skipped = f.skipped, failed = f.failed, "schedule slots fired");
-                        }
-                        Ok(_) => {}
-                        Err(e) => warn!(error = %e, "the schedules could not be read; the next tick tries again"),
-                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "the schedules could not be read; the next tick tries again"),
                 }
-            });
-            *task = Some((stop, handle));
-        }
+            }
+        });
+    }
+
+    /// The tenant secrets the options gave.
+    pub fn secrets(&self) -> Arc<dyn Secrets> {
+        Arc::clone(&self.options.secrets)
     }
 
     /// Queues the work of every schedule slot due at the clock's time, once (what the scheduler
@@ -365,9 +354,8 @@ impl Embedded {
         }
         for ticker in [&self.approval_sweeper, &self.scheduler] {
             let running = ticker.lock().ok().and_then(|mut s| s.take());
-            if let Some((stop, task)) = running {
-                let _ = stop.send(true);
-                let _ = task.await;
+            if let Some(ticker) = running {
+                ticker.stop().await;
             }
         }
     }
@@ -594,6 +582,45 @@ impl Invoker for Embedded {
         // when this returns (or is dropped with a client that went away).
         let _following = self.followers.follow(&item.tenant_id, &item.source_id, follower);
         self.invoke(item, wait).await
+    }
+}
+
+/// A job run every period on a task of its own until stopped (a run under way finishes first).
+#[derive(Debug)]
+struct Ticker {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Ticker {
+    /// Starts `job` in `slot`, unless one runs there already. The first run is at once.
+    fn start<F, Fut>(slot: &Mutex<Option<Ticker>>, every: Duration, job: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let Ok(mut slot) = slot.lock() else { return };
+        if slot.is_some() {
+            return;
+        }
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = stopped.changed() => return,
+                }
+                job().await;
+            }
+        });
+        *slot = Some(Ticker { stop, task });
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
     }
 }
 

@@ -225,6 +225,7 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         // One dead-letter queue for every tenant: counted by the stack's alarm, not per tenant.
         dead_letters: None,
         replayer: None,
+        secrets: wiring.secrets.clone(),
     }
 }
 

@@ -349,7 +349,7 @@ impl Parts {
 }
 
 /// The engine wired to the AWS adapters, built once per container from one SDK config.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Wiring {
     pub store: Arc<DynamoStore>,
     pub queue: Arc<SqsWorkQueue>,
@@ -365,6 +365,20 @@ pub struct Wiring {
     /// The work queue's dead-letter queue (`SWITCHBOARD_WORK_DEAD_LETTER_QUEUE_ARN`): a batch
     /// from it is given up item by item instead of run (see [`crate::executor::handle`]).
     pub dead_letter_queue_arn: Option<String>,
+    /// Tenant secrets, for the API's verification of webhook triggers' deliveries: Secrets
+    /// Manager where the function needs them ([`Wiring::operations_from_env`]), none elsewhere.
+    pub secrets: Arc<dyn Secrets>,
+}
+
+impl std::fmt::Debug for Wiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wiring")
+            .field("store", &self.store)
+            .field("queue", &self.queue)
+            .field("max_receives", &self.max_receives)
+            .field("dead_letter_queue_arn", &self.dead_letter_queue_arn)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The template's `maxReceiveCount` for the work queue.
@@ -423,6 +437,20 @@ impl Wiring {
         Self::api(sdk, &FunctionEnv::from_env()?)
     }
 
+    /// The operations-api's wiring: [`Wiring::api`], and the tenants' secrets in Secrets Manager
+    /// (`switchboard/<tenant>/<secretRef>`), which verify webhook triggers' deliveries. Only
+    /// this function's binary links the Secrets Manager client beside the executor's.
+    pub async fn operations_from_env(sdk: &SdkConfig) -> Result<Self, String> {
+        let wiring = Self::api(sdk, &FunctionEnv::from_env()?)?;
+        Ok(wiring.with_secrets(Arc::new(SecretsManagerSecrets::from_config(sdk))))
+    }
+
+    /// The same wiring verifying webhook triggers' deliveries with `secrets`.
+    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
     /// Wiring with explicit clients, Conversations adapter, model and webhook policy (tests,
     /// benchmarks). Webhook tools are signed with the tenant's secret from Secrets Manager
     /// (`switchboard/<tenant>/<secretRef>`, read through `clients.secretsmanager`).
@@ -443,7 +471,8 @@ impl Wiring {
             store: DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), Arc::new(SystemClock)),
             queue: SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()),
         };
-        Self::assemble(parts, env, conversations, model, Arc::new(LazyWebhooks::new(webhooks, secrets)))
+        Self::assemble(parts, env, conversations, model, Arc::new(LazyWebhooks::new(webhooks, secrets.clone())))
+            .with_secrets(secrets)
     }
 
     /// The engine over `parts` and the given agents' means.
@@ -485,6 +514,7 @@ impl Wiring {
             turns,
             max_receives: DEFAULT_MAX_RECEIVES,
             dead_letter_queue_arn: None,
+            secrets: Arc::new(switchboard_engine::NoSecrets),
         }
     }
 

@@ -166,7 +166,22 @@ async fn bad_bodies_name_the_field_at_fault_and_store_nothing() {
     assert_eq!(pointers(&r), ["/conditions/all/0/operator"], "{}", r.body);
     // a trigger that could never fire is refused rather than stored
     let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "webhook" })).await;
-    assert_eq!(pointers(&r), ["/eventType"]);
+    assert_eq!(pointers(&r), ["/webhook"]);
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            json!({ "name": "t", "agentId": agent, "eventType": "webhook",
+                "webhook": { "secretRef": "", "conversationPointer": "ticket" } }),
+        )
+        .await;
+    assert_eq!(pointers(&r), ["/webhook/secretRef", "/webhook/conversationPointer"], "{}", r.body);
+    let r = api
+        .post(
+            "/tenants/acme/triggers",
+            json!({ "name": "t", "agentId": agent, "eventType": "manual", "webhook": { "secretRef": "s" } }),
+        )
+        .await;
+    assert_eq!(pointers(&r), ["/webhook"]);
     let r = api.post("/tenants/acme/triggers", json!({ "name": "t", "agentId": agent, "eventType": "schedule" })).await;
     assert_eq!(pointers(&r), ["/schedule"]);
     let schedule = |expression: &str| {
@@ -416,6 +431,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let paused_session = paused.body["sessionId"].as_str().unwrap().to_owned();
     let approvals = admin.get("/tenants/acme/approvals").await.body;
     let approval = approvals["approvals"][0]["approvalId"].as_str().unwrap_or_else(|| panic!("{approvals}")).to_owned();
+    // and a manual trigger of acme's
+    let manual = json!({ "name": "by hand", "agentId": agent, "eventType": "manual" });
+    let manual = admin.post("/tenants/acme/triggers", manual).await.body["triggerId"].as_str().unwrap().to_owned();
     // when the intruder uses acme's ids, under acme's path and under its own
     let mut corpus: Vec<(Method, String, Option<Value>)> = Vec::new();
     for base in ["/tenants/acme", "/tenants/intruder"] {
@@ -431,6 +449,16 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
             corpus.push((Method::POST, format!("{base}/{kind}/{id}/rollback"), Some(json!({ "version": 1 }))));
         }
         corpus.push((Method::POST, format!("{base}/agents/{agent}/invoke"), Some(json!({ "conversationId": "c-x" }))));
+        corpus.push((
+            Method::POST,
+            format!("{base}/triggers/{manual}/run"),
+            Some(json!({ "input": "a human please" })),
+        ));
+        corpus.push((
+            Method::POST,
+            format!("{base}/triggers/{manual}/run"),
+            Some(json!({ "input": "mine", "conversationId": "c-x" })),
+        ));
         corpus.push((Method::GET, format!("{base}/sessions/{session}"), None));
         corpus.push((
             Method::POST,
@@ -504,6 +532,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         &approval,
         &gated,
         &paused_session,
+        &manual,
     ];
     for (method, path, body) in corpus {
         let r = intruder.call(method.clone(), &path, body, &[("if-match", "\"1\""), ("idempotency-key", "k-1")]).await;

@@ -188,8 +188,17 @@ impl Spec {
 // ------------------------------------------------------------------------------------------
 
 /// The example tenant and its scripted model (a deterministic test double).
+/// A Standard Webhooks secret of acme's, `crm`, for its webhook triggers.
+const CRM_SECRET: &str = "whsec_Y3JtLWhvb2stc2VjcmV0LWZvci10aGUtY29udHJhY3Q=";
+
 fn example_server(data_dir: &Path) -> Server {
-    Server::start(data_dir, &["--tenant", examples().join("tenant.json").to_str().unwrap()])
+    std::fs::create_dir_all(data_dir).unwrap();
+    let secrets = data_dir.join("secrets.json");
+    std::fs::write(&secrets, format!(r#"{{"acme": {{"crm": "{CRM_SECRET}"}}}}"#)).unwrap();
+    Server::start(
+        data_dir,
+        &["--tenant", examples().join("tenant.json").to_str().unwrap(), "--secrets-file", secrets.to_str().unwrap()],
+    )
 }
 
 enum Body {
@@ -539,6 +548,34 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert!(names.contains(&"model.finished") && names.contains(&"action"), "{names:?}");
     assert_eq!(api.post(&invoke, json!({ "conversationId": "c-human" })).await.status, 409);
     assert_eq!(api.post(&invoke, json!({ "conversationId": "bad id!" })).await.pointers(), ["/conversationId"]);
+
+    // -- a manual trigger's run and a webhook trigger's delivery -----------------------------------
+    let manual = json!({ "name": "by hand", "agentId": SUPPORT_AGENT, "eventType": "manual" });
+    let manual = api.post("/tenants/acme/triggers", manual).await;
+    assert_eq!(manual.status, StatusCode::CREATED, "{}", manual.body);
+    let run = format!("/tenants/acme/triggers/{}/run", manual.str("/triggerId"));
+    let r = api.post(&run, json!({ "input": "Where is my order #79?", "conversationId": "c-run" })).await;
+    assert_eq!((r.status, r.str("/status")), (StatusCode::OK, "success".into()), "{}", r.body);
+    assert_eq!(api.post(&run, json!({ "input": "" })).await.pointers(), ["/input"]);
+    let hook = json!({ "name": "crm", "agentId": SUPPORT_AGENT, "eventType": "webhook",
+        "webhook": { "secretRef": "crm", "conversationPointer": "/ticket" } });
+    let hook = api.post("/tenants/acme/triggers", hook).await;
+    assert_eq!(hook.status, StatusCode::CREATED, "{}", hook.body);
+    let hook = format!("/hooks/acme/{}", hook.str("/triggerId"));
+    let payload = br#"{"ticket":"c-hook","text":"Where is my order #80?"}"#.to_vec();
+    let now = chrono::Utc::now().timestamp();
+    let key = switchboard_domain::webhook::standard::Key::from_secret(CRM_SECRET).unwrap();
+    let signature = switchboard_domain::webhook::standard::sign(&key, "msg_c1", now, &payload);
+    let ts = now.to_string();
+    let signed = [("webhook-id", "msg_c1"), ("webhook-timestamp", ts.as_str()), ("webhook-signature", &signature)];
+    let queued = api.call(Method::POST, &hook, Body::Raw("application/json", payload.clone()), &signed).await;
+    assert_eq!((queued.status, queued.str("/status")), (StatusCode::ACCEPTED, "queued".into()), "{}", queued.body);
+    let waited = api
+        .call(Method::POST, &format!("{hook}?wait=30"), Body::Raw("application/json", payload.clone()), &signed)
+        .await;
+    assert_eq!((waited.status, waited.str("/status")), (StatusCode::OK, "success".into()), "{}", waited.body);
+    let unsigned = api.call(Method::POST, &hook, Body::Raw("application/json", payload), &[]).await;
+    assert_eq!(unsigned.status, StatusCode::UNAUTHORIZED);
 
     // -- handoffs over the API: back from the human to an agent, then to a human again --------
     let human = api.get("/tenants/acme/conversations/c-human/sessions").await.body["sessions"][0]["sessionId"]
@@ -1102,6 +1139,8 @@ async fn every_route_answers_every_role_as_the_matrix_says() {
         for (who, role, key) in &callers {
             let expected = match (group.as_str(), role) {
                 ("public", _) => "answered",
+                // no key opens it: only a signature does
+                ("signed", _) => "401",
                 (_, None) => "401",
                 _ if *who == "another tenant's owner" && path.starts_with("/tenants/acme") => "as for no tenant",
                 (g, Some(role)) if matrix.reaches.get(g).unwrap_or_else(|| panic!("no group {g}")).contains(*role) => {

@@ -3,7 +3,8 @@
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
 //! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the API's two halves on
-//! AWS behind the template's gateway (`split`), the trigger tester (`trigger_test`) and kept
+//! AWS behind the template's gateway (`split`), turns started by manual and webhook triggers
+//! (`starts`), the trigger tester (`trigger_test`) and kept
 //! configuration versions (`versions`). `common` is their harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,6 +15,7 @@ mod extract;
 mod fuzz_corpus;
 mod openapi;
 mod split;
+mod starts;
 mod tenancy;
 mod trigger_test;
 mod versions;

@@ -62,7 +62,7 @@ pub struct ServeArgs {
     /// Deliveries of one item before it moves to the dead-letter table.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_receives: u32,
-    /// Tenant secrets that sign webhook tool calls: a JSON file
+    /// Tenant secrets that sign webhook tool calls and verify webhook triggers' deliveries: a JSON file
     /// `{"<tenant>": {"<secretRef>": "<value>"}}`, re-read when it changes. Keep it chmod 600.
     #[arg(long, env = "SWITCHBOARD_SECRETS_FILE", value_name = "FILE")]
     secrets_file: Option<PathBuf>,
@@ -136,7 +136,7 @@ fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptio
         );
     }
     let webhooks =
-        Arc::new(HttpWebhookCaller::new(policy, secrets).map_err(|e| anyhow::anyhow!("webhook client: {e}"))?);
+        Arc::new(HttpWebhookCaller::new(policy, secrets.clone()).map_err(|e| anyhow::anyhow!("webhook client: {e}"))?);
     let visibility = Duration::from_secs(args.visibility_timeout);
     let turn_budget = match args.turn_timeout {
         Some(secs) if secs >= args.visibility_timeout => bail!(
@@ -150,6 +150,7 @@ fn options(args: &ServeArgs, prices: PriceTable) -> anyhow::Result<EmbeddedOptio
     Ok(EmbeddedOptions {
         workers: usize::from(args.workers),
         webhooks,
+        secrets,
         turn_budget: Some(turn_budget),
         prices: Arc::new(prices),
         queue: QueueConfig {

@@ -161,7 +161,7 @@ async fn a_bad_schedule_is_refused_with_its_pointer_and_an_inactive_trigger_does
     let faults = refused(config.create(&ConfigRecord::Trigger(t.clone())).await.unwrap_err());
     assert_eq!(faults[0].0, "/schedule");
     t.event_type = switchboard_domain::EventType::Webhook;
-    assert_eq!(refused(config.create(&ConfigRecord::Trigger(t)).await.unwrap_err())[0].0, "/eventType");
+    assert_eq!(refused(config.create(&ConfigRecord::Trigger(t)).await.unwrap_err())[0].0, "/webhook");
     // written inactive, it keeps no slot
     let ConfigRecord::Trigger(mut t) =
         trigger(&w.tenant, json!({ "expression": "rate(5 minutes)", "input": "x" }), &clock)

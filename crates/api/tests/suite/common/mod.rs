@@ -25,6 +25,7 @@ struct Options {
     tenants: Vec<PathBuf>,
     rate_limit: usize,
     read_timeout: Duration,
+    secrets_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -34,11 +35,13 @@ impl Options {
             tenants: vec![],
             rate_limit: 600,
             read_timeout: Duration::from_secs(10),
+            secrets_file: None,
         };
         for pair in flags.chunks(2) {
             match pair {
                 ["--tenant", file] => o.tenants.push(PathBuf::from(file)),
                 ["--rate-limit", n] => o.rate_limit = n.parse().unwrap(),
+                ["--secrets-file", file] => o.secrets_file = Some(PathBuf::from(file)),
                 ["--read-timeout", s] => o.read_timeout = Duration::from_secs(s.parse().unwrap()),
                 other => panic!("the in-process server does not take {other:?}"),
             }
@@ -118,11 +121,16 @@ impl Drop for Server {
 async fn open(data_dir: &Path, o: &Options) -> Arc<Embedded> {
     let model = Arc::new(ScriptedModel::from_file(&o.script).unwrap());
     let model = Arc::new(switchboard_models::DefaultModel::new(model, None));
-    let webhooks = Arc::new(HttpWebhookCaller::new(WebhookPolicy::default(), Arc::new(NoSecrets)).unwrap());
+    let secrets: Arc<dyn switchboard_engine::Secrets> = match &o.secrets_file {
+        Some(path) => Arc::new(switchboard_embedded::FileSecrets::open(path).unwrap()),
+        None => Arc::new(NoSecrets),
+    };
+    let webhooks = Arc::new(HttpWebhookCaller::new(WebhookPolicy::default(), secrets.clone()).unwrap());
     let visibility = Duration::from_secs(120);
     let options = EmbeddedOptions {
         workers: 2,
         webhooks,
+        secrets,
         turn_budget: Some(visibility.mul_f64(0.75)),
         queue: QueueConfig { visibility_timeout: visibility, max_receives: 5, ..QueueConfig::default() },
         ..EmbeddedOptions::default()

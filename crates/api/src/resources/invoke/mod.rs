@@ -2,6 +2,10 @@
 //! queues behind messages already waiting), answered with the execution, or streamed as the
 //! turn's events (`Accept: text/event-stream`, `contracts/invoke-stream.md`). An
 //! `Idempotency-Key` makes a retried call answer as the first did. The turn is the engine's.
+//! A manual trigger's run and a webhook trigger's delivery start turns the same way
+//! ([`triggers`]).
+
+pub(crate) mod triggers;
 
 use std::sync::Arc;
 
@@ -54,47 +58,91 @@ pub(crate) async fn invoke(
             "this deployment cannot stream a turn yet; call without 'Accept: text/event-stream' for the execution",
         ));
     }
-    let (tenant, agent_session) = may_run(&state, &t, &agent, &body.conversation_id).await?;
-    let retried = key.is_some();
-    let source_id = format!("invoke-{}", key.unwrap_or_else(|| ulid::Ulid::generate().to_string()));
+    let source_id = format!("invoke-{}", key.clone().unwrap_or_else(|| ulid::Ulid::generate().to_string()));
+    let start = Start {
+        source_id,
+        conversation_id: body.conversation_id,
+        text: body.message.unwrap_or_else(|| "[invoked without a message]".to_owned()),
+        detail: json!({ "invoke": true, "metadata": body.metadata }),
+        trigger: None,
+    };
+    let wait = if streamed { Wait::Stream } else { Wait::For(INVOKE_WAIT) };
+    start_turn(&state, &agent, start, key.is_some(), wait).await
+}
+
+/// A turn started from outside the event intake: by whom (`source_id`, which deduplicates it),
+/// on which conversation, with which text, from which trigger (id and version), with which
+/// detail for the record.
+pub(crate) struct Start {
+    pub(crate) source_id: String,
+    pub(crate) conversation_id: String,
+    pub(crate) text: String,
+    pub(crate) detail: serde_json::Value,
+    pub(crate) trigger: Option<(switchboard_domain::TriggerId, u64)>,
+}
+
+/// How the caller hears of the turn: its events as they come, its execution (after at most the
+/// duration, else `202` with where it will be), or only that it is queued (`202`; a start that
+/// repeats one already recorded answers with that one's execution).
+pub(crate) enum Wait {
+    Stream,
+    For(std::time::Duration),
+    Queued,
+}
+
+/// Runs `agent` on the start's conversation in turn, once the tenant, agent and conversation allow
+/// it and the tenant's limits admit it. A start that may repeat an earlier one (`retried`: an
+/// `Idempotency-Key`, a webhook's id) answers as the first did once its execution is recorded.
+pub(crate) async fn start_turn(
+    state: &ApiState,
+    agent: &Agent,
+    start: Start,
+    retried: bool,
+    wait: Wait,
+) -> Result<Response, Problem> {
+    let t = &agent.tenant_id;
+    let (tenant, agent_session) = may_run(state, t, agent, &start.conversation_id).await?;
     // A retry of a call that already ran answers as the first did, limits or not; anything new
     // is counted against the tenant's limits first (a refused call runs nothing and may be
     // retried with the same key after `Retry-After`).
     let done = match retried {
-        true => state.executions.execution_for_source(&t, &source_id).await?,
+        true => state.executions.execution_for_source(t, &start.source_id).await?,
         false => None,
     };
     let day_tokens = match done {
         Some(_) => None,
-        None => Some(admit(&state, &tenant, &body.conversation_id, agent_session).await?),
+        None => Some(admit(state, &tenant, &start.conversation_id, agent_session).await?),
     };
-    let text = body.message.unwrap_or_else(|| "[invoked without a message]".to_owned());
+    let source_id = start.source_id;
     let item = WorkItem {
         tenant_id: t.clone(),
         source_id: source_id.clone(),
         event_id: None,
-        conversation_id: body.conversation_id.clone(),
+        conversation_id: start.conversation_id,
         message_id: source_id.clone(),
-        text,
-        trigger_id: None,
-        trigger_version: None,
-        agent_id,
+        text: start.text,
+        trigger_id: start.trigger.map(|(id, _)| id),
+        trigger_version: start.trigger.map(|(_, version)| version),
+        agent_id: agent.agent_id,
         continuation: false,
-        detail: json!({ "invoke": true, "metadata": body.metadata }),
+        detail: start.detail,
         refused: None,
         day_tokens,
-        follow: streamed,
+        follow: matches!(wait, Wait::Stream),
         resume: None,
         recording: tenant.recording,
     };
-    if streamed {
-        return Ok(stream_invoke(&state, item, done, t.as_str()));
-    }
-    let recorded = match done {
-        Some(r) => Some(r),
-        None => state.invoker.invoke(item, INVOKE_WAIT).await?,
+    let recorded = match (done, wait) {
+        (done, Wait::Stream) => return Ok(stream_invoke(state, item, done, t.as_str())),
+        (Some(r), _) => Some(r),
+        (None, Wait::For(wait)) => state.invoker.invoke(item, wait).await?,
+        (None, Wait::Queued) => {
+            // However quickly the turn runs, the answer says queued: the same every time.
+            state.invoker.invoke(item, std::time::Duration::ZERO).await?;
+            None
+        }
     };
-    Ok(answer(recorded, &t, &source_id))
+    Ok(answer(recorded, t, &source_id))
 }
 
 /// The body's and headers' rules; the `Idempotency-Key`, when one was sent.
@@ -106,14 +154,20 @@ pub(crate) fn check_request(body: &InvokeBody, headers: &HeaderMap) -> Result<Op
     if body.message.as_ref().is_some_and(|m| m.len() > MAX_MESSAGE_TEXT_BYTES) {
         errors.push("/message", format!("must be at most {MAX_MESSAGE_TEXT_BYTES} bytes"));
     }
+    let key = idempotency_key(headers, &mut errors);
+    errors.into_result().map_err(Problem::invalid)?;
+    Ok(key)
+}
+
+/// The `Idempotency-Key` header, when one was sent; a malformed one is pushed onto `errors`.
+pub(crate) fn idempotency_key(headers: &HeaderMap, errors: &mut ValidationErrors) -> Option<String> {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
     if let Some(k) = &key
         && check_external_id(k).is_err()
     {
         errors.push("/headers/Idempotency-Key", "must be 1 to 63 characters of letters, digits, '-', '_' or '.'");
     }
-    errors.into_result().map_err(Problem::invalid)?;
-    Ok(key)
+    key
 }
 
 /// Whether the agent may answer the conversation now (the tenant active, the agent active, the
@@ -192,7 +246,7 @@ fn answer(recorded: Option<ExecutionRecord>, t: &TenantId, source_id: &str) -> R
 }
 
 /// Whether the caller asked for a stream of the turn (`Accept: text/event-stream`).
-fn wants_event_stream(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
