@@ -45,6 +45,7 @@ const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 mod approvals;
 mod faults;
 mod standin;
+mod triggers;
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -1,0 +1,122 @@
+//! Manual and webhook triggers on the AWS profile: the operations-api function's router verifies
+//! a webhook trigger's delivery with the tenant's secret from Secrets Manager (the emulator),
+//! queues it on the conversation's FIFO group (a repeated `webhook-id` is not queued again), and
+//! the executor function answers it; a manual trigger's run waits for the executor as an invoke
+//! does. Requests go through the same router the Lambda function serves.
+
+use switchboard_domain::webhook::standard;
+
+use super::*;
+
+/// A Standard Webhooks secret: `whsec_` and the base64 of 32 bytes.
+const SECRET: &str = "whsec_Y3JtLWhvb2stc2VjcmV0LW9uLXRoZS1hd3MtcHJvZmlsZQ==";
+
+/// A request through the API function's router: status and JSON body.
+async fn send(w: &World, uri: &str, headers: &[(&str, String)], body: &str) -> (u16, Value) {
+    let mut request =
+        lambda_http::http::Request::builder().method("POST").uri(uri).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request.body(lambda_http::Body::Text(body.to_owned())).unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// The Standard Webhooks headers of `body` sent as message `id` now, signed with `secret`.
+fn signed(secret: &str, id: &str, body: &str) -> Vec<(&'static str, String)> {
+    let now = chrono::Utc::now().timestamp();
+    let signature = standard::sign(&standard::Key::from_secret(secret).unwrap(), id, now, body.as_bytes());
+    vec![("webhook-id", id.to_owned()), ("webhook-timestamp", now.to_string()), ("webhook-signature", signature)]
+}
+
+#[tokio::test]
+async fn a_webhook_delivery_on_aws_is_verified_with_secrets_manager_queued_once_and_answered() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Ticket seen."})), Reply::text("")];
+    let w = world(script, false).await;
+    // Secret names are global on the shared emulator: a fresh one per test.
+    let secret_ref = format!("crm-{}", ulid::Ulid::generate().to_string().to_lowercase());
+    aws_sdk_secretsmanager::Client::new(&w.sdk)
+        .create_secret()
+        .name(format!("switchboard/t-1/{secret_ref}"))
+        .secret_string(SECRET)
+        .send()
+        .await
+        .unwrap();
+    let trigger = json!({ "name": "crm", "agentId": AGENT, "eventType": "webhook",
+        "webhook": { "secretRef": secret_ref, "conversationPointer": "/ticket" } });
+    let (status, trigger) = api_call(&w, "POST", "/tenants/t-1/triggers", Some(&trigger)).await;
+    assert_eq!(status, 201, "{trigger}");
+    let hook = format!("/hooks/t-1/{}", trigger["triggerId"].as_str().unwrap());
+    let body = r#"{"ticket":"T-7","text":"help, the printer is on fire"}"#;
+
+    // a signed delivery is queued on the ticket's conversation group; its repeat is not queued
+    let (status, queued) = send(&w, &hook, &signed(SECRET, "msg_aws_1", body), body).await;
+    assert_eq!((status, queued["status"].as_str()), (202, Some("queued")), "{queued}");
+    let (status, _) = send(&w, &hook, &signed(SECRET, "msg_aws_1", body), body).await;
+    assert_eq!(status, 202);
+    let message = receive_work(&w).await.expect("the delivery is queued");
+    let group =
+        message.attributes().and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId));
+    assert_eq!(group.map(String::as_str), Some("t-1:T-7"));
+    // (received, so invisible: put back for the executor)
+    aws_sdk_sqs::Client::new(&w.sdk)
+        .change_message_visibility()
+        .queue_url(&w.names.work_queue_url)
+        .receipt_handle(message.receipt_handle().unwrap())
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let (_, batch) = poll_once(&w).await.unwrap();
+    assert!(batch.batch_item_failures.is_empty());
+    assert!(receive_work(&w).await.is_none(), "the repeat was not queued");
+    // the executor answered it, recorded with the trigger; a repeat now answers that execution
+    let source = format!("/tenants/t-1/executions?sourceId={}", queued["sourceId"].as_str().unwrap());
+    let (status, record) = api_call(&w, "GET", &source, None).await;
+    assert_eq!((status, record["triggerId"].as_str()), (200, trigger["triggerId"].as_str()), "{record}");
+    assert_eq!(record["actions"][0]["text"], "Ticket seen.");
+    let (status, repeat) = send(&w, &hook, &signed(SECRET, "msg_aws_1", body), body).await;
+    assert_eq!((status, &repeat["executionId"]), (200, &record["executionId"]), "{repeat}");
+
+    // another secret, or none: the same 401, and nothing is queued
+    let other = "whsec_b3RoZXItc2VjcmV0LW9mLWFub3RoZXItc2VuZGVyLTAx";
+    let (status, problem) = send(&w, &hook, &signed(other, "msg_aws_2", body), body).await;
+    assert_eq!((status, problem["type"].as_str()), (401, Some("urn:switchboard:problem:bad-signature")));
+    assert_eq!(send(&w, &hook, &[], body).await.0, 401);
+    assert!(receive_work(&w).await.is_none());
+    assert_eq!(w.bedrock.requests().len(), 2, "one turn only");
+}
+
+#[tokio::test]
+async fn a_manual_run_on_aws_waits_for_the_executor_like_an_invoke() {
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "Done by hand."})), Reply::text("")];
+    let w = world(script, false).await;
+    let trigger = json!({ "name": "by hand", "agentId": AGENT, "eventType": "manual" });
+    let (status, trigger) = api_call(&w, "POST", "/tenants/t-1/triggers", Some(&trigger)).await;
+    assert_eq!(status, 201, "{trigger}");
+    let run = format!("/tenants/t-1/triggers/{}/run", trigger["triggerId"].as_str().unwrap());
+    let executor = async {
+        loop {
+            if let Some(done) = poll_once(&w).await {
+                return done;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let body = json!({ "input": "help with order 9", "conversationId": "c-run" }).to_string();
+    let key = [("idempotency-key", "run-1".to_owned())];
+    let ((status, answer), (_, batch)) = tokio::join!(send(&w, &run, &key, &body), executor);
+    assert!(batch.batch_item_failures.is_empty());
+    assert_eq!((status, answer["actions"][0]["text"].as_str()), (200, Some("Done by hand.")), "{answer}");
+    let (_, record) =
+        api_call(&w, "GET", &format!("/tenants/t-1/executions/{}", answer["executionId"].as_str().unwrap()), None)
+            .await;
+    assert_eq!(record["triggerId"], trigger["triggerId"]);
+    assert_eq!(record["sourceId"], format!("manual-{}-run-1", trigger["triggerId"].as_str().unwrap()));
+    // a message trigger is not run by hand
+    let message = format!("/tenants/t-1/triggers/{}/run", "01JDQ8ZJ5V3V7Y9K2M4N6P8R1A");
+    assert_eq!(send(&w, &message, &[], &body).await.0, 409);
+}
