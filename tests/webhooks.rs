@@ -1,7 +1,8 @@
 //! Webhook tools end to end: a tool created over the API, called by the agent through the real
 //! HTTP caller, signed with the tenant's secret from the secrets file, verified by a receiver on
 //! a loopback port — and refused when loopback is not explicitly allowed. A Standard Webhooks
-//! tool is verified by a receiver built on the scheme's official Python library.
+//! tool is verified by a receiver built on the scheme's official Python library, and a webhook
+//! trigger takes deliveries a sender built on that library signs (`tests/senders/`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -311,4 +312,69 @@ async fn the_official_library_rejects_a_tampered_body_a_stale_timestamp_and_a_wr
         assert_eq!(outcome["verified"], status == 200, "{case}: {outcome}");
         assert_eq!(outcome["error"].as_str().unwrap_or_default(), error, "{case}");
     }
+}
+
+// ---- webhook triggers: deliveries signed by the official library ----
+
+/// One delivery sent by `tests/senders/standard_webhooks.py`, signed by the official library:
+/// the status and the answer.
+fn library_delivery(secret: &str, url: &str, id: &str, body: &str, age_secs: Option<u32>) -> (u16, Value) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("senders/standard_webhooks.py");
+    let mut command = Command::new(python());
+    command.arg(script).args([secret, url, id, body]);
+    if let Some(age) = age_secs {
+        command.args(["--age", &age.to_string()]);
+    }
+    let output = command.stderr(Stdio::inherit()).output().unwrap();
+    assert!(output.status.success(), "the sender failed (see its error above)");
+    let line: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (u16::try_from(line["status"].as_u64().unwrap()).unwrap(), line["body"].clone())
+}
+
+#[tokio::test]
+async fn a_webhook_trigger_takes_deliveries_the_official_library_signs_and_refuses_a_stale_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("echo.json");
+    write(&script, r#"{"rules": [{"then": {"text": "Seen: {{userText}}"}}]}"#);
+    let (server, key) = serve_with_script(dir.path(), STANDARD_SECRET, &script);
+    let client = Client::new();
+    let post =
+        |path: &str, body: Value| client.post(format!("{}{path}", server.base)).bearer_auth(&key).json(&body).send();
+    let agent = post(
+        "/tenants/acme/agents",
+        json!({ "name": "Tickets", "systemPrompt": "You triage.", "model": "m", "tools": ["send_message"] }),
+    )
+    .await
+    .unwrap();
+    let agent = agent.json::<Value>().await.unwrap()["agentId"].as_str().unwrap().to_owned();
+    let trigger = json!({ "name": "crm", "agentId": agent, "eventType": "webhook",
+        "webhook": { "secretRef": "orders", "conversationPointer": "/ticket/id" } });
+    let trigger = post("/tenants/acme/triggers", trigger).await.unwrap();
+    assert_eq!(trigger.status(), 201);
+    let trigger = trigger.json::<Value>().await.unwrap()["triggerId"].as_str().unwrap().to_owned();
+    let url = format!("{}/hooks/acme/{trigger}?wait=30", server.base);
+    let body = r#"{"ticket":{"id":"T-42"},"text":"the printer is on fire"}"#;
+
+    // a delivery the library signed runs the agent on the ticket's conversation
+    let (status, first) = library_delivery(STANDARD_SECRET, &url, "msg_2mX9", body, None);
+    assert_eq!((status, first["status"].as_str()), (200, Some("success")), "{first}");
+    assert_eq!(first["actions"][0]["text"], format!("Seen: {body}"));
+    // the library's retry of it (the same id, signed again) answers the first execution
+    let (status, again) = library_delivery(STANDARD_SECRET, &url, "msg_2mX9", body, None);
+    assert_eq!((status, &again["executionId"]), (200, &first["executionId"]), "{again}");
+    // signed six minutes ago, or with another secret: refused
+    let (status, stale) = library_delivery(STANDARD_SECRET, &url, "msg_2mXa", body, Some(360));
+    assert_eq!((status, stale["type"].as_str()), (401, Some("urn:switchboard:problem:bad-signature")), "{stale}");
+    let other = "whsec_bm90LXRoZS1yZWNlaXZlcnMtc2VjcmV0";
+    assert_eq!(library_delivery(other, &url, "msg_2mXb", body, None).0, 401);
+    let session = client
+        .get(format!("{}/tenants/acme/conversations/T-42/sessions", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(session["sessions"].as_array().unwrap().len(), 1, "{session}");
 }
