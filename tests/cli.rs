@@ -195,6 +195,21 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     assert_eq!(events.last().unwrap()["execution"]["status"], "success", "{json}");
     let err = cli.fails(&["sessions", "list", "--status", "waiting", "--agent", "nobody"]);
     assert!(err.contains("/query/status") && err.contains("/query/agentId"), "{err}");
+    // a manual trigger run by hand, with the invoke's output; a message trigger is refused
+    let manual_file = write(
+        dir.path(),
+        "manual.json",
+        &format!(r#"{{"name": "by hand", "agentId": "{agent}", "eventType": "manual"}}"#),
+    );
+    let manual = last_word(&cli.ok(&["triggers", "create", "-f", &manual_file]));
+    let ran = cli.ok(&["triggers", "run", &manual, "--input", "Hi by hand", "--conversation", "c-run"]);
+    assert!(ran.contains("success") && ran.contains("→ reply"), "{ran}");
+    let message_trigger = last_word(&created);
+    let err = cli.fails(&["triggers", "run", &message_trigger, "--input", "Hi"]);
+    assert!(err.contains("409") && err.contains("not a manual trigger"), "{err}");
+    let err = cli.fails(&["triggers", "run", &manual, "--input", " "]);
+    assert!(err.contains("/input"), "{err}");
+    assert!(cli.fails(&["agents", "run", &agent, "--input", "Hi"]).contains("manual triggers only"));
 
     // errors say which field is wrong, and what blocks a delete
     let bad = write(

@@ -1,5 +1,6 @@
 //! `switchboard agents|triggers|tools|skills <verb>`: list, show, create, update and delete a
-//! tenant's configuration records; `agents invoke` hands over to [`super::invoke`], and the
+//! tenant's configuration records; `agents invoke` and `triggers run` hand over to
+//! [`super::invoke`], and the
 //! history verbs (`versions`, `diff`, `rollback`) to [`super::versions`].
 
 use std::path::{Path, PathBuf};
@@ -66,6 +67,19 @@ pub enum ConfigVerb {
         #[arg(long)]
         stream: bool,
     },
+    /// Triggers only: start a manual trigger's agent with an input now and show what it did.
+    Run {
+        id: String,
+        /// The text the agent is given.
+        #[arg(long)]
+        input: String,
+        /// The conversation to run on (default: one of the run's own).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Print the turn as it happens; with --json, each event as a line of JSON.
+        #[arg(long)]
+        stream: bool,
+    },
     /// Triggers only: which trigger would answer a message (or an event's detail) and why each
     /// one would or would not; nothing is queued.
     Test {
@@ -126,6 +140,13 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             }
             let body = json!({ "conversationId": conversation, "message": message });
             super::invoke::run(&api, &format!("{base}/{id}/invoke"), &body, stream, remote.format()).await
+        }
+        ConfigVerb::Run { id, input, conversation, stream } => {
+            if segment != "triggers" {
+                bail!("run works on manual triggers only");
+            }
+            let body = json!({ "input": input, "conversationId": conversation });
+            super::invoke::run(&api, &format!("{base}/{id}/run"), &body, stream, remote.format()).await
         }
         ConfigVerb::Test { message, channel, detail } => {
             if segment != "triggers" {

@@ -1,4 +1,4 @@
-//! `switchboard agents invoke`: runs an agent on a conversation now and prints what it did, at
+//! `switchboard agents invoke` and `triggers run`: run an agent on a conversation now and print what it did, at
 //! the end or (`--stream`) as it happens. It does not manage agents.
 
 use anyhow::{Context, bail};
