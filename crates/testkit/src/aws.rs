@@ -200,6 +200,17 @@ async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, name: &str) {
         .unwrap();
 }
 
+/// The config table's sparse `SchedulesDue` index, as the template makes it.
+fn schedules_due() -> GlobalSecondaryIndex {
+    GlobalSecondaryIndex::builder()
+        .index_name(switchboard_aws::dynamo::SCHEDULES_DUE)
+        .key_schema(key("dueShard", KeyType::Hash))
+        .key_schema(key("nextSlot", KeyType::Range))
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()
+        .unwrap()
+}
+
 /// Creates the three tables (keys, GSI and TTL as the template will), a FIFO queue and an event
 /// bus, all with fresh names.
 pub async fn provision(config: &aws_config::SdkConfig) -> AwsNames {
@@ -211,7 +222,7 @@ pub async fn provision(config: &aws_config::SdkConfig) -> AwsNames {
         work_queue_url: String::new(),
         event_bus: unique("bus"),
     };
-    create_table(&dynamodb, &names.config_table, None).await;
+    create_table(&dynamodb, &names.config_table, Some(schedules_due())).await;
     create_sessions_table(&dynamodb, &names.sessions_table).await;
     create_table(&dynamodb, &names.executions_table, None).await;
     dynamodb

@@ -1,28 +1,56 @@
 //! event-router: one EventBridge event (`conversations-service` / `message.new`) → parsed as an
 //! [`InboundEvent`] → [`Intake::route`]. A malformed event is logged with why and returned as an
 //! error, so EventBridge retries it and then sends it to the rule target's dead-letter queue.
-//! It runs no agent. Its schedule's tick (`aws.events` / `Scheduled Event`, every minute) sweeps
-//! the approvals paused turns wait on instead: the overdue ones expire (a denial, and the turn
-//! is queued to resume) and decided ones whose resumption was lost are queued again.
+//! It runs no agent. Its schedule's tick (`aws.events` / `Scheduled Event`, every minute) does
+//! the platform's timed work instead: it sweeps the approvals paused turns wait on (the overdue
+//! ones expire, a denial, and the turn is queued to resume; decided ones whose resumption was
+//! lost are queued again), and it queues the work of every schedule trigger's slot that is due
+//! (each slot claimed once in DynamoDB, however many ticks run: `switchboard_aws::dynamo`).
+
+use std::sync::Arc;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
+use switchboard_aws::DynamoStore;
 use switchboard_domain::InboundEvent;
-use switchboard_engine::{Intake, Operator, OperatorError, RouteError, RouteOutcome, Swept};
+use switchboard_engine::intake::Fired;
+use switchboard_engine::{Clock, Intake, Operator, OperatorError, RouteError, RouteOutcome, StoreError, Swept};
 
-/// What the event-router function runs: the intake of inbound events, and the operator its
-/// schedule's tick sweeps approvals with (one engine over the same ports).
+/// What the event-router function runs: the intake of inbound events, the operator its
+/// schedule's tick sweeps approvals with, and the store whose schedule slots the tick fires
+/// (one engine over the same ports), on the engine's clock.
 #[derive(Debug, Clone)]
 pub struct EventRouter {
     pub intake: Intake,
     pub operator: Operator,
+    pub store: Arc<DynamoStore>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl EventRouter {
+    /// The router over a wiring's engine and store.
+    pub fn over(wiring: &crate::Wiring) -> Self {
+        EventRouter {
+            intake: wiring.intake.clone(),
+            operator: Operator::new(wiring.deps.clone()),
+            store: wiring.store.clone(),
+            clock: wiring.deps.clock.clone(),
+        }
+    }
 }
 
 /// What one event did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Handled {
     Routed(RouteOutcome),
-    Swept(Swept),
+    Ticked(Tick),
+}
+
+/// What the schedule's tick did: the approvals' sweep, and the schedule slots it fired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tick {
+    pub swept: Swept,
+    pub fired: Fired,
 }
 
 /// Why an event was not routed.
@@ -40,6 +68,10 @@ pub enum EventRouterError {
     /// retried for long, and needs not be: nothing of it is lost).
     #[error("the approvals' sweep failed: {0}")]
     Sweep(#[source] OperatorError),
+    /// The due schedules could not be read; the next tick reads them again (a slot not moved
+    /// on is still due).
+    #[error("the schedules could not be read: {0}")]
+    Schedules(#[source] StoreError),
 }
 
 /// The event-router's runtime loop: every EventBridge event to [`dispatch`], until the runtime
@@ -59,12 +91,36 @@ pub fn is_tick(event: &EventBridgeEvent) -> bool {
     event.source == "aws.events" && event.detail_type == "Scheduled Event"
 }
 
-/// One EventBridge event: the schedule's tick sweeps approvals, every other event is routed.
+/// One EventBridge event: the schedule's tick sweeps approvals and fires due schedules (both,
+/// whether or not the other failed), every other event is routed.
 pub async fn dispatch(router: &EventRouter, event: LambdaEvent<EventBridgeEvent>) -> Result<Handled, EventRouterError> {
     if is_tick(&event.payload) {
-        return sweep(&router.operator).await.map(Handled::Swept);
+        let swept = sweep(&router.operator).await;
+        let fired = fire_schedules(router).await;
+        return Ok(Handled::Ticked(Tick { swept: swept?, fired: fired? }));
     }
     handle(&router.intake, event).await.map(Handled::Routed)
+}
+
+/// Queues the work of every schedule slot due at the clock's time.
+pub async fn fire_schedules(router: &EventRouter) -> Result<Fired, EventRouterError> {
+    match router.intake.fire_schedules(router.store.as_ref(), router.clock.now()).await {
+        Ok(fired) => {
+            if fired.any() {
+                tracing::info!(
+                    queued = fired.queued,
+                    skipped = fired.skipped,
+                    failed = fired.failed,
+                    "schedule slots fired"
+                );
+            }
+            Ok(fired)
+        }
+        Err(e) => {
+            tracing::error!(reason = %e, "the schedules could not be read; the next tick reads them again");
+            Err(EventRouterError::Schedules(e))
+        }
+    }
 }
 
 /// Expires every tenant's overdue approvals and queues again the resumptions that were lost.
@@ -118,6 +174,7 @@ impl From<EventRouterError> for lambda_runtime::Diagnostic {
             EventRouterError::Malformed(_) => "MalformedEvent",
             EventRouterError::Route { .. } => "RouteFailed",
             EventRouterError::Sweep(_) => "SweepFailed",
+            EventRouterError::Schedules(_) => "SchedulesFailed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }

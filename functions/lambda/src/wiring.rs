@@ -323,7 +323,7 @@ pub fn event_router(sdk: &SdkConfig, env: &FunctionEnv) -> EventRouter {
         Arc::new(NoModel),
         Arc::new(switchboard_engine::NoWebhooks),
     );
-    EventRouter { operator: switchboard_engine::Operator::new(wiring.deps), intake: wiring.intake }
+    EventRouter::over(&wiring)
 }
 
 /// [`event_router`] from the function's environment ([`FunctionEnv::from_env`]).

@@ -17,7 +17,7 @@ use super::codec::*;
 use super::keys::*;
 use super::page::paginate;
 use super::versions;
-use super::{AGENT_TTL, DynamoStore, TRIGGER_TTL};
+use super::{AGENT_TTL, DynamoStore, TRIGGER_TTL, schedules};
 
 impl DynamoStore {
     /// A tool or skill, served from memory for [`AGENT_TTL`].
@@ -50,6 +50,11 @@ impl DynamoStore {
 
 #[async_trait]
 impl ConfigAdmin for DynamoStore {
+    /// The event-router's scheduled tick fires what this store keeps (`SchedulesDue`).
+    fn fires_schedules(&self) -> bool {
+        true
+    }
+
     async fn create_tenant(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
         DynamoStore::create_tenant(self, tenant, name).await
     }
@@ -99,15 +104,33 @@ impl ConfigAdmin for DynamoStore {
         item.insert("kind".into(), s(record.kind().as_str()));
         item.insert("version".into(), n(record.version()));
         item.insert("body".into(), encode(record)?);
-        if let ConfigRecord::Trigger(t) = record {
-            item.insert("agentId".into(), s(t.agent_id.to_string()));
-            item.insert("eventType".into(), encode(&t.event_type)?);
-            item.insert("status".into(), encode(&t.status)?);
-        }
-        let put = Put::builder().table_name(table).set_item(Some(item));
-        let put = match expected_version {
-            None => put.condition_expression("attribute_not_exists(PK)"),
-            Some(v) => put.condition_expression("version = :expected").expression_attribute_values(":expected", n(v)),
+        let write = match record {
+            // A trigger's item also holds its schedule's next slot: an update of every attribute,
+            // so that a slot kept (the schedule unchanged) is not overwritten.
+            ConfigRecord::Trigger(t) => {
+                item.insert("agentId".into(), s(t.agent_id.to_string()));
+                item.insert("eventType".into(), encode(&t.event_type)?);
+                item.insert("status".into(), encode(&t.status)?);
+                let slot = self.slot_write(t, by.at, expected_version.is_some()).await?;
+                let update = schedules::trigger_update(table, item, &slot)?;
+                let update = match expected_version {
+                    None => update.condition_expression("attribute_not_exists(PK)"),
+                    Some(v) => update
+                        .condition_expression("version = :expected")
+                        .expression_attribute_values(":expected", n(v)),
+                };
+                TransactWriteItem::builder().update(update.build().map_err(build_err)?).build()
+            }
+            _ => {
+                let put = Put::builder().table_name(table).set_item(Some(item));
+                let put = match expected_version {
+                    None => put.condition_expression("attribute_not_exists(PK)"),
+                    Some(v) => {
+                        put.condition_expression("version = :expected").expression_attribute_values(":expected", n(v))
+                    }
+                };
+                TransactWriteItem::builder().put(put.build().map_err(build_err)?).build()
+            }
         };
         let tenant_exists = ConditionCheck::builder()
             .table_name(table)
@@ -119,7 +142,7 @@ impl ConfigAdmin for DynamoStore {
             .client
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().condition_check(tenant_exists).build())
-            .transact_items(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
+            .transact_items(write)
             .transact_items(
                 TransactWriteItem::builder().put(versions::keep(table, record, record.version(), false, by)?).build(),
             )

@@ -14,7 +14,7 @@
 //! |---|---|---|---|
 //! | config | `TENANT#<t>` | `TENANT` | `name`, `createdAt` |
 //! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
-//! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status` |
+//! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status`; an active schedule trigger's `scheduleSpec`, `nextSlot`, `dueShard` |
 //! | config | `TENANT#<t>` | `VERSION#<KIND>#<ulid>#<version, 20 digits>` | `version`, `writtenAt`, `writtenBy`, `deleted`, `body` (kept versions, never updated) |
 //! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body`; while a turn is paused for an approval, `awaitingTenant` and `awaitingSince` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
@@ -33,6 +33,9 @@
 //! GSI `SessionsAwaitingApproval` on the sessions table, sparse: partition `awaitingTenant` (the
 //! tenant id), sort `awaitingSince` (the approval's `requestedAt`, epoch milliseconds); only a
 //! session whose turn is paused for an approval has the two, so the index holds those alone.
+//! GSI `SchedulesDue` on the config table, sparse: partition `dueShard` (one value, `DUE`), sort
+//! `nextSlot` (millisecond UTC text); only an active schedule trigger's item has them, beside
+//! `scheduleSpec` (`schedules`).
 //! `expiresAt` is the executions table's TTL attribute (epoch seconds, rounded up); reads check
 //! the record's own `expiresAt` against the clock, because TTL deletion is lazy (and the emulator
 //! never deletes).
@@ -48,6 +51,8 @@ mod executions;
 mod keys;
 mod page;
 mod push;
+mod schedules;
+pub use schedules::SCHEDULES_DUE;
 mod sessions;
 mod standin;
 mod turns;

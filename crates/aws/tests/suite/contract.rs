@@ -51,8 +51,8 @@ struct Subject {
     counters: [Arc<dyn Counters>; 2],
     /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
     bounded_deletes: bool,
-    /// Whether the profile fires schedule triggers (and so keeps them).
-    schedules: bool,
+    /// Where schedule triggers' next slots are kept and claimed.
+    schedules: Arc<dyn switchboard_engine::ScheduleStore>,
     /// Writing an event into the tenant's event log on its own (a turn's are written by its
     /// commit), and reading the log back.
     log: Arc<dyn LogEvent>,
@@ -110,18 +110,18 @@ async fn embedded() -> Subject {
     let store = Arc::new(e.store.clone());
     let queue = Arc::new(e.queue.clone());
     Subject {
-        clock,
+        clock: clock.clone(),
         config: store.clone(),
         config_admin: store.clone(),
         sessions: store.clone(),
         executions: store.clone(),
         queue: queue.clone(),
-        service: ConfigService::new(store.clone(), store.clone()),
+        service: ConfigService::new(store.clone(), store.clone()).with_clock(clock.clone()),
         probe: queue,
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
         bounded_deletes: false,
-        schedules: true,
+        schedules: store.clone(),
         log: store.clone(),
         events: store.clone(),
         _keep: Box::new((dir, e)),
@@ -136,6 +136,7 @@ async fn aws() -> Subject {
     // A small deletion budget, so that deleting a tenant takes several calls here.
     let store =
         Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()).with_delete_budget(25));
+    let store_for_schedules = store.clone();
     Subject {
         clock: clock.clone(),
         config: store.clone(),
@@ -143,7 +144,7 @@ async fn aws() -> Subject {
         sessions: store.clone(),
         executions: store.clone(),
         queue: Arc::new(SqsWorkQueue::new(clients.sqs.clone(), names.work_queue_url.clone())),
-        service: ConfigService::new(store.clone(), store.clone()),
+        service: ConfigService::new(store.clone(), store.clone()).with_clock(clock.clone()),
         probe: Arc::new(SqsProbe(clients.sqs, names.work_queue_url.clone())),
         // A second container: its own SDK client and store over the same tables.
         log: store.clone(),
@@ -153,7 +154,7 @@ async fn aws() -> Subject {
             Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
         }],
         bounded_deletes: true,
-        schedules: false,
+        schedules: store_for_schedules,
         _keep: Box::new(()),
     }
 }
@@ -189,7 +190,7 @@ contract!(
     every_config_write_keeps_a_version_with_it_newest_first,
     skills_read_back_by_id_only_in_their_tenant,
     the_config_service_keeps_references_within_the_tenant,
-    a_schedule_trigger_is_kept_only_where_something_fires_it,
+    a_schedule_triggers_slot_is_kept_with_it_and_claimed_once,
     usage_adds_up_per_day_agent_and_model_once_per_source,
     activity_counts_executions_per_hour_and_status_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
@@ -1376,30 +1377,68 @@ async fn another_containers_config_writes_show_after_the_cache_ttl() {
     assert_eq!(writer.get_skill(&t, skill.skill_id).await.unwrap().unwrap().version, 2, "own writes at once");
 }
 
-/// The embedded store keeps schedule triggers (its scheduler fires them); the DynamoDB store
-/// refuses them on write until the AWS profile fires them, rather than keep triggers that never
-/// run.
-async fn a_schedule_trigger_is_kept_only_where_something_fires_it(x: &Subject) {
+/// Both stores keep an active schedule trigger's next slot with the trigger: due once its time
+/// has come, handed to one claimant only, kept across a write that keeps the schedule, renewed
+/// by one that changes it, and gone with the trigger's activity, the trigger and the tenant.
+async fn a_schedule_triggers_slot_is_kept_with_it_and_claimed_once(x: &Subject) {
     let t = tenant("t-1");
     x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
+    assert!(x.config_admin.fires_schedules());
     let a = agent(&t);
     x.service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
     let mut on_schedule = trigger(&t, a.agent_id, TriggerId::generate(), 1, "schedule", "active");
     on_schedule.conditions = switchboard_domain::Conditions::always();
     on_schedule.schedule = Some(serde_json::from_value(json!({ "expression": "rate(1 hour)", "input": "x" })).unwrap());
-    let written = x.service.create(&ConfigRecord::Trigger(on_schedule.clone())).await;
-    let kept = x.config_admin.get_config(&t, ConfigKind::Trigger, &on_schedule.trigger_id.to_string()).await.unwrap();
-    assert_eq!(x.config_admin.fires_schedules(), x.schedules);
-    if x.schedules {
-        written.unwrap();
-        assert_eq!(kept, Some(ConfigRecord::Trigger(on_schedule)));
-    } else {
-        match written {
-            Err(ConfigWriteError::Invalid(e)) => assert_eq!(e.0[0].pointer, "/eventType"),
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-        assert_eq!(kept, None);
-    }
+    on_schedule.version = 1;
+    x.service.create(&ConfigRecord::Trigger(on_schedule.clone())).await.unwrap();
+    let id = on_schedule.trigger_id;
+    let kept = x.config_admin.get_config(&t, ConfigKind::Trigger, &id.to_string()).await.unwrap();
+    assert_eq!(kept, Some(ConfigRecord::Trigger(on_schedule.clone())), "the record is as written");
+    let hour = Duration::hours(1);
+    let (_, slot) = on_schedule.next_slot_after(x.clock.now()).unwrap();
+    let due = |at: DateTime<Utc>| {
+        let schedules = x.schedules.clone();
+        async move { schedules.due_schedules(at, 10).await.unwrap() }
+    };
+    // not due before its time; due at it
+    assert_eq!(due(slot - Duration::milliseconds(1)).await, []);
+    let expected = switchboard_engine::DueSchedule { tenant_id: t.clone(), trigger_id: id, slot };
+    assert_eq!(due(slot).await, std::slice::from_ref(&expected));
+    // one claimant owns the slot; a second claim of it fails
+    assert!(x.schedules.move_slot(&t, id, slot, slot + hour).await.unwrap());
+    assert!(!x.schedules.move_slot(&t, id, slot, slot + hour).await.unwrap(), "claimed twice");
+    assert_eq!(due(slot).await, []);
+    assert_eq!(due(slot + hour).await, [switchboard_engine::DueSchedule { slot: slot + hour, ..expected.clone() }]);
+    // a write that keeps expression and zone keeps the moved slot; one that changes them renews it
+    let mut edited = on_schedule.clone();
+    edited.schedule.as_mut().unwrap().input = "y".into();
+    edited.version = 2;
+    x.service.replace(&ConfigRecord::Trigger(edited.clone()), 1).await.unwrap();
+    assert_eq!(due(slot + hour).await, [switchboard_engine::DueSchedule { slot: slot + hour, ..expected.clone() }]);
+    edited.schedule.as_mut().unwrap().expression = "rate(2 hours)".into();
+    edited.version = 3;
+    x.service.replace(&ConfigRecord::Trigger(edited.clone()), 2).await.unwrap();
+    let (_, renewed) = edited.next_slot_after(x.clock.now()).unwrap();
+    assert_eq!(due(renewed + hour * 24).await, [switchboard_engine::DueSchedule { slot: renewed, ..expected.clone() }]);
+    // inactive: no slot; active again: a slot from now; deleted: none
+    edited.status = switchboard_domain::TriggerStatus::Inactive;
+    edited.version = 4;
+    x.service.replace(&ConfigRecord::Trigger(edited.clone()), 3).await.unwrap();
+    assert_eq!(due(renewed + hour * 24).await, []);
+    assert!(!x.schedules.move_slot(&t, id, renewed, renewed + hour).await.unwrap(), "no slot to claim");
+    edited.status = switchboard_domain::TriggerStatus::Active;
+    edited.version = 5;
+    x.service.replace(&ConfigRecord::Trigger(edited.clone()), 4).await.unwrap();
+    assert_eq!(due(renewed + hour * 24).await.len(), 1);
+    x.service.delete(&t, ConfigKind::Trigger, &id.to_string(), None).await.unwrap();
+    assert_eq!(due(renewed + hour * 24).await, []);
+    // and a tenant's deletion takes its schedules with it
+    let mut again = on_schedule.clone();
+    again.trigger_id = TriggerId::generate();
+    x.service.create(&ConfigRecord::Trigger(again)).await.unwrap();
+    assert_eq!(due(renewed + hour * 24).await.len(), 1);
+    while !x.config_admin.delete_tenant(&t).await.unwrap() {}
+    assert_eq!(due(renewed + hour * 24).await, []);
 }
 
 async fn the_config_service_keeps_references_within_the_tenant(x: &Subject) {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use switchboard_domain::ApprovalStatus;
 use switchboard_engine::{Decision, Deps, Enqueued, Operator, OperatorError, QueueError, Swept, WorkItem, WorkQueue};
-use switchboard_lambda::event_router::{EventRouter, Handled};
+use switchboard_lambda::event_router::{EventRouter, Handled, Tick};
 use switchboard_testkit::ManualClock;
 
 use super::*;
@@ -240,18 +240,18 @@ async fn the_routers_tick_expires_an_undecided_approval_and_queues_again_a_lost_
     let (w, refunds, clock) = refund_world(script).await;
     run_next(&w).await;
     // the event-router over the same ports and clock, and its schedule's tick
-    let router = EventRouter { intake: w.wiring.intake.clone(), operator: Operator::new(w.wiring.deps.clone()) };
+    let router = EventRouter::over(&w.wiring);
     let tick = || event(fixture("eventbridge-scheduled-event.json"));
 
     // a tick within the approval's hour does nothing
     clock.advance(chrono::Duration::minutes(59));
-    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Swept(Swept::default()));
+    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
     assert!(poll_once(&w).await.is_none());
 
     // when nobody decides within the hour, the next tick expires it, as a denial by `system`
     clock.advance(chrono::Duration::minutes(2));
     let swept = event_router::dispatch(&router, tick()).await.unwrap();
-    assert_eq!(swept, Handled::Swept(Swept { expired: 1, requeued: 0 }));
+    assert_eq!(swept, Handled::Ticked(Tick { swept: Swept { expired: 1, requeued: 0 }, ..Tick::default() }));
     run_next(&w).await;
     assert!(refunds.seen().is_empty());
     assert!(w.bedrock.requests()[1].1.to_string().contains("expired"));
@@ -273,15 +273,15 @@ async fn the_routers_tick_expires_an_undecided_approval_and_queues_again_a_lost_
     assert!(poll_once(&w).await.is_none(), "nothing queued");
     assert_eq!(waiting(&w).await["status"], json!("approved"), "decided, about to resume");
     // then a tick within a minute of the decision leaves it be, and the next one queues it again
-    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Swept(Swept::default()));
+    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
     clock.advance(chrono::Duration::seconds(61));
     let swept = event_router::dispatch(&router, tick()).await.unwrap();
-    assert_eq!(swept, Handled::Swept(Swept { expired: 0, requeued: 1 }));
+    assert_eq!(swept, Handled::Ticked(Tick { swept: Swept { expired: 0, requeued: 1 }, ..Tick::default() }));
     run_next(&w).await;
     assert_eq!(refunds.seen().len(), 1, "the approved refund ran, once");
     let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
     assert_eq!(sent, ["Nobody approved the refund.", "Done."]);
-    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Swept(Swept::default()));
+    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
 }
 
 #[tokio::test]

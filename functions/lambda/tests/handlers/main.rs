@@ -2112,7 +2112,7 @@ async fn the_deployed_router_needs_only_the_store_the_queue_and_the_bus() {
     assert_eq!(queued[0].0, "t-1:c-1");
     // and its schedule's tick sweeps approvals (none waits here) with the same wiring
     let tick = event_router::dispatch(&router, event(fixture("eventbridge-scheduled-event.json"))).await.unwrap();
-    assert_eq!(tick, event_router::Handled::Swept(switchboard_engine::Swept::default()));
+    assert_eq!(tick, event_router::Handled::Ticked(event_router::Tick::default()));
     assert!(common::drain_queue(&sqs, &w.names.work_queue_url).await.is_empty());
 }
 

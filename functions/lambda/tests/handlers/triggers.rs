@@ -120,3 +120,57 @@ async fn a_manual_run_on_aws_waits_for_the_executor_like_an_invoke() {
     let message = format!("/tenants/t-1/triggers/{}/run", "01JDQ8ZJ5V3V7Y9K2M4N6P8R1A");
     assert_eq!(send(&w, &message, &[], &body).await.0, 409);
 }
+
+#[tokio::test]
+async fn a_schedule_fires_once_per_slot_however_many_event_routers_tick_and_after_a_restart() {
+    let answer = |text: &str| vec![Reply::tool_use("tu-1", "send_message", json!({ "text": text })), Reply::text("")];
+    let script = [answer("Here is the morning digest."), answer("Here is the digest, late.")].concat();
+    let w = world(script, false).await;
+    // the engine on a manual clock, and a schedule trigger written through the configuration service
+    let clock = switchboard_testkit::ManualClock::new();
+    let wiring = w.wiring.clone().with_clock(clock.clone());
+    let trigger: Trigger = serde_json::from_value(json!({
+        "tenantId": "t-1", "triggerId": "01JDQ8ZJ5V3V7Y9K2M4N6P8S0H", "name": "digest", "agentId": AGENT,
+        "eventType": "schedule", "version": 1,
+        "schedule": { "expression": "0 * * * *", "timeZone": "Europe/Paris", "conversationId": "digest",
+                      "input": "Post the digest." },
+        "createdAt": "2026-11-23T07:00:00Z", "updatedAt": "2026-11-23T07:00:00Z"
+    }))
+    .unwrap();
+    ConfigService::new(wiring.store.clone(), wiring.store.clone())
+        .with_clock(clock.clone())
+        .create(&ConfigRecord::Trigger(trigger.clone()))
+        .await
+        .unwrap();
+    let tick = || event(fixture("eventbridge-scheduled-event.json"));
+    let fired = |handled: event_router::Handled| match handled {
+        event_router::Handled::Ticked(t) => t.fired,
+        other => panic!("a tick, not {other:?}"),
+    };
+    let (a, b) = (event_router::EventRouter::over(&wiring), event_router::EventRouter::over(&wiring.restarted()));
+    // before the slot, nothing is due
+    assert!(!fired(event_router::dispatch(&a, tick()).await.unwrap()).any());
+    // at 09:00 in Paris (08:00Z), two routers tick at once: one of them queues the slot
+    clock.advance(chrono::Duration::hours(1));
+    let (one, two) = tokio::join!(event_router::dispatch(&a, tick()), event_router::dispatch(&b, tick()));
+    let (one, two) = (fired(one.unwrap()), fired(two.unwrap()));
+    assert_eq!((one.queued + two.queued, one.failed + two.failed), (1, 0), "{one:?} {two:?}");
+    assert!(!fired(event_router::dispatch(&a, tick()).await.unwrap()).any(), "the slot is spent");
+    let (_, batch) = poll_once(&w).await.unwrap();
+    assert!(batch.batch_item_failures.is_empty());
+    let source = format!("/tenants/t-1/executions?sourceId=schedule-{}-20261123T0800Z", trigger.trigger_id);
+    let (status, record) = api_call(&w, "GET", &source, None).await;
+    assert_eq!((status, record["triggerId"].as_str()), (200, Some("01JDQ8ZJ5V3V7Y9K2M4N6P8S0H")), "{record}");
+    assert_eq!(record["actions"][0]["text"], "Here is the morning digest.");
+
+    // the routers are gone for three hours; a new container's first tick runs the missed slots
+    // once (the schedule's `missed: run_once`), and the next ones follow the clock
+    clock.advance(chrono::Duration::hours(3));
+    let c = event_router::EventRouter::over(&wiring.restarted());
+    assert_eq!(fired(event_router::dispatch(&c, tick()).await.unwrap()).queued, 1);
+    assert!(!fired(event_router::dispatch(&c, tick()).await.unwrap()).any());
+    let (_, batch) = poll_once(&w).await.unwrap();
+    assert!(batch.batch_item_failures.is_empty());
+    assert!(receive_work(&w).await.is_none(), "one run for the three missed slots");
+    assert_eq!(w.bedrock.requests().len(), 4, "two turns in all");
+}
