@@ -396,6 +396,7 @@ pub async fn test_triggers(
     tenant: &TenantId,
     event_type: EventType,
     detail: &serde_json::Value,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<TriggerTest, StoreError> {
     let active = config.active_triggers(tenant, event_type).await?;
     let mut agents: HashMap<AgentId, bool> = HashMap::new();
@@ -405,7 +406,7 @@ pub async fn test_triggers(
             slot.insert(agent.is_some_and(|a| a.status == AgentStatus::Active));
         }
     }
-    Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, |agent| {
+    Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, now, |agent| {
         agents.get(agent).copied().unwrap_or(false)
     }))
 }

@@ -87,6 +87,8 @@ pub struct Intake {
     limits: Option<Limits>,
     tenants: Option<Arc<TenantCache>>,
     indexes: Arc<Indexes>,
+    /// The moment triggers' time conditions are judged at.
+    clock: Arc<dyn crate::ports::Clock>,
 }
 
 /// Each tenant's triggers compiled for routing, rebuilt when the store hands out a new list
@@ -128,7 +130,14 @@ impl std::fmt::Debug for Intake {
 impl Intake {
     pub fn new(config: Arc<dyn ConfigStore>, sessions: Arc<dyn SessionStore>, queue: Arc<dyn WorkQueue>) -> Self {
         let indexes = Arc::default();
-        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None, tenants: None, indexes }
+        let clock = Arc::new(crate::ports::SystemClock);
+        Self { config, sessions, queue, metrics: Arc::new(NoMetrics), limits: None, tenants: None, indexes, clock }
+    }
+
+    /// Judges triggers' time conditions by `clock` (the system clock without).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::ports::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Serves each tenant [`Intake::route`] reads from memory for `ttl` (its status and limits
@@ -217,8 +226,8 @@ impl Intake {
         let likely_held = latest.as_ref().map(|l| l.as_ref().is_some_and(|s| s.is_active()));
         let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
         let index = self.indexes.get(&d.tenant_id, &triggers);
-        let mut from = 0;
-        while let Some((position, trigger)) = index.first_match(&event.raw_detail, from) {
+        let (mut from, now) = (0, self.clock.now());
+        while let Some((position, trigger)) = index.first_match_at(&event.raw_detail, from, now) {
             from = position + 1;
             match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
                 Some(agent) if agent.status == AgentStatus::Active => {

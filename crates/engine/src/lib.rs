@@ -59,6 +59,7 @@ impl Engine {
     /// embedded profile's logs each routed message in the enqueue's own database call).
     pub fn with_intake_queue(deps: Deps, queue: std::sync::Arc<dyn WorkQueue>) -> Self {
         let intake = Intake::new(deps.config.clone(), deps.sessions.clone(), queue)
+            .with_clock(deps.clock.clone())
             .with_metrics(deps.metrics.clone())
             .with_limits(Limits::new(&deps));
         Self { intake, operator: Operator::new(deps.clone()), executor: Executor::new(deps) }

@@ -87,6 +87,7 @@ pub(crate) async fn test(
 ) -> Result<Response, Problem> {
     let event_type = body.event_type.unwrap_or(EventType::MessageNew);
     let detail = body.detail(&t).map_err(Problem::invalid)?;
-    let tested = switchboard_engine::config::test_triggers(state.config.as_ref(), &t, event_type, &detail).await?;
+    let now = state.executor.deps().clock.now();
+    let tested = switchboard_engine::config::test_triggers(state.config.as_ref(), &t, event_type, &detail, now).await?;
     Ok(Json(tested).into_response())
 }

@@ -107,3 +107,35 @@ async fn a_bad_test_names_the_field_at_fault() {
         assert_eq!(pointers(&r.body), [pointer], "{body}: {}", r.body);
     }
 }
+
+#[tokio::test]
+async fn a_time_condition_is_written_with_its_pointers_and_the_tester_says_what_local_time_it_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--tenant", examples().join("tenant.json").to_str().unwrap()]);
+    let api = Api::new(&server, &server.admin);
+    // a bad window is refused at the key at fault, nested where it was written
+    let bad = json!({ "name": "night", "agentId": AGENT, "eventType": "message.new", "priority": 1,
+        "conditions": { "all": [ { "time": { "timeZone": "Mars/Olympus" } } ] } });
+    let r = api.post("/tenants/acme/triggers", bad).await;
+    assert_eq!((r.status.as_u16(), pointers(&r.body)), (400, vec!["/conditions/all/0/time/timeZone"]), "{}", r.body);
+    let bad = json!({ "name": "night", "agentId": AGENT, "eventType": "message.new",
+        "conditions": { "time": { "timeZone": "UTC", "from": "9am" }, "field": "x" } });
+    assert_eq!(api.post("/tenants/acme/triggers", bad).await.status, 400);
+    // a window that is never open (every day, outside the whole day) routes nothing, and the
+    // tester shows the moment it judged in the window's zone
+    let closed = json!({ "name": "never", "agentId": AGENT, "eventType": "message.new", "priority": 1,
+        "conditions": { "time": { "timeZone": "Asia/Tokyo", "outside": true } } });
+    let r = api.post("/tenants/acme/triggers", closed).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let never = r.body["triggerId"].as_str().unwrap().to_owned();
+    let open = json!({ "name": "always", "agentId": AGENT, "eventType": "message.new", "priority": 2,
+        "conditions": { "time": { "timeZone": "Asia/Tokyo" } } });
+    let always = api.post("/tenants/acme/triggers", open).await.body["triggerId"].as_str().unwrap().to_owned();
+    let r = api.post("/tenants/acme/triggers/test", json!({ "message": "hello" })).await;
+    assert_eq!(r.body["matched"], always.as_str(), "{}", r.body);
+    let first = &r.body["triggers"][0];
+    assert_eq!((first["triggerId"].as_str(), first["outcome"].as_str()), (Some(never.as_str()), Some("no_match")));
+    let local = first["conditions"]["localTime"].as_str().unwrap();
+    assert!(local.contains("+09:00"), "judged in Tokyo's offset: {local}");
+    assert_eq!(first["conditions"]["time"]["timeZone"], "Asia/Tokyo", "the condition as written: {}", r.body);
+}

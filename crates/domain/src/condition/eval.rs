@@ -7,13 +7,16 @@ use serde_json::Value;
 use super::tree::{Bound, Leaf, Node, OrderOp, Test, resolve};
 
 impl Node {
-    pub(super) fn matches(&self, detail: &Value) -> bool {
+    /// Whether the node holds for `detail` at `now`; a time condition without a moment does not
+    /// hold (as a leaf on a missing field does not).
+    pub(super) fn matches(&self, detail: &Value, now: Option<jiff::Timestamp>) -> bool {
         match self {
             Node::Group(group) => {
-                group.all.iter().all(|node| node.matches(detail))
-                    && group.any.as_ref().is_none_or(|any| any.iter().any(|node| node.matches(detail)))
+                group.all.iter().all(|node| node.matches(detail, now))
+                    && group.any.as_ref().is_none_or(|any| any.iter().any(|node| node.matches(detail, now)))
             }
             Node::Leaf(leaf) => leaf.matches(detail),
+            Node::Time(window) => now.is_some_and(|now| window.holds(now)),
         }
     }
 }

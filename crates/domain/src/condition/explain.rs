@@ -12,15 +12,15 @@ impl Node {
     /// a group as `{held, all?, any?}` (each member explained), a leaf as the leaf written
     /// (`field`, `operator`, `value`, `caseInsensitive`) with `held` and the field's `actual`
     /// value, or `missing: true` where the path does not resolve.
-    pub(super) fn explain(&self, raw: &Value, detail: &Value) -> Value {
-        let held = self.matches(detail);
+    pub(super) fn explain(&self, raw: &Value, detail: &Value, now: Option<jiff::Timestamp>) -> Value {
+        let held = self.matches(detail, now);
         match self {
             Node::Group(group) => {
                 let mut out = Map::new();
                 out.insert("held".into(), json!(held));
                 let members = |nodes: &[Node], key: &str| -> Value {
                     let written = raw.get(key).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-                    nodes.iter().zip(written).map(|(node, raw)| node.explain(raw, detail)).collect()
+                    nodes.iter().zip(written).map(|(node, raw)| node.explain(raw, detail, now)).collect()
                 };
                 if raw.get("all").is_some() {
                     out.insert("all".into(), members(&group.all, "all"));
@@ -28,6 +28,15 @@ impl Node {
                 if let Some(any) = &group.any {
                     out.insert("any".into(), members(any, "any"));
                 }
+                Value::Object(out)
+            }
+            Node::Time(window) => {
+                let mut out = raw.as_object().cloned().unwrap_or_default();
+                out.insert("held".into(), json!(held));
+                match now {
+                    Some(now) => out.insert("localTime".into(), json!(window.seen(now).local)),
+                    None => out.insert("missing".into(), json!(true)),
+                };
                 Value::Object(out)
             }
             Node::Leaf(leaf) => {

@@ -39,6 +39,12 @@
 //!
 //! A type mismatch is never an error at evaluation time, only a non-match.
 //!
+//! # Time
+//!
+//! A node `{"time": {...}}` (the key alone) holds when the moment of evaluation falls in a
+//! window of local time — weekdays, `from`/`to` times of day, a `dates` range — in its
+//! `timeZone`, or outside it with `outside: true`; see `time.rs`. It reads no field of the event.
+//!
 //! `caseInsensitive` lowercases both sides with `str::to_lowercase` for `eq`, `neq`, `in`,
 //! `not_in`, `contains`, `not_contains`, `starts_with` and `ends_with` (full Unicode mappings:
 //! `"ÉCOLE"` equals `"école"`, but `"STRASSE"` does not equal `"straße"` and `"İ"` lowers to
@@ -54,6 +60,7 @@
 mod eval;
 mod explain;
 mod parse;
+mod time;
 mod tree;
 
 use serde::de::Error as _;
@@ -86,16 +93,29 @@ impl Conditions {
         Self { raw: Value::Object(Map::new()), root: Node::Group(Group { all: Vec::new(), any: None }) }
     }
 
-    /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}}).
-    pub fn matches(&self, detail: &Value) -> bool {
-        self.root.matches(detail)
+    /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}})
+    /// at the moment `now` (what time conditions are judged at).
+    pub fn matches_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.root.matches(detail, moment(now))
     }
 
-    /// Why this tree matches `detail` or not, node by node, as JSON: each group with `held` and
-    /// its members, each leaf as written with `held` and the value it saw (`actual`, or
-    /// `missing: true`). Its root's `held` is [`matches`](Self::matches).
+    /// Evaluates against the event detail alone, at no moment: a time condition does not hold.
+    /// What routing runs is [`matches_at`](Self::matches_at).
+    pub fn matches(&self, detail: &Value) -> bool {
+        self.root.matches(detail, None)
+    }
+
+    /// Why this tree matches `detail` at `now` or not, node by node, as JSON: each group with
+    /// `held` and its members, each leaf as written with `held` and the value it saw (`actual`,
+    /// or `missing: true`), each time condition as written with `held` and the local time it
+    /// was judged at (`localTime`). Its root's `held` is [`matches_at`](Self::matches_at).
+    pub fn explain_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> Value {
+        self.root.explain(&self.raw, detail, moment(now))
+    }
+
+    /// [`explain_at`](Self::explain_at) at no moment (time conditions `missing`).
     pub fn explain(&self, detail: &Value) -> Value {
-        self.root.explain(&self.raw, detail)
+        self.root.explain(&self.raw, detail, None)
     }
 
     pub fn as_json(&self) -> &Value {
@@ -112,6 +132,10 @@ impl Conditions {
         self.root.requirements(&mut out);
         out
     }
+}
+
+fn moment(now: chrono::DateTime<chrono::Utc>) -> Option<jiff::Timestamp> {
+    jiff::Timestamp::from_millisecond(now.timestamp_millis()).ok()
 }
 
 impl PartialEq for Conditions {

@@ -174,6 +174,24 @@ impl Parser {
         if self.nodes > MAX_CONDITION_NODES {
             return Err(self.error(format!("too many conditions (at most {MAX_CONDITION_NODES} nodes in total)")));
         }
+        if let Some(window) = map.get("time") {
+            if let Some(key) = map.keys().find(|k| k.as_str() != "time") {
+                return Err(self.error_at(
+                    key,
+                    format!(
+                        "key {key:?} is not allowed beside \"time\": a time condition is an object with \"time\" alone"
+                    ),
+                ));
+            }
+            return super::time::TimeWindow::parse(window).map(Node::Time).map_err(|(key, message)| {
+                let mut pointer = self.pointer.clone();
+                push_segment(&mut pointer, "time");
+                for segment in key.split('/').filter(|s| !s.is_empty()) {
+                    push_segment(&mut pointer, segment);
+                }
+                ConditionError { pointer, message }
+            });
+        }
         if map.contains_key("field") || map.contains_key("operator") {
             self.leaf(map).map(Node::Leaf)
         } else {

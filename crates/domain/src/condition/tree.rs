@@ -45,6 +45,8 @@ impl FieldPath {
 pub(super) enum Node {
     Group(Group),
     Leaf(Leaf),
+    /// A window of local time (`{"time": {...}}`), judged at the moment of evaluation.
+    Time(super::time::TimeWindow),
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +101,8 @@ impl Node {
     pub(super) fn requirements(&self, out: &mut Vec<Requirement>) {
         match self {
             Node::Leaf(leaf) => out.extend(leaf.atom().map(Requirement::Atom)),
+            // Nothing an index of event fields can answer.
+            Node::Time(_) => {}
             Node::Group(group) => {
                 for node in &group.all {
                     node.requirements(out);
@@ -108,7 +112,7 @@ impl Node {
                         .iter()
                         .map(|node| match node {
                             Node::Leaf(leaf) => leaf.atom(),
-                            Node::Group(_) => None,
+                            Node::Group(_) | Node::Time(_) => None,
                         })
                         .collect();
                     out.extend(atoms.map(Requirement::AnyOf));

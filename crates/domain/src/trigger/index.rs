@@ -201,8 +201,27 @@ impl TriggerIndex {
     }
 
     /// The first trigger at or after position `from` of [`TriggerIndex::triggers`] whose
-    /// conditions match `detail`, with its position.
+    /// conditions match `detail` at `now` (what routing asks), with its position.
+    pub fn first_match_at(
+        &self,
+        detail: &Value,
+        from: usize,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<(usize, &Trigger)> {
+        self.first(detail, from, Some(now))
+    }
+
+    /// [`first_match_at`](Self::first_match_at) at no moment: no time condition holds.
     pub fn first_match(&self, detail: &Value, from: usize) -> Option<(usize, &Trigger)> {
+        self.first(detail, from, None)
+    }
+
+    fn first(
+        &self,
+        detail: &Value,
+        from: usize,
+        now: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Option<(usize, &Trigger)> {
         let mut met = vec![false; self.owners.len()];
         let mut hits = vec![0u16; self.triggers.len()];
         let mut meet = |id: u32| {
@@ -267,7 +286,11 @@ impl TriggerIndex {
         }
         (from..self.triggers.len()).find_map(|p| {
             let trigger = &self.triggers[p];
-            (hits[p] >= self.required[p] && trigger.conditions.matches(detail)).then_some((p, trigger))
+            let held = match now {
+                Some(now) => trigger.conditions.matches_at(detail, now),
+                None => trigger.conditions.matches(detail),
+            };
+            (hits[p] >= self.required[p] && held).then_some((p, trigger))
         })
     }
 }

@@ -34,7 +34,7 @@ pub struct Considered {
     pub priority: i32,
     pub outcome: Outcome,
     /// Its conditions, each node with `held` and what the event holds there
-    /// ([`Conditions::explain`](crate::condition::Conditions::explain)).
+    /// ([`Conditions::explain_at`](crate::condition::Conditions::explain_at)).
     pub conditions: Value,
 }
 
@@ -52,19 +52,20 @@ pub enum Outcome {
 }
 
 /// Tests `detail` (an event's `detail` object) of type `event_type` against `active`, the
-/// active triggers of that type in evaluation order (what a store hands routing), with
-/// `agent_active` saying whether a trigger's agent may answer.
+/// active triggers of that type in evaluation order (what a store hands routing), at the moment
+/// `now` (time conditions), with `agent_active` saying whether a trigger's agent may answer.
 pub fn test_triggers(
     active: &[Trigger],
     event_type: EventType,
     detail: &Value,
+    now: chrono::DateTime<chrono::Utc>,
     agent_active: impl Fn(&AgentId) -> bool,
 ) -> TriggerTest {
     let mut matched: Option<&Trigger> = None;
     let triggers = active
         .iter()
         .map(|trigger| {
-            let conditions = trigger.conditions.explain(detail);
+            let conditions = trigger.conditions.explain_at(detail, now);
             let outcome = if matched.is_some() {
                 Outcome::NotReached
             } else if conditions["held"] != Value::Bool(true) {

@@ -1,7 +1,8 @@
 //! Schedule triggers on the embedded profile: a slot runs once however many processes tick over
 //! one data directory, and once after a restart across it; a slot found late runs once
 //! (`run_once`) or not at all (`skip`); the input reaches the agent on the schedule's
-//! conversation (or one of its own per run); a bad schedule is refused with its pointer.
+//! conversation (or one of its own per run); a bad schedule is refused with its pointer. And
+//! time conditions: routing by a tenant's local business hours, across a change of offset.
 
 use std::sync::Arc;
 
@@ -181,4 +182,48 @@ async fn a_bad_schedule_is_refused_with_its_pointer_and_an_inactive_trigger_does
     config.delete(&w.tenant, switchboard_engine::ConfigKind::Trigger, TRIGGER, None).await.unwrap();
     clock.advance(chrono::Duration::minutes(5));
     assert_eq!(w.embedded.fire_schedules().await.unwrap(), Fired::default());
+}
+
+/// Two agents: one for business hours in New York, one for the rest of the time.
+fn hours_bundle() -> String {
+    json!({
+        "tenantId": "t-1", "name": "Test tenant",
+        "agents": [
+            { "agentId": AGENT, "name": "Day desk", "systemPrompt": "You answer by day.", "model": "test-model",
+              "tools": ["send_message"], "maxIterations": 2 },
+            { "agentId": "01JD0000N1GHT0AGENT0000001", "name": "Night desk", "systemPrompt": "You answer by night.",
+              "model": "test-model", "tools": ["send_message"], "maxIterations": 2 }
+        ],
+        "triggers": [
+            { "triggerId": "01JD0000N1GHT0TR1GGER00001", "name": "after hours", "agentId": "01JD0000N1GHT0AGENT0000001",
+              "eventType": "message.new", "priority": 1,
+              "conditions": { "time": { "timeZone": "America/New_York", "weekdays": ["MON", "TUE", "WED", "THU", "FRI"],
+                                        "from": "09:00", "to": "17:00", "outside": true } } },
+            { "triggerId": TRIGGER, "name": "by day", "agentId": AGENT, "eventType": "message.new", "priority": 2 }
+        ]
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_time_condition_routes_by_the_tenants_local_hours_across_a_change_to_summer_time() {
+    // 2026-11-23T07:00Z, a Monday: 02:00 in New York
+    let clock = ManualClock::new();
+    let mut w = World::open(model(), clock.clone(), EmbeddedOptions::default(), &[&hours_bundle()]).await;
+    let answered_by = |outcomes: &[switchboard_engine::ExecOutcome]| record(&outcomes[0]).agent_id.to_string();
+    let (_, night) = w.say("c-1", "hello at two in the morning").await;
+    assert_eq!(answered_by(&night), "01JD0000N1GHT0AGENT0000001");
+    // 14:30Z is 09:30 in New York in November: business hours
+    clock.advance(chrono::Duration::minutes(450));
+    let (_, day) = w.say("c-2", "hello at half past nine").await;
+    assert_eq!(answered_by(&day), AGENT);
+    // 13:30Z is 08:30 on Friday 2027-03-12 (before the change on the 14th), 09:30 on Monday the 15th
+    let until = |at: &str| chrono::DateTime::parse_from_rfc3339(at).unwrap().with_timezone(&chrono::Utc);
+    use switchboard_engine::Clock as _;
+    clock.advance(until("2027-03-12T13:30:00Z") - clock.now());
+    let (_, before) = w.say("c-3", "hello before the change").await;
+    assert_eq!(answered_by(&before), "01JD0000N1GHT0AGENT0000001", "08:30 EST is before hours");
+    clock.advance(until("2027-03-15T13:30:00Z") - clock.now());
+    let (_, after) = w.say("c-4", "hello after the change").await;
+    assert_eq!(answered_by(&after), AGENT, "09:30 EDT is within hours");
 }

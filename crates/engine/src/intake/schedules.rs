@@ -104,7 +104,7 @@ impl Intake {
                 "expression": schedule.expression, "timeZone": schedule.time_zone,
             },
         });
-        if !trigger.conditions.matches(&detail) {
+        if !trigger.conditions.matches_at(&detail, now) {
             return Ok(Outcome::Skipped("the trigger's conditions do not hold"));
         }
         match self.config.get_agent(&due.tenant_id, trigger.agent_id).await? {

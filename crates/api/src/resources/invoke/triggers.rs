@@ -77,7 +77,7 @@ pub(crate) async fn run(
         "tenantId": t, "conversationId": conversation_id, "input": body.input, "metadata": body.metadata,
         "manual": { "triggerId": trigger.trigger_id },
     });
-    if !trigger.conditions.matches(&detail) {
+    if !trigger.conditions.matches_at(&detail, state.executor.deps().clock.now()) {
         return Err(Problem::conflict(format!(
             "the conditions of trigger {} do not hold for this run; POST /tenants/{t}/triggers/test explains them",
             trigger.trigger_id
@@ -169,7 +169,7 @@ pub(crate) async fn deliver(
         "tenantId": t, "conversationId": conversation_id,
         "webhook": { "triggerId": trigger.trigger_id, "id": id, "body": payload },
     });
-    if !trigger.conditions.matches(&detail) {
+    if !trigger.conditions.matches_at(&detail, state.executor.deps().clock.now()) {
         // Answered 2xx: a sender retries anything else, and the body will not change.
         tracing::info!(tenant = %t, trigger_id = %trigger.trigger_id, "webhook delivery ignored: conditions do not hold");
         return Ok((
