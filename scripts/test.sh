@@ -2,7 +2,7 @@
 # Runs every check and test of the workspace: formatting, lints, unit, scenario, queue,
 # end-to-end HTTP tests, the AWS adapters and Lambda handlers against a local AWS emulator,
 # cfn-lint of template.yaml, the console in a headless browser, the cargo-lambda build of the
-# six functions and the Conversations Service stand-in (each zip at most 5 MB), and the
+# seven functions and the Conversations Service stand-in (each zip at most 5 MB), and the
 # container image's smoke test when Docker or Podman works here. Needs the Rust toolchain (with
 # rustfmt and clippy) and python3 with venv; it installs the emulator (moto, from PyPI) and the
 # official Standard Webhooks library into .venv-emulator on first run, and Debian's chromium and
@@ -107,10 +107,10 @@ if [ -n "${CI:-}" ]; then
 fi
 echo "== disk before the release build: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
 
-echo "== cargo lambda build --release --x86-64 (the six Lambda functions and the stand-in, zipped)"
+echo "== cargo lambda build --release --x86-64 (the seven Lambda functions and the stand-in, zipped)"
 # x86_64 only: arm64 needs `rustup target add aarch64-unknown-linux-gnu` (see infra/README.md).
 # The release profile in Cargo.toml is explicit, so cargo-lambda does not force its own settings.
-functions=(event-router agent-executor internal-api operations-api archiver console-push conversations-standin)
+functions=(event-router agent-executor internal-api operations-api webhook-intake archiver console-push conversations-standin)
 PATH="$PWD/.venv-tools/bin:$PATH" cargo lambda build --release --x86-64 --locked --output-format zip \
     "${functions[@]/#/--package=switchboard-fn-}"
 

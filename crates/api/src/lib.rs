@@ -28,7 +28,7 @@ mod state;
 
 pub use auth::{Authenticator, Caller, KeyGrant, KeyInfo, RateLimiter};
 pub use problem::Problem;
-pub use routes::{configuration_api, operations_api, routes};
+pub use routes::{configuration_api, hooks_api, operations_api, routes};
 pub use state::{
     ApiState, DEFAULT_BODY_TIMEOUT, DeadLetters, MetricsText, Readiness, ReplayOptions, ReplayRefused, Replayer,
 };

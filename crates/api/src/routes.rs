@@ -46,6 +46,17 @@ pub fn configuration_api(state: ApiState) -> Router {
 pub fn operations_api(state: ApiState) -> Router {
     let state = Arc::new(state);
     let app = gated(operation_routes(Router::new()), &state);
+    finish(app, state)
+}
+
+/// Webhook triggers' deliveries alone, for a function of their own (the AWS profile's
+/// `webhook-intake`): the one route without SigV4 in front, authenticated by signatures. Any other
+/// path answers 404 here.
+pub fn hooks_api(state: ApiState) -> Router {
+    let state = Arc::new(state);
+    let app = Router::new()
+        .fallback(|| async { Problem::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed() });
     finish(hook_routes(app), state)
 }
 

@@ -110,6 +110,9 @@ impl Trigger {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
         check_name(&mut errors, "/name", &self.name);
+        for fault in self.conditions.zone_faults() {
+            errors.push(format!("/conditions{}", fault.pointer), fault.message);
+        }
         match (self.event_type, &self.schedule) {
             (EventType::Schedule, Some(schedule)) => schedule.check("/schedule", &mut errors),
             (EventType::Schedule, None) => errors.push("/schedule", "a schedule trigger needs a schedule"),
@@ -140,12 +143,14 @@ impl Trigger {
 /// Checks the `conditions` of a trigger body (JSON) on their own, so that a bad condition is
 /// reported with its full pointer (`/conditions/all/1/operator`) rather than as a whole.
 pub fn check_conditions(body: &serde_json::Value, prefix: &str) -> Result<(), ValidationErrors> {
-    match body.get("conditions") {
-        Some(c) => Conditions::parse(c)
-            .map(|_| ())
-            .map_err(|e| ValidationErrors::single(format!("{prefix}/conditions{}", e.pointer), e.message)),
-        None => Ok(()),
+    let Some(c) = body.get("conditions") else { return Ok(()) };
+    let conditions = Conditions::parse(c)
+        .map_err(|e| ValidationErrors::single(format!("{prefix}/conditions{}", e.pointer), e.message))?;
+    let mut errors = ValidationErrors::default();
+    for fault in conditions.zone_faults() {
+        errors.push(format!("{prefix}/conditions{}", fault.pointer), fault.message);
     }
+    errors.into_result()
 }
 
 /// Sorts triggers into evaluation order: priority, then creation (ULID order) so that ties are

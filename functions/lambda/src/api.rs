@@ -276,6 +276,11 @@ pub async fn serve_operations(wiring: &Wiring) -> Result<(), lambda_http::Error>
     serve(wiring, switchboard_api::operations_api).await
 }
 
+/// Serves webhook triggers' deliveries (`webhook-intake`; `template.yaml` sends it `/hooks/…`).
+pub async fn serve_hooks(wiring: &Wiring) -> Result<(), lambda_http::Error> {
+    serve(wiring, switchboard_api::hooks_api).await
+}
+
 /// Serves `half` of the API through the Lambda runtime (API Gateway REST proxy events). Each
 /// function's `main` names one of the two above, so its binary holds only that half's handlers:
 /// nothing reachable names the other's, and the linker leaves it out.

@@ -366,7 +366,7 @@ pub struct Wiring {
     /// from it is given up item by item instead of run (see [`crate::executor::handle`]).
     pub dead_letter_queue_arn: Option<String>,
     /// Tenant secrets, for the API's verification of webhook triggers' deliveries: Secrets
-    /// Manager where the function needs them ([`Wiring::operations_from_env`]), none elsewhere.
+    /// Manager where the function needs them ([`Wiring::hooks_from_env`]), none elsewhere.
     pub secrets: Arc<dyn Secrets>,
 }
 
@@ -437,10 +437,10 @@ impl Wiring {
         Self::api(sdk, &FunctionEnv::from_env()?)
     }
 
-    /// The operations-api's wiring: [`Wiring::api`], and the tenants' secrets in Secrets Manager
+    /// The webhook-intake's wiring: [`Wiring::api`], and the tenants' secrets in Secrets Manager
     /// (`switchboard/<tenant>/<secretRef>`), which verify webhook triggers' deliveries. Only
     /// this function's binary links the Secrets Manager client beside the executor's.
-    pub async fn operations_from_env(sdk: &SdkConfig) -> Result<Self, String> {
+    pub async fn hooks_from_env(sdk: &SdkConfig) -> Result<Self, String> {
         let wiring = Self::api(sdk, &FunctionEnv::from_env()?)?;
         Ok(wiring.with_secrets(Arc::new(SecretsManagerSecrets::from_config(sdk))))
     }

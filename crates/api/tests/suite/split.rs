@@ -1,4 +1,5 @@
-//! The API's two halves on AWS (`configuration_api`, `operations_api`) and the API Gateway that
+//! The API's parts on AWS (`configuration_api`, `operations_api`, and `hooks_api` for webhook
+//! triggers' deliveries) and the API Gateway that
 //! sends each request to one of them (`template.yaml`, `InternalApi`): every route of the contract,
 //! resolved through the gateway's resources as API Gateway resolves a path (its most specific
 //! resource, no falling back to a greedy parent), reaches the half that serves it, and only that
@@ -134,6 +135,7 @@ async fn every_route_of_the_contract_reaches_through_the_gateway_the_half_that_s
     let halves = [
         ("InternalApiFunction", switchboard_api::configuration_api(state())),
         ("OperationsApiFunction", switchboard_api::operations_api(state())),
+        ("WebhookIntakeFunction", switchboard_api::hooks_api(state())),
     ];
     let whole = switchboard_api::routes(state());
     let gateway = Resource::from_template(&repo_file("template.yaml"));
@@ -168,8 +170,8 @@ async fn every_route_of_the_contract_reaches_through_the_gateway_the_half_that_s
         assert!(halves.iter().any(|(n, _)| *n == function), "{method} {template}: {function} is not a half of the API");
         *reached.entry(function).or_default() += 1;
     }
-    // Both halves are in use.
-    assert_eq!(reached.len(), 2, "{reached:?}");
+    // Every function is in use.
+    assert_eq!(reached.len(), 3, "{reached:?}");
 }
 
 #[test]

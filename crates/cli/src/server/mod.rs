@@ -196,6 +196,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("--listen {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let stop = stop_signal();
     // The first line on stdout is machine-readable so that scripts and tests can find the port.
     println!("listening on http://{addr}");
     match &args.scripted_model {
@@ -209,7 +210,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let read_timeout = Duration::from_secs(args.read_timeout);
     let rate_limit = usize::try_from(args.rate_limit).unwrap_or(usize::MAX);
     let app = switchboard_api::routes(api_state(&embedded, rate_limit, read_timeout));
-    crate::shared::http::serve(listener, app, read_timeout, stop_signal()).await?;
+    crate::shared::http::serve(listener, app, read_timeout, stop).await?;
     // Work in hand finishes (each turn is bounded by --turn-timeout) and is committed; queued
     // items stay in the database for the next start.
     tracing::info!("draining: the workers finish the items in hand");
@@ -224,25 +225,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `docker stop`, systemd and Kubernetes send).
-async fn stop_signal() {
+/// The handlers are installed when this is called, not when the future is first polled: the
+/// server calls it before it says it is listening, so a signal sent as soon as a client reads
+/// that line stops it gracefully instead of killing it.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server gracefully");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::interrupt()).and_then(|int| Ok((int, signal(SignalKind::terminate())?)))
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            match signals {
+                Ok((mut int, mut term)) => tokio::select! {
+                    _ = int.recv() => tracing::info!("SIGINT: stopping"),
+                    _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server gracefully");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
-            _ = term.recv() => tracing::info!("SIGTERM: stopping"),
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -6,17 +6,38 @@ use serde_json::Value;
 
 use super::tree::{Bound, Leaf, Node, OrderOp, Test, resolve};
 
+/// The moment a tree is judged at: an instant, or none (`()`). Generic rather than an `Option`
+/// so that evaluating at no moment compiles without the time-zone code: a function that never
+/// judges time conditions (the agent-executor reads triggers, never routes) does not link it.
+pub(super) trait Moment: Copy {
+    fn instant(self) -> Option<jiff::Timestamp>;
+}
+
+impl Moment for () {
+    #[inline(always)]
+    fn instant(self) -> Option<jiff::Timestamp> {
+        None
+    }
+}
+
+impl Moment for jiff::Timestamp {
+    #[inline(always)]
+    fn instant(self) -> Option<jiff::Timestamp> {
+        Some(self)
+    }
+}
+
 impl Node {
-    /// Whether the node holds for `detail` at `now`; a time condition without a moment does not
-    /// hold (as a leaf on a missing field does not).
-    pub(super) fn matches(&self, detail: &Value, now: Option<jiff::Timestamp>) -> bool {
+    /// Whether the node holds for `detail` at `now`; a time condition at no moment does not hold
+    /// (as a leaf on a missing field does not).
+    pub(super) fn matches<M: Moment>(&self, detail: &Value, now: M) -> bool {
         match self {
             Node::Group(group) => {
                 group.all.iter().all(|node| node.matches(detail, now))
                     && group.any.as_ref().is_none_or(|any| any.iter().any(|node| node.matches(detail, now)))
             }
             Node::Leaf(leaf) => leaf.matches(detail),
-            Node::Time(window) => now.is_some_and(|now| window.holds(now)),
+            Node::Time(window) => now.instant().is_some_and(|now| window.holds(now)),
         }
     }
 }

@@ -12,7 +12,7 @@ impl Node {
     /// a group as `{held, all?, any?}` (each member explained), a leaf as the leaf written
     /// (`field`, `operator`, `value`, `caseInsensitive`) with `held` and the field's `actual`
     /// value, or `missing: true` where the path does not resolve.
-    pub(super) fn explain(&self, raw: &Value, detail: &Value, now: Option<jiff::Timestamp>) -> Value {
+    pub(super) fn explain<M: super::eval::Moment>(&self, raw: &Value, detail: &Value, now: M) -> Value {
         let held = self.matches(detail, now);
         match self {
             Node::Group(group) => {
@@ -33,8 +33,8 @@ impl Node {
             Node::Time(window) => {
                 let mut out = raw.as_object().cloned().unwrap_or_default();
                 out.insert("held".into(), json!(held));
-                match now {
-                    Some(now) => out.insert("localTime".into(), json!(window.seen(now).local)),
+                match now.instant().and_then(|now| window.seen(now)) {
+                    Some(seen) => out.insert("localTime".into(), json!(seen.local)),
                     None => out.insert("missing".into(), json!(true)),
                 };
                 Value::Object(out)

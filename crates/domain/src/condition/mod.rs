@@ -96,13 +96,16 @@ impl Conditions {
     /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}})
     /// at the moment `now` (what time conditions are judged at).
     pub fn matches_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
-        self.root.matches(detail, moment(now))
+        match moment(now) {
+            Some(now) => self.root.matches(detail, now),
+            None => self.root.matches(detail, ()),
+        }
     }
 
     /// Evaluates against the event detail alone, at no moment: a time condition does not hold.
     /// What routing runs is [`matches_at`](Self::matches_at).
     pub fn matches(&self, detail: &Value) -> bool {
-        self.root.matches(detail, None)
+        self.root.matches(detail, ())
     }
 
     /// Why this tree matches `detail` at `now` or not, node by node, as JSON: each group with
@@ -110,12 +113,24 @@ impl Conditions {
     /// or `missing: true`), each time condition as written with `held` and the local time it
     /// was judged at (`localTime`). Its root's `held` is [`matches_at`](Self::matches_at).
     pub fn explain_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> Value {
-        self.root.explain(&self.raw, detail, moment(now))
+        match moment(now) {
+            Some(now) => self.root.explain(&self.raw, detail, now),
+            None => self.root.explain(&self.raw, detail, ()),
+        }
     }
 
     /// [`explain_at`](Self::explain_at) at no moment (time conditions `missing`).
     pub fn explain(&self, detail: &Value) -> Value {
-        self.root.explain(&self.raw, detail, None)
+        self.root.explain(&self.raw, detail, ())
+    }
+
+    /// The time conditions whose zone this host's tz database does not know, each as the error
+    /// a write refuses it with (parsing checks the shape only, so that reading a stored trigger
+    /// needs no tz database).
+    pub fn zone_faults(&self) -> Vec<ConditionError> {
+        let mut out = Vec::new();
+        self.root.zone_faults(&mut out);
+        out
     }
 
     pub fn as_json(&self) -> &Value {

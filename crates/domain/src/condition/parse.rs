@@ -183,7 +183,7 @@ impl Parser {
                     ),
                 ));
             }
-            return super::time::TimeWindow::parse(window).map(Node::Time).map_err(|(key, message)| {
+            return super::time::TimeWindow::parse(window, &self.pointer).map(Node::Time).map_err(|(key, message)| {
                 let mut pointer = self.pointer.clone();
                 push_segment(&mut pointer, "time");
                 for segment in key.split('/').filter(|s| !s.is_empty()) {

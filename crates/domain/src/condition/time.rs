@@ -19,6 +19,8 @@
 //! * Every part given must hold. Across a change of offset the local time is what a clock on the
 //!   wall shows: 09:00 is 09:00 on both sides of a summer-time change.
 
+use std::sync::OnceLock;
+
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value};
@@ -26,10 +28,15 @@ use serde_json::{Map, Value};
 const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 const KEYS: [&str; 6] = ["timeZone", "weekdays", "from", "to", "dates", "outside"];
 
-/// A compiled `time` node.
+/// A compiled `time` node. Its zone is looked up when first judged, not when parsed: reading a
+/// stored trigger (what every function does) needs no tz database, only judging and checking it
+/// do ([`TimeWindow::zone_fault`] on write).
 #[derive(Debug, Clone)]
 pub(super) struct TimeWindow {
-    tz: TimeZone,
+    zone: Box<str>,
+    tz: OnceLock<Option<TimeZone>>,
+    /// Where `timeZone` was written, for [`TimeWindow::zone_fault`].
+    pub(super) pointer: Box<str>,
     /// Bit n: weekday n (0 is Sunday); all seven when absent.
     weekdays: u8,
     /// Minutes since local midnight.
@@ -46,8 +53,9 @@ pub(super) struct Seen {
 }
 
 impl TimeWindow {
-    /// Parses the object under `time`; errors are `(key under time, message)`.
-    pub(super) fn parse(value: &Value) -> Result<Self, (String, String)> {
+    /// Parses the object under `time` (written at `pointer`); errors are `(key under time,
+    /// message)`. The zone's name is checked for shape only: [`TimeWindow::zone_fault`].
+    pub(super) fn parse(value: &Value, pointer: &str) -> Result<Self, (String, String)> {
         let Value::Object(map) = value else {
             return Err((String::new(), "\"time\" must be an object with a \"timeZone\"".into()));
         };
@@ -57,10 +65,8 @@ impl TimeWindow {
                 format!("unknown key {key:?} in a time condition: expected one of {}", KEYS.join(", ")),
             ));
         }
-        let tz = match map.get("timeZone") {
-            Some(Value::String(name)) => {
-                TimeZone::get(name).map_err(|_| ("timeZone".to_owned(), format!("unknown time zone {name:?}")))?
-            }
+        let zone: Box<str> = match map.get("timeZone") {
+            Some(Value::String(name)) if !name.is_empty() && name.len() <= 64 => name.as_str().into(),
             Some(_) => {
                 return Err(("timeZone".into(), "must be an IANA time zone name such as \"Europe/Paris\"".into()));
             }
@@ -100,16 +106,26 @@ impl TimeWindow {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(("outside".into(), "must be true or false".into())),
         };
-        Ok(Self { tz, weekdays, from, to, dates, outside })
+        let pointer = format!("{pointer}/time/timeZone").into();
+        Ok(Self { zone, tz: OnceLock::new(), pointer, weekdays, from, to, dates, outside })
     }
 
-    /// Whether the window holds at `now`.
+    fn tz(&self) -> Option<&TimeZone> {
+        self.tz.get_or_init(|| TimeZone::get(&self.zone).ok()).as_ref()
+    }
+
+    /// Why the zone cannot be used, when it cannot: what a write refuses.
+    pub(super) fn zone_fault(&self) -> Option<String> {
+        self.tz().is_none().then(|| format!("unknown time zone {:?}", self.zone))
+    }
+
+    /// Whether the window holds at `now` (never, in a zone this host does not know).
     pub(super) fn holds(&self, now: jiff::Timestamp) -> bool {
-        self.seen(now).held
+        self.seen(now).is_some_and(|s| s.held)
     }
 
-    pub(super) fn seen(&self, now: jiff::Timestamp) -> Seen {
-        let zoned = now.to_zoned(self.tz.clone());
+    pub(super) fn seen(&self, now: jiff::Timestamp) -> Option<Seen> {
+        let zoned = now.to_zoned(self.tz()?.clone());
         let (date, time) = (zoned.date(), zoned.time());
         let minute = u16::try_from(i32::from(time.hour()) * 60 + i32::from(time.minute())).unwrap_or(0);
         // The day the window is counted on: across midnight, the early hours are the day before's.
@@ -128,7 +144,22 @@ impl TimeWindow {
         let on_day = self.weekdays & (1 << day.weekday().to_sunday_zero_offset()) != 0;
         let in_dates = self.dates.0.is_none_or(|a| day >= a) && self.dates.1.is_none_or(|b| day <= b);
         let inside = in_hours && on_day && in_dates;
-        Seen { local: zoned.strftime("%Y-%m-%dT%H:%M:%S%:z %a").to_string(), held: inside != self.outside }
+        // Written out by hand: jiff's formatter would add some 60 KB to every function.
+        let offset = zoned.offset().seconds();
+        let (sign, offset) = if offset < 0 { ('-', -offset) } else { ('+', offset) };
+        let local = format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02} {}",
+            date.year(),
+            date.month(),
+            date.day(),
+            time.hour(),
+            time.minute(),
+            time.second(),
+            offset / 3600,
+            offset % 3600 / 60,
+            title(WEEKDAYS[usize::from(date.weekday().to_sunday_zero_offset().unsigned_abs())]),
+        );
+        Some(Seen { local, held: inside != self.outside })
     }
 }
 
@@ -175,12 +206,26 @@ fn clock_time(s: &str) -> Result<u16, String> {
     }
 }
 
+/// `YYYY-MM-DD`, a day the calendar has (parsed by hand, as [`clock_time`]).
 fn date(s: &str) -> Result<Date, String> {
     let bad = || format!("{s:?} is not a date YYYY-MM-DD");
-    if s.len() != 10 {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone()).filter(|d| d.iter().all(u8::is_ascii_digit)).and_then(|_| s[r].parse::<i16>().ok())
+    };
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return Err(bad());
     }
-    s.parse::<Date>().map_err(|_| bad())
+    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else { return Err(bad()) };
+    let (Ok(m), Ok(d)) = (i8::try_from(m), i8::try_from(d)) else { return Err(bad()) };
+    Date::new(y, m, d).map_err(|_| bad())
+}
+
+/// `MON` as `Mon`.
+fn title(day: &str) -> String {
+    let mut out = day[..1].to_owned();
+    out.push_str(&day[1..].to_ascii_lowercase());
+    out
 }
 
 #[cfg(test)]
@@ -196,7 +241,7 @@ mod tests {
     }
 
     fn window(v: Value) -> TimeWindow {
-        TimeWindow::parse(&v).unwrap()
+        TimeWindow::parse(&v, "").unwrap()
     }
 
     #[test]
@@ -237,15 +282,23 @@ mod tests {
             window(json!({ "timeZone": "Europe/Paris", "dates": { "from": "2026-12-24", "to": "2026-12-31" } }));
         assert!(holidays.holds(at("2026-12-31T22:30:00Z")) && !holidays.holds(at("2026-12-31T23:30:00Z")));
         assert!(!holidays.holds(at("2026-12-23T22:59:00Z")) && holidays.holds(at("2026-12-23T23:00:00Z")));
-        let seen = holidays.seen(at("2026-12-31T22:30:00Z"));
+        let seen = holidays.seen(at("2026-12-31T22:30:00Z")).unwrap();
         assert_eq!(seen.local, "2026-12-31T23:30:00+01:00 Thu");
+        let west = window(json!({ "timeZone": "America/St_Johns" })).seen(at("2027-01-04T12:00:00Z")).unwrap();
+        assert_eq!(west.local, "2027-01-04T08:30:00-03:30 Mon");
     }
 
     #[test]
     fn bad_windows_name_the_key_at_fault() {
-        let fault = |v: Value| TimeWindow::parse(&v).unwrap_err();
+        let fault = |v: Value| TimeWindow::parse(&v, "").unwrap_err();
         assert_eq!(fault(json!({})).0, "timeZone");
-        assert_eq!(fault(json!({ "timeZone": "Mars/Olympus" })).1, "unknown time zone \"Mars/Olympus\"");
+        assert_eq!(fault(json!({ "timeZone": "" })).0, "timeZone");
+        // a zone is looked up when checked or judged, not when read
+        let mars = window(json!({ "timeZone": "Mars/Olympus" }));
+        assert_eq!(mars.zone_fault().as_deref(), Some("unknown time zone \"Mars/Olympus\""));
+        assert!(!mars.holds(at("2027-01-04T12:00:00Z")), "an unknown zone never holds");
+        assert_eq!(window(json!({ "timeZone": "Europe/Paris" })).zone_fault(), None);
+        assert_eq!(fault(json!({ "timeZone": "UTC", "dates": { "from": "2027-02-29" } })).0, "dates/from");
         assert_eq!(fault(json!({ "timeZone": "UTC", "weekdays": ["MON", "FUNDAY"] })).0, "weekdays");
         assert_eq!(fault(json!({ "timeZone": "UTC", "weekdays": [] })).0, "weekdays");
         assert_eq!(fault(json!({ "timeZone": "UTC", "from": "9:00" })).0, "from");

@@ -98,6 +98,22 @@ pub(super) enum Bound {
 }
 
 impl Node {
+    pub(super) fn zone_faults(&self, out: &mut Vec<super::ConditionError>) {
+        match self {
+            Node::Leaf(_) => {}
+            Node::Time(window) => out.extend(
+                window
+                    .zone_fault()
+                    .map(|message| super::ConditionError { pointer: window.pointer.to_string(), message }),
+            ),
+            Node::Group(group) => {
+                for node in group.all.iter().chain(group.any.iter().flatten()) {
+                    node.zone_faults(out);
+                }
+            }
+        }
+    }
+
     pub(super) fn requirements(&self, out: &mut Vec<Requirement>) {
         match self {
             Node::Leaf(leaf) => out.extend(leaf.atom().map(Requirement::Atom)),

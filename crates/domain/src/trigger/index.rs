@@ -208,20 +208,16 @@ impl TriggerIndex {
         from: usize,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Option<(usize, &Trigger)> {
-        self.first(detail, from, Some(now))
+        self.first(detail, from, |t| t.conditions.matches_at(detail, now))
     }
 
     /// [`first_match_at`](Self::first_match_at) at no moment: no time condition holds.
     pub fn first_match(&self, detail: &Value, from: usize) -> Option<(usize, &Trigger)> {
-        self.first(detail, from, None)
+        self.first(detail, from, |t| t.conditions.matches(detail))
     }
 
-    fn first(
-        &self,
-        detail: &Value,
-        from: usize,
-        now: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Option<(usize, &Trigger)> {
+    /// The first trigger from `from` that the index admits and `holds` confirms.
+    fn first(&self, detail: &Value, from: usize, holds: impl Fn(&Trigger) -> bool) -> Option<(usize, &Trigger)> {
         let mut met = vec![false; self.owners.len()];
         let mut hits = vec![0u16; self.triggers.len()];
         let mut meet = |id: u32| {
@@ -286,11 +282,7 @@ impl TriggerIndex {
         }
         (from..self.triggers.len()).find_map(|p| {
             let trigger = &self.triggers[p];
-            let held = match now {
-                Some(now) => trigger.conditions.matches_at(detail, now),
-                None => trigger.conditions.matches(detail),
-            };
-            (hits[p] >= self.required[p] && held).then_some((p, trigger))
+            (hits[p] >= self.required[p] && holds(trigger)).then_some((p, trigger))
         })
     }
 }

@@ -1,8 +1,9 @@
-//! Manual and webhook triggers on the AWS profile: the operations-api function's router verifies
-//! a webhook trigger's delivery with the tenant's secret from Secrets Manager (the emulator),
+//! Manual, webhook and schedule triggers on the AWS profile: the webhook-intake function's router
+//! verifies a webhook trigger's delivery with the tenant's secret from Secrets Manager (the emulator),
 //! queues it on the conversation's FIFO group (a repeated `webhook-id` is not queued again), and
 //! the executor function answers it; a manual trigger's run waits for the executor as an invoke
-//! does. Requests go through the same router the Lambda function serves.
+//! does; the event-router's tick fires a schedule's slot once, however many routers tick. Requests
+//! go through the API's router as the functions serve it.
 
 use switchboard_domain::webhook::standard;
 
@@ -19,7 +20,13 @@ async fn send(w: &World, uri: &str, headers: &[(&str, String)], body: &str) -> (
         request = request.header(*name, value);
     }
     let request = request.body(lambda_http::Body::Text(body.to_owned())).unwrap();
-    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    // A delivery through webhook-intake's router (`/hooks` alone), anything else the whole API's.
+    let state = api::state(&w.wiring, None);
+    let response = if uri.starts_with("/hooks/") {
+        switchboard_api::hooks_api(state).oneshot(request).await.unwrap()
+    } else {
+        api::app(state).oneshot(request).await.unwrap()
+    };
     let status = response.status().as_u16();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
