@@ -385,3 +385,48 @@ async fn run(api: &Api, path: String) -> Reply {
     let body = Some(json!({ "input": "hello", "conversationId": "shared" }));
     api.call(Method::POST, &path, body, &[("idempotency-key", "k-1")]).await
 }
+
+#[tokio::test]
+async fn an_inactive_agent_refuses_a_run_and_a_delivery_and_an_unreadable_secret_is_unavailable_not_a_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, api) = serve(dir.path());
+    let agent = echo_agent(&api).await;
+    let manual =
+        created(&api, "/tenants/acme/triggers", json!({ "name": "m", "agentId": agent, "eventType": "manual" })).await;
+    let hook = created(
+        &api,
+        "/tenants/acme/triggers",
+        json!({ "name": "w", "agentId": agent, "eventType": "webhook", "webhook": { "secretRef": "crm" } }),
+    )
+    .await;
+    let now = chrono::Utc::now().timestamp();
+    let body = r#"{"ticket":{"id":"T-1"}}"#;
+    let path = format!("/hooks/acme/{hook}");
+    // the secrets file cannot be read: the delivery is not refused as forged, it is unavailable
+    // (the sender retries), and nothing is queued
+    let secrets = dir.path().join("secrets.json");
+    let kept = std::fs::read_to_string(&secrets).unwrap();
+    std::fs::remove_file(&secrets).unwrap();
+    let (status, problem, _) = deliver(&server, &path, SECRET, "msg_1", now, body).await;
+    assert_eq!((status, problem["type"].as_str()), (503, Some("urn:switchboard:problem:unavailable")), "{problem}");
+    std::fs::write(&secrets, kept).unwrap();
+    // the agent made inactive: a run and a verified delivery are refused with 409
+    let current = api.get(&format!("/tenants/acme/agents/{agent}")).await;
+    let mut inactive = current.body.clone();
+    inactive["status"] = json!("inactive");
+    for server_set in ["tenantId", "agentId", "createdAt", "updatedAt", "version"] {
+        inactive.as_object_mut().unwrap().remove(server_set);
+    }
+    let version = current.headers["etag"].to_str().unwrap().to_owned();
+    let put =
+        api.call(Method::PUT, &format!("/tenants/acme/agents/{agent}"), Some(inactive), &[("if-match", &version)]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let r = api.post(&format!("/tenants/acme/triggers/{manual}/run"), json!({ "input": "go" })).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("not active"), "{}", r.body);
+    let (status, problem, _) = deliver(&server, &path, SECRET, "msg_2", now, body).await;
+    assert_eq!(status, 409, "{problem}");
+    let sessions = api.get("/tenants/acme/sessions").await;
+    assert_eq!(sessions.body["items"], json!([]), "nothing ran: {}", sessions.body);
+    drop(server);
+}
