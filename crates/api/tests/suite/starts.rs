@@ -418,8 +418,9 @@ async fn an_inactive_agent_refuses_a_run_and_a_delivery_and_an_unreadable_secret
         inactive.as_object_mut().unwrap().remove(server_set);
     }
     let version = current.headers["etag"].to_str().unwrap().to_owned();
-    let put =
-        api.call(Method::PUT, &format!("/tenants/acme/agents/{agent}"), Some(inactive), &[("if-match", &version)]).await;
+    let put = api
+        .call(Method::PUT, &format!("/tenants/acme/agents/{agent}"), Some(inactive), &[("if-match", &version)])
+        .await;
     assert_eq!(put.status, 200, "{}", put.body);
     let r = api.post(&format!("/tenants/acme/triggers/{manual}/run"), json!({ "input": "go" })).await;
     assert_eq!(r.status, 409, "{}", r.body);
