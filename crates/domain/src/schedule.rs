@@ -115,8 +115,14 @@ impl Schedule {
         if let Err(e) = parse(&self.expression) {
             errors.push(format!("{prefix}/expression"), e);
         }
-        if TimeZone::get(&self.time_zone).is_err() {
-            errors.push(format!("{prefix}/timeZone"), format!("unknown time zone '{}'", self.time_zone));
+        match TimeZone::get(&self.time_zone) {
+            Err(_) => errors.push(format!("{prefix}/timeZone"), format!("unknown time zone '{}'", self.time_zone)),
+            // The tz database may find a zone written in another case; the name is kept as written.
+            Ok(tz) => {
+                if let Some(name) = tz.iana_name().filter(|n| *n != self.time_zone) {
+                    errors.push(format!("{prefix}/timeZone"), format!("write the zone as '{name}'"));
+                }
+            }
         }
         if let Some(c) = &self.conversation_id
             && let Err(e) = crate::ids::check_external_id(c)
@@ -252,6 +258,17 @@ const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 const MONTH_DAYS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 fn parse_cron(e: &str) -> Result<Cron, String> {
+    if e.starts_with('@') {
+        let written = match e {
+            "@yearly" | "@annually" => "'0 0 1 1 *'",
+            "@monthly" => "'0 0 1 * *'",
+            "@weekly" => "'0 0 * * 0'",
+            "@daily" | "@midnight" => "'0 0 * * *'",
+            "@hourly" => "'0 * * * *'",
+            _ => "its five fields",
+        };
+        return Err(format!("macros such as '{e}' are not supported: write {written}"));
+    }
     let fields: Vec<&str> = e.split_whitespace().collect();
     let [minute, hour, dom, month, dow] = fields[..] else {
         return Err(format!(
@@ -291,7 +308,13 @@ fn field(name: &str, text: &str, min: u32, max: u32, names: &[&str]) -> Result<u
             // Months count from 1, weekdays from 0.
             return Ok(u32::try_from(i).unwrap_or(0) + min);
         }
-        let n: u32 = digits(v).ok_or_else(|| format!("{name} field: '{v}' is not a number"))?;
+        let n: u32 = digits(v).ok_or_else(|| match v {
+            "?" => format!("{name} field: '?' (Quartz's \"no specific value\") is not supported: write '*'"),
+            v if v.contains(['L', 'W', '#']) => format!(
+                "{name} field: '{v}': 'L', 'W' and '#' (last day, nearest weekday, nth weekday) are not supported"
+            ),
+            v => format!("{name} field: '{v}' is not a number"),
+        })?;
         if n < min || n > max {
             return Err(format!("{name} field: {n} is out of range {min}-{max}"));
         }
@@ -479,9 +502,14 @@ mod tests {
         assert!(fault("0 0 * * MON-SUNDAY").contains("'SUNDAY'"));
         assert!(fault("0 17-9 * * *").contains("runs backwards"));
         assert!(fault("*/0 * * * *").contains("bad step"));
-        assert!(fault("0 0 ? * MON").contains("'?' is not a number"));
-        assert!(fault("0 0 L * *").contains("'L'"));
-        assert!(fault("@daily").contains("five fields"));
+        assert!(fault("0 0 ? * MON").contains("write '*'"), "{}", fault("0 0 ? * MON"));
+        assert!(fault("0 0 L * *").contains("'L', 'W' and '#'"));
+        assert!(fault("0 0 * * 5#3").contains("nth weekday"));
+        assert!(fault("0 0 15W * *").contains("nearest weekday"));
+        assert_eq!(fault("@daily"), "macros such as '@daily' are not supported: write '0 0 * * *'");
+        assert!(fault("@reboot").contains("its five fields"));
+        // names with an L or a W in them are still names
+        assert!(parse("0 9 * JUL WED").is_ok());
         assert!(fault("0 0 30 2 *").contains("never run"));
         assert!(fault("0 0 31 4,6 *").contains("never run"));
         assert!(fault("rate(0 minutes)").contains("at least 1"));
@@ -511,6 +539,11 @@ mod tests {
         assert_eq!(errors.0[0].detail, "unknown time zone 'Europe/Pariss'");
         let long = Schedule { input: "x".repeat(MAX_MESSAGE_TEXT_BYTES + 1), ..schedule("rate(1 hour)", "UTC") };
         assert!(long.slots("/s").unwrap_err().0[0].pointer == "/s/input");
+        // a zone the database finds in another case is asked for as the database names it
+        let mut errors = ValidationErrors::default();
+        schedule("rate(1 hour)", "europe/paris").check("/schedule", &mut errors);
+        let found: Vec<_> = errors.0.iter().map(|e| (e.pointer.as_str(), e.detail.as_str())).collect();
+        assert_eq!(found, [("/schedule/timeZone", "write the zone as 'Europe/Paris'")]);
     }
 
     #[test]

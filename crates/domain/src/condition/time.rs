@@ -116,7 +116,11 @@ impl TimeWindow {
 
     /// Why the zone cannot be used, when it cannot: what a write refuses.
     pub(super) fn zone_fault(&self) -> Option<String> {
-        self.tz().is_none().then(|| format!("unknown time zone {:?}", self.zone))
+        match self.tz() {
+            None => Some(format!("unknown time zone {:?}", self.zone)),
+            // found in another case: asked for as the tz database names it, as schedules are
+            Some(tz) => tz.iana_name().filter(|n| **n != *self.zone).map(|n| format!("write the zone as {n:?}")),
+        }
     }
 
     /// Whether the window holds at `now` (never, in a zone this host does not know).
@@ -298,6 +302,8 @@ mod tests {
         assert_eq!(mars.zone_fault().as_deref(), Some("unknown time zone \"Mars/Olympus\""));
         assert!(!mars.holds(at("2027-01-04T12:00:00Z")), "an unknown zone never holds");
         assert_eq!(window(json!({ "timeZone": "Europe/Paris" })).zone_fault(), None);
+        let lower = window(json!({ "timeZone": "europe/paris" }));
+        assert_eq!(lower.zone_fault().as_deref(), Some("write the zone as \"Europe/Paris\""));
         assert_eq!(fault(json!({ "timeZone": "UTC", "dates": { "from": "2027-02-29" } })).0, "dates/from");
         assert_eq!(fault(json!({ "timeZone": "UTC", "weekdays": ["MON", "FUNDAY"] })).0, "weekdays");
         assert_eq!(fault(json!({ "timeZone": "UTC", "weekdays": [] })).0, "weekdays");
