@@ -181,3 +181,27 @@ async fn a_schedule_fires_once_per_slot_however_many_event_routers_tick_and_afte
     assert!(receive_work(&w).await.is_none(), "one run for the three missed slots");
     assert_eq!(w.bedrock.requests().len(), 4, "two turns in all");
 }
+
+#[tokio::test]
+async fn a_tick_whose_schedules_cannot_be_read_is_an_error_and_the_next_tick_reads_them() {
+    let w = world(vec![], false).await;
+    // the router's store over a config table that is not there: its schedules cannot be read
+    let names = switchboard_aws::AwsNames { config_table: "no-such-config-table".into(), ..w.names.clone() };
+    let broken = switchboard_aws::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&w.sdk),
+        names,
+        Arc::new(switchboard_engine::SystemClock),
+    );
+    let router = event_router::EventRouter { store: Arc::new(broken), ..event_router::EventRouter::over(&w.wiring) };
+    let tick = event_router::dispatch(&router, event(fixture("eventbridge-scheduled-event.json"))).await;
+    match tick {
+        Err(event_router::EventRouterError::Schedules(e)) => {
+            assert!(e.to_string().contains("Query"), "the failed call is named: {e}")
+        }
+        other => panic!("expected the schedules' error, got {other:?}"),
+    }
+    // the same tick over the real table succeeds
+    let working = event_router::EventRouter::over(&w.wiring);
+    let ok = event_router::dispatch(&working, event(fixture("eventbridge-scheduled-event.json"))).await;
+    assert_eq!(ok.unwrap(), event_router::Handled::Ticked(event_router::Tick::default()));
+}
