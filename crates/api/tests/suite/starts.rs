@@ -50,6 +50,20 @@ async fn created(api: &Api, path: &str, body: Value) -> String {
     r.body[field].as_str().unwrap().to_owned()
 }
 
+/// Writes the record at `path` (whose own id is `id_field`) back with `status: inactive`, as a
+/// client would: the fields the server sets left out, its ETag as `If-Match`.
+async fn make_inactive(api: &Api, path: &str, id_field: &str) {
+    let current = api.get(path).await;
+    let mut inactive = current.body.clone();
+    inactive["status"] = json!("inactive");
+    for server_set in ["tenantId", id_field, "createdAt", "updatedAt", "version"] {
+        inactive.as_object_mut().unwrap().remove(server_set);
+    }
+    let version = current.headers["etag"].to_str().unwrap().to_owned();
+    let put = api.call(Method::PUT, path, Some(inactive), &[("if-match", &version)]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+}
+
 async fn echo_agent(api: &Api) -> String {
     created(
         api,
@@ -126,17 +140,7 @@ async fn a_manual_trigger_runs_by_hand_under_the_rules_of_an_invoke() {
     assert_eq!(r.status, 409, "{}", r.body);
 
     // made inactive, it does not run
-    let current = api.get(&format!("/tenants/acme/triggers/{manual}")).await;
-    let mut inactive = current.body.clone();
-    inactive["status"] = json!("inactive");
-    for server_set in ["tenantId", "triggerId", "createdAt", "updatedAt", "version"] {
-        inactive.as_object_mut().unwrap().remove(server_set);
-    }
-    let version = current.headers["etag"].to_str().unwrap().to_owned();
-    let put = api
-        .call(Method::PUT, &format!("/tenants/acme/triggers/{manual}"), Some(inactive), &[("if-match", &version)])
-        .await;
-    assert_eq!(put.status, 200, "{}", put.body);
+    make_inactive(&api, &format!("/tenants/acme/triggers/{manual}"), "triggerId").await;
     let r = api.post(&run, json!({ "input": "refund" })).await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(r.body["detail"].as_str().unwrap().contains("not active"), "{}", r.body);
@@ -411,17 +415,7 @@ async fn an_inactive_agent_refuses_a_run_and_a_delivery_and_an_unreadable_secret
     assert_eq!((status, problem["type"].as_str()), (503, Some("urn:switchboard:problem:unavailable")), "{problem}");
     std::fs::write(&secrets, kept).unwrap();
     // the agent made inactive: a run and a verified delivery are refused with 409
-    let current = api.get(&format!("/tenants/acme/agents/{agent}")).await;
-    let mut inactive = current.body.clone();
-    inactive["status"] = json!("inactive");
-    for server_set in ["tenantId", "agentId", "createdAt", "updatedAt", "version"] {
-        inactive.as_object_mut().unwrap().remove(server_set);
-    }
-    let version = current.headers["etag"].to_str().unwrap().to_owned();
-    let put = api
-        .call(Method::PUT, &format!("/tenants/acme/agents/{agent}"), Some(inactive), &[("if-match", &version)])
-        .await;
-    assert_eq!(put.status, 200, "{}", put.body);
+    make_inactive(&api, &format!("/tenants/acme/agents/{agent}"), "agentId").await;
     let r = api.post(&format!("/tenants/acme/triggers/{manual}/run"), json!({ "input": "go" })).await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(r.body["detail"].as_str().unwrap().contains("not active"), "{}", r.body);

@@ -52,12 +52,7 @@ pub(crate) async fn invoke(
     // An unknown agent is told before a bad body.
     let JsonBody(body) = body?;
     let key = check_request(&body, &headers)?;
-    let streamed = wants_event_stream(&headers);
-    if streamed && !state.invoker.follows_turns() {
-        return Err(Problem::not_acceptable(
-            "this deployment cannot stream a turn yet; call without 'Accept: text/event-stream' for the execution",
-        ));
-    }
+    let streamed = stream_asked(&state, &headers)?;
     let source_id = format!("invoke-{}", key.clone().unwrap_or_else(|| ulid::Ulid::generate().to_string()));
     let start = Start {
         source_id,
@@ -245,8 +240,20 @@ fn answer(recorded: Option<ExecutionRecord>, t: &TenantId, source_id: &str) -> R
     }
 }
 
+/// Whether the caller asked for a stream of the turn, refused (`406`) where this deployment
+/// cannot follow one.
+pub(crate) fn stream_asked(state: &ApiState, headers: &HeaderMap) -> Result<bool, Problem> {
+    let streamed = wants_event_stream(headers);
+    if streamed && !state.invoker.follows_turns() {
+        return Err(Problem::not_acceptable(
+            "this deployment cannot stream a turn yet; call without 'Accept: text/event-stream' for the execution",
+        ));
+    }
+    Ok(streamed)
+}
+
 /// Whether the caller asked for a stream of the turn (`Accept: text/event-stream`).
-pub(crate) fn wants_event_stream(headers: &HeaderMap) -> bool {
+fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()

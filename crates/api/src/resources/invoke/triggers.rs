@@ -21,7 +21,7 @@ use switchboard_domain::{
 };
 use switchboard_engine::{ConfigKind, ConfigRecord};
 
-use super::{INVOKE_WAIT, Start, Wait, idempotency_key, start_turn, wants_event_stream};
+use super::{INVOKE_WAIT, Start, Wait, idempotency_key, start_turn, stream_asked};
 use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
 use crate::state::ApiState;
@@ -64,12 +64,7 @@ pub(crate) async fn run(
     }
     let key = idempotency_key(&headers, &mut errors);
     errors.into_result().map_err(Problem::invalid)?;
-    let streamed = wants_event_stream(&headers);
-    if streamed && !state.invoker.follows_turns() {
-        return Err(Problem::not_acceptable(
-            "this deployment cannot stream a turn yet; call without 'Accept: text/event-stream' for the execution",
-        ));
-    }
+    let streamed = stream_asked(&state, &headers)?;
     // A key names the run within the trigger; without one every call is a run of its own.
     let run = key.clone().unwrap_or_else(|| ulid::Ulid::generate().to_string());
     let conversation_id = body.conversation_id.unwrap_or_else(|| format!("manual-{}", ulid::Ulid::generate()));
