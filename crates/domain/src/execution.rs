@@ -239,6 +239,9 @@ pub struct ExecutionRecord {
     pub agent_id: AgentId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_id: Option<TriggerId>,
+    /// The traffic-split variant of the session's conversation, if a split assigned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<crate::trigger::Assignment>,
     /// The inbound event (or manual invocation) this run answers; unique per tenant.
     pub source_id: String,
     pub input: serde_json::Value,

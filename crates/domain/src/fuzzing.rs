@@ -160,6 +160,7 @@ fn trigger(tenant_id: TenantId, conditions: Conditions) -> Trigger {
         status: TriggerStatus::Active,
         schedule: None,
         webhook: None,
+        split: vec![],
         created_at: DateTime::default(),
         updated_at: DateTime::default(),
         version: 1,

@@ -56,7 +56,7 @@ pub use session::{
 pub use skill::Skill;
 pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantNameError, TenantStatus, tenant_name};
 pub use tool::{RetryPolicy, SystemTool, Tool, ToolHandler, ToolType, WebhookHandler};
-pub use trigger::{EventType, Trigger, TriggerStatus, WebhookSource};
-pub use usage::{ActivityRow, UsageCounts, UsageLine, UsageRow, hour_of};
+pub use trigger::{Assignment, EventType, Trigger, TriggerStatus, Variant, WebhookSource};
+pub use usage::{ActivityRow, UsageCounts, UsageLine, UsageRow, VariantRow, hour_of};
 pub use validation::{FieldError, ValidationErrors};
 pub use webhook::SignatureScheme;

@@ -156,6 +156,10 @@ pub struct Session {
     /// the session; carried across handoffs). None for a session an `invoke` started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// The variant of a trigger's traffic split the conversation was assigned to when this
+    /// session (or the one it was handed off from) started; its executions are counted under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<crate::trigger::Assignment>,
     /// How urgently the conversation was handed to a human (while a human owns it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_priority: Option<Priority>,
@@ -206,6 +210,7 @@ impl Session {
             channel: None,
             handoff_priority: None,
             claim: None,
+            split: None,
             stored_content: StoredContent::default(),
             paused: None,
             held: Vec::new(),
@@ -304,6 +309,7 @@ impl Session {
         next.transcript = text_only(self.unsummarized());
         next.first_message = self.first_message.clone();
         next.channel = self.channel.clone();
+        next.split = self.split.clone();
         next.summary = self.summary.clone().map(|s| ConversationSummary { covers: 0, ..s });
         next
     }

@@ -56,6 +56,10 @@ pub struct Trigger {
     /// for that event type).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookSource>,
+    /// A traffic split: the agents that answer, chosen per conversation by weight ([`split`]);
+    /// empty, the trigger's `agentId` answers every conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<Variant>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Bumped on every update; the API's `ETag`, checked against `If-Match`.
@@ -110,6 +114,7 @@ impl Trigger {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
         check_name(&mut errors, "/name", &self.name);
+        self.check_split(&mut errors);
         for fault in self.conditions.zone_faults() {
             errors.push(format!("/conditions{}", fault.pointer), fault.message);
         }
@@ -191,6 +196,8 @@ pub fn first_match<'a>(
 }
 
 mod index;
+pub mod split;
 mod tester;
 pub use index::TriggerIndex;
+pub use split::{Assignment, Choice, Variant};
 pub use tester::{Considered, Outcome, TriggerTest, test_triggers};

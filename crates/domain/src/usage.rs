@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost::Cost;
 use crate::execution::{ExecutionRecord, ExecutionStatus, ModelCallRecord};
-use crate::ids::AgentId;
+use crate::ids::{AgentId, TriggerId};
 
 /// Calls, tokens and cost, added up. `cost_usd` covers the priced calls; it is `None` when no
 /// call was priced, and `unpriced_calls` says how many calls it leaves out.
@@ -75,6 +75,52 @@ pub struct ActivityRow {
     pub hour: DateTime<Utc>,
     pub status: ExecutionStatus,
     pub executions: u64,
+}
+
+/// Executions of one variant of a trigger's traffic split committed in one UTC hour with one
+/// status, and what they used: what the activity report compares variants by. Counted in the
+/// transaction that records each execution whose session a split assigned ([`Session::split`]),
+/// as [`ActivityRow`]s are; kept as long as usage.
+///
+/// [`Session::split`]: crate::Session::split
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariantRow {
+    pub hour: DateTime<Utc>,
+    pub trigger_id: TriggerId,
+    pub variant: String,
+    pub status: ExecutionStatus,
+    pub executions: u64,
+    /// Every token their model calls counted (sub-agents included).
+    pub tokens: u64,
+    /// What their priced calls cost; `unpriced_calls` says how many it leaves out.
+    pub cost_usd: Cost,
+    pub unpriced_calls: u64,
+    /// Their latencies added up (divided by `executions`: the mean).
+    pub latency_ms: u64,
+}
+
+impl VariantRow {
+    /// What `record` adds to its variant's row, if a split assigned its session and it is
+    /// counted (not while it awaits approval, as for activity).
+    pub fn of(record: &ExecutionRecord) -> Option<VariantRow> {
+        let split = record.split.as_ref().filter(|_| record.status != ExecutionStatus::AwaitingApproval)?;
+        let mut used = UsageCounts::default();
+        for line in record.usage_lines() {
+            used.add(&line.counts);
+        }
+        Some(VariantRow {
+            hour: record.activity_hour(),
+            trigger_id: split.trigger_id,
+            variant: split.variant.clone(),
+            status: record.status,
+            executions: 1,
+            tokens: used.tokens(),
+            cost_usd: used.cost_usd.unwrap_or(Cost::ZERO),
+            unpriced_calls: used.unpriced_calls,
+            latency_ms: record.latency_ms,
+        })
+    }
 }
 
 /// The start of the UTC hour `t` falls in.

@@ -105,6 +105,7 @@ fn trigger(conditions: &Value, priority: i32, status: TriggerStatus) -> Trigger 
         status,
         schedule: None,
         webhook: None,
+        split: vec![],
         created_at: at,
         updated_at: at,
         version: 1,

@@ -161,6 +161,7 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
             text: text.clone(),
             trigger_id: None,
             trigger_version: None,
+            variant: None,
             agent_id: setup.agent,
             continuation: false,
             detail: json!({ "tenantId": sandbox.tenant, "conversationId": conversation, "messageId": message,

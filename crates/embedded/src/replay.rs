@@ -324,6 +324,7 @@ async fn rerun(
         text: text.to_owned(),
         trigger_id: r.trigger_id,
         trigger_version: r.ran_with.as_ref().and_then(|w| w.trigger),
+        variant: r.split.as_ref().map(|s| s.variant.clone()),
         agent_id: r.agent_id,
         continuation: false,
         detail: r.input.get("detail").cloned().unwrap_or(Value::Null),

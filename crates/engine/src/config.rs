@@ -13,7 +13,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use switchboard_domain::trigger::{EventType, TriggerTest};
 use switchboard_domain::{
-    AgentId, AgentStatus, Recording, SystemTool, Tenant, TenantId, TenantStatus, ValidationErrors, tenant_name,
+    Agent, AgentId, AgentStatus, Recording, SystemTool, Tenant, TenantId, TenantStatus, Trigger, ValidationErrors,
+    tenant_name,
 };
 
 use crate::ports::{
@@ -366,7 +367,12 @@ fn references(record: &ConfigRecord) -> Vec<(String, ConfigKind, String)> {
                 wanted.push((format!("/skills/{i}"), ConfigKind::Skill, skill.to_string()));
             }
         }
-        ConfigRecord::Trigger(tr) => wanted.push(("/agentId".into(), ConfigKind::Agent, tr.agent_id.to_string())),
+        ConfigRecord::Trigger(tr) => {
+            wanted.push(("/agentId".into(), ConfigKind::Agent, tr.agent_id.to_string()));
+            for (i, variant) in tr.split.iter().enumerate() {
+                wanted.push((format!("/split/{i}/agentId"), ConfigKind::Agent, variant.agent_id.to_string()));
+            }
+        }
         ConfigRecord::Tool(_) => {}
         ConfigRecord::Skill(s) => {
             wanted.extend(custom_tools(&s.tools));
@@ -400,13 +406,39 @@ pub async fn test_triggers(
 ) -> Result<TriggerTest, StoreError> {
     let active = config.active_triggers(tenant, event_type).await?;
     let mut agents: HashMap<AgentId, bool> = HashMap::new();
+    let mut named: Vec<AgentId> = Vec::with_capacity(active.len());
     for trigger in active.iter() {
-        if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(trigger.agent_id) {
-            let agent = config.get_agent(tenant, trigger.agent_id).await?;
+        named.push(trigger.agent_id);
+        named.extend(trigger.split.iter().map(|v| v.agent_id));
+    }
+    for agent_id in named {
+        if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(agent_id) {
+            let agent = config.get_agent(tenant, agent_id).await?;
             slot.insert(agent.is_some_and(|a| a.status == AgentStatus::Active));
         }
     }
     Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, now, |agent| {
         agents.get(agent).copied().unwrap_or(false)
     }))
+}
+
+/// The active agent `trigger` answers `conversation` with, and the name of the split's variant
+/// that chose it: the variant the conversation falls in ([`Trigger::choose`]), or, when that
+/// variant's agent is missing or not active, the trigger's own `agentId`
+/// ([`Trigger::fallback`]). `None` when neither can answer. Every start reads it: routed
+/// messages, schedules, manual runs and webhook deliveries.
+pub async fn trigger_agent(
+    config: &dyn ConfigStore,
+    trigger: &Trigger,
+    conversation: &str,
+) -> Result<Option<(Agent, Option<String>)>, StoreError> {
+    let chosen = trigger.choose(conversation);
+    for choice in std::iter::once(chosen).chain(trigger.fallback(&chosen)) {
+        if let Some(agent) = config.get_agent(&trigger.tenant_id, choice.agent_id).await?
+            && agent.status == AgentStatus::Active
+        {
+            return Ok(Some((agent, choice.variant_name())));
+        }
+    }
+    Ok(None)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::TriggerIndex;
 use switchboard_domain::{
-    AgentId, AgentStatus, EventType, InboundEvent, LimitName, Recording, Refusal, Session, SessionId, Tenant, TenantId,
+    AgentId, EventType, InboundEvent, LimitName, Recording, Refusal, Session, SessionId, Tenant, TenantId,
     TenantStatus, Trigger, TriggerId,
 };
 use tracing::{debug, info, warn};
@@ -229,17 +229,18 @@ impl Intake {
         let (mut from, now) = (0, self.clock.now());
         while let Some((position, trigger)) = index.first_match_at(&event.raw_detail, from, now) {
             from = position + 1;
-            match self.config.get_agent(&d.tenant_id, trigger.agent_id).await? {
-                Some(agent) if agent.status == AgentStatus::Active => {
+            match crate::config::trigger_agent(self.config.as_ref(), trigger, &d.conversation_id).await? {
+                Some((agent, variant)) => {
                     let item = WorkItem {
                         recording: tenant.recording,
+                        variant,
                         ..work_item(event, agent.agent_id, Some(trigger), None)
                     };
                     return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
                 // next trigger in priority order may still answer.
-                _ => {
+                None => {
                     warn!(trigger_id = %trigger.trigger_id, agent_id = %trigger.agent_id, "trigger's agent is missing or not active; skipped")
                 }
             }
@@ -365,6 +366,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         text: d.text.clone(),
         trigger_id: trigger.map(|t| t.trigger_id),
         trigger_version: trigger.map(|t| t.version),
+        variant: None,
         agent_id: agent,
         continuation: false,
         detail: event.raw_detail.clone(),

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
     ActivityRow, Agent, AgentId, Blob, EventType, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId,
-    Skill, SkillId, Tenant, TenantId, Tool, ToolId, Trigger, UsageRow,
+    Skill, SkillId, Tenant, TenantId, Tool, ToolId, Trigger, UsageRow, VariantRow,
 };
 use switchboard_engine::{
     Admit, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
@@ -352,6 +352,14 @@ impl ExecutionLog for Faulty<dyn ExecutionLog> {
         to: DateTime<Utc>,
     ) -> Result<Vec<ActivityRow>, StoreError> {
         self.faults.around("executions.activity", store, self.inner.activity(tenant, from, to)).await
+    }
+    async fn variants(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<VariantRow>, StoreError> {
+        self.faults.around("executions.variants", store, self.inner.variants(tenant, from, to)).await
     }
 }
 

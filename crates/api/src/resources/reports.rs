@@ -2,6 +2,7 @@
 //! `GET …/usage`) and activity (executions by status per hour, `GET …/activity`). Read-only; the
 //! numbers are the stores' aggregates, summed here.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -11,7 +12,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::json;
 use switchboard_domain::limits::USAGE_TTL_DAYS;
-use switchboard_domain::{UsageCounts, ValidationErrors};
+use switchboard_domain::{Cost, TriggerId, UsageCounts, ValidationErrors, VariantRow};
 
 use crate::extract::{Query, Tenant};
 use crate::problem::Problem;
@@ -97,7 +98,8 @@ pub(crate) struct ActivityQuery {
 const ACTIVITY_MAX_HOURS: i64 = 168;
 
 /// The tenant's executions by status in each of the last `hours` UTC hours (default 24), the
-/// current hour last and every hour listed, with the totals of the span.
+/// current hour last and every hour listed, with the totals of the span and, for triggers that
+/// split traffic, each variant's.
 pub(crate) async fn activity(
     State(state): State<Arc<ApiState>>,
     Query(q): Query<ActivityQuery>,
@@ -132,6 +134,7 @@ pub(crate) async fn activity(
         })
         .collect();
     let sum: u64 = rows.iter().map(|r| r.executions).sum();
+    let variants = variant_totals(&state.executions.variants(&t, from, to).await?);
     let dead_letters = match &state.dead_letters {
         Some(d) => Some(d.count(&t).await?),
         None => None,
@@ -143,7 +146,42 @@ pub(crate) async fn activity(
         "byHour": by_hour,
         "executions": total,
         "total": sum,
+        "variants": variants,
         "deadLetters": dead_letters,
     }))
     .into_response())
+}
+
+/// The span's executions of each traffic-split variant (by trigger, then variant), added up:
+/// by status, in all, and the tokens, cost and mean latency they took, so that two variants of
+/// a trigger can be compared side by side.
+fn variant_totals(rows: &[VariantRow]) -> Vec<serde_json::Value> {
+    let mut sums: BTreeMap<(TriggerId, &str), Vec<&VariantRow>> = BTreeMap::new();
+    for row in rows {
+        sums.entry((row.trigger_id, row.variant.as_str())).or_default().push(row);
+    }
+    sums.into_iter()
+        .map(|((trigger_id, variant), rows)| {
+            let mut executions = serde_json::Map::new();
+            for status in switchboard_domain::ExecutionStatus::ALL {
+                let n: u64 = rows.iter().filter(|r| r.status == status).map(|r| r.executions).sum();
+                if n > 0 {
+                    executions.insert(status.as_str().to_owned(), json!(n));
+                }
+            }
+            let total: u64 = rows.iter().map(|r| r.executions).sum();
+            let latency: u64 = rows.iter().map(|r| r.latency_ms).sum();
+            let cost = rows.iter().fold(Cost::ZERO, |sum, r| sum.saturating_add(r.cost_usd));
+            json!({
+                "triggerId": trigger_id,
+                "variant": variant,
+                "executions": executions,
+                "total": total,
+                "tokens": rows.iter().map(|r| r.tokens).sum::<u64>(),
+                "costUsd": cost,
+                "unpricedCalls": rows.iter().map(|r| r.unpriced_calls).sum::<u64>(),
+                "meanLatencyMs": latency.checked_div(total).unwrap_or(0),
+            })
+        })
+        .collect()
 }

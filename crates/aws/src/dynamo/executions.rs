@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
-    ActivityRow, AgentId, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, SessionId, TenantId, UsageCounts,
-    UsageRow,
+    ActivityRow, AgentId, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, SessionId, TenantId, TriggerId,
+    UsageCounts, UsageRow, VariantRow,
 };
 use switchboard_engine::{ExecutionLog, Page, StoreError};
 
@@ -175,6 +175,62 @@ impl ExecutionLog for DynamoStore {
             .into_iter()
             .map(|((hour, status), executions)| ActivityRow { hour, status: ExecutionStatus::ALL[status], executions })
             .collect())
+    }
+
+    /// Sums the shards of each hour, trigger, variant and status.
+    async fn variants(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<VariantRow>, StoreError> {
+        let mut rows: BTreeMap<(DateTime<Utc>, TriggerId, String, usize), VariantRow> = BTreeMap::new();
+        let (from, to) = (from.format("%Y-%m-%dT%H"), to.format("%Y-%m-%dT%H"));
+        for item in self.usage_partition(tenant, format!("SPLIT#{from}#"), format!("SPLIT#{to}#~")).await? {
+            let corrupt = |what: &str| StoreError::Corrupt(format!("split item {what}"));
+            let hour = attr_s(&item, "hour")?;
+            let hour = DateTime::parse_from_rfc3339(hour)
+                .map_err(|e| corrupt(&format!("hour {hour}: {e}")))?
+                .with_timezone(&Utc);
+            let trigger = attr_s(&item, "triggerId")?;
+            let trigger_id: TriggerId = trigger.parse().map_err(|_| corrupt(&format!("trigger {trigger}")))?;
+            let variant = attr_s(&item, "variant")?.to_owned();
+            let status = attr_s(&item, "status")?;
+            let position = ExecutionStatus::ALL
+                .iter()
+                .position(|s| s.as_str() == status)
+                .ok_or_else(|| corrupt(&format!("status {status}")))?;
+            let count = |name: &str| {
+                item.get(name)
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .ok_or_else(|| corrupt(&format!("{name} is not a count")))
+            };
+            let (executions, tokens, cost, unpriced, latency) = (
+                count("executions")?,
+                count("tokens")?,
+                count("costNanos")?,
+                count("unpricedCalls")?,
+                count("latencyMs")?,
+            );
+            let row = rows.entry((hour, trigger_id, variant.clone(), position)).or_insert_with(|| VariantRow {
+                hour,
+                trigger_id,
+                variant,
+                status: ExecutionStatus::ALL[position],
+                executions: 0,
+                tokens: 0,
+                cost_usd: Cost::ZERO,
+                unpriced_calls: 0,
+                latency_ms: 0,
+            });
+            row.executions = row.executions.saturating_add(executions);
+            row.tokens = row.tokens.saturating_add(tokens);
+            row.cost_usd = row.cost_usd.saturating_add(Cost::from_nanos(cost));
+            row.unpriced_calls = row.unpriced_calls.saturating_add(unpriced);
+            row.latency_ms = row.latency_ms.saturating_add(latency);
+        }
+        Ok(rows.into_values().collect())
     }
 }
 

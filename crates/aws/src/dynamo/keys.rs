@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, NaiveDate, Utc};
-use switchboard_domain::{AgentId, ExecutionId, ExecutionStatus, Session, SessionId, TenantId};
+use switchboard_domain::{AgentId, ExecutionId, ExecutionStatus, Session, SessionId, TenantId, TriggerId};
 use switchboard_engine::ConfigKind;
 
 use super::Item;
@@ -87,6 +87,18 @@ pub(super) fn usage_sk(day: NaiveDate, agent: AgentId, model: &str, shard: u128)
 /// `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>`, beside the usage items: sorts by hour, then status.
 pub(super) fn activity_sk(hour: DateTime<Utc>, status: ExecutionStatus, shard: u128) -> String {
     format!("HOUR#{}#{}#{shard:02}", hour.format("%Y-%m-%dT%H"), status.as_str())
+}
+
+/// `SPLIT#<YYYY-MM-DDTHH>#<trigger>#<variant>#<status>#<shard>`, beside the activity items: a
+/// traffic-split variant's executions of a status in an hour. Variant names have no `#`.
+pub(super) fn split_sk(
+    hour: DateTime<Utc>,
+    trigger: TriggerId,
+    variant: &str,
+    status: ExecutionStatus,
+    shard: u128,
+) -> String {
+    format!("SPLIT#{}#{trigger}#{variant}#{}#{shard:02}", hour.format("%Y-%m-%dT%H"), status.as_str())
 }
 
 /// TTL value: epoch seconds, rounded up so that DynamoDB never deletes a record before it expires.

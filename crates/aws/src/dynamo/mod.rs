@@ -25,6 +25,7 @@
 //! | executions | `TENANT#<t>#EVENTS` | `SEQ` / `EVENT#<seq>` / `EVENTID#<id>` | the counter `n`; `body`, `expiresAt`; `seq` (the event log, `event_log`) |
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
 //! | executions | `TENANT#<t>#USAGE` | `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>` | `hour`, `status`, `executions`, `expiresAt` (activity) |
+//! | executions | `TENANT#<t>#USAGE` | `SPLIT#<YYYY-MM-DDTHH>#<trigger>#<variant>#<status>#<shard>` | `hour`, `triggerId`, `variant`, `status`, `executions`, `tokens`, `costNanos`, `unpricedCalls`, `latencyMs`, `expiresAt` (a traffic split's variants) |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //! | executions | `TENANT#<t>#PUSH` | `TICKET#<sha-256>` / `CONN#<connection id>` | `validUntil`, `connectionId`, `expiresAt` (live push, `push`) |
 //!

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
 use switchboard_domain::limits::USAGE_TTL_DAYS;
-use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, VariantRow};
 use switchboard_engine::{
     ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
 };
@@ -271,6 +271,49 @@ impl DynamoStore {
             .build()
             .map_err(build_err)?;
         out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
+        // and, for a session a traffic split assigned, what it adds to its variant's hour
+        if let Some(v) = VariantRow::of(e) {
+            let update = Update::builder()
+                .table_name(&self.names.executions_table)
+                .set_key(Some(key(usage_pk(&e.tenant_id), split_sk(hour, v.trigger_id, &v.variant, e.status, shard))))
+                .update_expression(
+                    "SET #hour = :hour, #trigger = :trigger, #variant = :variant, #status = :status, #ttl = :ttl \
+                     ADD #n :one, #tokens :tokens, #cost :cost, #unpriced :unpriced, #latency :latency",
+                )
+                .set_expression_attribute_names(Some(HashMap::from(
+                    [
+                        ("#hour", "hour"),
+                        ("#trigger", "triggerId"),
+                        ("#variant", "variant"),
+                        ("#status", "status"),
+                        ("#ttl", "expiresAt"),
+                        ("#n", "executions"),
+                        ("#tokens", "tokens"),
+                        ("#cost", "costNanos"),
+                        ("#unpriced", "unpricedCalls"),
+                        ("#latency", "latencyMs"),
+                    ]
+                    .map(|(k, v)| (k.to_owned(), v.to_owned())),
+                )))
+                .set_expression_attribute_values(Some(HashMap::from(
+                    [
+                        (":hour", s(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
+                        (":trigger", s(v.trigger_id.to_string())),
+                        (":variant", s(v.variant.clone())),
+                        (":status", s(e.status.as_str())),
+                        (":ttl", n(ttl.timestamp())),
+                        (":one", n(1)),
+                        (":tokens", n(v.tokens)),
+                        (":cost", n(v.cost_usd.nanos)),
+                        (":unpriced", n(v.unpriced_calls)),
+                        (":latency", n(v.latency_ms)),
+                    ]
+                    .map(|(k, v)| (k.to_owned(), v)),
+                )))
+                .build()
+                .map_err(build_err)?;
+            out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
+        }
         Ok(out)
     }
 

@@ -16,9 +16,10 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
-    Agent, AgentId, Approval, ApprovalStatus, Blob, ChildExecution, Cost, EventType, ExecutionId, ExecutionRecord,
-    ExecutionStatus, HandoffTarget, ModelCallRecord, OnLimit, PausedTurn, Recording, Session, SessionId, SessionStatus,
-    Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId, UsageCounts, hour_of,
+    Agent, AgentId, Approval, ApprovalStatus, Assignment, Blob, ChildExecution, Cost, EventType, ExecutionId,
+    ExecutionRecord, ExecutionStatus, HandoffTarget, ModelCallRecord, OnLimit, PausedTurn, Recording, Session,
+    SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId,
+    UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::EventLog;
@@ -193,6 +194,7 @@ contract!(
     a_schedule_triggers_slot_is_kept_with_it_and_claimed_once,
     usage_adds_up_per_day_agent_and_model_once_per_source,
     activity_counts_executions_per_hour_and_status_once_per_source,
+    split_variants_add_up_per_hour_trigger_variant_and_status_once_per_source,
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
@@ -312,6 +314,8 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         expires_at: now + Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],
+        // as the engine records it: the session's split
+        split: s.split.clone(),
     }
 }
 
@@ -636,6 +640,99 @@ async fn activity_counts_executions_per_hour_and_status_once_per_source(x: &Subj
     );
     assert!(x.executions.activity(&t, next + Duration::hours(1), next + Duration::hours(9)).await.unwrap().is_empty());
     assert_eq!(shape(x.executions.activity(&other, h, next).await.unwrap()), vec![(h, ExecutionStatus::Success, 1)]);
+}
+
+async fn split_variants_add_up_per_hour_trigger_variant_and_status_once_per_source(x: &Subject) {
+    let (t, other) = (tenant("t-split"), tenant("t-other"));
+    let h = hour_of(x.clock.now());
+    let (first, second) = (TriggerId::generate(), TriggerId::generate());
+    let assigned = |t: &TenantId, conversation: &str, trigger: TriggerId, variant: &str| {
+        let mut s = start(t, conversation, h);
+        s.split = Some(Assignment { trigger_id: trigger, variant: variant.into() });
+        s
+    };
+    let turn = |s: &Session, source: &str, minute: i64, status: ExecutionStatus, latency: u64, cost: Option<u64>| {
+        let mut c = costly(s, source, h, vec![call("m", 10, 5, cost)], None);
+        c.execution.created_at = h + Duration::minutes(minute);
+        c.execution.status = status;
+        c.execution.latency_ms = latency;
+        c
+    };
+    // the control of the first trigger: two executions of one session, one handed off
+    let control = assigned(&t, "c-1", first, "control");
+    x.sessions.commit_turn(&turn(&control, "evt-1", 1, ExecutionStatus::Success, 100, Some(3))).await.unwrap();
+    let (_, mut handed) = update(&control, "evt-2", h);
+    handed.execution.status = ExecutionStatus::HandedOff;
+    handed.execution.latency_ms = 300;
+    handed.execution.model_calls = vec![call("m", 20, 10, Some(7))];
+    x.sessions.commit_turn(&handed).await.unwrap();
+    // a redelivery of a recorded source adds nothing
+    let again = turn(&assigned(&t, "c-9", first, "control"), "evt-1", 2, ExecutionStatus::Failed, 1, Some(1));
+    assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
+    // the candidate: one success with an unpriced call, one failure in the next hour
+    let candidate = assigned(&t, "c-2", first, "candidate");
+    x.sessions.commit_turn(&turn(&candidate, "evt-3", 3, ExecutionStatus::Success, 50, None)).await.unwrap();
+    let next = h + Duration::hours(1);
+    let late = turn(&assigned(&t, "c-3", first, "candidate"), "evt-4", 62, ExecutionStatus::Failed, 10, Some(2));
+    x.sessions.commit_turn(&late).await.unwrap();
+    // another trigger's split, a session no split assigned, another tenant's split
+    x.sessions
+        .commit_turn(&turn(&assigned(&t, "c-4", second, "a"), "evt-5", 4, ExecutionStatus::Ended, 5, Some(1)))
+        .await
+        .unwrap();
+    x.sessions
+        .commit_turn(&turn(&start(&t, "c-5", h), "evt-6", 5, ExecutionStatus::Success, 5, Some(1)))
+        .await
+        .unwrap();
+    x.sessions
+        .commit_turn(&turn(
+            &assigned(&other, "c-1", first, "control"),
+            "evt-1",
+            6,
+            ExecutionStatus::Success,
+            9,
+            Some(9),
+        ))
+        .await
+        .unwrap();
+    // one awaiting approval is not counted (its resumption is)
+    let waiting =
+        turn(&assigned(&t, "c-6", first, "control"), "evt-7", 7, ExecutionStatus::AwaitingApproval, 1, Some(1));
+    x.sessions.commit_turn(&waiting).await.unwrap();
+
+    let shape = |rows: Vec<switchboard_domain::VariantRow>| -> Vec<_> {
+        rows.into_iter()
+            .map(|r| {
+                (
+                    r.hour,
+                    r.trigger_id,
+                    r.variant,
+                    r.status,
+                    r.executions,
+                    r.tokens,
+                    r.cost_usd.nanos,
+                    r.unpriced_calls,
+                    r.latency_ms,
+                )
+            })
+            .collect()
+    };
+    let mut in_h = vec![
+        (h, first, "candidate".to_owned(), ExecutionStatus::Success, 1, 15, 0, 1, 50),
+        (h, first, "control".to_owned(), ExecutionStatus::Success, 1, 15, 3, 0, 100),
+        (h, first, "control".to_owned(), ExecutionStatus::HandedOff, 1, 30, 7, 0, 300),
+        (h, second, "a".to_owned(), ExecutionStatus::Ended, 1, 15, 1, 0, 5),
+    ];
+    in_h.sort_by_key(|r| (r.1, r.2.clone()));
+    assert_eq!(shape(x.executions.variants(&t, h, h).await.unwrap()), in_h, "by hour, trigger, variant, status");
+    let both = shape(x.executions.variants(&t, h - Duration::hours(3), next).await.unwrap());
+    assert_eq!(both.len(), 5);
+    assert_eq!(both[4], (next, first, "candidate".to_owned(), ExecutionStatus::Failed, 1, 15, 2, 0, 10));
+    assert!(x.executions.variants(&t, next + Duration::hours(1), next + Duration::hours(5)).await.unwrap().is_empty());
+    assert_eq!(
+        shape(x.executions.variants(&other, h, next).await.unwrap()),
+        vec![(h, first, "control".to_owned(), ExecutionStatus::Success, 1, 15, 9, 0, 9)]
+    );
 }
 
 async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
@@ -1126,6 +1223,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         text: "hello".into(),
         trigger_id: Some(TriggerId::generate()),
         trigger_version: None,
+        variant: None,
         agent_id: AgentId::generate(),
         continuation: false,
         detail: json!({"message": {"text": "hello", "n": 1.5}}),
@@ -1500,10 +1598,11 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
         x.service.create(&ConfigRecord::Agent(a.clone())).await.unwrap();
         agent_ids.push(a.agent_id.to_string());
         raw_trigger(x, &trigger(t, a.agent_id, TriggerId::generate(), 10, "message.new", "active")).await;
-        // sessions with executions, usage, a limit window and a slot
+        // sessions with executions, usage, a split's counts, a limit window and a slot
         let mut sessions = Vec::new();
         for i in 0..6 {
-            let s = start(t, &format!("c-{i}"), now);
+            let mut s = start(t, &format!("c-{i}"), now);
+            s.split = Some(Assignment { trigger_id: TriggerId::generate(), variant: "v".into() });
             let mut commit = costly(&s, &format!("evt-{i}"), now, vec![call("m", 10, 5, Some(3))], None);
             commit.content = vec![Blob::of(&json!(format!("prompt {i}")), 2).1];
             x.sessions.commit_turn(&commit).await.unwrap();
@@ -1544,6 +1643,7 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert!(x.executions.usage(&gone, today, today).await.unwrap().is_empty());
     let (day_start, day_end) = (hour_of(now) - Duration::days(2), hour_of(now) + Duration::days(2));
     assert!(x.executions.activity(&gone, day_start, day_end).await.unwrap().is_empty(), "its activity");
+    assert!(x.executions.variants(&gone, day_start, day_end).await.unwrap().is_empty(), "its split counts");
     assert!(x.events.events_after(&gone, 0, 10).await.unwrap().is_empty(), "its event log");
     // its counters start afresh: the window's one admission and the slot are free again
     assert!(x.counters[1].take(&gone, "MIN#2026-11-23T07:00", 1, expires).await.unwrap());
@@ -1563,6 +1663,7 @@ async fn deleting_a_tenant_removes_everything_it_kept_and_nothing_of_another(x: 
     assert_eq!(x.executions.usage(&kept, today, today).await.unwrap().iter().map(|r| r.counts.calls).sum::<u64>(), 6);
     let kept_activity = x.executions.activity(&kept, day_start, day_end).await.unwrap();
     assert_eq!(kept_activity.iter().map(|r| r.executions).sum::<u64>(), 6, "its activity: {kept_activity:?}");
+    assert_eq!(x.executions.variants(&kept, day_start, day_end).await.unwrap().len(), 6, "its split counts");
     assert!(!x.counters[1].take(&kept, "MIN#2026-11-23T07:00", 1, expires).await.unwrap(), "its window is still used");
     assert_eq!(x.sessions.list_sessions(&kept, SessionFilter::default(), None, 10).await.unwrap().items.len(), 6);
     assert_eq!(x.events.events_after(&kept, 0, 10).await.unwrap().len(), 1);

@@ -135,6 +135,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         text: "Where is my order?".into(),
         trigger_id: None,
         trigger_version: None,
+        variant: None,
         agent_id: agent.agent_id,
         continuation: false,
         detail: json!({"message": {"text": "Where is my order?"}}),

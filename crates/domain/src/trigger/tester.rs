@@ -1,13 +1,14 @@
 //! The trigger tester: which trigger routing would pick for an event, and why each one it
 //! considered did or did not match. It walks the triggers routing sees (the active ones of the
 //! event's type, in evaluation order), judges each with the same evaluation routing uses, and
-//! skips a matching trigger whose agent is not active, as routing does. It queues nothing and
-//! reads no store: the caller hands it the triggers and says which agents are active.
+//! skips a matching trigger whose agent is not active, as routing does (for a traffic split: the
+//! variant the conversation falls in, or the trigger's own agent after it). It queues nothing
+//! and reads no store: the caller hands it the triggers and says which agents are active.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{EventType, Trigger};
+use super::{Choice, EventType, Trigger};
 use crate::ids::{AgentId, TriggerId};
 
 /// What the tester answers for one event.
@@ -20,6 +21,10 @@ pub struct TriggerTest {
     pub matched: Option<TriggerId>,
     /// The agent that would answer.
     pub agent_id: Option<AgentId>,
+    /// The variant of the matched trigger's traffic split that would answer the event's
+    /// conversation (`detail.conversationId`), if the trigger splits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// Every trigger routing considers, in evaluation order.
     pub triggers: Vec<Considered>,
 }
@@ -61,17 +66,22 @@ pub fn test_triggers(
     now: chrono::DateTime<chrono::Utc>,
     agent_active: impl Fn(&AgentId) -> bool,
 ) -> TriggerTest {
-    let mut matched: Option<&Trigger> = None;
+    let conversation = detail["conversationId"].as_str().unwrap_or_default();
+    let mut matched: Option<(&Trigger, Choice<'_>)> = None;
     let triggers = active
         .iter()
         .map(|trigger| {
             let conditions = trigger.conditions.explain_at(detail, now);
+            let choice = trigger.choose(conversation);
+            let answering = Some(choice)
+                .filter(|c| agent_active(&c.agent_id))
+                .or_else(|| trigger.fallback(&choice).filter(|c| agent_active(&c.agent_id)));
             let outcome = if matched.is_some() {
                 Outcome::NotReached
             } else if conditions["held"] != Value::Bool(true) {
                 Outcome::NoMatch
-            } else if agent_active(&trigger.agent_id) {
-                matched = Some(trigger);
+            } else if let Some(choice) = answering {
+                matched = Some((trigger, choice));
                 Outcome::Matched
             } else {
                 Outcome::AgentNotActive
@@ -86,5 +96,11 @@ pub fn test_triggers(
             }
         })
         .collect();
-    TriggerTest { event_type, matched: matched.map(|t| t.trigger_id), agent_id: matched.map(|t| t.agent_id), triggers }
+    TriggerTest {
+        event_type,
+        matched: matched.map(|(t, _)| t.trigger_id),
+        agent_id: matched.map(|(_, c)| c.agent_id),
+        variant: matched.and_then(|(_, c)| c.variant_name()),
+        triggers,
+    }
 }

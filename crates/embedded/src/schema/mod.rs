@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::RECORDED_CONTENT,
     store::API_KEY_GRANTS,
     store::SCHEDULES,
+    store::SPLIT_ACTIVITY,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

@@ -351,3 +351,22 @@ CREATE TABLE IF NOT EXISTS schedules (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS schedules_due ON schedules (next_slot);
 "#;
+
+/// Schema step 19: executions per tenant, UTC hour, traffic-split variant (its trigger and
+/// name) and status, with the tokens, cost and latency they added up to, counted in the
+/// transaction that records each execution whose session a split assigned.
+pub const SPLIT_ACTIVITY: &str = r#"
+CREATE TABLE IF NOT EXISTS variant_hourly (
+    tenant_id      TEXT NOT NULL,
+    hour           TEXT NOT NULL,
+    trigger_id     TEXT NOT NULL,
+    variant        TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    executions     INTEGER NOT NULL,
+    tokens         INTEGER NOT NULL,
+    cost_nanos     INTEGER NOT NULL,
+    unpriced_calls INTEGER NOT NULL,
+    latency_ms     INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, hour, trigger_id, variant, status)
+) STRICT, WITHOUT ROWID;
+"#;

@@ -191,6 +191,7 @@ impl ConfigAdmin for SqliteStore {
                     "events",
                     "usage_daily",
                     "activity_hourly",
+                    "variant_hourly",
                     "tenant_counters",
                     "session_slots",
                     "session_slot_counts",

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use switchboard_domain::limits::CONTENT_TTL_DAYS;
 use switchboard_domain::{
     ActivityRow, Blob, Cost, ExecutionId, ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, UsageCounts,
-    UsageRow,
+    UsageRow, VariantRow,
 };
 use switchboard_engine::{
     ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
@@ -46,6 +46,13 @@ pub(crate) const LIST_EXECUTIONS: &str = "SELECT execution_id, body FROM executi
 pub(crate) const ACTIVITY_BETWEEN: &str = "SELECT hour, status, executions FROM activity_hourly
      WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)
      ORDER BY hour, status";
+
+/// A tenant's split variants per hour and status, hours `?2` to `?3`.
+pub(crate) const VARIANTS_BETWEEN: &str =
+    "SELECT hour, trigger_id, variant, status, executions, tokens, cost_nanos, unpriced_calls, latency_ms
+     FROM variant_hourly
+     WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)
+     ORDER BY hour, trigger_id, variant, status";
 
 /// A tenant's usage per day, agent and model, days `?2` to `?3` (`YYYY-MM-DD`).
 pub(crate) const USAGE_BETWEEN: &str =
@@ -247,6 +254,9 @@ type SessionRow = (String, String, String, &'static str, i64, Option<i64>, Strin
 type ExecutionRow = (String, String, String, String, i64, String);
 /// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
 type UsageLine = (String, String, [i64; 7]);
+/// What an execution adds to its split variant's hour: trigger, variant, and executions, tokens,
+/// cost (nanos), unpriced calls and latency (ms), in `variant_hourly`'s column order.
+type VariantLine = (String, String, [i64; 5]);
 /// An event-log row: event, tenant, detail type, body, when.
 type EventRow = (String, String, String, String, String);
 
@@ -262,6 +272,7 @@ struct TurnRows {
     status: &'static str,
     usage: Vec<UsageLine>,
     tokens: u64,
+    variant: Option<VariantLine>,
     /// The turn's outbox, written to the event log with it.
     events: Vec<EventRow>,
     /// Recorded model content new to the session: hash, body, and when it expires (ms).
@@ -314,7 +325,25 @@ impl TurnRows {
         let content = commit.content.iter().map(|b| (b.sha256.clone(), b.body.clone())).collect();
         let content_expires = (now + chrono::Duration::days(CONTENT_TTL_DAYS)).timestamp_millis();
         let resumes = commit.resumes.is_some();
-        Ok(Self { sessions, execution, resumes, day, hour, status, usage, tokens, events, content, content_expires })
+        let variant = VariantRow::of(e).map(|v| {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            let numbers = [v.executions, v.tokens, v.cost_usd.nanos, v.unpriced_calls, v.latency_ms];
+            (v.trigger_id.to_string(), v.variant, numbers.map(n))
+        });
+        Ok(Self {
+            sessions,
+            execution,
+            resumes,
+            day,
+            hour,
+            status,
+            usage,
+            tokens,
+            variant,
+            events,
+            content,
+            content_expires,
+        })
     }
 
     /// Writes the turn inside the call's unit `c`; `Ok(Err(_))` is a write the store refuses
@@ -375,6 +404,31 @@ impl TurnRows {
                      ON CONFLICT (tenant_id, hour, status) DO UPDATE SET executions = executions + 1",
             )?
             .execute(params![t, self.hour, self.status])?;
+        }
+        if let Some((trigger, variant, [executions, tokens, cost, unpriced, latency])) = &self.variant {
+            c.prepare_cached(
+                "INSERT INTO variant_hourly (tenant_id, hour, trigger_id, variant, status, executions, tokens,
+                                             cost_nanos, unpriced_calls, latency_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                     ON CONFLICT (tenant_id, hour, trigger_id, variant, status) DO UPDATE SET
+                         executions = executions + excluded.executions,
+                         tokens = tokens + excluded.tokens,
+                         cost_nanos = cost_nanos + excluded.cost_nanos,
+                         unpriced_calls = unpriced_calls + excluded.unpriced_calls,
+                         latency_ms = latency_ms + excluded.latency_ms",
+            )?
+            .execute(params![
+                t,
+                self.hour,
+                trigger,
+                variant,
+                self.status,
+                executions,
+                tokens,
+                cost,
+                unpriced,
+                latency
+            ])?;
         }
         for (id, tenant, kind, body, at) in &self.events {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
@@ -563,6 +617,57 @@ impl ExecutionLog for SqliteStore {
             .collect::<Result<Vec<_>, StoreError>>()?;
         // by hour, then by status in declaration order (not alphabetical)
         rows.sort_by_key(|r| (r.hour, ExecutionStatus::ALL.iter().position(|s| *s == r.status)));
+        Ok(rows)
+    }
+
+    async fn variants(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<VariantRow>, StoreError> {
+        type Raw = (String, String, String, String, [i64; 5]);
+        let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
+        let raw: Vec<Raw> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(VARIANTS_BETWEEN)?;
+                let rows = stmt
+                    .query_map(params![t, from, to], |r| {
+                        let numbers = [r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?];
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, numbers))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let mut rows = raw
+            .into_iter()
+            .map(|(hour, trigger, variant, status, [executions, tokens, cost, unpriced, latency])| {
+                Ok(VariantRow {
+                    hour: DateTime::parse_from_rfc3339(&hour)
+                        .map_err(|e| StoreError::Corrupt(format!("variant hour {hour}: {e}")))?
+                        .with_timezone(&Utc),
+                    trigger_id: trigger
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt(format!("variant trigger {trigger}")))?,
+                    variant,
+                    status: ExecutionStatus::parse(&status)
+                        .ok_or_else(|| StoreError::Corrupt(format!("variant status {status}")))?,
+                    executions: n(executions),
+                    tokens: n(tokens),
+                    cost_usd: Cost::from_nanos(n(cost)),
+                    unpriced_calls: n(unpriced),
+                    latency_ms: n(latency),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        rows.sort_by(|a, b| {
+            let status = |r: &VariantRow| ExecutionStatus::ALL.iter().position(|s| *s == r.status);
+            (a.hour, a.trigger_id, &a.variant, status(a)).cmp(&(b.hour, b.trigger_id, &b.variant, status(b)))
+        });
         Ok(rows)
     }
 }

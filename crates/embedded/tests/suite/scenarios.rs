@@ -238,6 +238,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         text: "hi".into(),
         trigger_id: None,
         trigger_version: None,
+        variant: None,
         agent_id: FRONT.parse().unwrap(),
         continuation,
         detail: e.raw_detail.clone(),

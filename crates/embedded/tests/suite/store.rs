@@ -53,6 +53,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         expires_at: now + chrono::Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],
+        split: None,
     }
 }
 

@@ -600,6 +600,10 @@ impl Executor {
 fn new_session(item: &WorkItem, now: chrono::DateTime<chrono::Utc>) -> Session {
     let mut session = Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now);
     session.channel = item.detail["channel"]["platform"].as_str().map(str::to_owned);
+    session.split = item
+        .trigger_id
+        .zip(item.variant.clone())
+        .map(|(trigger_id, variant)| switchboard_domain::Assignment { trigger_id, variant });
     session
 }
 

@@ -63,6 +63,7 @@ pub(crate) fn of_request(
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
         hook_calls: vec![],
         approvals: vec![],
+        split: session.split.clone(),
     }
 }
 

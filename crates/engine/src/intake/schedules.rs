@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use switchboard_domain::schedule::{LATE_AFTER, slot_label};
-use switchboard_domain::{AgentStatus, EventType, Missed, TenantStatus, Trigger};
+use switchboard_domain::{EventType, Missed, TenantStatus, Trigger};
 use tracing::{info, warn};
 
 use super::{Intake, RouteOutcome};
@@ -107,10 +107,10 @@ impl Intake {
         if !trigger.conditions.matches_at(&detail, now) {
             return Ok(Outcome::Skipped("the trigger's conditions do not hold"));
         }
-        match self.config.get_agent(&due.tenant_id, trigger.agent_id).await? {
-            Some(agent) if agent.status == AgentStatus::Active => {}
-            _ => return Ok(Outcome::Skipped("the trigger's agent is missing or not active")),
-        }
+        let Some((agent, variant)) = crate::config::trigger_agent(self.config.as_ref(), trigger, &conversation).await?
+        else {
+            return Ok(Outcome::Skipped("the trigger's agent is missing or not active"));
+        };
         let latest = self.sessions.latest_session_for_routing(&due.tenant_id, &conversation).await?;
         if latest.as_ref().is_some_and(|s| s.is_human_owned()) {
             return Ok(Outcome::Skipped("a person owns the conversation"));
@@ -124,7 +124,8 @@ impl Intake {
             text: schedule.input.clone(),
             trigger_id: Some(trigger.trigger_id),
             trigger_version: Some(trigger.version),
-            agent_id: trigger.agent_id,
+            variant,
+            agent_id: agent.agent_id,
             continuation: false,
             detail,
             refused: None,
@@ -148,7 +149,7 @@ impl Intake {
         })?;
         let outcome = RouteOutcome::Enqueued {
             trigger_id: trigger.trigger_id,
-            agent_id: trigger.agent_id,
+            agent_id: agent.agent_id,
             duplicate: queued == Enqueued::Duplicate,
         };
         self.count(&due.tenant_id, &outcome);

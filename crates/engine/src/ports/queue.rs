@@ -32,6 +32,10 @@ pub struct WorkItem {
     /// a trigger, or for an item queued before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_version: Option<u64>,
+    /// The variant of that trigger's traffic split that chose `agent_id`; a session the item
+    /// starts keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// The agent the trigger chose; an active session of the conversation takes precedence.
     pub agent_id: AgentId,
     /// Set when the item continues a handoff: run only if this agent's session is active.

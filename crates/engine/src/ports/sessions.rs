@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use switchboard_domain::{
     ActivityRow, AgentId, Blob, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus,
-    TenantId, UsageRow,
+    TenantId, UsageRow, VariantRow,
 };
 
 use super::{Page, StoreError};
@@ -174,4 +174,14 @@ pub trait ExecutionLog: Send + Sync {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<ActivityRow>, StoreError>;
+    /// The tenant's traffic-split variants in the UTC hours starting at `from..=to`: one row per
+    /// hour, trigger, variant and status with executions in it ([`VariantRow`]), ordered by hour,
+    /// trigger, variant, then status as [`activity`](Self::activity) orders them. Counted in the
+    /// transaction that records each execution a split's session makes; kept as long as usage.
+    async fn variants(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<VariantRow>, StoreError>;
 }

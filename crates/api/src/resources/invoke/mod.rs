@@ -60,6 +60,7 @@ pub(crate) async fn invoke(
         text: body.message.unwrap_or_else(|| "[invoked without a message]".to_owned()),
         detail: json!({ "invoke": true, "metadata": body.metadata }),
         trigger: None,
+        variant: None,
     };
     let wait = if streamed { Wait::Stream } else { Wait::For(INVOKE_WAIT) };
     start_turn(&state, &agent, start, key.is_some(), wait).await
@@ -74,6 +75,8 @@ pub(crate) struct Start {
     pub(crate) text: String,
     pub(crate) detail: serde_json::Value,
     pub(crate) trigger: Option<(switchboard_domain::TriggerId, u64)>,
+    /// The variant of the trigger's traffic split that chose the agent.
+    pub(crate) variant: Option<String>,
 }
 
 /// How the caller hears of the turn: its events as they come, its execution (after at most the
@@ -118,6 +121,7 @@ pub(crate) async fn start_turn(
         text: start.text,
         trigger_id: start.trigger.map(|(id, _)| id),
         trigger_version: start.trigger.map(|(_, version)| version),
+        variant: start.variant,
         agent_id: agent.agent_id,
         continuation: false,
         detail: start.detail,

@@ -16,9 +16,7 @@ use serde_json::{Value, json};
 use switchboard_domain::ids::check_external_id;
 use switchboard_domain::limits::MAX_MESSAGE_TEXT_BYTES;
 use switchboard_domain::webhook::standard;
-use switchboard_domain::{
-    AgentStatus, EventType, TenantId, Trigger, TriggerId, TriggerStatus, ValidationErrors, WebhookSource,
-};
+use switchboard_domain::{EventType, TenantId, Trigger, TriggerId, TriggerStatus, ValidationErrors, WebhookSource};
 use switchboard_engine::{ConfigKind, ConfigRecord};
 
 use super::{INVOKE_WAIT, Start, Wait, idempotency_key, start_turn, stream_asked};
@@ -78,13 +76,14 @@ pub(crate) async fn run(
             trigger.trigger_id
         )));
     }
-    let agent = active_agent(&state, &trigger).await?;
+    let (agent, variant) = active_agent(&state, &trigger, &conversation_id).await?;
     let start = Start {
         source_id: format!("manual-{}-{run}", trigger.trigger_id),
         conversation_id,
         text: body.input,
         detail,
         trigger: Some((trigger.trigger_id, trigger.version)),
+        variant,
     };
     let wait = if streamed { Wait::Stream } else { Wait::For(INVOKE_WAIT) };
     start_turn(&state, &agent, start, key.is_some(), wait).await
@@ -109,10 +108,19 @@ async fn manual_trigger(state: &ApiState, t: &TenantId, raw: &str) -> Result<Tri
     Ok(trigger)
 }
 
-/// The trigger's agent, if it is active.
-async fn active_agent(state: &ApiState, trigger: &Trigger) -> Result<switchboard_domain::Agent, Problem> {
+/// The active agent the trigger answers `conversation` with (its split's variant, or its own
+/// agent), and the variant's name; else why it cannot run.
+async fn active_agent(
+    state: &ApiState,
+    trigger: &Trigger,
+    conversation: &str,
+) -> Result<(switchboard_domain::Agent, Option<String>), Problem> {
+    if let Some(chosen) =
+        switchboard_engine::config::trigger_agent(state.config.as_ref(), trigger, conversation).await?
+    {
+        return Ok(chosen);
+    }
     match state.config.get_agent(&trigger.tenant_id, trigger.agent_id).await? {
-        Some(agent) if agent.status == AgentStatus::Active => Ok(agent),
         Some(_) => Err(Problem::conflict(format!("agent {} is not active", trigger.agent_id))),
         None => Err(Problem::conflict(format!(
             "trigger {}'s agent {} does not exist",
@@ -173,11 +181,11 @@ pub(crate) async fn deliver(
         )
             .into_response());
     }
-    let agent = active_agent(&state, &trigger).await?;
+    let (agent, variant) = active_agent(&state, &trigger, &conversation_id).await?;
     // The body as the agent's text, as it came: it is JSON of at most the text limit.
     let text = String::from_utf8_lossy(&body).into_owned();
-    let start =
-        Start { source_id, conversation_id, text, detail, trigger: Some((trigger.trigger_id, trigger.version)) };
+    let trigger = Some((trigger.trigger_id, trigger.version));
+    let start = Start { source_id, conversation_id, text, detail, trigger, variant };
     start_turn(&state, &agent, start, true, wait).await
 }
 
