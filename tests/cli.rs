@@ -210,6 +210,40 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
     let err = cli.fails(&["triggers", "run", &manual, "--input", " "]);
     assert!(err.contains("/input"), "{err}");
     assert!(cli.fails(&["agents", "run", &agent, "--input", "Hi"]).contains("manual triggers only"));
+    // a trigger that splits its runs between two agents: the activity report compares the variants
+    let other_file = write(
+        dir.path(),
+        "other.json",
+        r#"{"name": "Support B", "systemPrompt": "You help too.", "model": "m", "tools": ["send_message"]}"#,
+    );
+    let other = last_word(&cli.ok(&["agents", "create", "-f", &other_file]));
+    let split_file = write(
+        dir.path(),
+        "split.json",
+        &format!(
+            r#"{{"name": "split", "agentId": "{agent}", "eventType": "manual", "split": [
+                {{"name": "control", "agentId": "{agent}", "weight": 1}},
+                {{"name": "shorter", "agentId": "{other}", "weight": 1}}]}}"#
+        ),
+    );
+    let split = last_word(&cli.ok(&["triggers", "create", "-f", &split_file]));
+    for c in ["c-split-1", "c-split-2", "c-split-3"] {
+        assert!(cli.ok(&["triggers", "run", &split, "--input", "Hi", "--conversation", c]).contains("success"));
+    }
+    let activity = cli.ok(&["activity", "--hours", "2"]);
+    let header = activity.lines().position(|l| l.starts_with("TRIGGER (SPLIT)")).expect("the variants' table");
+    assert!(activity.lines().nth(header).unwrap().contains("VARIANT") && activity.contains("MEAN MS"), "{activity}");
+    let runs: u64 = activity
+        .lines()
+        .skip(header + 1)
+        .map(|l| {
+            let columns: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(columns[0], split, "{activity}");
+            assert!(["control", "shorter"].contains(&columns[1]), "{activity}");
+            columns[2].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(runs, 3, "{activity}");
 
     // errors say which field is wrong, and what blocks a delete
     let bad = write(

@@ -550,7 +550,11 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.post(&invoke, json!({ "conversationId": "bad id!" })).await.pointers(), ["/conversationId"]);
 
     // -- a manual trigger's run and a webhook trigger's delivery -----------------------------------
-    let manual = json!({ "name": "by hand", "agentId": SUPPORT_AGENT, "eventType": "manual" });
+    // (split between two agents: its runs, their records and the activity report's variants are
+    // checked against the contract too)
+    let manual = json!({ "name": "by hand", "agentId": SUPPORT_AGENT, "eventType": "manual", "split": [
+        { "name": "control", "agentId": SUPPORT_AGENT, "weight": 1 },
+        { "name": "billing-desk", "agentId": BILLING_AGENT, "weight": 1 } ] });
     let manual = api.post("/tenants/acme/triggers", manual).await;
     assert_eq!(manual.status, StatusCode::CREATED, "{}", manual.body);
     let run = format!("/tenants/acme/triggers/{}/run", manual.str("/triggerId"));
@@ -690,6 +694,7 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.get("/tenants/acme/usage?from=2026-02-30").await.pointers(), ["/query/from"]);
     let activity = api.get("/tenants/acme/activity?hours=2").await;
     assert!(activity.body["total"].as_u64().unwrap() > 0, "{}", activity.body);
+    assert_eq!(activity.body["variants"][0]["total"], 1, "the manual trigger's one run: {}", activity.body);
     assert_eq!(api.get("/tenants/acme/activity?hours=169").await.pointers(), ["/query/hours"]);
 
     // -- configuration CRUD -------------------------------------------------------------------

@@ -4,7 +4,8 @@
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
 //! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the API's two halves on
 //! AWS behind the template's gateway (`split`), turns started by manual and webhook triggers
-//! (`starts`), the trigger tester (`trigger_test`) and kept
+//! (`starts`), traffic splits between agents (`traffic_splits`), the trigger tester
+//! (`trigger_test`) and kept
 //! configuration versions (`versions`). `common` is their harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,5 +18,6 @@ mod openapi;
 mod split;
 mod starts;
 mod tenancy;
+mod traffic_splits;
 mod trigger_test;
 mod versions;

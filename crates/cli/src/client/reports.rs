@@ -71,7 +71,8 @@ pub async fn usage(remote: &Remote, range: UsageRange) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `switchboard activity`: executions per UTC hour and status, the hours with any.
+/// `switchboard activity`: executions per UTC hour and status, the hours with any, then each
+/// traffic-split variant's executions, tokens, cost and mean latency side by side.
 pub async fn activity(remote: &Remote, hours: u16) -> anyhow::Result<()> {
     let api = Api::new(remote).await?;
     let t = tenant(remote)?;
@@ -90,5 +91,26 @@ pub async fn activity(remote: &Remote, hours: u16) -> anyhow::Result<()> {
         println!("{:<20}  {:>10}  {}", cell(&h["hour"]), cell(&h["total"]), by_status(&h["executions"]));
     }
     println!("{:<20}  {:>10}  {}", "total", cell(&report["total"]), by_status(&report["executions"]));
+    let variants = report["variants"].as_array().cloned().unwrap_or_default();
+    if !variants.is_empty() {
+        println!();
+        println!(
+            "{:<26}  {:<16}  {:>10}  {:>10}  {:>12}  {:>11}  BY STATUS",
+            "TRIGGER (SPLIT)", "VARIANT", "EXECUTIONS", "TOKENS", "COST USD", "MEAN MS"
+        );
+        for v in &variants {
+            let cost = v["costUsd"].as_f64().map_or_else(|| "-".to_owned(), |d| format!("{d:.6}"));
+            println!(
+                "{:<26}  {:<16}  {:>10}  {:>10}  {:>12}  {:>11}  {}",
+                cell(&v["triggerId"]),
+                cell(&v["variant"]),
+                cell(&v["total"]),
+                cell(&v["tokens"]),
+                cost,
+                cell(&v["meanLatencyMs"]),
+                by_status(&v["executions"])
+            );
+        }
+    }
     Ok(())
 }
