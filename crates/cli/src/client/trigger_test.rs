@@ -9,8 +9,11 @@ use super::output::cell;
 
 /// The tester's answer (`POST /tenants/{t}/triggers/test`) as text.
 pub fn explained(tested: &Value) -> String {
-    let mut out = match (tested["matched"].as_str(), tested["agentId"].as_str()) {
-        (Some(trigger), Some(agent)) => vec![format!("trigger {trigger} would answer, with agent {agent}")],
+    let mut out = match (tested["matched"].as_str(), tested["agentId"].as_str(), tested["variant"].as_str()) {
+        (Some(trigger), Some(agent), None) => vec![format!("trigger {trigger} would answer, with agent {agent}")],
+        (Some(trigger), Some(agent), Some(variant)) => {
+            vec![format!("trigger {trigger} would answer, with agent {agent} (split variant {variant})")]
+        }
         _ => vec!["no trigger would answer".to_owned()],
     };
     for t in tested["triggers"].as_array().into_iter().flatten() {
@@ -86,5 +89,15 @@ mod tests {
         assert_eq!(lines[4], "    ✗ message.direction eq \"inbound\": missing");
         assert_eq!(lines[5], "    any of:");
         assert_eq!(lines[6], "      ✓ message.text contains \"order\" (any case): is \"My ORDER\"");
+    }
+
+    #[test]
+    fn a_split_trigger_names_the_variant_that_would_answer() {
+        let tested = json!({ "eventType": "message.new", "matched": "01JD0000TR1GGER0CHAT000001",
+            "agentId": "01JD0000SVPP0RT0AGENT00001", "variant": "candidate", "triggers": [] });
+        assert_eq!(
+            explained(&tested),
+            "trigger 01JD0000TR1GGER0CHAT000001 would answer, with agent 01JD0000SVPP0RT0AGENT00001 (split variant candidate)"
+        );
     }
 }
