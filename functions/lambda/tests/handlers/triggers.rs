@@ -5,6 +5,7 @@
 //! does; the event-router's tick fires a schedule's slot once, however many routers tick. Requests
 //! go through the API's router as the functions serve it.
 
+use switchboard_domain::AgentId;
 use switchboard_domain::webhook::standard;
 
 use super::*;
@@ -204,4 +205,45 @@ async fn a_tick_whose_schedules_cannot_be_read_is_an_error_and_the_next_tick_rea
     let working = event_router::EventRouter::over(&w.wiring);
     let ok = event_router::dispatch(&working, event(fixture("eventbridge-scheduled-event.json"))).await;
     assert_eq!(ok.unwrap(), event_router::Handled::Ticked(event_router::Tick::default()));
+}
+
+#[tokio::test]
+async fn a_split_triggers_variant_travels_through_sqs_to_the_record_and_is_counted_in_dynamodb() {
+    let step = |text: &str| Reply::tool_use("tu-1", "send_message", json!({ "text": text }));
+    let w = world(vec![step("From the candidate."), Reply::text("")], false).await;
+    // given the tenant's trigger split between its agent and a candidate that takes every
+    // conversation (the control's weight is 0: the choice does not depend on the hash)
+    let t: TenantId = "t-1".parse().unwrap();
+    let control = w.wiring.store.get_agent(&t, AGENT.parse().unwrap()).await.unwrap().unwrap();
+    let candidate = Agent { agent_id: AgentId::generate(), name: "Candidate".into(), ..control.clone() };
+    put(&w.wiring, ConfigRecord::Agent(candidate.clone())).await;
+    let trigger = w.wiring.store.active_triggers(&t, EventType::MessageNew).await.unwrap()[0].clone();
+    let split = serde_json::from_value(json!([
+        { "name": "control", "agentId": control.agent_id, "weight": 0 },
+        { "name": "candidate", "agentId": candidate.agent_id, "weight": 1 },
+    ]))
+    .unwrap();
+    put(&w.wiring, ConfigRecord::Trigger(Trigger { split, ..trigger.clone() })).await;
+
+    // when a message is routed and its item executed from SQS
+    let envelope = fixture("eventbridge-message-new.json");
+    let outcome = event_router::handle(&w.wiring.intake, event(envelope.clone())).await.unwrap();
+    assert!(
+        matches!(outcome, RouteOutcome::Enqueued { agent_id, .. } if agent_id == candidate.agent_id),
+        "{outcome:?}"
+    );
+    let (_, response) = poll_once(&w).await.expect("the item");
+    assert!(response.batch_item_failures.is_empty());
+
+    // then the candidate answered, its record and session carry the variant, and DynamoDB
+    // counts it under the variant
+    let record = w.wiring.store.execution_for_source(&t, &source_of(&envelope)).await.unwrap().unwrap();
+    let assigned = Some(switchboard_domain::Assignment { trigger_id: trigger.trigger_id, variant: "candidate".into() });
+    assert_eq!((record.agent_id, &record.split), (candidate.agent_id, &assigned));
+    let session = w.wiring.store.get_session(&t, record.session_id).await.unwrap().unwrap();
+    assert_eq!(session.split, assigned);
+    let hour = switchboard_domain::hour_of(record.created_at);
+    let rows = w.wiring.store.variants(&t, hour, hour).await.unwrap();
+    let shape: Vec<_> = rows.iter().map(|r| (r.variant.as_str(), r.status, r.executions, r.tokens)).collect();
+    assert_eq!(shape, [("candidate", ExecutionStatus::Success, 1, record.token_usage.total())]);
 }
