@@ -4,7 +4,10 @@
 //! and the row appears in the inbox live; the operator claims, replies and hands back with a
 //! note; the agent answers the next message with the note in its prompt and the human's reply in
 //! its history; the execution viewer shows a model call and a tool call; an order lookup that
-//! waits for approval is approved from the inbox with an edited order number. Screenshots of each screen
+//! waits for approval is approved from the inbox with an edited order number. A builder makes an
+//! agent and a trigger in the forms (a refusal shown at its field), tests the trigger, edits the
+//! prompt and rolls it back (the next conversations answered by each prompt in turn), and reads
+//! the session monitor, every control labelled and reachable by keyboard. Screenshots of each screen
 //! are written to `target/console-screenshots/` (look at them after a change to the page).
 //!
 //! `scripts/test.sh` installs chromium and chromium-driver; only when it cannot does it set
@@ -471,6 +474,215 @@ async fn an_operator_approves_a_tool_call_with_edited_arguments_in_a_real_browse
     let record = api.get(&format!("/tenants/acme/executions/{execution}")).await.body;
     assert_eq!((&record["status"], &record["approvals"][0]["status"]), (&json!("handed_off"), &json!("cancelled")));
     assert!(record["toolCalls"].as_array().unwrap().iter().all(|c| c["webhook"].is_null()), "no lookup ran: {record}");
+    b.close().await;
+}
+
+/// The builder's pages against a scripted model (a test double) that answers by the prompt it
+/// sees.
+fn script_by_prompt(dir: &Path) -> PathBuf {
+    let rules = json!({ "description": "console builder test double", "rules": [
+        { "when": { "systemContains": "Prompt one" }, "then": { "text": "answered by prompt one" } },
+        { "when": { "systemContains": "Prompt two" }, "then": { "text": "answered by prompt two" } }
+    ] });
+    let path = dir.join("script.json");
+    std::fs::write(&path, rules.to_string()).unwrap();
+    path
+}
+
+/// Every field of the page has a label, and every control takes keyboard focus (Tab reaches it).
+async fn every_control_is_labelled_and_reachable(b: &Browser, page: &str) {
+    let unlabelled = b
+        .js("return [...document.querySelectorAll('main input, main select, main textarea')]
+                 .filter((e) => !e.labels || e.labels.length === 0).map((e) => e.id || e.name)")
+        .await;
+    assert_eq!(unlabelled, json!([]), "{page}: every field has a label");
+    let unreachable = b
+        .js("return [...document.querySelectorAll('main a, main button, main input, main select, main textarea, main summary')]
+                 .filter((e) => !e.closest('[hidden]'))
+                 .filter((e) => { e.focus(); return document.activeElement !== e; }).map((e) => e.outerHTML.slice(0, 80))")
+        .await;
+    assert_eq!(unreachable, json!([]), "{page}: every control takes keyboard focus");
+}
+
+#[tokio::test]
+async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_real_browser() {
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's builder test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_by_prompt(dir.path());
+    let server = Server::start_with_script(dir.path(), &script, &[]);
+    let admin = Api::new(&server, &server.admin);
+    assert_eq!(admin.post("/tenants", json!({ "tenantId": "acme", "name": "Acme" })).await.status, 201);
+    // Bea builds; messages come in through the admin key (a builder does not operate)
+    let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Bea", "role": "builder" })).await;
+    assert_eq!(issued.status, 201, "{:?}", issued.body);
+    let key = issued.body["key"].as_str().unwrap().to_owned();
+    let api = Api::new(&server, &key);
+    let shots = common::workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let docs = common::workspace_root().join("docs/console");
+    let b = Browser::open(&driver, &shots).await;
+    b.go(&format!("{}/console/", server.base)).await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#who", "Bea (builder)").await;
+
+    // An agent made in the form: a bad temperature is named next to its field, nothing is written
+    b.click("a[href='#/agents']").await;
+    b.wait_text("#agents-list", "No agents yet").await;
+    b.click("#new-agent").await;
+    b.type_into("#agent-name", "Desk").await;
+    b.type_into("#agent-prompt", "Prompt one. You help customers.").await;
+    b.type_into("#agent-model", "scripted:desk").await;
+    b.type_into("#agent-temperature", "7").await;
+    b.click("#agent-form button[type=submit]").await;
+    let error = b.wait_text("[data-pointer='/modelConfig/temperature'] .field-error", "temperature").await;
+    assert!(error.contains("/modelConfig/temperature"), "{error}");
+    assert_eq!(b.js("return document.getElementById('agent-temperature').getAttribute('aria-invalid')").await, "true");
+    assert_eq!(b.js("return document.activeElement.id").await, "agent-temperature", "the field at fault takes focus");
+    b.shot("8-agent-error").await;
+    assert_eq!(api.get("/tenants/acme/agents").await.body["items"], json!([]), "nothing written");
+    b.type_into("#agent-temperature", "0.2").await;
+    b.click("#agent-form button[type=submit]").await;
+    b.wait_text("#status", "Saved agent Desk (version 1)").await;
+    b.wait_text("h1", "Agent Desk").await;
+    let agents = api.get("/tenants/acme/agents").await.body;
+    let agent = &agents["items"][0];
+    assert_eq!(
+        (&agent["systemPrompt"], &agent["modelConfig"]["temperature"]),
+        (&json!("Prompt one. You help customers."), &json!(0.2))
+    );
+    assert_eq!(agent["tools"], json!(["send_message"]), "the default tool, checked in the form");
+    let agent_id = agent["agentId"].as_str().unwrap().to_owned();
+    every_control_is_labelled_and_reachable(&b, "agent").await;
+
+    // A trigger made with the condition builder: any message that mentions an order, or is on sms
+    b.click("a[href='#/triggers']").await;
+    b.click("#new-trigger").await;
+    b.type_into("#trigger-name", "Orders").await;
+    let leaf = "#trigger-form ol.root > li.group > ol.members > li.leaf";
+    b.js(&format!("document.querySelector('{leaf} input[list]').value = 'message.text'")).await;
+    b.type_into(&format!("{leaf} .field:nth-child(3) input"), "order").await;
+    let add = b.js("return document.querySelector('#trigger-form ol.root > li.group > button.secondary').id").await;
+    b.click(&format!("#{}", add.as_str().unwrap())).await;
+    let second = "#trigger-form ol.root > li.group > ol.members > li.leaf:nth-child(2)";
+    b.type_into(&format!("{second} input[list]"), "channel.platform").await;
+    b.js(&format!(
+        "const s = document.querySelector('{second} select'); s.value = 'eq'; s.dispatchEvent(new Event('change'))"
+    ))
+    .await;
+    b.type_into(&format!("{second} .field:nth-child(3) input"), "sms").await;
+    b.js("const s = document.querySelector('#trigger-form ol.root > li.group select'); s.value = 'any'").await;
+    b.click("#trigger-form button[type=submit]").await;
+    b.wait_text("#status", "Saved trigger Orders (version 1)").await;
+    let triggers = api.get("/tenants/acme/triggers").await.body;
+    let trigger = &triggers["items"][0];
+    assert_eq!((&trigger["agentId"], &trigger["eventType"]), (&json!(agent_id), &json!("message.new")));
+    assert_eq!(
+        trigger["conditions"],
+        json!({ "any": [
+            { "field": "message.text", "operator": "contains", "value": "order", "caseInsensitive": true },
+            { "field": "channel.platform", "operator": "eq", "value": "sms" } ] }),
+        "the builder wrote what was drawn"
+    );
+    // tested beside the form: a message about an order matches, one about the weather does not
+    b.wait_text("h1", "Trigger Orders").await;
+    b.type_into("#tester-message", "Where is my ORDER?").await;
+    b.click("#tester button[type=submit]").await;
+    let verdict = b.wait_text("#tester-verdict", "would answer").await;
+    assert!(verdict.contains(&agent_id), "{verdict}");
+    let explained = b.text("#tester-triggers").await;
+    assert!(explained.contains("✓ message.text contains \"order\": is \"Where is my ORDER?\""), "{explained}");
+    b.shot("9-trigger").await;
+    b.shot_for_docs(&docs, "trigger").await;
+    b.type_into("#tester-message", "Nice weather").await;
+    b.click("#tester button[type=submit]").await;
+    b.wait_text("#tester-verdict", "No trigger would answer").await;
+    every_control_is_labelled_and_reachable(&b, "trigger").await;
+
+    // a customer asks: the new agent answers by its prompt
+    let answered = |id: &'static str, conversation: &'static str| {
+        let admin = &admin;
+        async move {
+            let r = admin.post("/events?wait=30", event(id, conversation, "Where is my order?")).await;
+            assert_eq!(r.body["execution"]["status"], "success", "{}", r.body);
+            let execution = &r.body["execution"];
+            let text = execution["actions"][0]["text"].as_str().unwrap().to_owned();
+            (text, execution["sessionId"].as_str().unwrap().to_owned())
+        }
+    };
+    assert_eq!(answered("e-1", "c-1").await.0, "answered by prompt one");
+
+    // the prompt edited in the form: the next conversation gets the new one
+    b.go(&format!("{}/console/#/agent/{agent_id}", server.base)).await;
+    b.wait_text("h1", "Agent Desk").await;
+    b.type_into("#agent-prompt", "Prompt two. You help customers briefly.").await;
+    b.click("#agent-form button[type=submit]").await;
+    b.wait_text("#status", "(version 2)").await;
+    assert_eq!(answered("e-2", "c-2").await.0, "answered by prompt two");
+    // compared with version 1 and rolled back to it: the next conversation has the old prompt again
+    b.wait_text("#versions", "Bea").await;
+    b.click("#diff-1").await;
+    let diff = b.wait_text("#version-diff", "/systemPrompt").await;
+    assert!(diff.contains("Prompt one.") && diff.contains("Prompt two."), "{diff}");
+    b.js("window.scrollTo(0, 0)").await;
+    b.shot("10-agent-versions").await;
+    b.shot_for_docs(&docs, "agent").await;
+    b.click("#rollback-1").await;
+    b.wait_text("#status", "Rolled back to version 1: now version 3").await;
+    b.wait_text("#versions", "current").await;
+    assert_eq!(
+        b.js("return document.getElementById('agent-prompt').value").await,
+        "Prompt one. You help customers.",
+        "the form shows the rolled-back prompt"
+    );
+    let (reply, last_session) = answered("e-3", "c-3").await;
+    assert_eq!(reply, "answered by prompt one");
+
+    // the session monitor lists every conversation, narrowed by status and agent
+    b.click("a[href='#/sessions']").await;
+    let monitor = b.wait_text("#sessions", "c-3").await;
+    assert!(monitor.contains("c-1") && monitor.contains("c-2") && monitor.contains("Desk"), "{monitor}");
+    assert_eq!(b.js("return document.querySelectorAll('#sessions tbody tr[data-session]').length").await, 3);
+    // a conversation handed to a person changes its row live (the handoff's event), no reload
+    b.js("window.__same_page = true").await;
+    let handed = admin
+        .post(
+            &format!("/tenants/acme/sessions/{last_session}/handoff"),
+            json!({ "targetType": "human", "reason": "VIP" }),
+        )
+        .await;
+    assert_eq!(handed.status, 200, "{:?}", handed.body);
+    b.wait_text(&format!("#sessions tr[data-session='{last_session}']"), "handed off").await;
+    assert_eq!(b.js("return window.__same_page === true").await, true, "the row changed without a reload");
+    b.shot("11-sessions").await;
+    b.shot_for_docs(&docs, "sessions").await;
+    b.js("const s = document.getElementById('filter-status'); s.value = 'completed'; s.dispatchEvent(new Event('change'))")
+        .await;
+    b.wait_text("#sessions", "No sessions").await;
+    b.js(
+        "const s = document.getElementById('filter-status'); s.value = 'active'; s.dispatchEvent(new Event('change'))",
+    )
+    .await;
+    b.wait_text("#sessions-count", "2 sessions").await;
+    every_control_is_labelled_and_reachable(&b, "sessions").await;
+
+    // a tool written as JSON: a schema the server refuses is named by its pointer
+    b.click("a[href='#/tools']").await;
+    b.click("#new-tool").await;
+    let bad = json!({ "name": "lookup", "description": "Finds an order", "parameters": { "type": "array" },
+        "handler": { "type": "webhook", "url": "https://example.com/order" } });
+    b.type_into("#tool-json", &bad.to_string()).await;
+    b.click("#tool-form button[type=submit]").await;
+    let refused = b.wait_text("#tool-form", "/parameters").await;
+    assert!(refused.contains("/parameters"), "{refused}");
+    b.type_into("#tool-json", "{ not json").await;
+    b.click("#tool-form button[type=submit]").await;
+    b.wait_text("#tool-form .field-error", "is not JSON").await;
+    every_control_is_labelled_and_reachable(&b, "tool").await;
     b.close().await;
 }
 

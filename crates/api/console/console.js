@@ -1,7 +1,10 @@
 // The Switchboard operator console: a handoff inbox kept live from the tenant's event stream,
-// a conversation view with the operator's actions, and an execution viewer. Plain modules, no
-// build step; the API key stays in this tab's sessionStorage and travels only in the
+// a conversation view with the operator's actions, an execution viewer, an overview, and the
+// builder's pages (builder.js: agents, triggers, tools, skills, the session monitor). Plain
+// modules, no build step; the API key stays in this tab's sessionStorage and travels only in the
 // Authorization header (the event stream is read with fetch, not EventSource, for that reason).
+
+import * as builder from "./builder.js";
 
 const SESSION_KEY = "switchboard.console";
 const PRIORITY = { urgent: 0, high: 1, normal: 2, low: 3 };
@@ -15,7 +18,8 @@ let config = { signing: "none" };
 let polling = null; // the inbox's timer when the deployment pushes no events
 let stream = null; // the AbortController of the live event stream
 let lastEventId = null;
-let refreshInbox = null; // set while the inbox is on screen
+let refreshLive = null; // set while a live page (the inbox, the session monitor) is on screen
+let pageTimer = null; // the session monitor's timer
 const main = document.getElementById("main");
 
 // ---------- small helpers ----------
@@ -73,6 +77,7 @@ async function api(method, path, body, headers = {}) {
     const fields = errors.length > 1 ? errors.map((e) => `${e.pointer}: ${e.detail}`) : [];
     const err = new Error([data && (data.detail || data.title), ...fields].filter(Boolean).join("; ") || res.statusText);
     err.status = res.status;
+    err.errors = errors;
     throw err;
   }
   return data;
@@ -154,7 +159,7 @@ async function listen() {
       if (res.status === 404) {
         // This deployment keeps no event stream: look every 5 s instead.
         document.body.dataset.live = "polling";
-        polling = setInterval(() => refreshInbox && refreshInbox(), 5000);
+        polling = setInterval(() => refreshLive && refreshLive(), 5000);
         return;
       }
       if (!res.ok) throw new Error(`event stream: HTTP ${res.status}`);
@@ -187,7 +192,8 @@ function onEvent(block) {
     if (line.startsWith("id:")) lastEventId = line.slice(3).trim();
     else if (line.startsWith("event:")) name = line.slice(6).trim();
   }
-  if ((name.startsWith("session.") || name.startsWith("approval.")) && refreshInbox) refreshInbox();
+  const live = ["session.", "approval.", "execution."].some((p) => name.startsWith(p));
+  if (live && refreshLive) refreshLive();
 }
 
 // ---------- inbox ----------
@@ -249,7 +255,7 @@ async function decide(call, done) {
   } catch (e) {
     say(e.message, true);
   }
-  if (refreshInbox) refreshInbox();
+  if (refreshLive) refreshLive();
 }
 
 async function inbox() {
@@ -314,7 +320,7 @@ async function inbox() {
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "8", class: "muted" }, "Nobody is waiting.")))));
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
   };
-  refreshInbox = () => {
+  refreshLive = () => {
     clearTimeout(timer);
     timer = setTimeout(() => load().catch((e) => say(e.message, true)), 150);
   };
@@ -628,12 +634,27 @@ async function overview() {
 
 async function render() {
   if (!auth) return signInForm();
-  refreshInbox = null;
+  refreshLive = null;
+  clearInterval(pageTimer);
   const [, page, id] = location.hash.split("/");
   try {
     if (page === "session" && id) await conversation(id);
     else if (page === "execution" && id) await execution(id);
     else if (page === "overview") await overview();
+    else if (["agents", "triggers", "tools", "skills"].includes(page)) await builder.list(page);
+    else if (page === "agent" && id) await builder.agent(id);
+    else if (page === "trigger" && id) await builder.trigger(id);
+    else if ((page === "tool" || page === "skill") && id) await builder.json(`${page}s`, id);
+    else if (page === "sessions") {
+      const load = await builder.sessions();
+      let timer = null;
+      refreshLive = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => load().catch((e) => say(e.message, true)), 150);
+      };
+      // no event announces a new session or a turn: look again every 10 s as well
+      pageTimer = setInterval(refreshLive, 10000);
+    }
     else await inbox();
     document.body.dataset.view = page || "inbox";
   } catch (e) {
@@ -642,13 +663,17 @@ async function render() {
   }
 }
 
+builder.install({ el, api, say, sayAcross: (text) => sayAcross(text), t, pretty, main, auth: () => auth });
 document.getElementById("sign-out").addEventListener("click", signOut);
 document.getElementById("find-execution").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const id = new FormData(ev.target).get("id").trim();
   if (id) location.hash = `#/execution/${id}`;
 });
-window.addEventListener("hashchange", () => { say(""); render(); });
+// A status said just before a move to another page (a record saved for the first time) stays.
+let kept = null;
+const sayAcross = (text) => { kept = text; say(text); };
+window.addEventListener("hashchange", () => { say(kept || ""); kept = null; render(); });
 fetch("/console/config.json").then((r) => r.json()).then((c) => { config = c; }).catch(() => {}).finally(() => {
   if (auth) start();
   render();

@@ -1,6 +1,7 @@
 //! The operator console's files, compiled into the binary and served at `/console/` without a
 //! key (the page asks for one; every API call it makes is authenticated like any other). No
-//! CDN, no build step: a page, a stylesheet and one plain ES module.
+//! CDN, no build step: a page, a stylesheet and two plain ES modules (the console, and the
+//! builder's pages it imports).
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
@@ -9,6 +10,7 @@ use axum::routing::get;
 
 const INDEX: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
+const BUILDER: &str = include_str!("../console/builder.js");
 const STYLE: &str = include_str!("../console/console.css");
 
 /// Only this origin's own files and API; no framing, no inline script.
@@ -33,6 +35,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(app: Router<S>, config: ConsoleC
         .route("/console/config.json", get(move || async move { config.clone().into_response() }))
         .route("/console/", get(|| async { file("text/html; charset=utf-8", INDEX) }))
         .route("/console/console.js", get(|| async { file("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/console/builder.js", get(|| async { file("text/javascript; charset=utf-8", BUILDER) }))
         .route("/console/console.css", get(|| async { file("text/css; charset=utf-8", STYLE) }))
 }
 

@@ -62,11 +62,11 @@ pub enum OnFailure {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelConfig {
-    #[serde(default = "default_temperature")]
+    #[serde(default = "default_temperature", serialize_with = "short_f32::one")]
     pub temperature: f32,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "short_f32::maybe")]
     pub top_p: Option<f32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_sequences: Vec<String>,
@@ -82,6 +82,27 @@ pub struct ModelConfig {
     /// provider refuses a call that carries one rather than answer unguarded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guardrail: Option<GuardrailConfig>,
+}
+
+/// f32 settings written as the decimal they were given (`0.2`, not the f32's exact value widened,
+/// `0.20000000298023224`): the shortest decimal that reads back as the same f32.
+mod short_f32 {
+    use serde::Serializer;
+
+    fn widened(v: f32) -> f64 {
+        v.to_string().parse().unwrap_or(f64::from(v))
+    }
+
+    pub(super) fn one<S: Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(widened(*v))
+    }
+
+    pub(super) fn maybe<S: Serializer>(v: &Option<f32>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_some(&widened(*v)),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 /// Which Bedrock guardrail checks an agent's calls.
@@ -632,6 +653,20 @@ mod tests {
         assert_eq!((a.model_config.temperature, a.model_config.max_tokens), (0.7, 1024));
         assert_eq!((a.history.max_messages, a.history.max_tokens), (20, 4000));
         assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn a_temperature_reads_back_as_the_decimal_it_was_written_as() {
+        let mut a = agent();
+        a.model_config.temperature = 0.2;
+        a.model_config.top_p = Some(0.9);
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(
+            (&json["modelConfig"]["temperature"], &json["modelConfig"]["topP"]),
+            (&serde_json::json!(0.2), &serde_json::json!(0.9))
+        );
+        let back: Agent = serde_json::from_value(json).unwrap();
+        assert_eq!(back.model_config, a.model_config, "the same f32s");
     }
 
     #[test]
