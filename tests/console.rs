@@ -576,6 +576,15 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
     .await;
     b.type_into(&format!("{second} .field:nth-child(3) input"), "sms").await;
     b.js("const s = document.querySelector('#trigger-form ol.root > li.group select'); s.value = 'any'").await;
+    // a pattern that does not compile is refused at that condition's value; nothing is written
+    b.js(&format!("const s = document.querySelector('{second} select'); s.value = 'matches'")).await;
+    b.type_into(&format!("{second} .field:nth-child(3) input"), "(sms").await;
+    b.click("#trigger-form button[type=submit]").await;
+    let refused = b.wait_text(&format!("{second} .field:nth-child(3) .field-error"), "/conditions/any/1/value").await;
+    assert!(!refused.is_empty(), "{refused}");
+    assert_eq!(api.get("/tenants/acme/triggers").await.body["items"], json!([]), "nothing written");
+    b.js(&format!("const s = document.querySelector('{second} select'); s.value = 'eq'")).await;
+    b.type_into(&format!("{second} .field:nth-child(3) input"), "sms").await;
     b.click("#trigger-form button[type=submit]").await;
     b.wait_text("#status", "Saved trigger Orders (version 1)").await;
     let triggers = api.get("/tenants/acme/triggers").await.body;
