@@ -450,7 +450,7 @@ export async function trigger(id) {
   const f = {
     name: text(tr.name, { required: true, maxlength: "128" }),
     agent: select(agents.map((a) => [a.agentId, `${a.name}${a.status === "active" ? "" : " (inactive)"}`]), tr.agentId),
-    eventType: select([["message.new", "a message (message.new)"], ["schedule", "a schedule"], ["webhook", "a signed webhook"], ["manual", "by hand (manual)"]], tr.eventType),
+    eventType: select([["message.new", "a message (message.new)"], ["message.updated", "an edited message (message.updated)"], ["schedule", "a schedule"], ["webhook", "a signed webhook"], ["manual", "by hand (manual)"]], tr.eventType),
     priority: number(tr.priority, { step: "1" }),
     status: select([["active", "active"], ["inactive", "inactive"]], tr.status || "active"),
     schedule: area(tr.schedule ? JSON.stringify(tr.schedule, null, 2) : "", 4, { class: "json" }),

@@ -1,5 +1,6 @@
-//! Events in and out. Inbound: the Conversations Service's `message.new` in its EventBridge
-//! envelope, parsed strictly with a pointer to every bad field. Outbound: what Switchboard
+//! Events in and out. Inbound: the Conversations Service's `message.new` (and `message.updated`,
+//! an edit of a message, with the same detail) in its EventBridge envelope, parsed strictly with
+//! a pointer to every bad field. Outbound: what Switchboard
 //! publishes under the source `switchboard`.
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,10 @@ use crate::validation::ValidationErrors;
 pub const INBOUND_SOURCE: &str = "conversations-service";
 /// The EventBridge detail-type of a new message.
 pub const MESSAGE_NEW: &str = "message.new";
+/// The EventBridge detail-type of an edited message: its detail names the message and carries
+/// the new text. Routed only to triggers that listen for it (docs/decisions.md, "Edited
+/// messages").
+pub const MESSAGE_UPDATED: &str = "message.updated";
 /// The EventBridge source of everything Switchboard publishes.
 pub const OUTBOUND_SOURCE: &str = "switchboard";
 
@@ -48,6 +53,15 @@ pub struct InboundEvent {
 }
 
 impl InboundEvent {
+    /// Which triggers listen for it: `message.new`, or `message.updated` for an edit.
+    pub fn event_type(&self) -> crate::EventType {
+        if self.detail_type == MESSAGE_UPDATED {
+            crate::EventType::MessageUpdated
+        } else {
+            crate::EventType::MessageNew
+        }
+    }
+
     /// Parses an EventBridge envelope from bytes, refusing oversized bodies and bad JSON.
     pub fn parse_bytes(body: &[u8]) -> Result<Self, ValidationErrors> {
         if body.len() > MAX_EVENT_BYTES {
@@ -70,7 +84,11 @@ impl InboundEvent {
             if s == INBOUND_SOURCE { Ok(()) } else { Err(format!("must be '{INBOUND_SOURCE}'")) }
         });
         let detail_type = checked_str(&mut errors, envelope, "/detail-type", |t| {
-            if t == MESSAGE_NEW { Ok(()) } else { Err(format!("must be '{MESSAGE_NEW}'")) }
+            if t == MESSAGE_NEW || t == MESSAGE_UPDATED {
+                Ok(())
+            } else {
+                Err(format!("must be '{MESSAGE_NEW}' or '{MESSAGE_UPDATED}'"))
+            }
         });
         let detail = obj.get("detail");
         let detail_ok = matches!(detail, Some(serde_json::Value::Object(_)));
@@ -241,6 +259,21 @@ mod tests {
         bad["source"] = json!("elsewhere");
         let errs = pointers(InboundEvent::parse(&bad).unwrap_err());
         assert_eq!(errs, ["/source", "/detail/tenantId", "/detail/message/text"]);
+    }
+
+    #[test]
+    fn an_edit_parses_with_its_own_event_type_and_other_types_are_refused() {
+        let mut edit = envelope();
+        edit["detail-type"] = json!("message.updated");
+        edit["detail"]["message"]["text"] = json!("hello, with order 1234");
+        let e = InboundEvent::parse(&edit).unwrap();
+        assert_eq!(
+            (e.event_type(), e.detail.text.as_str()),
+            (crate::EventType::MessageUpdated, "hello, with order 1234")
+        );
+        assert_eq!(InboundEvent::parse(&envelope()).unwrap().event_type(), crate::EventType::MessageNew);
+        edit["detail-type"] = json!("message.deleted");
+        assert_eq!(pointers(InboundEvent::parse(&edit).unwrap_err()), ["/detail-type"]);
     }
 
     #[test]

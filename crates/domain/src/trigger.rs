@@ -16,6 +16,9 @@ use crate::validation::check_name;
 pub enum EventType {
     #[serde(rename = "message.new")]
     MessageNew,
+    /// An edit of a message (the detail carries its new text).
+    #[serde(rename = "message.updated")]
+    MessageUpdated,
     #[serde(rename = "schedule")]
     Schedule,
     #[serde(rename = "webhook")]

@@ -94,22 +94,23 @@ pub struct Intake {
 /// Each tenant's triggers compiled for routing, rebuilt when the store hands out a new list
 /// (its trigger cache refilled).
 #[derive(Default)]
-struct Indexes(Mutex<HashMap<TenantId, Compiled>>);
+struct Indexes(Mutex<HashMap<(TenantId, EventType), Compiled>>);
 
 /// A trigger list as the store handed it out, and its index.
 type Compiled = (Arc<[Trigger]>, Arc<TriggerIndex>);
 
 impl Indexes {
-    fn get(&self, tenant: &TenantId, triggers: &Arc<[Trigger]>) -> Arc<TriggerIndex> {
+    fn get(&self, tenant: &TenantId, event_type: EventType, triggers: &Arc<[Trigger]>) -> Arc<TriggerIndex> {
+        let key = (tenant.clone(), event_type);
         if let Ok(map) = self.0.lock()
-            && let Some((list, index)) = map.get(tenant)
+            && let Some((list, index)) = map.get(&key)
             && Arc::ptr_eq(list, triggers)
         {
             return Arc::clone(index);
         }
-        let index = Arc::new(TriggerIndex::new(triggers, EventType::MessageNew));
+        let index = Arc::new(TriggerIndex::new(triggers, event_type));
         if let Ok(mut map) = self.0.lock() {
-            map.insert(tenant.clone(), (Arc::clone(triggers), Arc::clone(&index)));
+            map.insert(key, (Arc::clone(triggers), Arc::clone(&index)));
         }
         index
     }
@@ -210,6 +211,15 @@ impl Intake {
             debug!(conversation_id = %d.conversation_id, "outbound message; not routed");
             return Ok(RouteOutcome::NotInbound);
         }
+        // An edit is answered only when a trigger listens for edits: read nothing else until one
+        // does (most tenants have none, and the original message was answered already).
+        let event_type = event.event_type();
+        if event_type == EventType::MessageUpdated
+            && self.config.active_triggers(&d.tenant_id, event_type).await?.is_empty()
+        {
+            debug!(conversation_id = %d.conversation_id, "an edited message, and no trigger listens for edits");
+            return Ok(RouteOutcome::NoMatch);
+        }
         // Who owns the conversation is read first, unless the limits read it in the same step
         // as the session slot and the count (the AWS profile: a condition in the limits
         // transaction); then it is read here only when no admission asks it.
@@ -224,8 +234,8 @@ impl Intake {
             return self.to_human(event, latest.session_id, latest.agent_id).await;
         }
         let likely_held = latest.as_ref().map(|l| l.as_ref().is_some_and(|s| s.is_active()));
-        let triggers = self.config.active_triggers(&d.tenant_id, EventType::MessageNew).await?;
-        let index = self.indexes.get(&d.tenant_id, &triggers);
+        let triggers = self.config.active_triggers(&d.tenant_id, event_type).await?;
+        let index = self.indexes.get(&d.tenant_id, event_type, &triggers);
         let (mut from, now) = (0, self.clock.now());
         while let Some((position, trigger)) = index.first_match_at(&event.raw_detail, from, now) {
             from = position + 1;
@@ -351,7 +361,17 @@ impl Intake {
 /// before this scheme) starts with `message-` and has a `:`. Scoped by tenant wherever it is
 /// used, like every source id.
 pub fn source_id(event: &InboundEvent) -> String {
-    format!("message-{}:{}", event.detail.conversation_id, event.detail.message_id)
+    let d = &event.detail;
+    match event.event_type() {
+        // An edit is work of its own, once per text the message was edited to: a redelivery of
+        // the same edit is the same work, a second edit is new. (`edit-` is no other source's
+        // prefix.)
+        EventType::MessageUpdated => {
+            let text = switchboard_domain::recording::sha256_hex(d.text.as_bytes());
+            format!("edit-{}:{}:{}", d.conversation_id, d.message_id, &text[..16])
+        }
+        _ => format!("message-{}:{}", d.conversation_id, d.message_id),
+    }
 }
 
 /// The work item for `event`, answered by `agent`.
@@ -431,8 +451,8 @@ mod tests {
         async fn get_skill(&self, _: &TenantId, _: SkillId) -> Result<Option<Skill>, StoreError> {
             Ok(None)
         }
-        async fn active_triggers(&self, tenant: &TenantId, _: EventType) -> Result<Arc<[Trigger]>, StoreError> {
-            Ok(self.triggers.iter().filter(|t| t.tenant_id == *tenant).cloned().collect())
+        async fn active_triggers(&self, tenant: &TenantId, kind: EventType) -> Result<Arc<[Trigger]>, StoreError> {
+            Ok(self.triggers.iter().filter(|t| t.tenant_id == *tenant && t.event_type == kind).cloned().collect())
         }
     }
 
@@ -539,6 +559,45 @@ mod tests {
         assert_eq!(queued.len(), 1);
         assert_eq!((queued[0].source_id.as_str(), queued[0].group_id().as_str()), ("message-c-1:m-e-1", "ta:c-1"));
         assert_eq!(queued[0].event_id.as_deref(), Some("e-1"));
+    }
+
+    fn edit(id: &str, message: &str, text: &str) -> InboundEvent {
+        let mut e = message_event("ta", id, message, "inbound", text);
+        e.detail_type = switchboard_domain::event::MESSAGE_UPDATED.into();
+        e
+    }
+
+    #[tokio::test]
+    async fn an_edit_is_answered_only_by_a_trigger_that_listens_for_edits_once_per_text() {
+        // given the message.new triggers on "help" and no trigger on edits
+        let plain = Arc::new(world());
+        // an edited message that says "help" is not answered by them, and nothing is queued
+        assert_eq!(intake(&plain).route(&edit("e-1", "m-1", "help, order 1234")).await.unwrap(), RouteOutcome::NoMatch);
+        assert!(plain.queued.lock().unwrap().is_empty());
+        // when a trigger listens for edits
+        let mut w = world();
+        let mut on_edits = trigger("ta", FRONT, 10, "order");
+        on_edits.event_type = EventType::MessageUpdated;
+        w.triggers.push(on_edits);
+        let w = Arc::new(w);
+        let i = intake(&w);
+        // then an edit it matches is queued under its own source, with the new text
+        let outcome = i.route(&edit("e-2", "m-1", "help, order 1234")).await.unwrap();
+        assert!(matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }), "{outcome:?}");
+        // the same edit again (a redelivery under another event id) is a duplicate, another edit is new
+        let again = i.route(&edit("e-3", "m-1", "help, order 1234")).await.unwrap();
+        assert!(matches!(again, RouteOutcome::Enqueued { duplicate: true, .. }), "{again:?}");
+        let second = i.route(&edit("e-4", "m-1", "help, order 1235")).await.unwrap();
+        assert!(matches!(second, RouteOutcome::Enqueued { duplicate: false, .. }), "{second:?}");
+        // and a new message is still answered by the message.new triggers alone
+        assert_eq!(i.route(&event("ta", "e-5", "inbound", "an order")).await.unwrap(), RouteOutcome::NoMatch);
+        let queued = w.queued.lock().unwrap().clone();
+        let seen: Vec<(&str, &str)> = queued.iter().map(|q| (q.source_id.as_str(), q.text.as_str())).collect();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].0.starts_with("edit-c-1:m-1:") && seen[0].0.len() == "edit-c-1:m-1:".len() + 16, "{seen:?}");
+        assert_ne!(seen[0].0, seen[1].0);
+        assert_eq!((seen[0].1, seen[1].1), ("help, order 1234", "help, order 1235"));
+        assert_ne!(seen[0].0, source_id(&event("ta", "e-1", "inbound", "x")), "not the message's own source");
     }
 
     #[tokio::test]

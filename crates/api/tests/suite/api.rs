@@ -373,6 +373,57 @@ async fn a_message_posted_again_under_a_new_event_id_is_answered_with_the_first_
 }
 
 #[tokio::test]
+async fn an_edited_message_is_answered_only_by_a_trigger_for_edits_once_per_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    let agent = api.post("/tenants/acme/agents", agent_body("Echo")).await.body["agentId"].as_str().unwrap().to_owned();
+    api.post("/tenants/acme/triggers", json!({ "name": "all", "agentId": agent, "eventType": "message.new" })).await;
+    let envelope = |id: &str, kind: &str, text: &str| {
+        json!({ "id": id, "source": "conversations-service", "detail-type": kind,
+            "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": "m-1", "channel": {},
+                        "conversation": {}, "message": { "direction": "inbound", "text": text } } })
+    };
+    let first = api.post("/events?wait=30", envelope("e-1", "message.new", "Where is my order?")).await;
+    assert_eq!(first.body["execution"]["status"], "success", "{}", first.body);
+    // an edit, and no trigger listens for edits: not answered, nothing queued
+    let edited = api.post("/events?wait=30", envelope("e-2", "message.updated", "Where is my order #1234?")).await;
+    assert_eq!((edited.status, &edited.body["outcome"]), (StatusCode::ACCEPTED, &json!("no_match")), "{}", edited.body);
+    assert!(edited.body.get("sourceId").is_none() && edited.body.get("execution").is_none(), "{}", edited.body);
+    // once one does, the edit is answered with its new text, under a source of its own
+    let on_edits = json!({ "name": "edits", "agentId": agent, "eventType": "message.updated",
+        "conditions": { "field": "message.text", "operator": "contains", "value": "#" } });
+    assert_eq!(api.post("/tenants/acme/triggers", on_edits).await.status, 201);
+    let answered = api.post("/events?wait=30", envelope("e-3", "message.updated", "Where is my order #1234?")).await;
+    assert_eq!(answered.body["outcome"], "enqueued", "{}", answered.body);
+    let source = answered.body["sourceId"].as_str().unwrap().to_owned();
+    assert!(source.starts_with("edit-c-1:m-1:"), "{source}");
+    assert_eq!(answered.body["execution"]["input"]["text"], "Where is my order #1234?");
+    assert_ne!(answered.body["execution"]["executionId"], first.body["execution"]["executionId"]);
+    // the same edit again is the same work; an edit its trigger does not match is not answered
+    let again = api.post("/events?wait=30", envelope("e-4", "message.updated", "Where is my order #1234?")).await;
+    assert_eq!((&again.body["outcome"], &again.body["sourceId"]), (&json!("duplicate"), &json!(source)));
+    assert_eq!(again.body["execution"]["executionId"], answered.body["execution"]["executionId"]);
+    let plain = api.post("/events", envelope("e-5", "message.updated", "Where is my parcel?")).await;
+    assert_eq!(plain.body["outcome"], "no_match", "{}", plain.body);
+    // the tester judges edits against the edit triggers
+    let tested = api
+        .post(
+            "/tenants/acme/triggers/test",
+            json!({ "eventType": "message.updated",
+            "detail": envelope("e-6", "message.updated", "order #9")["detail"] }),
+        )
+        .await;
+    assert_eq!(
+        (&tested.body["eventType"], tested.body["triggers"].as_array().unwrap().len()),
+        (&json!("message.updated"), 1)
+    );
+    // and another detail-type is refused at its pointer
+    let refused = api.post("/events", envelope("e-7", "message.deleted", "x")).await;
+    assert_eq!(pointers(&refused), ["/detail-type"]);
+}
+
+#[tokio::test]
 async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--rate-limit", "3"]);
