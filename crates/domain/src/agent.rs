@@ -29,6 +29,33 @@ pub enum AgentStatus {
     Draft,
 }
 
+/// A router's fan-out: its classification picks up to `max_agents` of its sub-agents, each
+/// answers the customer's message at once in its own context (a child execution, as a
+/// supervisor's sub-agent does), and the router answers the customer from what came back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FanOut {
+    /// How many agents one message may go to: 2 to [`MAX_FAN_OUT`].
+    pub max_agents: u32,
+    #[serde(default)]
+    pub combine: Combine,
+}
+
+/// Agents a router's fan-out may send one message to.
+pub const MAX_FAN_OUT: u32 = 5;
+
+/// How a fan-out's answers become the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// One more call of the router's model writes one reply from every answer that came back.
+    #[default]
+    Synthesize,
+    /// The answer of the first agent, in the router's order of preference, that gave one; no
+    /// further model call.
+    FirstSuccess,
+}
+
 /// What happens when a session reaches the agent's `maxTurns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -330,6 +357,10 @@ pub struct Agent {
         with = "crate::approval::through_json"
     )]
     pub approvals: std::collections::BTreeMap<String, crate::approval::ApprovalPolicy>,
+    /// A router that sends the message to several of its agents at once and answers from their
+    /// answers, instead of handing the conversation to one ([`FanOut`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<FanOut>,
     #[serde(default)]
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
@@ -504,6 +535,15 @@ impl Agent {
             }
             (AgentType::Standard | AgentType::Supervisor, Some(_)) => {
                 errors.push("/defaultAgentId", "only router agents have a default agent")
+            }
+            _ => {}
+        }
+        match (&self.fan_out, self.agent_type) {
+            (Some(f), AgentType::Router) if !(2..=MAX_FAN_OUT).contains(&f.max_agents) => {
+                errors.push("/fanOut/maxAgents", format!("must be 2 to {MAX_FAN_OUT}"));
+            }
+            (Some(_), AgentType::Standard | AgentType::Supervisor) => {
+                errors.push("/fanOut", "only a router fans a message out to its agents");
             }
             _ => {}
         }

@@ -35,7 +35,8 @@ pub mod validation;
 pub mod webhook;
 
 pub use agent::{
-    Agent, AgentStatus, AgentStep, AgentType, GuardrailConfig, HandoffBehavior, HistoryConfig, ModelConfig, OnFailure,
+    Agent, AgentStatus, AgentStep, AgentType, Combine, FanOut, GuardrailConfig, HandoffBehavior, HistoryConfig,
+    ModelConfig, OnFailure,
 };
 pub use approval::{Approval, ApprovalPolicy, ApprovalStatus, HeldMessage, PausedTurn};
 pub use condition::{ConditionError, Conditions};

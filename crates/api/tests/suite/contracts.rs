@@ -1482,7 +1482,10 @@ async fn multi_agent_records_and_handoff_priorities_match_their_contracts() {
             { "when": { "systemContains": "You are the boss" }, "then": { "toolCalls": [
                 { "name": "ask_helper", "input": { "task": "When does order 77 ship?", "context": { "order": 77 } } } ] } },
             { "when": { "systemContains": "Agents you can route to" }, "then": { "toolCalls": [
-                { "name": "choose_agent", "input": { "agentId": "01JD0000NKN0WN0AGENT000009" } } ] } }
+                { "name": "choose_agent", "input": { "agentId": "01JD0000NKN0WN0AGENT000009" } } ] } },
+            { "when": { "systemContains": "What your agents answered" }, "then": { "text": "All in one: Monday." } },
+            { "when": { "systemContains": "Agents you can ask" }, "then": { "toolCalls": [
+                { "name": "choose_agents", "input": { "agentIds": ["01JD0000NKN0WN0AGENT000009"] } } ] } }
         ] })
         .to_string(),
     )
@@ -1541,7 +1544,15 @@ async fn multi_agent_records_and_handoff_priorities_match_their_contracts() {
     .await;
     assert_eq!(router.body["defaultAgentId"], json!(desk));
     let router = router.str("/agentId");
-    for (conversation, agent) in [("c-steps", &desk), ("c-boss", &boss), ("c-route", &router)] {
+    let fan = create(
+        "agents",
+        json!({ "name": "Asks around", "type": "router", "systemPrompt": "Ask your agents.", "model": "m",
+                "subAgents": [desk, helper], "defaultAgentId": helper, "fanOut": { "maxAgents": 2 } }),
+    )
+    .await;
+    assert_eq!(fan.body["fanOut"], json!({ "maxAgents": 2, "combine": "synthesize" }));
+    let fan = fan.str("/agentId");
+    for (conversation, agent) in [("c-steps", &desk), ("c-boss", &boss), ("c-route", &router), ("c-fan", &fan)] {
         create(
             "triggers",
             json!({ "name": conversation, "agentId": agent, "eventType": "message.new",
@@ -1578,6 +1589,20 @@ async fn multi_agent_records_and_handoff_priorities_match_their_contracts() {
     assert_eq!(r.str("/execution/status"), "handed_off");
     let sessions = api.get("/tenants/team/conversations/c-route/sessions").await;
     assert_eq!(sessions.status, 200);
+
+    // a router's fan-out: its picks' runs are children, and the router replies from their answers
+    let r = deliver(&api, envelope("p-4", "team", "c-fan", "When does it ship?")).await;
+    assert_eq!(r.str("/execution/status"), "success", "{}", r.body);
+    let execution = api.get(&format!("/tenants/team/executions/{}", r.str("/execution/executionId"))).await;
+    assert_eq!(execution.body["children"][0]["agentId"], json!(helper), "the default, after an invalid pick");
+    assert_eq!(execution.str("/actions/0/text"), "All in one: Monday.");
+    let standard_fan = api
+        .post(
+            "/tenants/team/agents",
+            json!({ "name": "S", "systemPrompt": "p", "model": "m", "fanOut": { "maxAgents": 2 } }),
+        )
+        .await;
+    assert_eq!(standard_fan.pointers(), ["/fanOut"]);
 
     // human handoff with a priority; a priority for an agent target is refused with its pointer
     let handoff = format!("/tenants/team/sessions/{session_id}/handoff");

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use switchboard_domain::message::Message;
-use switchboard_domain::{ExecutionRecord, ExecutionStatus, InboundEvent, Session, SessionStatus};
+use switchboard_domain::{
+    Action, Agent, AgentType, ExecutionRecord, ExecutionStatus, InboundEvent, Session, SessionStatus,
+};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, ScriptedModel};
 use switchboard_engine::{
     ExecOutcome, HandoffTo, Model, ModelError, ModelRequest, ModelResponse, SystemClock, WorkItem,
@@ -484,6 +486,142 @@ async fn an_invalid_pick_or_no_pick_falls_back_to_the_default_agent() {
         let s = w.session().await;
         assert_eq!(s.handoff_context.unwrap().relevant_info["routerFallback"], choice.output["fallback"]);
     }
+}
+
+/// The router bundle with a fan-out that `combine`s the answers of up to two agents.
+fn fan_out_bundle(combine: &str) -> String {
+    router_bundle_with(json!({ "fanOut": { "maxAgents": 2, "combine": combine } }))
+}
+
+/// Billing and shipping answer (unless `billing` is false: then its call matches no rule and
+/// fails), the synthesis call combines, and the classification picks both for "both", an
+/// unknown agent for "mystery".
+fn fan_out_script(billing: bool) -> Value {
+    let mut rules = vec![
+        json!({ "when": { "systemContains": "What your agents answered" }, "then": { "text": "Refund issued; the parcel arrives Monday." } }),
+        json!({ "when": { "systemContains": "shipping specialist" }, "then": { "text": "The parcel arrives Monday." } }),
+        json!({ "when": { "systemContains": "Agents you can ask", "userText": { "contains": "both" } },
+                "then": { "toolCalls": [ { "name": "choose_agents", "input": { "agentIds": [BILLING, SHIPPING] } } ] } }),
+        json!({ "when": { "systemContains": "Agents you can ask", "userText": { "contains": "mystery" } },
+                "then": { "toolCalls": [ { "name": "choose_agents", "input": { "agentIds": ["01JD0000NKN0WN0AGENT000009"] } } ] } }),
+    ];
+    if billing {
+        rules.insert(1, json!({ "when": { "systemContains": "billing specialist" }, "then": { "text": "Refund of 20 EUR issued." } }));
+    }
+    json!({ "rules": rules })
+}
+
+#[tokio::test]
+async fn a_fan_out_asks_its_picks_at_once_and_replies_with_one_synthesis_of_their_answers() {
+    let mut w = World::new(&fan_out_bundle("synthesize"), fan_out_script(true)).await;
+    let r = w.say("both: my refund and my parcel").await;
+    // one execution, the router's: it answered the customer itself, nothing was handed off
+    assert_eq!(r.len(), 1);
+    let record = &r[0];
+    assert_eq!((record.agent_id.to_string(), record.status), (FRONT.to_owned(), ExecutionStatus::Success));
+    assert_eq!(tool_names(record), ["choose_agents"]);
+    assert_eq!(record.tool_calls[0].output, json!({ "agentIds": [BILLING, SHIPPING] }));
+    // each pick is a child execution of the router's, with its own model call and answer
+    let children: Vec<_> = record
+        .children
+        .iter()
+        .map(|c| (c.agent_id.to_string(), c.status, c.result.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        children,
+        [
+            (BILLING.to_owned(), ExecutionStatus::Success, "Refund of 20 EUR issued.".to_owned()),
+            (SHIPPING.to_owned(), ExecutionStatus::Success, "The parcel arrives Monday.".to_owned()),
+        ]
+    );
+    assert!(record.children.iter().all(|c| c.model_calls.len() == 1));
+    assert_eq!(record.model_calls.len(), 2, "the classification and the synthesis");
+    let calls = w.take_calls();
+    assert_eq!(calls.len(), 4, "classify, the two picks, synthesize: {calls:?}");
+    assert_eq!(calls[0].tools, ["choose_agents"]);
+    // each pick saw the customer's message alone, in its own context
+    for pick in &calls[1..3] {
+        assert_eq!(pick.messages, ["both: my refund and my parcel"]);
+        assert!(pick.system.contains("Working for a supervisor") || pick.system.contains("specialist"));
+    }
+    let synthesis = &calls[3];
+    assert!(synthesis.tools.is_empty());
+    assert!(
+        synthesis.system.contains("Refund of 20 EUR issued.")
+            && synthesis.system.contains("The parcel arrives Monday.")
+    );
+    // the customer got one reply, the synthesis; the router keeps the conversation, with its reply in the transcript
+    assert_eq!(w.replies().await, ["Refund issued; the parcel arrives Monday."]);
+    let s = w.session().await;
+    assert_eq!((s.agent_id.to_string(), w.sessions().await.len()), (FRONT.to_owned(), 1));
+    assert_eq!(s.transcript.last().map(|m| m.text()), Some("Refund issued; the parcel arrives Monday.".to_owned()));
+    let tokens: u64 = record
+        .model_calls
+        .iter()
+        .chain(record.children.iter().flat_map(|c| c.model_calls.iter()))
+        .map(|c| c.usage.total())
+        .sum();
+    assert_eq!(record.token_usage.total(), tokens, "the children's tokens are the router's too");
+}
+
+#[tokio::test]
+async fn a_fan_out_keeps_the_answers_that_came_when_one_pick_fails() {
+    // first_success: the first answer in the router's order that came is sent as it is
+    let mut w = World::new(&fan_out_bundle("first_success"), fan_out_script(false)).await;
+    let r = w.say("both: my refund and my parcel").await;
+    let record = &r[0];
+    assert_eq!(record.status, ExecutionStatus::Success, "{record:?}");
+    let statuses: Vec<_> = record.children.iter().map(|c| (c.agent_id.to_string(), c.status)).collect();
+    assert_eq!(
+        statuses,
+        [(BILLING.to_owned(), ExecutionStatus::Failed), (SHIPPING.to_owned(), ExecutionStatus::Success)]
+    );
+    assert!(record.children[0].error.as_ref().is_some_and(|e| !e.message.is_empty()), "the failure is recorded");
+    assert_eq!(record.model_calls.len(), 1, "no synthesis call for first_success");
+    assert_eq!(w.replies().await, ["The parcel arrives Monday."]);
+}
+
+#[tokio::test]
+async fn a_fan_out_whose_picks_all_fail_is_a_failed_turn_and_an_invalid_pick_asks_the_default_alone() {
+    // the default alone answers an invalid pick
+    let mut w = World::new(&fan_out_bundle("synthesize"), fan_out_script(true)).await;
+    let r = w.say("a mystery question").await;
+    let choice = &r[0].tool_calls[0];
+    assert!(choice.is_error && choice.output["fallback"].is_string(), "{choice:?}");
+    assert_eq!(choice.output["agentIds"], json!([SHIPPING]));
+    assert_eq!(r[0].children.iter().map(|c| c.agent_id.to_string()).collect::<Vec<_>>(), [SHIPPING]);
+    assert_eq!(w.replies().await, ["Refund issued; the parcel arrives Monday."], "synthesized from the one answer");
+
+    // no pick answers: the turn fails, and the customer is not left in silence (onFailure)
+    let mut rules = fan_out_script(false);
+    rules["rules"].as_array_mut().unwrap().remove(1); // no shipping answer either
+    let mut w = World::new(&fan_out_bundle("synthesize"), rules).await;
+    let r = w.say("both: my refund and my parcel").await;
+    let record = &r[0];
+    assert_eq!(record.status, ExecutionStatus::Failed);
+    assert!(record.error.as_ref().unwrap().message.contains("none of the 2 agents"), "{:?}", record.error);
+    assert_eq!(record.children.len(), 2);
+    assert!(record.actions.iter().any(|a| matches!(a, Action::HandoffToHuman { .. })), "{:?}", record.actions);
+}
+
+#[tokio::test]
+async fn only_a_router_fans_out_to_two_to_five_agents() {
+    let router: Agent = serde_json::from_value({
+        let mut a: Value = serde_json::from_str::<Value>(&fan_out_bundle("synthesize")).unwrap()["agents"][0].clone();
+        a["tenantId"] = json!("t-1");
+        a["createdAt"] = json!("2026-11-23T00:00:00Z");
+        a["updatedAt"] = json!("2026-11-23T00:00:00Z");
+        a
+    })
+    .unwrap();
+    assert_eq!(router.validate(), Ok(()));
+    let pointers = |a: &Agent| a.validate().unwrap_err().0.into_iter().map(|e| e.pointer).collect::<Vec<_>>();
+    let mut many = router.clone();
+    many.fan_out = Some(switchboard_domain::FanOut { max_agents: 6, combine: switchboard_domain::Combine::Synthesize });
+    assert_eq!(pointers(&many), ["/fanOut/maxAgents"]);
+    let mut standard = router.clone();
+    (standard.agent_type, standard.sub_agents, standard.default_agent_id) = (AgentType::Standard, vec![], None);
+    assert_eq!(pointers(&standard), ["/fanOut"]);
 }
 
 // ---------------------------------------------------------------------------------------------

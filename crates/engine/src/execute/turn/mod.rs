@@ -90,7 +90,8 @@ pub(super) async fn run(
     if agent.agent_type == AgentType::Router {
         let routed =
             router::route(run.cx, agent, &mut run.state, &mut run.record, run.request.messages.clone()).await?;
-        (run.status, run.failure) = routed;
+        (run.status, run.failure) = (routed.status, routed.failure);
+        run.new_messages.extend(routed.said);
     }
     run.go().await?;
     run.finish(started).await

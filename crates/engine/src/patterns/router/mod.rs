@@ -3,6 +3,14 @@
 //! `choose_agent` with one of the listed ids — and the conversation is handed to that agent,
 //! which answers the same message in its own session. An invalid pick (no call, an id that is
 //! not a candidate, a refused request) falls back to the router's `defaultAgentId`.
+//!
+//! A router with `fanOut` instead picks up to `maxAgents` candidates (`choose_agents`, best
+//! first); each answers the customer's message at once in its own context, as a supervisor's
+//! sub-agent does (a child execution each), and the router replies from what came back: one
+//! more call of its model writes one reply from every answer (`synthesize`), or the first
+//! answer in its order of preference is sent as it is (`first_success`). An agent that fails is
+//! recorded as such and the others' answers are kept; when none answers, the turn fails (and
+//! the agent's `onFailure` answers the customer).
 
 use std::time::Instant;
 
@@ -19,32 +27,50 @@ use crate::moves::{AgentHandoff, RequestedBy, TurnState};
 use crate::ports::{ModelRequest, ToolSpec};
 use crate::tools::CallContext;
 
+/// How a router's turn ended: its status, its error if it failed, and what it said to the
+/// customer itself (a fan-out's reply), for the session's transcript.
+pub(crate) struct Routed {
+    pub status: ExecutionStatus,
+    pub failure: Option<ExecutionError>,
+    pub said: Option<Message>,
+}
+
+impl Routed {
+    fn failed(kind: ErrorKind, message: &str) -> Self {
+        Routed { status: ExecutionStatus::Failed, failure: Some(ExecutionError::new(kind, message)), said: None }
+    }
+}
+
 /// A router agent's whole turn: classify, then hand the conversation to the pick (or the
-/// default). The status the turn ends with, and its error if it failed.
+/// default), or, with a fan-out, ask several and reply from their answers.
 pub(crate) async fn route(
     cx: CallContext<'_>,
     router: &Agent,
     state: &mut TurnState,
     record: &mut ExecutionRecord,
     messages: Vec<Message>,
-) -> Result<(ExecutionStatus, Option<ExecutionError>), ExecError> {
+) -> Result<Routed, ExecError> {
     let key = format!("{}/route", cx.item.source_id);
+    if let Some(fan) = &router.fan_out {
+        return fan_out::run(cx, router, fan, state, record, messages, &key).await;
+    }
     let pick = classify(cx, router, messages, record, &key).await?;
     let Some(target) = pick.target else {
-        let message = "the router has no valid pick and its default agent is not active";
-        return Ok((ExecutionStatus::Failed, Some(ExecutionError::new(ErrorKind::Config, message))));
+        return Ok(Routed::failed(
+            ErrorKind::Config,
+            "the router has no valid pick and its default agent is not active",
+        ));
     };
     let relevant_info = pick.fallback.map_or(Value::Null, |why| json!({ "routerFallback": why }));
     let handoff = AgentHandoff { target, reason: pick.reason, summary: None, relevant_info, by: RequestedBy::Agent };
     Ok(match state.hand_off_to_agent(cx.deps, cx.item, handoff, &key).await? {
-        Ok(_) => (ExecutionStatus::Success, None),
-        Err(refused) => {
-            // Worded as the handoff tool's error result would be.
-            let message = json!({ "error": refused.to_string() }).to_string();
-            (ExecutionStatus::Failed, Some(ExecutionError::new(ErrorKind::Config, message)))
-        }
+        Ok(_) => Routed { status: ExecutionStatus::Success, failure: None, said: None },
+        // Worded as the handoff tool's error result would be.
+        Err(refused) => Routed::failed(ErrorKind::Config, &json!({ "error": refused.to_string() }).to_string()),
     })
 }
+
+mod fan_out;
 
 /// The one tool of the classification call.
 pub(crate) const CHOOSE_AGENT: &str = "choose_agent";
@@ -113,7 +139,7 @@ async fn classify(
 }
 
 /// The router's sub-agents that are active, in its order.
-async fn candidates(cx: CallContext<'_>, router: &Agent) -> Result<Vec<Agent>, ExecError> {
+pub(super) async fn candidates(cx: CallContext<'_>, router: &Agent) -> Result<Vec<Agent>, ExecError> {
     let mut candidates = Vec::new();
     for id in &router.sub_agents {
         if let Some(a) = cx.deps.config.get_agent(&router.tenant_id, *id).await?
