@@ -165,6 +165,32 @@ fn the_supervisor_example_asks_two_specialists_in_one_turn_and_records_them_as_c
 }
 
 #[test]
+fn the_fan_out_example_asks_three_agents_at_once_and_answers_from_the_two_that_answered() {
+    let stdout = run_example("fan-out");
+    assert!(
+        stdout.contains(
+            "router · asks up to 3 at once, synthesizes their answers · candidates: Orders, Warehouse, Returns"
+        ),
+        "{stdout}"
+    );
+    in_order(
+        &stdout,
+        &[
+            "━━ Conversation conv-ask-8101",
+            "⇢ router asks \"Orders\", \"Warehouse\", \"Returns\" at once",
+            "⤷ sub-agent \"Orders\" · Success",
+            "⤷ sub-agent \"Warehouse\" · Success",
+            // one failing branch: recorded, and the others' answers still make the reply
+            "⤷ sub-agent \"Returns\" · Failed",
+            "→ reply: Your tent (order 4411) left our warehouse this morning and arrives Thursday",
+        ],
+    );
+    // the router answered itself: one session, one execution, nothing handed off
+    assert_eq!(stdout.matches("   session ").count(), 1, "{stdout}");
+    assert!(!stdout.contains("handoff"), "{stdout}");
+}
+
+#[test]
 fn the_router_example_routes_each_conversation_and_falls_back_to_the_default_on_an_invalid_pick() {
     let stdout = run_example("router");
     assert!(
@@ -210,7 +236,7 @@ fn an_unknown_example_is_refused_with_the_list_of_examples() {
     assert!(!out.status.success());
     assert_eq!(out.status.code(), Some(2), "a usage error, not a crash: {stderr}");
     assert!(stderr.contains("invalid value 'nope' for '--example <NAME>'"), "{stderr}");
-    assert!(stderr.contains("[possible values: support, steps, skills, supervisor, router]"), "{stderr}");
+    assert!(stderr.contains("[possible values: support, steps, skills, supervisor, router, fan-out]"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
 }

@@ -526,6 +526,11 @@ impl Model for RecordedModel {
                 return Ok(answer.response);
             }
         }
+        // A sub-agent's call the record has no answer for failed when it was recorded (a failed
+        // call keeps no answer): it fails again, and never takes the execution's own answers.
+        if request.system.contains(switchboard_engine::SUB_AGENT_HEADING) {
+            return Err(ModelError::Rejected("replay: the record keeps no answer for this sub-agent call".into()));
+        }
         let mut own = self.own.lock().map_err(|_| ModelError::Unavailable("replay lock".into()))?;
         own.pop_front().map(|a| a.response).ok_or_else(|| {
             ModelError::Rejected("replay: the engine asked for a model call the record does not have".into())

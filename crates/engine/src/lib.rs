@@ -37,6 +37,7 @@ pub use limits::{Admission, AdmitStep, Counting, Limits};
 pub use operator::{
     Decision, HandoffDone, HandoffTo, Operator, OperatorError, OperatorReply, REQUEUE_AFTER, Swept, TurnCancelled,
 };
+pub use patterns::supervisor::SUB_AGENT_HEADING;
 pub use ports::*;
 pub use profile::{EventFeed, Ingest, Invoker, LiveEvents};
 

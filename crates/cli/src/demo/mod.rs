@@ -38,6 +38,9 @@ pub enum ExampleName {
     Supervisor,
     /// A front door that routes to billing, technical support or the default team.
     Router,
+    /// A front desk that asks orders, the warehouse and returns at once (router fan-out) and
+    /// answers from what they say; the returns desk fails and the others' answers still count.
+    FanOut,
 }
 
 /// One example's files, embedded at build time.
@@ -70,6 +73,7 @@ impl ExampleName {
             Self::Skills => example!("skills", None),
             Self::Supervisor => example!("supervisor", None),
             Self::Router => example!("router", None),
+            Self::FanOut => example!("fan-out", None),
         }
     }
 

@@ -27,7 +27,15 @@ pub fn print_agent(a: &Agent, names: &Names) {
     let shape = match a.agent_type {
         AgentType::Supervisor => format!("supervisor · sub-agents: {}", agents(&a.sub_agents)),
         AgentType::Router => format!(
-            "router · candidates: {} · default: {}",
+            "router{} · candidates: {} · default: {}",
+            a.fan_out.as_ref().map_or_else(String::new, |f| format!(
+                " · asks up to {} at once, {}",
+                f.max_agents,
+                match f.combine {
+                    switchboard_domain::Combine::Synthesize => "synthesizes their answers",
+                    switchboard_domain::Combine::FirstSuccess => "sends the first answer",
+                }
+            )),
             agents(&a.sub_agents),
             a.default_agent_id.map_or_else(|| "-".to_owned(), |d| names.agent(&d))
         ),
@@ -108,6 +116,20 @@ pub fn print_execution(r: &ExecutionRecord, names: &Names) {
             );
         } else if call.name == "choose_agent" {
             print_router_pick(call, names);
+        } else if call.name == "choose_agents" {
+            let picked: Vec<String> = call.output["agentIds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|id| id.as_str()?.parse::<AgentId>().ok())
+                .map(|id| format!("\"{}\"", names.agent(&id)))
+                .collect();
+            match call.output["fallback"].as_str() {
+                None => println!("       ⇢ router asks {} at once", picked.join(", ")),
+                Some(why) => {
+                    println!("       ⇢ router pick invalid ({why}) → asks the default agent {}", picked.join(", "))
+                }
+            }
         } else if call.is_error {
             let why = call.output["error"].as_str().map_or_else(|| call.output.to_string(), str::to_owned);
             println!("       ✗ {} refused: {why}", call.name);

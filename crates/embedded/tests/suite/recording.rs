@@ -251,8 +251,8 @@ async fn replay_of(w: &World, r: &ExecutionRecord) -> switchboard_embedded::repl
 }
 
 #[tokio::test]
-async fn every_execution_of_the_demo_and_the_four_pattern_examples_replays_with_the_same_actions() {
-    for name in ["support", "steps", "skills", "supervisor", "router"] {
+async fn every_execution_of_the_demo_and_the_pattern_examples_replays_with_the_same_actions() {
+    for name in ["support", "steps", "skills", "supervisor", "router", "fan-out"] {
         let (w, records) = run_example(name).await;
         assert!(!records.is_empty(), "{name} ran");
         for r in &records {

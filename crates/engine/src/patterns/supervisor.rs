@@ -18,6 +18,11 @@ use crate::moves::TurnState;
 use crate::ports::ModelRequest;
 use crate::tools::{CallContext, ToolCall, ToolOutcome, Toolbox};
 
+/// The heading every sub-agent's system prompt carries (a supervisor's sub-agents, a router's
+/// fan-out picks): how a request is known to be a sub-agent's (a replay answers it from the
+/// sub-agent's recorded run only).
+pub const SUB_AGENT_HEADING: &str = "## Working for a supervisor";
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Task {
@@ -109,7 +114,7 @@ fn request(cx: CallContext<'_>, sub: &Agent, task: Task, tools: &Toolbox) -> Mod
     ModelRequest {
         model: sub.model.clone(),
         system: format!(
-            "{}\n\n## Working for a supervisor\nAnother agent asked you for this. Answer with the result only; \
+            "{}\n\n{SUB_AGENT_HEADING}\nAnother agent asked you for this. Answer with the result only; \
              you are not talking to the customer.",
             sub.system_prompt.trim()
         ),
