@@ -176,6 +176,7 @@ fn tenant_changes(changes: TenantChanges) -> Result<(), ValidationErrors> {
         created_at: chrono::DateTime::UNIX_EPOCH,
         limits: TenantLimits::default(),
         recording: Default::default(),
+        calendars: Default::default(),
     };
     changes.apply(&mut tenant)
 }

@@ -8,6 +8,7 @@ pub mod access;
 pub mod agent;
 pub mod approval;
 pub mod archive;
+pub mod calendar;
 pub mod condition;
 pub mod cost;
 pub mod event;

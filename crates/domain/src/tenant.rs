@@ -46,6 +46,9 @@ pub struct Tenant {
     /// What execution records keep of model calls (`full` unless changed).
     #[serde(default)]
     pub recording: Recording,
+    /// Named business-hours calendars its triggers' time conditions may name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub calendars: crate::calendar::Calendars,
 }
 
 /// A tenant's display name as it is kept: trimmed, 1 to [`MAX_NAME_LEN`] characters. The one rule

@@ -184,7 +184,7 @@ proptest! {
                     None => break None,
                 }
             };
-            let tested = test_triggers(&active, EventType::MessageNew, event, chrono::Utc::now(), agent_active);
+            let tested = test_triggers(&active, EventType::MessageNew, event, chrono::Utc::now(), &Default::default(), agent_active);
             prop_assert_eq!(tested.matched, routed.map(|(_, id)| id), "event {}", event);
             prop_assert_eq!(tested.triggers.len(), active.len());
             for (position, considered) in tested.triggers.iter().enumerate() {

@@ -50,6 +50,8 @@ pub struct TenantChanges {
     pub limits: Option<serde_json::Map<String, serde_json::Value>>,
     /// What execution records keep of model calls: `full`, `redacted` or `off`.
     pub recording: Option<Recording>,
+    /// The tenant's business-hours calendars, all of them (a name left out is removed).
+    pub calendars: Option<switchboard_domain::calendar::Calendars>,
 }
 
 impl TenantChanges {
@@ -65,6 +67,12 @@ impl TenantChanges {
         }
         if let Some(recording) = self.recording {
             tenant.recording = recording;
+        }
+        if let Some(calendars) = self.calendars {
+            let mut errors = ValidationErrors::default();
+            switchboard_domain::calendar::check_calendars(&calendars, "/calendars", &mut errors);
+            errors.into_result()?;
+            tenant.calendars = calendars;
         }
         if let Some(given) = self.limits {
             let mut merged = match serde_json::to_value(&tenant.limits) {
@@ -129,7 +137,23 @@ impl ConfigService {
     /// the current ones and the result read as a whole, so that a change names only what changes.
     pub async fn update_tenant(&self, id: &TenantId, changes: TenantChanges) -> Result<Tenant, ConfigWriteError> {
         let mut tenant = self.config.get_tenant(id).await?.ok_or(ConfigWriteError::NotFound)?;
+        let before = tenant.calendars.clone();
         changes.apply(&mut tenant)?;
+        // A calendar a trigger names stays until no trigger names it.
+        let removed: Vec<&String> = before.keys().filter(|name| !tenant.calendars.contains_key(*name)).collect();
+        if !removed.is_empty() {
+            let mut errors = ValidationErrors::default();
+            for record in self.all_of(id, ConfigKind::Trigger).await? {
+                let ConfigRecord::Trigger(t) = record else { continue };
+                for (_, name) in t.conditions.calendar_refs() {
+                    if removed.contains(&&name) {
+                        let why = format!("trigger {} ({}) names it; change the trigger first", t.trigger_id, t.name);
+                        errors.push(format!("/calendars/{name}"), why);
+                    }
+                }
+            }
+            errors.into_result()?;
+        }
         if !self.admin.update_tenant(&tenant).await? {
             return Err(ConfigWriteError::NotFound);
         }
@@ -297,6 +321,15 @@ impl ConfigService {
             return Err(ValidationErrors::single("/eventType", why).into());
         }
         let mut errors = ValidationErrors::default();
+        if let ConfigRecord::Trigger(t) = record {
+            let refs = t.conditions.calendar_refs();
+            if !refs.is_empty() {
+                let calendars = self.config.get_tenant(tenant).await?.map(|t| t.calendars).unwrap_or_default();
+                for (pointer, name) in refs.into_iter().filter(|(_, name)| !calendars.contains_key(name)) {
+                    errors.push(format!("/conditions{pointer}"), format!("no calendar '{name}' in this tenant"));
+                }
+            }
+        }
         for (pointer, kind, id) in references(record) {
             let in_set = pending.iter().any(|p| p.kind() == kind && p.tenant_id() == tenant && p.id() == id);
             if !in_set && self.admin.get_config(tenant, kind, &id).await?.is_none() {
@@ -417,7 +450,8 @@ pub async fn test_triggers(
             slot.insert(agent.is_some_and(|a| a.status == AgentStatus::Active));
         }
     }
-    Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, now, |agent| {
+    let calendars = config.get_tenant(tenant).await?.map(|t| t.calendars).unwrap_or_default();
+    Ok(switchboard_domain::trigger::test_triggers(&active, event_type, detail, now, &calendars, |agent| {
         agents.get(agent).copied().unwrap_or(false)
     }))
 }

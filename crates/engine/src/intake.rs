@@ -237,7 +237,7 @@ impl Intake {
         let triggers = self.config.active_triggers(&d.tenant_id, event_type).await?;
         let index = self.indexes.get(&d.tenant_id, event_type, &triggers);
         let (mut from, now) = (0, self.clock.now());
-        while let Some((position, trigger)) = index.first_match_at(&event.raw_detail, from, now) {
+        while let Some((position, trigger)) = index.first_match_in(&event.raw_detail, from, now, &tenant.calendars) {
             from = position + 1;
             match crate::config::trigger_agent(self.config.as_ref(), trigger, &d.conversation_id).await? {
                 Some((agent, variant)) => {
@@ -440,6 +440,7 @@ mod tests {
                 created_at: chrono::DateTime::UNIX_EPOCH,
                 limits: Default::default(),
                 recording: Default::default(),
+                calendars: Default::default(),
             }))
         }
         async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {

@@ -424,6 +424,74 @@ async fn an_edited_message_is_answered_only_by_a_trigger_for_edits_once_per_text
 }
 
 #[tokio::test]
+async fn a_tenants_business_hours_calendar_routes_by_its_hours_and_holidays_and_stays_while_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let api = Api::new(&server, &create_tenant(&server, "acme"));
+    let agent = |name: &'static str| {
+        let api = &api;
+        async move { api.post("/tenants/acme/agents", agent_body(name)).await.body["agentId"].as_str().unwrap().to_owned() }
+    };
+    let (desk, night) = (agent("Desk").await, agent("Night").await);
+    // given two calendars: one open round the clock, one closed for three days around today
+    // (holidays, whatever the hour the test runs at)
+    let today = chrono::Utc::now().date_naive();
+    let days = [today.pred_opt().unwrap(), today, today.succ_opt().unwrap()].map(|d| json!({ "date": d.to_string() }));
+    let week: serde_json::Map<String, Value> = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
+        .iter()
+        .map(|d| (d.to_string(), json!(["00:00-24:00"])))
+        .collect();
+    let calendars = json!({
+        "always": { "timeZone": "Pacific/Auckland", "hours": week },
+        "closed": { "timeZone": "America/New_York", "hours": week, "holidays": days },
+        "spare": { "timeZone": "UTC" },
+    });
+    let set = api.call(Method::PATCH, "/tenants/acme", Some(json!({ "calendars": calendars })), &[]).await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert_eq!(
+        api.get("/tenants/acme").await.body["calendars"]["closed"]["holidays"][1]["date"],
+        json!(today.to_string())
+    );
+    // a bad calendar is refused at its field, and nothing changes
+    let bad = json!({ "calendars": { "x": { "timeZone": "Mars/Base", "hours": { "MON": ["18:00-09:00"] } } } });
+    let refused = api.call(Method::PATCH, "/tenants/acme", Some(bad), &[]).await;
+    assert_eq!(pointers(&refused), ["/calendars/x/timeZone", "/calendars/x/hours/MON/0"]);
+    assert!(api.get("/tenants/acme").await.body["calendars"]["always"].is_object());
+    // a trigger may name only a calendar the tenant has
+    let after_hours = |calendar: &str| {
+        json!({ "name": "after hours", "agentId": night, "eventType": "message.new", "priority": 1,
+                "conditions": { "all": [{ "time": { "calendar": calendar, "outside": true } }] } })
+    };
+    let unknown = api.post("/tenants/acme/triggers", after_hours("weekend")).await;
+    assert_eq!(pointers(&unknown), ["/conditions/all/0/time/calendar"]);
+    assert_eq!(api.post("/tenants/acme/triggers", after_hours("closed")).await.status, 201);
+    let open_hours = json!({ "name": "desk", "agentId": desk, "eventType": "message.new", "priority": 2,
+        "conditions": { "time": { "calendar": "always" } } });
+    assert_eq!(api.post("/tenants/acme/triggers", open_hours).await.status, 201);
+    // when a message comes in while "closed" is closed: the after-hours agent answers it
+    let event = json!({ "id": "e-1", "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": "c-1", "messageId": "m-1", "channel": {},
+                    "conversation": {}, "message": { "direction": "inbound", "text": "Anyone there?" } } });
+    let routed = api.post("/events?wait=30", event.clone()).await;
+    assert_eq!(routed.body["execution"]["agentId"], json!(night), "{}", routed.body);
+    // and the tester says why: closed, for a holiday, at the local time it judged
+    let tested = api.post("/tenants/acme/triggers/test", json!({ "detail": event["detail"] })).await;
+    let node = &tested.body["triggers"][0]["conditions"]["all"][0];
+    assert_eq!((&node["held"], &node["open"]), (&json!(true), &json!(false)), "{}", tested.body);
+    assert!(node["holiday"].as_str().is_some_and(|h| h.len() == 10) && node["localTime"].is_string(), "{node}");
+    assert_eq!(tested.body["triggers"][1]["conditions"]["open"], json!(true));
+    // a calendar a trigger names is not removed; one no trigger names is
+    let only_always = json!({ "calendars": { "always": calendars["always"] } });
+    let in_use = api.call(Method::PATCH, "/tenants/acme", Some(only_always), &[]).await;
+    assert_eq!(pointers(&in_use), ["/calendars/closed"]);
+    assert!(in_use.body["errors"][0]["detail"].as_str().unwrap().contains("after hours"), "{}", in_use.body);
+    let unused = json!({ "calendars": { "always": calendars["always"], "closed": calendars["closed"] } });
+    assert_eq!(api.call(Method::PATCH, "/tenants/acme", Some(unused), &[]).await.status, 200);
+    let kept = api.get("/tenants/acme").await.body["calendars"].clone();
+    assert_eq!(kept.as_object().unwrap().keys().collect::<Vec<_>>(), ["always", "closed"], "spare is gone");
+}
+
+#[tokio::test]
 async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--rate-limit", "3"]);

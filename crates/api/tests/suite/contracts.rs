@@ -660,6 +660,16 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.get("/tenants/beta").await.str("/status"), "active");
     let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(json!({ "name": "Beta Inc" })), &[]).await;
     assert_eq!(r.str("/name"), "Beta Inc");
+    let hours = json!({ "calendars": { "support": { "timeZone": "Europe/Paris",
+        "hours": { "MON": ["09:00-12:30", "13:30-18:00"], "SAT": ["10:00-14:00"] },
+        "holidays": [{ "date": "2026-12-25", "name": "Christmas" }] } } });
+    let r = api.call(Method::PATCH, "/tenants/beta", Body::Json(hours), &[]).await;
+    assert_eq!(r.str("/calendars/support/holidays/0/name"), "Christmas", "{}", r.body);
+    let bad = json!({ "calendars": { "support": { "timeZone": "Europe/Paris", "hours": { "MON": ["9-5"] } } } });
+    assert_eq!(
+        api.call(Method::PATCH, "/tenants/beta", Body::Json(bad), &[]).await.pointers(),
+        ["/calendars/support/hours/MON/0"]
+    );
     // -- its API keys: issued, listed, rotated, revoked ----------------------------------------------
     let r = api.post("/tenants/beta/keys", json!({ "principal": "beta-owner", "role": "owner" })).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);

@@ -71,8 +71,16 @@ impl ConfigAdmin for DynamoStore {
             .update_item()
             .table_name(&self.names.config_table)
             .set_key(Some(key(tenant_pk(&tenant.tenant_id), "TENANT".into())))
-            .update_expression("SET #name = :name, #status = :status, #limits = :limits, #recording = :recording")
+            .update_expression(
+                "SET #name = :name, #status = :status, #limits = :limits, #recording = :recording, \
+                 #calendars = :calendars",
+            )
             .condition_expression("attribute_exists(PK)")
+            .expression_attribute_names("#calendars", "calendars")
+            .expression_attribute_values(
+                ":calendars",
+                s(serde_json::to_string(&tenant.calendars).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+            )
             .expression_attribute_names("#name", "name")
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#limits", "limits")
@@ -308,6 +316,13 @@ impl ConfigStore for DynamoStore {
                     .and_then(|v| v.as_s().ok())
                     .and_then(|r| switchboard_domain::Recording::parse(r))
                     .unwrap_or_default(),
+                // JSON, absent until set.
+                calendars: match item.get("calendars").and_then(|v| v.as_s().ok()) {
+                    Some(json) => {
+                        serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("tenant calendars: {e}")))?
+                    }
+                    None => Default::default(),
+                },
             })
         })
         .transpose()

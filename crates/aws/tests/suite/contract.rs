@@ -760,7 +760,17 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
         ..stored.clone()
     };
     assert!(x.config_admin.update_tenant(&changed).await.unwrap());
-    assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(changed));
+    assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(changed.clone()));
+    // its business-hours calendars read back as written, and can be removed again
+    let calendars: switchboard_domain::calendar::Calendars = serde_json::from_value(json!({ "support": {
+        "timeZone": "Europe/Paris", "hours": { "MON": ["09:00-12:30", "13:30-18:00"] },
+        "holidays": [{ "date": "2026-12-25", "name": "Christmas" }] } }))
+    .unwrap();
+    let with_calendars = Tenant { calendars, ..changed.clone() };
+    assert!(x.config_admin.update_tenant(&with_calendars).await.unwrap());
+    assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(with_calendars));
+    assert!(x.config_admin.update_tenant(&changed).await.unwrap());
+    assert_eq!(x.config.get_tenant(&a).await.unwrap().unwrap().calendars, Default::default());
     // the other tenant is untouched, and a tenant that does not exist is not created by an update
     assert_eq!(x.config.get_tenant(&b).await.unwrap().unwrap().status, TenantStatus::Active);
     let ghost = Tenant { tenant_id: tenant("t-ghost"), ..stored };

@@ -148,6 +148,7 @@ fn from_bundle(path: &Path) -> anyhow::Result<Config> {
         created_at: chrono::Utc::now(),
         limits: bundle.limits.clone().unwrap_or_default(),
         recording: switchboard_domain::Recording::Off,
+        calendars: Default::default(),
     };
     Ok((tenant, bundle.agents, bundle.tools, bundle.skills))
 }

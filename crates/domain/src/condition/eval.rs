@@ -11,6 +11,25 @@ use super::tree::{Bound, Leaf, Node, OrderOp, Test, resolve};
 /// judges time conditions (the agent-executor reads triggers, never routes) does not link it.
 pub(super) trait Moment: Copy {
     fn instant(self) -> Option<jiff::Timestamp>;
+    /// The tenant's calendars a time condition may name (none: such a condition does not hold).
+    fn calendars(&self) -> Option<&crate::calendar::Calendars> {
+        None
+    }
+}
+
+/// An instant with the tenant's calendars.
+#[derive(Clone, Copy)]
+pub(super) struct InCalendars<'a>(pub(super) jiff::Timestamp, pub(super) &'a crate::calendar::Calendars);
+
+impl Moment for InCalendars<'_> {
+    #[inline(always)]
+    fn instant(self) -> Option<jiff::Timestamp> {
+        Some(self.0)
+    }
+
+    fn calendars(&self) -> Option<&crate::calendar::Calendars> {
+        Some(self.1)
+    }
 }
 
 impl Moment for () {
@@ -37,7 +56,7 @@ impl Node {
                     && group.any.as_ref().is_none_or(|any| any.iter().any(|node| node.matches(detail, now)))
             }
             Node::Leaf(leaf) => leaf.matches(detail),
-            Node::Time(window) => now.instant().is_some_and(|now| window.holds(now)),
+            Node::Time(window) => now.instant().is_some_and(|at| window.holds(at, now.calendars())),
         }
     }
 }

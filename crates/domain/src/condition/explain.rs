@@ -33,9 +33,19 @@ impl Node {
             Node::Time(window) => {
                 let mut out = raw.as_object().cloned().unwrap_or_default();
                 out.insert("held".into(), json!(held));
-                match now.instant().and_then(|now| window.seen(now)) {
-                    Some(seen) => out.insert("localTime".into(), json!(seen.local)),
-                    None => out.insert("missing".into(), json!(true)),
+                match now.instant().and_then(|at| window.seen(at, now.calendars())) {
+                    Some(seen) => {
+                        out.insert("localTime".into(), json!(seen.local));
+                        if let Some(open) = seen.open {
+                            out.insert("open".into(), json!(open));
+                        }
+                        if let Some(holiday) = seen.holiday {
+                            out.insert("holiday".into(), json!(holiday));
+                        }
+                    }
+                    None => {
+                        out.insert("missing".into(), json!(true));
+                    }
                 };
                 Value::Object(out)
             }
@@ -62,6 +72,40 @@ mod tests {
 
     fn explain(conditions: Value, detail: Value) -> Value {
         Conditions::parse(&conditions).unwrap().explain(&detail)
+    }
+
+    #[test]
+    fn a_condition_on_a_tenant_calendar_holds_by_its_hours_and_holidays_and_says_why() {
+        let calendars: crate::calendar::Calendars = serde_json::from_value(json!({ "support": {
+            "timeZone": "Europe/Paris", "hours": { "FRI": ["09:00-17:00"] },
+            "holidays": [{ "date": "2026-12-25", "name": "Christmas" }] } }))
+        .unwrap();
+        let after_hours =
+            Conditions::parse(&json!({ "all": [{ "time": { "calendar": "support", "outside": true } }] })).unwrap();
+        let at = |t: &str| t.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        let detail = json!({});
+        // Friday 2026-12-18 10:00 in Paris is open; the evening is outside; Christmas is closed all day
+        assert!(!after_hours.matches_in(&detail, at("2026-12-18T09:00:00Z"), &calendars));
+        assert!(after_hours.matches_in(&detail, at("2026-12-18T17:30:00Z"), &calendars));
+        assert!(after_hours.matches_in(&detail, at("2026-12-25T09:00:00Z"), &calendars));
+        let why = after_hours.explain_in(&detail, at("2026-12-25T09:00:00Z"), &calendars);
+        let node = &why["all"][0];
+        assert_eq!(
+            (&node["held"], &node["open"], &node["holiday"]),
+            (&json!(true), &json!(false), &json!("Christmas"))
+        );
+        assert_eq!(node["localTime"], "2026-12-25T10:00:00+01:00 Fri");
+        // a calendar the tenant does not have never holds, and is explained as missing
+        let empty = crate::calendar::Calendars::new();
+        assert!(!after_hours.matches_in(&detail, at("2026-12-18T17:30:00Z"), &empty));
+        assert_eq!(after_hours.explain_in(&detail, at("2026-12-18T17:30:00Z"), &empty)["all"][0]["missing"], true);
+        assert!(!after_hours.matches_at(&detail, at("2026-12-18T17:30:00Z")), "no calendars at all");
+        assert_eq!(after_hours.calendar_refs(), [("/all/0/time/calendar".to_owned(), "support".to_owned())]);
+        // the calendar has the hours: nothing else goes beside it
+        let bad = Conditions::parse(&json!({ "time": { "calendar": "support", "timeZone": "UTC" } })).unwrap_err();
+        assert_eq!(bad.pointer, "/time/timeZone");
+        let unnamed = Conditions::parse(&json!({ "time": { "calendar": "" } })).unwrap_err();
+        assert_eq!(unnamed.pointer, "/time/calendar");
     }
 
     /// One leaf per operator, each against a detail that makes it hold and one that does not:

@@ -60,7 +60,7 @@
 mod eval;
 mod explain;
 mod parse;
-mod time;
+pub(crate) mod time;
 mod tree;
 
 use serde::de::Error as _;
@@ -100,6 +100,42 @@ impl Conditions {
             Some(now) => self.root.matches(detail, now),
             None => self.root.matches(detail, ()),
         }
+    }
+
+    /// [`matches_at`](Self::matches_at) with the tenant's `calendars`, which time conditions
+    /// may name (`{"time": {"calendar": …}}`; one it does not have never holds).
+    pub fn matches_in(
+        &self,
+        detail: &Value,
+        now: chrono::DateTime<chrono::Utc>,
+        calendars: &crate::calendar::Calendars,
+    ) -> bool {
+        match moment(now) {
+            Some(now) => self.root.matches(detail, eval::InCalendars(now, calendars)),
+            None => self.root.matches(detail, ()),
+        }
+    }
+
+    /// [`explain_at`](Self::explain_at) with the tenant's `calendars`: a calendar's condition
+    /// says whether it was `open` and the `holiday` that closed it.
+    pub fn explain_in(
+        &self,
+        detail: &Value,
+        now: chrono::DateTime<chrono::Utc>,
+        calendars: &crate::calendar::Calendars,
+    ) -> Value {
+        match moment(now) {
+            Some(now) => self.root.explain(&self.raw, detail, eval::InCalendars(now, calendars)),
+            None => self.root.explain(&self.raw, detail, ()),
+        }
+    }
+
+    /// The tenant calendars its time conditions name: `(pointer, name)`, for a write to check
+    /// that the tenant has them.
+    pub fn calendar_refs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        self.root.calendar_refs(&mut out);
+        out
     }
 
     /// Evaluates against the event detail alone, at no moment: a time condition does not hold.

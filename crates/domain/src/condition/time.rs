@@ -25,8 +25,10 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value};
 
-const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+pub(crate) const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 const KEYS: [&str; 6] = ["timeZone", "weekdays", "from", "to", "dates", "outside"];
+/// The keys of a time condition that names a tenant's calendar instead of its own window.
+const CALENDAR_KEYS: [&str; 2] = ["calendar", "outside"];
 
 /// A compiled `time` node. Its zone is looked up when first judged, not when parsed: reading a
 /// stored trigger (what every function does) needs no tz database, only judging and checking it
@@ -44,12 +46,18 @@ pub(super) struct TimeWindow {
     to: Option<u16>,
     dates: (Option<Date>, Option<Date>),
     outside: bool,
+    /// The tenant's calendar (`crate::calendar`) this condition names, when it names one
+    /// instead of a window of its own (then the fields above are unused).
+    calendar: Option<Box<str>>,
 }
 
-/// What a time node saw at a moment: its local time and whether the window holds there.
+/// What a time node saw at a moment: its local time and whether the window holds there (and,
+/// for a calendar, whether it was open and the holiday that closed it).
 pub(super) struct Seen {
     pub(super) local: String,
     pub(super) held: bool,
+    pub(super) open: Option<bool>,
+    pub(super) holiday: Option<String>,
 }
 
 impl TimeWindow {
@@ -59,6 +67,9 @@ impl TimeWindow {
         let Value::Object(map) = value else {
             return Err((String::new(), "\"time\" must be an object with a \"timeZone\"".into()));
         };
+        if map.contains_key("calendar") {
+            return Self::parse_calendar(map, pointer);
+        }
         if let Some(key) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err((
                 key.clone(),
@@ -107,7 +118,44 @@ impl TimeWindow {
             Some(_) => return Err(("outside".into(), "must be true or false".into())),
         };
         let pointer = format!("{pointer}/time/timeZone").into();
-        Ok(Self { zone, tz: OnceLock::new(), pointer, weekdays, from, to, dates, outside })
+        Ok(Self { zone, tz: OnceLock::new(), pointer, weekdays, from, to, dates, outside, calendar: None })
+    }
+
+    /// `{"calendar": name, "outside"?}`: the tenant's calendar, open (or, `outside`, closed).
+    fn parse_calendar(map: &Map<String, Value>, pointer: &str) -> Result<Self, (String, String)> {
+        if let Some(key) = map.keys().find(|k| !CALENDAR_KEYS.contains(&k.as_str())) {
+            return Err((
+                key.clone(),
+                format!(
+                    "{key:?} is not allowed beside \"calendar\": the calendar has the hours (only \"outside\" goes with it)"
+                ),
+            ));
+        }
+        let name = match map.get("calendar") {
+            Some(Value::String(n)) if (1..=32).contains(&n.len()) => n.as_str(),
+            _ => return Err(("calendar".into(), "must be the name of one of the tenant's calendars".into())),
+        };
+        let outside = match map.get("outside") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(("outside".into(), "must be true or false".into())),
+        };
+        Ok(Self {
+            zone: "".into(),
+            tz: OnceLock::new(),
+            pointer: format!("{pointer}/time/calendar").into(),
+            weekdays: 0x7f,
+            from: None,
+            to: None,
+            dates: (None, None),
+            outside,
+            calendar: Some(name.into()),
+        })
+    }
+
+    /// The tenant calendar this condition names, if it names one.
+    pub(super) fn calendar(&self) -> Option<&str> {
+        self.calendar.as_deref()
     }
 
     fn tz(&self) -> Option<&TimeZone> {
@@ -116,6 +164,9 @@ impl TimeWindow {
 
     /// Why the zone cannot be used, when it cannot: what a write refuses.
     pub(super) fn zone_fault(&self) -> Option<String> {
+        if self.calendar.is_some() {
+            return None;
+        }
         match self.tz() {
             None => Some(format!("unknown time zone {:?}", self.zone)),
             // found in another case: asked for as the tz database names it, as schedules are
@@ -123,12 +174,18 @@ impl TimeWindow {
         }
     }
 
-    /// Whether the window holds at `now` (never, in a zone this host does not know).
-    pub(super) fn holds(&self, now: jiff::Timestamp) -> bool {
-        self.seen(now).is_some_and(|s| s.held)
+    /// Whether the window holds at `now` (never, in a zone this host does not know, or for a
+    /// calendar that `calendars` does not have).
+    pub(super) fn holds(&self, now: jiff::Timestamp, calendars: Option<&crate::calendar::Calendars>) -> bool {
+        self.seen(now, calendars).is_some_and(|s| s.held)
     }
 
-    pub(super) fn seen(&self, now: jiff::Timestamp) -> Option<Seen> {
+    pub(super) fn seen(&self, now: jiff::Timestamp, calendars: Option<&crate::calendar::Calendars>) -> Option<Seen> {
+        if let Some(name) = &self.calendar {
+            let opening = calendars?.get(&**name)?.opening(now)?;
+            let held = opening.open != self.outside;
+            return Some(Seen { local: opening.local, held, open: Some(opening.open), holiday: opening.holiday });
+        }
         let zoned = now.to_zoned(self.tz()?.clone());
         let (date, time) = (zoned.date(), zoned.time());
         let minute = u16::try_from(i32::from(time.hour()) * 60 + i32::from(time.minute())).unwrap_or(0);
@@ -148,23 +205,28 @@ impl TimeWindow {
         let on_day = self.weekdays & (1 << day.weekday().to_sunday_zero_offset()) != 0;
         let in_dates = self.dates.0.is_none_or(|a| day >= a) && self.dates.1.is_none_or(|b| day <= b);
         let inside = in_hours && on_day && in_dates;
-        // Written out by hand: jiff's formatter would add some 60 KB to every function.
-        let offset = zoned.offset().seconds();
-        let (sign, offset) = if offset < 0 { ('-', -offset) } else { ('+', offset) };
-        let local = format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02} {}",
-            date.year(),
-            date.month(),
-            date.day(),
-            time.hour(),
-            time.minute(),
-            time.second(),
-            offset / 3600,
-            offset % 3600 / 60,
-            title(WEEKDAYS[usize::from(date.weekday().to_sunday_zero_offset().unsigned_abs())]),
-        );
-        Some(Seen { local, held: inside != self.outside })
+        Some(Seen { local: local_text(&zoned), held: inside != self.outside, open: None, holiday: None })
     }
+}
+
+/// A zoned time as the tester shows it: `2026-12-31T23:30:00+01:00 Thu`. Written out by hand:
+/// jiff's formatter would add some 60 KB to every function.
+pub(crate) fn local_text(zoned: &jiff::Zoned) -> String {
+    let (date, time) = (zoned.date(), zoned.time());
+    let offset = zoned.offset().seconds();
+    let (sign, offset) = if offset < 0 { ('-', -offset) } else { ('+', offset) };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02} {}",
+        date.year(),
+        date.month(),
+        date.day(),
+        time.hour(),
+        time.minute(),
+        time.second(),
+        offset / 3600,
+        offset % 3600 / 60,
+        title(WEEKDAYS[usize::from(date.weekday().to_sunday_zero_offset().unsigned_abs())]),
+    )
 }
 
 fn optional<T>(
@@ -196,7 +258,7 @@ fn weekdays(v: &Value) -> Result<u8, String> {
 }
 
 /// `HH:MM`, 00:00 to 23:59 (and 24:00 as the end of the day).
-fn clock_time(s: &str) -> Result<u16, String> {
+pub(crate) fn clock_time(s: &str) -> Result<u16, String> {
     let bad = || format!("{s:?} is not a time of day HH:MM (00:00 to 24:00)");
     let (h, m) = s.split_once(':').ok_or_else(bad)?;
     if h.len() != 2 || m.len() != 2 || !h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit()) {
@@ -211,7 +273,7 @@ fn clock_time(s: &str) -> Result<u16, String> {
 }
 
 /// `YYYY-MM-DD`, a day the calendar has (parsed by hand, as [`clock_time`]).
-fn date(s: &str) -> Result<Date, String> {
+pub(crate) fn date(s: &str) -> Result<Date, String> {
     let bad = || format!("{s:?} is not a date YYYY-MM-DD");
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| {
@@ -248,6 +310,12 @@ mod tests {
         TimeWindow::parse(&v, "").unwrap()
     }
 
+    impl TimeWindow {
+        fn holds_at(&self, now: jiff::Timestamp) -> bool {
+            self.holds(now, None)
+        }
+    }
+
     #[test]
     fn business_hours_follow_the_wall_clock_across_summer_time_in_two_zones() {
         let hours = |tz: &str| {
@@ -258,37 +326,37 @@ mod tests {
         let (paris, new_york) = (hours("Europe/Paris"), hours("America/New_York"));
         // New York moves on 2027-03-14, Paris on 2027-03-28: 13:30Z is 08:30 in New York the week
         // before and 09:30 the week after; 07:30Z is 08:30 in Paris before, 09:30 after
-        assert!(!new_york.holds(at("2027-03-08T13:30:00Z")));
-        assert!(new_york.holds(at("2027-03-15T13:30:00Z")));
-        assert!(!paris.holds(at("2027-03-22T07:30:00Z")));
-        assert!(paris.holds(at("2027-03-29T07:30:00Z")));
+        assert!(!new_york.holds_at(at("2027-03-08T13:30:00Z")));
+        assert!(new_york.holds_at(at("2027-03-15T13:30:00Z")));
+        assert!(!paris.holds_at(at("2027-03-22T07:30:00Z")));
+        assert!(paris.holds_at(at("2027-03-29T07:30:00Z")));
         // between the two changes the offset between them is an hour less than usual
-        assert!(paris.holds(at("2027-03-22T15:59:00Z")) && !paris.holds(at("2027-03-22T16:00:00Z")));
-        assert!(new_york.holds(at("2027-03-22T20:59:00Z")) && !new_york.holds(at("2027-03-22T21:00:00Z")));
+        assert!(paris.holds_at(at("2027-03-22T15:59:00Z")) && !paris.holds_at(at("2027-03-22T16:00:00Z")));
+        assert!(new_york.holds_at(at("2027-03-22T20:59:00Z")) && !new_york.holds_at(at("2027-03-22T21:00:00Z")));
         // and back in autumn (Paris 2027-10-31, New York 2027-11-07)
-        assert!(paris.holds(at("2027-11-01T08:00:00Z")) && !paris.holds(at("2027-10-29T06:30:00Z")));
-        assert!(new_york.holds(at("2027-11-08T14:00:00Z")) && !new_york.holds(at("2027-11-05T12:30:00Z")));
+        assert!(paris.holds_at(at("2027-11-01T08:00:00Z")) && !paris.holds_at(at("2027-10-29T06:30:00Z")));
+        assert!(new_york.holds_at(at("2027-11-08T14:00:00Z")) && !new_york.holds_at(at("2027-11-05T12:30:00Z")));
         // weekends are outside
-        assert!(!paris.holds(at("2027-03-27T10:00:00Z")));
+        assert!(!paris.holds_at(at("2027-03-27T10:00:00Z")));
     }
 
     #[test]
     fn outside_inverts_a_window_that_crosses_midnight_counts_from_its_start_and_dates_are_local() {
         let nights = window(json!({ "timeZone": "Europe/Paris", "weekdays": ["FRI"], "from": "22:00", "to": "06:00" }));
-        assert!(nights.holds(at("2027-01-08T21:30:00Z")), "Friday 22:30");
-        assert!(nights.holds(at("2027-01-09T04:00:00Z")), "Saturday 05:00 is Friday night");
-        assert!(!nights.holds(at("2027-01-09T21:30:00Z")), "Saturday 22:30");
-        assert!(!nights.holds(at("2027-01-08T04:00:00Z")), "Friday 05:00 is Thursday night");
+        assert!(nights.holds_at(at("2027-01-08T21:30:00Z")), "Friday 22:30");
+        assert!(nights.holds_at(at("2027-01-09T04:00:00Z")), "Saturday 05:00 is Friday night");
+        assert!(!nights.holds_at(at("2027-01-09T21:30:00Z")), "Saturday 22:30");
+        assert!(!nights.holds_at(at("2027-01-08T04:00:00Z")), "Friday 05:00 is Thursday night");
         let closed = window(json!({ "timeZone": "Europe/Paris", "from": "09:00", "to": "18:00", "outside": true }));
-        assert!(closed.holds(at("2027-01-08T19:00:00Z")) && !closed.holds(at("2027-01-08T10:00:00Z")));
+        assert!(closed.holds_at(at("2027-01-08T19:00:00Z")) && !closed.holds_at(at("2027-01-08T10:00:00Z")));
         // a holiday range in local dates: 2026-12-31 23:30 in Paris is 22:30Z
         let holidays =
             window(json!({ "timeZone": "Europe/Paris", "dates": { "from": "2026-12-24", "to": "2026-12-31" } }));
-        assert!(holidays.holds(at("2026-12-31T22:30:00Z")) && !holidays.holds(at("2026-12-31T23:30:00Z")));
-        assert!(!holidays.holds(at("2026-12-23T22:59:00Z")) && holidays.holds(at("2026-12-23T23:00:00Z")));
-        let seen = holidays.seen(at("2026-12-31T22:30:00Z")).unwrap();
+        assert!(holidays.holds_at(at("2026-12-31T22:30:00Z")) && !holidays.holds_at(at("2026-12-31T23:30:00Z")));
+        assert!(!holidays.holds_at(at("2026-12-23T22:59:00Z")) && holidays.holds_at(at("2026-12-23T23:00:00Z")));
+        let seen = holidays.seen(at("2026-12-31T22:30:00Z"), None).unwrap();
         assert_eq!(seen.local, "2026-12-31T23:30:00+01:00 Thu");
-        let west = window(json!({ "timeZone": "America/St_Johns" })).seen(at("2027-01-04T12:00:00Z")).unwrap();
+        let west = window(json!({ "timeZone": "America/St_Johns" })).seen(at("2027-01-04T12:00:00Z"), None).unwrap();
         assert_eq!(west.local, "2027-01-04T08:30:00-03:30 Mon");
     }
 
@@ -300,7 +368,7 @@ mod tests {
         // a zone is looked up when checked or judged, not when read
         let mars = window(json!({ "timeZone": "Mars/Olympus" }));
         assert_eq!(mars.zone_fault().as_deref(), Some("unknown time zone \"Mars/Olympus\""));
-        assert!(!mars.holds(at("2027-01-04T12:00:00Z")), "an unknown zone never holds");
+        assert!(!mars.holds_at(at("2027-01-04T12:00:00Z")), "an unknown zone never holds");
         assert_eq!(window(json!({ "timeZone": "Europe/Paris" })).zone_fault(), None);
         let lower = window(json!({ "timeZone": "europe/paris" }));
         assert_eq!(lower.zone_fault().as_deref(), Some("write the zone as \"Europe/Paris\""));

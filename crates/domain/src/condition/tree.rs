@@ -114,6 +114,20 @@ impl Node {
         }
     }
 
+    pub(super) fn calendar_refs(&self, out: &mut Vec<(String, String)>) {
+        match self {
+            Node::Leaf(_) => {}
+            Node::Time(window) => {
+                out.extend(window.calendar().map(|name| (window.pointer.to_string(), name.to_owned())));
+            }
+            Node::Group(group) => {
+                for node in group.all.iter().chain(group.any.iter().flatten()) {
+                    node.calendar_refs(out);
+                }
+            }
+        }
+    }
+
     pub(super) fn requirements(&self, out: &mut Vec<Requirement>) {
         match self {
             Node::Leaf(leaf) => out.extend(leaf.atom().map(Requirement::Atom)),

@@ -211,6 +211,18 @@ impl TriggerIndex {
         self.first(detail, from, |t| t.conditions.matches_at(detail, now))
     }
 
+    /// [`first_match_at`](Self::first_match_at) with the tenant's `calendars`, which time
+    /// conditions may name: what routing runs.
+    pub fn first_match_in(
+        &self,
+        detail: &Value,
+        from: usize,
+        now: chrono::DateTime<chrono::Utc>,
+        calendars: &crate::calendar::Calendars,
+    ) -> Option<(usize, &Trigger)> {
+        self.first(detail, from, |t| t.conditions.matches_in(detail, now, calendars))
+    }
+
     /// [`first_match_at`](Self::first_match_at) at no moment: no time condition holds.
     pub fn first_match(&self, detail: &Value, from: usize) -> Option<(usize, &Trigger)> {
         self.first(detail, from, |t| t.conditions.matches(detail))

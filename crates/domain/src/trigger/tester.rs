@@ -39,7 +39,7 @@ pub struct Considered {
     pub priority: i32,
     pub outcome: Outcome,
     /// Its conditions, each node with `held` and what the event holds there
-    /// ([`Conditions::explain_at`](crate::condition::Conditions::explain_at)).
+    /// ([`Conditions::explain_in`](crate::condition::Conditions::explain_in)).
     pub conditions: Value,
 }
 
@@ -58,12 +58,14 @@ pub enum Outcome {
 
 /// Tests `detail` (an event's `detail` object) of type `event_type` against `active`, the
 /// active triggers of that type in evaluation order (what a store hands routing), at the moment
-/// `now` (time conditions), with `agent_active` saying whether a trigger's agent may answer.
+/// `now` (time conditions, and the tenant's `calendars` they may name), with `agent_active`
+/// saying whether a trigger's agent may answer.
 pub fn test_triggers(
     active: &[Trigger],
     event_type: EventType,
     detail: &Value,
     now: chrono::DateTime<chrono::Utc>,
+    calendars: &crate::calendar::Calendars,
     agent_active: impl Fn(&AgentId) -> bool,
 ) -> TriggerTest {
     let conversation = detail["conversationId"].as_str().unwrap_or_default();
@@ -71,7 +73,7 @@ pub fn test_triggers(
     let triggers = active
         .iter()
         .map(|trigger| {
-            let conditions = trigger.conditions.explain_at(detail, now);
+            let conditions = trigger.conditions.explain_in(detail, now, calendars);
             let choice = trigger.choose(conversation);
             let answering = Some(choice)
                 .filter(|c| agent_active(&c.agent_id))

@@ -32,6 +32,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::API_KEY_GRANTS,
     store::SCHEDULES,
     store::SPLIT_ACTIVITY,
+    store::CALENDARS,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

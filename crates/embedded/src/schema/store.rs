@@ -370,3 +370,12 @@ CREATE TABLE IF NOT EXISTS variant_hourly (
     PRIMARY KEY (tenant_id, hour, trigger_id, variant, status)
 ) STRICT, WITHOUT ROWID;
 "#;
+
+/// Schema step 20: a tenant's business-hours calendars (JSON, the domain's `calendar`); no row
+/// until set. A table of its own, so that applying the step again is harmless.
+pub const CALENDARS: &str = r#"
+CREATE TABLE IF NOT EXISTS tenant_calendars (
+    tenant_id TEXT PRIMARY KEY,
+    calendars TEXT NOT NULL
+) STRICT;
+"#;

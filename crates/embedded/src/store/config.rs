@@ -34,20 +34,23 @@ impl ConfigStore for SqliteStore {
         }
         let generation = self.caches.generation();
         let t = tenant.to_string();
-        let row: Option<(String, String, String, Option<String>, Option<String>)> = self
+        type Row = (String, String, String, Option<String>, Option<String>, Option<String>);
+        let row: Option<Row> = self
             .db
             .call(move |c| {
                 Ok(c.prepare_cached(
-                    "SELECT name, status, created_at, limits, recording
-                       FROM tenants LEFT JOIN tenant_settings USING (tenant_id) WHERE tenant_id = ?1",
+                    "SELECT name, status, created_at, limits, recording, calendars
+                       FROM tenants LEFT JOIN tenant_settings USING (tenant_id)
+                                    LEFT JOIN tenant_calendars USING (tenant_id)
+                      WHERE tenant_id = ?1",
                 )?
-                .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
                 .optional()?)
             })
             .await
             .map_err(store_err)?;
         let found = row
-            .map(|(name, status, created, limits, recording)| {
+            .map(|(name, status, created, limits, recording, calendars)| {
                 Ok::<_, StoreError>(Tenant {
                     tenant_id: tenant.clone(),
                     name,
@@ -56,6 +59,7 @@ impl ConfigStore for SqliteStore {
                     limits: limits.as_deref().map(from_json).transpose()?.unwrap_or_default(),
                     // No value: a tenant from before the setting, which has the default.
                     recording: recording.as_deref().and_then(Recording::parse).unwrap_or_default(),
+                    calendars: calendars.as_deref().map(from_json).transpose()?.unwrap_or_default(),
                 })
             })
             .transpose()?;
@@ -148,6 +152,10 @@ impl ConfigAdmin for SqliteStore {
         let (t, name, status) = (tenant.tenant_id.to_string(), tenant.name.clone(), tenant.status.as_str());
         let limits = serde_json::to_string(&tenant.limits).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let recording = tenant.recording.as_str();
+        let calendars = match tenant.calendars.is_empty() {
+            true => None,
+            false => Some(serde_json::to_string(&tenant.calendars).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+        };
         let updated = self
             .db
             .call(move |c| {
@@ -162,6 +170,17 @@ impl ConfigAdmin for SqliteStore {
                              ON CONFLICT (tenant_id) DO UPDATE SET recording = excluded.recording",
                     )?
                     .execute(params![t, recording])?;
+                    match &calendars {
+                        Some(json) => tx
+                            .prepare_cached(
+                                "INSERT INTO tenant_calendars (tenant_id, calendars) VALUES (?1, ?2)
+                                 ON CONFLICT (tenant_id) DO UPDATE SET calendars = excluded.calendars",
+                            )?
+                            .execute(params![t, json])?,
+                        None => tx
+                            .prepare_cached("DELETE FROM tenant_calendars WHERE tenant_id = ?1")?
+                            .execute(params![t])?,
+                    };
                 }
                 tx.commit()?;
                 Ok(updated)
@@ -187,6 +206,7 @@ impl ConfigAdmin for SqliteStore {
                     "executions",
                     "content",
                     "tenant_settings",
+                    "tenant_calendars",
                     "messages",
                     "events",
                     "usage_daily",

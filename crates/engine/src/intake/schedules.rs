@@ -104,7 +104,7 @@ impl Intake {
                 "expression": schedule.expression, "timeZone": schedule.time_zone,
             },
         });
-        if !trigger.conditions.matches_at(&detail, now) {
+        if !trigger.conditions.matches_in(&detail, now, &tenant.calendars) {
             return Ok(Outcome::Skipped("the trigger's conditions do not hold"));
         }
         let Some((agent, variant)) = crate::config::trigger_agent(self.config.as_ref(), trigger, &conversation).await?

@@ -70,7 +70,7 @@ pub(crate) async fn run(
         "tenantId": t, "conversationId": conversation_id, "input": body.input, "metadata": body.metadata,
         "manual": { "triggerId": trigger.trigger_id },
     });
-    if !trigger.conditions.matches_at(&detail, state.executor.deps().clock.now()) {
+    if !trigger.conditions.matches_in(&detail, state.executor.deps().clock.now(), &calendars(&state, &t).await?) {
         return Err(Problem::conflict(format!(
             "the conditions of trigger {} do not hold for this run; POST /tenants/{t}/triggers/test explains them",
             trigger.trigger_id
@@ -106,6 +106,11 @@ async fn manual_trigger(state: &ApiState, t: &TenantId, raw: &str) -> Result<Tri
         return Err(Problem::conflict(format!("trigger {id} is not active")));
     }
     Ok(trigger)
+}
+
+/// The tenant's business-hours calendars, which the trigger's time conditions may name.
+async fn calendars(state: &ApiState, t: &TenantId) -> Result<switchboard_domain::calendar::Calendars, Problem> {
+    Ok(state.config.get_tenant(t).await?.map(|tenant| tenant.calendars).unwrap_or_default())
 }
 
 /// The active agent the trigger answers `conversation` with (its split's variant, or its own
@@ -172,7 +177,8 @@ pub(crate) async fn deliver(
         "tenantId": t, "conversationId": conversation_id,
         "webhook": { "triggerId": trigger.trigger_id, "id": id, "body": payload },
     });
-    if !trigger.conditions.matches_at(&detail, state.executor.deps().clock.now()) {
+    let calendars = calendars(&state, &trigger.tenant_id).await?;
+    if !trigger.conditions.matches_in(&detail, state.executor.deps().clock.now(), &calendars) {
         // Answered 2xx: a sender retries anything else, and the body will not change.
         tracing::info!(tenant = %t, trigger_id = %trigger.trigger_id, "webhook delivery ignored: conditions do not hold");
         return Ok((
