@@ -7,7 +7,7 @@
 //! waits for approval is approved from the inbox with an edited order number. A builder makes an
 //! agent and a trigger in the forms (a refusal shown at its field), tests the trigger, edits the
 //! prompt and rolls it back (the next conversations answered by each prompt in turn), and reads
-//! the session monitor, every control labelled and reachable by keyboard. Screenshots of each screen
+//! the session monitor and runs a manual trigger, every control labelled and reachable by keyboard. Screenshots of each screen
 //! are written to `target/console-screenshots/` (look at them after a change to the page).
 //!
 //! `scripts/test.sh` installs chromium and chromium-driver; only when it cannot does it set
@@ -693,6 +693,22 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
     b.click("#tool-form button[type=submit]").await;
     b.wait_text("#tool-form .field-error", "is not JSON").await;
     every_control_is_labelled_and_reachable(&b, "tool").await;
+
+    // a manual trigger is run from its page, and the agent's answer is shown
+    let manual = api
+        .post("/tenants/acme/triggers", json!({ "name": "By hand", "agentId": agent_id, "eventType": "manual" }))
+        .await;
+    assert_eq!(manual.status, 201, "{:?}", manual.body);
+    b.go(&format!("{}/console/#/trigger/{}", server.base, manual.body["triggerId"].as_str().unwrap())).await;
+    b.wait_text("h1", "Trigger By hand").await;
+    b.type_into("#run-input", "Where is my order?").await;
+    b.type_into("#run-conversation", "c-run").await;
+    b.click("#run-form button[type=submit]").await;
+    b.wait_text("#run-status", "success").await;
+    assert_eq!(b.text("#run-replies").await, "answered by prompt one");
+    let ran = admin.get("/tenants/acme/conversations/c-run/sessions").await;
+    assert_eq!(ran.body["sessions"].as_array().map(Vec::len), Some(1), "{:?}", ran.body);
+    every_control_is_labelled_and_reachable(&b, "manual trigger").await;
     b.close().await;
 }
 

@@ -404,6 +404,42 @@ function splitEditor(variants, agents) {
   return box;
 }
 
+/** A manual trigger's run, beside its form: the input (and a conversation to run it on), and
+ *  what came of it. Needs a role that may start agents (`invoke`). */
+function runner(trigger) {
+  const input = area("", 3);
+  const conversation = text("");
+  const out = h.el("div", { id: "run-result", "aria-live": "polite" });
+  const run = async (ev) => {
+    ev.preventDefault();
+    const body = { input: input.value };
+    if (conversation.value.trim()) body.conversationId = conversation.value.trim();
+    const button = ev.target.querySelector("button");
+    button.disabled = true;
+    try {
+      const x = await h.api("POST", `${base("triggers")}/${trigger.triggerId}/run`, body);
+      const replies = (x.actions || []).filter((a) => a.type === "reply").map((a) => a.text);
+      out.replaceChildren(
+        h.el("p", { id: "run-status" }, x.executionId
+          ? ["Ran: ", h.el("span", { class: `pill ${x.status}` }, x.status), " · ", h.el("a", { href: `#/execution/${x.executionId}` }, "the execution")]
+          : `Queued: ${x.sourceId || "it runs shortly"}.`),
+        replies.length ? h.el("ul", { class: "messages", id: "run-replies" }, replies.map((r) => h.el("li", { class: "agent" }, r))) : null);
+      h.say("The trigger ran.");
+    } catch (e) {
+      h.say(e.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  };
+  return h.el("section", { class: "card", "aria-labelledby": "run-h" }, h.el("h2", { id: "run-h" }, "Run it"),
+    h.el("p", { class: "muted" }, "Starts the trigger's agent with this input, as POST …/run does: limits and conditions apply."),
+    h.el("form", { class: "stack", id: "run-form", onsubmit: run },
+      field("run-input", "Input", input, "/input"),
+      field("run-conversation", "Conversation id (empty: a new one)", conversation, "/conversationId"),
+      h.el("div", {}, h.el("button", { type: "submit" }, "Run"))),
+    out);
+}
+
 /** The tester beside the form: which saved trigger answers a message, and why each did not. */
 function tester() {
   const message = text("Where is my order?");
@@ -505,7 +541,10 @@ export async function trigger(id) {
     h.el("p", {}, h.el("a", { href: "#/triggers" }, "All triggers"), record ? [" · ", h.el("code", { class: "muted" }, record.triggerId), ` · version ${record.version}`] : null),
     h.el("div", { class: "grid" },
       h.el("section", { class: "card", "aria-label": "Trigger settings" }, form),
-      h.el("div", {}, tester(), record ? await versions("triggers", record.triggerId, record.version, () => trigger(record.triggerId)) : null)));
+      h.el("div", {},
+        record && record.eventType === "manual" && (h.auth().groups || []).includes("invoke") ? runner(record) : null,
+        tester(),
+        record ? await versions("triggers", record.triggerId, record.version, () => trigger(record.triggerId)) : null)));
 }
 
 // ---------- tools and skills: JSON, checked by the server ----------
