@@ -116,8 +116,10 @@ pub struct ModelConfig {
 mod short_f32 {
     use serde::Serializer;
 
+    /// Read back with serde_json's own float reader (which every function has), not `str::parse`
+    /// (another float reader in every function's zip).
     fn widened(v: f32) -> f64 {
-        v.to_string().parse().unwrap_or(f64::from(v))
+        serde_json::from_str(&v.to_string()).unwrap_or(f64::from(v))
     }
 
     pub(super) fn one<S: Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {

@@ -39,12 +39,10 @@ impl Moment for () {
     }
 }
 
-impl Moment for jiff::Timestamp {
-    #[inline(always)]
-    fn instant(self) -> Option<jiff::Timestamp> {
-        Some(self)
-    }
-}
+/// No calendars: what a tree is judged with when the caller has none (one instance of the
+/// evaluation with calendars serves both: each instance of the generic code is more code in
+/// every function).
+pub(super) static NO_CALENDARS: crate::calendar::Calendars = crate::calendar::Calendars::new();
 
 impl Node {
     /// Whether the node holds for `detail` at `now`; a time condition at no moment does not hold

@@ -96,10 +96,7 @@ impl Conditions {
     /// Evaluates against the event detail object (e.g. {"tenantId":..,"channel":{"platform":"facebook"},"message":{"text":".."}})
     /// at the moment `now` (what time conditions are judged at).
     pub fn matches_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
-        match moment(now) {
-            Some(now) => self.root.matches(detail, now),
-            None => self.root.matches(detail, ()),
-        }
+        self.matches_in(detail, now, &eval::NO_CALENDARS)
     }
 
     /// [`matches_at`](Self::matches_at) with the tenant's `calendars`, which time conditions
@@ -149,10 +146,7 @@ impl Conditions {
     /// or `missing: true`), each time condition as written with `held` and the local time it
     /// was judged at (`localTime`). Its root's `held` is [`matches_at`](Self::matches_at).
     pub fn explain_at(&self, detail: &Value, now: chrono::DateTime<chrono::Utc>) -> Value {
-        match moment(now) {
-            Some(now) => self.root.explain(&self.raw, detail, now),
-            None => self.root.explain(&self.raw, detail, ()),
-        }
+        self.explain_in(detail, now, &eval::NO_CALENDARS)
     }
 
     /// [`explain_at`](Self::explain_at) at no moment (time conditions `missing`).
