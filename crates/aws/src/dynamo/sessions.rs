@@ -272,49 +272,60 @@ impl DynamoStore {
             .map_err(build_err)?;
         out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
         // and, for a session a traffic split assigned, what it adds to its variant's hour
-        if let Some(v) = VariantRow::of(e) {
-            let update = Update::builder()
-                .table_name(&self.names.executions_table)
-                .set_key(Some(key(usage_pk(&e.tenant_id), split_sk(hour, v.trigger_id, &v.variant, e.status, shard))))
-                .update_expression(
-                    "SET #hour = :hour, #trigger = :trigger, #variant = :variant, #status = :status, #ttl = :ttl \
-                     ADD #n :one, #tokens :tokens, #cost :cost, #unpriced :unpriced, #latency :latency",
-                )
-                .set_expression_attribute_names(Some(HashMap::from(
-                    [
-                        ("#hour", "hour"),
-                        ("#trigger", "triggerId"),
-                        ("#variant", "variant"),
-                        ("#status", "status"),
-                        ("#ttl", "expiresAt"),
-                        ("#n", "executions"),
-                        ("#tokens", "tokens"),
-                        ("#cost", "costNanos"),
-                        ("#unpriced", "unpricedCalls"),
-                        ("#latency", "latencyMs"),
-                    ]
-                    .map(|(k, v)| (k.to_owned(), v.to_owned())),
-                )))
-                .set_expression_attribute_values(Some(HashMap::from(
-                    [
-                        (":hour", s(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
-                        (":trigger", s(v.trigger_id.to_string())),
-                        (":variant", s(v.variant.clone())),
-                        (":status", s(e.status.as_str())),
-                        (":ttl", n(ttl.timestamp())),
-                        (":one", n(1)),
-                        (":tokens", n(v.tokens)),
-                        (":cost", n(v.cost_usd.nanos)),
-                        (":unpriced", n(v.unpriced_calls)),
-                        (":latency", n(v.latency_ms)),
-                    ]
-                    .map(|(k, v)| (k.to_owned(), v)),
-                )))
-                .build()
-                .map_err(build_err)?;
-            out.push((TransactWriteItem::builder().update(update).build(), TxRole::Usage));
-        }
+        out.extend(self.split_item(e, hour, shard, ttl)?);
         Ok(out)
+    }
+
+    /// What `e` adds to its split variant's counts in its hour, on `shard`, if a traffic split
+    /// assigned its session.
+    fn split_item(
+        &self,
+        e: &ExecutionRecord,
+        hour: chrono::DateTime<chrono::Utc>,
+        shard: u128,
+        ttl: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<(TransactWriteItem, TxRole)>, StoreError> {
+        let Some(v) = VariantRow::of(e) else { return Ok(None) };
+        let update = Update::builder()
+            .table_name(&self.names.executions_table)
+            .set_key(Some(key(usage_pk(&e.tenant_id), split_sk(hour, v.trigger_id, &v.variant, e.status, shard))))
+            .update_expression(
+                "SET #hour = :hour, #trigger = :trigger, #variant = :variant, #status = :status, #ttl = :ttl \
+                 ADD #n :one, #tokens :tokens, #cost :cost, #unpriced :unpriced, #latency :latency",
+            )
+            .set_expression_attribute_names(Some(HashMap::from(
+                [
+                    ("#hour", "hour"),
+                    ("#trigger", "triggerId"),
+                    ("#variant", "variant"),
+                    ("#status", "status"),
+                    ("#ttl", "expiresAt"),
+                    ("#n", "executions"),
+                    ("#tokens", "tokens"),
+                    ("#cost", "costNanos"),
+                    ("#unpriced", "unpricedCalls"),
+                    ("#latency", "latencyMs"),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned())),
+            )))
+            .set_expression_attribute_values(Some(HashMap::from(
+                [
+                    (":hour", s(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
+                    (":trigger", s(v.trigger_id.to_string())),
+                    (":variant", s(v.variant.clone())),
+                    (":status", s(e.status.as_str())),
+                    (":ttl", n(ttl.timestamp())),
+                    (":one", n(1)),
+                    (":tokens", n(v.tokens)),
+                    (":cost", n(v.cost_usd.nanos)),
+                    (":unpriced", n(v.unpriced_calls)),
+                    (":latency", n(v.latency_ms)),
+                ]
+                .map(|(k, v)| (k.to_owned(), v)),
+            )))
+            .build()
+            .map_err(build_err)?;
+        Ok(Some((TransactWriteItem::builder().update(update).build(), TxRole::Usage)))
     }
 
     /// Maps a cancelled transaction to the store error the embedded store would have given: the

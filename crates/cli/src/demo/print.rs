@@ -117,19 +117,7 @@ pub fn print_execution(r: &ExecutionRecord, names: &Names) {
         } else if call.name == "choose_agent" {
             print_router_pick(call, names);
         } else if call.name == "choose_agents" {
-            let picked: Vec<String> = call.output["agentIds"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|id| id.as_str()?.parse::<AgentId>().ok())
-                .map(|id| format!("\"{}\"", names.agent(&id)))
-                .collect();
-            match call.output["fallback"].as_str() {
-                None => println!("       ⇢ router asks {} at once", picked.join(", ")),
-                Some(why) => {
-                    println!("       ⇢ router pick invalid ({why}) → asks the default agent {}", picked.join(", "))
-                }
-            }
+            print_fan_out_pick(call, names);
         } else if call.is_error {
             let why = call.output["error"].as_str().map_or_else(|| call.output.to_string(), str::to_owned);
             println!("       ✗ {} refused: {why}", call.name);
@@ -177,6 +165,23 @@ pub fn print_execution(r: &ExecutionRecord, names: &Names) {
         Some(e) if r.status == ExecutionStatus::Skipped => println!("       – skipped: {}", e.message),
         Some(e) => println!("       ! {:?}: {}", e.kind, e.message),
         None => {}
+    }
+}
+
+/// A fan-out router's decision: the agents it asked at once, or the default it fell back to.
+fn print_fan_out_pick(call: &switchboard_domain::ToolCallRecord, names: &Names) {
+    let picked: Vec<String> = call.output["agentIds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|id| id.as_str()?.parse::<AgentId>().ok())
+        .map(|id| format!("\"{}\"", names.agent(&id)))
+        .collect();
+    match call.output["fallback"].as_str() {
+        None => println!("       ⇢ router asks {} at once", picked.join(", ")),
+        Some(why) => {
+            println!("       ⇢ router pick invalid ({why}) → asks the default agent {}", picked.join(", "))
+        }
     }
 }
 

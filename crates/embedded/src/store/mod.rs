@@ -19,6 +19,7 @@ mod events;
 mod keys;
 mod retention;
 mod sessions;
+mod variants;
 mod versions;
 
 use std::collections::HashMap;
@@ -252,7 +253,7 @@ mod tests {
             (crate::queue::DEAD_LETTERS, 1),
             // the console's overview, usage reports, a tenant's keys
             (super::sessions::ACTIVITY_BETWEEN, 3),
-            (super::sessions::VARIANTS_BETWEEN, 3),
+            (super::variants::VARIANTS_BETWEEN, 3),
             (super::sessions::USAGE_BETWEEN, 3),
             (super::keys::TENANT_KEYS, 1),
         ] {

@@ -47,13 +47,6 @@ pub(crate) const ACTIVITY_BETWEEN: &str = "SELECT hour, status, executions FROM 
      WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)
      ORDER BY hour, status";
 
-/// A tenant's split variants per hour and status, hours `?2` to `?3`.
-pub(crate) const VARIANTS_BETWEEN: &str =
-    "SELECT hour, trigger_id, variant, status, executions, tokens, cost_nanos, unpriced_calls, latency_ms
-     FROM variant_hourly
-     WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)
-     ORDER BY hour, trigger_id, variant, status";
-
 /// A tenant's usage per day, agent and model, days `?2` to `?3` (`YYYY-MM-DD`).
 pub(crate) const USAGE_BETWEEN: &str =
     "SELECT day, agent_id, model, calls, input_tokens, output_tokens, cache_read_tokens,
@@ -256,7 +249,7 @@ type ExecutionRow = (String, String, String, String, i64, String);
 type UsageLine = (String, String, [i64; 7]);
 /// What an execution adds to its split variant's hour: trigger, variant, and executions, tokens,
 /// cost (nanos), unpriced calls and latency (ms), in `variant_hourly`'s column order.
-type VariantLine = (String, String, [i64; 5]);
+pub(super) type VariantLine = (String, String, [i64; 5]);
 /// An event-log row: event, tenant, detail type, body, when.
 type EventRow = (String, String, String, String, String);
 
@@ -405,30 +398,8 @@ impl TurnRows {
             )?
             .execute(params![t, self.hour, self.status])?;
         }
-        if let Some((trigger, variant, [executions, tokens, cost, unpriced, latency])) = &self.variant {
-            c.prepare_cached(
-                "INSERT INTO variant_hourly (tenant_id, hour, trigger_id, variant, status, executions, tokens,
-                                             cost_nanos, unpriced_calls, latency_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                     ON CONFLICT (tenant_id, hour, trigger_id, variant, status) DO UPDATE SET
-                         executions = executions + excluded.executions,
-                         tokens = tokens + excluded.tokens,
-                         cost_nanos = cost_nanos + excluded.cost_nanos,
-                         unpriced_calls = unpriced_calls + excluded.unpriced_calls,
-                         latency_ms = latency_ms + excluded.latency_ms",
-            )?
-            .execute(params![
-                t,
-                self.hour,
-                trigger,
-                variant,
-                self.status,
-                executions,
-                tokens,
-                cost,
-                unpriced,
-                latency
-            ])?;
+        if let Some(line) = &self.variant {
+            super::variants::write_variant(c, t, &self.hour, self.status, line)?;
         }
         for (id, tenant, kind, body, at) in &self.events {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
@@ -626,54 +597,12 @@ impl ExecutionLog for SqliteStore {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<VariantRow>, StoreError> {
-        type Raw = (String, String, String, String, [i64; 5]);
-        let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
-        let raw: Vec<Raw> = self
-            .db
-            .call(move |c| {
-                let mut stmt = c.prepare_cached(VARIANTS_BETWEEN)?;
-                let rows = stmt
-                    .query_map(params![t, from, to], |r| {
-                        let numbers = [r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?];
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, numbers))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(rows)
-            })
-            .await
-            .map_err(store_err)?;
-        let n = |v: i64| u64::try_from(v).unwrap_or(0);
-        let mut rows = raw
-            .into_iter()
-            .map(|(hour, trigger, variant, status, [executions, tokens, cost, unpriced, latency])| {
-                Ok(VariantRow {
-                    hour: DateTime::parse_from_rfc3339(&hour)
-                        .map_err(|e| StoreError::Corrupt(format!("variant hour {hour}: {e}")))?
-                        .with_timezone(&Utc),
-                    trigger_id: trigger
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt(format!("variant trigger {trigger}")))?,
-                    variant,
-                    status: ExecutionStatus::parse(&status)
-                        .ok_or_else(|| StoreError::Corrupt(format!("variant status {status}")))?,
-                    executions: n(executions),
-                    tokens: n(tokens),
-                    cost_usd: Cost::from_nanos(n(cost)),
-                    unpriced_calls: n(unpriced),
-                    latency_ms: n(latency),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        rows.sort_by(|a, b| {
-            let status = |r: &VariantRow| ExecutionStatus::ALL.iter().position(|s| *s == r.status);
-            (a.hour, a.trigger_id, &a.variant, status(a)).cmp(&(b.hour, b.trigger_id, &b.variant, status(b)))
-        });
-        Ok(rows)
+        super::variants::rows(self, tenant, hour_key(from), hour_key(to)).await
     }
 }
 
 /// How an activity row's hour is stored: sortable text, `YYYY-MM-DDTHH:00:00Z`.
-fn hour_key(hour: DateTime<Utc>) -> String {
+pub(super) fn hour_key(hour: DateTime<Utc>) -> String {
     switchboard_domain::hour_of(hour).format("%Y-%m-%dT%H:00:00Z").to_string()
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchboard_domain::message::{ContentBlock, Message};
+use switchboard_domain::message::Message;
 use switchboard_domain::{
     Agent, Combine, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, FanOut, ToolCallRecord,
 };
@@ -183,13 +183,7 @@ fn classification_request(
 /// picked, in its order, each once, at most `max` (ids that are not candidates are left out),
 /// or why the pick cannot be used.
 fn read_choices(message: &Message, candidates: &[Agent], max: u32) -> (String, Value, Result<Vec<Agent>, String>) {
-    let call = message.content.iter().find_map(|b| match b {
-        ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENTS => {
-            Some((tool_use_id.clone(), input.clone()))
-        }
-        _ => None,
-    });
-    let Some((id, input)) = call else {
+    let Some((id, input)) = super::tool_call(message, CHOOSE_AGENTS) else {
         return (String::new(), Value::Null, Err(format!("the model did not call {CHOOSE_AGENTS}")));
     };
     let verdict = match serde_json::from_value::<Choices>(input.clone()) {

@@ -190,16 +190,20 @@ fn classification_request(
     }
 }
 
-/// The model's `choose_agent` call in `message` — its id and input — and the candidate it
-/// picked with the reason, or why the pick cannot be used.
-fn read_choice(message: &Message, candidates: &[Agent]) -> (String, Value, Result<(AgentId, String), String>) {
-    let call = message.content.iter().find_map(|b| match b {
-        ContentBlock::ToolUse { tool_use_id, name, input } if name == CHOOSE_AGENT => {
+/// The id and input of the model's call of `tool` in `message`, if it made one.
+fn tool_call(message: &Message, tool: &str) -> Option<(String, Value)> {
+    message.content.iter().find_map(|b| match b {
+        ContentBlock::ToolUse { tool_use_id, name, input } if name == tool => {
             Some((tool_use_id.clone(), input.clone()))
         }
         _ => None,
-    });
-    let Some((id, input)) = call else {
+    })
+}
+
+/// The model's `choose_agent` call in `message` — its id and input — and the candidate it
+/// picked with the reason, or why the pick cannot be used.
+fn read_choice(message: &Message, candidates: &[Agent]) -> (String, Value, Result<(AgentId, String), String>) {
+    let Some((id, input)) = tool_call(message, CHOOSE_AGENT) else {
         return (String::new(), Value::Null, Err(format!("the model did not call {CHOOSE_AGENT}")));
     };
     let verdict = match serde_json::from_value::<Choice>(input.clone()) {
