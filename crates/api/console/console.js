@@ -569,7 +569,9 @@ async function execution(id) {
       el("dt", {}, "Tokens"), el("dd", {}, `${u.inputTokens || 0} in · ${u.outputTokens || 0} out`),
       el("dt", {}, "Cost"), el("dd", {}, x.costUsd == null ? "unpriced" : `$${x.costUsd}`),
       el("dt", {}, "Latency"), el("dd", {}, `${x.latencyMs} ms`),
-      x.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${x.error.kind}${x.error.reason ? ` (${x.error.reason})` : ""}: ${x.error.message}`)] : null)),
+      x.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${x.error.kind}${x.error.reason ? ` (${x.error.reason})` : ""}: ${x.error.message}`)] : null,
+      x.coalescedInto ? [el("dt", {}, "Answered in"), el("dd", { id: "coalesced-into" }, el("a", { href: `#/execution/${x.coalescedInto}` }, x.coalescedInto))] : null,
+      (x.coalesced || []).length ? [el("dt", {}, "Also answers"), el("dd", { id: "coalesced" }, x.coalesced.map((c) => c.messageId).join(", "))] : null)),
     el("h2", {}, "Timeline"),
     el("ol", { class: "timeline", id: "timeline" }, timeline(x, recorded.calls)),
     el("h2", {}, "Actions"), pretty(x.actions),
@@ -578,7 +580,7 @@ async function execution(id) {
 
 // ---------- overview ----------
 
-const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator"];
+const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator", "coalesced"];
 
 async function overview() {
   const today = new Date().toISOString().slice(0, 10);

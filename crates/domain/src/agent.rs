@@ -363,6 +363,10 @@ pub struct Agent {
     /// answers, instead of handing the conversation to one ([`FanOut`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fan_out: Option<FanOut>,
+    /// What the agent's turns do with messages that arrive close together ([`crate::burst`]):
+    /// each its own turn (the default), or a burst answered in one.
+    #[serde(default, skip_serializing_if = "crate::burst::Bursts::is_enqueue")]
+    pub bursts: crate::burst::Bursts,
     #[serde(default)]
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
@@ -417,6 +421,7 @@ impl Agent {
         self.check_pattern(&mut errors);
         check_steps(&mut errors, &self.steps, &self.tools);
         crate::hook::check_hooks(&mut errors, &self.hooks);
+        self.bursts.validate_into(&mut errors);
         for (name, policy) in &self.approvals {
             let at = format!("/approvals/{}", name.replace('~', "~0").replace('/', "~1"));
             match name.parse::<crate::SystemTool>() {

@@ -35,11 +35,14 @@ pub enum ExecutionStatus {
     /// The turn is paused before a tool call that waits for a person's approval; it resumes on
     /// this execution once decided (see [`crate::approval`]).
     AwaitingApproval,
+    /// The message was answered with the messages of its burst, in the turn of another
+    /// execution (`coalescedInto`); nothing ran for it alone (see [`crate::burst`]).
+    Coalesced,
 }
 
 impl ExecutionStatus {
     /// Every status, in declaration order.
-    pub const ALL: [ExecutionStatus; 11] = [
+    pub const ALL: [ExecutionStatus; 12] = [
         Self::Success,
         Self::HandedOff,
         Self::Ended,
@@ -51,6 +54,7 @@ impl ExecutionStatus {
         Self::Skipped,
         Self::Operator,
         Self::AwaitingApproval,
+        Self::Coalesced,
     ];
 
     /// The status as the API spells it (`handed_off`).
@@ -67,6 +71,7 @@ impl ExecutionStatus {
             Self::Skipped => "skipped",
             Self::Operator => "operator",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::Coalesced => "coalesced",
         }
     }
 
@@ -90,6 +95,15 @@ pub enum ErrorKind {
     /// One of the agent's hooks stopped the turn, or failed with `onError: stop`.
     Hook,
     Internal,
+}
+
+/// A message a turn answered beside its own ([`ExecutionRecord::coalesced`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoalescedMessage {
+    pub message_id: String,
+    /// Its own execution record's source.
+    pub source_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,6 +288,13 @@ pub struct ExecutionRecord {
     /// A supervisor's sub-agent runs, one per call, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildExecution>,
+    /// The earlier messages of the burst this turn answered with its own, in order (their
+    /// records say `coalesced`); empty for a turn of one message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coalesced: Vec<CoalescedMessage>,
+    /// For a `coalesced` record: the execution whose turn answered the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesced_into: Option<ExecutionId>,
     pub created_at: DateTime<Utc>,
     /// After this the record may be deleted from the primary store; readers ignore expired ones.
     pub expires_at: DateTime<Utc>,

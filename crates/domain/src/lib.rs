@@ -8,6 +8,7 @@ pub mod access;
 pub mod agent;
 pub mod approval;
 pub mod archive;
+pub mod burst;
 pub mod calendar;
 pub mod condition;
 pub mod cost;
@@ -44,8 +45,8 @@ pub use condition::{ConditionError, Conditions};
 pub use cost::{Cost, Price, PriceTable};
 pub use event::{InboundEvent, MessageNewDetail, OutboundEvent};
 pub use execution::{
-    Action, ChildExecution, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus, ModelCallRecord, ModelFailure,
-    RanWith, TokenUsage, ToolCallRecord, WebhookAudit,
+    Action, ChildExecution, CoalescedMessage, ErrorKind, ExecutionError, ExecutionRecord, ExecutionStatus,
+    ModelCallRecord, ModelFailure, RanWith, TokenUsage, ToolCallRecord, WebhookAudit,
 };
 pub use ids::{AgentId, ExecutionId, SessionId, SkillId, TenantId, ToolId, TriggerId};
 pub use message::{ContentBlock, Message, Role};

@@ -170,6 +170,8 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
             day_tokens: None,
             follow: false,
             resume: None,
+            arrived_at: None,
+            earlier: vec![],
             recording: Recording::Off,
         };
         records.extend(sandbox.run(&item).await?);

@@ -312,8 +312,14 @@ async fn rerun(
     let conversation = session.conversation_id.clone();
     let seed_record = ExecutionRecord { source_id: format!("replay-seed-{}", r.execution_id), ..r.clone() };
     let write = SessionWrite { session, expected_version: None };
-    let commit =
-        TurnCommit { sessions: vec![write], execution: seed_record, events: vec![], content: vec![], resumes: None };
+    let commit = TurnCommit {
+        sessions: vec![write],
+        execution: seed_record,
+        events: vec![],
+        content: vec![],
+        resumes: None,
+        coalesced: vec![],
+    };
     sandbox.embedded.store.commit_turn(&commit).await.map_err(fail)?;
     let item = WorkItem {
         tenant_id: t.clone(),
@@ -332,6 +338,8 @@ async fn rerun(
         day_tokens: None,
         follow: false,
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: Recording::Off,
     };
     // The turn itself: a continuation it queued (a handoff to another agent) is another

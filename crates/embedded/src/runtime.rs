@@ -476,6 +476,10 @@ struct LoggingQueue {
 
 #[async_trait]
 impl WorkQueue for LoggingQueue {
+    async fn queued_behind(&self, item: &WorkItem, max: usize) -> Result<Vec<WorkItem>, QueueError> {
+        self.queue.queued_behind(item, max).await
+    }
+
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
         // Work no inbound event brought (a schedule's slot) has no message to log.
         if item.event_id.is_none() {

@@ -44,9 +44,23 @@ impl ExecError {
         }
     }
 
-    /// Whether the item only waits for a tenant limit (not a failure).
+    /// A message that opens a burst its agent coalesces, which is not complete yet: deliver it
+    /// again once it is (`wait`, rounded up to whole seconds, as SQS counts visibility).
+    pub(crate) fn gathering(wait: std::time::Duration, messages: usize) -> Self {
+        let seconds = wait.as_millis().div_ceil(1000);
+        Self {
+            kind: ErrorKind::Conflict,
+            message: format!("gathering a burst of {messages} message(s): its turn runs in {seconds} s"),
+            retryable: true,
+            retry_after: Some(std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(u64::MAX))),
+            moved: false,
+        }
+    }
+
+    /// Whether the item only waits (for a tenant limit's window, or for its burst to complete),
+    /// which is not a failure.
     pub fn is_deferral(&self) -> bool {
-        self.kind == ErrorKind::Limit && self.retry_after.is_some()
+        self.retryable && self.retry_after.is_some()
     }
 }
 

@@ -244,6 +244,8 @@ impl Intake {
                     let item = WorkItem {
                         recording: tenant.recording,
                         variant,
+                        // What a burst is gathered by, for an agent that coalesces them.
+                        arrived_at: Some(now),
                         ..work_item(event, agent.agent_id, Some(trigger), None)
                     };
                     return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
@@ -394,6 +396,8 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         day_tokens: None,
         follow: false,
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: Recording::default(),
     }
 }

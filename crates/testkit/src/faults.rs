@@ -411,6 +411,9 @@ impl Counters for Faulty<dyn Counters> {
 
 #[async_trait]
 impl WorkQueue for Faulty<dyn WorkQueue> {
+    async fn queued_behind(&self, item: &WorkItem, max: usize) -> Result<Vec<WorkItem>, QueueError> {
+        self.faults.around("queue.queued_behind", queue, self.inner.queued_behind(item, max)).await
+    }
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
         self.faults.around("queue.enqueue", queue, self.inner.enqueue(item)).await
     }
@@ -527,6 +530,15 @@ impl Replies {
         let Some(record) = executions.execution_for_source(tenant, source).await.map_err(|e| e.to_string())? else {
             return Err(format!("{source} was lost: no execution record"));
         };
+        if record.status == switchboard_domain::ExecutionStatus::Coalesced {
+            // Answered in the turn of its burst, whose replies count with that turn's own source.
+            let Some(into) = record.coalesced_into else { return Err(format!("{source} is coalesced into nothing")) };
+            let turn = executions.get_execution(tenant, into).await.map_err(|e| e.to_string())?;
+            return match turn {
+                Some(turn) if turn.coalesced.iter().any(|c| c.source_id == source) => Ok(turn),
+                _ => Err(format!("{source} is coalesced into {into}, whose turn does not name it")),
+            };
+        }
         for id in record.actions.iter().filter_map(switchboard_domain::Action::message_id) {
             if !self.0.insert(id.to_owned()) {
                 return Err(format!("reply {id} is held by two records"));

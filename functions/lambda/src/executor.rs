@@ -7,7 +7,10 @@
 //! no item starts after it, so the function is never killed mid-turn. A deferred message (the
 //! tenant's `onLimit` is `defer` and a limit still refuses it) is reported failed with its
 //! visibility set to when the limit's window reopens, so SQS holds it — and its conversation's
-//! later messages — until then.
+//! later messages, whose visibility in the batch is set the same — until then; a message that
+//! opens a burst its agent coalesces waits so until the burst is complete. The turn of a
+//! complete burst answers the messages behind it in the batch that belong to it: they are
+//! acknowledged with it.
 //! Once-only side effects rest on the engine's idempotency records, not on this module.
 
 use std::panic::AssertUnwindSafe;
@@ -27,7 +30,8 @@ use crate::wiring::Wiring;
 pub enum ItemResult {
     Done,
     Failed(String),
-    /// Waiting for a tenant limit's window: delivered again after this long.
+    /// Waiting for a tenant limit's window or for its burst to complete, or behind an earlier
+    /// item of its group that waits: delivered again after this long.
     Deferred(Duration),
     /// Not run: an earlier item of the same group failed in this batch, or the invocation's
     /// time was up.
@@ -142,45 +146,63 @@ async fn run_group(
     deadline: Option<Instant>,
     max_receives: u32,
 ) -> Vec<(usize, String, ItemResult)> {
+    let parsed: Vec<Result<WorkItem, String>> = items.iter().map(|(_, m)| parse_body(m)).collect();
     let mut out = Vec::with_capacity(items.len());
-    let mut failed = false;
-    for (position, message) in items {
+    // Set once an item fails (the rest are not run) or waits (the rest wait with it).
+    let mut stop: Option<ItemResult> = None;
+    let mut next = 0;
+    while let Some((position, message)) = items.get(next) {
+        let at = next;
+        next += 1;
         let id = message.message_id.clone().unwrap_or_default();
         // How close the item is to the dead-letter queue (the queue's maxReceiveCount).
         let receives = message.attributes.get("ApproximateReceiveCount").map_or("-", String::as_str);
-        if failed {
-            tracing::warn!(message_id = %id, group = %group, "not run: an earlier item of its group failed");
-            out.push((position, id, ItemResult::Skipped));
+        if let Some(after) = &stop {
+            tracing::warn!(message_id = %id, group = %group, "not run: an earlier item of its group failed or waits");
+            out.push((*position, id, after.clone()));
             continue;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             tracing::warn!(message_id = %id, group = %group, "not run: the invocation's time is up; SQS delivers it again");
-            out.push((position, id, ItemResult::Skipped));
-            failed = true;
+            out.push((*position, id, ItemResult::Skipped));
+            stop = Some(ItemResult::Skipped);
             continue;
         }
-        let item = match parse_body(&message) {
+        let item = match &parsed[at] {
             Ok(item) => item,
             Err(why) => {
                 // Its own failure only: it is not part of the conversation's order. After the
                 // queue's maxReceiveCount it lands in the dead-letter queue.
                 tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "malformed work item");
-                out.push((position, id, ItemResult::Failed(why)));
+                out.push((*position, id, ItemResult::Failed(why.clone())));
                 continue;
             }
         };
+        // What a burst may gather: the items behind it in this batch, up to one that is not.
+        let behind: Vec<WorkItem> = parsed[next..].iter().map_while(|p| p.as_ref().ok().cloned()).collect();
         let attempt = receives.parse().ok().map(|number| Attempt { number, of: max_receives });
-        let (mut result, kind) = run_item(executor, &id, &group, receives, &item, deadline, attempt).await;
+        let (mut result, kind, answered) =
+            run_item(executor, &id, &group, receives, (item, &behind), deadline, attempt).await;
         if let ItemResult::Failed(why) = &result
             && attempt.is_some_and(Attempt::is_last)
         {
             // SQS will not deliver it again: the customer is answered as the agent's `onFailure`
             // says and the failure recorded; only what cannot be recorded reaches the dead-letter
             // queue (whose consumer tries the same once more).
-            result = give_up(executor, &id, &item, kind, why).await;
+            result = give_up(executor, &id, item, kind, why).await;
         }
-        failed = result != ItemResult::Done;
-        out.push((position, id, result));
+        match &result {
+            ItemResult::Done => {}
+            ItemResult::Deferred(_) => stop = Some(result.clone()),
+            _ => stop = Some(ItemResult::Skipped),
+        }
+        out.push((*position, id, result));
+        // The messages its turn answered with it: recorded, so done.
+        for (position, message) in items.iter().skip(next).take(answered) {
+            tracing::info!(message_id = ?message.message_id, group = %group, "answered in the turn of its burst");
+            out.push((*position, message.message_id.clone().unwrap_or_default(), ItemResult::Done));
+        }
+        next += answered;
     }
     out
 }
@@ -216,28 +238,28 @@ async fn run_item(
     id: &str,
     group: &str,
     receives: &str,
-    item: &WorkItem,
+    (item, behind): (&WorkItem, &[WorkItem]),
     deadline: Option<Instant>,
     attempt: Option<Attempt>,
-) -> (ItemResult, ErrorKind) {
-    match AssertUnwindSafe(executor.execute_attempt(item, deadline, attempt)).catch_unwind().await {
-        Ok(Ok(outcome)) => {
+) -> (ItemResult, ErrorKind, usize) {
+    match AssertUnwindSafe(executor.execute_batch(item, behind, deadline, attempt)).catch_unwind().await {
+        Ok(Ok((outcome, answered))) => {
             log_outcome(id, &outcome);
-            (ItemResult::Done, ErrorKind::Internal)
+            (ItemResult::Done, ErrorKind::Internal, answered)
         }
         Ok(Err(e)) if e.is_deferral() => {
             let delay = e.retry_after.unwrap_or_default();
             tracing::info!(message_id = %id, group = %group, receives = %receives, delay_s = delay.as_secs(), reason = %e.message, "item deferred");
-            (ItemResult::Deferred(delay), e.kind)
+            (ItemResult::Deferred(delay), e.kind, 0)
         }
         Ok(Err(e)) => {
             tracing::error!(message_id = %id, group = %group, receives = %receives, kind = ?e.kind, retryable = e.retryable, reason = %e.message, "item failed");
-            (ItemResult::Failed(e.to_string()), e.kind)
+            (ItemResult::Failed(e.to_string()), e.kind, 0)
         }
         Err(panic) => {
             let why = panic_message(panic.as_ref());
             tracing::error!(message_id = %id, group = %group, receives = %receives, reason = %why, "item panicked");
-            (ItemResult::Failed(format!("panic: {why}")), ErrorKind::Internal)
+            (ItemResult::Failed(format!("panic: {why}")), ErrorKind::Internal, 0)
         }
     }
 }

@@ -1266,6 +1266,49 @@ async fn an_agent_with_hooks_and_its_records_match_the_contract() {
 }
 
 #[tokio::test]
+async fn an_agents_bursts_and_the_records_of_a_coalesced_burst_match_the_contract() {
+    let spec = Spec::load();
+    let dir = tempfile::tempdir().unwrap();
+    let server = example_server(dir.path());
+    let api = Api::new(&spec, &server, Some(&server.admin));
+    // an agent that coalesces bursts reads back with the policy's defaults filled in
+    let agent = json!({ "name": "Patient", "systemPrompt": "You are the support agent.", "tools": ["send_message"],
+                        "bursts": { "mode": "coalesce" } });
+    let created = api.post("/tenants/acme/agents", agent.clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["bursts"], json!({ "mode": "coalesce", "windowSeconds": 2, "maxMessages": 10 }));
+    // the default policy is left out; bounds and unknown modes are refused at their fields
+    let mut plain = agent.clone();
+    plain["bursts"] = json!({ "mode": "enqueue" });
+    let plain = api.post("/tenants/acme/agents", plain).await;
+    assert_eq!((plain.status, plain.body.get("bursts")), (StatusCode::CREATED, None), "{}", plain.body);
+    let mut bad = agent.clone();
+    bad["bursts"] = json!({ "mode": "coalesce", "windowSeconds": 0, "maxMessages": 11 });
+    let r = api.post("/tenants/acme/agents", bad).await;
+    assert_eq!(r.pointers(), ["/bursts/windowSeconds", "/bursts/maxMessages"], "{}", r.body);
+    let mut interrupt = agent.clone();
+    interrupt["bursts"] = json!({ "mode": "interrupt" });
+    let r = api.post("/tenants/acme/agents", interrupt).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.to_string().contains("interrupt"), "{}", r.body);
+    // a burst's records, as the engine writes them (`crates/embedded/tests/suite/bursts.rs` runs
+    // them): the turn lists the earlier messages, each of which points at it
+    let id = created.str("/agentId");
+    let r = api.post(&format!("/tenants/acme/agents/{id}/invoke"), json!({ "conversationId": "c-burst" })).await;
+    let mut turn = api.get(&format!("/tenants/acme/executions/{}", r.str("/executionId"))).await.body;
+    turn["coalesced"] = json!([{ "messageId": "m-1", "sourceId": "message-c-burst:m-1" }]);
+    let mut earlier = turn.clone();
+    earlier["status"] = json!("coalesced");
+    earlier["coalescedInto"] = turn["executionId"].clone();
+    earlier.as_object_mut().unwrap().remove("coalesced");
+    let schema = json!({ "$ref": "#/components/schemas/ExecutionRecord" });
+    spec.check(&schema, &turn, "a burst's turn");
+    spec.check(&schema, &earlier, "a coalesced record");
+    let as_rust: switchboard_domain::ExecutionRecord = serde_json::from_value(earlier).unwrap();
+    assert_eq!(as_rust.status, switchboard_domain::ExecutionStatus::Coalesced);
+}
+
+#[tokio::test]
 async fn an_approval_its_decision_and_their_events_match_the_contract() {
     let spec = Spec::load();
     let dir = tempfile::tempdir().unwrap();

@@ -151,12 +151,7 @@ impl DynamoStore {
         resumes: Option<&ExecutionRecord>,
     ) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
         let table = &self.names.executions_table;
-        let (pk, sk) = (execution_pk(e.session_id), execution_sk(e.execution_id));
-        let ttl = n(ttl_seconds(e.expires_at));
-        let mut record = key(pk.clone(), sk.clone());
-        record.insert("tenantId".into(), s(e.tenant_id.to_string()));
-        record.insert("expiresAt".into(), ttl.clone());
-        record.insert("body".into(), encode(e)?);
+        let record = record_item(e)?;
         if resumes.is_some() {
             let put = Put::builder()
                 .table_name(table)
@@ -172,6 +167,17 @@ impl DynamoStore {
             out.extend(self.usage_items(e, resumes)?);
             return Ok(out);
         }
+        let mut out = self.record_puts(e, record)?;
+        out.extend(self.usage_items(e, None)?);
+        Ok(out)
+    }
+
+    /// The puts that record `e` anew (its `record` item, the pointers by source and by id), each
+    /// refused when it exists: a source is recorded once.
+    fn record_puts(&self, e: &ExecutionRecord, record: Item) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+        let table = &self.names.executions_table;
+        let (pk, sk) = (execution_pk(e.session_id), execution_sk(e.execution_id));
+        let ttl = n(ttl_seconds(e.expires_at));
         let pointer = |sk_of_pointer: String| {
             let mut item = key(tenant_pk(&e.tenant_id), sk_of_pointer);
             item.insert("executionPk".into(), s(pk.clone()));
@@ -189,7 +195,16 @@ impl DynamoStore {
                 .map_err(build_err)?;
             out.push((TransactWriteItem::builder().put(put).build(), TxRole::Execution(e.source_id.clone())));
         }
-        out.extend(self.usage_items(e, None)?);
+        Ok(out)
+    }
+
+    /// The records of a burst's earlier messages ([`TurnCommit::coalesced`]): recorded like any,
+    /// counted in no usage (nothing ran for them).
+    fn coalesced_items(&self, commit: &TurnCommit) -> Result<Vec<(TransactWriteItem, TxRole)>, StoreError> {
+        let mut out = Vec::with_capacity(3 * commit.coalesced.len());
+        for e in &commit.coalesced {
+            out.extend(self.record_puts(e, record_item(e)?)?);
+        }
         Ok(out)
     }
 
@@ -558,6 +573,7 @@ impl SessionStore for DynamoStore {
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution, commit.resumes.as_deref())?);
+        items.extend(self.coalesced_items(commit)?);
         let e = &commit.execution;
         let now = self.clock.now();
         let (inside, overflow) =
@@ -625,6 +641,15 @@ impl SessionStore for DynamoStore {
             .expression_attribute_values(":t", s(tenant.to_string()));
         paginate(query, None).take(limit, |item| decode(&item).map(Some)).await
     }
+}
+
+/// The item that holds the record `e`.
+fn record_item(e: &ExecutionRecord) -> Result<Item, StoreError> {
+    let mut record = key(execution_pk(e.session_id), execution_sk(e.execution_id));
+    record.insert("tenantId".into(), s(e.tenant_id.to_string()));
+    record.insert("expiresAt".into(), n(ttl_seconds(e.expires_at)));
+    record.insert("body".into(), encode(e)?);
+    Ok(record)
 }
 
 impl DynamoStore {

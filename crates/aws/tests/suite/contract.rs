@@ -16,9 +16,9 @@ use serde_json::json;
 use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
-    Agent, AgentId, Approval, ApprovalStatus, Assignment, Blob, ChildExecution, Cost, EventType, ExecutionId,
-    ExecutionRecord, ExecutionStatus, HandoffTarget, ModelCallRecord, OnLimit, PausedTurn, Recording, Session,
-    SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId,
+    Agent, AgentId, Approval, ApprovalStatus, Assignment, Blob, ChildExecution, CoalescedMessage, Cost, EventType,
+    ExecutionId, ExecutionRecord, ExecutionStatus, HandoffTarget, ModelCallRecord, OnLimit, PausedTurn, Recording,
+    Session, SessionId, SessionStatus, Tenant, TenantId, TenantLimits, TenantStatus, TokenUsage, Trigger, TriggerId,
     UsageCounts, hour_of,
 };
 use switchboard_embedded::{Embedded, EmbeddedOptions, ScriptedModel};
@@ -195,6 +195,7 @@ contract!(
     usage_adds_up_per_day_agent_and_model_once_per_source,
     activity_counts_executions_per_hour_and_status_once_per_source,
     split_variants_add_up_per_hour_trigger_variant_and_status_once_per_source,
+    a_bursts_earlier_messages_are_recorded_with_its_turn_once_and_counted_nowhere,
     a_tenant_reads_back_and_its_name_and_status_change,
     counters_admit_exactly_the_limit_across_processes,
     session_slots_stay_within_the_limit_across_processes,
@@ -311,6 +312,8 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         latency_ms: 12,
         created_at: now,
         children: vec![],
+        coalesced: vec![],
+        coalesced_into: None,
         expires_at: now + Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],
@@ -330,6 +333,7 @@ fn create(s: &Session, source: &str, now: DateTime<Utc>) -> TurnCommit {
         execution: record(s, source, now),
         content: vec![],
         resumes: None,
+        coalesced: vec![],
     }
 }
 
@@ -351,6 +355,7 @@ fn update(s: &Session, source: &str, now: DateTime<Utc>) -> (Session, TurnCommit
         execution: record(&next, source, now),
         content: vec![],
         resumes: None,
+        coalesced: vec![],
     };
     (next, commit)
 }
@@ -443,6 +448,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
             execution: record(&handed, "evt-3", x.clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -457,6 +463,7 @@ async fn a_second_active_session_conflicts_but_a_handoff_commits(x: &Subject) {
             execution: record(&done, "evt-4", x.clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -640,6 +647,49 @@ async fn activity_counts_executions_per_hour_and_status_once_per_source(x: &Subj
     );
     assert!(x.executions.activity(&t, next + Duration::hours(1), next + Duration::hours(9)).await.unwrap().is_empty());
     assert_eq!(shape(x.executions.activity(&other, h, next).await.unwrap()), vec![(h, ExecutionStatus::Success, 1)]);
+}
+
+async fn a_bursts_earlier_messages_are_recorded_with_its_turn_once_and_counted_nowhere(x: &Subject) {
+    let t = tenant("t-burst");
+    let h = hour_of(x.clock.now());
+    let s = start(&t, "c-1", h);
+    // a turn of the third message that answers the first two with it
+    let coalesce = |commit: &mut TurnCommit, earlier: &[&str]| {
+        for source in earlier {
+            commit
+                .execution
+                .coalesced
+                .push(CoalescedMessage { message_id: (*source).into(), source_id: (*source).into() });
+            let mut own = record(&s, source, h);
+            own.status = ExecutionStatus::Coalesced;
+            own.coalesced_into = Some(commit.execution.execution_id);
+            own.token_usage = TokenUsage::default();
+            commit.coalesced.push(own);
+        }
+    };
+    let mut turn = create(&s, "m-3", h);
+    coalesce(&mut turn, &["m-1", "m-2"]);
+    x.sessions.commit_turn(&turn).await.unwrap();
+    let id = turn.execution.execution_id;
+    for source in ["m-1", "m-2"] {
+        let own = x.executions.execution_for_source(&t, source).await.unwrap().unwrap();
+        assert_eq!(
+            (own.status, own.coalesced_into, own.session_id),
+            (ExecutionStatus::Coalesced, Some(id), s.session_id)
+        );
+    }
+    let read = x.executions.get_execution(&t, id).await.unwrap().unwrap();
+    assert_eq!(read.coalesced.iter().map(|c| c.source_id.as_str()).collect::<Vec<_>>(), ["m-1", "m-2"]);
+    // a turn that would record one of them again is refused whole: its own source stays free
+    let (_, mut again) = update(&s, "m-4", h);
+    coalesce(&mut again, &["m-2"]);
+    assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
+    assert!(x.executions.execution_for_source(&t, "m-4").await.unwrap().is_none());
+    // the session lists all three records; only the turn counts in the activity
+    let listed = x.executions.list_executions(&t, s.session_id, None, 10).await.unwrap();
+    assert_eq!(listed.items.len(), 3);
+    let activity = x.executions.activity(&t, h, h).await.unwrap();
+    assert_eq!(activity.iter().map(|r| (r.status, r.executions)).collect::<Vec<_>>(), [(ExecutionStatus::Success, 1)]);
 }
 
 async fn split_variants_add_up_per_hour_trigger_variant_and_status_once_per_source(x: &Subject) {
@@ -929,6 +979,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
         execution: record(&active, "evt-2", now),
         content: vec![],
         resumes: None,
+        coalesced: vec![],
     };
     x.sessions.commit_turn(&to_human).await.unwrap();
     let owner = Admit::HumanOwned { session_id: active.session_id, agent_id: active.agent_id };
@@ -965,6 +1016,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
             execution: record(&human, "evt-3", now),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -988,6 +1040,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
             execution: record(&ended, "evt-5", now),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -1061,6 +1114,7 @@ async fn latest_session_is_the_active_one_else_the_newest(x: &Subject) {
             execution: record(&active, "evt-3", x.clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -1085,6 +1139,7 @@ async fn routing_sees_the_conversations_newest_session_and_who_owns_it(x: &Subje
             execution: record(&active, "evt-2", x.clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -1241,6 +1296,8 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         day_tokens: None,
         follow: false,
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: Default::default(),
     }
 }
@@ -1910,6 +1967,7 @@ async fn a_resumed_execution_replaces_its_paused_record_once_and_counts_only_wha
         execution: done.clone(),
         content: vec![],
         resumes: Some(Box::new(before.clone())),
+        coalesced: vec![],
     };
     x.sessions.commit_turn(&resume).await.unwrap();
     let read = x.executions.get_execution(&t, before.execution_id).await.unwrap().unwrap();

@@ -143,6 +143,8 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         day_tokens: None,
         follow: false,
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: Default::default(),
     };
     counter.take();

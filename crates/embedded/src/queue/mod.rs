@@ -566,6 +566,13 @@ impl WorkQueue for SqliteWorkQueue {
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError> {
         self.enqueue_raw(&item.group_id(), &item.dedup_id(), &body_of(item)?).await
     }
+
+    async fn queued_behind(&self, item: &WorkItem, max: usize) -> Result<Vec<WorkItem>, QueueError> {
+        let (group, dedup, max) = (item.group_id(), item.dedup_id(), i64::try_from(max).unwrap_or(i64::MAX));
+        let bodies = self.db.call(move |c| rows::bodies_behind(c, &group, &dedup, max)).await.map_err(queue_error)?;
+        // A body that does not parse ends the look: it fails on its own delivery.
+        Ok(bodies.iter().map_while(|b| serde_json::from_str(b).ok()).collect())
+    }
 }
 
 /// A work item as the queue stores it.

@@ -202,6 +202,18 @@ pub(super) fn held_by(tx: &Connection, receipt: &str) -> Result<Option<(i64, Str
 pub(crate) const NEXT_IN_GROUP: &str =
     "SELECT seq, enqueued_at FROM queue_items WHERE group_id = CAST(?1 AS TEXT) ORDER BY seq LIMIT 1";
 
+/// Up to `max` bodies queued in `group_id` behind the item of `dedup_id`, in order (none when
+/// that item is not queued).
+pub(super) fn bodies_behind(c: &Connection, group_id: &str, dedup_id: &str, max: i64) -> Result<Vec<String>, DbError> {
+    let mut stmt = c.prepare_cached(
+        "SELECT body FROM queue_items
+          WHERE group_id = ?1 AND seq > (SELECT seq FROM queue_items WHERE group_id = ?1 AND dedup_id = ?2)
+          ORDER BY seq LIMIT ?3",
+    )?;
+    let bodies = stmt.query_map(params![group_id, dedup_id, max], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
+    Ok(bodies)
+}
+
 /// Makes the group's oldest remaining item its head, or forgets the group when it is empty.
 pub(super) fn advance_head(tx: &Connection, group_id: &str) -> Result<(), DbError> {
     let next: Option<(i64, i64)> =

@@ -258,6 +258,8 @@ type EventRow = (String, String, String, String, String);
 struct TurnRows {
     sessions: Vec<SessionRow>,
     execution: ExecutionRow,
+    /// A burst's earlier messages' records ([`TurnCommit::coalesced`]), counted in no usage.
+    coalesced: Vec<ExecutionRow>,
     /// The execution's record replaces its paused one (see [`TurnCommit::resumes`]).
     resumes: bool,
     day: String,
@@ -277,14 +279,8 @@ impl TurnRows {
     fn encode(commit: &TurnCommit, now: DateTime<Utc>) -> Result<Self, StoreError> {
         let sessions = commit.sessions.iter().map(session_row).collect::<Result<Vec<_>, _>>()?;
         let e = &commit.execution;
-        let execution = (
-            e.tenant_id.to_string(),
-            e.execution_id.to_string(),
-            e.session_id.to_string(),
-            e.source_id.clone(),
-            e.expires_at.timestamp_millis(),
-            serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        );
+        let execution = execution_row(e)?;
+        let coalesced = commit.coalesced.iter().map(execution_row).collect::<Result<_, _>>()?;
         let lines = e.usage_lines_after(commit.resumes.as_deref());
         let tokens: u64 = lines.iter().map(|l| l.counts.tokens()).sum();
         let usage = lines
@@ -326,6 +322,7 @@ impl TurnRows {
         Ok(Self {
             sessions,
             execution,
+            coalesced,
             resumes,
             day,
             hour,
@@ -359,19 +356,12 @@ impl TurnRows {
             if replaced != 1 {
                 return Ok(Err(StoreError::Duplicate(format!("execution {id} no longer awaits approval"))));
             }
-        } else {
-            match c
-                .prepare_cached(
-                    "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?
-                .execute(params![t, id, sid, source, expires, body])
-            {
-                Ok(_) => {}
-                Err(e) if is_constraint(&e) => {
-                    return Ok(Err(StoreError::Duplicate(format!("source {source} already recorded"))));
-                }
-                Err(e) => return Err(e),
+        } else if let Err(refused) = insert_execution(c, &self.execution)? {
+            return Ok(Err(refused));
+        }
+        for row in &self.coalesced {
+            if let Err(refused) = insert_execution(c, row)? {
+                return Ok(Err(refused));
             }
         }
         for (agent, model, [calls, input, output, read, write, cost, unpriced]) in &self.usage {
@@ -414,6 +404,36 @@ impl TurnRows {
             .execute(params![t, sid, sha256, self.content_expires, body])?;
         }
         Ok(Ok(()))
+    }
+}
+
+/// The `executions` row of `e`.
+fn execution_row(e: &ExecutionRecord) -> Result<ExecutionRow, StoreError> {
+    Ok((
+        e.tenant_id.to_string(),
+        e.execution_id.to_string(),
+        e.session_id.to_string(),
+        e.source_id.clone(),
+        e.expires_at.timestamp_millis(),
+        serde_json::to_string(e).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    ))
+}
+
+/// Records a new execution; `Ok(Err(_))` when its source is recorded already.
+fn insert_execution(
+    c: &Connection,
+    (t, id, sid, source, expires, body): &ExecutionRow,
+) -> rusqlite::Result<Result<(), StoreError>> {
+    match c
+        .prepare_cached(
+            "INSERT INTO executions (tenant_id, execution_id, session_id, source_id, expires_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![t, id, sid, source, expires, body])
+    {
+        Ok(_) => Ok(Ok(())),
+        Err(e) if is_constraint(&e) => Ok(Err(StoreError::Duplicate(format!("source {source} already recorded")))),
+        Err(e) => Err(e),
     }
 }
 

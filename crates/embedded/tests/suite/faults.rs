@@ -26,10 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_domain::{InboundEvent, OutboundEvent, TenantId};
+use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig};
 use switchboard_engine::intake::source_id;
-use switchboard_engine::{ConversationLog, EventLog, HandoffTo, Sender, SessionFilter, SessionStore};
+use switchboard_engine::{ConversationLog, EventLog, ExecutionLog, HandoffTo, Sender, SessionFilter, SessionStore};
 use switchboard_testkit::ManualClock;
 use switchboard_testkit::faults::{self, Clerk, Faults, Kind, Move, OrderDesk, Plan, Replies, Said};
 
@@ -37,8 +37,9 @@ const AGENT: &str = "01JD0000SVPP0RT0AGENT00001";
 const ORDER_TOOL: &str = "01JD0000H00KS000000000000A";
 const VISIBILITY: Duration = Duration::from_secs(30);
 
-fn bundle() -> String {
-    json!({
+/// The tenant: one agent, whose turns coalesce bursts when `bursts` says so.
+fn bundle(bursts: Option<serde_json::Value>) -> String {
+    let mut bundle = json!({
         "tenantId": "t-1", "name": "Faults",
         // Tight enough that a mix's later messages are refused and answered as onLimit says.
         "limits": { "invocationsPerMinute": 4, "onLimit": { "action": "message", "text": "We are busy; one moment." } },
@@ -47,8 +48,11 @@ fn bundle() -> String {
         "tools": [faults::order_tool(ORDER_TOOL)],
         "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "all", "agentId": AGENT,
                        "eventType": "message.new", "priority": 10, "conditions": {} }]
-    })
-    .to_string()
+    });
+    if let Some(policy) = bursts {
+        bundle["agents"][0]["bursts"] = policy;
+    }
+    bundle.to_string()
 }
 
 /// The profile over one data directory, opened again after each crash.
@@ -70,7 +74,7 @@ struct Run {
 }
 
 impl Run {
-    async fn start(plan: Option<Plan>) -> Self {
+    async fn start(plan: Option<Plan>, bursts: Option<serde_json::Value>) -> Self {
         let mut run = Self {
             dir: tempfile::tempdir().unwrap(),
             clock: ManualClock::new(),
@@ -85,7 +89,7 @@ impl Run {
         run.planned = run.faults.clone();
         run.run_profile();
         // Set-up, not under test: straight to the store.
-        Bundle::parse(&bundle(), run.clock.as_ref()).unwrap().install(&run.embedded().store).await.unwrap();
+        Bundle::parse(&bundle(bursts), run.clock.as_ref()).unwrap().install(&run.embedded().store).await.unwrap();
         run
     }
 
@@ -141,7 +145,9 @@ impl Run {
     }
 
     /// Works the queue until nothing is deliverable, as a worker does: ack on success, release
-    /// at once on failure; after a crash, nothing (the item comes back after its timeout).
+    /// at once on failure; after a crash, nothing (the item comes back after its timeout). An
+    /// item that waits (a burst being gathered) is released with its delay, and the clock moves
+    /// on by it.
     async fn work(&mut self) {
         loop {
             let embedded = self.embedded();
@@ -154,7 +160,11 @@ impl Run {
             }
             match handled {
                 Ok(()) => assert!(embedded.queue.ack(&delivery.receipt).await.unwrap()),
-                Err(_) => assert!(embedded.queue.release(&delivery.receipt, Duration::ZERO).await.unwrap()),
+                Err(failure) => {
+                    let wait = failure.retry_after.unwrap_or_default();
+                    assert!(embedded.queue.release(&delivery.receipt, wait).await.unwrap());
+                    self.clock.advance_std(wait);
+                }
             }
         }
     }
@@ -269,7 +279,17 @@ async fn check(
 
 /// Plays `mix` with `plan`; the failure, if any, with what was injected where.
 async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
-    let mut run = Run::start(plan).await;
+    case_with(mix, plan, None).await.map(|(calls, _)| calls)
+}
+
+/// [`case`] for an agent whose turns follow the `bursts` policy; beside the calls, how many
+/// messages were answered in the turn of another (`coalesced`).
+async fn case_with(
+    mix: &[Said],
+    plan: Option<Plan>,
+    bursts: Option<serde_json::Value>,
+) -> Result<(u64, usize), String> {
+    let mut run = Run::start(plan, bursts).await;
     let played = run.play(mix).await;
     let calls = run.planned.calls();
     let fired = run.planned.fired();
@@ -279,10 +299,16 @@ async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
     let mut early = run.early.clone();
     early.extend(run.faults.published_early());
     let checked = check(&embedded, (&played.0, &played.1), &relayed, &early).await;
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let mut coalesced = 0;
+    for event in &played.0 {
+        let record = embedded.store.execution_for_source(&tenant, &source_id(event)).await.unwrap();
+        coalesced += usize::from(record.is_some_and(|r| r.status == ExecutionStatus::Coalesced));
+    }
     drop(embedded);
     run.log = None;
     assert!(run.embedded.take().unwrap().close(Duration::from_secs(30)).await);
-    checked.map(|()| calls).map_err(|e| format!("{plan:?} (fired at {fired:?}): {e}"))
+    checked.map(|()| (calls, coalesced)).map_err(|e| format!("{plan:?} (fired at {fired:?}): {e}"))
 }
 
 fn said(conversation: &str, text: &'static str, drain: bool) -> Said {
@@ -328,4 +354,32 @@ async fn random_conversations_with_a_fault_at_a_random_call_lose_and_repeat_noth
         failures.extend(faults::seeded_case(seed, |mix, plan| async move { case(&mix, plan).await }).await);
     }
     faults::assert_none_failed(&failures, seeds.len());
+}
+
+#[tokio::test]
+async fn every_call_of_a_mix_of_bursts_may_fail_and_no_message_is_lost_or_answered_twice() {
+    // given an agent that coalesces bursts: a burst of three messages, then a lone message of
+    // another conversation, then one more that the tenant's limit of four a minute refuses
+    let coalesce = || Some(json!({ "mode": "coalesce", "windowSeconds": 2 }));
+    let mix = [
+        said("c-1", faults::TEXTS[0], false),
+        said("c-1", faults::TEXTS[1], false),
+        said("c-1", faults::TEXTS[2], true),
+        said("c-2", faults::TEXTS[3], false),
+        said("c-1", faults::TEXTS[0], true),
+    ];
+    let (calls, coalesced) = case_with(&mix, None, coalesce()).await.unwrap();
+    assert!(calls > 20, "the mix makes {calls} port calls");
+    // without a fault: the first two are answered in the turn of the third
+    assert_eq!(coalesced, 2, "messages answered in the turn of a later one");
+    // when each call in turn fails in each way, then everything holds
+    let mut failures = vec![];
+    for at in 0..calls {
+        for kind in Kind::ALL {
+            if let Err(e) = case_with(&mix, Some(Plan { at, kind }), coalesce()).await {
+                failures.push(e);
+            }
+        }
+    }
+    faults::assert_none_failed(&failures, usize::try_from(calls * 3).unwrap());
 }

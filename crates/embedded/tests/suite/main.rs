@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod approvals;
+mod bursts;
 mod common;
 mod faults;
 mod hooks;

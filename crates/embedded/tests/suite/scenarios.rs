@@ -246,6 +246,8 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         day_tokens: None,
         follow: false,
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: Default::default(),
     }
 }
@@ -340,6 +342,7 @@ impl SessionStore for Flaky {
                             execution: marker,
                             content: vec![],
                             resumes: None,
+                            coalesced: vec![],
                         })
                         .await?;
                 }

@@ -50,6 +50,8 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         latency_ms: 1,
         created_at: now,
         children: vec![],
+        coalesced: vec![],
+        coalesced_into: None,
         expires_at: now + chrono::Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],
@@ -75,6 +77,7 @@ async fn expired_execution_records_are_never_returned() {
             execution: r.clone(),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -102,6 +105,7 @@ async fn executions_are_listed_in_pages_with_a_cursor() {
                 execution: record(&t, s.session_id, &format!("evt-{i}"), clock.now()),
                 content: vec![],
                 resumes: None,
+                coalesced: vec![],
             })
             .await
             .unwrap();
@@ -138,6 +142,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             execution: record(&t, s.session_id, "evt-1", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -152,6 +157,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             execution: record(&t, s.session_id, "evt-2", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap_err();
@@ -166,6 +172,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             execution: record(&t, twin.session_id, "evt-3", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap_err();
@@ -184,6 +191,7 @@ async fn a_stale_write_and_a_second_active_session_are_conflicts_and_change_noth
             execution: record(&t, s.session_id, "evt-1", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap_err();
@@ -529,6 +537,7 @@ async fn activity_is_filled_from_the_kept_records_when_its_step_is_applied() {
                 execution: r,
                 content: vec![],
                 resumes: None,
+                coalesced: vec![],
             })
             .await
             .unwrap();
@@ -756,6 +765,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             execution: record(&t, next.session_id, "evt-1", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap();
@@ -774,6 +784,7 @@ async fn the_sessions_are_rebuilt_without_a_counter_row_and_keep_their_order() {
             execution: record(&t, twin.session_id, "evt-2", clock.now()),
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         })
         .await
         .unwrap_err();

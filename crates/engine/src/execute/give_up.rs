@@ -8,7 +8,6 @@
 use std::time::Instant;
 
 use switchboard_domain::event::detail_type;
-use switchboard_domain::message::Message;
 use switchboard_domain::{ErrorKind, ExecutionError, ExecutionStatus, OnFailure};
 use tracing::warn;
 
@@ -73,7 +72,7 @@ impl Executor {
         record.status = ExecutionStatus::Failed;
         let message = format!("its last delivery failed: {why}");
         record.error = Some(ExecutionError::new(kind, message.clone()).with_reason(LAST_DELIVERY));
-        session.append_transcript([Message::user_text(item.text.clone())]);
+        session.append_transcript([item.user_message()]);
         let may_end = !session.is_human_owned();
         let mut events = vec![];
         if session.is_active() {
@@ -99,6 +98,7 @@ impl Executor {
             events,
             content: vec![],
             resumes: None,
+            coalesced: vec![],
         };
         Ok(Ok(Ready { commit, record, may_end, _follower: None }))
     }

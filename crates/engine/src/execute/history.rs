@@ -57,7 +57,7 @@ pub(super) async fn load(deps: &Deps, item: &WorkItem, agent: &Agent, session: &
 /// messages of one role merged, and the start moved to the first customer message.
 fn as_transcript(history: Vec<HistoryMessage>, item: &WorkItem) -> Vec<Message> {
     let mut history = history;
-    if let Some(at) = history.iter().rposition(|m| m.message_id == item.message_id) {
+    if let Some(at) = history.iter().rposition(|m| m.message_id == item.first_message_id()) {
         history.truncate(at);
     }
     let messages = history.into_iter().filter(|m| !m.text.trim().is_empty()).map(|m| match m.sender {

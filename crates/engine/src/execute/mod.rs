@@ -4,6 +4,7 @@
 //! recorded source is never run again, and a side effect repeated by a replay carries the key it
 //! had the first time. Also here: the prompt and history a turn starts from (`context`).
 
+mod burst;
 pub(crate) mod context;
 mod give_up;
 pub(crate) mod history;
@@ -17,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_domain::approval::MAX_HELD_MESSAGES;
-use switchboard_domain::message::Message;
 use switchboard_domain::{
     Agent, AgentStatus, ErrorKind, ExecutionRecord, ExecutionStatus, HeldMessage, OnLimit, Refusal, Session,
 };
@@ -147,16 +147,48 @@ impl Executor {
         deadline: Option<Instant>,
         attempt: Option<Attempt>,
     ) -> Result<ExecOutcome, ExecError> {
+        self.execute_behind(item, None, deadline, attempt).await.map(|(outcome, _)| outcome)
+    }
+
+    /// [`Executor::execute_attempt`] for a consumer that holds the items queued behind `item`
+    /// in its group, in order (an SQS batch's): an agent that coalesces bursts gathers them from
+    /// there, where the embedded queue is asked. Beside the outcome: how many of `behind`, from
+    /// the first, the item's turn answered with it (recorded as `coalesced`), which the consumer
+    /// acknowledges with it.
+    pub async fn execute_batch(
+        &self,
+        item: &WorkItem,
+        behind: &[WorkItem],
+        deadline: Option<Instant>,
+        attempt: Option<Attempt>,
+    ) -> Result<(ExecOutcome, usize), ExecError> {
+        self.execute_behind(item, Some(behind), deadline, attempt).await
+    }
+
+    async fn execute_behind(
+        &self,
+        item: &WorkItem,
+        behind: Option<&[WorkItem]>,
+        deadline: Option<Instant>,
+        attempt: Option<Attempt>,
+    ) -> Result<(ExecOutcome, usize), ExecError> {
         let own = self.budget.and_then(|b| Instant::now().checked_add(b));
         let deadline = match (deadline, own) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let (outcome, may_hold) = self.execute_one(item, deadline, attempt).await?;
+        let (outcome, may_hold, answered) = match self.execute_one(item, deadline, attempt, behind).await? {
+            One::Done(outcome, may_hold) => (outcome, may_hold, 0),
+            // The burst's turn, which its last message carries (it gathers no other).
+            One::Merged(merged) => match Box::pin(self.execute_one(&merged, deadline, attempt, Some(&[]))).await? {
+                One::Done(outcome, may_hold) => (outcome, may_hold, merged.earlier.len()),
+                One::Merged(_) => return Err(ExecError::new(ErrorKind::Internal, "a burst gathered twice", false)),
+            },
+        };
         if may_hold {
             self.run_held(item).await;
         }
-        Ok(outcome)
+        Ok((outcome, answered))
     }
 
     #[tracing::instrument(name = "invoke_agent", skip_all, fields(
@@ -177,7 +209,8 @@ impl Executor {
         item: &WorkItem,
         deadline: Option<Instant>,
         attempt: Option<Attempt>,
-    ) -> Result<(ExecOutcome, bool), ExecError> {
+        behind: Option<&[WorkItem]>,
+    ) -> Result<One, ExecError> {
         let deps = &self.deps;
         let start = deps
             .sessions
@@ -193,7 +226,7 @@ impl Executor {
             }
             TurnStart::Recorded(done) => {
                 info!(execution_id = %done.execution_id, "source already recorded (a redelivery); nothing is done again");
-                return Ok((ExecOutcome::AlreadyRecorded(done), true));
+                return Ok(One::Done(ExecOutcome::AlreadyRecorded(done), true));
             }
             TurnStart::Latest(latest) => Some(latest.map(|s| *s)),
         };
@@ -206,10 +239,10 @@ impl Executor {
             None => item,
         };
         let mut last_conflict = String::new();
-        for attempt in 1..=MAX_COMMIT_ATTEMPTS {
-            let run = match self.run(item, latest.take(), deadline, resuming.as_deref()).await {
+        for round in 1..=MAX_COMMIT_ATTEMPTS {
+            let run = match self.run(item, latest.take(), deadline, resuming.as_deref(), (behind, attempt)).await {
                 Err(moved) if moved.moved => {
-                    warn!(attempt, reason = %moved.message, "the session moved while the turn ran; running it again");
+                    warn!(attempt = round, reason = %moved.message, "the session moved while the turn ran; running it again");
                     last_conflict = moved.message;
                     continue;
                 }
@@ -217,12 +250,13 @@ impl Executor {
             };
             let ready = match run {
                 Run::Ready(ready) => *ready,
-                Run::Drop(reason) => return Ok((ExecOutcome::Dropped { reason }, false)),
+                Run::Drop(reason) => return Ok(One::Done(ExecOutcome::Dropped { reason }, false)),
+                Run::Merged(merged) => return Ok(One::Merged(merged)),
                 Run::Hold(write) => match deps.sessions.write_session(&write).await {
                     Ok(()) => {
                         info!(session_id = %write.session.session_id, "a turn of the conversation awaits approval; the item waits behind it");
                         // Held behind items a failure left (no turn paused): they run now.
-                        return Ok((ExecOutcome::Held, write.session.paused.is_none()));
+                        return Ok(One::Done(ExecOutcome::Held, write.session.paused.is_none()));
                     }
                     Err(StoreError::VersionConflict(conflict)) => {
                         last_conflict = conflict;
@@ -235,10 +269,10 @@ impl Executor {
             match self.commit(item, ready).await? {
                 Ok(outcome) => {
                     let again = matches!(outcome, ExecOutcome::AlreadyRecorded(_));
-                    return Ok((outcome, holds || again));
+                    return Ok(One::Done(outcome, holds || again));
                 }
                 Err(conflict) => {
-                    warn!(attempt, conflict = %conflict, "session changed while the turn ran; running it again");
+                    warn!(attempt = round, conflict = %conflict, "session changed while the turn ran; running it again");
                     last_conflict = conflict;
                 }
             }
@@ -258,11 +292,12 @@ impl Executor {
         latest: Option<Option<Session>>,
         deadline: Option<Instant>,
         resuming: Option<&ExecutionRecord>,
+        (behind, attempt): (Option<&[WorkItem]>, Option<Attempt>),
     ) -> Result<Run, ExecError> {
         let deps = &self.deps;
         let started = Instant::now();
         let mut follower = None;
-        let (commit, record, may_end) = match self.prepare(item, latest, resuming).await? {
+        let (mut commit, record, may_end) = match self.prepare(item, latest, resuming).await? {
             Prepared::Drop(reason) => return Ok(Run::Drop(reason)),
             Prepared::Hold(session) => return Ok(Run::Hold(Box::new(self.hold(item, *session)?))),
             Prepared::Resume { session, agent, paused } => {
@@ -276,7 +311,7 @@ impl Executor {
                 // joins the session's transcript, so an agent it is handed back to sees it.
                 let record = record::skipped(deps, item, &session, &reason, started);
                 let expected = session.version;
-                session.append_transcript([Message::user_text(item.text.clone())]);
+                session.append_transcript([item.user_message()]);
                 session.version += 1;
                 session.updated_at = deps.clock.now();
                 let write = SessionWrite { session, expected_version: Some(expected) };
@@ -286,6 +321,7 @@ impl Executor {
                     events: vec![],
                     content: vec![],
                     resumes: None,
+                    coalesced: vec![],
                 };
                 (commit, record, false)
             }
@@ -294,6 +330,11 @@ impl Executor {
                 (commit, record, true)
             }
             Prepared::Run { session, agent, is_new } => {
+                match burst::gather(deps, item, &agent, behind, attempt).await? {
+                    burst::Gathered::Alone => {}
+                    burst::Gathered::Wait(wait) => return Err(wait),
+                    burst::Gathered::Merged(merged) => return Ok(Run::Merged(merged)),
+                }
                 let expected = (!is_new).then_some(session.version);
                 follower = self.progress.as_ref().and_then(|p| p.follower(item));
                 let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
@@ -301,6 +342,11 @@ impl Executor {
                 (commit, record, true)
             }
         };
+        if !item.earlier.is_empty()
+            && let Some(first) = commit.sessions.first()
+        {
+            commit.coalesced = record::coalesced(deps, item, &first.session, &record);
+        }
         Ok(Run::Ready(Box::new(Ready { commit, record, may_end, _follower: follower })))
     }
 
@@ -323,14 +369,18 @@ impl Executor {
             sessions.push(SessionWrite { session: next, expected_version: None });
         }
         let execution = turn.record.clone();
-        (TurnCommit { sessions, execution, events: turn.events, content, resumes }, turn.record)
+        (TurnCommit { sessions, execution, events: turn.events, content, resumes, coalesced: vec![] }, turn.record)
     }
 
     /// The write that holds `item` in `session` behind its paused turn (or behind items a
     /// failure left held), once: a redelivery is not held twice.
     fn hold(&self, item: &WorkItem, mut session: Session) -> Result<SessionWrite, ExecError> {
         let expected = session.version;
-        if !session.held.iter().any(|h| h.source_id == item.source_id) {
+        let holds = |h: &HeldMessage| {
+            h.source_id == item.source_id
+                || serde_json::from_value::<WorkItem>(h.item.clone()).is_ok_and(|w| w.answers(&item.source_id))
+        };
+        if !session.held.iter().any(holds) {
             if session.held.len() >= MAX_HELD_MESSAGES {
                 let why = format!("the conversation already holds {MAX_HELD_MESSAGES} messages behind a paused turn");
                 return Err(ExecError::new(ErrorKind::Limit, why, true));
@@ -372,8 +422,10 @@ impl Executor {
                     continue;
                 }
             };
-            match self.execute_one(&next, None, None).await {
-                Ok((outcome, _)) => {
+            match self.execute_one(&next, None, None, Some(&[])).await {
+                // Given nothing behind it, a held item gathers no burst.
+                Ok(One::Merged(_)) => return,
+                Ok(One::Done(outcome, _)) => {
                     if let Some(done) = &self.held_done {
                         done(&next, &outcome);
                     }
@@ -619,9 +671,18 @@ struct Ready {
     _follower: Option<Follower>,
 }
 
+/// What became of an item, or the burst that answers it (which runs in its place).
+enum One {
+    /// The outcome, and whether the conversation may hold items to run now.
+    Done(ExecOutcome, bool),
+    Merged(Box<WorkItem>),
+}
+
 /// What running an item once came to.
 enum Run {
     Ready(Box<Ready>),
+    /// The item's burst is complete: its turn runs as this item.
+    Merged(Box<WorkItem>),
     /// Nothing to do (a continuation whose session moved on, a stale resumption).
     Drop(String),
     /// The item waits behind a paused turn: the session write that holds it.

@@ -8,8 +8,8 @@ use serde_json::json;
 use switchboard_domain::limits::EXECUTION_TTL_DAYS;
 use switchboard_domain::recording::{redacted_text, redacted_value};
 use switchboard_domain::{
-    Action, Agent, Blob, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord, ExecutionStatus, RanWith,
-    Recording, Session, TokenUsage,
+    Action, Agent, Blob, CoalescedMessage, Cost, ErrorKind, ExecutionError, ExecutionId, ExecutionRecord,
+    ExecutionStatus, RanWith, Recording, Session, TokenUsage,
 };
 
 use crate::model_call::elapsed_ms;
@@ -22,6 +22,11 @@ pub(crate) fn blank(deps: &Deps, item: &WorkItem, session: &Session, started: In
     let input = json!({ "messageId": item.message_id, "text": item.text, "detail": item.detail });
     let mut r = of_request(deps, session, item.source_id.clone(), input, ExecutionStatus::Success, vec![], started);
     r.trigger_id = item.trigger_id;
+    r.coalesced = item
+        .earlier
+        .iter()
+        .map(|e| CoalescedMessage { message_id: e.message_id.clone(), source_id: e.source_id.clone() })
+        .collect();
     // Every later log line of the execution carries its id (the executor's span declares it).
     tracing::Span::current().record("execution_id", tracing::field::display(r.execution_id));
     r
@@ -60,6 +65,8 @@ pub(crate) fn of_request(
         latency_ms: elapsed_ms(started),
         created_at: now,
         children: vec![],
+        coalesced: vec![],
+        coalesced_into: None,
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
         hook_calls: vec![],
         approvals: vec![],
@@ -145,6 +152,31 @@ pub(crate) fn skipped(
     r.status = ExecutionStatus::Skipped;
     r.error = Some(ExecutionError::new(ErrorKind::Config, reason));
     r
+}
+
+/// The records of the earlier messages of `item`'s burst, which `turn` (its record) answered:
+/// status `coalesced`, pointing at it, each with its own message as input.
+pub(crate) fn coalesced(
+    deps: &Deps,
+    item: &WorkItem,
+    session: &Session,
+    turn: &ExecutionRecord,
+) -> Vec<ExecutionRecord> {
+    let started = Instant::now();
+    item.earlier
+        .iter()
+        .map(|e| {
+            let input = json!({ "messageId": e.message_id, "text": e.text, "detail": e.detail });
+            let mut r =
+                of_request(deps, session, e.source_id.clone(), input, ExecutionStatus::Coalesced, vec![], started);
+            r.trigger_id = e.trigger_id;
+            r.coalesced_into = Some(turn.execution_id);
+            r.agent_id = turn.agent_id;
+            r.session_id = turn.session_id;
+            apply_recording(&mut r, e.recording, None);
+            r
+        })
+        .collect()
 }
 
 /// Actions of a record, for display.

@@ -27,7 +27,7 @@ pub(super) async fn commit(
     record.status = refusal.limit.status();
     record.error = Some(ExecutionError::new(ErrorKind::Limit, why.clone()).with_reason(refusal.limit.as_str()));
     let expected = (!is_new).then_some(session.version);
-    session.append_transcript([Message::user_text(item.text.clone())]);
+    session.append_transcript([item.user_message()]);
     let mut events = vec![];
     // A conversation a human already owns gets nothing more from Switchboard.
     if !session.is_human_owned() {
@@ -51,7 +51,14 @@ pub(super) async fn commit(
     session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
     Ok((
-        TurnCommit { sessions: vec![write], execution: record.clone(), events, content: vec![], resumes: None },
+        TurnCommit {
+            sessions: vec![write],
+            execution: record.clone(),
+            events,
+            content: vec![],
+            resumes: None,
+            coalesced: vec![],
+        },
         record,
     ))
 }

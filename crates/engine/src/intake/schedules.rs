@@ -132,6 +132,8 @@ impl Intake {
             day_tokens: None,
             follow: false,
             resume: None,
+            arrived_at: None,
+            earlier: vec![],
             recording: tenant.recording,
         };
         if let Some(limits) = &self.limits {

@@ -232,7 +232,7 @@ impl Operator {
         let execution = record::of_request(deps, &session, source, input, status, actions, started);
         let mut sessions = vec![SessionWrite { session, expected_version: Some(expected) }];
         sessions.extend(next.map(|next| SessionWrite { session: next, expected_version: None }));
-        let commit = TurnCommit { sessions, execution, events, content: vec![], resumes: None };
+        let commit = TurnCommit { sessions, execution, events, content: vec![], resumes: None, coalesced: vec![] };
         deps.sessions.commit_turn(&commit).await?;
         deps.bus.relay(&commit.events).await;
         Ok(commit.execution)

@@ -63,6 +63,15 @@ pub struct WorkItem {
     /// id) once it is decided: the turn goes on in its own execution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
+    /// When event intake took the message in (its clock): what an agent that coalesces bursts
+    /// gathers them by ([`switchboard_domain::burst`]). None for work that is not a customer's
+    /// message, or an item queued before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The earlier messages of the burst this item answers with its own, in order, each as it
+    /// was queued: the item's turn is theirs too, and its commit records each as `coalesced`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<WorkItem>,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.
@@ -82,6 +91,39 @@ impl DayTokens {
 }
 
 impl WorkItem {
+    /// Whether a burst may gather this item: a customer's message that runs as it came (not a
+    /// continuation, resumption, refusal, followed invoke or other start), with its arrival.
+    pub fn may_coalesce(&self) -> bool {
+        self.arrived_at.is_some()
+            && self.event_id.is_some()
+            && self.refused.is_none()
+            && !self.continuation
+            && !self.follow
+            && self.resume.is_none()
+            && self.earlier.is_empty()
+    }
+
+    /// What the customer said in this item, as one user message: the burst's messages in order,
+    /// one text block each (one block for an item of one message).
+    pub fn user_message(&self) -> switchboard_domain::message::Message {
+        let mut message = switchboard_domain::message::Message::user_text(self.text.clone());
+        if !self.earlier.is_empty() {
+            let texts = self.earlier.iter().chain(std::iter::once(self)).map(|i| i.text.clone());
+            message.content = texts.map(|text| switchboard_domain::message::ContentBlock::Text { text }).collect();
+        }
+        message
+    }
+
+    /// The first message this item answers (its own, or its burst's first).
+    pub fn first_message_id(&self) -> &str {
+        self.earlier.first().map_or(&self.message_id, |e| &e.message_id)
+    }
+
+    /// Whether this item answers `source_id` (its own or one of its burst's).
+    pub fn answers(&self, source_id: &str) -> bool {
+        self.source_id == source_id || self.earlier.iter().any(|e| e.source_id == source_id)
+    }
+
     /// The FIFO group: one conversation of one tenant.
     pub fn group_id(&self) -> String {
         format!("{}:{}", self.tenant_id, self.conversation_id)
@@ -114,6 +156,14 @@ pub enum Enqueued {
 /// a worker pool in the embedded profile), so it is not part of the port.
 #[async_trait]
 pub trait WorkQueue: Send + Sync {
+    /// Up to `max` items queued in `item`'s group behind it, in order, read without taking them
+    /// (what a turn that coalesces a burst gathers). A queue that cannot look into a group
+    /// (SQS) answers none: its consumer hands the executor what its batch holds instead.
+    async fn queued_behind(&self, item: &WorkItem, max: usize) -> Result<Vec<WorkItem>, QueueError> {
+        let _ = (item, max);
+        Ok(vec![])
+    }
+
     /// Enqueues `item` in its conversation's group ([`WorkItem::group_id`]), deduplicated on
     /// [`WorkItem::dedup_id`] (its source id, scoped by its tenant).
     async fn enqueue(&self, item: &WorkItem) -> Result<Enqueued, QueueError>;

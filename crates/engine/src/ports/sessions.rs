@@ -32,6 +32,11 @@ pub struct TurnCommit {
     /// as [`StoreError::Duplicate`] unless it still awaits approval — and adds to the usage only
     /// what the new record adds to it. `None` for every other commit.
     pub resumes: Option<Box<ExecutionRecord>>,
+    /// The records of the earlier messages of a burst that `execution` answered with its own
+    /// (status `coalesced`, each pointing at it): written with it, refused as
+    /// [`StoreError::Duplicate`] when one of their sources is recorded already. They count in
+    /// no usage or activity: nothing ran for them.
+    pub coalesced: Vec<ExecutionRecord>,
 }
 
 #[derive(Debug, Clone)]

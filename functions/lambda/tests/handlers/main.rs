@@ -43,6 +43,7 @@ use tower::ServiceExt;
 const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 
 mod approvals;
+mod bursts;
 mod faults;
 mod standin;
 mod triggers;

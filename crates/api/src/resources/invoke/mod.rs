@@ -129,6 +129,8 @@ pub(crate) async fn start_turn(
         day_tokens,
         follow: matches!(wait, Wait::Stream),
         resume: None,
+        arrived_at: None,
+        earlier: vec![],
         recording: tenant.recording,
     };
     let recorded = match (done, wait) {

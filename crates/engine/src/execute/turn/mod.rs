@@ -67,7 +67,7 @@ pub(super) async fn run(
     let session_tokens = session.tokens_used;
     let fits = |r: &ExecutionRecord, next: u64| spent_budget(agent, r, session_tokens, next).is_none();
     summary::refresh(deps, agent, &mut session, &mut record, deadline, item.recording, fits).await;
-    let user = Message::user_text(item.text.clone());
+    let user = item.user_message();
     let tools = Toolbox::build(deps, agent, &session).await?;
     record.ran_with = Some(record::ran_with(item, agent, &tools));
     let messages = context::messages(agent, &session, &user);
