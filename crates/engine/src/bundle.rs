@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use switchboard_domain::calendar::{Calendars, check_calendars};
 use switchboard_domain::input::record_with_defaults;
 use switchboard_domain::{Agent, Skill, TenantId, TenantLimits, Tool, ToolId, Trigger, ValidationErrors};
 
 use crate::config::plural;
 use crate::ports::{Clock, ConfigAdmin, ConfigRecord, ConfigStore};
-use crate::{ConfigService, ConfigWriteError};
+use crate::{ConfigService, ConfigWriteError, TenantChanges};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -22,6 +23,8 @@ struct BundleFile {
     name: String,
     #[serde(default)]
     limits: Option<TenantLimits>,
+    #[serde(default)]
+    calendars: Option<Calendars>,
     #[serde(default)]
     agents: Vec<Value>,
     #[serde(default)]
@@ -40,6 +43,9 @@ pub struct Bundle {
     /// The tenant's limits, when the file sets them (what it leaves out takes the defaults).
     /// Only an admin may change them.
     pub limits: Option<TenantLimits>,
+    /// The tenant's business-hours calendars, all of them, when the file sets them (a name
+    /// left out is removed). Only an owner or an admin may change them.
+    pub calendars: Option<Calendars>,
     pub agents: Vec<Agent>,
     pub triggers: Vec<Trigger>,
     /// Custom (webhook) tools; agents name them by id.
@@ -158,6 +164,9 @@ impl Bundle {
         if let Some(Err(e)) = file.limits.as_ref().map(|l| l.validate("/limits")) {
             errors.0.extend(e.0);
         }
+        if let Some(calendars) = &file.calendars {
+            check_calendars(calendars, "/calendars", &mut errors);
+        }
         let tenant = &file.tenant_id;
         let mut read = Reader { tenant, now: &now, errors: &mut errors };
         let agents: Vec<Agent> = read.records("agents", file.agents, |agent: &Agent, pointer, errors| {
@@ -190,11 +199,32 @@ impl Bundle {
                         .push(format!("{pointer}/agentId"), format!("no agent '{}' in this bundle", trigger.agent_id));
                 }
                 nest(errors, &pointer, trigger.validate());
+                // Named calendars are the bundle's when it sets them (else the tenant's, checked
+                // when the trigger is written).
+                if let Some(calendars) = &file.calendars {
+                    for (at, name) in trigger.conditions.calendar_refs() {
+                        if !calendars.contains_key(&name) {
+                            errors.push(
+                                format!("{pointer}/conditions{at}"),
+                                format!("no calendar '{name}' in this bundle"),
+                            );
+                        }
+                    }
+                }
                 triggers.push(trigger);
             }
         }
         errors.into_result()?;
-        Ok(Self { tenant_id: file.tenant_id, name: file.name, limits: file.limits, agents, triggers, tools, skills })
+        Ok(Self {
+            tenant_id: file.tenant_id,
+            name: file.name,
+            limits: file.limits,
+            calendars: file.calendars,
+            agents,
+            triggers,
+            tools,
+            skills,
+        })
     }
 
     pub fn from_file(path: &Path, clock: &dyn Clock) -> Result<Self, BundleError> {
@@ -215,7 +245,12 @@ impl Bundle {
             set_limits(store, store, &self.tenant_id, limits).await?;
         }
         let store = Arc::new(store.clone());
-        ConfigService::new(store.clone(), store).upsert_all(&self.records()).await
+        let service = ConfigService::new(store.clone(), store);
+        if let Some(calendars) = &self.calendars {
+            let changes = TenantChanges { calendars: Some(calendars.clone()), ..TenantChanges::default() };
+            service.update_tenant(&self.tenant_id, changes).await?;
+        }
+        service.upsert_all(&self.records()).await
     }
 
     /// Brings the tenant to what the bundle says: creates it when `create_tenant` allows and it
@@ -224,11 +259,14 @@ impl Bundle {
     /// says what would change and writes nothing. Records stored but not in the bundle are left
     /// alone (a bundle adds and updates; it never deletes). `admin` may create the tenant and
     /// change its limits; anyone else applying limits that differ from the stored ones is
-    /// refused at `/limits`, and nothing is written.
+    /// refused at `/limits`, and nothing is written. Its calendars, set before its records are
+    /// (its triggers may name them), change for an admin or an owner (`settings`) only, as with
+    /// `PATCH /tenants/{t}`: refused at `/calendars` for anyone else, and when a stored trigger
+    /// names one the bundle removes.
     pub async fn apply(
         &self,
         service: &ConfigService,
-        admin: bool,
+        (admin, settings): (bool, bool),
         dry_run: bool,
     ) -> Result<ApplyReport, ConfigWriteError> {
         let stored = service.config().get_tenant(&self.tenant_id).await?;
@@ -247,6 +285,23 @@ impl Bundle {
                 )));
             }
             (Some(_), _) => Some(Change::Updated),
+        };
+        let calendars = match (&self.calendars, &stored) {
+            (None, _) => None,
+            (Some(wanted), Some(t)) if *wanted == t.calendars => Some(Change::Unchanged),
+            (Some(wanted), None) if wanted.is_empty() => Some(Change::Unchanged),
+            (Some(_), _) if !(admin || settings) => {
+                return Err(ConfigWriteError::Invalid(ValidationErrors::single(
+                    "/calendars",
+                    "only an owner or an admin may change a tenant's calendars",
+                )));
+            }
+            (Some(_), _) => Some(Change::Updated),
+        };
+        // The records are checked against the calendars the tenant will have.
+        let service = match (&self.calendars, calendars) {
+            (Some(wanted), Some(Change::Updated)) => &service.clone().with_calendars(wanted.clone()),
+            _ => service,
         };
         let mut changes = Vec::new();
         let mut writes = Vec::new();
@@ -285,9 +340,20 @@ impl Bundle {
             if let (Some(Change::Updated), Some(wanted)) = (limits, &self.limits) {
                 set_limits(service.config().as_ref(), service.admin().as_ref(), &self.tenant_id, wanted).await?;
             }
+            if let (Some(Change::Updated), Some(wanted)) = (calendars, &self.calendars) {
+                let changes = TenantChanges { calendars: Some(wanted.clone()), ..TenantChanges::default() };
+                service.update_tenant(&self.tenant_id, changes).await?;
+            }
             service.upsert_all(&writes).await?;
         }
-        Ok(ApplyReport { tenant_id: self.tenant_id.clone(), dry_run, tenant_created: !exists, limits, changes })
+        Ok(ApplyReport {
+            tenant_id: self.tenant_id.clone(),
+            dry_run,
+            tenant_created: !exists,
+            limits,
+            calendars,
+            changes,
+        })
     }
 
     /// The bundle's records.
@@ -357,6 +423,9 @@ pub struct ApplyReport {
     /// What became of the tenant's limits, when the bundle sets them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<Change>,
+    /// What became of the tenant's calendars, when the bundle sets them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calendars: Option<Change>,
     pub changes: Vec<ApplyChange>,
 }
 
@@ -375,7 +444,7 @@ mod tests {
         assert_eq!(refused(r#"{"tenantId": "acme"}"#), [("/name".to_owned(), "is required".to_owned())]);
         let unknown = refused(r#"{"tenantId": "acme", "name": "A", "agent": []}"#);
         assert_eq!(unknown[0].0, "/agent");
-        assert!(unknown[0].1.contains("known fields: tenantId, name, limits, agents"), "{unknown:?}");
+        assert!(unknown[0].1.contains("known fields: tenantId, name, limits, calendars, agents"), "{unknown:?}");
         assert_eq!(refused("[]"), [(String::new(), "must be a JSON object".to_owned())]);
         assert_eq!(
             refused(r#"{"tenantId": "acme", "name": 7}"#),
@@ -388,5 +457,25 @@ mod tests {
         assert_eq!(value[0].1, "must be a whole number from 0 to 4294967295, not integer -1");
         let other = refused("{\n  \"tenantId\": \"acme\",\n  \"name\": \"A\",\n  \"name\": \"B\"\n}");
         assert!(other[0].1.ends_with("at line 4 column 8"), "{other:?}");
+    }
+
+    #[test]
+    fn a_bundles_calendars_are_checked_and_its_triggers_may_name_only_them() {
+        let bundle = |calendars: serde_json::Value, calendar: &str| {
+            json!({ "tenantId": "acme", "name": "A", "calendars": calendars,
+                "agents": [{ "agentId": "01JD0000SVPP0RT0AGENT00001", "name": "Desk", "systemPrompt": "Help." }],
+                "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "t", "agentId": "01JD0000SVPP0RT0AGENT00001",
+                               "eventType": "message.new", "conditions": { "time": { "calendar": calendar } } }] })
+            .to_string()
+        };
+        let desk = json!({ "desk": { "timeZone": "Europe/Paris", "hours": { "MON": ["09:00-17:00"] } } });
+        let read = Bundle::parse(&bundle(desk.clone(), "desk"), &SystemClock).unwrap();
+        assert_eq!(read.calendars.unwrap()["desk"].time_zone, "Europe/Paris");
+        assert_eq!(
+            refused(&bundle(desk, "night")),
+            [("/triggers/0/conditions/time/calendar".to_owned(), "no calendar 'night' in this bundle".to_owned())]
+        );
+        let bad = json!({ "desk": { "timeZone": "Mars/Base" } });
+        assert_eq!(refused(&bundle(bad, "desk"))[0].0, "/calendars/desk/timeZone");
     }
 }

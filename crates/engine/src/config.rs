@@ -98,6 +98,9 @@ pub struct ConfigService {
     admin: Arc<dyn ConfigAdmin>,
     clock: Arc<dyn Clock>,
     writer: String,
+    /// The calendars triggers are checked against in place of the stored tenant's (a bundle's
+    /// that will be set with them).
+    calendars: Option<Arc<switchboard_domain::calendar::Calendars>>,
 }
 
 impl std::fmt::Debug for ConfigService {
@@ -108,7 +111,14 @@ impl std::fmt::Debug for ConfigService {
 
 impl ConfigService {
     pub fn new(config: Arc<dyn ConfigStore>, admin: Arc<dyn ConfigAdmin>) -> Self {
-        Self { config, admin, clock: Arc::new(SystemClock), writer: DEFAULT_WRITER.to_owned() }
+        Self { config, admin, clock: Arc::new(SystemClock), writer: DEFAULT_WRITER.to_owned(), calendars: None }
+    }
+
+    /// The same service, checking the calendars triggers name against `calendars` rather than
+    /// the tenant's as stored (what a bundle that sets them with its triggers writes).
+    pub fn with_calendars(mut self, calendars: switchboard_domain::calendar::Calendars) -> Self {
+        self.calendars = Some(Arc::new(calendars));
+        self
     }
 
     /// The same service, keeping `writer` as who wrote each version it writes.
@@ -324,7 +334,10 @@ impl ConfigService {
         if let ConfigRecord::Trigger(t) = record {
             let refs = t.conditions.calendar_refs();
             if !refs.is_empty() {
-                let calendars = self.config.get_tenant(tenant).await?.map(|t| t.calendars).unwrap_or_default();
+                let calendars = match &self.calendars {
+                    Some(given) => given.as_ref().clone(),
+                    None => self.config.get_tenant(tenant).await?.map(|t| t.calendars).unwrap_or_default(),
+                };
                 for (pointer, name) in refs.into_iter().filter(|(_, name)| !calendars.contains_key(name)) {
                     errors.push(format!("/conditions{pointer}"), format!("no calendar '{name}' in this tenant"));
                 }

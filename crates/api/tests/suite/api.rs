@@ -492,6 +492,47 @@ async fn a_tenants_business_hours_calendar_routes_by_its_hours_and_holidays_and_
 }
 
 #[tokio::test]
+async fn a_bundle_sets_the_tenants_calendars_with_the_triggers_that_name_them_for_an_owner_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let owner = Api::new(&server, &create_tenant(&server, "acme"));
+    let issued = owner.post("/tenants/acme/keys", json!({ "principal": "bob", "role": "builder" })).await;
+    let builder = Api::new(&server, issued.body["key"].as_str().unwrap());
+    let agent = "01JD0000SVPP0RT0AGENT00001";
+    let bundle = |calendars: Value| {
+        json!({ "tenantId": "acme", "name": "Acme", "calendars": calendars,
+            "agents": [{ "agentId": agent, "name": "Desk", "systemPrompt": "Help.", "tools": ["send_message"] }],
+            "triggers": [{ "triggerId": "01JD0000TR1GGER0CHAT000001", "name": "office", "agentId": agent,
+                           "eventType": "message.new", "conditions": { "time": { "calendar": "office" } } }] })
+    };
+    let office = json!({ "office": { "timeZone": "Europe/Paris", "hours": { "MON": ["09:00-17:00"] } } });
+    // a builder may not change the tenant's calendars, and nothing of the bundle is written
+    let refused = builder.post("/tenants/acme/apply", bundle(office.clone())).await;
+    assert_eq!((refused.status.as_u16(), pointers(&refused)), (400, vec!["/calendars".to_owned()]), "{}", refused.body);
+    assert_eq!(owner.get("/tenants/acme/triggers").await.body["items"], json!([]));
+    // the owner's dry run says what would change, checking the trigger against the new calendar
+    let dry = owner.post("/tenants/acme/apply?dryRun=true", bundle(office.clone())).await;
+    assert_eq!((dry.status.as_u16(), &dry.body["calendars"]), (200, &json!("updated")), "{}", dry.body);
+    assert_eq!(owner.get("/tenants/acme").await.body.get("calendars"), None, "a dry run writes nothing");
+    // the owner's apply sets the calendar and writes the trigger naming it
+    let applied = owner.post("/tenants/acme/apply", bundle(office.clone())).await;
+    assert_eq!((applied.status.as_u16(), &applied.body["calendars"]), (200, &json!("updated")), "{}", applied.body);
+    assert_eq!(owner.get("/tenants/acme").await.body["calendars"], office);
+    assert_eq!(owner.get("/tenants/acme/triggers").await.body["items"][0]["name"], "office");
+    // the same bundle again changes nothing, and a builder may apply it then
+    let again = builder.post("/tenants/acme/apply", bundle(office)).await;
+    assert_eq!((again.status.as_u16(), &again.body["calendars"]), (200, &json!("unchanged")), "{}", again.body);
+    // a bundle whose trigger names a calendar it removes is refused at the trigger; one that
+    // removes a calendar a stored trigger names, at the calendar
+    let removed = owner.post("/tenants/acme/apply", bundle(json!({}))).await;
+    assert_eq!(pointers(&removed), ["/triggers/0/conditions/time/calendar"], "{}", removed.body);
+    let bare = json!({ "tenantId": "acme", "name": "Acme", "calendars": {} });
+    let in_use = owner.post("/tenants/acme/apply", bare).await;
+    assert_eq!(pointers(&in_use), ["/calendars/office"], "{}", in_use.body);
+    assert!(owner.get("/tenants/acme").await.body["calendars"]["office"].is_object());
+}
+
+#[tokio::test]
 async fn a_tenant_over_its_request_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--rate-limit", "3"]);

@@ -321,9 +321,10 @@ pub(crate) async fn apply(
         return Err(no_tenant());
     }
     let bundle = read_bundle(&t, &body, state.executor.deps().clock.as_ref())?;
-    let admin = caller.is_admin();
+    // An owner may change the tenant's settings (its calendars) as with `PATCH /tenants/{t}`.
+    let authority = (caller.is_admin(), caller.role == switchboard_domain::access::Role::Owner);
     let service = state.config_service().written_by(by);
-    let report = bundle.apply(&service, admin, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
+    let report = bundle.apply(&service, authority, q.dry_run.unwrap_or(false)).await.map_err(|e| match e {
         ConfigWriteError::NotFound => no_tenant(),
         ConfigWriteError::Invalid(errors) => Problem::invalid(errors),
         ConfigWriteError::VersionMismatch { .. } => {
