@@ -197,9 +197,8 @@ async fn run_group(
             _ => stop = Some(ItemResult::Skipped),
         }
         out.push((*position, id, result));
-        // The messages its turn answered with it: recorded, so done.
+        // The messages its turn answered with it (the engine logged the burst): recorded, so done.
         for (position, message) in items.iter().skip(next).take(answered) {
-            tracing::info!(message_id = ?message.message_id, group = %group, "answered in the turn of its burst");
             out.push((*position, message.message_id.clone().unwrap_or_default(), ItemResult::Done));
         }
         next += answered;
