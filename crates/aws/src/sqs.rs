@@ -35,7 +35,9 @@ impl SqsWorkQueue {
     /// behind it until then (`ChangeMessageVisibility`).
     pub async fn hold(&self, receipt: &str, delay: std::time::Duration) -> Result<(), QueueError> {
         const MAX_VISIBILITY_SECONDS: u64 = 12 * 60 * 60;
-        let seconds = i32::try_from(delay.as_secs().clamp(1, MAX_VISIBILITY_SECONDS)).unwrap_or(i32::MAX);
+        // Rounded up: held a moment too short, the item would come back before it is due.
+        let seconds = u64::try_from(delay.as_millis().div_ceil(1000)).unwrap_or(u64::MAX);
+        let seconds = i32::try_from(seconds.clamp(1, MAX_VISIBILITY_SECONDS)).unwrap_or(i32::MAX);
         self.client
             .change_message_visibility()
             .queue_url(&self.queue_url)

@@ -10,9 +10,9 @@
 //! than two windows after its first (a customer who keeps typing is still answered).
 //!
 //! The first message waits on the queue (each wait is a delivery, which SQS counts against the
-//! queue's `maxReceiveCount`): at its first look, until the burst is due; at a later look that
-//! finds it not due yet, until it closes two windows after its first message ([`Gathered::wait_until`]).
-//! So a burst waits at most twice, and its turn runs by then.
+//! queue's `maxReceiveCount`): until the burst is due, and from its third delivery on until the
+//! burst closes, two windows after its first message ([`Gathered::wait_until`]). So a burst
+//! waits at most three times, and its turn runs by its close.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -100,14 +100,15 @@ pub struct Gathered {
 }
 
 impl Gathered {
-    /// Until when the first message waits, looked at `now`: nothing once the burst is due;
-    /// until then, to `due` at the first look (within a window of its opening), and to the
-    /// burst's close, two windows after its opening, at any later one.
-    pub fn wait_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    /// Until when the first message waits, looked at `now` on its `delivery` (1 for the first,
+    /// as the queue counts them; unknown counts as the first): nothing once the burst is due;
+    /// until then, to `due`, or from the third delivery on to the burst's close, two windows
+    /// after its opening, so that the next delivery runs it.
+    pub fn wait_until(&self, now: DateTime<Utc>, delivery: Option<u32>) -> Option<DateTime<Utc>> {
         let opened = self.opened?;
         if now >= self.due {
             None
-        } else if now < opened + self.window {
+        } else if delivery.unwrap_or(1) < 3 {
             Some(self.due)
         } else {
             Some(opened + self.window + self.window)
@@ -173,7 +174,7 @@ mod tests {
         assert_eq!(gather(&coalesce(2, 10), &[at(0), None, at(20)]).members, 1);
         // a first message of unknown arrival is due at once, alone
         let unknown = gather(&coalesce(2, 10), &[None, at(0)]);
-        assert_eq!((unknown.members, unknown.wait_until(at(0).unwrap())), (1, None));
+        assert_eq!((unknown.members, unknown.wait_until(at(0).unwrap(), Some(1))), (1, None));
         assert_eq!(gather(&coalesce(2, 10), &[]).members, 1);
     }
 
@@ -186,18 +187,19 @@ mod tests {
     }
 
     #[test]
-    fn the_first_look_waits_until_due_a_later_one_until_the_close_and_none_once_due() {
+    fn a_look_waits_until_due_from_the_third_delivery_until_the_close_and_none_once_due() {
         let policy = coalesce(2, 10);
         // looked at as it came: until a window after it
-        assert_eq!(gather(&policy, &[at(0)]).wait_until(at(10).unwrap()), at(2_000));
-        // looked at again at 2 s with a message from 1.8 s: due at 3.8 s, but the wait goes to
-        // the close at 4 s, so that a third look runs it
+        assert_eq!(gather(&policy, &[at(0)]).wait_until(at(10).unwrap(), Some(1)), at(2_000));
+        // looked at again at 2 s with a message from 1.8 s: until due at 3.8 s; on a third
+        // delivery, until the close at 4 s, so that the fourth runs it
         let again = gather(&policy, &[at(0), at(1_800)]);
-        assert_eq!(again.due, at(3_800).unwrap());
-        assert_eq!(again.wait_until(at(2_000).unwrap()), at(4_000));
-        assert_eq!(again.wait_until(at(3_800).unwrap()), None);
+        assert_eq!(again.wait_until(at(2_000).unwrap(), Some(2)), at(3_800));
+        assert_eq!(again.wait_until(at(2_000).unwrap(), None), at(3_800));
+        assert_eq!(again.wait_until(at(3_000).unwrap(), Some(3)), at(4_000));
+        assert_eq!(again.wait_until(at(3_800).unwrap(), Some(9)), None);
         // a burst that is due at once does not wait
-        assert_eq!(gather(&policy, &[at(0), at(500)]).wait_until(at(9_000).unwrap()), None);
+        assert_eq!(gather(&policy, &[at(0), at(500)]).wait_until(at(9_000).unwrap(), Some(1)), None);
     }
 
     #[test]

@@ -45,14 +45,13 @@ impl ExecError {
     }
 
     /// A message that opens a burst its agent coalesces, which is not complete yet: deliver it
-    /// again once it is (`wait`, rounded up to whole seconds, as SQS counts visibility).
+    /// again once it is, in `wait` (SQS holds it for whole seconds, rounded up).
     pub(crate) fn gathering(wait: std::time::Duration, messages: usize) -> Self {
-        let seconds = wait.as_millis().div_ceil(1000);
         Self {
             kind: ErrorKind::Conflict,
-            message: format!("gathering a burst of {messages} message(s): its turn runs in {seconds} s"),
+            message: format!("gathering a burst of {messages} message(s): its turn runs in {} ms", wait.as_millis()),
             retryable: true,
-            retry_after: Some(std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(u64::MAX))),
+            retry_after: Some(wait),
             moved: false,
         }
     }

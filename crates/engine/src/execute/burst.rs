@@ -52,7 +52,7 @@ pub(super) async fn gather(
         .collect();
     let gathered = burst::gather(policy, &arrivals);
     let now = deps.clock.now();
-    if let Some(until) = gathered.wait_until(now)
+    if let Some(until) = gathered.wait_until(now, attempt.map(|a| a.number))
         && !attempt.is_some_and(Attempt::is_last)
     {
         let wait = (until - now).to_std().unwrap_or_default();
