@@ -247,8 +247,7 @@ impl Bundle {
         let store = Arc::new(store.clone());
         let service = ConfigService::new(store.clone(), store);
         if let Some(calendars) = &self.calendars {
-            let changes = TenantChanges { calendars: Some(calendars.clone()), ..TenantChanges::default() };
-            service.update_tenant(&self.tenant_id, changes).await?;
+            set_calendars(&service, &self.tenant_id, calendars).await?;
         }
         service.upsert_all(&self.records()).await
     }
@@ -274,35 +273,61 @@ impl Bundle {
         if !exists && !admin {
             return Err(ConfigWriteError::NotFound);
         }
-        let limits = match (&self.limits, &stored) {
-            (None, _) => None,
-            (Some(wanted), Some(t)) if *wanted == t.limits => Some(Change::Unchanged),
-            (Some(wanted), None) if *wanted == TenantLimits::default() => Some(Change::Unchanged),
-            (Some(_), _) if !admin => {
-                return Err(ConfigWriteError::Invalid(ValidationErrors::single(
-                    "/limits",
-                    "only an admin may change a tenant's limits",
-                )));
-            }
-            (Some(_), _) => Some(Change::Updated),
-        };
-        let calendars = match (&self.calendars, &stored) {
-            (None, _) => None,
-            (Some(wanted), Some(t)) if *wanted == t.calendars => Some(Change::Unchanged),
-            (Some(wanted), None) if wanted.is_empty() => Some(Change::Unchanged),
-            (Some(_), _) if !(admin || settings) => {
-                return Err(ConfigWriteError::Invalid(ValidationErrors::single(
-                    "/calendars",
-                    "only an owner or an admin may change a tenant's calendars",
-                )));
-            }
-            (Some(_), _) => Some(Change::Updated),
-        };
+        let limits = setting_change(
+            self.limits.as_ref(),
+            stored.as_ref().map(|t| &t.limits),
+            &TenantLimits::default(),
+            admin,
+            ("/limits", "only an admin may change a tenant's limits"),
+        )?;
+        let calendars = setting_change(
+            self.calendars.as_ref(),
+            stored.as_ref().map(|t| &t.calendars),
+            &Calendars::default(),
+            admin || settings,
+            ("/calendars", "only an owner or an admin may change a tenant's calendars"),
+        )?;
         // The records are checked against the calendars the tenant will have.
         let service = match (&self.calendars, calendars) {
             (Some(wanted), Some(Change::Updated)) => &service.clone().with_calendars(wanted.clone()),
             _ => service,
         };
+        let (changes, writes) = self.compare(service, exists).await?;
+        if dry_run {
+            // What the write would refuse, refused now (references, the records' own rules).
+            if exists {
+                service.check_all(&writes).await?;
+            }
+        } else {
+            if !exists {
+                service.admin().create_tenant(&self.tenant_id, &self.name).await?;
+            }
+            if let (Some(Change::Updated), Some(wanted)) = (limits, &self.limits) {
+                set_limits(service.config().as_ref(), service.admin().as_ref(), &self.tenant_id, wanted).await?;
+            }
+            if let (Some(Change::Updated), Some(wanted)) = (calendars, &self.calendars) {
+                set_calendars(service, &self.tenant_id, wanted).await?;
+            }
+            service.upsert_all(&writes).await?;
+        }
+        Ok(ApplyReport {
+            tenant_id: self.tenant_id.clone(),
+            dry_run,
+            tenant_created: !exists,
+            limits,
+            calendars,
+            changes,
+        })
+    }
+
+    /// What applying the bundle's records would change, record by record, and the records to
+    /// write for it (a replaced one keeping its `createdAt`); all new when the tenant does not
+    /// `exist` yet.
+    async fn compare(
+        &self,
+        service: &ConfigService,
+        exists: bool,
+    ) -> Result<(Vec<ApplyChange>, Vec<ConfigRecord>), ConfigWriteError> {
         let mut changes = Vec::new();
         let mut writes = Vec::new();
         for record in self.records() {
@@ -328,32 +353,7 @@ impl Bundle {
                 });
             }
         }
-        if dry_run {
-            // What the write would refuse, refused now (references, the records' own rules).
-            if exists {
-                service.check_all(&writes).await?;
-            }
-        } else {
-            if !exists {
-                service.admin().create_tenant(&self.tenant_id, &self.name).await?;
-            }
-            if let (Some(Change::Updated), Some(wanted)) = (limits, &self.limits) {
-                set_limits(service.config().as_ref(), service.admin().as_ref(), &self.tenant_id, wanted).await?;
-            }
-            if let (Some(Change::Updated), Some(wanted)) = (calendars, &self.calendars) {
-                let changes = TenantChanges { calendars: Some(wanted.clone()), ..TenantChanges::default() };
-                service.update_tenant(&self.tenant_id, changes).await?;
-            }
-            service.upsert_all(&writes).await?;
-        }
-        Ok(ApplyReport {
-            tenant_id: self.tenant_id.clone(),
-            dry_run,
-            tenant_created: !exists,
-            limits,
-            calendars,
-            changes,
-        })
+        Ok((changes, writes))
     }
 
     /// The bundle's records.
@@ -364,6 +364,38 @@ impl Bundle {
         let triggers = self.triggers.iter().cloned().map(ConfigRecord::Trigger);
         tools.chain(skills).chain(agents).chain(triggers).collect()
     }
+}
+
+/// What applying a bundle does to one of the tenant's settings: nothing when the bundle leaves
+/// it out; unchanged when it is what the tenant has (`stored`, or `default` for a tenant the
+/// apply creates); else updated, if the caller is `allowed` to, and refused at `pointer` with
+/// `why` if not.
+fn setting_change<T: PartialEq>(
+    wanted: Option<&T>,
+    stored: Option<&T>,
+    default: &T,
+    allowed: bool,
+    (pointer, why): (&str, &str),
+) -> Result<Option<Change>, ConfigWriteError> {
+    let Some(wanted) = wanted else { return Ok(None) };
+    if wanted == stored.unwrap_or(default) {
+        Ok(Some(Change::Unchanged))
+    } else if allowed {
+        Ok(Some(Change::Updated))
+    } else {
+        Err(ConfigWriteError::Invalid(ValidationErrors::single(pointer, why)))
+    }
+}
+
+/// Sets a tenant's calendars, all of them, as `PATCH /tenants/{t}` does (refusing to remove one
+/// a stored trigger names).
+async fn set_calendars(
+    service: &ConfigService,
+    tenant: &TenantId,
+    calendars: &Calendars,
+) -> Result<(), ConfigWriteError> {
+    let changes = TenantChanges { calendars: Some(calendars.clone()), ..TenantChanges::default() };
+    service.update_tenant(tenant, changes).await.map(|_| ())
 }
 
 /// Sets a stored tenant's limits.

@@ -146,7 +146,18 @@ async fn run_group(
     deadline: Option<Instant>,
     max_receives: u32,
 ) -> Vec<(usize, String, ItemResult)> {
-    let parsed: Vec<Result<WorkItem, String>> = items.iter().map(|(_, m)| parse_body(m)).collect();
+    // The group's work items in order, and where each message's is (or why it has none): the
+    // items behind one are a slice of them, up to the next message that is not one.
+    let mut good: Vec<WorkItem> = Vec::with_capacity(items.len());
+    let parsed: Vec<Result<usize, String>> = items
+        .iter()
+        .map(|(_, m)| {
+            parse_body(m).map(|item| {
+                good.push(item);
+                good.len() - 1
+            })
+        })
+        .collect();
     let mut out = Vec::with_capacity(items.len());
     // Set once an item fails (the rest are not run) or waits (the rest wait with it).
     let mut stop: Option<ItemResult> = None;
@@ -168,8 +179,8 @@ async fn run_group(
             stop = Some(ItemResult::Skipped);
             continue;
         }
-        let item = match &parsed[at] {
-            Ok(item) => item,
+        let (item, index) = match &parsed[at] {
+            Ok(index) => (&good[*index], *index),
             Err(why) => {
                 // Its own failure only: it is not part of the conversation's order. After the
                 // queue's maxReceiveCount it lands in the dead-letter queue.
@@ -179,10 +190,11 @@ async fn run_group(
             }
         };
         // What a burst may gather: the items behind it in this batch, up to one that is not.
-        let behind: Vec<WorkItem> = parsed[next..].iter().map_while(|p| p.as_ref().ok().cloned()).collect();
+        let following = parsed[next..].iter().take_while(|p| p.is_ok()).count();
+        let behind = &good[index + 1..index + 1 + following];
         let attempt = receives.parse().ok().map(|number| Attempt { number, of: max_receives });
         let (mut result, kind, answered) =
-            run_item(executor, &id, &group, receives, (item, &behind), deadline, attempt).await;
+            run_item(executor, &id, &group, receives, (item, behind), deadline, attempt).await;
         if let ItemResult::Failed(why) = &result
             && attempt.is_some_and(Attempt::is_last)
         {

@@ -63,6 +63,16 @@ async fn work(w: &World, clock: &ManualClock) -> (Vec<ExecOutcome>, Vec<Duration
     (outcomes, waits)
 }
 
+/// How many messages each turn that ran answered, in order (a found record is no turn).
+fn turn_sizes(ran: &[ExecOutcome]) -> Vec<usize> {
+    ran.iter()
+        .filter_map(|r| match r {
+            ExecOutcome::Recorded(r) => Some(r.coalesced.len() + 1),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_burst_within_the_window_is_one_turn_and_one_reply_that_sees_every_message_in_order() {
     let (mut w, clock, model) = world(Some(json!({ "mode": "coalesce", "windowSeconds": 2 }))).await;
@@ -156,14 +166,7 @@ async fn a_message_after_the_burst_was_due_opens_the_next_and_a_typist_is_answer
     let (ran, waits) = work(&w, &clock).await;
     assert!(waits.is_empty(), "{waits:?}");
     // then the bursts are of three (maxMessages), three, and two
-    let turns: Vec<_> = ran
-        .iter()
-        .filter_map(|r| match r {
-            ExecOutcome::Recorded(r) => Some(r.coalesced.len() + 1),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(turns, [3, 3, 2]);
+    assert_eq!(turn_sizes(&ran), [3, 3, 2]);
     assert_eq!(w.replies("c-1").await.len(), 3);
 }
 
@@ -183,12 +186,5 @@ async fn a_burst_is_cut_two_windows_after_its_first_message_and_a_late_message_o
     assert!(waits.is_empty(), "{waits:?}");
     // then the first burst was due at 4 s (two windows after it opened): 4.5 s opens the next,
     // due at 6.5 s, before 10 s came
-    let turns: Vec<_> = ran
-        .iter()
-        .filter_map(|r| match r {
-            ExecOutcome::Recorded(r) => Some(r.coalesced.len() + 1),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(turns, [3, 1, 1]);
+    assert_eq!(turn_sizes(&ran), [3, 1, 1]);
 }

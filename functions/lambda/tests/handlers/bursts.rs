@@ -9,16 +9,7 @@ use super::*;
 
 /// Every message deliverable now (up to ten, SQS's batch), in group order.
 async fn receive_batch(w: &World) -> Vec<aws_sdk_sqs::types::Message> {
-    let got = aws_sdk_sqs::Client::new(&w.sdk)
-        .receive_message()
-        .queue_url(&w.names.work_queue_url)
-        .max_number_of_messages(10)
-        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-        .wait_time_seconds(0)
-        .send()
-        .await
-        .unwrap();
-    got.messages.unwrap_or_default()
+    receive_up_to(w, 10).await
 }
 
 /// Ends SQS's hold of `messages` at once (what their visibility timeout does in time).

@@ -984,16 +984,21 @@ async fn route(
 /// when the queue had nothing to deliver.
 /// One work item, if one is deliverable now, with its system attributes.
 async fn receive_work(w: &World) -> Option<aws_sdk_sqs::types::Message> {
+    receive_up_to(w, 1).await.into_iter().next()
+}
+
+/// Up to `max` work items deliverable now (a group's in order), with their system attributes.
+async fn receive_up_to(w: &World, max: i32) -> Vec<aws_sdk_sqs::types::Message> {
     let got = aws_sdk_sqs::Client::new(&w.sdk)
         .receive_message()
         .queue_url(&w.names.work_queue_url)
-        .max_number_of_messages(1)
+        .max_number_of_messages(max)
         .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
         .wait_time_seconds(0)
         .send()
         .await
         .unwrap();
-    got.messages.unwrap_or_default().into_iter().next()
+    got.messages.unwrap_or_default()
 }
 
 async fn poll_once(w: &World) -> Option<(aws_sdk_sqs::types::Message, SqsBatchResponse)> {
