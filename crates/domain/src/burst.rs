@@ -2,7 +2,9 @@
 //! seconds. An agent's `bursts` policy says what its turns do with messages that come close
 //! together: `enqueue` (the default) answers each in its own turn, in order; `coalesce` waits a
 //! short window after a message and answers every message of the burst in one turn that sees
-//! them all, in order.
+//! them all, in order; `interrupt` waits for nothing, but a turn that finds a newer message of
+//! its conversation queued, when it starts or before it would reply, stops there and leaves its
+//! message to the next turn, which answers both (the executor's `interrupt` module).
 //!
 //! Which messages make one burst is a pure function of their arrival times ([`gather`]), so a
 //! turn run again after a crash gathers the same ones: a message joins while it arrives before
@@ -63,6 +65,10 @@ pub enum BurstMode {
     Enqueue,
     /// The messages of a burst are answered together, in one turn.
     Coalesce,
+    /// A turn that has not replied yet stops when a newer message of its conversation is
+    /// queued; the newer message's turn answers both. `maxMessages` bounds how many one turn
+    /// answers; `windowSeconds` is not used.
+    Interrupt,
 }
 
 impl Bursts {
@@ -215,7 +221,9 @@ mod tests {
         let read: Bursts = serde_json::from_value(serde_json::json!({ "mode": "coalesce" })).unwrap();
         assert_eq!(read, coalesce(2, 10));
         assert!(Bursts::default().is_enqueue() && !read.is_enqueue());
-        let refused = serde_json::from_value::<Bursts>(serde_json::json!({ "mode": "interrupt" }));
-        assert!(refused.unwrap_err().to_string().contains("unknown variant `interrupt`"));
+        let interrupt: Bursts = serde_json::from_value(serde_json::json!({ "mode": "interrupt" })).unwrap();
+        assert_eq!((interrupt.mode, interrupt.max_messages), (BurstMode::Interrupt, 10));
+        let refused = serde_json::from_value::<Bursts>(serde_json::json!({ "mode": "reject" }));
+        assert!(refused.unwrap_err().to_string().contains("unknown variant `reject`"));
     }
 }

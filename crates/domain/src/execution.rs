@@ -38,11 +38,15 @@ pub enum ExecutionStatus {
     /// The message was answered with the messages of its burst, in the turn of another
     /// execution (`coalescedInto`); nothing ran for it alone (see [`crate::burst`]).
     Coalesced,
+    /// The turn stopped before its reply because a newer message of the conversation was
+    /// queued (`interruptedBy`; its agent's `bursts` is `interrupt`): what it did is kept, it
+    /// said nothing, and the conversation's next turn answers its message with its own.
+    Interrupted,
 }
 
 impl ExecutionStatus {
     /// Every status, in declaration order.
-    pub const ALL: [ExecutionStatus; 12] = [
+    pub const ALL: [ExecutionStatus; 13] = [
         Self::Success,
         Self::HandedOff,
         Self::Ended,
@@ -55,6 +59,7 @@ impl ExecutionStatus {
         Self::Operator,
         Self::AwaitingApproval,
         Self::Coalesced,
+        Self::Interrupted,
     ];
 
     /// The status as the API spells it (`handed_off`).
@@ -72,6 +77,7 @@ impl ExecutionStatus {
             Self::Operator => "operator",
             Self::AwaitingApproval => "awaiting_approval",
             Self::Coalesced => "coalesced",
+            Self::Interrupted => "interrupted",
         }
     }
 
@@ -97,7 +103,8 @@ pub enum ErrorKind {
     Internal,
 }
 
-/// A message a turn answered beside its own ([`ExecutionRecord::coalesced`]).
+/// A message a turn answered beside its own ([`ExecutionRecord::coalesced`]), or the one that
+/// interrupted a turn ([`ExecutionRecord::interrupted_by`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CoalescedMessage {
@@ -288,10 +295,15 @@ pub struct ExecutionRecord {
     /// A supervisor's sub-agent runs, one per call, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildExecution>,
-    /// The earlier messages of the burst this turn answered with its own, in order (their
-    /// records say `coalesced`); empty for a turn of one message.
+    /// The earlier messages this turn answered with its own, in order: those of its burst
+    /// (their records say `coalesced`) or of the turns a newer message interrupted (their
+    /// records say `interrupted`); empty for a turn of one message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coalesced: Vec<CoalescedMessage>,
+    /// For an `interrupted` record: the newer message of the conversation that stopped the turn
+    /// before its reply (the conversation's next turn answers both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<CoalescedMessage>,
     /// For a `coalesced` record: the execution whose turn answered the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coalesced_into: Option<ExecutionId>,

@@ -177,6 +177,11 @@ pub struct Session {
     /// The work that arrived while a turn was paused, in arrival order: run once it is done.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "crate::approval::through_json")]
     pub held: Vec<crate::approval::HeldMessage>,
+    /// The customer's messages whose turns a newer message interrupted before they replied, in
+    /// order (their agent's `bursts` is `interrupt`): in the transcript, and answered by the
+    /// session's next turn, whose record lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<crate::execution::CoalescedMessage>,
     /// Incremented on every write; writes are conditional on the version read.
     pub version: u64,
     pub started_at: DateTime<Utc>,
@@ -214,6 +219,7 @@ impl Session {
             stored_content: StoredContent::default(),
             paused: None,
             held: Vec::new(),
+            interrupted: Vec::new(),
             version: 0,
             started_at: now,
             updated_at: now,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use switchboard_domain::burst::BurstMode;
 use switchboard_domain::event::Direction;
 use switchboard_domain::trigger::TriggerIndex;
 use switchboard_domain::{
@@ -19,7 +20,9 @@ mod schedules;
 pub use schedules::{Fired, SLOTS_PER_TICK};
 
 use crate::limits::{Admission, AdmitStep, Limits};
-use crate::ports::{ConfigStore, CountAndEnqueue, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue};
+use crate::ports::{
+    Arrival, ConfigStore, CountAndEnqueue, Enqueued, Metrics, NoMetrics, SessionStore, WorkItem, WorkQueue,
+};
 use crate::ports::{QueueError, StoreError};
 
 /// What the router did with an event.
@@ -248,7 +251,16 @@ impl Intake {
                         arrived_at: Some(now),
                         ..work_item(event, agent.agent_id, Some(trigger), None)
                     };
-                    return self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await;
+                    let arrival = (agent.bursts.mode == BurstMode::Interrupt).then(|| Arrival {
+                        source_id: item.source_id.clone(),
+                        message_id: item.message_id.clone(),
+                        arrived_at: now,
+                    });
+                    let outcome = self.admit_and_enqueue(event, tenant, item, trigger.trigger_id, likely_held).await?;
+                    if let Some(arrival) = arrival {
+                        self.note_arrival(event, &outcome, &arrival).await;
+                    }
+                    return Ok(outcome);
                 }
                 // A trigger pointing at a missing or inactive agent is skipped, not fatal: the
                 // next trigger in priority order may still answer.
@@ -323,6 +335,21 @@ impl Intake {
         let outcome = self.queue.enqueue(&WorkItem { refused: Some(refused), ..item }).await?;
         info!(conversation_id = %d.conversation_id, limit = limit.as_str(), "a tenant limit refused the message; recorded, not run");
         Ok(RouteOutcome::Limited { agent_id, limit, duplicate: duplicate(outcome) })
+    }
+
+    /// Notes `arrival`, just queued for an agent that interrupts, where a running turn of its
+    /// conversation looks for it ([`SessionStore::note_arrival`]). Only after the message is
+    /// queued, and never failing the route: a note that is missing only lets a turn reply as it
+    /// would without the policy.
+    async fn note_arrival(&self, event: &InboundEvent, outcome: &RouteOutcome, arrival: &Arrival) {
+        if !matches!(outcome, RouteOutcome::Enqueued { duplicate: false, .. }) {
+            return;
+        }
+        let d = &event.detail;
+        if let Err(e) = self.sessions.note_arrival(&d.tenant_id, &d.conversation_id, arrival).await {
+            warn!(conversation_id = %d.conversation_id, error = %e,
+                "the message's arrival could not be noted; a running turn will not be interrupted by it");
+        }
     }
 
     /// The conversation's newest session, if a human operator owns it.

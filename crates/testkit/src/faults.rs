@@ -25,7 +25,7 @@ use switchboard_domain::{
     Skill, SkillId, Tenant, TenantId, Tool, ToolId, Trigger, UsageRow, VariantRow,
 };
 use switchboard_engine::{
-    Admit, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
+    Admit, Arrival, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
     EventLog, ExecutionLog, HistoryMessage, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
     QueueError, Sent, SessionFilter, SessionStore, SessionWrite, Slot, SlotAndCount, StoreError, TextSink, TurnCommit,
     TurnStart, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
@@ -306,6 +306,19 @@ impl SessionStore for Faulty<dyn SessionStore> {
         let call = self.inner.sessions_awaiting_approval(tenant, limit);
         self.faults.around("sessions.sessions_awaiting_approval", store, call).await
     }
+    async fn note_arrival(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        arrival: &Arrival,
+    ) -> Result<(), StoreError> {
+        let call = self.inner.note_arrival(tenant, conversation_id, arrival);
+        self.faults.around("sessions.note_arrival", store, call).await
+    }
+    async fn newest_arrival(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Arrival>, StoreError> {
+        let call = self.inner.newest_arrival(tenant, conversation_id);
+        self.faults.around("sessions.newest_arrival", store, call).await
+    }
 }
 
 #[async_trait]
@@ -530,6 +543,18 @@ impl Replies {
         let Some(record) = executions.execution_for_source(tenant, source).await.map_err(|e| e.to_string())? else {
             return Err(format!("{source} was lost: no execution record"));
         };
+        if record.status == switchboard_domain::ExecutionStatus::Interrupted {
+            // Answered by a later turn of its session, whose record names it.
+            let page =
+                executions.list_executions(tenant, record.session_id, None, 100).await.map_err(|e| e.to_string())?;
+            let answering: Vec<_> =
+                page.items.into_iter().filter(|r| r.coalesced.iter().any(|c| c.source_id == source)).collect();
+            return match <[ExecutionRecord; 1]>::try_from(answering) {
+                Ok([turn]) => Ok(turn),
+                Err(v) if v.is_empty() => Err(format!("{source} was interrupted and no later turn answered it")),
+                Err(v) => Err(format!("{source} was interrupted and answered by {} turns", v.len())),
+            };
+        }
         if record.status == switchboard_domain::ExecutionStatus::Coalesced {
             // Answered in the turn of its burst, whose replies count with that turn's own source.
             let Some(into) = record.coalesced_into else { return Err(format!("{source} is coalesced into nothing")) };

@@ -51,6 +51,7 @@ impl DynamoStore {
             (&executions, format!("{pk}#EVENTS"), ""),
             (&executions, format!("{pk}#LIMIT"), ""),
             (&executions, format!("{pk}#SLOT"), ""),
+            (&executions, format!("{pk}#ARRIVAL"), ""),
             (&executions, format!("{pk}#PUSH"), ""),
             (&config, pk.clone(), "AGENT#"),
             (&config, pk.clone(), "TRIGGER#"),

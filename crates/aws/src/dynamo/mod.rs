@@ -41,6 +41,7 @@
 //! the record's own `expiresAt` against the clock, because TTL deletion is lazy (and the emulator
 //! never deletes).
 
+mod arrivals;
 mod codec;
 mod config;
 mod content;

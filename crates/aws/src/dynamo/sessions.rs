@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, Tr
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, VariantRow};
 use switchboard_engine::{
-    ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+    Arrival, ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
 };
 
 use super::codec::*;
@@ -444,6 +444,21 @@ impl DynamoStore {
 
 #[async_trait]
 impl SessionStore for DynamoStore {
+    /// See the `arrivals` module: one conditional `PutItem`.
+    async fn note_arrival(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        arrival: &Arrival,
+    ) -> Result<(), StoreError> {
+        self.put_arrival(tenant, conversation_id, arrival).await
+    }
+
+    /// See the `arrivals` module: one strongly consistent `GetItem`.
+    async fn newest_arrival(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Arrival>, StoreError> {
+        self.get_arrival(tenant, conversation_id).await
+    }
+
     async fn get_session(&self, tenant: &TenantId, session: SessionId) -> Result<Option<Session>, StoreError> {
         let item =
             self.get_item(&self.names.sessions_table, key(tenant_pk(tenant), session_sk(session)), "GetItem").await?;

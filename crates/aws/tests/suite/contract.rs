@@ -314,6 +314,7 @@ fn record(s: &Session, source: &str, now: DateTime<Utc>) -> ExecutionRecord {
         children: vec![],
         coalesced: vec![],
         coalesced_into: None,
+        interrupted_by: None,
         expires_at: now + Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_domain::{ExecutionStatus, InboundEvent, OutboundEvent, TenantId};
+use switchboard_domain::{ExecutionRecord, ExecutionStatus, InboundEvent, OutboundEvent, TenantId};
 use switchboard_embedded::{Bundle, Embedded, EmbeddedOptions, QueueConfig};
 use switchboard_engine::intake::source_id;
 use switchboard_engine::{ConversationLog, EventLog, ExecutionLog, HandoffTo, Sender, SessionFilter, SessionStore};
@@ -283,7 +283,7 @@ async fn case(mix: &[Said], plan: Option<Plan>) -> Result<u64, String> {
 }
 
 /// [`case`] for an agent whose turns follow the `bursts` policy; beside the calls, how many
-/// messages were answered in the turn of another (`coalesced`).
+/// messages were answered in the turn of another (`coalesced`, or `interrupted`).
 async fn case_with(
     mix: &[Said],
     plan: Option<Plan>,
@@ -303,7 +303,8 @@ async fn case_with(
     let mut coalesced = 0;
     for event in &played.0 {
         let record = embedded.store.execution_for_source(&tenant, &source_id(event)).await.unwrap();
-        coalesced += usize::from(record.is_some_and(|r| r.status == ExecutionStatus::Coalesced));
+        let later = |r: ExecutionRecord| matches!(r.status, ExecutionStatus::Coalesced | ExecutionStatus::Interrupted);
+        coalesced += usize::from(record.is_some_and(later));
     }
     drop(embedded);
     run.log = None;
@@ -380,4 +381,24 @@ async fn every_call_of_a_mix_of_bursts_may_fail_and_no_message_is_lost_or_answer
     assert_eq!(coalesced, 2, "messages answered in the turn of a later one");
     // when each call in turn fails in each way, then everything holds
     every_call_fails(&mix, calls, coalesce()).await;
+}
+
+#[tokio::test]
+async fn every_call_of_a_mix_of_interrupted_turns_may_fail_and_no_message_is_lost_or_answered_twice() {
+    // given an agent whose turns a newer message interrupts: three messages queued at once, a
+    // lone message of another conversation, then one more that the limit of four a minute refuses
+    let interrupt = || Some(json!({ "mode": "interrupt" }));
+    let mix = [
+        said("c-1", faults::TEXTS[0], false),
+        said("c-1", faults::TEXTS[1], false),
+        said("c-1", faults::TEXTS[2], true),
+        said("c-2", faults::TEXTS[3], false),
+        said("c-1", faults::TEXTS[0], true),
+    ];
+    let (calls, interrupted) = case_with(&mix, None, interrupt()).await.unwrap();
+    assert!(calls > 20, "the mix makes {calls} port calls");
+    // without a fault: the first two turns are interrupted, and the third answers all three
+    assert_eq!(interrupted, 2, "messages answered in the turn of a later one");
+    // when each call in turn fails in each way, then everything holds
+    every_call_fails(&mix, calls, interrupt()).await;
 }

@@ -8,6 +8,7 @@ mod bursts;
 mod common;
 mod faults;
 mod hooks;
+mod interrupts;
 mod limits;
 mod patterns;
 mod queue;

@@ -52,6 +52,7 @@ fn record(tenant: &TenantId, session: SessionId, source: &str, now: DateTime<Utc
         children: vec![],
         coalesced: vec![],
         coalesced_into: None,
+        interrupted_by: None,
         expires_at: now + chrono::Duration::days(30),
         hook_calls: vec![],
         approvals: vec![],

@@ -8,6 +8,7 @@ mod burst;
 pub(crate) mod context;
 mod give_up;
 pub(crate) mod history;
+pub(crate) mod interrupt;
 pub(crate) mod pause;
 pub(crate) mod record;
 mod refused;
@@ -311,6 +312,8 @@ impl Executor {
                 // joins the session's transcript, so an agent it is handed back to sees it.
                 let record = record::skipped(deps, item, &session, &reason, started);
                 let expected = session.version;
+                // Messages an interrupted turn left are the operator's now, in the transcript.
+                session.interrupted.clear();
                 session.append_transcript([item.user_message()]);
                 session.version += 1;
                 session.updated_at = deps.clock.now();
@@ -336,10 +339,15 @@ impl Executor {
                     burst::Gathered::Merged(merged) => return Ok(Run::Merged(merged)),
                 }
                 let expected = (!is_new).then_some(session.version);
-                follower = self.progress.as_ref().and_then(|p| p.follower(item));
-                let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
-                let (commit, record) = self.turn_commit(item, turn, expected, None);
-                (commit, record, true)
+                if let Some(by) = interrupt::newer(deps, item, &agent, &session, behind).await? {
+                    let (commit, record) = interrupt::at_start(deps, item, *session, expected, by, started);
+                    (commit, record, true)
+                } else {
+                    follower = self.progress.as_ref().and_then(|p| p.follower(item));
+                    let turn = turn::run(deps, item, *session, &agent, started, deadline, follower.as_ref()).await?;
+                    let (commit, record) = self.turn_commit(item, turn, expected, None);
+                    (commit, record, true)
+                }
             }
         };
         if !item.earlier.is_empty()

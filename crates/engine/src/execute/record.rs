@@ -67,6 +67,7 @@ pub(crate) fn of_request(
         children: vec![],
         coalesced: vec![],
         coalesced_into: None,
+        interrupted_by: None,
         expires_at: now + ChronoDuration::days(EXECUTION_TTL_DAYS),
         hook_calls: vec![],
         approvals: vec![],

@@ -20,11 +20,22 @@ pub(crate) struct TurnState {
     pub replies_sent: u32,
     /// Set by a terminal move: the loop stops after the current batch of calls.
     pub finished: bool,
+    /// The newer message of the conversation that stopped the turn before its reply, if one did
+    /// (see `execute::interrupt`).
+    pub interrupted_by: Option<switchboard_domain::CoalescedMessage>,
 }
 
 impl TurnState {
     pub fn new(session: Session) -> Self {
-        Self { session, new_session: None, actions: vec![], events: vec![], replies_sent: 0, finished: false }
+        Self {
+            session,
+            new_session: None,
+            actions: vec![],
+            events: vec![],
+            replies_sent: 0,
+            finished: false,
+            interrupted_by: None,
+        }
     }
 
     /// Records what a move did; a terminal one (a handoff, an end) finishes the turn.

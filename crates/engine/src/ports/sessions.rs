@@ -53,6 +53,15 @@ pub struct SessionFilter {
     pub agent_id: Option<AgentId>,
 }
 
+/// A customer's message queued in its conversation, as [`SessionStore::note_arrival`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    pub source_id: String,
+    pub message_id: String,
+    /// When event intake routed it ([`super::WorkItem::arrived_at`]).
+    pub arrived_at: DateTime<Utc>,
+}
+
 /// What [`SessionStore::turn_start`] found.
 #[derive(Debug, Clone)]
 pub enum TurnStart {
@@ -133,6 +142,27 @@ pub trait SessionStore: Send + Sync {
         tenant: Option<&TenantId>,
         limit: usize,
     ) -> Result<Vec<Session>, StoreError>;
+    /// Notes that `arrival`, a customer's message for an agent whose turns a newer message
+    /// interrupts, has just been queued in its conversation, unless a message that arrived
+    /// later is noted already: what a running turn of the conversation looks for before it
+    /// replies, where its queue hides a group's later messages (SQS FIFO). The default keeps
+    /// nothing: a queue that can look into the group ([`super::WorkQueue::queued_behind`], the
+    /// embedded one) is asked instead.
+    async fn note_arrival(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        arrival: &Arrival,
+    ) -> Result<(), StoreError> {
+        let _ = (tenant, conversation_id, arrival);
+        Ok(())
+    }
+    /// The conversation's newest arrival that [`SessionStore::note_arrival`] kept (read
+    /// strongly consistent).
+    async fn newest_arrival(&self, tenant: &TenantId, conversation_id: &str) -> Result<Option<Arrival>, StoreError> {
+        let _ = (tenant, conversation_id);
+        Ok(None)
+    }
 }
 
 /// Reading execution records. Expired records are never returned.

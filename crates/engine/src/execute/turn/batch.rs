@@ -9,7 +9,7 @@ use serde_json::json;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::message::{ContentBlock, Message, Role};
 use switchboard_domain::{
-    Agent, Approval, ApprovalPolicy, ApprovalStatus, ErrorKind, ExecutionRecord, ExecutionStatus, Session,
+    Agent, Approval, ApprovalPolicy, ApprovalStatus, ErrorKind, ExecutionRecord, ExecutionStatus, Session, SystemTool,
 };
 
 use super::{Loop, Turn, first_request};
@@ -145,6 +145,12 @@ impl Loop<'_> {
                         call.input = edited;
                     }
                     if answered.is_none() {
+                        let replies =
+                            matches!(self.tools.resolve(&call.name), Resolved::System(SystemTool::SendMessage));
+                        if replies && self.interrupted().await? {
+                            // Nothing of this answer goes on: the turn drops it (see `finish`).
+                            return Ok(());
+                        }
                         self.check_still_ours().await?;
                         self.announce_tool(&call);
                     }

@@ -20,7 +20,7 @@ mod batch;
 
 pub(in crate::execute) use batch::resume;
 
-use super::{context, history, pause, record, summary};
+use super::{context, history, interrupt, pause, record, summary};
 use crate::fault::ExecError;
 use crate::hooks::{self, Point};
 use crate::model_call::{converse, elapsed_ms};
@@ -328,9 +328,29 @@ impl Loop<'_> {
         }
     }
 
+    /// Whether a newer message of the conversation stops the turn before the reply it would
+    /// send now (the agent interrupts, see [`interrupt`]): then it says and does nothing more.
+    async fn interrupted(&mut self) -> Result<bool, ExecError> {
+        if self.state.replies_sent > 0 || self.state.new_session.is_some() {
+            return Ok(false);
+        }
+        let (cx, session) = (self.cx, &self.state.session);
+        let Some(by) = interrupt::newer(cx.deps, cx.item, self.agent, session, None).await? else {
+            return Ok(false);
+        };
+        tracing::info!(by = %by.message_id, "a newer message is queued: the turn stops before its reply");
+        self.state.interrupted_by = Some(by);
+        self.state.finished = true;
+        self.status = ExecutionStatus::Interrupted;
+        Ok(true)
+    }
+
     /// A final answer is the reply, unless the agent already replied with the tool.
     async fn final_answer(&mut self, text: &str) -> Result<(), ExecError> {
         if self.state.replies_sent == 0 && !text.trim().is_empty() {
+            if self.interrupted().await? {
+                return Ok(());
+            }
             self.check_still_ours().await?;
             let key = format!("{}/{}", self.cx.item.source_id, self.calls);
             let before = self.state.actions.len();
@@ -451,16 +471,30 @@ impl Loop<'_> {
         if let Some(paused) = self.paused.take() {
             return self.pause_turn(paused, started);
         }
+        let interrupted = self.state.interrupted_by.is_some();
+        if interrupted && self.new_messages.last().is_some_and(|m| m.role == Role::Assistant) {
+            // The answer that would have replied: the next turn answers in its place.
+            self.new_messages.pop();
+        }
         let s = &mut self.state.session;
         s.append_transcript(std::mem::take(&mut self.new_messages));
-        s.turn_count += 1;
         s.tokens_used += self.record.token_usage.total();
+        if interrupted {
+            // Not a turn of the conversation yet: its message waits for the next one's answer.
+            s.interrupted.push(interrupt::own_message(self.cx.item));
+        } else {
+            s.turn_count += 1;
+            self.record.coalesced.append(&mut s.interrupted);
+        }
         // The agent's `maxSessionTokens` stopped the turn: its `handoffBehavior` applies.
         let session_budget_spent = self.failure.as_ref().and_then(|f| f.reason.as_deref()) == Some(SESSION_BUDGET);
         if s.is_active() && session_budget_spent {
             let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
             self.apply_handoff_behavior(reason, "session-budget");
-        } else if s.is_active() && self.status != ExecutionStatus::Failed && s.turn_count >= self.agent.max_turns {
+        } else if s.is_active()
+            && !matches!(self.status, ExecutionStatus::Failed | ExecutionStatus::Interrupted)
+            && s.turn_count >= self.agent.max_turns
+        {
             let reason = format!("the agent reached its limit of {} turns", self.agent.max_turns);
             self.apply_handoff_behavior(reason, "max-turns");
         }
@@ -468,8 +502,12 @@ impl Loop<'_> {
             let why = format!("no final answer after {} model calls", self.agent.max_iterations);
             self.failure = Some(ExecutionError::new(ErrorKind::Model, why));
         }
-        // Stopped short with the customer unanswered and the agent still on the conversation.
-        if self.status != ExecutionStatus::Success && self.state.replies_sent == 0 && self.state.session.is_active() {
+        // Stopped short with the customer unanswered and the agent still on the conversation
+        // (an interrupted turn's customer is answered by the next turn).
+        if !matches!(self.status, ExecutionStatus::Success | ExecutionStatus::Interrupted)
+            && self.state.replies_sent == 0
+            && self.state.session.is_active()
+        {
             self.answer_failure().await?;
         }
         let record = &mut self.record;
@@ -480,6 +518,7 @@ impl Loop<'_> {
             (s, _) => s,
         };
         record.error = self.failure.take();
+        record.interrupted_by = self.state.interrupted_by.take();
         if matches!(record.status, ExecutionStatus::Failed | ExecutionStatus::Timeout) {
             let key = format!("{}/failed", self.cx.item.source_id);
             self.state.announce(&key, detail_type::EXECUTION_FAILED, failed_event(record));

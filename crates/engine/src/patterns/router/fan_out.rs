@@ -77,6 +77,10 @@ pub(super) async fn run(
             Err(e) => return Ok(Routed { status: ExecutionStatus::Failed, failure: Some(e), said: None }),
         },
     };
+    if let Some(by) = crate::execute::interrupt::newer(cx.deps, cx.item, router, &state.session, None).await? {
+        state.interrupted_by = Some(by);
+        return Ok(Routed { status: ExecutionStatus::Interrupted, failure: None, said: None });
+    }
     match state.reply(cx.deps, &reply, &format!("{key}/reply")).await? {
         Ok((_, sent)) => {
             Ok(Routed { status: ExecutionStatus::Success, failure: None, said: Some(Message::assistant_text(sent)) })
