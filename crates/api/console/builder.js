@@ -236,7 +236,7 @@ export async function agent(id) {
     maxOutput: number(budget.maxOutputTokens, { min: "1" }),
     maxSession: number(budget.maxSessionTokens, { min: "1" }),
     status: select([["active", "active"], ["inactive", "inactive"]], a.status || "active"),
-    bursts: select([["enqueue", "each its own turn"], ["coalesce", "answered together in one turn"]], (a.bursts || {}).mode || "enqueue"),
+    bursts: select([["enqueue", "each its own turn"], ["coalesce", "answered together in one turn"], ["interrupt", "a newer one interrupts the turn before it replies"]], (a.bursts || {}).mode || "enqueue"),
     burstWindow: number((a.bursts || {}).windowSeconds, { min: "1", max: "30" }),
   };
   const known = ["name", "description", "type", "systemPrompt", "model", "tools", "skills", "subAgents", "maxIterations", "maxTurns", "handoffBehavior", "tokenBudget", "status", "bursts"];
@@ -261,9 +261,9 @@ export async function agent(id) {
     if (optional(f.temperature) !== undefined) modelConfig.temperature = optional(f.temperature);
     if (optional(f.maxTokens) !== undefined) modelConfig.maxTokens = optional(f.maxTokens);
     const tokenBudget = { maxInputTokens: optional(f.maxInput), maxOutputTokens: optional(f.maxOutput), maxSessionTokens: optional(f.maxSession) };
-    const bursts = f.bursts.value === "coalesce"
-      ? { mode: "coalesce", windowSeconds: optional(f.burstWindow), maxMessages: (a.bursts || {}).maxMessages }
-      : undefined;
+    const bursts = f.bursts.value === "enqueue"
+      ? undefined
+      : { mode: f.bursts.value, windowSeconds: optional(f.burstWindow), maxMessages: (a.bursts || {}).maxMessages };
     const body = {
       ...extra, name: f.name.value, description: f.description.value, type: f.type.value, systemPrompt: f.systemPrompt.value,
       model: f.model.value, modelConfig, tools: checked(f.tools), skills: checked(f.skills), subAgents: checked(f.subAgents),
@@ -298,8 +298,8 @@ export async function agent(id) {
       field("agent-max-output", "Output tokens per execution", f.maxOutput, "/tokenBudget/maxOutputTokens"),
       field("agent-max-session", "Tokens per session", f.maxSession, "/tokenBudget/maxSessionTokens")),
     h.el("div", { class: "row" },
-      field("agent-bursts", "Messages that come close together", f.bursts, "/bursts/mode", "Answered together: one turn answers a burst once the customer pauses."),
-      field("agent-burst-window", "Burst window (seconds)", f.burstWindow, "/bursts/windowSeconds", "How long a burst stays open after its newest message; empty: 2.")),
+      field("agent-bursts", "Messages that come close together", f.bursts, "/bursts/mode", "Answered together: one turn answers a burst once the customer pauses. Interrupted: a turn that has not replied stops when the next message comes, and that message's turn answers both."),
+      field("agent-burst-window", "Burst window (seconds)", f.burstWindow, "/bursts/windowSeconds", "How long a burst stays open after its newest message (answered together only); empty: 2.")),
     field("agent-status", "Status", f.status, "/status"),
     field("agent-more", "More settings (JSON: steps, history, onFailure, hooks, approvals, other model settings)", f.extra, "/more"));
   // a refusal of a field the form does not show lands by the JSON box

@@ -571,7 +571,8 @@ async function execution(id) {
       el("dt", {}, "Latency"), el("dd", {}, `${x.latencyMs} ms`),
       x.error ? [el("dt", {}, "Error"), el("dd", { class: "error" }, `${x.error.kind}${x.error.reason ? ` (${x.error.reason})` : ""}: ${x.error.message}`)] : null,
       x.coalescedInto ? [el("dt", {}, "Answered in"), el("dd", { id: "coalesced-into" }, el("a", { href: `#/execution/${x.coalescedInto}` }, x.coalescedInto))] : null,
-      (x.coalesced || []).length ? [el("dt", {}, "Also answers"), el("dd", { id: "coalesced" }, x.coalesced.map((c) => c.messageId).join(", "))] : null)),
+      (x.coalesced || []).length ? [el("dt", {}, "Also answers"), el("dd", { id: "coalesced" }, x.coalesced.map((c) => c.messageId).join(", "))] : null,
+      x.interruptedBy ? [el("dt", {}, "Interrupted by"), el("dd", { id: "interrupted-by" }, `message ${x.interruptedBy.messageId}, whose turn answers both`)] : null)),
     el("h2", {}, "Timeline"),
     el("ol", { class: "timeline", id: "timeline" }, timeline(x, recorded.calls)),
     el("h2", {}, "Actions"), pretty(x.actions),
@@ -580,7 +581,7 @@ async function execution(id) {
 
 // ---------- overview ----------
 
-const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator", "coalesced"];
+const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator", "coalesced", "interrupted"];
 
 async function overview() {
   const today = new Date().toISOString().slice(0, 10);

@@ -1286,11 +1286,16 @@ async fn an_agents_bursts_and_the_records_of_a_coalesced_burst_match_the_contrac
     bad["bursts"] = json!({ "mode": "coalesce", "windowSeconds": 0, "maxMessages": 11 });
     let r = api.post("/tenants/acme/agents", bad).await;
     assert_eq!(r.pointers(), ["/bursts/windowSeconds", "/bursts/maxMessages"], "{}", r.body);
-    let mut interrupt = agent.clone();
-    interrupt["bursts"] = json!({ "mode": "interrupt" });
-    let r = api.post("/tenants/acme/agents", interrupt).await;
+    let mut unknown = agent.clone();
+    unknown["bursts"] = json!({ "mode": "reject" });
+    let r = api.post("/tenants/acme/agents", unknown).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
-    assert!(r.body.to_string().contains("interrupt"), "{}", r.body);
+    assert!(r.body.to_string().contains("reject"), "{}", r.body);
+    let mut interrupt = agent.clone();
+    interrupt["bursts"] = json!({ "mode": "interrupt", "maxMessages": 3 });
+    let r = api.post("/tenants/acme/agents", interrupt).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["bursts"], json!({ "mode": "interrupt", "windowSeconds": 2, "maxMessages": 3 }));
     // a burst's records, as the engine writes them (`crates/embedded/tests/suite/bursts.rs` runs
     // them): the turn lists the earlier messages, each of which points at it
     let id = created.str("/agentId");
@@ -1306,6 +1311,20 @@ async fn an_agents_bursts_and_the_records_of_a_coalesced_burst_match_the_contrac
     spec.check(&schema, &earlier, "a coalesced record");
     let as_rust: switchboard_domain::ExecutionRecord = serde_json::from_value(earlier).unwrap();
     assert_eq!(as_rust.status, switchboard_domain::ExecutionStatus::Coalesced);
+    // an interrupted turn's record names the message that stopped it (the next turn lists it
+    // in `coalesced`, as above), and its session keeps the message until then
+    let mut interrupted = turn.clone();
+    interrupted["status"] = json!("interrupted");
+    interrupted["interruptedBy"] = json!({ "messageId": "m-2", "sourceId": "message-c-burst:m-2" });
+    interrupted.as_object_mut().unwrap().remove("coalesced");
+    spec.check(&schema, &interrupted, "an interrupted record");
+    let as_rust: switchboard_domain::ExecutionRecord = serde_json::from_value(interrupted).unwrap();
+    assert_eq!(as_rust.status, switchboard_domain::ExecutionStatus::Interrupted);
+    let mut session = api.get(&format!("/tenants/acme/sessions/{}", turn["sessionId"].as_str().unwrap())).await.body;
+    session["interrupted"] = json!([{ "messageId": "m-1", "sourceId": "message-c-burst:m-1" }]);
+    spec.check(&json!({ "$ref": "#/components/schemas/Session" }), &session, "a session holding an interrupted message");
+    let as_rust: switchboard_domain::Session = serde_json::from_value(session).unwrap();
+    assert_eq!(as_rust.interrupted.len(), 1);
 }
 
 #[tokio::test]

@@ -52,6 +52,9 @@ struct Subject {
     counters: [Arc<dyn Counters>; 2],
     /// Whether `delete_tenant` works in bounded calls here (DynamoDB, with a small budget).
     bounded_deletes: bool,
+    /// Whether the session store keeps each conversation's newest arrival (DynamoDB: SQS cannot
+    /// show a running turn its group's later messages; the embedded queue can).
+    notes_arrivals: bool,
     /// Where schedule triggers' next slots are kept and claimed.
     schedules: Arc<dyn switchboard_engine::ScheduleStore>,
     /// Writing an event into the tenant's event log on its own (a turn's are written by its
@@ -122,6 +125,7 @@ async fn embedded() -> Subject {
         // One process holds the database: a second handle shares its connection.
         counters: [store.clone(), Arc::new(e.store.clone())],
         bounded_deletes: false,
+        notes_arrivals: false,
         schedules: store.clone(),
         log: store.clone(),
         events: store.clone(),
@@ -155,6 +159,7 @@ async fn aws() -> Subject {
             Arc::new(DynamoStore::new(AwsClients::new(&sdk).dynamodb, names, clock.clone()))
         }],
         bounded_deletes: true,
+        notes_arrivals: true,
         schedules: store_for_schedules,
         _keep: Box::new(()),
     }
@@ -208,7 +213,37 @@ contract!(
     recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant,
     paused_turns_are_listed_longest_waiting_first_by_tenant_or_all_until_written_without,
     a_resumed_execution_replaces_its_paused_record_once_and_counts_only_what_it_adds,
+    a_conversations_newest_arrival_is_kept_where_its_queue_cannot_show_it,
 );
+
+async fn a_conversations_newest_arrival_is_kept_where_its_queue_cannot_show_it(x: &Subject) {
+    let (t, other) = (tenant("t-1"), tenant("t-2"));
+    x.config_admin.create_tenant(&t, "Tenant").await.unwrap();
+    let now = x.clock.now();
+    let arrival = |id: &str, ms: i64| switchboard_engine::Arrival {
+        source_id: format!("message-c-1:{id}"),
+        message_id: id.into(),
+        arrived_at: now + Duration::milliseconds(ms),
+    };
+    // given two messages noted in the order they came, and a late note of an earlier one
+    for noted in [arrival("m-2", 10), arrival("m-3", 20), arrival("m-1", 0)] {
+        x.sessions.note_arrival(&t, "c-1", &noted).await.unwrap();
+    }
+    let newest = x.sessions.newest_arrival(&t, "c-1").await.unwrap();
+    if !x.notes_arrivals {
+        // the embedded profile's running turn reads its queue instead: nothing is kept
+        assert_eq!(newest, None);
+        return;
+    }
+    // then the newest arrival is kept, whatever order the notes came in
+    assert_eq!(newest, Some(arrival("m-3", 20)));
+    // and only for its conversation of its tenant
+    assert_eq!(x.sessions.newest_arrival(&t, "c-2").await.unwrap(), None);
+    assert_eq!(x.sessions.newest_arrival(&other, "c-1").await.unwrap(), None);
+    // and it goes with the tenant
+    while !x.config_admin.delete_tenant(&t).await.unwrap() {}
+    assert_eq!(x.sessions.newest_arrival(&t, "c-1").await.unwrap(), None);
+}
 
 // ---- fixtures ------------------------------------------------------------------------------------------
 

@@ -101,3 +101,65 @@ async fn a_burst_on_aws_waits_on_the_queue_then_one_turn_answers_its_batch_and_a
     assert_eq!(w.conversations.accepted().len(), 1, "nothing sent twice");
     assert_eq!(w.bedrock.requests().len(), 2, "no model call again");
 }
+
+/// Deletes `messages` from the queue, as the event source mapping does with a batch's successes.
+async fn delete(w: &World, messages: &[aws_sdk_sqs::types::Message]) {
+    let sqs = aws_sdk_sqs::Client::new(&w.sdk);
+    for m in messages {
+        let done = sqs.delete_message().queue_url(&w.names.work_queue_url);
+        done.receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn on_aws_a_turn_learns_of_a_newer_message_from_the_routers_note_and_the_next_turn_answers_both() {
+    let script = vec![Reply::text("Here is what I found."), Reply::text("And the rest.")];
+    let w = world(script, false).await;
+    let t1: TenantId = "t-1".parse().unwrap();
+    let mut agent: Agent = w.wiring.store.get_agent(&t1, AGENT.parse().unwrap()).await.unwrap().unwrap();
+    agent.bursts = serde_json::from_value(json!({ "mode": "interrupt" })).unwrap();
+    put(&w.wiring, ConfigRecord::Agent(agent)).await;
+
+    // given two messages routed (the trigger answers those asking for help), the first
+    // delivered alone: SQS shows no later message of its group while it is in flight
+    say(&w, "m-1", "hi, I need help").await;
+    say(&w, "m-2", "help with order 1234").await;
+    let first = receive_up_to(&w, 1).await;
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&first))).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    delete(&w, &first).await;
+    // then its turn stopped as it started: the router's note named the second message
+    let stopped = w.wiring.store.execution_for_source(&t1, "message-c-1:m-1").await.unwrap().unwrap();
+    assert_eq!(stopped.status, ExecutionStatus::Interrupted);
+    assert_eq!(stopped.interrupted_by.map(|b| b.message_id), Some("m-2".into()));
+    assert!(w.bedrock.requests().is_empty() && w.conversations.accepted().is_empty(), "nothing ran or was said");
+
+    // when the second is delivered, its turn answers both, once
+    let second = receive_batch(&w).await;
+    assert_eq!(second.len(), 1);
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&second))).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    delete(&w, &second).await;
+    let turn = w.wiring.store.execution_for_source(&t1, "message-c-1:m-2").await.unwrap().unwrap();
+    assert_eq!(turn.status, ExecutionStatus::Success);
+    assert_eq!(turn.coalesced.iter().map(|c| c.message_id.as_str()).collect::<Vec<_>>(), ["m-1"]);
+    let sent: Vec<String> = w.conversations.accepted().into_iter().map(|r| r.text).collect();
+    assert_eq!(sent, ["Here is what I found."]);
+    let requests = w.bedrock.requests();
+    let last = requests[0].1["messages"].as_array().unwrap().last().unwrap().clone();
+    let texts: Vec<_> = last["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+    assert_eq!(texts, ["hi, I need help", "help with order 1234"], "one customer turn of both");
+
+    // and two messages delivered in one batch: the first's turn sees the second behind it
+    say(&w, "m-3", "help: one more thing").await;
+    say(&w, "m-4", "help with the address").await;
+    let both = receive_batch(&w).await;
+    assert_eq!(both.len(), 2);
+    let response = executor::handle(&w.wiring, event::<SqsEvent>(as_sqs_event(&both))).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let stopped = w.wiring.store.execution_for_source(&t1, "message-c-1:m-3").await.unwrap().unwrap();
+    assert_eq!(stopped.status, ExecutionStatus::Interrupted);
+    let turn = w.wiring.store.execution_for_source(&t1, "message-c-1:m-4").await.unwrap().unwrap();
+    assert_eq!(turn.coalesced.iter().map(|c| c.message_id.as_str()).collect::<Vec<_>>(), ["m-3"]);
+    assert_eq!(w.conversations.accepted().len(), 2, "one reply for each pair");
+}
