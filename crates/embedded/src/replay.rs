@@ -272,6 +272,13 @@ fn replayable(input: &ReplayInput) -> Result<&str, ReplayError> {
             r.status.as_str()
         )));
     }
+    if r.status == switchboard_domain::ExecutionStatus::Interrupted {
+        // What stopped it (a newer message in the queue) is not part of the record's turn.
+        return Err(ReplayError::Unreplayable(format!(
+            "execution {} was interrupted by a newer message before it replied: replay the turn that answered both",
+            r.execution_id
+        )));
+    }
     if input.calls.iter().any(|c| c.request.is_none() || c.response.is_none()) {
         return Err(ReplayError::Unreplayable(
             "the record keeps no model content (the tenant's recording was off when it ran)".into(),

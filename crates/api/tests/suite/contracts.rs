@@ -1322,7 +1322,11 @@ async fn an_agents_bursts_and_the_records_of_a_coalesced_burst_match_the_contrac
     assert_eq!(as_rust.status, switchboard_domain::ExecutionStatus::Interrupted);
     let mut session = api.get(&format!("/tenants/acme/sessions/{}", turn["sessionId"].as_str().unwrap())).await.body;
     session["interrupted"] = json!([{ "messageId": "m-1", "sourceId": "message-c-burst:m-1" }]);
-    spec.check(&json!({ "$ref": "#/components/schemas/Session" }), &session, "a session holding an interrupted message");
+    spec.check(
+        &json!({ "$ref": "#/components/schemas/Session" }),
+        &session,
+        "a session holding an interrupted message",
+    );
     let as_rust: switchboard_domain::Session = serde_json::from_value(session).unwrap();
     assert_eq!(as_rust.interrupted.len(), 1);
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use switchboard_domain::message::ContentBlock;
 use switchboard_domain::{ExecutionStatus, InboundEvent};
-use switchboard_embedded::EmbeddedOptions;
+use switchboard_embedded::{EmbeddedOptions, replay};
 use switchboard_engine::intake::source_id;
 use switchboard_engine::ports::{ModelError, ModelRequest, ModelResponse};
 use switchboard_engine::{ExecOutcome, ExecutionLog, Model, WorkItem};
@@ -136,6 +136,15 @@ async fn a_message_that_arrives_during_a_turn_stops_it_before_its_reply_and_one_
     assert_eq!((session.turn_count, session.interrupted.len()), (1, 0));
     let own = w.embedded.store.execution_for_source(&w.tenant, &source_id(&first)).await.unwrap().unwrap();
     assert_eq!(own.execution_id, stopped.execution_id, "the first message keeps its own record");
+    // and the turn that answered both replays the same; the interrupted one is refused, saying why
+    let (store, tenant) = (&w.embedded.store, &w.tenant);
+    let replay = |id| async move {
+        let input = replay::gather(store, store, store, store, tenant, id).await.unwrap().unwrap();
+        replay::replay(input).await
+    };
+    assert!(replay(turn.execution_id).await.unwrap().same, "the answering turn replays the same");
+    let refused = replay(stopped.execution_id).await.unwrap_err();
+    assert!(matches!(&refused, replay::ReplayError::Unreplayable(why) if why.contains("interrupted")), "{refused:?}");
 }
 
 #[tokio::test]
