@@ -177,6 +177,7 @@ fn tenant_changes(changes: TenantChanges) -> Result<(), ValidationErrors> {
         limits: TenantLimits::default(),
         recording: Default::default(),
         calendars: Default::default(),
+        time_zone: None,
     };
     changes.apply(&mut tenant)
 }

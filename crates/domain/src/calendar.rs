@@ -35,7 +35,9 @@ pub type Calendars = BTreeMap<String, Calendar>;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Calendar {
-    /// An IANA time zone name, as the tz database writes it.
+    /// An IANA time zone name, as the tz database writes it. Written without one, a calendar
+    /// takes its tenant's `timeZone`; empty only until then.
+    #[serde(default)]
     pub time_zone: String,
     /// Opening hours per weekday (`MON`…`SUN`): `"HH:MM-HH:MM"` ranges.
     #[serde(default)]
@@ -81,13 +83,11 @@ pub fn check_calendars(calendars: &Calendars, prefix: &str, errors: &mut Validat
 
 impl Calendar {
     fn check(&self, at: &str, errors: &mut ValidationErrors) {
-        match TimeZone::get(&self.time_zone) {
-            Err(_) => errors.push(format!("{at}/timeZone"), format!("unknown time zone {:?}", self.time_zone)),
-            Ok(tz) => {
-                if let Some(name) = tz.iana_name().filter(|n| *n != self.time_zone) {
-                    errors.push(format!("{at}/timeZone"), format!("write the zone as {name:?}"));
-                }
-            }
+        if self.time_zone.is_empty() {
+            let why = "a calendar needs a timeZone, or the tenant's timeZone to take";
+            errors.push(format!("{at}/timeZone"), why);
+        } else {
+            crate::schedule::check_zone(&self.time_zone, &format!("{at}/timeZone"), errors);
         }
         for (day, ranges) in &self.hours {
             let pointer = format!("{at}/hours/{day}");

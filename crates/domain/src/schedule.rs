@@ -44,8 +44,9 @@ const SEARCH_DAYS: usize = 366 * 9;
 pub struct Schedule {
     /// `rate(<n> <unit>)` or a five-field cron expression.
     pub expression: String,
-    /// An IANA time zone name; `UTC` when absent.
-    #[serde(default = "utc")]
+    /// An IANA time zone name. Written without one, a trigger takes its tenant's `timeZone`
+    /// (UTC when the tenant has none) when it is stored ([`fill_zone`]); empty only until then.
+    #[serde(default)]
     pub time_zone: String,
     /// The conversation every run is on; absent: each run has a conversation of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,8 +58,29 @@ pub struct Schedule {
     pub missed: Missed,
 }
 
-fn utc() -> String {
-    "UTC".to_owned()
+/// The zone a schedule written without one is in when its tenant has none.
+pub const DEFAULT_ZONE: &str = "UTC";
+
+/// Pushes onto `errors`, at `pointer`, why `zone` is not an IANA time zone name as the tz
+/// database writes it (one the database finds in another case is refused with its name).
+pub fn check_zone(zone: &str, pointer: &str, errors: &mut ValidationErrors) {
+    match TimeZone::get(zone) {
+        Err(_) => errors.push(pointer, format!("unknown time zone {zone:?}")),
+        Ok(tz) => {
+            if let Some(name) = tz.iana_name().filter(|n| *n != zone) {
+                errors.push(pointer, format!("write the zone as {name:?}"));
+            }
+        }
+    }
+}
+
+/// `zone` in place of an empty one: what a record written without a time zone is stored with.
+pub fn fill_zone(slot: &mut String, zone: &str) -> bool {
+    let empty = slot.is_empty();
+    if empty {
+        zone.clone_into(slot);
+    }
+    empty
 }
 
 /// What becomes of a slot found more than [`LATE_AFTER`] late: run once (however many slots
@@ -115,14 +137,9 @@ impl Schedule {
         if let Err(e) = parse(&self.expression) {
             errors.push(format!("{prefix}/expression"), e);
         }
-        match TimeZone::get(&self.time_zone) {
-            Err(_) => errors.push(format!("{prefix}/timeZone"), format!("unknown time zone '{}'", self.time_zone)),
-            // The tz database may find a zone written in another case; the name is kept as written.
-            Ok(tz) => {
-                if let Some(name) = tz.iana_name().filter(|n| *n != self.time_zone) {
-                    errors.push(format!("{prefix}/timeZone"), format!("write the zone as '{name}'"));
-                }
-            }
+        // Empty: the tenant's, filled in when the trigger is stored.
+        if !self.time_zone.is_empty() {
+            check_zone(&self.time_zone, &format!("{prefix}/timeZone"), errors);
         }
         if let Some(c) = &self.conversation_id
             && let Err(e) = crate::ids::check_external_id(c)
@@ -536,21 +553,23 @@ mod tests {
         bad.check("/schedule", &mut errors);
         let pointers: Vec<_> = errors.0.iter().map(|e| e.pointer.as_str()).collect();
         assert_eq!(pointers, ["/schedule/timeZone", "/schedule/conversationId", "/schedule/input"]);
-        assert_eq!(errors.0[0].detail, "unknown time zone 'Europe/Pariss'");
+        assert_eq!(errors.0[0].detail, "unknown time zone \"Europe/Pariss\"");
         let long = Schedule { input: "x".repeat(MAX_MESSAGE_TEXT_BYTES + 1), ..schedule("rate(1 hour)", "UTC") };
         assert!(long.slots("/s").unwrap_err().0[0].pointer == "/s/input");
         // a zone the database finds in another case is asked for as the database names it
         let mut errors = ValidationErrors::default();
         schedule("rate(1 hour)", "europe/paris").check("/schedule", &mut errors);
         let found: Vec<_> = errors.0.iter().map(|e| (e.pointer.as_str(), e.detail.as_str())).collect();
-        assert_eq!(found, [("/schedule/timeZone", "write the zone as 'Europe/Paris'")]);
+        assert_eq!(found, [("/schedule/timeZone", "write the zone as \"Europe/Paris\"")]);
     }
 
     #[test]
     fn defaults_read_and_write_back() {
-        let s: Schedule =
+        let mut s: Schedule =
             serde_json::from_value(serde_json::json!({"expression": "rate(5 minutes)", "input": "x"})).unwrap();
-        assert_eq!((s.time_zone.as_str(), s.missed), ("UTC", Missed::RunOnce));
+        assert_eq!((s.time_zone.as_str(), s.missed), ("", Missed::RunOnce), "the zone is the tenant's, to fill");
+        assert!(fill_zone(&mut s.time_zone, DEFAULT_ZONE) && !fill_zone(&mut s.time_zone, "Europe/Paris"));
+        assert_eq!(s.time_zone, "UTC", "a zone written is kept");
         assert_eq!(
             serde_json::to_value(&s).unwrap(),
             serde_json::json!({"expression": "rate(5 minutes)", "timeZone": "UTC", "input": "x"})

@@ -49,6 +49,10 @@ pub struct Tenant {
     /// Named business-hours calendars its triggers' time conditions may name.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub calendars: crate::calendar::Calendars,
+    /// The IANA time zone that a schedule trigger, a time condition or a calendar written
+    /// without one is stored with (a schedule's is UTC when this is unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// A tenant's display name as it is kept: trimmed, 1 to [`MAX_NAME_LEN`] characters. The one rule

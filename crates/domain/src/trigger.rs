@@ -112,6 +112,39 @@ impl WebhookSource {
 }
 
 impl Trigger {
+    /// Writes `tenant_zone` wherever the trigger was written without a zone: its schedule (UTC
+    /// when the tenant has none) and its time conditions (left without one when the tenant has
+    /// none, which [`Trigger::missing_zones`] then refuses). Whether anything changed.
+    pub fn fill_zone(&mut self, tenant_zone: Option<&str>) -> bool {
+        let mut filled = false;
+        if let Some(schedule) = &mut self.schedule {
+            let zone = tenant_zone.unwrap_or(crate::schedule::DEFAULT_ZONE);
+            filled |= crate::schedule::fill_zone(&mut schedule.time_zone, zone);
+        }
+        if let Some(zone) = tenant_zone
+            && let Some(conditions) = self.conditions.fill_zone(zone)
+        {
+            self.conditions = conditions;
+            filled = true;
+        }
+        filled
+    }
+
+    /// Whether storing the trigger needs its tenant's zone: something was written without one.
+    pub fn needs_zone(&self) -> bool {
+        self.schedule.as_ref().is_some_and(|s| s.time_zone.is_empty()) || !self.conditions.missing_zones().is_empty()
+    }
+
+    /// The faults of the time conditions still without a zone once the tenant's was filled in
+    /// (the tenant has none), at their pointers.
+    pub fn missing_zones(&self) -> ValidationErrors {
+        let mut errors = ValidationErrors::default();
+        for fault in self.conditions.missing_zones() {
+            errors.push(format!("/conditions{}", fault.pointer), fault.message);
+        }
+        errors
+    }
+
     /// Checks the record on its own (conditions are validated when parsed). Whether `agentId`
     /// names an agent of the same tenant is checked by whoever stores the trigger.
     pub fn validate(&self) -> Result<(), ValidationErrors> {

@@ -330,7 +330,8 @@ impl Bundle {
     ) -> Result<(Vec<ApplyChange>, Vec<ConfigRecord>), ConfigWriteError> {
         let mut changes = Vec::new();
         let mut writes = Vec::new();
-        for record in self.records() {
+        // Compared as they would be stored (a trigger without a time zone takes the tenant's).
+        for record in service.zoned_all(&self.records()).await? {
             let current = match exists {
                 true => service.admin().get_config(&self.tenant_id, record.kind(), &record.id()).await?,
                 false => None,

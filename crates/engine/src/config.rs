@@ -7,6 +7,7 @@
 //! as the next version, checked like any write. The stores only store (conditional put and delete
 //! by version, kept versions, paged lists); they know none of these rules.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -52,6 +53,9 @@ pub struct TenantChanges {
     pub recording: Option<Recording>,
     /// The tenant's business-hours calendars, all of them (a name left out is removed).
     pub calendars: Option<switchboard_domain::calendar::Calendars>,
+    /// The zone of what the tenant's triggers and calendars are written without one in, from
+    /// now on (what is stored keeps the zone it was stored with).
+    pub time_zone: Option<String>,
 }
 
 impl TenantChanges {
@@ -68,7 +72,18 @@ impl TenantChanges {
         if let Some(recording) = self.recording {
             tenant.recording = recording;
         }
-        if let Some(calendars) = self.calendars {
+        if let Some(zone) = self.time_zone {
+            let mut errors = ValidationErrors::default();
+            switchboard_domain::schedule::check_zone(&zone, "/timeZone", &mut errors);
+            errors.into_result()?;
+            tenant.time_zone = Some(zone);
+        }
+        if let Some(mut calendars) = self.calendars {
+            if let Some(zone) = &tenant.time_zone {
+                for calendar in calendars.values_mut() {
+                    switchboard_domain::schedule::fill_zone(&mut calendar.time_zone, zone);
+                }
+            }
             let mut errors = ValidationErrors::default();
             switchboard_domain::calendar::check_calendars(&calendars, "/calendars", &mut errors);
             errors.into_result()?;
@@ -170,8 +185,23 @@ impl ConfigService {
         Ok(tenant)
     }
 
-    /// Creates `record` (its id must be free; its version is written as given, normally 1).
+    /// `record` as it is stored: a trigger written without a time zone takes its tenant's
+    /// ([`switchboard_domain::Trigger::fill_zone`]). The tenant is read only for such a trigger.
+    pub async fn zoned<'r>(&self, record: &'r ConfigRecord) -> Result<Cow<'r, ConfigRecord>, ConfigWriteError> {
+        let ConfigRecord::Trigger(t) = record else { return Ok(Cow::Borrowed(record)) };
+        if !t.needs_zone() {
+            return Ok(Cow::Borrowed(record));
+        }
+        let zone = self.config.get_tenant(&t.tenant_id).await?.and_then(|tenant| tenant.time_zone);
+        let mut filled = t.clone();
+        filled.fill_zone(zone.as_deref());
+        Ok(Cow::Owned(ConfigRecord::Trigger(filled)))
+    }
+
+    /// Creates `record` (its id must be free; its version is written as given, normally 1),
+    /// [zoned](Self::zoned).
     pub async fn create(&self, record: &ConfigRecord) -> Result<(), ConfigWriteError> {
+        let record = &*self.zoned(record).await?;
         self.check(record, &[]).await?;
         self.admin.put_config(record, None, &self.authorship()).await.map_err(|e| match e {
             // The tenant is gone, or the id was taken meanwhile.
@@ -183,6 +213,7 @@ impl ConfigService {
     /// Replaces the stored record of `record`'s id if it is still at version `expected`; `record`
     /// carries the next version.
     pub async fn replace(&self, record: &ConfigRecord, expected: u64) -> Result<(), ConfigWriteError> {
+        let record = &*self.zoned(record).await?;
         let current = self.current(record.tenant_id(), record.kind(), &record.id()).await?;
         if current.version() != expected {
             return Err(ConfigWriteError::VersionMismatch { current: current.version() });
@@ -226,6 +257,8 @@ impl ConfigService {
     /// is checked before anything is written, and records are written so that what a record names
     /// is written before it (tools, skills, agents, triggers).
     pub async fn upsert_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
+        let zoned = self.zoned_all(records).await?;
+        let records = &zoned[..];
         self.check_all(records).await?;
         let order = [ConfigKind::Tool, ConfigKind::Skill, ConfigKind::Agent, ConfigKind::Trigger];
         for kind in order {
@@ -239,6 +272,8 @@ impl ConfigService {
     /// What [`ConfigService::upsert_all`] would refuse: every error of every record, each under
     /// `/<kind>/<index>`.
     pub async fn check_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
+        let zoned = self.zoned_all(records).await?;
+        let records = &zoned[..];
         let mut errors = ValidationErrors::default();
         for (i, r) in records.iter().enumerate() {
             if let Err(ConfigWriteError::Invalid(e)) = self.check(r, records).await {
@@ -250,6 +285,15 @@ impl ConfigService {
         }
         errors.into_result()?;
         Ok(())
+    }
+
+    /// Every one of `records`, [zoned](Self::zoned).
+    pub(crate) async fn zoned_all(&self, records: &[ConfigRecord]) -> Result<Vec<ConfigRecord>, ConfigWriteError> {
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            out.push(self.zoned(r).await?.into_owned());
+        }
+        Ok(out)
     }
 
     /// The store this service reads.
@@ -323,6 +367,10 @@ impl ConfigService {
         }
         // References are looked up only in a record that is valid in itself.
         record.validate()?;
+        if let ConfigRecord::Trigger(t) = record {
+            // Written without a zone, and the tenant has none to take.
+            t.missing_zones().into_result()?;
+        }
         if let ConfigRecord::Trigger(t) = record
             && t.event_type == switchboard_domain::EventType::Schedule
             && !self.admin.fires_schedules()

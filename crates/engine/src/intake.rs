@@ -472,6 +472,7 @@ mod tests {
                 limits: Default::default(),
                 recording: Default::default(),
                 calendars: Default::default(),
+                time_zone: None,
             }))
         }
         async fn get_agent(&self, tenant: &TenantId, agent: AgentId) -> Result<Option<Agent>, StoreError> {

@@ -5,8 +5,8 @@
 //! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the API's two halves on
 //! AWS behind the template's gateway (`split`), turns started by manual and webhook triggers
 //! (`starts`), traffic splits between agents (`traffic_splits`), the trigger tester
-//! (`trigger_test`) and kept
-//! configuration versions (`versions`). `common` is their harness.
+//! (`trigger_test`), kept
+//! configuration versions (`versions`) and a tenant's time zone (`zones`). `common` is their harness.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
@@ -21,3 +21,4 @@ mod tenancy;
 mod traffic_splits;
 mod trigger_test;
 mod versions;
+mod zones;

@@ -66,15 +66,21 @@ impl ConfigAdmin for DynamoStore {
     }
 
     async fn update_tenant(&self, tenant: &Tenant) -> Result<bool, StoreError> {
-        let result = self
+        let set = "SET #name = :name, #status = :status, #limits = :limits, #recording = :recording, \
+                   #calendars = :calendars";
+        let update = self
             .client
             .update_item()
             .table_name(&self.names.config_table)
             .set_key(Some(key(tenant_pk(&tenant.tenant_id), "TENANT".into())))
-            .update_expression(
-                "SET #name = :name, #status = :status, #limits = :limits, #recording = :recording, \
-                 #calendars = :calendars",
-            )
+            .expression_attribute_names("#zone", "timeZone");
+        let update = match &tenant.time_zone {
+            Some(zone) => update
+                .update_expression(format!("{set}, #zone = :zone"))
+                .expression_attribute_values(":zone", s(zone.clone())),
+            None => update.update_expression(format!("{set} REMOVE #zone")),
+        };
+        let result = update
             .condition_expression("attribute_exists(PK)")
             .expression_attribute_names("#calendars", "calendars")
             .expression_attribute_values(
@@ -323,6 +329,7 @@ impl ConfigStore for DynamoStore {
                     }
                     None => Default::default(),
                 },
+                time_zone: item.get("timeZone").and_then(|v| v.as_s().ok()).cloned(),
             })
         })
         .transpose()

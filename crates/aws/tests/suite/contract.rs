@@ -857,6 +857,13 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
     assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(with_calendars));
     assert!(x.config_admin.update_tenant(&changed).await.unwrap());
     assert_eq!(x.config.get_tenant(&a).await.unwrap().unwrap().calendars, Default::default());
+    // its time zone reads back as written, and can be removed again
+    assert_eq!(stored.time_zone, None, "none until set");
+    let zoned = Tenant { time_zone: Some("America/New_York".into()), ..changed.clone() };
+    assert!(x.config_admin.update_tenant(&zoned).await.unwrap());
+    assert_eq!(x.config.get_tenant(&a).await.unwrap(), Some(zoned));
+    assert!(x.config_admin.update_tenant(&changed).await.unwrap());
+    assert_eq!(x.config.get_tenant(&a).await.unwrap().unwrap().time_zone, None);
     // the other tenant is untouched, and a tenant that does not exist is not created by an update
     assert_eq!(x.config.get_tenant(&b).await.unwrap().unwrap().status, TenantStatus::Active);
     let ghost = Tenant { tenant_id: tenant("t-ghost"), ..stored };
@@ -1594,7 +1601,9 @@ async fn a_schedule_triggers_slot_is_kept_with_it_and_claimed_once(x: &Subject) 
     x.service.create(&ConfigRecord::Trigger(on_schedule.clone())).await.unwrap();
     let id = on_schedule.trigger_id;
     let kept = x.config_admin.get_config(&t, ConfigKind::Trigger, &id.to_string()).await.unwrap();
-    assert_eq!(kept, Some(ConfigRecord::Trigger(on_schedule.clone())), "the record is as written");
+    // written without a zone, for a tenant without one: stored in UTC
+    on_schedule.schedule.as_mut().unwrap().time_zone = "UTC".into();
+    assert_eq!(kept, Some(ConfigRecord::Trigger(on_schedule.clone())), "the record is as written, in UTC");
     let hour = Duration::hours(1);
     let (_, slot) = on_schedule.next_slot_after(x.clock.now()).unwrap();
     let due = |at: DateTime<Utc>| {

@@ -149,6 +149,7 @@ fn from_bundle(path: &Path) -> anyhow::Result<Config> {
         limits: bundle.limits.clone().unwrap_or_default(),
         recording: switchboard_domain::Recording::Off,
         calendars: Default::default(),
+        time_zone: None,
     };
     Ok((tenant, bundle.agents, bundle.tools, bundle.skills))
 }

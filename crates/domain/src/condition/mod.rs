@@ -159,8 +159,49 @@ impl Conditions {
     /// needs no tz database).
     pub fn zone_faults(&self) -> Vec<ConditionError> {
         let mut out = Vec::new();
-        self.root.zone_faults(&mut out);
+        self.root.zone_faults(&mut out, false);
         out
+    }
+
+    /// The time conditions written without a zone, each as the error a write refuses it with
+    /// when there is no tenant zone to fill in ([`Conditions::fill_zone`]).
+    pub fn missing_zones(&self) -> Vec<ConditionError> {
+        let mut out = Vec::new();
+        self.root.zone_faults(&mut out, true);
+        out
+    }
+
+    /// These conditions with `zone` written into every time condition that names neither a
+    /// zone nor a calendar; `None` when there is none.
+    pub fn fill_zone(&self, zone: &str) -> Option<Conditions> {
+        fn walk(value: &mut Value, zone: &str) -> bool {
+            match value {
+                Value::Object(map) => {
+                    let mut filled = false;
+                    if let Some(Value::Object(time)) = map.get_mut("time")
+                        && !time.contains_key("timeZone")
+                        && !time.contains_key("calendar")
+                    {
+                        time.insert("timeZone".into(), Value::String(zone.to_owned()));
+                        filled = true;
+                    }
+                    for (key, v) in map.iter_mut() {
+                        if key != "time" {
+                            filled |= walk(v, zone);
+                        }
+                    }
+                    filled
+                }
+                Value::Array(items) => items.iter_mut().fold(false, |filled, v| walk(v, zone) | filled),
+                _ => false,
+            }
+        }
+        if self.missing_zones().is_empty() {
+            return None;
+        }
+        let mut raw = self.raw.clone();
+        walk(&mut raw, zone);
+        Conditions::parse(&raw).ok()
     }
 
     pub fn as_json(&self) -> &Value {

@@ -9,7 +9,9 @@
 //!           "outside": false}}
 //! ```
 //!
-//! * `timeZone` is required: a window in an unnamed zone would silently be UTC.
+//! * `timeZone`: written without one, a window takes its tenant's `timeZone` when the trigger is
+//!   stored ([`super::Conditions::fill_zone`]); a tenant without one cannot store it (a window
+//!   in an unnamed zone would silently be UTC).
 //! * `weekdays`: `SUN`…`SAT` (any case); absent, every day.
 //! * `from` / `to`: `HH:MM`, the window `[from, to)` in local wall-clock time; `from` after `to`
 //!   crosses midnight (`22:00`–`06:00`), and then the weekday is the one the window started on
@@ -81,7 +83,8 @@ impl TimeWindow {
             Some(_) => {
                 return Err(("timeZone".into(), "must be an IANA time zone name such as \"Europe/Paris\"".into()));
             }
-            None => return Err(("timeZone".into(), "a time condition needs a \"timeZone\"".into())),
+            // The tenant's, filled in when the trigger is stored (a fault until then).
+            None => "".into(),
         };
         let weekdays = match map.get("weekdays") {
             None => 0x7f,
@@ -162,12 +165,19 @@ impl TimeWindow {
         self.tz.get_or_init(|| TimeZone::get(&self.zone).ok()).as_ref()
     }
 
-    /// Why the zone cannot be used, when it cannot: what a write refuses.
+    /// Whether the window was written without a zone (and so takes its tenant's).
+    pub(super) fn unzoned(&self) -> bool {
+        self.calendar.is_none() && self.zone.is_empty()
+    }
+
+    /// Why the zone written cannot be used, when it cannot: what a write refuses.
     pub(super) fn zone_fault(&self) -> Option<String> {
         if self.calendar.is_some() {
             return None;
         }
         match self.tz() {
+            // Not written: the tenant's is filled in ([`TimeWindow::unzoned`]).
+            None if self.zone.is_empty() => None,
             None => Some(format!("unknown time zone {:?}", self.zone)),
             // found in another case: asked for as the tz database names it, as schedules are
             Some(tz) => tz.iana_name().filter(|n| **n != *self.zone).map(|n| format!("write the zone as {n:?}")),
@@ -361,10 +371,30 @@ mod tests {
     }
 
     #[test]
+    fn the_tenants_zone_is_written_into_every_window_that_names_none() {
+        let written = json!({ "all": [
+            { "field": "channel.platform", "operator": "eq", "value": "web" },
+            { "any": [{ "time": { "from": "18:00", "to": "08:00" } }, { "time": { "calendar": "desk" } }] },
+            { "time": { "timeZone": "Asia/Tokyo", "weekdays": ["SAT"] } },
+        ] });
+        let c = super::super::Conditions::parse(&written).unwrap();
+        let missing: Vec<_> = c.missing_zones().into_iter().map(|f| f.pointer).collect();
+        assert_eq!(missing, ["/all/1/any/0/time/timeZone"], "a calendar and a zone written need none");
+        let filled = c.fill_zone("Europe/Paris").unwrap();
+        let raw = filled.as_json();
+        assert_eq!(raw["all"][1]["any"][0]["time"]["timeZone"], "Europe/Paris");
+        assert_eq!(raw["all"][1]["any"][1]["time"], json!({ "calendar": "desk" }));
+        assert_eq!(raw["all"][2]["time"]["timeZone"], "Asia/Tokyo");
+        assert!(filled.missing_zones().is_empty() && filled.fill_zone("UTC").is_none(), "nothing left to fill");
+    }
+
+    #[test]
     fn bad_windows_name_the_key_at_fault() {
         let fault = |v: Value| TimeWindow::parse(&v, "").unwrap_err();
-        assert_eq!(fault(json!({})).0, "timeZone");
         assert_eq!(fault(json!({ "timeZone": "" })).0, "timeZone");
+        // written without a zone: the tenant's is filled in, and until then it never holds
+        let unzoned = window(json!({ "weekdays": ["MON"] }));
+        assert!(unzoned.unzoned() && unzoned.zone_fault().is_none() && !unzoned.holds_at(at("2027-01-04T12:00:00Z")));
         // a zone is looked up when checked or judged, not when read
         let mars = window(json!({ "timeZone": "Mars/Olympus" }));
         assert_eq!(mars.zone_fault().as_deref(), Some("unknown time zone \"Mars/Olympus\""));

@@ -97,18 +97,25 @@ pub(super) enum Bound {
     Text(Box<str>),
 }
 
+/// Why a window written without a zone cannot be stored (its tenant has none).
+const MISSING_ZONE: &str = "a time condition needs a \"timeZone\", or the tenant's timeZone to take";
+
 impl Node {
-    pub(super) fn zone_faults(&self, out: &mut Vec<super::ConditionError>) {
+    /// The faults of the zones written (`missing` false), or the windows written without one
+    /// (`missing` true), each at its `timeZone`.
+    pub(super) fn zone_faults(&self, out: &mut Vec<super::ConditionError>, missing: bool) {
         match self {
             Node::Leaf(_) => {}
-            Node::Time(window) => out.extend(
-                window
-                    .zone_fault()
-                    .map(|message| super::ConditionError { pointer: window.pointer.to_string(), message }),
-            ),
+            Node::Time(window) => {
+                let fault = match missing {
+                    false => window.zone_fault(),
+                    true => window.unzoned().then(|| MISSING_ZONE.to_owned()),
+                };
+                out.extend(fault.map(|message| super::ConditionError { pointer: window.pointer.to_string(), message }));
+            }
             Node::Group(group) => {
                 for node in group.all.iter().chain(group.any.iter().flatten()) {
-                    node.zone_faults(out);
+                    node.zone_faults(out, missing);
                 }
             }
         }

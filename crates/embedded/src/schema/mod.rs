@@ -33,6 +33,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::SCHEDULES,
     store::SPLIT_ACTIVITY,
     store::CALENDARS,
+    store::TENANT_ZONES,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

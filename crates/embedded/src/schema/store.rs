@@ -379,3 +379,12 @@ CREATE TABLE IF NOT EXISTS tenant_calendars (
     calendars TEXT NOT NULL
 ) STRICT;
 "#;
+
+/// Schema step 21: the time zone a tenant's triggers and calendars are stored with when written
+/// without one; no row until set. A table of its own, as step 20's.
+pub const TENANT_ZONES: &str = r#"
+CREATE TABLE IF NOT EXISTS tenant_zones (
+    tenant_id TEXT PRIMARY KEY,
+    time_zone TEXT NOT NULL
+) STRICT;
+"#;

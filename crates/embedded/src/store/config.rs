@@ -34,23 +34,26 @@ impl ConfigStore for SqliteStore {
         }
         let generation = self.caches.generation();
         let t = tenant.to_string();
-        type Row = (String, String, String, Option<String>, Option<String>, Option<String>);
+        type Row = (String, String, String, Option<String>, Option<String>, Option<String>, Option<String>);
         let row: Option<Row> = self
             .db
             .call(move |c| {
                 Ok(c.prepare_cached(
-                    "SELECT name, status, created_at, limits, recording, calendars
+                    "SELECT name, status, created_at, limits, recording, calendars, time_zone
                        FROM tenants LEFT JOIN tenant_settings USING (tenant_id)
                                     LEFT JOIN tenant_calendars USING (tenant_id)
+                                    LEFT JOIN tenant_zones USING (tenant_id)
                       WHERE tenant_id = ?1",
                 )?
-                .query_row(params![t], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+                .query_row(params![t], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+                })
                 .optional()?)
             })
             .await
             .map_err(store_err)?;
         let found = row
-            .map(|(name, status, created, limits, recording, calendars)| {
+            .map(|(name, status, created, limits, recording, calendars, time_zone)| {
                 Ok::<_, StoreError>(Tenant {
                     tenant_id: tenant.clone(),
                     name,
@@ -60,6 +63,7 @@ impl ConfigStore for SqliteStore {
                     // No value: a tenant from before the setting, which has the default.
                     recording: recording.as_deref().and_then(Recording::parse).unwrap_or_default(),
                     calendars: calendars.as_deref().map(from_json).transpose()?.unwrap_or_default(),
+                    time_zone,
                 })
             })
             .transpose()?;
@@ -156,6 +160,7 @@ impl ConfigAdmin for SqliteStore {
             true => None,
             false => Some(serde_json::to_string(&tenant.calendars).map_err(|e| StoreError::Corrupt(e.to_string()))?),
         };
+        let zone = tenant.time_zone.clone();
         let updated = self
             .db
             .call(move |c| {
@@ -180,6 +185,17 @@ impl ConfigAdmin for SqliteStore {
                         None => tx
                             .prepare_cached("DELETE FROM tenant_calendars WHERE tenant_id = ?1")?
                             .execute(params![t])?,
+                    };
+                    match &zone {
+                        Some(zone) => tx
+                            .prepare_cached(
+                                "INSERT INTO tenant_zones (tenant_id, time_zone) VALUES (?1, ?2)
+                                 ON CONFLICT (tenant_id) DO UPDATE SET time_zone = excluded.time_zone",
+                            )?
+                            .execute(params![t, zone])?,
+                        None => {
+                            tx.prepare_cached("DELETE FROM tenant_zones WHERE tenant_id = ?1")?.execute(params![t])?
+                        }
                     };
                 }
                 tx.commit()?;
@@ -207,6 +223,7 @@ impl ConfigAdmin for SqliteStore {
                     "content",
                     "tenant_settings",
                     "tenant_calendars",
+                    "tenant_zones",
                     "messages",
                     "events",
                     "usage_daily",

@@ -150,7 +150,7 @@ async fn a_bad_schedule_is_refused_with_its_pointer_and_an_inactive_trigger_does
         faults,
         [
             ("/schedule/expression".to_owned(), "hour field: 25 is out of range 0-23".to_owned()),
-            ("/schedule/timeZone".to_owned(), "unknown time zone 'Mars/Olympus'".to_owned()),
+            ("/schedule/timeZone".to_owned(), "unknown time zone \"Mars/Olympus\"".to_owned()),
         ]
     );
     let ConfigRecord::Trigger(mut t) =

@@ -145,7 +145,10 @@ pub(crate) async fn create(
 ) -> Result<Response, Problem> {
     let id = new_id(kind);
     let record = build(kind, &t, &id, body, &chrono::Utc::now().to_rfc3339(), 1).map_err(Problem::invalid)?;
-    state.config_service().written_by(by).create(&record).await.map_err(|e| refused(kind, &id, e))?;
+    // As stored: what was written without a time zone has the tenant's (the answer shows it).
+    let service = state.config_service().written_by(by);
+    let record = service.zoned(&record).await.map_err(|e| refused(kind, &id, e))?.into_owned();
+    service.create(&record).await.map_err(|e| refused(kind, &id, e))?;
     let mut res = with_etag(StatusCode::CREATED, &record);
     if let Ok(loc) = HeaderValue::from_str(&format!("/tenants/{t}/{}/{id}", segment(kind))) {
         res.headers_mut().insert(header::LOCATION, loc);
@@ -262,7 +265,9 @@ pub(crate) async fn replace(
     // The ETag is checked before the body is read.
     let JsonBody(body) = body?;
     let record = build(kind, &t, &id, body, &created_at, expected + 1).map_err(Problem::invalid)?;
-    state.config_service().written_by(by).replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
+    let service = state.config_service().written_by(by);
+    let record = service.zoned(&record).await.map_err(|e| refused(kind, &id, e))?.into_owned();
+    service.replace(&record, expected).await.map_err(|e| refused(kind, &id, e))?;
     Ok(with_etag(StatusCode::OK, &record))
 }
 
