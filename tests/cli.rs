@@ -836,6 +836,75 @@ async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_ca
     assert!(cli.fails(&["replay", &id, "--model", "openai:gpt-4o-mini"]).contains("--live"));
 }
 
+/// A stand-in for a server that does not replay (the AWS internal API): `POST …/replay` answers
+/// `501` as it does; everything else goes to `server`. Its base URL; it stops with the runtime.
+async fn not_replaying(server: &Server) -> String {
+    use axum::http::{Method, StatusCode, Uri};
+    let base = server.base.clone();
+    let forward = move |method: Method, uri: Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+        let base = base.clone();
+        async move {
+            if method == Method::POST && uri.path().ends_with("/replay") {
+                let problem = serde_json::json!({ "type": "about:blank", "title": "Not Implemented", "status": 501,
+                    "detail": "replay needs the embedded profile's engine" });
+                return (
+                    StatusCode::NOT_IMPLEMENTED,
+                    [("content-type", "application/problem+json")],
+                    problem.to_string(),
+                );
+            }
+            let url = format!("{base}{}", uri.path_and_query().map_or("", |p| p.as_str()));
+            let mut req = reqwest::Client::new().request(method, url).body(body);
+            for name in ["authorization", "content-type"] {
+                if let Some(v) = headers.get(name) {
+                    req = req.header(name, v);
+                }
+            }
+            let res = req.send().await.unwrap();
+            let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
+            (status, [("content-type", "application/json")], res.text().await.unwrap())
+        }
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, axum::Router::new().fallback(forward)).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_runs_here_when_the_server_does_not_and_gives_the_servers_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(&dir.path().join("data"), &["--tenant", tenant.to_str().unwrap()]);
+    let cli = Cli { key: server.admin.clone(), server: &server };
+    let body = say(&server, "rl-1", "Where is my order #1234?").await;
+    let id = body["execution"]["executionId"].as_str().unwrap().to_owned();
+    // the server's own verdict, and the same run made here from what its API serves
+    let served: Value = serde_json::from_str(&cli.ok(&["replay", &id, "-o", "json"])).unwrap();
+    let local: Value = serde_json::from_str(&cli.ok(&["replay", &id, "--local", "-o", "json"])).unwrap();
+    assert_eq!(served["same"], Value::Bool(true), "{served}");
+    assert!(served["recorded"]["toolCalls"].as_array().is_some_and(|c| !c.is_empty()), "a turn with a tool call");
+    assert_eq!(local, served, "the same report, made here");
+    // a server that answers 501 for replay: the CLI says so and replays here
+    let stand_in = not_replaying(&server).await;
+    let run = |args: &[&str]| {
+        bin()
+            .args(args)
+            .args(["--endpoint", &stand_in, "--tenant", "acme"])
+            .env("SWITCHBOARD_API_KEY", &server.admin)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["replay", &id, "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replaying"), "says where it replays");
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), served);
+    // what cannot be replayed says why, here too
+    let missing = run(&["replay", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no execution"));
+    assert!(cli.fails(&["replay", &id, "--local", "--live"]).contains("--live"));
+}
+
 /// `switchboard eval` on the example tenant's bundle and scripted model, with `extra` arguments.
 fn eval(dataset: &Path, extra: &[&str]) -> Output {
     let (tenant, script) = (examples().join("tenant.json"), examples().join("script.json"));

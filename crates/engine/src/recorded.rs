@@ -11,7 +11,7 @@ use switchboard_domain::{ContentRef, ExecutionRecord, ModelCallRecord};
 use crate::ports::{ExecutionLog, StoreError};
 
 /// One model call with its content.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallContent {
     /// Its place among the record's calls (`modelCalls[index]`), or among its sub-agent's.
@@ -31,7 +31,7 @@ pub struct CallContent {
 }
 
 /// A call's request, each part as it was sent (or as redaction left it).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestContent {
     pub model: String,
@@ -41,14 +41,14 @@ pub struct RequestContent {
     pub config: Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResponseContent {
     pub message: Part,
 }
 
 /// One piece of content: the reference and what it points at (`None`: no longer kept).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Part {
     pub sha256: String,

@@ -96,15 +96,8 @@ impl Api {
     ) -> anyhow::Result<(Value, Option<String>)> {
         let extra: Vec<(&str, &str)> = if_match.map(|tag| ("if-match", tag)).into_iter().collect();
         let res = self.send(method, path, body, &extra).await?;
-        let status = res.status();
         let etag = res.headers().get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let text = res.text().await?;
-        let value =
-            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-        if !status.is_success() {
-            bail!("{}", problem_message(status, &value));
-        }
-        Ok((value, etag))
+        Ok((answer(res).await?, etag))
     }
 
     /// Sends one request, signed or with the key, with `extra` headers; the response as it is.
@@ -223,6 +216,17 @@ pub fn read_record(path: &Path) -> anyhow::Result<Value> {
     } else {
         serde_json::from_str(&text).with_context(|| format!("-f {}: not valid JSON", path.display()))
     }
+}
+
+/// A response's JSON body, or its problem as the error when it is not a success.
+pub async fn answer(res: reqwest::Response) -> anyhow::Result<Value> {
+    let status = res.status();
+    let text = res.text().await?;
+    let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+    if !status.is_success() {
+        bail!("{}", problem_message(status, &value));
+    }
+    Ok(value)
 }
 
 pub fn tenant(remote: &Remote) -> anyhow::Result<&str> {

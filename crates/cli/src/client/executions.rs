@@ -64,6 +64,10 @@ pub struct ReplayArgs {
     /// writes), laid over the agent as it is now
     #[arg(long, value_name = "FILE", requires = "live")]
     pub agent_file: Option<std::path::PathBuf>,
+    /// Run the replay on this machine from what the API serves, instead of asking the server to
+    /// (what happens anyway when the server does not replay, as the AWS internal API)
+    #[arg(long, conflicts_with = "live")]
+    pub local: bool,
 }
 
 /// `switchboard replay ID`: `POST …/executions/{id}/replay`, printed as a verdict and each
@@ -92,8 +96,20 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<()> {
             body["agent"] = agent;
         }
     }
-    let (report, _) =
-        api.call(Method::POST, &format!("/tenants/{t}/executions/{id}/replay"), Some(&body), None).await?;
+    let report = match args.local {
+        true => super::local_replay::replay(&api, t, id).await?,
+        false => {
+            let path = format!("/tenants/{t}/executions/{id}/replay");
+            let res = api.send(Method::POST, &path, Some(&body), &[]).await?;
+            if res.status() == reqwest::StatusCode::NOT_IMPLEMENTED && !args.live {
+                // A server without the embedded engine (the AWS internal API): replayed here.
+                eprintln!("the server does not replay executions; replaying {id} here from what its API serves");
+                super::local_replay::replay(&api, t, id).await?
+            } else {
+                super::api::answer(res).await?
+            }
+        }
+    };
     match remote.format() {
         Format::Table | Format::Wide if args.live => println!("{}", side_by_side(&report)),
         Format::Table | Format::Wide => println!("{}", verdict(&report)),

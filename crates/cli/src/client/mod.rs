@@ -16,6 +16,7 @@ pub mod events;
 pub mod executions;
 mod invoke;
 pub mod keys;
+mod local_replay;
 mod output;
 pub mod ready;
 pub mod reports;
