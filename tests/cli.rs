@@ -796,8 +796,13 @@ fn a_records_history_is_listed_compared_and_rolled_back_with_the_cli() {
 
 /// One customer message to `server` in conversation `c-<id>`, waited for: `POST /events`'s answer.
 async fn say(server: &Server, id: &str, text: &str) -> Value {
-    let event = serde_json::json!({ "id": id, "source": "conversations-service", "detail-type": "message.new",
-        "detail": { "tenantId": "acme", "conversationId": format!("c-{id}"), "messageId": "m-1", "channel": { "platform": "webchat" },
+    say_in(server, &format!("c-{id}"), "m-1", text).await
+}
+
+/// Customer message `message` to `server` in `conversation`, waited for: `POST /events`'s answer.
+async fn say_in(server: &Server, conversation: &str, message: &str, text: &str) -> Value {
+    let event = serde_json::json!({ "id": format!("{conversation}-{message}"), "source": "conversations-service", "detail-type": "message.new",
+        "detail": { "tenantId": "acme", "conversationId": conversation, "messageId": message, "channel": { "platform": "webchat" },
                     "conversation": { "status": "open" }, "message": { "direction": "inbound", "text": text } } });
     let res = reqwest::Client::new()
         .post(format!("{}/events?wait=30", server.base))
@@ -1001,6 +1006,21 @@ async fn eval_takes_the_agent_from_a_running_server() {
     let out = cli.ok(&[&args[..], &["--scripted-model", script.to_str().unwrap()]].concat());
     assert!(out.ends_with("1 of 1 cases passed\n"), "{out}");
     assert!(cli.fails(&["eval", "--from-executions", "--status", "gone"]).contains("--status gone"));
+    // a later message of a conversation: its case starts from the conversation before it
+    for (message, text) in [("m-1", "Where is my order #1234?"), ("m-2", "And when will it arrive?")] {
+        assert!(say_in(&server, "c-fe-h", message, text).await["execution"].is_object());
+    }
+    let built: Value = serde_json::from_str(&cli.ok(&["eval", "--from-executions", "--status", "success"])).unwrap();
+    let later = built["cases"].as_array().unwrap().iter().find(|c| c["messages"][0] == "And when will it arrive?");
+    let later = later.unwrap_or_else(|| panic!("no case for the later message: {built}"));
+    let history = later["history"].as_array().unwrap();
+    assert_eq!(history[0], serde_json::json!({ "role": "user", "text": "Where is my order #1234?" }), "{later}");
+    assert!(history.last().unwrap()["role"] == "assistant" && history.len() >= 2, "{later}");
+    let path = dir.path().join("later.json");
+    std::fs::write(&path, serde_json::json!({ "cases": [later] }).to_string()).unwrap();
+    let args = ["eval", path.to_str().unwrap(), "--agent", "01JD0000SVPP0RT0AGENT00001"];
+    let out = cli.ok(&[&args[..], &["--scripted-model", script.to_str().unwrap()]].concat());
+    assert!(out.ends_with("1 of 1 cases passed\n"), "{out}");
 }
 
 #[tokio::test]

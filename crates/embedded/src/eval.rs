@@ -12,8 +12,12 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_domain::{Action, AgentId, ExecutionRecord, Recording, Tenant};
-use switchboard_engine::{ConfigRecord, Model, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem};
+use switchboard_domain::message::{Message, Role};
+use switchboard_domain::{Action, AgentId, ExecutionRecord, Recording, Session, Tenant};
+use switchboard_engine::{
+    ConfigRecord, Model, SessionStore, SessionWrite, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    WorkItem,
+};
 
 use crate::sandbox::Sandbox;
 
@@ -31,6 +35,10 @@ pub struct Dataset {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Case {
     pub name: String,
+    /// The conversation so far, oldest first, which the case's first message continues (a
+    /// recorded execution's history, as `--from-executions` writes it); none: a new conversation.
+    #[serde(default)]
+    pub history: Vec<Turn>,
     pub messages: Vec<String>,
     /// The channel the messages come in on (`webchat` unless given).
     #[serde(default)]
@@ -40,6 +48,14 @@ pub struct Case {
     /// What each webhook tool answers, by tool name (a tool without one is refused).
     #[serde(default)]
     pub tool_results: BTreeMap<String, Value>,
+}
+
+/// One message of a case's earlier conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Turn {
+    pub role: Role,
+    pub text: String,
 }
 
 /// What a case's turns must show, all of it (each optional).
@@ -122,6 +138,17 @@ pub fn check(dataset: &Dataset) -> Vec<(String, String)> {
         if case.messages.is_empty() || case.messages.iter().any(|m| m.trim().is_empty()) {
             faults.push((format!("/cases/{i}/messages"), "needs at least one message, none empty".to_owned()));
         }
+        for (n, turn) in case.history.iter().enumerate() {
+            if turn.text.trim().is_empty() {
+                faults.push((format!("/cases/{i}/history/{n}/text"), "is empty".to_owned()));
+            }
+        }
+        if case.history.first().is_some_and(|t| t.role != Role::User) {
+            faults.push((
+                format!("/cases/{i}/history/0/role"),
+                "a conversation opens with the customer: user".to_owned(),
+            ));
+        }
         if let Some(re) = &case.expect.reply_matches
             && let Err(e) = regex::Regex::new(re)
         {
@@ -149,6 +176,9 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
     let sandbox = Sandbox::open(&setup.tenant, &setup.records, setup.model.clone(), Arc::new(webhooks)).await?;
     let conversation = format!("eval-{index}");
     let channel = case.channel.clone().unwrap_or_else(|| "webchat".into());
+    if !case.history.is_empty() {
+        seed(&sandbox, setup, &conversation, &channel, &case.history).await?;
+    }
     let mut records = Vec::new();
     for (n, text) in case.messages.iter().enumerate() {
         let message = format!("m-{n}");
@@ -177,6 +207,27 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
         records.extend(sandbox.run(&item).await?);
     }
     Ok((index, judge(case, &records)))
+}
+
+/// Starts the case's conversation as its history left it: a session of the evaluated agent
+/// holding those messages, with a turn counted for each answer in them.
+async fn seed(
+    sandbox: &Sandbox,
+    setup: &Setup,
+    conversation: &str,
+    channel: &str,
+    history: &[Turn],
+) -> Result<(), String> {
+    let mut session = Session::start(sandbox.tenant.clone(), conversation.to_owned(), setup.agent, chrono::Utc::now());
+    session.channel = Some(channel.to_owned());
+    session.turn_count =
+        u32::try_from(history.iter().filter(|t| t.role == Role::Assistant).count()).unwrap_or(u32::MAX);
+    session.append_transcript(history.iter().map(|t| match t.role {
+        Role::User => Message::user_text(t.text.clone()),
+        Role::Assistant => Message::assistant_text(t.text.clone()),
+    }));
+    let write = SessionWrite { session, expected_version: None };
+    sandbox.embedded.store.write_session(&write).await.map_err(|e| format!("seeding the case's history: {e}"))
 }
 
 /// What `records` (a case's executions) show against the case's expectations.

@@ -206,7 +206,8 @@ async fn from_executions(args: &EvalArgs) -> anyhow::Result<()> {
                 && r["modelCalls"].as_array().is_some_and(|c| !c.is_empty());
             // A redacted record's text is not words to send again.
             let Some(text) = r["input"]["text"].as_str().filter(|_| fits) else { continue };
-            cases.push(case_of(session, r, text));
+            let history = history_of(&api, t, r).await?;
+            cases.push(case_of(session, r, text, history));
             if cases.len() >= args.limit as usize {
                 break 'sessions;
             }
@@ -223,9 +224,36 @@ async fn from_executions(args: &EvalArgs) -> anyhow::Result<()> {
     print_value(&dataset, format)
 }
 
-/// A case from one recorded execution: its message, expecting its hand-off (or none) and its
-/// first tool call with the same arguments.
-fn case_of(session: &Value, r: &Value, text: &str) -> Value {
+/// The conversation a recorded execution started from: the text of what its first model call
+/// was sent before the customer's message, oldest first (tool calls and results left out, as a
+/// handoff passes a conversation on). None when its content is not kept, or is redacted.
+async fn history_of(api: &Api, t: &str, r: &Value) -> anyhow::Result<Vec<Value>> {
+    let Some(id) = r["executionId"].as_str() else { return Ok(vec![]) };
+    let (calls, _) =
+        api.call(reqwest::Method::GET, &format!("/tenants/{t}/executions/{id}/model-calls"), None, None).await?;
+    let own = calls["calls"].as_array().into_iter().flatten().find(|c| c.get("subAgentCall").is_none());
+    let Some(messages) = own.and_then(|c| c["request"]["messages"].as_array()) else { return Ok(vec![]) };
+    let mut history: Vec<Value> = messages
+        .iter()
+        .filter_map(|part| {
+            let m = &part["content"];
+            let text: Vec<&str> = m["content"]
+                .as_array()?
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            (!text.is_empty()).then(|| json!({ "role": m["role"], "text": text.join("\n") }))
+        })
+        .collect();
+    // The last is the message the case sends again.
+    history.pop();
+    Ok(history)
+}
+
+/// A case from one recorded execution: the conversation it started from, its message, expecting
+/// its hand-off (or none) and its first tool call with the same arguments.
+fn case_of(session: &Value, r: &Value, text: &str, history: Vec<Value>) -> Value {
     let actions = r["actions"].as_array().cloned().unwrap_or_default();
     let handed_off =
         actions.iter().any(|a| matches!(a["type"].as_str(), Some("handoff_to_human" | "handoff_to_agent")));
@@ -233,11 +261,15 @@ fn case_of(session: &Value, r: &Value, text: &str) -> Value {
     if let Some(call) = r["toolCalls"].as_array().and_then(|c| c.first()) {
         expect["toolCalled"] = json!({ "name": call["name"], "arguments": call["input"] });
     }
-    json!({
+    let mut case = json!({
         "name": format!("{} · execution {}", session["conversationId"].as_str().unwrap_or("?"), r["executionId"].as_str().unwrap_or("?")),
         "messages": [text],
         "expect": expect,
-    })
+    });
+    if !history.is_empty() {
+        case["history"] = Value::Array(history);
+    }
+    case
 }
 
 /// A line per case, then the count.

@@ -6,6 +6,7 @@
 mod approvals;
 mod bursts;
 mod common;
+mod evaluation;
 mod faults;
 mod hooks;
 mod interrupts;
