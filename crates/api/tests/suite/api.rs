@@ -5,19 +5,12 @@
 
 use crate::common;
 
-use common::{Api, Reply, Server, create_tenant, examples, tenant_key};
+use common::{Api, Server, create_tenant, examples, pointers, tenant_key};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
 fn agent_body(name: &str) -> Value {
     json!({ "name": name, "systemPrompt": "You help.", "model": "anthropic.claude-3-haiku", "tools": ["send_message"] })
-}
-
-fn pointers(r: &Reply) -> Vec<String> {
-    r.body["errors"]
-        .as_array()
-        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use switchboard_domain::webhook::standard;
 
-use crate::common::{Api, Reply, Server, create_tenant};
+use crate::common::{Api, Reply, Server, create_tenant, pointers};
 
 /// Answers with what it was given: a test double.
 const ECHO: &str = r#"{ "rules": [ { "then": { "text": "Got: {{userText}}" } } ] }"#;
@@ -17,13 +17,6 @@ const SECRET: &str = "whsec_Y3JtLWhvb2stc2VjcmV0LWZvci10aGUtdHJpZ2dlci0wMQ==";
 
 /// Tenant `globex`'s secret `crm`: the same name, its own value.
 const GLOBEX_SECRET: &str = "whsec_Z2xvYmV4LWhvb2stc2VjcmV0LWZvci10aGUtdHJpZ2dlcg==";
-
-fn pointers(r: &Reply) -> Vec<String> {
-    r.body["errors"]
-        .as_array()
-        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default()
-}
 
 /// `serve` with the echo model and acme's secrets file; acme's key.
 fn serve(dir: &std::path::Path) -> (Server, Api) {

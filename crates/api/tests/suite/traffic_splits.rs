@@ -12,14 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use switchboard_domain::Trigger;
 
-use crate::common::{Api, Reply, Server, create_tenant};
-
-fn pointers(r: &Reply) -> Vec<String> {
-    r.body["errors"]
-        .as_array()
-        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default()
-}
+use crate::common::{Api, Server, create_tenant, pointers};
 
 fn message(conversation: &str, message: &str) -> Value {
     json!({ "id": format!("e-{conversation}-{message}"), "source": "conversations-service", "detail-type": "message.new",

@@ -5,13 +5,9 @@
 
 use crate::common;
 
-use common::{Api, Server, create_tenant};
+use common::{Api, Server, create_tenant, pointers};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-fn pointers(r: &common::Reply) -> Vec<String> {
-    r.body["errors"].as_array().unwrap().iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect()
-}
 
 /// What the agent answers a manual invoke on `conversation`.
 async fn answer(api: &Api, agent: &str, conversation: &str) -> Value {

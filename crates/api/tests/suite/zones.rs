@@ -5,16 +5,9 @@
 
 use crate::common;
 
-use common::{Api, Reply, Server, create_tenant};
+use common::{Api, Server, create_tenant, pointers};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-fn pointers(r: &Reply) -> Vec<String> {
-    r.body["errors"]
-        .as_array()
-        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default()
-}
 
 fn schedule(agent: &str) -> Value {
     json!({ "name": "digest", "agentId": agent, "eventType": "schedule",

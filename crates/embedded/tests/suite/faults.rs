@@ -363,42 +363,37 @@ async fn random_conversations_with_a_fault_at_a_random_call_lose_and_repeat_noth
     faults::assert_none_failed(&failures, seeds.len());
 }
 
-#[tokio::test]
-async fn every_call_of_a_mix_of_bursts_may_fail_and_no_message_is_lost_or_answered_twice() {
-    // given an agent that coalesces bursts: a burst of three messages, then a lone message of
-    // another conversation, then one more that the tenant's limit of four a minute refuses
-    let coalesce = || Some(json!({ "mode": "coalesce", "windowSeconds": 2 }));
-    let mix = [
+/// Three messages of one conversation queued at once, a lone message of another, then one more
+/// that the tenant's limit of four a minute refuses: what the burst policies are tried on.
+fn mix_of_three() -> [Said; 5] {
+    [
         said("c-1", faults::TEXTS[0], false),
         said("c-1", faults::TEXTS[1], false),
         said("c-1", faults::TEXTS[2], true),
         said("c-2", faults::TEXTS[3], false),
         said("c-1", faults::TEXTS[0], true),
-    ];
-    let (calls, coalesced) = case_with(&mix, None, coalesce()).await.unwrap();
+    ]
+}
+
+/// [`mix_of_three`] for an agent whose `bursts` is `policy`: without a fault, the first two
+/// messages are answered in the turn of the third; with each call in turn failing in each way,
+/// everything still holds.
+async fn every_call_of_the_mix_of_three_fails(policy: serde_json::Value) {
+    let mix = mix_of_three();
+    let (calls, later) = case_with(&mix, None, Some(policy.clone())).await.unwrap();
     assert!(calls > 20, "the mix makes {calls} port calls");
-    // without a fault: the first two are answered in the turn of the third
-    assert_eq!(coalesced, 2, "messages answered in the turn of a later one");
-    // when each call in turn fails in each way, then everything holds
-    every_call_fails(&mix, calls, coalesce()).await;
+    assert_eq!(later, 2, "messages answered in the turn of a later one");
+    every_call_fails(&mix, calls, Some(policy)).await;
+}
+
+#[tokio::test]
+async fn every_call_of_a_mix_of_bursts_may_fail_and_no_message_is_lost_or_answered_twice() {
+    // an agent that coalesces bursts: the first two are gathered into the third's turn
+    every_call_of_the_mix_of_three_fails(json!({ "mode": "coalesce", "windowSeconds": 2 })).await;
 }
 
 #[tokio::test]
 async fn every_call_of_a_mix_of_interrupted_turns_may_fail_and_no_message_is_lost_or_answered_twice() {
-    // given an agent whose turns a newer message interrupts: three messages queued at once, a
-    // lone message of another conversation, then one more that the limit of four a minute refuses
-    let interrupt = || Some(json!({ "mode": "interrupt" }));
-    let mix = [
-        said("c-1", faults::TEXTS[0], false),
-        said("c-1", faults::TEXTS[1], false),
-        said("c-1", faults::TEXTS[2], true),
-        said("c-2", faults::TEXTS[3], false),
-        said("c-1", faults::TEXTS[0], true),
-    ];
-    let (calls, interrupted) = case_with(&mix, None, interrupt()).await.unwrap();
-    assert!(calls > 20, "the mix makes {calls} port calls");
-    // without a fault: the first two turns are interrupted, and the third answers all three
-    assert_eq!(interrupted, 2, "messages answered in the turn of a later one");
-    // when each call in turn fails in each way, then everything holds
-    every_call_fails(&mix, calls, interrupt()).await;
+    // an agent whose turns a newer message interrupts: the first two turns stop, the third answers
+    every_call_of_the_mix_of_three_fails(json!({ "mode": "interrupt" })).await;
 }

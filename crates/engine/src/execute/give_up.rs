@@ -92,14 +92,8 @@ impl Executor {
         record.latency_ms = crate::model_call::elapsed_ms(started);
         session.version += 1;
         session.updated_at = deps.clock.now();
-        let commit = TurnCommit {
-            sessions: vec![SessionWrite { session, expected_version: expected }],
-            execution: record.clone(),
-            events,
-            content: vec![],
-            resumes: None,
-            coalesced: vec![],
-        };
+        let write = SessionWrite { session, expected_version: expected };
+        let commit = TurnCommit::of(write, record.clone(), events);
         Ok(Ok(Ready { commit, record, may_end, _follower: None }))
     }
 }

@@ -97,13 +97,5 @@ pub(super) fn at_start(
     session.version += 1;
     session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
-    let commit = TurnCommit {
-        sessions: vec![write],
-        execution: record.clone(),
-        events: vec![],
-        content: vec![],
-        resumes: None,
-        coalesced: vec![],
-    };
-    (commit, record)
+    (TurnCommit::of(write, record.clone(), vec![]), record)
 }

@@ -318,15 +318,7 @@ impl Executor {
                 session.version += 1;
                 session.updated_at = deps.clock.now();
                 let write = SessionWrite { session, expected_version: Some(expected) };
-                let commit = TurnCommit {
-                    sessions: vec![write],
-                    execution: record.clone(),
-                    events: vec![],
-                    content: vec![],
-                    resumes: None,
-                    coalesced: vec![],
-                };
-                (commit, record, false)
+                (TurnCommit::of(write, record.clone(), vec![]), record, false)
             }
             Prepared::Refused { session, is_new, refusal } => {
                 let (commit, record) = refused::commit(deps, item, *session, is_new, &refusal, started).await?;

@@ -50,15 +50,5 @@ pub(super) async fn commit(
     session.version += 1;
     session.updated_at = deps.clock.now();
     let write = SessionWrite { session, expected_version: expected };
-    Ok((
-        TurnCommit {
-            sessions: vec![write],
-            execution: record.clone(),
-            events,
-            content: vec![],
-            resumes: None,
-            coalesced: vec![],
-        },
-        record,
-    ))
+    Ok((TurnCommit::of(write, record.clone(), events), record))
 }

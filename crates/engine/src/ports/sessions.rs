@@ -39,6 +39,14 @@ pub struct TurnCommit {
     pub coalesced: Vec<ExecutionRecord>,
 }
 
+impl TurnCommit {
+    /// The commit of one session's `write` with its record and `events`: no content, and no
+    /// record resumed or coalesced.
+    pub fn of(write: SessionWrite, execution: ExecutionRecord, events: Vec<OutboundEvent>) -> Self {
+        Self { sessions: vec![write], execution, events, content: vec![], resumes: None, coalesced: vec![] }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SessionWrite {
     pub session: Session,

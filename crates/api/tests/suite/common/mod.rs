@@ -190,6 +190,14 @@ fn key_for(
 #[allow(unused_imports)]
 pub use switchboard_testkit::client::{Api, Reply, raw};
 
+/// The JSON pointers of a problem+json answer's errors, in order (none for any other answer).
+pub fn pointers(r: &Reply) -> Vec<String> {
+    r.body["errors"]
+        .as_array()
+        .map(|a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
 impl switchboard_testkit::client::Base for Server {
     fn base(&self) -> &str {
         &self.base
