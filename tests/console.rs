@@ -538,6 +538,11 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
     b.type_into("#agent-prompt", "Prompt one. You help customers.").await;
     b.type_into("#agent-model", "scripted:desk").await;
     b.type_into("#agent-temperature", "7").await;
+    // messages that come close together: a newer one interrupts a turn that has not replied
+    let modes = b.js("return [...document.getElementById('agent-bursts').options].map((o) => o.value)").await;
+    assert_eq!(modes, json!(["enqueue", "coalesce", "interrupt"]));
+    b.js("const s = document.getElementById('agent-bursts'); s.value = 'interrupt'; s.dispatchEvent(new Event('change'))")
+        .await;
     b.click("#agent-form button[type=submit]").await;
     let error = b.wait_text("[data-pointer='/modelConfig/temperature'] .field-error", "temperature").await;
     assert!(error.contains("/modelConfig/temperature"), "{error}");
@@ -556,6 +561,7 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
         (&json!("Prompt one. You help customers."), &json!(0.2))
     );
     assert_eq!(agent["tools"], json!(["send_message"]), "the default tool, checked in the form");
+    assert_eq!(agent["bursts"], json!({ "mode": "interrupt", "windowSeconds": 2, "maxMessages": 10 }));
     let agent_id = agent["agentId"].as_str().unwrap().to_owned();
     every_control_is_labelled_and_reachable(&b, "agent").await;
 
