@@ -259,7 +259,7 @@ impl ConfigService {
     pub async fn upsert_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
         let zoned = self.zoned_all(records).await?;
         let records = &zoned[..];
-        self.check_all(records).await?;
+        self.check_zoned(records).await?;
         let order = [ConfigKind::Tool, ConfigKind::Skill, ConfigKind::Agent, ConfigKind::Trigger];
         for kind in order {
             for r in records.iter().filter(|r| r.kind() == kind) {
@@ -272,8 +272,11 @@ impl ConfigService {
     /// What [`ConfigService::upsert_all`] would refuse: every error of every record, each under
     /// `/<kind>/<index>`.
     pub async fn check_all(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
-        let zoned = self.zoned_all(records).await?;
-        let records = &zoned[..];
+        self.check_zoned(&self.zoned_all(records).await?).await
+    }
+
+    /// [`ConfigService::check_all`] of records [zoned](Self::zoned) already.
+    async fn check_zoned(&self, records: &[ConfigRecord]) -> Result<(), ConfigWriteError> {
         let mut errors = ValidationErrors::default();
         for (i, r) in records.iter().enumerate() {
             if let Err(ConfigWriteError::Invalid(e)) = self.check(r, records).await {

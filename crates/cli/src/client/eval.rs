@@ -133,7 +133,7 @@ fn read_dataset(path: &Path) -> anyhow::Result<Dataset> {
     Ok(dataset)
 }
 
-type Config = (Tenant, Vec<Agent>, Vec<Tool>, Vec<Skill>);
+pub(super) type Config = (Tenant, Vec<Agent>, Vec<Tool>, Vec<Skill>);
 
 fn from_bundle(path: &Path) -> anyhow::Result<Config> {
     let text = read_record(path).with_context(|| format!("--bundle {}", path.display()))?.to_string();
@@ -156,7 +156,11 @@ fn from_bundle(path: &Path) -> anyhow::Result<Config> {
 
 async fn from_server(remote: &Remote) -> anyhow::Result<Config> {
     let api = Api::new(remote).await?;
-    let t = tenant(remote)?;
+    tenant_config(&api, tenant(remote)?).await
+}
+
+/// Tenant `t`'s record and its agents, tools and skills as they are now, read over the API.
+pub(super) async fn tenant_config(api: &Api, t: &str) -> anyhow::Result<Config> {
     let (record, _) = api.call(reqwest::Method::GET, &format!("/tenants/{t}"), None, None).await?;
     let tenant: Tenant = serde_json::from_value(record).context("the tenant's record")?;
     let list = async |kind: &str| -> anyhow::Result<Vec<Value>> {

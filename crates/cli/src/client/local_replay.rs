@@ -9,7 +9,7 @@ use anyhow::Context;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use switchboard_domain::{Agent, ExecutionRecord, Session, Skill, Tenant, Tool};
+use switchboard_domain::{ExecutionRecord, Session};
 use switchboard_embedded::replay::{self, ReplayError, ReplayInput};
 use switchboard_engine::recorded::CallContent;
 
@@ -28,15 +28,9 @@ pub async fn replay(api: &Api, t: &str, id: &str) -> anyhow::Result<Value> {
 /// What the replay reads, over the API (the embedded `replay::gather`, call for call).
 async fn gather(api: &Api, t: &str, id: &str) -> anyhow::Result<ReplayInput> {
     let record: ExecutionRecord = get(api, &format!("/tenants/{t}/executions/{id}")).await?;
-    let tenant: Tenant = get(api, &format!("/tenants/{t}")).await?;
     let calls: Value = get(api, &format!("/tenants/{t}/executions/{id}/model-calls")).await?;
     let calls: Vec<CallContent> = serde_json::from_value(calls["calls"].clone()).context("the model calls")?;
-    let agents: Vec<Agent> = all(api, t, &format!("/tenants/{t}/agents?limit=100")).await?;
-    // (the list holds the built-in system tools too, which have no id: they are the engine's)
-    let mut listed = api.all_pages(&format!("/tenants/{t}/tools?limit=100")).await?;
-    listed.retain(|tool| tool.get("toolId").is_some());
-    let tools: Vec<Tool> = read_all(t, listed, "the tenant's tools")?;
-    let skills: Vec<Skill> = all(api, t, &format!("/tenants/{t}/skills?limit=100")).await?;
+    let (tenant, agents, tools, skills) = super::eval::tenant_config(api, t).await?;
     // The agent as the turn ran it (its kept version), else as it is now.
     let kept = match record.ran_with.as_ref() {
         Some(w) => {
@@ -57,7 +51,13 @@ async fn gather(api: &Api, t: &str, id: &str) -> anyhow::Result<ReplayInput> {
         .ok()
         .and_then(|(v, _)| serde_json::from_value(v).ok());
     let path = format!("/tenants/{t}/sessions/{}/executions?limit=100", record.session_id);
-    let mut earlier: Vec<ExecutionRecord> = all(api, t, &path).await?;
+    let mut earlier: Vec<ExecutionRecord> = api
+        .all_pages(&path)
+        .await?
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .context("the session's records")?;
     let at = earlier.iter().position(|e| e.execution_id == record.execution_id).unwrap_or(earlier.len());
     earlier.truncate(at);
     Ok(ReplayInput { tenant, record, calls, agent, agents, tools, skills, session, earlier })
@@ -66,21 +66,4 @@ async fn gather(api: &Api, t: &str, id: &str) -> anyhow::Result<ReplayInput> {
 async fn get<T: DeserializeOwned>(api: &Api, path: &str) -> anyhow::Result<T> {
     let (value, _) = api.call(Method::GET, path, None, None).await?;
     serde_json::from_value(value).with_context(|| format!("GET {path}"))
-}
-
-/// Every item of a list of tenant `t`'s records.
-async fn all<T: DeserializeOwned>(api: &Api, t: &str, path: &str) -> anyhow::Result<Vec<T>> {
-    read_all(t, api.all_pages(path).await?, path)
-}
-
-/// `items` of tenant `t` as records (a list may leave the tenant, its path's, out); `what` names
-/// them in an error.
-fn read_all<T: DeserializeOwned>(t: &str, items: Vec<Value>, what: &str) -> anyhow::Result<Vec<T>> {
-    let read = |mut v: Value| {
-        if let Some(fields) = v.as_object_mut() {
-            fields.entry("tenantId").or_insert_with(|| t.into());
-        }
-        serde_json::from_value(v).with_context(|| format!("reading {what}"))
-    };
-    items.into_iter().map(read).collect()
 }

@@ -175,28 +175,8 @@ impl ConfigAdmin for SqliteStore {
                              ON CONFLICT (tenant_id) DO UPDATE SET recording = excluded.recording",
                     )?
                     .execute(params![t, recording])?;
-                    match &calendars {
-                        Some(json) => tx
-                            .prepare_cached(
-                                "INSERT INTO tenant_calendars (tenant_id, calendars) VALUES (?1, ?2)
-                                 ON CONFLICT (tenant_id) DO UPDATE SET calendars = excluded.calendars",
-                            )?
-                            .execute(params![t, json])?,
-                        None => tx
-                            .prepare_cached("DELETE FROM tenant_calendars WHERE tenant_id = ?1")?
-                            .execute(params![t])?,
-                    };
-                    match &zone {
-                        Some(zone) => tx
-                            .prepare_cached(
-                                "INSERT INTO tenant_zones (tenant_id, time_zone) VALUES (?1, ?2)
-                                 ON CONFLICT (tenant_id) DO UPDATE SET time_zone = excluded.time_zone",
-                            )?
-                            .execute(params![t, zone])?,
-                        None => {
-                            tx.prepare_cached("DELETE FROM tenant_zones WHERE tenant_id = ?1")?.execute(params![t])?
-                        }
-                    };
+                    set_or_clear(&tx, ("tenant_calendars", "calendars"), &t, calendars.as_deref())?;
+                    set_or_clear(&tx, ("tenant_zones", "time_zone"), &t, zone.as_deref())?;
                 }
                 tx.commit()?;
                 Ok(updated)
@@ -536,4 +516,23 @@ pub(super) fn decode(kind: ConfigKind, body: &str) -> Result<ConfigRecord, Store
         ConfigKind::Tool => ConfigRecord::Tool(from_json(body)?),
         ConfigKind::Skill => ConfigRecord::Skill(from_json(body)?),
     })
+}
+
+/// Keeps `value` as the tenant's row of a one-setting table (`table`, `column`), or removes the
+/// row when there is none (the setting is unset).
+fn set_or_clear(
+    tx: &rusqlite::Connection,
+    (table, column): (&str, &str),
+    tenant: &str,
+    value: Option<&str>,
+) -> rusqlite::Result<usize> {
+    match value {
+        Some(v) => tx
+            .prepare_cached(&format!(
+                "INSERT INTO {table} (tenant_id, {column}) VALUES (?1, ?2)
+                 ON CONFLICT (tenant_id) DO UPDATE SET {column} = excluded.{column}"
+            ))?
+            .execute(params![tenant, v]),
+        None => tx.prepare_cached(&format!("DELETE FROM {table} WHERE tenant_id = ?1"))?.execute(params![tenant]),
+    }
 }
