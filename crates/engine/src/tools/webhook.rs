@@ -31,7 +31,8 @@ pub(crate) async fn run(
         truncated,
         outcome: outcome.to_owned(),
     };
-    if let Err(problems) = switchboard_domain::schema::validate(&tool.parameters, input) {
+    let compiled_as = format!("{}#{}", tool.tool_id, tool.version);
+    if let Err(problems) = switchboard_domain::schema::validate_cached(&compiled_as, &tool.parameters, input) {
         let output = json!({ "error": format!("invalid arguments for {}", tool.name), "problems": problems });
         return (ToolOutcome { output, is_error: true }, audit("invalid_arguments", None, 0, 0, false));
     }
@@ -104,7 +105,12 @@ pub(crate) async fn load(deps: &Deps, agent: &Agent, names: &[String]) -> Result
     Ok(tools)
 }
 
-/// What the model is told about a custom tool.
+/// What the model is told about a custom tool: its schema with references inlined
+/// ([`switchboard_domain::schema::for_model`]).
 pub(crate) fn spec(tool: &Tool) -> ToolSpec {
-    ToolSpec { name: tool.name.clone(), description: tool.description.clone(), input_schema: tool.parameters.clone() }
+    ToolSpec {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        input_schema: switchboard_domain::schema::for_model(&tool.parameters).into_owned(),
+    }
 }
