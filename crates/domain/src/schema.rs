@@ -161,11 +161,11 @@ pub fn for_model(schema: &Value) -> std::borrow::Cow<'_, Value> {
     };
     if let Some(top) = inlined.as_object_mut() {
         top.remove("$schema");
-        if !has_key(&inlined, &["$ref"]) {
-            if let Some(top) = inlined.as_object_mut() {
-                top.remove("$defs");
-                top.remove("definitions");
-            }
+        if !has_key(&inlined, &["$ref"])
+            && let Some(top) = inlined.as_object_mut()
+        {
+            top.remove("$defs");
+            top.remove("definitions");
         }
     }
     if inlined.to_string().len() > MAX_INLINED_BYTES { Cow::Borrowed(schema) } else { Cow::Owned(inlined) }
