@@ -21,6 +21,7 @@ pub mod hook;
 pub mod ids;
 pub mod input;
 pub mod limits;
+pub mod mcp;
 pub mod message;
 pub mod model_ref;
 pub mod recording;

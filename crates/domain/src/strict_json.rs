@@ -93,17 +93,23 @@ pub(crate) fn object<'de, D: Deserializer<'de>, T: serde::Deserialize<'de>>(d: D
 /// the caller's own map access: serde's derived tagged enums buffer the object first, so an error
 /// inside it was told at the object's pointer (`/handler`); read so, it is told at its member's
 /// (`/handler/signature`). For an enum of one variant, or whose variants share one shape.
-pub(crate) fn tagged<'de, A, T>(map: A, tag: &'static str, variants: &'static [&'static str]) -> Result<T, A::Error>
+///
+/// Gives the tag's value with what was read, for `T` to be told which variant it is.
+pub(crate) fn tagged<'de, A, T>(
+    map: A,
+    tag: &'static str,
+    variants: &'static [&'static str],
+) -> Result<(String, T), A::Error>
 where
     A: MapAccess<'de>,
     T: serde::Deserialize<'de>,
 {
-    let mut members = WithoutTag { map, tag, variants, seen: false };
+    let mut members = WithoutTag { map, tag, variants, seen: None };
     let read = T::deserialize(de::value::MapAccessDeserializer::new(&mut members))?;
-    if !members.seen {
-        return Err(de::Error::missing_field(tag));
+    match members.seen {
+        Some(variant) => Ok((variant, read)),
+        None => Err(de::Error::missing_field(tag)),
     }
-    Ok(read)
 }
 
 /// The members of a map but its tag, which is checked on the way.
@@ -111,7 +117,8 @@ struct WithoutTag<A> {
     map: A,
     tag: &'static str,
     variants: &'static [&'static str],
-    seen: bool,
+    /// The tag's value, once read.
+    seen: Option<String>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for &mut WithoutTag<A> {
@@ -126,12 +133,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for &mut WithoutTag<A> {
                 Some(MemberKey::Member(key)) => return Ok(Some(key)),
                 Some(MemberKey::Tag(unused)) => seed = unused,
             }
-            if self.seen {
+            if self.seen.is_some() {
                 return Err(de::Error::duplicate_field(self.tag));
             }
             // Checked while it is read, so that the error is told at the tag's pointer.
-            self.map.next_value_seed(Variant(self.variants))?;
-            self.seen = true;
+            self.seen = Some(self.map.next_value_seed(Variant(self.variants))?);
         }
     }
 
@@ -167,12 +173,12 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MemberOrTag<S> {
 struct Variant(&'static [&'static str]);
 
 impl<'de> DeserializeSeed<'de> for Variant {
-    type Value = ();
+    type Value = String;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
         let found = String::deserialize(d)?;
         match self.0.contains(&found.as_str()) {
-            true => Ok(()),
+            true => Ok(found),
             false => Err(de::Error::unknown_variant(&found, self.0)),
         }
     }
@@ -314,7 +320,7 @@ mod tests {
                     f.write_str("a JSON object")
                 }
                 fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Handler, A::Error> {
-                    tagged(map, "type", &["webhook"]).map(Handler)
+                    tagged(map, "type", &["webhook"]).map(|(_, hook)| Handler(hook))
                 }
             }
             d.deserialize_map(Members)

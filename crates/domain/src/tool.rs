@@ -173,6 +173,8 @@ pub struct UnknownSystemTool;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolHandler {
     Webhook(WebhookHandler),
+    /// A tool of the tenant's MCP server ([`crate::mcp`]).
+    Mcp(crate::mcp::McpHandler),
 }
 
 /// Read as serde's tagged enum would be, but with each member's error at its own pointer.
@@ -188,7 +190,9 @@ impl<'de> Deserialize<'de> for ToolHandler {
             }
 
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ToolHandler, A::Error> {
-                crate::strict_json::tagged(map, "type", &["webhook"]).map(ToolHandler::Webhook)
+                let (kind, members): (String, crate::mcp::HandlerMembers) =
+                    crate::strict_json::tagged(map, "type", &["webhook", "mcp"])?;
+                members.into_handler(&kind).map_err(serde::de::Error::custom)
             }
         }
 
@@ -231,35 +235,46 @@ impl WebhookHandler {
     /// Where the URL may connect to (no private or metadata addresses) is checked when it is
     /// called.
     pub fn check(&self, errors: &mut ValidationErrors, at: &str, max_timeout_ms: u32) {
-        let url = &self.url;
-        if !(url.starts_with("https://") || url.starts_with("http://"))
-            || url.len() > 2048
-            || url.contains(char::is_whitespace)
-        {
-            errors.push(format!("{at}/url"), "must be an http(s) URL of at most 2048 characters");
-        }
-        if self.timeout_ms == 0 || self.timeout_ms > max_timeout_ms {
-            errors.push(format!("{at}/timeoutMs"), format!("must be between 1 and {max_timeout_ms}"));
-        }
+        check_endpoint(errors, at, &self.url, self.timeout_ms, max_timeout_ms);
         if self.retry_policy.max_retries > MAX_TOOL_RETRIES || self.retry_policy.backoff_ms > 10_000 {
             errors.push(
                 format!("{at}/retryPolicy"),
                 format!("maxRetries must be at most {MAX_TOOL_RETRIES} and backoffMs at most 10000"),
             );
         }
-        if let Some(r) = &self.secret_ref
-            && (r.is_empty() || r.len() > 128 || r.contains(char::is_whitespace))
-        {
-            errors.push(format!("{at}/secretRef"), "must be a secret name of 1 to 128 characters");
-        }
-        for (name, value) in &self.headers {
-            let lower = name.to_ascii_lowercase();
-            let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-            if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("switchboard-") {
-                errors.push(format!("{at}/headers/{name}"), "is not a header a tool may set");
-            } else if value.contains(['\r', '\n']) || value.len() > 1024 {
-                errors.push(format!("{at}/headers/{name}"), "must be one line of at most 1024 bytes");
-            }
+        check_secret_ref(errors, at, self.secret_ref.as_deref());
+        check_headers(errors, at, &self.headers);
+    }
+}
+
+/// An outbound endpoint's `url` and `timeoutMs` (a webhook's, an MCP server's).
+pub(crate) fn check_endpoint(errors: &mut ValidationErrors, at: &str, url: &str, timeout_ms: u32, max_timeout_ms: u32) {
+    if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 || url.contains(char::is_whitespace)
+    {
+        errors.push(format!("{at}/url"), "must be an http(s) URL of at most 2048 characters");
+    }
+    if timeout_ms == 0 || timeout_ms > max_timeout_ms {
+        errors.push(format!("{at}/timeoutMs"), format!("must be between 1 and {max_timeout_ms}"));
+    }
+}
+
+pub(crate) fn check_secret_ref(errors: &mut ValidationErrors, at: &str, secret_ref: Option<&str>) {
+    if let Some(r) = secret_ref
+        && (r.is_empty() || r.len() > 128 || r.contains(char::is_whitespace))
+    {
+        errors.push(format!("{at}/secretRef"), "must be a secret name of 1 to 128 characters");
+    }
+}
+
+/// Extra request headers: names outside [`RESERVED_HEADERS`] and `Switchboard-*`, one-line values.
+pub(crate) fn check_headers(errors: &mut ValidationErrors, at: &str, headers: &std::collections::BTreeMap<String, String>) {
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !token || RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("switchboard-") {
+            errors.push(format!("{at}/headers/{name}"), "is not a header a tool may set");
+        } else if value.contains(['\r', '\n']) || value.len() > 1024 {
+            errors.push(format!("{at}/headers/{name}"), "must be one line of at most 1024 bytes");
         }
     }
 }
@@ -355,8 +370,10 @@ impl Tool {
             errors.push("/description", format!("must be 1 to {MAX_DESCRIPTION_LEN} characters"));
         }
         check_parameters_schema(&mut errors, &self.parameters);
-        let ToolHandler::Webhook(h) = &self.handler;
-        h.check(&mut errors, "/handler", MAX_TOOL_TIMEOUT_MS);
+        match &self.handler {
+            ToolHandler::Webhook(h) => h.check(&mut errors, "/handler", MAX_TOOL_TIMEOUT_MS),
+            ToolHandler::Mcp(h) => h.check(&mut errors, "/handler", MAX_TOOL_TIMEOUT_MS),
+        }
         if let Some(approval) = &self.approval {
             approval.check(&mut errors, "/approval");
         }
@@ -467,7 +484,7 @@ mod tests {
         // given a tool written before the choice existed
         let old = serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "timeoutMs": 5000});
         let tool = read(old).unwrap();
-        let ToolHandler::Webhook(h) = &tool.handler;
+        let ToolHandler::Webhook(h) = &tool.handler else { panic!("a webhook handler") };
         assert_eq!(h.signature, crate::webhook::SignatureScheme::Switchboard);
         // then it is written back without the field
         let written = serde_json::to_value(&tool).unwrap();
@@ -476,7 +493,7 @@ mod tests {
         let standard =
             serde_json::json!({"type": "webhook", "url": "https://example.com/hook", "signature": "standard-webhooks"});
         let tool = read(standard).unwrap();
-        let ToolHandler::Webhook(h) = &tool.handler;
+        let ToolHandler::Webhook(h) = &tool.handler else { panic!("a webhook handler") };
         assert_eq!(h.signature, crate::webhook::SignatureScheme::StandardWebhooks);
         let written = serde_json::to_value(&tool).unwrap();
         assert_eq!(written["handler"]["signature"], "standard-webhooks");

@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::limits::{MAX_NAME_LEN, MAX_REPLY_TEXT_BYTES};
 
 /// One offending field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FieldError {
     /// RFC 6901 pointer into the request body, e.g. `/detail/message/text`.
     pub pointer: String,

@@ -250,7 +250,9 @@ async fn order_system(
     let Some(tool) = bundle.tools.first() else {
         return Ok(None);
     };
-    let ToolHandler::Webhook(handler) = &tool.handler;
+    let ToolHandler::Webhook(handler) = &tool.handler else {
+        anyhow::bail!("{dir}: the example's first tool is not a webhook");
+    };
     let secrets: serde_json::Value =
         serde_json::from_str(example.secrets.unwrap_or("{}")).with_context(|| format!("{dir}/secrets.json"))?;
     let secret = handler
@@ -266,8 +268,9 @@ async fn order_system(
     );
     // Point the webhook tools at the receiver's port.
     for tool in &mut bundle.tools {
-        let ToolHandler::Webhook(h) = &mut tool.handler;
-        h.url = receiver.url.clone();
+        if let ToolHandler::Webhook(h) = &mut tool.handler {
+            h.url = receiver.url.clone();
+        }
     }
     Ok(Some(receiver))
 }

@@ -35,7 +35,8 @@ pub use schedules::{DueSchedule, ScheduleStore};
 pub use sessions::{Arrival, ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart};
 pub use store::{Page, StoreError};
 pub use webhooks::{
-    NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    McpAnswer, McpRequest, NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest,
+    WebhookResponse,
 };
 
 /// Everything the engine needs, built once per process (or Lambda container).

@@ -1,6 +1,7 @@
 //! Tenant webhook tools: the signed call, and the tenant secrets that sign it.
 
 use async_trait::async_trait;
+use switchboard_domain::mcp::{ListedTool, McpHandler, McpServer};
 use switchboard_domain::{TenantId, WebhookHandler};
 
 /// One call of a tenant's webhook tool. The engine builds the JSON body; the adapter signs it
@@ -44,12 +45,53 @@ pub enum WebhookError {
     Secret(String),
     #[error("{0}")]
     Invalid(String),
+    /// An MCP server answered outside the protocol (not JSON-RPC, an error instead of a result,
+    /// a result of the wrong shape).
+    #[error("the server broke the MCP protocol: {0}")]
+    Protocol(String),
 }
 
-/// Calls tenant webhooks. See [`WebhookRequest`].
+/// One `tools/call` of a tool of a tenant's MCP server. The adapter adds the credential named by
+/// `handler.secret_ref` (the engine never sees it) and enforces the address rules and the
+/// handler's timeout over the whole exchange.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpRequest {
+    pub tenant_id: TenantId,
+    /// The record's name (the one the model called), for logs.
+    pub tool_name: String,
+    pub handler: McpHandler,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a tool of an MCP server answered: its `CallToolResult`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpAnswer {
+    /// The result's `content` blocks, as the server sent them.
+    pub content: Vec<serde_json::Value>,
+    /// The result's `structuredContent`, if any.
+    pub structured: Option<serde_json::Value>,
+    /// The server said the tool failed (`isError`).
+    pub is_error: bool,
+    /// Bytes of the result as received.
+    pub bytes: usize,
+    pub host: String,
+}
+
+/// Calls tenant webhooks ([`WebhookRequest`]) and the tools of their MCP servers
+/// ([`McpRequest`]), under the same address rules.
 #[async_trait]
 pub trait WebhookCaller: Send + Sync {
     async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError>;
+
+    /// Calls one tool of an MCP server.
+    async fn call_mcp(&self, _request: &McpRequest) -> Result<McpAnswer, WebhookError> {
+        Err(WebhookError::Blocked("MCP tools are not enabled in this runtime".into()))
+    }
+
+    /// Lists the tools of `server` (every page of `tools/list`).
+    async fn list_mcp(&self, _tenant: &TenantId, _server: &McpServer) -> Result<Vec<ListedTool>, WebhookError> {
+        Err(WebhookError::Blocked("MCP tools are not enabled in this runtime".into()))
+    }
 }
 
 /// The caller of a runtime configured without webhook tools: every call is refused, and the

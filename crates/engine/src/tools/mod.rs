@@ -1,7 +1,7 @@
 //! The tools one model call is offered, what a called name resolves to, and the one dispatcher
 //! ([`Toolbox::call`]) that runs a call, for an agent's loop and a sub-agent's alike. Each tool
 //! family answers in its own file: `system` (send, hand off, end, flows, memory), `webhook` (the
-//! tenant's signed tools), `skills` (`load_skill`), `steps` (`transition_to_<step>`); sub-agents
+//! tenant's signed tools), `mcp` (tools of the tenant's MCP servers), `skills` (`load_skill`), `steps` (`transition_to_<step>`); sub-agents
 //! (`ask_<name>`) are run by the supervisor pattern, whose answers the dispatcher records.
 //!
 //! Besides the system tools and the tenant's webhook tools, the engine generates tools for the
@@ -11,6 +11,7 @@
 //! loaded skill), so the next model call in the same turn sees the new set.
 
 mod call;
+mod mcp;
 pub(crate) mod recall;
 pub(crate) mod skills;
 pub(crate) mod steps;

@@ -1,4 +1,5 @@
-//! Custom tools: a tenant's webhook, called through the `WebhookCaller` port. The model's
+//! Custom tools: a tenant's webhook, called through the `WebhookCaller` port (a tool of the
+//! tenant's MCP server is handed to `mcp`). The model's
 //! arguments are validated against the tool's schema before any call; every outcome — a bad
 //! argument, a refusal, a timeout, an HTTP error — goes back to the model as the tool result and
 //! into the execution record's audit, never to the customer and never as a failed execution.
@@ -20,21 +21,16 @@ pub(crate) async fn run(
     input: &Value,
     key: &str,
 ) -> (ToolOutcome, WebhookAudit) {
-    let ToolHandler::Webhook(handler) = &tool.handler;
-    let host = handler.url.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
-    let host = host.rsplit('@').next().unwrap_or(host).to_owned();
-    let audit = |outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool| WebhookAudit {
-        host: host.clone(),
-        status,
-        attempts,
-        response_bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
-        truncated,
-        outcome: outcome.to_owned(),
+    let handler = match &tool.handler {
+        ToolHandler::Webhook(handler) => handler,
+        ToolHandler::Mcp(handler) => return super::mcp::run(deps, item, tool, handler, input).await,
     };
-    let compiled_as = format!("{}#{}", tool.tool_id, tool.version);
-    if let Err(problems) = switchboard_domain::schema::validate_cached(&compiled_as, &tool.parameters, input) {
-        let output = json!({ "error": format!("invalid arguments for {}", tool.name), "problems": problems });
-        return (ToolOutcome { output, is_error: true }, audit("invalid_arguments", None, 0, 0, false));
+    let host = host_of(&handler.url);
+    let audit = |outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool| {
+        audit(&host, outcome, status, attempts, bytes, truncated)
+    };
+    if let Some(refused) = check_arguments(tool, input) {
+        return (refused, audit("invalid_arguments", None, 0, 0, false));
     }
     let mut body = json!({
         "tool": tool.name,
@@ -77,17 +73,48 @@ pub(crate) async fn run(
             (ToolOutcome { output, is_error: !ok }, audit)
         }
         Err(e) => {
-            let (outcome, attempts) = match &e {
-                WebhookError::Blocked(_) => ("blocked", 0),
-                WebhookError::Timeout { attempts } => ("timeout", *attempts),
-                WebhookError::Connect { attempts, .. } => ("connect_error", *attempts),
-                WebhookError::Secret(_) => ("secret_error", 0),
-                WebhookError::Invalid(_) => ("invalid_request", 0),
-            };
+            let (outcome, attempts) = failure(&e);
             info!(tool = %tool.name, %host, outcome, "webhook tool call failed");
             let output = json!({ "error": format!("the tool could not be called: {e}") });
             (ToolOutcome { output, is_error: true }, audit(outcome, None, attempts, 0, false))
         }
+    }
+}
+
+/// The host of an endpoint's URL, for the audit (never the path or query, which may hold data).
+pub(super) fn host_of(url: &str) -> String {
+    let host = url.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
+    host.rsplit('@').next().unwrap_or(host).to_owned()
+}
+
+pub(super) fn audit(host: &str, outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool) -> WebhookAudit {
+    WebhookAudit {
+        host: host.to_owned(),
+        status,
+        attempts,
+        response_bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+        truncated,
+        outcome: outcome.to_owned(),
+    }
+}
+
+/// The tool result refusing `input`, if it breaks the tool's schema (compiled once per version).
+pub(super) fn check_arguments(tool: &Tool, input: &Value) -> Option<ToolOutcome> {
+    let compiled_as = format!("{}#{}", tool.tool_id, tool.version);
+    let problems = switchboard_domain::schema::validate_cached(&compiled_as, &tool.parameters, input).err()?;
+    let output = json!({ "error": format!("invalid arguments for {}", tool.name), "problems": problems });
+    Some(ToolOutcome { output, is_error: true })
+}
+
+/// What the model reads when a call could not be made, and the audit's word for it.
+pub(super) fn failure(e: &WebhookError) -> (&'static str, u32) {
+    match e {
+        WebhookError::Blocked(_) => ("blocked", 0),
+        WebhookError::Timeout { attempts } => ("timeout", *attempts),
+        WebhookError::Connect { attempts, .. } => ("connect_error", *attempts),
+        WebhookError::Secret(_) => ("secret_error", 0),
+        WebhookError::Invalid(_) => ("invalid_request", 0),
+        WebhookError::Protocol(_) => ("protocol_error", 1),
     }
 }
 

@@ -1396,7 +1396,7 @@ async fn the_executor_calls_an_agents_hook_signed_and_keeps_the_call_in_dynamodb
     let (w, tool_receiver) = webhook_world(LOCAL_WEBHOOKS).await;
     let hook = WebhookReceiver::answering("/hook", SECRET, |_| json!({ "arguments": { "orderId": "5678" } })).await;
     let tool = w.wiring.store.get_tool(&"t-1".parse().unwrap(), TOOL.parse().unwrap()).await.unwrap().unwrap();
-    let switchboard_domain::ToolHandler::Webhook(handler) = &tool.handler;
+    let switchboard_domain::ToolHandler::Webhook(handler) = &tool.handler else { panic!("a webhook tool") };
     let mut agent: Agent =
         w.wiring.store.get_agent(&"t-1".parse().unwrap(), AGENT.parse().unwrap()).await.unwrap().unwrap();
     agent.hooks = vec![
