@@ -87,9 +87,14 @@ impl McpHandler {
     /// Checks the handler's shape (pointers under `at`), with timeouts up to `max_timeout_ms`.
     pub fn check(&self, errors: &mut ValidationErrors, at: &str, max_timeout_ms: u32) {
         self.server().check(errors, at, max_timeout_ms);
-        if self.tool.is_empty() || self.tool.chars().count() > MAX_SERVER_TOOL_NAME || self.tool.contains(char::is_control)
+        if self.tool.is_empty()
+            || self.tool.chars().count() > MAX_SERVER_TOOL_NAME
+            || self.tool.contains(char::is_control)
         {
-            errors.push(format!("{at}/tool"), format!("must be the server's tool name, 1 to {MAX_SERVER_TOOL_NAME} characters"));
+            errors.push(
+                format!("{at}/tool"),
+                format!("must be the server's tool name, 1 to {MAX_SERVER_TOOL_NAME} characters"),
+            );
         }
     }
 }
@@ -106,6 +111,13 @@ impl McpServer {
         crate::tool::check_endpoint(errors, at, &self.url, self.timeout_ms, max_timeout_ms);
         crate::tool::check_secret_ref(errors, at, self.secret_ref.as_deref());
         crate::tool::check_headers(errors, at, &self.headers);
+        // The transport's own: what it accepts, its session, its protocol version, its resumption.
+        for name in self.headers.keys() {
+            let lower = name.to_ascii_lowercase();
+            if lower == "accept" || lower == "last-event-id" || lower.starts_with("mcp-") {
+                errors.push(format!("{at}/headers/{name}"), "is a header of the MCP transport");
+            }
+        }
         if let Some(name) = &self.auth_header {
             let lower = name.to_ascii_lowercase();
             let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
@@ -243,9 +255,13 @@ mod tests {
 
     #[test]
     fn members_of_the_other_kind_of_handler_are_refused_by_name() {
-        let mixed = json!({"type": "mcp", "url": "https://t.example.com/mcp", "tool": "x", "signature": "standard-webhooks"});
+        let mixed =
+            json!({"type": "mcp", "url": "https://t.example.com/mcp", "tool": "x", "signature": "standard-webhooks"});
         let errors = read(mixed).unwrap_err();
-        assert!(errors[0].starts_with("/handler: ") && errors[0].contains("'signature' belongs to a webhook"), "{errors:?}");
+        assert!(
+            errors[0].starts_with("/handler: ") && errors[0].contains("'signature' belongs to a webhook"),
+            "{errors:?}"
+        );
         let missing = read(json!({"type": "mcp", "url": "https://t.example.com/mcp"})).unwrap_err();
         assert!(missing[0].contains("needs 'tool'"), "{missing:?}");
         let webhook = read(json!({"type": "webhook", "url": "https://t.example.com/h", "tool": "x"})).unwrap_err();
@@ -257,13 +273,20 @@ mod tests {
     #[test]
     fn an_mcp_handlers_members_are_checked_at_their_pointers() {
         let bad = json!({"type": "mcp", "url": "ftp://t.example.com", "tool": "", "authHeader": "Host", "timeoutMs": 0,
-                         "secretRef": " "});
+                         "secretRef": " ", "headers": {"Mcp-Session-Id": "s"}});
         let errors = read(bad).unwrap().validate().unwrap_err();
         let mut pointers: Vec<&str> = errors.0.iter().map(|e| e.pointer.as_str()).collect();
         pointers.sort();
         assert_eq!(
             pointers,
-            ["/handler/authHeader", "/handler/secretRef", "/handler/timeoutMs", "/handler/tool", "/handler/url"]
+            [
+                "/handler/authHeader",
+                "/handler/headers/Mcp-Session-Id",
+                "/handler/secretRef",
+                "/handler/timeoutMs",
+                "/handler/tool",
+                "/handler/url"
+            ]
         );
     }
 

@@ -99,10 +99,8 @@ static COMPILED: std::sync::LazyLock<Cache> = std::sync::LazyLock::new(Cache::de
 /// [`validate`] with the compiled schema kept under `key` (a tool id and version): the schema is
 /// compiled on its first use and again only if the schema under that key changed.
 pub fn validate_cached(key: &str, schema: &Value, value: &Value) -> Result<(), Vec<String>> {
-    let kept = COMPILED
-        .lock()
-        .ok()
-        .and_then(|cache| cache.get(key).filter(|(s, _)| s == schema).map(|(_, v)| Arc::clone(v)));
+    let kept =
+        COMPILED.lock().ok().and_then(|cache| cache.get(key).filter(|(s, _)| s == schema).map(|(_, v)| Arc::clone(v)));
     let validator = match kept {
         Some(v) => v,
         None => {
@@ -258,7 +256,8 @@ mod tests {
         let mut e = ValidationErrors::default();
         check_supported(&generated(), "/parameters", &mut e);
         assert!(e.is_empty(), "{e}");
-        let good = json!({ "ship_to": { "zip": "75001" }, "email": "a@example.com", "note": null, "when": "2026-12-04" });
+        let good =
+            json!({ "ship_to": { "zip": "75001" }, "email": "a@example.com", "note": null, "when": "2026-12-04" });
         assert_eq!(validate(&generated(), &good), Ok(()));
         let bad = json!({ "ship_to": { "zip": "7500" }, "email": "not an address", "note": 3, "when": true, "kind": "forbidden" });
         let errs = validate(&generated(), &bad).unwrap_err();
@@ -286,12 +285,21 @@ mod tests {
             check_supported(&schema, "/parameters", &mut e);
             pointers(&e).into_iter().map(str::to_owned).collect::<Vec<_>>()
         };
-        assert_eq!(refused(json!({ "type": "object", "properties": { "b": { "type": "text" } } })), ["/parameters/properties/b/type"]);
-        assert_eq!(refused(json!({ "type": "object", "properties": { "a": { "oneOf": [] } } })), ["/parameters/properties/a/oneOf"]);
+        assert_eq!(
+            refused(json!({ "type": "object", "properties": { "b": { "type": "text" } } })),
+            ["/parameters/properties/b/type"]
+        );
+        assert_eq!(
+            refused(json!({ "type": "object", "properties": { "a": { "oneOf": [] } } })),
+            ["/parameters/properties/a/oneOf"]
+        );
         assert_eq!(refused(json!({ "type": "object", "properties": { "c": { "pattern": "(" } } })).len(), 1);
         // A reference that resolves nowhere, or outside the schema (nothing is fetched).
         assert_eq!(refused(json!({ "type": "object", "properties": { "a": { "$ref": "#/$defs/Missing" } } })).len(), 1);
-        assert_eq!(refused(json!({ "type": "object", "properties": { "a": { "$ref": "https://example.com/s.json" } } })).len(), 1);
+        assert_eq!(
+            refused(json!({ "type": "object", "properties": { "a": { "$ref": "https://example.com/s.json" } } })).len(),
+            1
+        );
         // Backtracking constructs are not regular expressions.
         assert_eq!(refused(json!({ "type": "object", "properties": { "a": { "pattern": "(a)\\1" } } })).len(), 1);
         let mut deep = json!({ "type": "string" });

@@ -249,7 +249,9 @@ impl WebhookHandler {
 
 /// An outbound endpoint's `url` and `timeoutMs` (a webhook's, an MCP server's).
 pub(crate) fn check_endpoint(errors: &mut ValidationErrors, at: &str, url: &str, timeout_ms: u32, max_timeout_ms: u32) {
-    if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 || url.contains(char::is_whitespace)
+    if !(url.starts_with("https://") || url.starts_with("http://"))
+        || url.len() > 2048
+        || url.contains(char::is_whitespace)
     {
         errors.push(format!("{at}/url"), "must be an http(s) URL of at most 2048 characters");
     }
@@ -267,7 +269,11 @@ pub(crate) fn check_secret_ref(errors: &mut ValidationErrors, at: &str, secret_r
 }
 
 /// Extra request headers: names outside [`RESERVED_HEADERS`] and `Switchboard-*`, one-line values.
-pub(crate) fn check_headers(errors: &mut ValidationErrors, at: &str, headers: &std::collections::BTreeMap<String, String>) {
+pub(crate) fn check_headers(
+    errors: &mut ValidationErrors,
+    at: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) {
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
         let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');

@@ -13,6 +13,7 @@ pub mod aws;
 pub mod client;
 pub mod faults;
 pub mod iam;
+pub mod mcp;
 #[cfg(feature = "http")]
 pub mod providers;
 #[cfg(feature = "http")]

@@ -3,6 +3,7 @@
 //! It does not build the request body (the engine does) nor judge the answer (the model does).
 
 mod guard;
+mod mcp;
 mod secrets;
 mod signing;
 
@@ -11,9 +12,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
+use switchboard_domain::TenantId;
+use switchboard_domain::mcp::{ListedTool, McpServer};
 use switchboard_domain::tool::{MAX_TOOL_RETRIES, MAX_TOOL_TIMEOUT_MS, RESERVED_HEADERS};
 use switchboard_domain::webhook::IDEMPOTENCY_KEY_HEADER;
-use switchboard_engine::ports::{Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse};
+use switchboard_engine::ports::{
+    McpAnswer, McpRequest, Secrets, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+};
 use switchboard_https::retry::{RetryPolicy, Retryable};
 use url::{Host, Url};
 
@@ -136,7 +141,7 @@ impl HttpWebhookCaller {
             .timeout(timeout)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| classify(&e))?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -146,7 +151,7 @@ impl HttpWebhookCaller {
             .map(Duration::from_secs);
         let mut body = Vec::new();
         let mut truncated = false;
-        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| classify(&e))? {
             let room = MAX_RESPONSE_BYTES - body.len();
             if chunk.len() > room {
                 body.extend_from_slice(&chunk[..room]);
@@ -218,6 +223,14 @@ fn retry_policy(configured: &switchboard_domain::RetryPolicy) -> RetryPolicy {
 
 #[async_trait]
 impl WebhookCaller for HttpWebhookCaller {
+    async fn call_mcp(&self, request: &McpRequest) -> Result<McpAnswer, WebhookError> {
+        self.mcp_call(request).await
+    }
+
+    async fn list_mcp(&self, tenant: &TenantId, server: &McpServer) -> Result<Vec<ListedTool>, WebhookError> {
+        self.mcp_list(tenant, server).await
+    }
+
     async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
         let started = Instant::now();
         let url = match self.check_url(&request.handler.url) {
@@ -302,8 +315,8 @@ enum AttemptError {
     Other(String),
 }
 
-fn classify(error: reqwest::Error) -> AttemptError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&error);
+fn classify(error: &reqwest::Error) -> AttemptError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
     while let Some(e) = source {
         if let Some(blocked) = e.downcast_ref::<guard::BlockedAddress>() {
             return AttemptError::Blocked(blocked.to_string());
@@ -313,9 +326,9 @@ fn classify(error: reqwest::Error) -> AttemptError {
     if error.is_timeout() {
         AttemptError::Timeout
     } else if error.is_connect() {
-        AttemptError::Connect(describe(&error))
+        AttemptError::Connect(describe(error))
     } else {
-        AttemptError::Other(describe(&error))
+        AttemptError::Other(describe(error))
     }
 }
 

@@ -24,14 +24,21 @@ pub(super) async fn run(
         return (refused, audit(&host, "invalid_arguments", None, 0, 0, false));
     }
     let arguments = input.as_object().cloned().unwrap_or_default();
-    let request =
-        McpRequest { tenant_id: item.tenant_id.clone(), tool_name: tool.name.clone(), handler: handler.clone(), arguments };
+    let request = McpRequest {
+        tenant_id: item.tenant_id.clone(),
+        tool_name: tool.name.clone(),
+        handler: handler.clone(),
+        arguments,
+    };
     match deps.webhooks.call_mcp(&request).await {
         Ok(answer) => {
             let outcome = if answer.is_error { "tool_error" } else { "ok" };
             info!(tool = %tool.name, host = %answer.host, outcome, "mcp tool called");
             let output = output(&answer);
-            (ToolOutcome { output, is_error: answer.is_error }, audit(&answer.host, outcome, None, 1, answer.bytes, false))
+            (
+                ToolOutcome { output, is_error: answer.is_error },
+                audit(&answer.host, outcome, None, 1, answer.bytes, false),
+            )
         }
         Err(e) => {
             let (outcome, attempts) = failure(&e);
@@ -67,8 +74,12 @@ mod tests {
     fn the_model_reads_structured_content_else_one_text_else_the_blocks() {
         let text = json!([{ "type": "text", "text": "shipped" }]);
         assert_eq!(output(&answer(text.clone(), None, false)), json!("shipped"));
-        assert_eq!(output(&answer(text.clone(), Some(json!({ "status": "shipped" })), false)), json!({ "status": "shipped" }));
-        let two = json!([{ "type": "text", "text": "a" }, { "type": "image", "data": "AA==", "mimeType": "image/png" }]);
+        assert_eq!(
+            output(&answer(text.clone(), Some(json!({ "status": "shipped" })), false)),
+            json!({ "status": "shipped" })
+        );
+        let two =
+            json!([{ "type": "text", "text": "a" }, { "type": "image", "data": "AA==", "mimeType": "image/png" }]);
         assert_eq!(output(&answer(two.clone(), None, false)), two);
         assert_eq!(
             output(&answer(text, Some(json!({})), true)),

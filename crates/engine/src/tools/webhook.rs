@@ -87,7 +87,14 @@ pub(super) fn host_of(url: &str) -> String {
     host.rsplit('@').next().unwrap_or(host).to_owned()
 }
 
-pub(super) fn audit(host: &str, outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool) -> WebhookAudit {
+pub(super) fn audit(
+    host: &str,
+    outcome: &str,
+    status: Option<u16>,
+    attempts: u32,
+    bytes: usize,
+    truncated: bool,
+) -> WebhookAudit {
     WebhookAudit {
         host: host.to_owned(),
         status,
