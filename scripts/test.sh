@@ -33,15 +33,19 @@ cargo fmt --all --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== AWS emulator (moto server, for crates/aws tests) and the Standard Webhooks library"
+echo "== AWS emulator (moto server, for crates/aws tests), the Standard Webhooks library, the MCP SDK"
 # Installed once into a git-ignored venv; the tests start and stop their processes. The official
 # standardwebhooks package verifies the Standard Webhooks tools' requests in tests/webhooks.rs;
-# a venv made before it was added gets it on its own.
+# the official MCP Python SDK serves the MCP tools of tests/receivers/mcp_orders.py. A venv made
+# before one was added gets it on its own.
 if [ ! -x .venv-emulator/bin/moto_server ]; then
     python3 -m venv .venv-emulator
-    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5' 'standardwebhooks==1.1.0'
-elif ! .venv-emulator/bin/python -c 'import standardwebhooks' 2>/dev/null; then
-    .venv-emulator/bin/pip install --quiet 'standardwebhooks==1.1.0'
+    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5' 'standardwebhooks==1.1.0' 'mcp==2.3.0'
+else
+    .venv-emulator/bin/python -c 'import standardwebhooks' 2>/dev/null \
+        || .venv-emulator/bin/pip install --quiet 'standardwebhooks==1.1.0'
+    .venv-emulator/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null \
+        || .venv-emulator/bin/pip install --quiet 'mcp==2.3.0'
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
 export SWITCHBOARD_PYTHON="$PWD/.venv-emulator/bin/python"

@@ -44,5 +44,8 @@ mod tests {
         assert_eq!(g(Method::DELETE, "/tenants/{tenant}"), RouteGroup::Platform);
         assert_eq!(g(Method::POST, "/tenants/{tenant}/triggers/{id}/run"), RouteGroup::Invoke);
         assert_eq!(g(Method::POST, "/tenants/{tenant}/something-new"), RouteGroup::Configure);
+        // Listing an MCP server's tools calls the tenant's server, as a builder would.
+        assert_eq!(g(Method::POST, "/tenants/{tenant}/tools/discover"), RouteGroup::Configure);
+        assert_eq!(g(Method::POST, "/tenants/{tenant}/tools/{id}/refresh"), RouteGroup::Configure);
     }
 }

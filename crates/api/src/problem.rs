@@ -146,6 +146,16 @@ impl Problem {
         Self::new(StatusCode::NOT_IMPLEMENTED, "not-implemented", "Not offered here", detail)
     }
 
+    /// 502: a server of the tenant's that this request called answered wrongly or not at all.
+    pub fn bad_gateway(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, "upstream-failed", "The tenant's server failed", detail)
+    }
+
+    /// 504: a server of the tenant's that this request called did not answer in time.
+    pub fn gateway_timeout(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::GATEWAY_TIMEOUT, "upstream-timeout", "The tenant's server timed out", detail)
+    }
+
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
     }

@@ -16,7 +16,7 @@ use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
 use crate::resources::config::versions;
 use crate::resources::{
-    config, conversations, events, executions, invoke, openapi, reports, sessions, status, tenants, trigger_test,
+    config, conversations, events, executions, invoke, mcp, openapi, reports, sessions, status, tenants, trigger_test,
 };
 use crate::state::ApiState;
 
@@ -79,7 +79,8 @@ fn finish(app: Router<AppState>, state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Health, the contract, tenants and their keys, and the configuration records.
+/// Health, the contract, tenants and their keys, the configuration records, and tools imported from
+/// MCP servers.
 fn configuration_routes(app: Router<AppState>) -> Router<AppState> {
     let app = config_routes(app)
         .route("/health", get(status::health))
@@ -90,6 +91,8 @@ fn configuration_routes(app: Router<AppState>) -> Router<AppState> {
         .route("/tenants/{tenant}", get(tenants::get_one).patch(tenants::update).delete(tenants::delete))
         .route("/tenants/{tenant}/apply", post(config::apply))
         .route("/tenants/{tenant}/triggers/test", post(trigger_test::test))
+        .route("/tenants/{tenant}/tools/discover", post(mcp::discover))
+        .route("/tenants/{tenant}/tools/{id}/refresh", post(mcp::refresh))
         .route("/tenants/{tenant}/me", get(tenants::me));
     key_routes(app)
 }

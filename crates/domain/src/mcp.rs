@@ -128,7 +128,7 @@ impl McpServer {
     }
 }
 
-/// A tool a server listed (`tools/list`), as the API shows it before it is imported.
+/// A tool a server listed (`tools/list`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListedTool {
@@ -137,12 +137,26 @@ pub struct ListedTool {
     #[serde(default)]
     pub description: String,
     pub input_schema: serde_json::Value,
-    /// The name the tool would have here: the server's, with any character a model provider
-    /// refuses replaced by `_`, cut to 64.
-    pub suggested_name: String,
-    /// Why the tool cannot be imported as it is (its schema refused, at its pointer), if so.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<crate::FieldError>,
+}
+
+impl ListedTool {
+    /// The body that creates this tool of `server` (`POST /tenants/{t}/tools`): named as
+    /// [`suggested_name`] makes it, described as the server describes it (by its name if the
+    /// server does not), with the server's schema.
+    pub fn tool_body(&self, server: &McpServer) -> serde_json::Value {
+        let description = match self.description.trim() {
+            "" => format!("The tool {} of an MCP server.", self.name),
+            described => described.to_owned(),
+        };
+        let mut handler = serde_json::to_value(McpHandler::on(server, &self.name)).unwrap_or_default();
+        handler["type"] = "mcp".into();
+        serde_json::json!({
+            "name": suggested_name(&self.name),
+            "description": description,
+            "parameters": self.input_schema,
+            "handler": handler,
+        })
+    }
 }
 
 /// A tool name a model provider accepts, made from a server's: letters, digits, `_` and `-`,

@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfi
 use rmcp::transport::{DynamicTransportError, StreamableHttpClientTransport};
 use serde_json::Value;
 use switchboard_domain::TenantId;
-use switchboard_domain::mcp::{ListedTool, McpServer, suggested_name};
+use switchboard_domain::mcp::{ListedTool, McpServer};
 use switchboard_domain::tool::{MAX_TOOL_TIMEOUT_MS, RESERVED_HEADERS};
 use switchboard_engine::ports::{McpAnswer, McpRequest, WebhookError};
 
@@ -78,11 +78,9 @@ impl HttpWebhookCaller {
             Ok(tools
                 .into_iter()
                 .map(|t| ListedTool {
-                    suggested_name: suggested_name(&t.name),
                     name: t.name.into_owned(),
                     description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
                     input_schema: Value::Object((*t.input_schema).clone()),
-                    problems: Vec::new(),
                 })
                 .collect())
         };

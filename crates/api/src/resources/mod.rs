@@ -10,6 +10,7 @@ pub(crate) mod executions;
 pub(crate) mod invoke;
 #[cfg(feature = "api-keys")]
 pub(crate) mod keys;
+pub(crate) mod mcp;
 pub(crate) mod openapi;
 pub(crate) mod reports;
 pub(crate) mod sessions;

@@ -639,6 +639,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/activity"), None));
         corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
         corpus.push((Method::POST, format!("{base}/triggers/test"), Some(json!({ "message": "a human please" }))));
+        corpus.push((Method::POST, format!("{base}/tools/{tool}/refresh"), Some(json!({}))));
+        let mcp_server = json!({ "url": "https://127.0.0.1:9/mcp", "secretRef": "hooks" });
+        corpus.push((Method::POST, format!("{base}/tools/discover"), Some(mcp_server)));
         corpus.push((Method::GET, format!("{base}/approvals"), None));
         corpus.push((Method::GET, format!("{base}/approvals/{approval}"), None));
         corpus.push((Method::POST, format!("{base}/approvals/{approval}/approve"), Some(json!({}))));
@@ -699,6 +702,9 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         // then nothing is found, nothing is changed, and no acme data appears in any answer
         if own_tenant_listing_or_public {
             assert_eq!(r.status, 200, "{method} {path}");
+        } else if path == "/tenants/intruder/tools/discover" {
+            // its own tenant's listing of a server, which the address rules refuse
+            assert_eq!(r.status, 422, "{method} {path} → {}", r.body);
         } else if path == "/tenants" || path == "/tenants/intruder" && method != Method::GET {
             // the platform's: an owner's role does not reach it (its own tenant's status,
             // limits and deletion are an admin's), whatever it names

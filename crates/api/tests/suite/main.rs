@@ -2,7 +2,7 @@
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
 //! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
-//! body replayed (`fuzz_corpus`), the contract served as JSON (`openapi`), the API's two halves on
+//! body replayed (`fuzz_corpus`), tools of an MCP server (`mcp`), the contract served as JSON (`openapi`), the API's two halves on
 //! AWS behind the template's gateway (`split`), turns started by manual and webhook triggers
 //! (`starts`), traffic splits between agents (`traffic_splits`), the trigger tester
 //! (`trigger_test`), kept
@@ -14,6 +14,7 @@ mod common;
 mod contracts;
 mod extract;
 mod fuzz_corpus;
+mod mcp;
 mod openapi;
 mod split;
 mod starts;

@@ -26,6 +26,8 @@ struct Options {
     rate_limit: usize,
     read_timeout: Duration,
     secrets_file: Option<PathBuf>,
+    /// `--allow-private-webhooks`: tools (webhooks, MCP servers) on loopback over http.
+    allow_private: bool,
 }
 
 impl Options {
@@ -36,7 +38,11 @@ impl Options {
             rate_limit: 600,
             read_timeout: Duration::from_secs(10),
             secrets_file: None,
+            allow_private: false,
         };
+        // The one flag without a value.
+        o.allow_private = flags.contains(&"--allow-private-webhooks");
+        let flags: Vec<&str> = flags.iter().copied().filter(|f| *f != "--allow-private-webhooks").collect();
         for pair in flags.chunks(2) {
             match pair {
                 ["--tenant", file] => o.tenants.push(PathBuf::from(file)),
@@ -125,7 +131,8 @@ async fn open(data_dir: &Path, o: &Options) -> Arc<Embedded> {
         Some(path) => Arc::new(switchboard_embedded::FileSecrets::open(path).unwrap()),
         None => Arc::new(NoSecrets),
     };
-    let webhooks = Arc::new(HttpWebhookCaller::new(WebhookPolicy::default(), secrets.clone()).unwrap());
+    let policy = WebhookPolicy { allow_http: o.allow_private, allow_private: o.allow_private };
+    let webhooks = Arc::new(HttpWebhookCaller::new(policy, secrets.clone()).unwrap());
     let visibility = Duration::from_secs(120);
     let options = EmbeddedOptions {
         workers: 2,
