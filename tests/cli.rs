@@ -843,15 +843,17 @@ async fn replay_says_an_execution_takes_the_same_actions_and_fails_for_one_it_ca
 
 /// A stand-in for a server that does not replay (the AWS internal API): `POST …/replay` answers
 /// `501` as it does; everything else goes to `server`. Its base URL; it stops with the runtime.
-async fn not_replaying(server: &Server) -> String {
+/// A stand-in for `server` that answers 501 to a `POST` whose path ends with one of `suffixes`,
+/// as the AWS internal API does for what it does not offer, and forwards everything else.
+async fn answering_501(server: &Server, suffixes: &'static [&'static str]) -> String {
     use axum::http::{Method, StatusCode, Uri};
     let base = server.base.clone();
     let forward = move |method: Method, uri: Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let base = base.clone();
         async move {
-            if method == Method::POST && uri.path().ends_with("/replay") {
+            if method == Method::POST && suffixes.iter().any(|s| uri.path().ends_with(s)) {
                 let problem = serde_json::json!({ "type": "about:blank", "title": "Not Implemented", "status": 501,
-                    "detail": "replay needs the embedded profile's engine" });
+                    "detail": "not offered by this deployment" });
                 return (
                     StatusCode::NOT_IMPLEMENTED,
                     [("content-type", "application/problem+json")],
@@ -891,7 +893,7 @@ async fn replay_runs_here_when_the_server_does_not_and_gives_the_servers_verdict
     assert!(served["recorded"]["toolCalls"].as_array().is_some_and(|c| !c.is_empty()), "a turn with a tool call");
     assert_eq!(local, served, "the same report, made here");
     // a server that answers 501 for replay: the CLI says so and replays here
-    let stand_in = not_replaying(&server).await;
+    let stand_in = answering_501(&server, &["/replay"]).await;
     let run = |args: &[&str]| {
         bin()
             .args(args)
@@ -1080,4 +1082,91 @@ async fn an_operator_lists_and_decides_approvals_with_the_cli() {
     assert!(cancelled.starts_with("cancelled approval ") && cancelled.contains("goes to a human"), "{cancelled}");
     let err = cli.fails(&["sessions", "cancel", session, "--reason", "again"]);
     assert!(err.contains("409"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_of_an_mcp_server_are_added_listed_and_refreshed_with_the_cli_and_a_turn_calls_one() {
+    use serde_json::json;
+    use switchboard_testkit::mcp::{OrdersServer, TOKEN};
+    // given a tenant's MCP server built on the official Python SDK, and its token as a secret
+    let mut orders = OrdersServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets =
+        write(dir.path(), "secrets.json", &json!({ "acme": { "mcp": format!("Bearer {TOKEN}") } }).to_string());
+    let rules = json!({ "rules": [
+        { "when": { "afterTool": "orders_lookup_order" }, "then": { "text": "Your order has shipped." } },
+        { "then": { "toolCalls": [{ "name": "orders_lookup_order", "input": { "order": { "id": "4321" } } }] } }
+    ] });
+    let script = write(dir.path(), "script.json", &rules.to_string());
+    let data = dir.path().join("data");
+    let server =
+        Server::start_with_script(&data, Path::new(&script), &["--secrets-file", &secrets, "--allow-private-webhooks"]);
+    let cli = Cli { key: create_tenant(&data, "acme"), server: &server };
+
+    // when one of its tools is added
+    let unknown = cli.fails(&["tools", "mcp", "add", &orders.url, "--secret-ref", "mcp", "--allow", "nope"]);
+    assert!(unknown.contains("no tool 'nope' (it has lookup_order, cancel_order, slow_lookup)"), "{unknown}");
+    let no_token = cli.fails(&["tools", "mcp", "add", &orders.url]);
+    assert!(no_token.contains("refused the credential"), "{no_token}");
+    let add =
+        ["tools", "mcp", "add", &orders.url, "--secret-ref", "mcp", "--allow", "lookup_order", "--prefix", "orders_"];
+    let added: Value = serde_json::from_str(&cli.ok(&[&add[..], &["-o", "json"]].concat())).unwrap();
+    let tool_id = added[0]["toolId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (added[0]["name"].as_str(), added[0]["handler"]["tool"].as_str()),
+        (Some("orders_lookup_order"), Some("lookup_order"))
+    );
+    let listed = cli.ok(&["tools", "mcp", "list"]);
+    assert!(
+        listed.contains(&orders.url) && listed.contains(&tool_id) && listed.contains("orders_lookup_order"),
+        "{listed}"
+    );
+
+    // then an agent's turn calls it on the server
+    let agent = write(
+        dir.path(),
+        "agent.json",
+        &json!({ "name": "Orders", "systemPrompt": "You look orders up.",
+        "model": "m", "tools": ["send_message", tool_id] })
+        .to_string(),
+    );
+    let agent_id = last_word(&cli.ok(&["agents", "create", "-f", &agent]));
+    let trigger = write(
+        dir.path(),
+        "trigger.json",
+        &json!({ "name": "all", "agentId": agent_id, "eventType": "message.new" }).to_string(),
+    );
+    cli.ok(&["triggers", "create", "-f", &trigger]);
+    let answered = say(&server, "mcp-1", "Where is order 4321?").await;
+    let call = &answered["execution"]["toolCalls"][0];
+    assert_eq!(call["output"], json!({ "status": "shipped", "order": "4321" }), "{answered}");
+    assert_eq!(orders.next_call()["arguments"], json!({ "order": { "id": "4321" } }));
+    assert_eq!(cli.ok(&["tools", "mcp", "refresh"]).trim(), format!("{tool_id} orders_lookup_order: unchanged"));
+
+    // and against a deployment whose API lists no server, the CLI lists it from here
+    let stand_in = answering_501(&server, &["/discover", "/refresh"]).await;
+    let here = |args: &[&str], env: &[(&str, String)]| {
+        let mut cmd = bin();
+        cmd.args(args).args(["--endpoint", &stand_in, "--tenant", "acme"]).env("SWITCHBOARD_API_KEY", &cli.key);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let add = ["tools", "mcp", "add", &orders.url, "--secret-ref", "mcp", "--allow", "cancel_order"];
+    let refused = here(&add, &[]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--credential-env"));
+    let token = [("MCP_TOKEN", format!("Bearer {TOKEN}"))];
+    let added = here(&[&add[..], &["--credential-env", "MCP_TOKEN", "--allow-private"]].concat(), &token);
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    assert!(String::from_utf8_lossy(&added.stderr).contains("from here"));
+    assert!(stdout(&added).contains("cancel_order (cancel_order on"), "{}", stdout(&added));
+    let refreshed =
+        here(&["tools", "mcp", "refresh", &tool_id, "--credential-env", "MCP_TOKEN", "--allow-private"], &token);
+    assert_eq!(
+        stdout(&refreshed).trim(),
+        format!("{tool_id} orders_lookup_order: unchanged"),
+        "{}",
+        String::from_utf8_lossy(&refreshed.stderr)
+    );
 }

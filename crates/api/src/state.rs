@@ -51,6 +51,10 @@ pub struct ApiState {
     pub replayer: Option<Arc<dyn Replayer>>,
     /// Tenant secrets, for verifying webhook triggers' deliveries.
     pub secrets: Arc<dyn Secrets>,
+    /// What lists tenants' MCP servers for `…/tools/discover` and `…/tools/{id}/refresh`
+    /// (embedded: the caller the turns use). `None`: this deployment's API calls no tenant's
+    /// server (the AWS internal-api, which links no outbound caller); those routes answer 501.
+    pub tool_servers: Option<Arc<dyn switchboard_engine::WebhookCaller>>,
 }
 
 /// Runs an execution again from its record (`POST …/executions/{e}/replay`).

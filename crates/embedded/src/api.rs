@@ -125,6 +125,7 @@ pub fn api_state(embedded: &Arc<Embedded>, requests_per_minute: usize, body_time
             model: embedded.executor.deps().model.clone(),
         })),
         secrets: embedded.secrets(),
+        tool_servers: Some(embedded.executor.deps().webhooks.clone()),
     }
 }
 

@@ -167,17 +167,22 @@ fn from_transport(error: &TransportError) -> WebhookError {
             }
             AttemptError::Answer(_) => WebhookError::Protocol("an unexpected answer".into()),
         },
-        StreamableHttpError::HttpStatus(status) => {
-            WebhookError::Protocol(format!("the server answered HTTP {}", status.status))
-        }
-        StreamableHttpError::AuthRequired(_) => {
-            WebhookError::Protocol("the server refused the credential (HTTP 401)".into())
-        }
-        StreamableHttpError::InsufficientScope(_) => {
-            WebhookError::Protocol("the credential does not reach this tool (HTTP 403)".into())
-        }
+        StreamableHttpError::HttpStatus(status) => WebhookError::Http { status: status.status },
+        StreamableHttpError::AuthRequired(_) => WebhookError::Http { status: 401 },
+        StreamableHttpError::InsufficientScope(_) => WebhookError::Http { status: 403 },
+        // What the SDK reports of any other HTTP error: `HTTP 401 Unauthorized: <body>`.
+        StreamableHttpError::UnexpectedServerResponse(text) => match http_status(text) {
+            Some(status) => WebhookError::Http { status },
+            None => WebhookError::Protocol(text.to_string()),
+        },
         other => WebhookError::Protocol(other.to_string()),
     }
+}
+
+/// The status of an `HTTP <status> …` description.
+fn http_status(text: &str) -> Option<u16> {
+    let status = text.strip_prefix("HTTP ")?.split([' ', ':']).next()?.parse().ok()?;
+    (400..600).contains(&status).then_some(status)
 }
 
 /// An error and its causes, one after the other.

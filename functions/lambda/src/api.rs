@@ -226,6 +226,8 @@ pub fn state(wiring: &Wiring, limiter: Option<Arc<RateLimiter>>) -> ApiState {
         dead_letters: None,
         replayer: None,
         secrets: wiring.secrets.clone(),
+        // The internal-api makes no call to a tenant's server: the CLI lists MCP servers itself.
+        tool_servers: None,
     }
 }
 

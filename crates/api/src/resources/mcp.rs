@@ -3,7 +3,8 @@
 //! refused of it), and `POST /tenants/{t}/tools/{id}/refresh` copies a server's current
 //! description and schema of one imported tool into a new version of its record, if they changed.
 //! Both call the server (through the same caller as a turn, under the same address rules) within
-//! the request; neither is cached, since the record is the copy an agent uses.
+//! the request; neither is cached, since the record is the copy an agent uses. A deployment whose
+//! API makes no outbound call (the AWS internal-api) answers both 501.
 
 use std::sync::Arc;
 
@@ -110,10 +111,18 @@ pub(crate) async fn refresh(
 
 /// The server's tools, or the problem its failure is for the caller.
 async fn list(state: &ApiState, tenant: &TenantId, server: &McpServer) -> Result<Vec<ListedTool>, Problem> {
-    state.executor.deps().webhooks.list_mcp(tenant, server).await.map_err(|e| match e {
+    let Some(caller) = &state.tool_servers else {
+        return Err(Problem::not_implemented(
+            "this deployment's API calls no tenant's server; `switchboard tools mcp` lists it from your machine",
+        ));
+    };
+    caller.list_mcp(tenant, server).await.map_err(|e| match e {
         WebhookError::Blocked(why) => Problem::unprocessable(format!("the server may not be called: {why}")),
         WebhookError::Secret(why) => Problem::unprocessable(format!("the server's credential: {why}")),
         WebhookError::Timeout { .. } => Problem::gateway_timeout("the MCP server did not answer in time"),
+        WebhookError::Http { status: 401 | 403 } => {
+            Problem::bad_gateway("the MCP server refused the credential: check the secret named by secretRef")
+        }
         other => Problem::bad_gateway(format!("the MCP server could not be listed: {other}")),
     })
 }

@@ -1,6 +1,6 @@
 //! `switchboard agents|triggers|tools|skills <verb>`: list, show, create, update and delete a
 //! tenant's configuration records; `agents invoke` and `triggers run` hand over to
-//! [`super::invoke`], and the
+//! [`super::invoke`], `tools mcp` to [`super::mcp`], and the
 //! history verbs (`versions`, `diff`, `rollback`) to [`super::versions`].
 
 use std::path::{Path, PathBuf};
@@ -80,6 +80,11 @@ pub enum ConfigVerb {
         #[arg(long)]
         stream: bool,
     },
+    /// Tools only: tools of the tenant's MCP servers (add from a server, list, refresh).
+    Mcp {
+        #[command(subcommand)]
+        verb: super::mcp::McpVerb,
+    },
     /// Triggers only: which trigger would answer a message (or an event's detail) and why each
     /// one would or would not; nothing is queued.
     Test {
@@ -147,6 +152,12 @@ pub async fn run(segment: &str, remote: &Remote, verb: ConfigVerb) -> anyhow::Re
             }
             let body = json!({ "input": input, "conversationId": conversation });
             super::invoke::run(&api, &format!("{base}/{id}/run"), &body, stream, remote.format()).await
+        }
+        ConfigVerb::Mcp { verb } => {
+            if segment != "tools" {
+                bail!("mcp works on tools only");
+            }
+            super::mcp::run(&api, &base, tenant(remote)?, verb, remote.format()).await
         }
         ConfigVerb::Test { message, channel, detail } => {
             if segment != "triggers" {

@@ -17,6 +17,7 @@ pub mod executions;
 mod invoke;
 pub mod keys;
 mod local_replay;
+mod mcp;
 mod output;
 pub mod ready;
 pub mod reports;

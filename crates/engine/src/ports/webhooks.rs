@@ -45,6 +45,10 @@ pub enum WebhookError {
     Secret(String),
     #[error("{0}")]
     Invalid(String),
+    /// An MCP server answered an HTTP error instead of the protocol's answer (a refused
+    /// credential, an overloaded server).
+    #[error("the server answered HTTP {status}")]
+    Http { status: u16 },
     /// An MCP server answered outside the protocol (not JSON-RPC, an error instead of a result,
     /// a result of the wrong shape).
     #[error("the server broke the MCP protocol: {0}")]

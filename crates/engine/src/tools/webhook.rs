@@ -121,6 +121,7 @@ pub(super) fn failure(e: &WebhookError) -> (&'static str, u32) {
         WebhookError::Connect { attempts, .. } => ("connect_error", *attempts),
         WebhookError::Secret(_) => ("secret_error", 0),
         WebhookError::Invalid(_) => ("invalid_request", 0),
+        WebhookError::Http { .. } => ("http_error", 1),
         WebhookError::Protocol(_) => ("protocol_error", 1),
     }
 }
