@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use switchboard_domain::message::{Message, Role};
 use switchboard_domain::{Action, AgentId, ExecutionRecord, Recording, Session, Tenant};
 use switchboard_engine::{
-    ConfigRecord, Model, SessionStore, SessionWrite, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
-    WorkItem,
+    ConfigRecord, McpAnswer, McpRequest, Model, SessionStore, SessionWrite, WebhookCaller, WebhookError,
+    WebhookRequest, WebhookResponse, WorkItem,
 };
 
 use crate::sandbox::Sandbox;
@@ -349,10 +349,22 @@ impl WebhookCaller for CaseWebhooks {
                 attempts: 1,
                 host: "eval".into(),
             }),
-            None => Err(WebhookError::Blocked(format!(
-                "evaluation: the case gives no result for {} (toolResults); tools are not called",
-                request.tool_name
-            ))),
+            None => Err(Self::none_for(&request.tool_name)),
         }
+    }
+
+    /// A tool of an MCP server answers the case's result as its structured content (a string as
+    /// its text).
+    async fn call_mcp(&self, request: &McpRequest) -> Result<McpAnswer, WebhookError> {
+        let result = self.0.get(&request.tool_name).ok_or_else(|| Self::none_for(&request.tool_name))?;
+        Ok(McpAnswer::reading(result, false, "eval"))
+    }
+}
+
+impl CaseWebhooks {
+    fn none_for(tool: &str) -> WebhookError {
+        WebhookError::Blocked(format!(
+            "evaluation: the case gives no result for {tool} (toolResults); tools are not called"
+        ))
     }
 }

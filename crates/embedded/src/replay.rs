@@ -26,9 +26,9 @@ use switchboard_domain::{
 };
 use switchboard_engine::recorded::{self, CallContent};
 use switchboard_engine::{
-    ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecOutcome, ExecutionLog, Model, ModelError, ModelRequest,
-    ModelResponse, SessionStore, SessionWrite, StopReason, StoreError, TurnCommit, WebhookCaller, WebhookError,
-    WebhookRequest, WebhookResponse, WorkItem,
+    ConfigAdmin, ConfigKind, ConfigRecord, ConfigStore, ExecOutcome, ExecutionLog, McpAnswer, McpRequest, Model,
+    ModelError, ModelRequest, ModelResponse, SessionStore, SessionWrite, StopReason, StoreError, TurnCommit,
+    WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem,
 };
 
 use crate::sandbox::Sandbox;
@@ -589,12 +589,15 @@ impl RecordedWebhooks {
     }
 
     fn find(&self, request: &WebhookRequest) -> Option<&Recorded> {
-        if !self.by_call {
-            return self.answers.iter().find(|a| a.key == request.idempotency_key);
-        }
         let sent: Value = serde_json::from_slice(&request.body).ok()?;
-        let arguments = sent.get("arguments")?;
-        self.answers.iter().find(|a| a.tool == request.tool_name && &a.input == arguments)
+        self.find_call(&request.tool_name, &request.idempotency_key, sent.get("arguments")?)
+    }
+
+    fn find_call(&self, tool: &str, key: &str, arguments: &Value) -> Option<&Recorded> {
+        if !self.by_call {
+            return self.answers.iter().find(|a| a.key == key);
+        }
+        self.answers.iter().find(|a| a.tool == tool && &a.input == arguments)
     }
 }
 
@@ -623,6 +626,29 @@ impl WebhookCaller for RecordedWebhooks {
             "connect_error" => Err(WebhookError::Connect { message: "as recorded".into(), attempts }),
             "secret_error" => Err(WebhookError::Secret("as recorded".into())),
             "invalid_request" => Err(WebhookError::Invalid("as recorded".into())),
+            _ => Err(WebhookError::Blocked("as recorded".into())),
+        }
+    }
+
+    /// A tool of an MCP server answers what the model read of it, or fails as it failed.
+    async fn call_mcp(&self, request: &McpRequest) -> Result<McpAnswer, WebhookError> {
+        let arguments = Value::Object(request.arguments.clone());
+        let Some(Recorded { output, audit, .. }) =
+            self.find_call(&request.tool_name, &request.idempotency_key, &arguments)
+        else {
+            return Err(WebhookError::Blocked(
+                "replay: the record has no result for this call (tools are not called again)".into(),
+            ));
+        };
+        let attempts = audit.attempts;
+        match audit.outcome.as_str() {
+            "ok" => Ok(McpAnswer::reading(output, false, &audit.host)),
+            "tool_error" => Ok(McpAnswer::reading(output, true, &audit.host)),
+            "http_error" => Err(WebhookError::Http { status: audit.status.unwrap_or(500) }),
+            "protocol_error" => Err(WebhookError::Protocol("as recorded".into())),
+            "timeout" => Err(WebhookError::Timeout { attempts }),
+            "connect_error" => Err(WebhookError::Connect { message: "as recorded".into(), attempts }),
+            "secret_error" => Err(WebhookError::Secret("as recorded".into())),
             _ => Err(WebhookError::Blocked("as recorded".into())),
         }
     }

@@ -678,6 +678,14 @@ impl WebhookCaller for Faulty<dyn WebhookCaller> {
         let error = |message| WebhookError::Connect { message, attempts: 1 };
         self.faults.around("webhooks.call", error, self.inner.call(request)).await
     }
+
+    async fn call_mcp(
+        &self,
+        request: &switchboard_engine::McpRequest,
+    ) -> Result<switchboard_engine::McpAnswer, WebhookError> {
+        let error = |message| WebhookError::Connect { message, attempts: 1 };
+        self.faults.around("webhooks.call_mcp", error, self.inner.call_mcp(request)).await
+    }
 }
 
 // ---- the property's world: generated conversations, a model and a webhook that answer them ----

@@ -50,6 +50,7 @@ fn call(server: &McpServer, tool: &str, arguments: Value) -> McpRequest {
         tool_name: tool.to_owned(),
         handler: McpHandler::on(server, tool),
         arguments: arguments.as_object().cloned().unwrap(),
+        idempotency_key: "k-1".into(),
     }
 }
 

@@ -12,8 +12,8 @@ use switchboard_aws::{
 };
 use switchboard_domain::{PriceTable, Provider, TenantId};
 use switchboard_engine::{
-    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Limits, Model, PortLayer,
-    Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
+    ConversationError, Conversations, Deps, Engine, Executor, HistoryMessage, Intake, Limits, McpAnswer, McpRequest,
+    Model, PortLayer, Secrets, Sent, SystemClock, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse,
 };
 use switchboard_models::{DefaultModel, ModelSettings, Models};
 use switchboard_webhooks::{HttpWebhookCaller, WebhookPolicy};
@@ -278,19 +278,34 @@ impl LazyWebhooks {
     }
 }
 
-#[async_trait]
-impl WebhookCaller for LazyWebhooks {
-    async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
+impl LazyWebhooks {
+    fn caller(&self) -> Result<&HttpWebhookCaller, WebhookError> {
         let caller = self.caller.get_or_init(|| {
             HttpWebhookCaller::new(self.policy, self.secrets.clone()).inspect_err(|e| {
                 // Kept for the container's life: every webhook tool call answers with it.
                 tracing::error!(error = %e, "the webhook client could not be built");
             })
         });
-        match caller {
-            Ok(caller) => caller.call(request).await,
-            Err(e) => Err(e.clone()),
-        }
+        caller.as_ref().map_err(Clone::clone)
+    }
+}
+
+#[async_trait]
+impl WebhookCaller for LazyWebhooks {
+    async fn call(&self, request: &WebhookRequest) -> Result<WebhookResponse, WebhookError> {
+        self.caller()?.call(request).await
+    }
+
+    async fn call_mcp(&self, request: &McpRequest) -> Result<McpAnswer, WebhookError> {
+        self.caller()?.call_mcp(request).await
+    }
+
+    async fn list_mcp(
+        &self,
+        tenant: &switchboard_domain::TenantId,
+        server: &switchboard_domain::mcp::McpServer,
+    ) -> Result<Vec<switchboard_domain::mcp::ListedTool>, WebhookError> {
+        self.caller()?.list_mcp(tenant, server).await
     }
 }
 

@@ -85,6 +85,11 @@ async fn an_mcp_servers_tool_is_discovered_imported_called_by_a_turn_and_refresh
         json!({ "tool": "lookup_order", "arguments": { "order": { "id": "1234", "channel": "web" } } })
     );
     assert!(!turn.to_string().contains(TOKEN), "the credential is in no record");
+    // and replayed from the record, the MCP server is not called again and the actions are the same
+    let replayed = api
+        .post(&format!("/tenants/acme/executions/{}/replay", turn["executionId"].as_str().unwrap()), json!({}))
+        .await;
+    assert_eq!(replayed.body["same"], true, "{}", replayed.body);
 
     // arguments that break the server's schema are refused before the server sees them
     let bad = record(&api, &invoke, "c-2", "a bad one").await;

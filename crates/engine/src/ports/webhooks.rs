@@ -65,6 +65,9 @@ pub struct McpRequest {
     pub tool_name: String,
     pub handler: McpHandler,
     pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// The call's idempotency key (stable across redeliveries), as a webhook's; not sent, since
+    /// `tools/call` has no such member: it lets a replay find the recorded answer.
+    pub idempotency_key: String,
 }
 
 /// What a tool of an MCP server answered: its `CallToolResult`.
@@ -79,6 +82,22 @@ pub struct McpAnswer {
     /// Bytes of the result as received.
     pub bytes: usize,
     pub host: String,
+}
+
+impl McpAnswer {
+    /// An answer the model reads as `output` (what a record keeps of a call), for a replay or an
+    /// evaluation that answers from it: a string is one text block, an array the blocks, anything
+    /// else the structured content; a tool's error is `{"error", "content"}`.
+    pub fn reading(output: &serde_json::Value, is_error: bool, host: &str) -> Self {
+        use serde_json::{Value, json};
+        let read = if is_error { output.get("content").unwrap_or(output) } else { output };
+        let (content, structured) = match read {
+            Value::String(text) => (vec![json!({ "type": "text", "text": text })], None),
+            Value::Array(blocks) => (blocks.clone(), None),
+            other => (vec![json!({ "type": "text", "text": other.to_string() })], Some(other.clone())),
+        };
+        Self { content, structured, is_error, bytes: output.to_string().len(), host: host.to_owned() }
+    }
 }
 
 /// Calls tenant webhooks ([`WebhookRequest`]) and the tools of their MCP servers

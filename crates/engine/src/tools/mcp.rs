@@ -18,6 +18,7 @@ pub(super) async fn run(
     tool: &Tool,
     handler: &McpHandler,
     input: &Value,
+    key: &str,
 ) -> (ToolOutcome, WebhookAudit) {
     let host = host_of(&handler.url);
     if let Some(refused) = check_arguments(tool, input) {
@@ -29,6 +30,7 @@ pub(super) async fn run(
         tool_name: tool.name.clone(),
         handler: handler.clone(),
         arguments,
+        idempotency_key: key.to_owned(),
     };
     match deps.webhooks.call_mcp(&request).await {
         Ok(answer) => {
@@ -85,5 +87,20 @@ mod tests {
             output(&answer(text, Some(json!({})), true)),
             json!({ "error": "the tool reported an error", "content": "shipped" })
         );
+    }
+
+    #[test]
+    fn an_answer_made_from_what_the_model_read_reads_the_same() {
+        for (read, is_error) in [
+            (json!("shipped"), false),
+            (json!({ "status": "shipped" }), false),
+            (
+                json!([{ "type": "text", "text": "a" }, { "type": "image", "data": "AA==", "mimeType": "image/png" }]),
+                false,
+            ),
+            (json!({ "error": "the tool reported an error", "content": "cannot" }), true),
+        ] {
+            assert_eq!(output(&McpAnswer::reading(&read, is_error, "h")), read);
+        }
     }
 }

@@ -23,7 +23,7 @@ pub(crate) async fn run(
 ) -> (ToolOutcome, WebhookAudit) {
     let handler = match &tool.handler {
         ToolHandler::Webhook(handler) => handler,
-        ToolHandler::Mcp(handler) => return super::mcp::run(deps, item, tool, handler, input).await,
+        ToolHandler::Mcp(handler) => return super::mcp::run(deps, item, tool, handler, input, key).await,
     };
     let host = host_of(&handler.url);
     let audit = |outcome: &str, status: Option<u16>, attempts: u32, bytes: usize, truncated: bool| {
