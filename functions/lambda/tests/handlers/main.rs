@@ -6,7 +6,8 @@
 //! a handoff event on the bus, with the AWS requests of router and executor counted. The
 //! executor's faults are driven through a real FIFO queue with the test acting as the Lambda
 //! poller (a poison body until the dead-letter queue; Bedrock throttling, then recovery), and
-//! its webhook tools call a loopback receiver, signed with a secret read from Secrets Manager.
+//! its webhook tools call a loopback receiver, signed with a secret read from Secrets Manager, and
+//! its MCP tools a server on the official Python SDK (`mcp`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use switchboard_testkit::aws as common;
@@ -45,6 +46,7 @@ const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 mod approvals;
 mod bursts;
 mod faults;
+mod mcp;
 mod standin;
 mod triggers;
 
