@@ -55,6 +55,11 @@ pub(crate) async fn discover(
     Ok(Json(json!({ "tools": tools })).into_response())
 }
 
+/// The body of a refresh: `{}` (nothing to say yet; a member is refused at its pointer).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RefreshBody {}
+
 /// `POST /tenants/{t}/tools/{id}/refresh` (`If-Match` optional): lists the tool's server again
 /// and, if the server's description or schema of it changed, writes them as the record's next
 /// version. Answers `{changed, tool}`; 409 if the tool is not one of an MCP server or the server
@@ -65,6 +70,7 @@ pub(crate) async fn refresh(
     Tenant(t): Tenant,
     Path((_, id)): Path<(String, String)>,
     headers: HeaderMap,
+    JsonBody(RefreshBody {}): JsonBody<RefreshBody>,
 ) -> Result<Response, Problem> {
     let kind = ConfigKind::Tool;
     let id = canonical_id(kind, &id).ok_or_else(|| not_found(kind, &id))?;

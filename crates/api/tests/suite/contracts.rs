@@ -252,6 +252,11 @@ impl<'a> Api<'a> {
         }
     }
 
+    /// A client of another server, remembering what it exercised with this one.
+    fn on(&self, server: &Server, key: &str) -> Api<'a> {
+        Api { base: server.base.clone(), ..self.with_key(Some(key)) }
+    }
+
     fn with_key(&self, key: Option<&str>) -> Api<'a> {
         Api {
             spec: self.spec,
@@ -1016,9 +1021,39 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert_eq!(api.post(&format!("{unknown}/approve"), json!({})).await.status, StatusCode::NOT_FOUND);
     assert_eq!(api.post(&format!("{unknown}/deny"), json!({ "reason": "no" })).await.status, StatusCode::NOT_FOUND);
 
+    // -- tools of an MCP server (on a server that may call loopback, for the SDK's server) ----
+    mcp_tools(&api).await;
+
     // -- every documented operation was exercised, and every one is served -------------------
     let missing: Vec<_> = spec.operations().difference(&api.seen()).cloned().collect();
     assert!(missing.is_empty(), "documented but not exercised: {missing:?}");
+}
+
+/// An MCP server's tools discovered, one imported and refreshed, and the refusals, on a server
+/// with loopback tools allowed; here, where they are not, the address is refused.
+async fn mcp_tools(api: &Api<'_>) {
+    use switchboard_testkit::mcp::{OrdersServer, TOKEN};
+    let orders = OrdersServer::start();
+    let refused = api.post("/tenants/acme/tools/discover", json!({ "url": orders.url })).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    std::fs::write(&secrets, json!({ "acme": { "mcp": format!("Bearer {TOKEN}") } }).to_string()).unwrap();
+    let data = dir.path().join("data");
+    let local = Server::start(&data, &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"]);
+    let api = api.on(&local, &crate::common::create_tenant(&local, "acme"));
+    let server = json!({ "url": orders.url, "secretRef": "mcp", "timeoutMs": 5000 });
+    let found = api.post("/tenants/acme/tools/discover", server.clone()).await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    let created = api.post("/tenants/acme/tools", found.body["tools"][0]["tool"].clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let refresh = format!("/tenants/acme/tools/{}/refresh", created.str("/toolId"));
+    let refreshed = api.post(&refresh, json!({})).await;
+    assert_eq!(refreshed.body["changed"], false, "{} {}", refreshed.status, refreshed.body);
+    let bad = api.post("/tenants/acme/tools/discover", json!({ "url": orders.url, "timeoutMs": 0 })).await;
+    assert_eq!(bad.pointers(), ["/timeoutMs"]);
+    let down = api.post("/tenants/acme/tools/discover", json!({ "url": orders.broken_url })).await;
+    assert_eq!(down.status, StatusCode::BAD_GATEWAY, "{}", down.body);
 }
 
 /// The router's own 404 (`no such route`) and 405 mean the route is not served.
