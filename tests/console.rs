@@ -7,7 +7,9 @@
 //! waits for approval is approved from the inbox with an edited order number. A builder makes an
 //! agent and a trigger in the forms (a refusal shown at its field), tests the trigger, edits the
 //! prompt and rolls it back (the next conversations answered by each prompt in turn), and reads
-//! the session monitor and runs a manual trigger, every control labelled and reachable by keyboard. Screenshots of each screen
+//! the session monitor and runs a manual trigger, every control labelled and reachable by keyboard;
+//! and imports a tool from an MCP server built on the official Python SDK, its schema shown,
+//! and refreshes it. Screenshots of each screen
 //! are written to `target/console-screenshots/` (look at them after a change to the page).
 //!
 //! `scripts/test.sh` installs chromium and chromium-driver; only when it cannot does it set
@@ -715,6 +717,70 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
     let ran = admin.get("/tenants/acme/conversations/c-run/sessions").await;
     assert_eq!(ran.body["sessions"].as_array().map(Vec::len), Some(1), "{:?}", ran.body);
     every_control_is_labelled_and_reachable(&b, "manual trigger").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_builder_imports_a_tool_from_an_mcp_server_and_refreshes_it_in_a_real_browser() {
+    use switchboard_testkit::mcp::{OrdersServer, TOKEN};
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's MCP test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    // a tenant's MCP server built on the official Python SDK, its token the tenant's secret `mcp`
+    let orders = OrdersServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    std::fs::write(&secrets, json!({ "acme": { "mcp": format!("Bearer {TOKEN}") } }).to_string()).unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--secrets-file", secrets.to_str().unwrap(), "--allow-private-webhooks"]);
+    let admin = Api::new(&server, &server.admin);
+    assert_eq!(admin.post("/tenants", json!({ "tenantId": "acme", "name": "Acme" })).await.status, 201);
+    let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Bea", "role": "builder" })).await;
+    let key = issued.body["key"].as_str().unwrap().to_owned();
+    let api = Api::new(&server, &key);
+    let shots = common::workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = Browser::open(&driver, &shots).await;
+    b.go(&format!("{}/console/", server.base)).await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#who", "Bea (builder)").await;
+
+    // the server's tools listed: a timeout out of range is named at its field first
+    b.click("a[href='#/tools']").await;
+    b.type_into("#mcp-url", &orders.url).await;
+    b.type_into("#mcp-timeout", "0").await;
+    b.click("#mcp-form button[type=submit]").await;
+    b.wait_text("[data-pointer='/timeoutMs'] .field-error", "/timeoutMs").await;
+    b.type_into("#mcp-timeout", "5000").await;
+    b.type_into("#mcp-secret", "mcp").await;
+    b.click("#mcp-form button[type=submit]").await;
+    b.wait_text("#status", "The server lists 3 tools").await;
+    let listed = b.text("#mcp-tools").await;
+    assert!(listed.contains("lookup_order") && listed.contains("Finds an order's status."), "{listed}");
+    // each with the schema the server gave (Pydantic's, with $defs)
+    b.click("[data-mcp-tool='lookup_order'] summary").await;
+    let schema = b.text("[data-mcp-tool='lookup_order'] pre").await;
+    assert!(schema.contains("$defs") && schema.contains("OrderRef"), "{schema}");
+    every_control_is_labelled_and_reachable(&b, "the tools page").await;
+    b.js("document.getElementById('mcp-h').scrollIntoView()").await;
+    b.shot("12-mcp-tools").await;
+    b.shot_for_docs(&common::workspace_root().join("docs/console"), "mcp-tools").await;
+
+    // added as the server describes it, then refreshed: unchanged
+    b.click("[data-mcp-tool='lookup_order'] button").await;
+    b.wait_text("#status", "Added tool lookup_order").await;
+    b.wait_text("h1", "Tool lookup_order").await;
+    let tools = api.get("/tenants/acme/tools?limit=100").await.body;
+    let tool = tools["items"].as_array().unwrap().iter().find(|t| t["name"] == "lookup_order").unwrap().clone();
+    assert_eq!((tool["handler"]["type"].as_str(), tool["handler"]["url"].as_str()), (Some("mcp"), Some(orders.url.as_str())));
+    b.click("#mcp-refresh").await;
+    b.wait_text("#mcp-refreshed", "Unchanged").await;
+    // the list says where it comes from
+    b.click("a[href='#/tools']").await;
+    b.wait_text("#tools-list", "MCP: lookup_order on 127.0.0.1").await;
     b.close().await;
 }
 

@@ -1,4 +1,5 @@
-// The console's builder pages: agents and triggers written as forms, tools and skills as JSON,
+// The console's builder pages: agents and triggers written as forms, tools and skills as JSON
+// (tools also imported from an MCP server, with their schemas, and refreshed from it),
 // each refusal of the server shown next to the field its pointer names; the kept versions of a
 // record with a diff and a rollback; the trigger tester beside the trigger form; and a monitor
 // of every session of the tenant, kept live. Same conventions as console.js: plain DOM, no
@@ -154,7 +155,7 @@ export async function list(kind) {
   const describe = {
     agents: (a) => [a.type || "standard", a.model],
     triggers: (tr) => [tr.eventType, `priority ${tr.priority}${tr.split ? ` · split ${tr.split.map((v) => `${v.name} ${v.weight}`).join(" / ")}` : ""}`],
-    tools: (tool) => [tool.type, tool.description],
+    tools: (tool) => [toolKind(tool), tool.description],
     skills: (s) => [s.description || "", (s.tools || []).join(", ")],
   }[kind];
   const rows = items.filter((r) => r[k.id]).map((r) => h.el("tr", { "data-id": r[k.id] },
@@ -167,7 +168,101 @@ export async function list(kind) {
     configures() ? h.el("p", {}, h.el("a", { href: `#/${k.one}/new`, id: `new-${k.one}`, class: "button" }, `New ${k.one}`)) : null,
     h.el("table", { id: `${kind}-list` },
       h.el("thead", {}, h.el("tr", {}, ["Name", "Kind", "About", "Status", "Version"].map((c) => h.el("th", { scope: "col" }, c)))),
-      h.el("tbody", {}, rows.length ? rows : h.el("tr", {}, h.el("td", { colspan: "5", class: "muted" }, `No ${kind} yet.`)))));
+      h.el("tbody", {}, rows.length ? rows : h.el("tr", {}, h.el("td", { colspan: "5", class: "muted" }, `No ${kind} yet.`)))),
+    kind === "tools" && configures() ? mcpImport() : null);
+}
+
+/** What a tool is: built in, a webhook, or a tool of an MCP server (by its name there). */
+function toolKind(tool) {
+  if (!tool.handler) return tool.type;
+  if (tool.handler.type !== "mcp") return tool.handler.type;
+  let host = tool.handler.url;
+  try { host = new URL(tool.handler.url).host; } catch { /* shown as written */ }
+  return `MCP: ${tool.handler.tool} on ${host}`;
+}
+
+// ---------- tools of an MCP server ----------
+
+/** A form that lists an MCP server's tools (the server calls it), each with its schema and an
+ *  "Add" that creates it as the server describes it, or what would be refused of it. */
+function mcpImport() {
+  const url = text("", { type: "url", placeholder: "https://tools.example.com/mcp" });
+  const secret = text("");
+  const timeout = number(10000, { min: "1", max: "30000" });
+  const found = h.el("div", { id: "mcp-found", "aria-live": "polite" });
+  const submit = async (form) => {
+    const server = { url: url.value.trim(), timeoutMs: optional(timeout) };
+    if (secret.value.trim()) server.secretRef = secret.value.trim();
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const listed = await h.api("POST", `${base("tools")}/discover`, server);
+      showErrors(form, []);
+      found.replaceChildren(discovered(listed.tools));
+      h.say(`The server lists ${listed.tools.length} tool${listed.tools.length === 1 ? "" : "s"}.`);
+    } catch (e) {
+      found.replaceChildren();
+      h.say(e.message, true);
+      showErrors(form, e.errors && e.errors.length ? e.errors : [{ pointer: "", detail: e.message }]);
+    } finally {
+      button.disabled = false;
+    }
+  };
+  const form = h.el("form", { class: "stack builder", id: "mcp-form", novalidate: true, onsubmit: (ev) => { ev.preventDefault(); submit(ev.target); } },
+    h.el("ul", { class: "form-errors", tabindex: "-1", hidden: true, "aria-label": "What the server refused" }),
+    field("mcp-url", "The server's MCP endpoint", url, "/url", "Streamable HTTP; its address must be public unless the server allows private ones."),
+    field("mcp-secret", "Secret holding its credential (optional)", secret, "/secretRef", "Sent as the Authorization header."),
+    field("mcp-timeout", "Timeout (ms)", timeout, "/timeoutMs"),
+    h.el("div", {}, h.el("button", { type: "submit" }, "List its tools")));
+  return h.el("section", { class: "card", "aria-labelledby": "mcp-h" }, h.el("h2", { id: "mcp-h" }, "Tools from an MCP server"), form, found);
+}
+
+/** The tools a server listed: name, description, schema, and "Add" or why it cannot be. */
+function discovered(tools) {
+  const rows = tools.map((t, i) => {
+    const schema = h.el("details", {}, h.el("summary", {}, "Schema"), h.el("pre", { class: "json" }, JSON.stringify(t.inputSchema, null, 2)));
+    const problems = (t.problems || []).map((p) => `${p.pointer}: ${p.detail}`);
+    const add = h.el("button", { type: "button", id: `mcp-add-${i}`, onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        const saved = await h.api("POST", base("tools"), t.tool);
+        h.sayAcross(`Added tool ${saved.name} (${t.name} on the server).`);
+        location.hash = `#/tool/${saved.toolId}`;
+      } catch (e) {
+        ev.target.disabled = false;
+        h.say(e.message, true);
+      }
+    } }, `Add as ${t.tool.name}`);
+    return h.el("tr", { "data-mcp-tool": t.name },
+      h.el("td", {}, h.el("code", {}, t.name)), h.el("td", {}, t.description || "—"), h.el("td", {}, schema),
+      h.el("td", {}, problems.length ? h.el("ul", { class: "field-error" }, problems.map((p) => h.el("li", {}, p))) : add));
+  });
+  return h.el("table", { id: "mcp-tools" },
+    h.el("thead", {}, h.el("tr", {}, ["On the server", "About", "Arguments", ""].map((c) => h.el("th", { scope: "col" }, c)))),
+    h.el("tbody", {}, rows.length ? rows : h.el("tr", {}, h.el("td", { colspan: "4", class: "muted" }, "The server lists no tools."))));
+}
+
+/** For a tool of an MCP server: copy the server's description and schema of it, if changed. */
+function mcpRefresh(record) {
+  const result = h.el("p", { id: "mcp-refreshed", class: "muted", "aria-live": "polite" });
+  const button = h.el("button", { type: "button", id: "mcp-refresh", onclick: async () => {
+    button.disabled = true;
+    try {
+      const r = await h.api("POST", `${base("tools")}/${record.toolId}/refresh`, {});
+      if (r.changed) {
+        h.sayAcross(`Updated ${record.name} from its server: now version ${r.tool.version}.`);
+        json("tools", record.toolId);
+      } else {
+        result.textContent = `Unchanged: the server describes ${record.handler.tool} as this version does.`;
+      }
+    } catch (e) {
+      h.say(e.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  } }, "Refresh from its server");
+  return h.el("section", { class: "card", "aria-labelledby": "mcp-refresh-h" }, h.el("h2", { id: "mcp-refresh-h" }, "Its MCP server"),
+    h.el("p", {}, `${record.handler.tool} on `, h.el("code", {}, record.handler.url)), button, result);
 }
 
 // ---------- versions ----------
@@ -585,7 +680,8 @@ export async function json(kind, id) {
     h.el("h1", {}, record ? `${k.one === "tool" ? "Tool" : "Skill"} ${record.name}` : `New ${k.one}`),
     h.el("p", {}, h.el("a", { href: `#/${kind}` }, `All ${kind}`)),
     h.el("div", { class: "grid" }, h.el("section", { class: "card", "aria-label": `${k.one} settings` }, form),
-      record ? await versions(kind, record[k.id], record.version, () => json(kind, record[k.id])) : h.el("div")));
+      record ? await versions(kind, record[k.id], record.version, () => json(kind, record[k.id])) : h.el("div")),
+    record && record.handler && record.handler.type === "mcp" && configures() ? mcpRefresh(record) : null);
 }
 
 // ---------- session monitor ----------
