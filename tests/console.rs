@@ -775,7 +775,10 @@ async fn a_builder_imports_a_tool_from_an_mcp_server_and_refreshes_it_in_a_real_
     b.wait_text("h1", "Tool lookup_order").await;
     let tools = api.get("/tenants/acme/tools?limit=100").await.body;
     let tool = tools["items"].as_array().unwrap().iter().find(|t| t["name"] == "lookup_order").unwrap().clone();
-    assert_eq!((tool["handler"]["type"].as_str(), tool["handler"]["url"].as_str()), (Some("mcp"), Some(orders.url.as_str())));
+    assert_eq!(
+        (tool["handler"]["type"].as_str(), tool["handler"]["url"].as_str()),
+        (Some("mcp"), Some(orders.url.as_str()))
+    );
     b.click("#mcp-refresh").await;
     b.wait_text("#mcp-refreshed", "Unchanged").await;
     // the list says where it comes from
