@@ -2,7 +2,8 @@
 //! triggers (`sort_for_evaluation` once, then `first_match` per event, or the triggers compiled
 //! into a `TriggerIndex` once and its `first_match` per event), with no trigger matching (every
 //! trigger evaluated) and with only the last trigger matching; plus `Conditions::parse` of
-//! one realistic condition tree and `InboundEvent::parse_bytes` of a typical 1 KB envelope.
+//! one realistic condition tree and `InboundEvent::parse_bytes` of a typical 1 KB envelope; and a
+//! tool's arguments checked against its JSON Schema (`arguments`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use divan::{Bencher, black_box};
@@ -259,4 +260,45 @@ fn parse_event_1kb(bencher: Bencher) {
     bencher
         .counter(divan::counter::BytesCount::of_slice(&body))
         .bench_local(|| InboundEvent::parse_bytes(black_box(&body)).is_ok());
+}
+
+/// A tool's arguments checked against its schema before a call, as the engine does it: the
+/// schema compiled once per tool version and kept (`validate_cached`), for the example tenant's
+/// one-field schema and for a Pydantic one with `$defs`/`$ref` and `anyOf`; and the compile
+/// itself, paid once per tool version and process.
+mod arguments {
+    use super::*;
+    use switchboard_domain::schema::{validate, validate_cached};
+
+    fn simple() -> Value {
+        json!({ "type": "object", "properties": { "orderId": { "type": "string", "pattern": "^[0-9]+$" } },
+                "required": ["orderId"] })
+    }
+
+    fn generated() -> Value {
+        json!({
+            "$defs": { "OrderRef": { "type": "object", "required": ["id"],
+                "properties": { "id": { "type": "string", "pattern": "^[0-9]{4}$" },
+                                "channel": { "anyOf": [{ "enum": ["web", "phone"], "type": "string" }, { "type": "null" }] } } } },
+            "type": "object", "properties": { "order": { "$ref": "#/$defs/OrderRef" } }, "required": ["order"]
+        })
+    }
+
+    #[divan::bench]
+    fn simple_kept(b: Bencher) {
+        let (schema, args) = (simple(), json!({ "orderId": "1234" }));
+        b.bench(|| validate_cached("bench-simple#1", black_box(&schema), black_box(&args)).is_ok());
+    }
+
+    #[divan::bench]
+    fn generated_kept(b: Bencher) {
+        let (schema, args) = (generated(), json!({ "order": { "id": "1234", "channel": "web" } }));
+        b.bench(|| validate_cached("bench-generated#1", black_box(&schema), black_box(&args)).is_ok());
+    }
+
+    #[divan::bench]
+    fn generated_compiled_each_time(b: Bencher) {
+        let (schema, args) = (generated(), json!({ "order": { "id": "1234", "channel": "web" } }));
+        b.bench(|| validate(black_box(&schema), black_box(&args)).is_ok());
+    }
 }
