@@ -48,12 +48,14 @@ fn event(id: &str) -> Value {
 }
 
 /// What one answered message left: its record, the conversation's texts, its model calls with
-/// their recorded content (`GET …/model-calls`), and every byte of the data directory's files.
+/// their recorded content (`GET …/model-calls`), every byte of the data directory's files, and
+/// what the server logged at `debug`.
 struct Answered {
     execution: Value,
     texts: Vec<String>,
     calls: Vec<Value>,
     stored: Vec<u8>,
+    log: String,
 }
 
 /// Starts the server with `env`, sends one message and returns what it left.
@@ -61,7 +63,8 @@ async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> Answered {
     let dir = tempfile::tempdir().unwrap();
     let tenant = tenant_with_model(dir.path(), model);
     let data = dir.path().join("data");
-    let server = Server::start_with_env(&data, &["--tenant", tenant.to_str().unwrap()], env);
+    let log = dir.path().join("server.log");
+    let server = Server::start_logging(&data, &["--tenant", tenant.to_str().unwrap()], env, &log);
     let client = reqwest::Client::new();
     let res = client
         .post(format!("{}/events?wait=30", server.base))
@@ -101,7 +104,9 @@ async fn answer_one_message(model: &str, env: &[(&str, &str)]) -> Answered {
             stored.extend(std::fs::read(&path).unwrap());
         }
     }
-    Answered { execution, texts, calls, stored }
+    drop(server);
+    let log = std::fs::read_to_string(&log).unwrap();
+    Answered { execution, texts, calls, stored, log }
 }
 
 /// A recorded call's request, as the engine sent it to the adapter (the provider's own model id).
@@ -141,7 +146,10 @@ fn assert_recorded_as_received(a: &Answered, fake: &FakeProvider, encode: fn(&Mo
 }
 
 fn assert_no_key(a: &Answered, key: &str) {
-    for (what, text) in [("record", a.execution.to_string()), ("model calls", json!(a.calls).to_string())] {
+    assert!(a.log.contains("DEBUG"), "the server logged at debug: {}", a.log);
+    for (what, text) in
+        [("record", a.execution.to_string()), ("model calls", json!(a.calls).to_string()), ("log", a.log.clone())]
+    {
         assert!(!text.contains(key), "the provider key is in the {what}");
     }
     let key = key.as_bytes();

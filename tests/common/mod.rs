@@ -103,6 +103,17 @@ impl Server {
     /// Starts with these flags and environment variables only (no scripted model unless `extra`
     /// names one).
     pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(data_dir, extra, env, "warn", Stdio::inherit())
+    }
+
+    /// [`Server::start_with_env`] logging at `debug` into the file `log` (to search what the
+    /// server wrote).
+    pub fn start_logging(data_dir: &Path, extra: &[&str], env: &[(&str, &str)], log: &Path) -> Self {
+        let file = std::fs::File::create(log).unwrap();
+        Self::spawn(data_dir, extra, env, "debug", Stdio::from(file))
+    }
+
+    fn spawn(data_dir: &Path, extra: &[&str], env: &[(&str, &str)], level: &str, stderr: Stdio) -> Self {
         let mut child = bin()
             .arg("serve")
             .arg("--data-dir")
@@ -111,8 +122,9 @@ impl Server {
             .args(extra)
             .env_remove("SWITCHBOARD_SCRIPTED_MODEL")
             .envs(env.iter().copied())
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut line = String::new();

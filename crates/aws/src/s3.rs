@@ -1,6 +1,7 @@
-//! `S3Archive`: bytes put and read back under one bucket and key prefix (execution archives,
-//! large payloads). Keys are the caller's; this adapter only prefixes them. It neither lists nor
-//! deletes: the bucket's lifecycle rule expires objects.
+//! `S3Archive`: bytes put, read back and deleted under one bucket and key prefix (execution
+//! archives, recorded content too large for a DynamoDB item). Keys are the caller's; this adapter
+//! only prefixes them. It never lists: the bucket's lifecycle rule expires objects, and a
+//! tenant's deletion deletes the large pieces it finds named in its items.
 
 use aws_config::SdkConfig;
 use aws_sdk_s3::Client;
@@ -64,6 +65,15 @@ impl S3Archive {
                 let f = logged("PutObject", &e, "s3 put failed");
                 ArchiveError { message: f.message, retryable: f.retryable }
             })?;
+        Ok(())
+    }
+
+    /// Deletes the object (deleting a key that does not exist succeeds, as in S3).
+    pub async fn delete(&self, key: &str) -> Result<(), ArchiveError> {
+        self.client.delete_object().bucket(&self.bucket).key(self.object_key(key)).send().await.map_err(|e| {
+            let f = logged("DeleteObject", &e, "s3 delete failed");
+            ArchiveError { message: f.message, retryable: f.retryable }
+        })?;
         Ok(())
     }
 

@@ -56,7 +56,8 @@ fn line(record: &EventRecord) -> Result<Option<(ArchiveKind, String, String, Str
 
 /// A piece of recorded content as the embedded profile's retention archives it: its key, the
 /// session, when it was last stored (its expiry less the content's retention, the day it is filed
-/// under) and the content as JSON.
+/// under) and the content as JSON — or, for a piece kept in S3 because it was too large for an
+/// item, `contentKey`, the object's key in the same bucket.
 fn content_line(
     image: &serde_json::Value,
     sha256: &str,
@@ -68,12 +69,18 @@ fn content_line(
     let expires = image.get("expiresAt").and_then(serde_json::Value::as_i64).ok_or("content has no expiresAt")?;
     let expires_at = chrono::DateTime::<chrono::Utc>::from_timestamp(expires, 0).ok_or("expiresAt is out of range")?;
     let stored_at = (expires_at - chrono::Duration::days(CONTENT_TTL_DAYS)).to_rfc3339();
-    let text = image.get("content").and_then(|v| v.as_str()).ok_or("content has no content")?;
-    let content: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("content: {e}"))?;
-    let record = serde_json::json!({
+    let mut record = serde_json::json!({
         "tenantId": tenant, "sessionId": session, "sha256": sha256, "storedAt": stored_at,
-        "expiresAt": expires_at.to_rfc3339(), "content": content,
+        "expiresAt": expires_at.to_rfc3339(),
     });
+    // A piece too large for an item is in the bucket already: its line names the object.
+    match (image.get("content").and_then(|v| v.as_str()), image.get("s3Key").and_then(|v| v.as_str())) {
+        (Some(text), _) => {
+            record["content"] = serde_json::from_str(text).map_err(|e| format!("content: {e}"))?;
+        }
+        (None, Some(object)) => record["contentKey"] = object.into(),
+        (None, None) => return Err("content has neither content nor s3Key".into()),
+    }
     let day = day_of(&stored_at).ok_or("storedAt is not an RFC 3339 time")?.to_owned();
     let line = switchboard_domain::archive::line(ArchiveKind::Content, event_name, sequence, &record);
     Ok((ArchiveKind::Content, tenant.to_owned(), day, line))

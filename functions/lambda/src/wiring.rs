@@ -28,7 +28,8 @@ pub const INIT_ONLY_VAR: &str = "SWITCHBOARD_INIT_ONLY";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionEnv {
     pub names: AwsNames,
-    /// `SWITCHBOARD_ARCHIVE_BUCKET` (archiver).
+    /// `SWITCHBOARD_ARCHIVE_BUCKET`: the archiver's bucket, and where the executor and the two
+    /// API functions keep and read recorded content too large for a DynamoDB item.
     pub archive_bucket: Option<String>,
     /// `SWITCHBOARD_CONVERSATIONS_URL`: the Conversations Service API (executor, internal-api).
     pub conversations_url: Option<String>,
@@ -58,6 +59,13 @@ impl FunctionEnv {
             model_secret: opt("SWITCHBOARD_MODEL_SECRET"),
             model_config: opt("SWITCHBOARD_MODEL_CONFIG").map(Into::into),
         })
+    }
+
+    /// The bucket of recorded content too large for a DynamoDB item (`archive_bucket`'s, under
+    /// `pieces/`), when this function is given one.
+    pub fn large_content(&self, sdk: &SdkConfig) -> Option<S3Archive> {
+        let bucket = self.archive_bucket.clone()?;
+        Some(S3Archive::new(S3Archive::client(sdk, self.s3_path_style), bucket, ""))
     }
 
     /// console-push: the executions table (`SWITCHBOARD_EXECUTIONS_TABLE`, where connections
@@ -361,6 +369,14 @@ impl Parts {
             queue: SqsWorkQueue::from_config(sdk, env.names.work_queue_url.clone()),
         }
     }
+
+    /// The store keeping recorded content too large for an item in `bucket`, if one is given.
+    fn keeping(mut self, bucket: Option<S3Archive>) -> Self {
+        if let Some(bucket) = bucket {
+            self.store = self.store.with_large_content(&bucket);
+        }
+        self
+    }
 }
 
 /// The engine wired to the AWS adapters, built once per container from one SDK config.
@@ -417,8 +433,10 @@ impl Wiring {
         let model = Models::from_settings(&settings)?
             .with_provider(Provider::Bedrock, Arc::new(BedrockModel::new(clients.bedrock.clone())));
         let prices = settings.prices;
+        let large_content = env.large_content(sdk);
         let mut wiring =
-            Self::with(clients, env, conversations, Arc::new(model), WebhookPolicy::default()).priced(prices);
+            Self::keeping(clients, env, conversations, Arc::new(model), WebhookPolicy::default(), large_content)
+                .priced(prices);
         if let Some(n) = std::env::var("SWITCHBOARD_WORK_MAX_RECEIVES").ok().and_then(|v| v.trim().parse().ok()) {
             wiring.max_receives = n;
         }
@@ -437,19 +455,25 @@ impl Wiring {
     /// provider, Bedrock or Secrets Manager client, or webhook caller is built (or linked into
     /// its binary). The Conversations client is, for operators' replies.
     pub fn api(sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
+        Self::api_over(Parts::from_config(sdk, env), sdk, env)
+    }
+
+    fn api_over(parts: Parts, sdk: &SdkConfig, env: &FunctionEnv) -> Result<Self, String> {
         let conversations: Arc<dyn Conversations> = match &env.conversations_url {
             Some(url) => Arc::new(
                 ConversationsApi::new(sdk, url.clone(), ConversationsLimits::default()).map_err(|e| e.to_string())?,
             ),
             None => Arc::new(NoConversations),
         };
-        let parts = Parts::from_config(sdk, env);
         Ok(Self::assemble(parts, env, conversations, Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks)))
     }
 
-    /// [`Wiring::api`] from the function's environment.
+    /// [`Wiring::api`] from the function's environment, reading (and, deleting a tenant,
+    /// deleting) the large pieces of recorded content in the archive's bucket when it is set.
     pub async fn api_from_env(sdk: &SdkConfig) -> Result<Self, String> {
-        Self::api(sdk, &FunctionEnv::from_env()?)
+        let env = FunctionEnv::from_env()?;
+        let parts = Parts::from_config(sdk, &env).keeping(env.large_content(sdk));
+        Self::api_over(parts, sdk, &env)
     }
 
     /// The webhook-intake's wiring: [`Wiring::api`], and the tenants' secrets in Secrets Manager
@@ -481,11 +505,25 @@ impl Wiring {
         model: Arc<dyn Model>,
         webhooks: WebhookPolicy,
     ) -> Self {
+        Self::keeping(clients, env, conversations, model, webhooks, None)
+    }
+
+    /// [`Wiring::with`], keeping recorded content too large for a DynamoDB item in
+    /// `large_content` (the deployed executor's: [`FunctionEnv::large_content`]).
+    pub fn keeping(
+        clients: AwsClients,
+        env: &FunctionEnv,
+        conversations: Arc<dyn Conversations>,
+        model: Arc<dyn Model>,
+        webhooks: WebhookPolicy,
+        large_content: Option<S3Archive>,
+    ) -> Self {
         let secrets = Arc::new(SecretsManagerSecrets::new(clients.secretsmanager.clone()));
         let parts = Parts {
             store: DynamoStore::new(clients.dynamodb.clone(), env.names.clone(), Arc::new(SystemClock)),
             queue: SqsWorkQueue::new(clients.sqs.clone(), env.names.work_queue_url.clone()),
-        };
+        }
+        .keeping(large_content);
         Self::assemble(parts, env, conversations, model, Arc::new(LazyWebhooks::new(webhooks, secrets.clone())))
             .with_secrets(secrets)
     }

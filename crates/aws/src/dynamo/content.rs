@@ -6,6 +6,14 @@
 //! their hash, so a commit that then fails leaves only content that expires. Only the session's
 //! own turns write its partition's pieces, one at a time, so they meet no concurrent transaction.
 //! Read with `BatchGetItem`. Erased with the tenant's sessions (their partitions go whole).
+//!
+//! A piece over the item limit (a tool list of large schemas, a sub-agent's webhook answer of up
+//! to 1 MiB) is put in S3 first, when the
+//! store has a bucket for them ([`DynamoStore::with_large_content`]), at
+//! `pieces/tenant=<t>/session=<s>/<sha-256>.json`; its item then holds that key under `s3Key`
+//! instead of `content`, and rides in the transaction like the others. It is read back from S3
+//! and checked against its hash. The object outlives the item (the bucket's lifecycle rule), so
+//! the archive's line for the piece names it; the tenant's deletion deletes it.
 
 use std::collections::HashMap;
 
@@ -34,20 +42,72 @@ fn content_sk(sha256: &str) -> String {
     format!("CONTENT#{sha256}")
 }
 
-/// The item of one piece, or `None` for one too large to keep (logged).
-fn content_item(tenant: &TenantId, session: SessionId, blob: &Blob, expires: i64) -> Option<Item> {
-    if blob.body.len() > MAX_CONTENT_ITEM_BYTES {
-        tracing::warn!(bytes = blob.body.len(), sha256 = %blob.sha256, "recorded content too large for an item; left out");
-        return None;
-    }
-    let mut item = key(execution_pk(session), content_sk(&blob.sha256));
-    item.insert("tenantId".into(), s(tenant.to_string()));
-    item.insert("expiresAt".into(), n(expires));
-    item.insert("content".into(), s(String::from_utf8_lossy(&blob.body).into_owned()));
-    Some(item)
+/// The key of a large piece's object in the bucket.
+pub(super) fn piece_key(tenant: &TenantId, session: SessionId, sha256: &str) -> String {
+    format!("pieces/tenant={tenant}/session={session}/{sha256}.json")
+}
+
+/// Whether `blob` is over the item limit.
+fn large(blob: &Blob) -> bool {
+    blob.body.len() > MAX_CONTENT_ITEM_BYTES
 }
 
 impl DynamoStore {
+    /// The item of one piece (and the bytes it holds), or `None` for one too large to keep here
+    /// (logged): over the item limit with no bucket for large pieces.
+    fn content_item(&self, tenant: &TenantId, session: SessionId, blob: &Blob, expires: i64) -> Option<(Item, usize)> {
+        let mut item = key(execution_pk(session), content_sk(&blob.sha256));
+        item.insert("tenantId".into(), s(tenant.to_string()));
+        item.insert("expiresAt".into(), n(expires));
+        let held = match (large(blob), &self.pieces) {
+            (false, _) => {
+                item.insert("content".into(), s(String::from_utf8_lossy(&blob.body).into_owned()));
+                blob.body.len()
+            }
+            (true, Some(_)) => {
+                let object = piece_key(tenant, session, &blob.sha256);
+                let held = object.len();
+                item.insert("s3Key".into(), s(object));
+                held
+            }
+            (true, None) => {
+                tracing::warn!(bytes = blob.body.len(), sha256 = %blob.sha256, "recorded content too large for an item; left out");
+                return None;
+            }
+        };
+        Some((item, held))
+    }
+
+    /// Puts the pieces of `content` that are over the item limit in the bucket for them (before
+    /// any item names one). Without a bucket there is nothing to do: they are left out.
+    pub(super) async fn put_large_content(
+        &self,
+        tenant: &TenantId,
+        session: SessionId,
+        content: &[Blob],
+    ) -> Result<(), StoreError> {
+        let Some(bucket) = &self.pieces else { return Ok(()) };
+        for blob in content.iter().filter(|b| large(b)) {
+            bucket
+                .put(&piece_key(tenant, session, &blob.sha256), blob.body.clone(), "application/json")
+                .await
+                .map_err(|e| StoreError::Unavailable { message: e.message, retryable: e.retryable })?;
+        }
+        Ok(())
+    }
+
+    /// The body of a large piece from its object, if it is there and is what its hash says.
+    async fn large_piece(&self, object: &str, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(bucket) = &self.pieces else {
+            tracing::warn!(sha256, "recorded content kept in S3, and this function has no bucket for it");
+            return Ok(None);
+        };
+        let body = bucket
+            .get(object)
+            .await
+            .map_err(|e| StoreError::Unavailable { message: e.message, retryable: e.retryable })?;
+        Ok(body.filter(|b| switchboard_domain::recording::sha256_hex(b) == sha256))
+    }
     /// The transaction puts of as much of `content` as a turn's transaction holding `taken` items
     /// has room for, and the rest, to write before it.
     pub(super) fn content_in_transaction<'a>(
@@ -63,12 +123,18 @@ impl DynamoStore {
         let (mut puts, mut bytes) = (Vec::new(), 0);
         let mut fitted = 0;
         for blob in content {
-            if puts.len() == room || bytes + blob.body.len() > TRANSACTION_CONTENT_BYTES {
+            if puts.len() == room {
+                break;
+            }
+            let Some((item, held)) = self.content_item(tenant, session, blob, expires) else {
+                fitted += 1;
+                continue;
+            };
+            if bytes + held > TRANSACTION_CONTENT_BYTES {
                 break;
             }
             fitted += 1;
-            let Some(item) = content_item(tenant, session, blob, expires) else { continue };
-            bytes += blob.body.len();
+            bytes += held;
             let put = Put::builder().table_name(&self.names.executions_table).set_item(Some(item)).build();
             puts.push(TransactWriteItem::builder().put(put.map_err(build_err)?).build());
         }
@@ -85,7 +151,8 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let table = &self.names.executions_table;
         let expires = ttl_seconds(now + chrono::Duration::days(CONTENT_TTL_DAYS));
-        let items: Vec<Item> = content.iter().filter_map(|b| content_item(tenant, session, b, expires)).collect();
+        let items: Vec<Item> =
+            content.iter().filter_map(|b| self.content_item(tenant, session, b, expires)).map(|(item, _)| item).collect();
         for chunk in items.chunks(25) {
             let requests: Vec<WriteRequest> = chunk
                 .iter()
@@ -129,8 +196,13 @@ impl DynamoStore {
                     .and_then(|v| v.parse::<i64>().ok())
                     .is_some_and(|at| at > now);
                 let sha256 = attr_s(&item, "SK")?.strip_prefix("CONTENT#").map(str::to_owned);
-                if let (true, true, Some(sha256)) = (owned, live, sha256) {
-                    found.push(Blob { sha256, body: attr_s(&item, "content")?.as_bytes().to_vec() });
+                let (true, true, Some(sha256)) = (owned, live, sha256) else { continue };
+                let body = match item.get("s3Key").and_then(|v| v.as_s().ok()) {
+                    Some(object) => self.large_piece(object, &sha256).await?,
+                    None => Some(attr_s(&item, "content")?.as_bytes().to_vec()),
+                };
+                if let Some(body) = body {
+                    found.push(Blob { sha256, body });
                 }
             }
         }

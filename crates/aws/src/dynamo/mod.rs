@@ -19,7 +19,7 @@
 //! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body`; while a turn is paused for an approval, `awaitingTenant` and `awaitingSince` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
-//! | executions | `SESSION#<ulid>` | `CONTENT#<sha-256>` | `tenantId`, `expiresAt`, `content` (recorded model content, `content`) |
+//! | executions | `SESSION#<ulid>` | `CONTENT#<sha-256>` | `tenantId`, `expiresAt`, `content` or, for a piece over the item limit, `s3Key` (recorded model content, `content`) |
 //! | executions | `TENANT#<t>` | `SOURCE#<source id>` / `EXECID#<ulid>` | `executionPk`, `executionSk`, `expiresAt` |
 //! | executions | `TENANT#<t>` | `TURN#<source>#<run>#<page>` | `events`, `end`, `expiresAt` (a followed turn's events, `turns`) |
 //! | executions | `TENANT#<t>#EVENTS` | `SEQ` / `EVENT#<seq>` / `EVENTID#<id>` | the counter `n`; `body`, `expiresAt`; `seq` (the event log, `event_log`) |
@@ -106,6 +106,8 @@ pub struct DynamoStore {
     leases: Arc<counters::LeaseMemory>,
     /// Items one `delete_tenant` call removes at most.
     delete_budget: usize,
+    /// Where recorded content too large for an item is kept (`content`), when configured.
+    pieces: Option<crate::S3Archive>,
 }
 
 impl DynamoStore {
@@ -119,7 +121,16 @@ impl DynamoStore {
             records: Arc::default(),
             leases: Arc::default(),
             delete_budget: erase::DELETES_PER_CALL,
+            pieces: None,
         }
+    }
+
+    /// Keeps recorded content too large for a DynamoDB item in `bucket`, under
+    /// `pieces/tenant=<t>/session=<s>/<sha-256>.json` (the archive's prefix is replaced). Without
+    /// it such a piece is left out and reads back as no longer kept.
+    pub fn with_large_content(mut self, bucket: &crate::S3Archive) -> Self {
+        self.pieces = Some(bucket.with_prefix(""));
+        self
     }
 
     /// A store with a DynamoDB client of its own, made from `config`.

@@ -576,8 +576,8 @@ impl SessionStore for DynamoStore {
         paginate(self.by_conversation(tenant, conversation_id), None).all().await?.iter().map(decode).collect()
     }
 
-    /// One `TransactWriteItems` (the recorded content that has no room in it written first, see
-    /// `content`): the session puts (each conditional on the version read or on not
+    /// One `TransactWriteItems` (the recorded content that has no room in it, and pieces too
+    /// large for an item, written first, see `content`): the session puts (each conditional on the version read or on not
     /// existing), the active-session marker, the execution record and its source and id pointers
     /// (each conditional on not existing), and the turn's events in the event log (the outbox,
     /// under sequence numbers taken first, marked burned if the commit fails).
@@ -591,6 +591,7 @@ impl SessionStore for DynamoStore {
         items.extend(self.coalesced_items(commit)?);
         let e = &commit.execution;
         let now = self.clock.now();
+        self.put_large_content(&e.tenant_id, e.session_id, &commit.content).await?;
         let (inside, overflow) =
             self.content_in_transaction(&e.tenant_id, e.session_id, &commit.content, now, items.len())?;
         if !overflow.is_empty() {

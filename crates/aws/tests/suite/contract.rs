@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
-use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, SqsWorkQueue};
+use switchboard_aws::{AwsClients, AwsSettings, DynamoStore, S3Archive, SqsWorkQueue};
 use switchboard_domain::OutboundEvent;
 use switchboard_domain::{
     Agent, AgentId, Approval, ApprovalStatus, Assignment, Blob, ChildExecution, CoalescedMessage, Cost, EventType,
@@ -138,9 +138,14 @@ async fn aws() -> Subject {
     let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
     let names = common::provision(&sdk).await;
     let clients = AwsClients::new(&sdk);
-    // A small deletion budget, so that deleting a tenant takes several calls here.
-    let store =
-        Arc::new(DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone()).with_delete_budget(25));
+    // A small deletion budget, so that deleting a tenant takes several calls here; large pieces of
+    // recorded content in a bucket, as the deployed executor and API keep them.
+    let bucket = S3Archive::new(S3Archive::client(&sdk, true), common::create_bucket(&sdk).await, "");
+    let store = Arc::new(
+        DynamoStore::new(clients.dynamodb.clone(), names.clone(), clock.clone())
+            .with_delete_budget(25)
+            .with_large_content(&bucket),
+    );
     let store_for_schedules = store.clone();
     Subject {
         clock: clock.clone(),
@@ -1786,19 +1791,22 @@ async fn recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant(x
     let now = x.clock.now();
     let blob = |text: &str| Blob::of(&json!({ "role": "user", "content": [{ "type": "text", "text": text }] }), 3).1;
     let (hello, bye, big) = (blob("hello"), blob("bye"), blob(&"y".repeat(200_000)));
+    // (a tool's answer of up to 1 MiB: over DynamoDB's item limit)
+    let huge = blob(&"z".repeat(600_000));
     // given a turn that keeps two pieces, and a later one that keeps one of them again and a large one
     let s = start(&t, "c-1", now);
     let mut first = create(&s, "evt-1", now);
     first.content = vec![hello.clone(), bye.clone()];
     x.sessions.commit_turn(&first).await.unwrap();
     let (s2, mut second) = update(&s, "evt-2", now);
-    second.content = vec![hello.clone(), big.clone()];
+    second.content = vec![hello.clone(), big.clone(), huge.clone()];
     x.sessions.commit_turn(&second).await.unwrap();
     // then each reads back whole under its session, and a hash never written is left out
-    let wanted = [hello.sha256.clone(), bye.sha256.clone(), big.sha256.clone(), "0".repeat(64)];
+    let wanted =
+        [hello.sha256.clone(), bye.sha256.clone(), big.sha256.clone(), huge.sha256.clone(), "0".repeat(64)];
     let mut found = x.executions.content(&t, s2.session_id, &wanted).await.unwrap();
     found.sort_by(|a, b| a.sha256.cmp(&b.sha256));
-    let mut expected = vec![hello.clone(), bye.clone(), big.clone()];
+    let mut expected = vec![hello.clone(), bye.clone(), big.clone(), huge.clone()];
     expected.sort_by(|a, b| a.sha256.cmp(&b.sha256));
     assert_eq!(found, expected);
     // not under another session, nor for another tenant with the same session id
@@ -1890,6 +1898,67 @@ async fn a_turns_events_are_logged_with_its_commit_and_not_without_it(x: &Subjec
     x.log.log(&outbound(&t, "later")).await;
     let last = x.events.events_after(&t, logged[2].0, 10).await.unwrap();
     assert_eq!(last.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["later"]);
+}
+
+/// On AWS a piece of recorded content over DynamoDB's item limit is an object in S3 that its item
+/// names: read back whole and checked against its hash, left out by a store with no bucket,
+/// deleted with its tenant; a commit whose object cannot be written fails and records nothing.
+#[tokio::test]
+async fn a_piece_too_large_for_an_item_is_an_object_in_s3_named_by_its_item_and_deleted_with_the_tenant() {
+    let clock = ManualClock::new();
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let names = common::provision(&sdk).await;
+    let dynamodb = AwsClients::new(&sdk).dynamodb;
+    let bucket = S3Archive::new(S3Archive::client(&sdk, true), common::create_bucket(&sdk).await, "");
+    let store = DynamoStore::new(dynamodb.clone(), names.clone(), clock.clone()).with_large_content(&bucket);
+    let t = tenant("t-1");
+    assert!(store.create_tenant(&t, "Acme").await.unwrap());
+    let now = clock.now();
+    let blob = |text: &str| Blob::of(&json!({ "role": "user", "content": [{ "type": "tool_result", "text": text }] }), 3).1;
+    let (small, huge) = (blob("hello"), blob(&"z".repeat(700_000)));
+    // given a turn that records a piece over the item limit beside a small one
+    let s = start(&t, "c-1", now);
+    let mut turn = create(&s, "evt-1", now);
+    turn.content = vec![small.clone(), huge.clone()];
+    store.commit_turn(&turn).await.unwrap();
+    // then its item names the object and holds no content, and the object holds the piece
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let item = dynamodb
+        .get_item()
+        .table_name(&names.executions_table)
+        .key("PK", A::S(format!("SESSION#{}", s.session_id)))
+        .key("SK", A::S(format!("CONTENT#{}", huge.sha256)))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let object = format!("pieces/tenant=t-1/session={}/{}.json", s.session_id, huge.sha256);
+    assert_eq!(item.get("s3Key").and_then(|v| v.as_s().ok()), Some(&object));
+    assert!(!item.contains_key("content"));
+    assert_eq!(bucket.get(&object).await.unwrap().as_deref(), Some(huge.body.as_slice()));
+    // and it reads back whole with the small one
+    let wanted = [small.sha256.clone(), huge.sha256.clone()];
+    assert_eq!(store.content(&t, s.session_id, &wanted).await.unwrap().len(), 2);
+    // a function given no bucket reads it as no longer kept (and the small one still)
+    let unbucketed = DynamoStore::new(dynamodb.clone(), names.clone(), clock.clone());
+    assert_eq!(unbucketed.content(&t, s.session_id, &wanted).await.unwrap(), vec![small.clone()]);
+    // an object that is not what its hash says is not given out
+    bucket.put(&object, b"{\"tampered\":true}".to_vec(), "application/json").await.unwrap();
+    assert_eq!(store.content(&t, s.session_id, &wanted).await.unwrap(), vec![small.clone()]);
+    bucket.put(&object, huge.body.clone(), "application/json").await.unwrap();
+    // a commit whose object cannot be written (no such bucket) fails and records nothing
+    let missing = S3Archive::new(S3Archive::client(&sdk, true), "no-such-bucket-here", "");
+    let broken = DynamoStore::new(dynamodb.clone(), names.clone(), clock.clone()).with_large_content(&missing);
+    let (_, mut later) = update(&s, "evt-2", now);
+    later.content = vec![blob(&"w".repeat(500_000))];
+    let err = broken.commit_turn(&later).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Unavailable { message, .. } if message.contains("PutObject")), "{err:?}");
+    assert_eq!(store.execution_for_source(&t, "evt-2").await.unwrap(), None);
+    // deleting the tenant deletes the object with its item
+    while !store.delete_tenant(&t).await.unwrap() {}
+    assert_eq!(bucket.get(&object).await.unwrap(), None);
+    assert!(store.content(&t, s.session_id, &wanted).await.unwrap().is_empty());
 }
 
 /// On AWS a writer takes its events' numbers before the transaction that writes them, so writers

@@ -542,9 +542,21 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
             }
         }
     });
+    // and one too large for an item, whose item names its object in the bucket
+    let (large_sha, object) = ("cd".repeat(32), format!("pieces/tenant=t-1/session=01JDQA0000000000000000SES1/{}.json", "cd".repeat(32)));
+    let mut large = content.clone();
+    large["eventID"] = json!("content-2");
+    large["dynamodb"]["SequenceNumber"] = json!("111100000000000000000010");
+    for image in ["Keys", "NewImage"] {
+        large["dynamodb"][image]["SK"] = json!({"S": format!("CONTENT#{large_sha}")});
+    }
+    let image = large["dynamodb"]["NewImage"].as_object_mut().unwrap();
+    image.remove("content");
+    image.insert("s3Key".into(), json!({"S": object}));
     let records = payload["Records"].as_array_mut().unwrap();
     records.truncate(1);
     records.push(content);
+    records.push(large);
     // when the archiver handles it
     let done = archiver::handle(&archive, event::<StreamEvent>(payload)).await.unwrap();
     // then the content has its own folder, filed under its tenant and the day it was stored
@@ -563,6 +575,10 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
     );
     assert_eq!(c["content"]["content"][0]["text"], "Where is my order?");
     assert_eq!(c["storedAt"], "2026-11-23T07:00:02+00:00");
+    // and the large piece's line names its object instead of holding it
+    let large = &lines[1]["content"];
+    assert_eq!((large["sha256"].as_str(), large["contentKey"].as_str()), (Some(large_sha.as_str()), Some(object.as_str())));
+    assert!(large.get("content").is_none(), "{large}");
 }
 
 // ---- end to end ---------------------------------------------------------------------------------------
