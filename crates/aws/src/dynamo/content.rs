@@ -151,8 +151,11 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let table = &self.names.executions_table;
         let expires = ttl_seconds(now + chrono::Duration::days(CONTENT_TTL_DAYS));
-        let items: Vec<Item> =
-            content.iter().filter_map(|b| self.content_item(tenant, session, b, expires)).map(|(item, _)| item).collect();
+        let items: Vec<Item> = content
+            .iter()
+            .filter_map(|b| self.content_item(tenant, session, b, expires))
+            .map(|(item, _)| item)
+            .collect();
         for chunk in items.chunks(25) {
             let requests: Vec<WriteRequest> = chunk
                 .iter()

@@ -1802,8 +1802,7 @@ async fn recorded_content_is_kept_per_session_expires_and_goes_with_the_tenant(x
     second.content = vec![hello.clone(), big.clone(), huge.clone()];
     x.sessions.commit_turn(&second).await.unwrap();
     // then each reads back whole under its session, and a hash never written is left out
-    let wanted =
-        [hello.sha256.clone(), bye.sha256.clone(), big.sha256.clone(), huge.sha256.clone(), "0".repeat(64)];
+    let wanted = [hello.sha256.clone(), bye.sha256.clone(), big.sha256.clone(), huge.sha256.clone(), "0".repeat(64)];
     let mut found = x.executions.content(&t, s2.session_id, &wanted).await.unwrap();
     found.sort_by(|a, b| a.sha256.cmp(&b.sha256));
     let mut expected = vec![hello.clone(), bye.clone(), big.clone(), huge.clone()];
@@ -1914,7 +1913,8 @@ async fn a_piece_too_large_for_an_item_is_an_object_in_s3_named_by_its_item_and_
     let t = tenant("t-1");
     assert!(store.create_tenant(&t, "Acme").await.unwrap());
     let now = clock.now();
-    let blob = |text: &str| Blob::of(&json!({ "role": "user", "content": [{ "type": "tool_result", "text": text }] }), 3).1;
+    let blob =
+        |text: &str| Blob::of(&json!({ "role": "user", "content": [{ "type": "tool_result", "text": text }] }), 3).1;
     let (small, huge) = (blob("hello"), blob(&"z".repeat(700_000)));
     // given a turn that records a piece over the item limit beside a small one
     let s = start(&t, "c-1", now);

@@ -543,7 +543,8 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
         }
     });
     // and one too large for an item, whose item names its object in the bucket
-    let (large_sha, object) = ("cd".repeat(32), format!("pieces/tenant=t-1/session=01JDQA0000000000000000SES1/{}.json", "cd".repeat(32)));
+    let large_sha = "cd".repeat(32);
+    let piece = format!("pieces/tenant=t-1/session=01JDQA0000000000000000SES1/{large_sha}.json");
     let mut large = content.clone();
     large["eventID"] = json!("content-2");
     large["dynamodb"]["SequenceNumber"] = json!("111100000000000000000010");
@@ -552,7 +553,7 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
     }
     let image = large["dynamodb"]["NewImage"].as_object_mut().unwrap();
     image.remove("content");
-    image.insert("s3Key".into(), json!({"S": object}));
+    image.insert("s3Key".into(), json!({"S": piece}));
     let records = payload["Records"].as_array_mut().unwrap();
     records.truncate(1);
     records.push(content);
@@ -577,7 +578,10 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
     assert_eq!(c["storedAt"], "2026-11-23T07:00:02+00:00");
     // and the large piece's line names its object instead of holding it
     let large = &lines[1]["content"];
-    assert_eq!((large["sha256"].as_str(), large["contentKey"].as_str()), (Some(large_sha.as_str()), Some(object.as_str())));
+    assert_eq!(
+        (large["sha256"].as_str(), large["contentKey"].as_str()),
+        (Some(large_sha.as_str()), Some(piece.as_str()))
+    );
     assert!(large.get("content").is_none(), "{large}");
 }
 
