@@ -19,7 +19,7 @@ pub mod sqs;
 
 pub use bedrock::BedrockModel;
 pub use conversations::{ConversationsApi, ConversationsLimits};
-pub use dynamo::{DynamoMessageLog, DynamoStore, EVENT_SETTLE, TurnLog, TurnPages};
+pub use dynamo::{DynamoMessageLog, DynamoStore, EVENT_SETTLE, TurnLog, TurnPages, piece_key};
 pub use eventbridge::{EventBridgeBus, StreamRelay};
 pub use push::{ConsolePush, Delivery, DynamoPushTickets, ManagementApi, PushReport};
 pub use s3::{ArchiveError, S3Archive};

@@ -1,13 +1,34 @@
 //! `S3Archive`: bytes put, read back and deleted under one bucket and key prefix (execution
 //! archives, recorded content too large for a DynamoDB item). Keys are the caller's; this adapter
-//! only prefixes them. It never lists: the bucket's lifecycle rule expires objects, and a
-//! tenant's deletion deletes the large pieces it finds named in its items.
+//! only prefixes them. It never lists: the bucket's lifecycle rule expires objects, and the
+//! archiver deletes the large pieces whose items a tenant's deletion removed.
 
 use aws_config::SdkConfig;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
 
 use crate::errors::logged;
+
+/// Bytes by key in a bucket: how the DynamoDB store keeps recorded content too large for an item
+/// ([`crate::DynamoStore::with_large_content`]). A trait object there, so that the S3 client is
+/// linked only into the functions that give the store a bucket (the agent-executor and the two
+/// API functions), not into every function that commits a turn or deletes a tenant.
+#[async_trait::async_trait]
+pub trait Objects: std::fmt::Debug + Send + Sync {
+    async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), ArchiveError>;
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
+}
+
+#[async_trait::async_trait]
+impl Objects for S3Archive {
+    async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), ArchiveError> {
+        S3Archive::put(self, key, bytes, content_type).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        S3Archive::get(self, key).await
+    }
+}
 
 /// A failed archive operation, described with the AWS error code and message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,12 +89,29 @@ impl S3Archive {
         Ok(())
     }
 
-    /// Deletes the object (deleting a key that does not exist succeeds, as in S3).
-    pub async fn delete(&self, key: &str) -> Result<(), ArchiveError> {
-        self.client.delete_object().bucket(&self.bucket).key(self.object_key(key)).send().await.map_err(|e| {
-            let f = logged("DeleteObject", &e, "s3 delete failed");
-            ArchiveError { message: f.message, retryable: f.retryable }
-        })?;
+    /// Deletes the objects, a thousand a `DeleteObjects` call (deleting a key that does not exist
+    /// succeeds, as in S3). A key S3 could not delete fails the call, retryable.
+    pub async fn delete_all(&self, keys: &[String]) -> Result<(), ArchiveError> {
+        use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+        let build = |e: aws_sdk_s3::error::BuildError| ArchiveError {
+            message: format!("DeleteObjects: {e}"),
+            retryable: false,
+        };
+        for chunk in keys.chunks(1000) {
+            let objects = chunk
+                .iter()
+                .map(|k| ObjectIdentifier::builder().key(self.object_key(k)).build().map_err(build))
+                .collect::<Result<Vec<_>, _>>()?;
+            let delete = Delete::builder().set_objects(Some(objects)).quiet(true).build().map_err(build)?;
+            let out = self.client.delete_objects().bucket(&self.bucket).delete(delete).send().await.map_err(|e| {
+                let f = logged("DeleteObjects", &e, "s3 delete failed");
+                ArchiveError { message: f.message, retryable: f.retryable }
+            })?;
+            if let Some(failed) = out.errors().first() {
+                let (key, code) = (failed.key().unwrap_or("-"), failed.code().unwrap_or("-"));
+                return Err(ArchiveError { message: format!("DeleteObjects: {key}: {code}"), retryable: true });
+            }
+        }
         Ok(())
     }
 

@@ -7,6 +7,11 @@
 //! the batch's records, so a retried batch overwrites the same object instead of duplicating it.
 //! The files' layout and encoding are `switchboard_domain::archive`'s, which the embedded
 //! profile's retention sweep writes too.
+//!
+//! A `REMOVE` of recorded content that is not a TTL expiry (a tenant's deletion) deletes the
+//! piece's object under `pieces/`, where the store keeps pieces too large for an item: the
+//! record holds only the item's key, which names the object. An expiry keeps it, for the archive's
+//! line that names it.
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -21,6 +26,8 @@ pub struct ArchiveSummary {
     pub objects: Vec<String>,
     pub archived: usize,
     pub skipped: usize,
+    /// Removed pieces of recorded content whose objects were deleted (if there were any).
+    pub deleted: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +38,23 @@ pub enum ArchiverError {
     Compress(#[from] std::io::Error),
     #[error("answer: {0}")]
     Answer(#[from] serde_json::Error),
+}
+
+/// DynamoDB's own principal in a stream record: the removal is a TTL expiry.
+const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// The object of a piece of recorded content whose item was deleted other than by its TTL (a
+/// tenant's deletion), from the item's key, which is all a `REMOVE` record holds; `None` for any
+/// other record. Most pieces have no object (they fit in their item); deleting a key that is not
+/// there succeeds.
+fn removed_piece(record: &EventRecord) -> Option<String> {
+    if record.event_name != "REMOVE" || record.user_identity.as_ref().is_some_and(|u| u.principal_id == TTL_PRINCIPAL) {
+        return None;
+    }
+    let keys: serde_json::Value = serde_dynamo::from_item(record.change.keys.clone()).ok()?;
+    let sha256 = keys.get("SK")?.as_str()?.strip_prefix("CONTENT#")?;
+    let session = keys.get("PK")?.as_str()?.strip_prefix("SESSION#")?;
+    Some(switchboard_aws::piece_key(session, sha256))
 }
 
 /// One archivable record: its kind, (tenant, day) and JSON line.
@@ -114,7 +138,12 @@ pub async fn serve(streams: &Streams) -> Result<(), lambda_runtime::Error> {
 pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<ArchiveSummary, ArchiverError> {
     let mut summary = ArchiveSummary::default();
     let (mut executions, mut content) = (ArchiveBatch::new(), ArchiveBatch::new());
+    let mut removed = Vec::new();
     for record in &event.payload.records {
+        if let Some(object) = removed_piece(record) {
+            removed.push(object);
+            continue;
+        }
         match line(record) {
             Ok(Some((kind, tenant, day, json))) => {
                 let sequence = record.change.sequence_number.as_deref().unwrap_or(&record.event_id);
@@ -139,6 +168,11 @@ pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<Ar
             tracing::info!(key = %file.key, lines = file.lines, "archived");
             summary.objects.push(archive.object_key(&file.key));
         }
+    }
+    if !removed.is_empty() {
+        archive.with_prefix("").delete_all(&removed).await?;
+        tracing::info!(objects = removed.len(), "removed pieces' objects deleted");
+        summary.deleted = removed.len();
     }
     summary.objects.sort();
     Ok(summary)

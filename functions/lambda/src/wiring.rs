@@ -28,8 +28,8 @@ pub const INIT_ONLY_VAR: &str = "SWITCHBOARD_INIT_ONLY";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionEnv {
     pub names: AwsNames,
-    /// `SWITCHBOARD_ARCHIVE_BUCKET`: the archiver's bucket, and where the executor and the two
-    /// API functions keep and read recorded content too large for a DynamoDB item.
+    /// `SWITCHBOARD_ARCHIVE_BUCKET`: the archiver's bucket, and where the executor keeps and the
+    /// operations-api reads recorded content too large for a DynamoDB item.
     pub archive_bucket: Option<String>,
     /// `SWITCHBOARD_CONVERSATIONS_URL`: the Conversations Service API (executor, internal-api).
     pub conversations_url: Option<String>,
@@ -468,9 +468,16 @@ impl Wiring {
         Ok(Self::assemble(parts, env, conversations, Arc::new(NoModel), Arc::new(switchboard_engine::NoWebhooks)))
     }
 
-    /// [`Wiring::api`] from the function's environment, reading (and, deleting a tenant,
-    /// deleting) the large pieces of recorded content in the archive's bucket when it is set.
+    /// [`Wiring::api`] from the function's environment (the internal-api).
     pub async fn api_from_env(sdk: &SdkConfig) -> Result<Self, String> {
+        Self::api(sdk, &FunctionEnv::from_env()?)
+    }
+
+    /// The operations-api's wiring: [`Wiring::api`] reading the large pieces of recorded content
+    /// (model calls, replay) from the archive's bucket when it is set. Only this API function
+    /// links the S3 client: the internal-api has no route that reads content, and the large
+    /// pieces of a deleted tenant are deleted by the archiver.
+    pub async fn operations_from_env(sdk: &SdkConfig) -> Result<Self, String> {
         let env = FunctionEnv::from_env()?;
         let parts = Parts::from_config(sdk, &env).keeping(env.large_content(sdk));
         Self::api_over(parts, sdk, &env)

@@ -8,5 +8,5 @@ use switchboard_lambda::{Wiring, api, run_with};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    run_with(Wiring::api_from_env, api::serve_operations).await
+    run_with(Wiring::operations_from_env, api::serve_operations).await
 }

@@ -8,12 +8,12 @@
 //! Read with `BatchGetItem`. Erased with the tenant's sessions (their partitions go whole).
 //!
 //! A piece over the item limit (a tool list of large schemas, a sub-agent's webhook answer of up
-//! to 1 MiB) is put in S3 first, when the
-//! store has a bucket for them ([`DynamoStore::with_large_content`]), at
-//! `pieces/tenant=<t>/session=<s>/<sha-256>.json`; its item then holds that key under `s3Key`
-//! instead of `content`, and rides in the transaction like the others. It is read back from S3
-//! and checked against its hash. The object outlives the item (the bucket's lifecycle rule), so
-//! the archive's line for the piece names it; the tenant's deletion deletes it.
+//! to 1 MiB) is put in S3 first, when the store has a bucket for them
+//! ([`DynamoStore::with_large_content`]), at [`piece_key`]; its item then holds that key under
+//! `s3Key` instead of `content`, and rides in the transaction like the others. It is read back
+//! from S3 and checked against its hash. The object outlives the item (the bucket's lifecycle
+//! rule), so the archive's line for the piece names it. When a tenant's deletion removes the
+//! item, the archiver deletes the object (from the stream's `REMOVE`; a TTL expiry keeps it).
 
 use std::collections::HashMap;
 
@@ -42,9 +42,11 @@ fn content_sk(sha256: &str) -> String {
     format!("CONTENT#{sha256}")
 }
 
-/// The key of a large piece's object in the bucket.
-pub(super) fn piece_key(tenant: &TenantId, session: SessionId, sha256: &str) -> String {
-    format!("pieces/tenant={tenant}/session={session}/{sha256}.json")
+/// The key of a large piece's object in the bucket. Session ids are generated here, never chosen
+/// by a client, so the key needs no tenant; it is what the item's key names, so that the
+/// archiver can delete the object from a stream record that holds only the item's key.
+pub fn piece_key(session: &str, sha256: &str) -> String {
+    format!("pieces/session={session}/{sha256}.json")
 }
 
 /// Whether `blob` is over the item limit.
@@ -65,7 +67,7 @@ impl DynamoStore {
                 blob.body.len()
             }
             (true, Some(_)) => {
-                let object = piece_key(tenant, session, &blob.sha256);
+                let object = piece_key(&session.to_string(), &blob.sha256);
                 let held = object.len();
                 item.insert("s3Key".into(), s(object));
                 held
@@ -80,16 +82,11 @@ impl DynamoStore {
 
     /// Puts the pieces of `content` that are over the item limit in the bucket for them (before
     /// any item names one). Without a bucket there is nothing to do: they are left out.
-    pub(super) async fn put_large_content(
-        &self,
-        tenant: &TenantId,
-        session: SessionId,
-        content: &[Blob],
-    ) -> Result<(), StoreError> {
+    pub(super) async fn put_large_content(&self, session: SessionId, content: &[Blob]) -> Result<(), StoreError> {
         let Some(bucket) = &self.pieces else { return Ok(()) };
         for blob in content.iter().filter(|b| large(b)) {
             bucket
-                .put(&piece_key(tenant, session, &blob.sha256), blob.body.clone(), "application/json")
+                .put(&piece_key(&session.to_string(), &blob.sha256), blob.body.clone(), "application/json")
                 .await
                 .map_err(|e| StoreError::Unavailable { message: e.message, retryable: e.retryable })?;
         }

@@ -3,8 +3,7 @@
 //! several calls. Order: each session's executions then the session, the conversation markers,
 //! the tenant's execution pointers, usage, event log, limit counters and slots, its configuration
 //! and its kept versions, and the tenant marker last — so a deletion that stopped half-way is
-//! found and resumed by the next call. A large piece of recorded content's S3 object is deleted
-//! just before its item. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
+//! found and resumed by the next call. Items are read a page at a time (keys only) and deleted 25 at a time (`BatchWriteItem`;
 //! unprocessed items are sent again a few times before the call gives up with more to do).
 
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
@@ -82,36 +81,14 @@ impl DynamoStore {
             if page.is_empty() {
                 return Ok(true);
             }
-            let page = self.delete_pieces(page).await?;
             if !self.delete_keys(table, page, budget).await? {
                 return Ok(false);
             }
         }
     }
 
-    /// Deletes the objects of the large pieces of recorded content that `page`'s items name
-    /// (before the items, so that a call that stops between the two finds them again), and
-    /// gives back the items' keys alone.
-    async fn delete_pieces(&self, page: Vec<Item>) -> Result<Vec<Item>, StoreError> {
-        let mut keys = Vec::with_capacity(page.len());
-        for mut item in page {
-            if let Some(object) = item.remove("s3Key").and_then(|v| v.as_s().ok().cloned()) {
-                match &self.pieces {
-                    Some(bucket) => bucket
-                        .delete(&object)
-                        .await
-                        .map_err(|e| StoreError::Unavailable { message: e.message, retryable: e.retryable })?,
-                    None => tracing::warn!(object, "a large piece of recorded content is left in S3: no bucket here"),
-                }
-            }
-            keys.push(item);
-        }
-        Ok(keys)
-    }
-
-    /// The keys of the first page (at most 100) of `pk`'s items under `prefix` (and the object
-    /// key of a large piece of recorded content). Deleted items do not come back, so the first
-    /// page is always the next one.
+    /// The keys of the first page (at most 100) of `pk`'s items under `prefix`. Deleted items do
+    /// not come back, so the first page is always the next one.
     async fn key_page(&self, table: &str, pk: &str, prefix: &str) -> Result<Vec<Item>, StoreError> {
         // (DynamoDB refuses an empty string in a key condition: no prefix is no condition.)
         let query = self.client.query().table_name(table).expression_attribute_values(":pk", s(pk));
@@ -122,7 +99,7 @@ impl DynamoStore {
                 .expression_attribute_values(":prefix", s(p)),
         };
         let out = query
-            .projection_expression("PK, SK, s3Key")
+            .projection_expression("PK, SK")
             .consistent_read(true)
             .limit(100)
             .send()

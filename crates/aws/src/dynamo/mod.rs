@@ -45,6 +45,7 @@ mod arrivals;
 mod codec;
 mod config;
 mod content;
+pub use content::piece_key;
 mod counters;
 mod erase;
 mod event_log;
@@ -107,7 +108,7 @@ pub struct DynamoStore {
     /// Items one `delete_tenant` call removes at most.
     delete_budget: usize,
     /// Where recorded content too large for an item is kept (`content`), when configured.
-    pieces: Option<crate::S3Archive>,
+    pieces: Option<Arc<dyn crate::s3::Objects>>,
 }
 
 impl DynamoStore {
@@ -125,11 +126,11 @@ impl DynamoStore {
         }
     }
 
-    /// Keeps recorded content too large for a DynamoDB item in `bucket`, under
-    /// `pieces/tenant=<t>/session=<s>/<sha-256>.json` (the archive's prefix is replaced). Without
-    /// it such a piece is left out and reads back as no longer kept.
+    /// Keeps recorded content too large for a DynamoDB item in `bucket`, at [`piece_key`] (the
+    /// archive's prefix is replaced). Without it such a piece is left out and reads back as no
+    /// longer kept.
     pub fn with_large_content(mut self, bucket: &crate::S3Archive) -> Self {
-        self.pieces = Some(bucket.with_prefix(""));
+        self.pieces = Some(Arc::new(bucket.with_prefix("")));
         self
     }
 

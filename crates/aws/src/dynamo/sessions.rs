@@ -591,7 +591,7 @@ impl SessionStore for DynamoStore {
         items.extend(self.coalesced_items(commit)?);
         let e = &commit.execution;
         let now = self.clock.now();
-        self.put_large_content(&e.tenant_id, e.session_id, &commit.content).await?;
+        self.put_large_content(e.session_id, &commit.content).await?;
         let (inside, overflow) =
             self.content_in_transaction(&e.tenant_id, e.session_id, &commit.content, now, items.len())?;
         if !overflow.is_empty() {

@@ -544,7 +544,7 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
     });
     // and one too large for an item, whose item names its object in the bucket
     let large_sha = "cd".repeat(32);
-    let piece = format!("pieces/tenant=t-1/session=01JDQA0000000000000000SES1/{large_sha}.json");
+    let piece = format!("pieces/session=01JDQA0000000000000000SES1/{large_sha}.json");
     let mut large = content.clone();
     large["eventID"] = json!("content-2");
     large["dynamodb"]["SequenceNumber"] = json!("111100000000000000000010");
@@ -583,6 +583,52 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
         (Some(large_sha.as_str()), Some(piece.as_str()))
     );
     assert!(large.get("content").is_none(), "{large}");
+}
+
+#[tokio::test]
+async fn the_archiver_deletes_the_object_of_a_removed_piece_but_not_of_one_that_expired() {
+    // given two large pieces' objects in the bucket, as the executor's store puts them
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let bucket = common::create_bucket(&sdk).await;
+    let archive = S3Archive::new(S3Archive::client(&sdk, true), bucket.clone(), "executions/");
+    let pieces = archive.with_prefix("");
+    let session = "01JDQA0000000000000000SES1";
+    let (deleted, expired) = ("d1".repeat(32), "e1".repeat(32));
+    for sha in [&deleted, &expired] {
+        pieces.put(&switchboard_aws::piece_key(session, sha), b"{}".to_vec(), "application/json").await.unwrap();
+    }
+    // and a stream batch removing both items, one by a tenant's deletion and one by its TTL, and
+    // an execution record removed by a tenant's deletion
+    let removal = |id: &str, sk: String, by_ttl: bool| {
+        let mut record = json!({
+            "eventID": id, "eventName": "REMOVE", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {
+                "Keys": { "PK": {"S": format!("SESSION#{session}")}, "SK": {"S": sk} },
+                "SequenceNumber": format!("2222000000000000000000{id}"), "SizeBytes": 90, "StreamViewType": "NEW_IMAGE"
+            }
+        });
+        if by_ttl {
+            record["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+        }
+        record
+    };
+    let payload = json!({ "Records": [
+        removal("01", format!("CONTENT#{deleted}"), false),
+        removal("02", format!("CONTENT#{expired}"), true),
+        removal("03", "EXEC#2026-11-23T07:00:00Z#01JDQA0000000000000000EXE1".into(), false),
+    ]});
+    // when the archiver handles it
+    let done = archiver::handle(&archive, event::<StreamEvent>(payload)).await.unwrap();
+    // then the deleted item's object is gone, the expired one's is kept for the archive, and
+    // nothing was archived
+    assert_eq!((done.deleted, done.archived, done.skipped), (1, 0, 2), "{done:?}");
+    assert!(done.objects.is_empty());
+    assert_eq!(pieces.get(&switchboard_aws::piece_key(session, &deleted)).await.unwrap(), None);
+    assert!(pieces.get(&switchboard_aws::piece_key(session, &expired)).await.unwrap().is_some());
+    // and a batch removing it again (a retried batch) succeeds
+    let again = json!({ "Records": [removal("04", format!("CONTENT#{deleted}"), false)] });
+    assert_eq!(archiver::handle(&archive, event::<StreamEvent>(again)).await.unwrap().deleted, 1);
 }
 
 // ---- end to end ---------------------------------------------------------------------------------------
