@@ -127,13 +127,14 @@ for function in "${functions[@]}"; do
     # The twenty-seventh pass (tools of MCP servers through rmcp, tool schemas through the
     # jsonschema crate) grew the functions that check or call tools past 5 MB: their budgets are
     # set from what it measured (docs/benchmarks.md, "Lambda deployables, twenty-seventh pass",
-    # which says what each crate costs and what cutting back would take); every other function
-    # keeps 5 MB.
+    # which says what each crate costs and what cutting back would take). The twenty-eighth put
+    # recorded content too large for an item in S3: the S3 client grew the two functions that
+    # write and read it ("twenty-eighth pass"). Every other function keeps 5 MB.
     limit=5000000
     case "$function" in
-        agent-executor) limit=6400000 ;;
+        agent-executor) limit=7300000 ;;
         internal-api) limit=5800000 ;;
-        operations-api) limit=5750000 ;;
+        operations-api) limit=6600000 ;;
         event-router) limit=5100000 ;;
     esac
     [ "$size" -le "$limit" ] || too_big+=("$function")
