@@ -97,6 +97,8 @@ struct World {
     names: AwsNames,
     /// The work queue's dead-letter queue, when `Options::max_receives` asked for one.
     dead_letters: Option<String>,
+    /// The bucket of large recorded content, when `Options::large_content` asked for one.
+    pieces: Option<S3Archive>,
     wiring: Wiring,
     bedrock: FakeBedrock,
     conversations: FakeConversations,
@@ -115,6 +117,8 @@ struct Options {
     /// A redrive policy on the work queue: the dead-letter queue receives an item after this
     /// many receives.
     max_receives: Option<u32>,
+    /// A bucket for recorded content too large for an item, as the deployed executor has.
+    large_content: bool,
 }
 
 /// Webhooks to a receiver on 127.0.0.1 over plain HTTP: tests only (see `Wiring::with`).
@@ -163,7 +167,11 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
     let model: Arc<dyn Model> = Arc::new(Retrying::new(adapter, options.model_retry));
     let model: Arc<dyn Model> = if options.panic_on_marker { Arc::new(PanicOnMarker(model)) } else { model };
     let api = ConversationsApi::new(&sdk, conversations.base_url.clone(), ConversationsLimits::default()).unwrap();
-    let mut wiring = Wiring::with(clients, &env, Arc::new(api), model, options.webhooks);
+    let pieces = match options.large_content {
+        true => Some(S3Archive::new(S3Archive::client(&sdk, true), common::create_bucket(&sdk).await, "")),
+        false => None,
+    };
+    let mut wiring = Wiring::keeping(clients, &env, Arc::new(api), model, options.webhooks, pieces.clone());
     if let Some(max) = options.max_receives {
         wiring.max_receives = max;
     }
@@ -185,7 +193,7 @@ async fn world_with(script: Vec<Reply>, options: Options) -> World {
     .unwrap();
     put(&wiring, ConfigRecord::Trigger(trigger)).await;
     counter.take();
-    World { sdk, names, dead_letters, wiring, bedrock, conversations, counter }
+    World { sdk, names, dead_letters, pieces, wiring, bedrock, conversations, counter }
 }
 
 /// Writes a record through the configuration service, as the internal API would.
@@ -1419,6 +1427,61 @@ async fn tenant_secret(w: &World) -> String {
         .await
         .unwrap();
     secret_ref
+}
+
+#[tokio::test]
+async fn a_turn_whose_tool_list_is_too_large_for_an_item_keeps_it_in_s3_and_its_model_calls_read_it_back() {
+    // given an agent whose seven tools have schemas of about 55 KB each (an MCP server's, say), so
+    // that the tool list the model is sent is one piece over DynamoDB's item limit, and the
+    // executor wired with the bucket for such pieces, as deployed
+    let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "On its way."})), Reply::text("")];
+    let w = world_with(script, Options { large_content: true, ..Options::default() }).await;
+    let mut tools = vec![json!("send_message")];
+    for i in 0..7 {
+        let properties: serde_json::Map<String, Value> = (0..55)
+            .map(|p| {
+                (format!("field_{p}"), json!({"type": "string", "description": format!("{p} {}", "d".repeat(1000))}))
+            })
+            .collect();
+        let tool_id = format!("01JDQ8ZJ5V3V7Y9K2M4N6P8T{i:02}");
+        let tool: Tool = serde_json::from_value(json!({
+            "tenantId": "t-1", "toolId": tool_id, "name": format!("lookup_{i}"), "description": "Looks a thing up",
+            "parameters": {"type": "object", "properties": properties},
+            "handler": {"type": "webhook", "url": "https://tools.example.com/lookup", "secretRef": "orders", "timeoutMs": 5000},
+            "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+        }))
+        .unwrap();
+        w.wiring.store.put_config(&ConfigRecord::Tool(tool), None, &by()).await.unwrap();
+        tools.push(json!(tool_id));
+    }
+    let agent: Agent = serde_json::from_value(json!({
+        "tenantId": "t-1", "agentId": AGENT, "name": "Support", "systemPrompt": "Be brief.",
+        "model": "anthropic.claude-3-haiku-20240307-v1:0", "tools": tools,
+        "createdAt": "2026-11-23T00:00:00Z", "updatedAt": "2026-11-23T00:00:00Z"
+    }))
+    .unwrap();
+    put(&w.wiring, ConfigRecord::Agent(agent)).await;
+    event_router::handle(&w.wiring.intake, event(fixture("eventbridge-message-new.json"))).await.unwrap();
+
+    // when the executor handler runs the customer's message
+    let (_, response) = poll_once(&w).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    // then the tool list is an object in the bucket, under its session and hash
+    let tenant: TenantId = "t-1".parse().unwrap();
+    let record = w.wiring.store.execution_for_source(&tenant, "message-c-1:m-1").await.unwrap().unwrap();
+    let tools_ref = record.model_calls[0].request.as_ref().unwrap().tools.clone();
+    assert!(tools_ref.bytes > 380 * 1024, "{tools_ref:?}");
+    let object = switchboard_aws::piece_key(&record.session_id.to_string(), &tools_ref.sha256);
+    let stored = w.pieces.as_ref().unwrap().get(&object).await.unwrap().expect("the object");
+    assert_eq!(stored.len() as u64, tools_ref.bytes);
+    // and the model calls read back whole, the tool list as the model was sent it
+    let calls = switchboard_engine::recorded::model_calls(w.wiring.store.as_ref(), &record).await.unwrap();
+    let tools = calls[0].request.as_ref().unwrap().tools.content.clone().expect("the tool list is kept");
+    let names: Vec<&str> = tools.as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    let sent: Vec<Value> = w.bedrock.requests()[0].1["toolConfig"]["tools"].as_array().unwrap().clone();
+    assert_eq!(sent.len(), 8);
 }
 
 #[tokio::test]
