@@ -1431,14 +1431,14 @@ async fn tenant_secret(w: &World) -> String {
 
 #[tokio::test]
 async fn a_turn_whose_tool_list_is_too_large_for_an_item_keeps_it_in_s3_and_its_model_calls_read_it_back() {
-    // given an agent whose seven tools have schemas of about 55 KB each (an MCP server's, say), so
-    // that the tool list the model is sent is one piece over DynamoDB's item limit, and the
-    // executor wired with the bucket for such pieces, as deployed
+    // given an agent with thirty tools whose schemas are near the 16 KiB a schema may have (an MCP
+    // server's, say), so that the tool list the model is sent is one piece over DynamoDB's item
+    // limit, and the executor wired with the bucket for such pieces, as deployed
     let script = vec![Reply::tool_use("tu-1", "send_message", json!({"text": "On its way."})), Reply::text("")];
     let w = world_with(script, Options { large_content: true, ..Options::default() }).await;
     let mut tools = vec![json!("send_message")];
-    for i in 0..7 {
-        let properties: serde_json::Map<String, Value> = (0..55)
+    for i in 0..30 {
+        let properties: serde_json::Map<String, Value> = (0..14)
             .map(|p| {
                 (format!("field_{p}"), json!({"type": "string", "description": format!("{p} {}", "d".repeat(1000))}))
             })
@@ -1479,9 +1479,9 @@ async fn a_turn_whose_tool_list_is_too_large_for_an_item_keeps_it_in_s3_and_its_
     let calls = switchboard_engine::recorded::model_calls(w.wiring.store.as_ref(), &record).await.unwrap();
     let tools = calls[0].request.as_ref().unwrap().tools.content.clone().expect("the tool list is kept");
     let names: Vec<&str> = tools.as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names.len(), 31, "{names:?}");
     let sent: Vec<Value> = w.bedrock.requests()[0].1["toolConfig"]["tools"].as_array().unwrap().clone();
-    assert_eq!(sent.len(), 8);
+    assert_eq!(sent.len(), 31);
 }
 
 #[tokio::test]
