@@ -33,19 +33,22 @@ cargo fmt --all --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== AWS emulator (moto server, for crates/aws tests), the Standard Webhooks library, the MCP SDK"
+echo "== AWS emulator (moto server, for crates/aws tests), the Standard Webhooks library, the MCP SDK, DuckDB"
 # Installed once into a git-ignored venv; the tests start and stop their processes. The official
 # standardwebhooks package verifies the Standard Webhooks tools' requests in tests/webhooks.rs;
-# the official MCP Python SDK serves the MCP tools of tests/receivers/mcp_orders.py. A venv made
-# before one was added gets it on its own.
+# the official MCP Python SDK serves the MCP tools of tests/receivers/mcp_orders.py; DuckDB reads
+# the archive's Parquet files and runs docs/athena.md's queries (tests/readers/archive_duckdb.py).
+# A venv made before one was added gets it on its own.
 if [ ! -x .venv-emulator/bin/moto_server ]; then
     python3 -m venv .venv-emulator
-    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5' 'standardwebhooks==1.1.0' 'mcp==2.3.0'
+    .venv-emulator/bin/pip install --quiet 'moto[server]==5.2.5' 'standardwebhooks==1.1.0' 'mcp==2.3.0' 'duckdb==2.0.1'
 else
     .venv-emulator/bin/python -c 'import standardwebhooks' 2>/dev/null \
         || .venv-emulator/bin/pip install --quiet 'standardwebhooks==1.1.0'
     .venv-emulator/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null \
         || .venv-emulator/bin/pip install --quiet 'mcp==2.3.0'
+    .venv-emulator/bin/python -c 'import duckdb' 2>/dev/null \
+        || .venv-emulator/bin/pip install --quiet 'duckdb==2.0.1'
 fi
 export SWITCHBOARD_MOTO_SERVER="$PWD/.venv-emulator/bin/moto_server"
 export SWITCHBOARD_PYTHON="$PWD/.venv-emulator/bin/python"

@@ -203,7 +203,7 @@ pub async fn sweep(
 
 /// Writes `rows` as one batch of `kind`'s archive files under `dir`; how many files.
 async fn write_archive(dir: &Path, kind: ArchiveKind, rows: &[DueRow]) -> Result<usize, SweepError> {
-    let mut batch = ArchiveBatch::new();
+    let mut batch = ArchiveBatch::new(kind);
     let time_field = match kind {
         ArchiveKind::Executions => "createdAt",
         ArchiveKind::Sessions => "startedAt",

@@ -137,7 +137,8 @@ pub async fn serve(streams: &Streams) -> Result<(), lambda_runtime::Error> {
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id, records = event.payload.records.len()))]
 pub async fn handle(archive: &S3Archive, event: LambdaEvent<Event>) -> Result<ArchiveSummary, ArchiverError> {
     let mut summary = ArchiveSummary::default();
-    let (mut executions, mut content) = (ArchiveBatch::new(), ArchiveBatch::new());
+    let (mut executions, mut content) =
+        (ArchiveBatch::new(ArchiveKind::Executions), ArchiveBatch::new(ArchiveKind::Content));
     let mut removed = Vec::new();
     for record in &event.payload.records {
         if let Some(object) = removed_piece(record) {

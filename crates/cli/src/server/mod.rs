@@ -94,7 +94,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MINUTES", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=10_080))]
     retention_sweep: u64,
     /// Directory the retention sweep writes what it deletes to first, as the AWS archiver's files
-    /// (`executions/tenant=<id>/date=<day>/<n>.jsonl.gz`, gzip JSON Lines; also `sessions/`,
+    /// (`executions/tenant=<id>/date=<day>/<n>.parquet`, Parquet; also, in gzip JSON Lines, `sessions/`,
     /// `events/`, `messages/`). Without it, expired rows are deleted without a copy.
     #[arg(long, env = "SWITCHBOARD_ARCHIVE_DIR", value_name = "DIR")]
     archive_dir: Option<PathBuf>,

@@ -233,7 +233,9 @@ async fn each_batch_is_archived_before_it_is_deleted_in_the_aws_archivers_files(
         let parts: Vec<&str> = name.split('/').collect();
         assert_eq!(parts.len(), 4, "{name}");
         assert_eq!((parts[1], parts[2]), ("tenant=t-1", "date=2026-11-23"), "{name}");
-        let first = parts[3].strip_suffix(".jsonl.gz").unwrap();
+        // execution records in Parquet, the other kinds in gzip JSON Lines
+        let extension = if parts[0] == "executions" { ".parquet" } else { ".jsonl.gz" };
+        let first = parts[3].strip_suffix(extension).unwrap();
         assert!(first.len() == 20 && first.bytes().all(|b| b.is_ascii_digit()), "{name}");
         assert_eq!(file[0]["sequenceNumber"], first, "a file is named by its first line");
         for line in file {

@@ -509,8 +509,8 @@ async fn the_archiver_writes_one_gzip_json_lines_object_per_tenant_and_day_and_a
     assert_eq!(
         first.objects,
         vec![
-            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.jsonl.gz".to_owned(),
-            "executions/tenant=t-2/date=2026-11-23/111100000000000000000003.jsonl.gz".to_owned(),
+            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.parquet".to_owned(),
+            "executions/tenant=t-2/date=2026-11-23/111100000000000000000003.parquet".to_owned(),
         ]
     );
     assert_eq!(second, first);
@@ -518,7 +518,7 @@ async fn the_archiver_writes_one_gzip_json_lines_object_per_tenant_and_day_and_a
     let listed = S3Archive::client(&sdk, true).list_objects_v2().bucket(&bucket).send().await.unwrap();
     assert_eq!(listed.contents().len(), 2);
     // and the t-1 object holds its insert and modify as JSON lines
-    let lines = gunzip_lines(&object(&sdk, &bucket, &first.objects[0]).await);
+    let lines = switchboard_domain::archive::read_lines(&object(&sdk, &bucket, &first.objects[0]).await).unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["eventName"], json!("INSERT"));
     assert_eq!(lines[0]["execution"]["executionId"], json!("01JDQA00000000000000000EX1"));
@@ -573,7 +573,7 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
         done.objects,
         vec![
             "content/tenant=t-1/date=2026-11-23/111100000000000000000009.jsonl.gz".to_owned(),
-            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.jsonl.gz".to_owned(),
+            "executions/tenant=t-1/date=2026-11-23/111100000000000000000001.parquet".to_owned(),
         ]
     );
     let lines = gunzip_lines(&object(&sdk, &bucket, &done.objects[0]).await);
@@ -591,6 +591,119 @@ async fn the_archiver_files_recorded_content_beside_the_records_under_the_day_it
         (Some(large_sha.as_str()), Some(piece.as_str()))
     );
     assert!(large.get("content").is_none(), "{large}");
+}
+
+/// A stream record of an execution item holding `record` (as the DynamoDB store writes it).
+fn execution_stream_record(event_name: &str, sequence: &str, record: &Value) -> Value {
+    let item = json!({
+        "PK": format!("SESSION#{}", record["sessionId"].as_str().unwrap()),
+        "SK": format!("EXEC#{}#{}", record["createdAt"].as_str().unwrap(), record["executionId"].as_str().unwrap()),
+        "tenantId": record["tenantId"], "body": record,
+    });
+    let image: serde_dynamo::Item = serde_dynamo::to_item(item).unwrap();
+    json!({
+        "eventID": sequence, "eventName": event_name, "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": { "Keys": {}, "NewImage": serde_json::to_value(image).unwrap(), "SequenceNumber": sequence,
+                      "SizeBytes": 900, "StreamViewType": "NEW_IMAGE" }
+    })
+}
+
+#[tokio::test]
+async fn the_archivers_parquet_files_read_in_duckdb_with_the_documented_columns_and_answer_the_example_queries() {
+    // given two weeks of executions of two versions of an agent: a handed-off session and a
+    // resolved one in the first week, two resolved and a handed-off one in the second (one of
+    // them resumed, so archived twice), and another tenant's
+    let record = |tenant: &str,
+                  id: &str,
+                  session: &str,
+                  version: u64,
+                  status: &str,
+                  cost: Option<f64>,
+                  tokens: (u64, u64),
+                  at: &str| {
+        json!({
+            "tenantId": tenant, "executionId": format!("01JDQA00000000000000000{id}"),
+            "sessionId": format!("01JDQA0000000000000000S{session}"), "agentId": AGENT, "ranWith": {"agent": version},
+            "sourceId": format!("evt-{id}"), "input": {}, "status": status, "iterations": 1, "modelCalls": [{}],
+            "toolCalls": [], "actions": [], "tokenUsage": {"inputTokens": tokens.0, "outputTokens": tokens.1},
+            "costUsd": cost, "latencyMs": 900, "createdAt": at, "expiresAt": "2027-01-01T00:00:00Z"
+        })
+    };
+    let resumed = record("t-1", "EX4", "S3", 2, "success", Some(0.0035), (300, 40), "2026-11-24T08:00:00Z");
+    let mut paused = resumed.clone();
+    (paused["status"], paused["costUsd"]) = (json!("paused"), json!(0.003));
+    let changes = [
+        ("INSERT", record("t-1", "EX1", "S1", 1, "success", Some(0.001), (100, 20), "2026-11-17T10:00:00Z")),
+        ("INSERT", record("t-1", "EX2", "S1", 1, "handed_off", Some(0.002), (200, 30), "2026-11-17T10:05:00Z")),
+        ("INSERT", record("t-1", "EX3", "S2", 1, "success", Some(0.0015), (150, 25), "2026-11-18T09:00:00Z")),
+        ("INSERT", paused),
+        ("MODIFY", resumed),
+        ("INSERT", record("t-1", "EX5", "S4", 2, "handed_off", None, (50, 10), "2026-11-25T12:00:00Z")),
+        ("INSERT", record("t-1", "EX6", "S5", 2, "success", Some(0.002), (100, 10), "2026-11-26T12:00:00Z")),
+        ("INSERT", record("t-2", "EX7", "S6", 1, "success", Some(1.0), (999, 99), "2026-11-26T12:00:00Z")),
+    ];
+    let records: Vec<Value> = changes
+        .iter()
+        .enumerate()
+        .map(|(n, (name, r))| execution_stream_record(name, &format!("5500000000000000000{n:03}"), r))
+        .collect();
+    // when the archiver writes them, and the bucket's files are copied out as they are laid out
+    let sdk = AwsSettings::emulator(common::moto().endpoint.clone()).load().await;
+    let bucket = common::create_bucket(&sdk).await;
+    let archive = S3Archive::new(S3Archive::client(&sdk, true), bucket.clone(), "executions/");
+    let done = archiver::handle(&archive, event::<StreamEvent>(json!({ "Records": records }))).await.unwrap();
+    assert_eq!(done.archived, 8);
+    let dir = tempfile::tempdir().unwrap();
+    for key in &done.objects {
+        assert!(key.ends_with(".parquet"), "{key}");
+        let path = dir.path().join(key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, object(&sdk, &bucket, key).await).unwrap();
+    }
+    // then DuckDB (not our code) reads them with the columns docs/athena.md documents
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new(switchboard_testkit::mcp::python())
+        .arg(root.join("tests/readers/archive_duckdb.py"))
+        .arg(dir.path())
+        .arg(root.join("docs/athena.md"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let described: Vec<(String, String)> = answer["describe"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c[0].as_str().unwrap().to_owned(), c[1].as_str().unwrap().to_owned()))
+        .collect();
+    let text = |names: &[&str]| names.iter().map(|n| (n.to_string(), "VARCHAR".to_owned())).collect::<Vec<_>>();
+    let int = |names: &[&str]| names.iter().map(|n| (n.to_string(), "BIGINT".to_owned())).collect::<Vec<_>>();
+    let mut expected = text(&["event_name", "sequence_number", "tenant_id", "execution_id", "session_id", "agent_id"]);
+    expected.extend(int(&["agent_version"]));
+    expected.extend(text(&["trigger_id", "variant", "status", "error_code"]));
+    expected.extend(int(&[
+        "iterations",
+        "model_calls",
+        "tool_calls",
+        "tool_failures",
+        "input_tokens",
+        "output_tokens",
+    ]));
+    expected.push(("cost_usd".into(), "DOUBLE".into()));
+    expected.extend(int(&["latency_ms"]));
+    expected.push(("created_at".into(), "TIMESTAMP WITH TIME ZONE".into()));
+    expected.extend(text(&["record", "date", "tenant"]));
+    assert_eq!(described, expected);
+    // and the example queries answer what these records say: per week, sessions, resolved by an
+    // agent and the rate; per agent version, executions (each once), tokens and cost
+    let rows = |q: usize| -> Vec<Vec<String>> { serde_json::from_value(answer["queries"][q].clone()).unwrap() };
+    let row = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rows(0),
+        [row(&["2026-11-16 00:00:00+00:00", "2", "1", "0.5"]), row(&["2026-11-23 00:00:00+00:00", "3", "2", "0.667"])]
+    );
+    assert_eq!(rows(1), [row(&[AGENT, "1", "3", "525", "0.0045"]), row(&[AGENT, "2", "3", "510", "0.0055"])]);
 }
 
 #[tokio::test]
@@ -848,8 +961,8 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     let archive = S3Archive::new(S3Archive::client(&w.sdk, true), bucket.clone(), "executions/");
     let summary = archiver::handle(&archive, event::<StreamEvent>(stream)).await.unwrap();
     let day = record.created_at.format("%Y-%m-%d").to_string();
-    assert_eq!(summary.objects, vec![format!("executions/tenant=t-1/date={day}/4200000000000000000001.jsonl.gz")]);
-    let lines = gunzip_lines(&object(&w.sdk, &bucket, &summary.objects[0]).await);
+    assert_eq!(summary.objects, vec![format!("executions/tenant=t-1/date={day}/4200000000000000000001.parquet")]);
+    let lines = switchboard_domain::archive::read_lines(&object(&w.sdk, &bucket, &summary.objects[0]).await).unwrap();
     assert_eq!(lines[0]["execution"]["executionId"], json!(record.execution_id.to_string()));
     assert_eq!(lines.len(), 1, "usage items are not archived");
 
