@@ -11,8 +11,9 @@ use crate::errors::logged;
 
 /// Bytes by key in a bucket: how the DynamoDB store keeps recorded content too large for an item
 /// ([`crate::DynamoStore::with_large_content`]). A trait object there, so that the S3 client is
-/// linked only into the functions that give the store a bucket (the agent-executor and the two
-/// API functions), not into every function that commits a turn or deletes a tenant.
+/// linked only into the functions that give the store a bucket (the agent-executor, which writes,
+/// and the operations-api, which reads), not into every function that commits a turn or deletes
+/// a tenant.
 #[async_trait::async_trait]
 pub trait Objects: std::fmt::Debug + Send + Sync {
     async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), ArchiveError>;
