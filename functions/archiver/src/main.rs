@@ -1,4 +1,4 @@
-//! archiver Lambda: the executions table's DynamoDB stream → gzip JSON Lines in S3, and the
+//! archiver Lambda: the executions table's DynamoDB stream → the archive in S3 (Parquet, JSON Lines), and the
 //! outbox's events → EventBridge (handlers in `switchboard_lambda::{archiver, relay}`). Builds
 //! the SDK config and the S3 and EventBridge clients once.
 

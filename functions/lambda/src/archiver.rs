@@ -1,9 +1,10 @@
-//! archiver: the executions table's DynamoDB stream → S3, as gzip-compressed JSON Lines. Only
-//! `INSERT` and `MODIFY` records with a `NewImage` of an execution item (`SK = EXEC#…`, which
-//! carries the record under `body`) or of recorded model content (`SK = CONTENT#…`, its JSON
-//! under `content`) are archived; source and id pointers and `REMOVE`s (TTL expiry) are skipped.
-//! A batch becomes one object per kind, tenant and day:
-//! `<executions/|content/>tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.jsonl.gz`. The key depends only on
+//! archiver: the executions table's DynamoDB stream → S3: execution records as Parquet, recorded
+//! model content as gzip JSON Lines. Only `INSERT` and `MODIFY` records with a `NewImage` of an
+//! execution item (`SK = EXEC#…`, which carries the record under `body`) or of recorded model
+//! content (`SK = CONTENT#…`, its JSON under `content`) are archived; source and id pointers and
+//! `REMOVE`s are skipped (but see below). A batch becomes one object per kind, tenant and day:
+//! `executions/tenant=<id>/date=<yyyy-mm-dd>/<first sequence number>.parquet` and
+//! `content/…/<first sequence number>.jsonl.gz`. The key depends only on
 //! the batch's records, so a retried batch overwrites the same object instead of duplicating it.
 //! The files' layout and encoding are `switchboard_domain::archive`'s, which the embedded
 //! profile's retention sweep writes too.
