@@ -8,6 +8,7 @@
 //! | `event_name` | string | the change that archived it (`INSERT`, `MODIFY`) |
 //! | `sequence_number` | string, optional | the stream's (AWS) or the row's (embedded) |
 //! | `tenant_id`, `execution_id`, `session_id`, `agent_id` | string | the same fields |
+//! | `conversation_id`, `channel` | string, optional | the message's (`input.detail.conversationId`, `….channel.platform`) |
 //! | `agent_version` | int64, optional | `ranWith.agent`: the agent's version it ran |
 //! | `trigger_id`, `variant` | string, optional | `triggerId`; `split.variant` (a traffic split's) |
 //! | `status` | string | `success`, `handed_off`, `failed`… |
@@ -42,6 +43,8 @@ pub const SCHEMA: &str = "message execution {
     optional binary tenant_id (STRING);
     optional binary execution_id (STRING);
     optional binary session_id (STRING);
+    optional binary conversation_id (STRING);
+    optional binary channel (STRING);
     optional binary agent_id (STRING);
     optional int64 agent_version;
     optional binary trigger_id (STRING);
@@ -97,6 +100,8 @@ fn columns(lines: &[Value]) -> Vec<Column> {
         text(&str_at("/tenantId")),
         text(&str_at("/executionId")),
         text(&str_at("/sessionId")),
+        text(&str_at("/input/detail/conversationId")),
+        text(&str_at("/input/detail/channel/platform")),
         text(&str_at("/agentId")),
         int(&int_at("/ranWith/agent")),
         text(&str_at("/triggerId")),

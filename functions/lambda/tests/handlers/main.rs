@@ -622,10 +622,13 @@ async fn the_archivers_parquet_files_read_in_duckdb_with_the_documented_columns_
                   cost: Option<f64>,
                   tokens: (u64, u64),
                   at: &str| {
+        // the second week's conversations came in on WhatsApp, the first week's on the web chat
+        let platform = if at < "2026-11-23" { "webchat" } else { "whatsapp" };
         json!({
             "tenantId": tenant, "executionId": format!("01JDQA00000000000000000{id}"),
             "sessionId": format!("01JDQA0000000000000000S{session}"), "agentId": AGENT, "ranWith": {"agent": version},
-            "sourceId": format!("evt-{id}"), "input": {}, "status": status, "iterations": 1, "modelCalls": [{}],
+            "sourceId": format!("evt-{id}"), "status": status,
+            "input": {"text": "hi", "detail": {"conversationId": format!("c-{session}"), "channel": {"platform": platform}}}, "iterations": 1, "modelCalls": [{}],
             "toolCalls": [], "actions": [], "tokenUsage": {"inputTokens": tokens.0, "outputTokens": tokens.1},
             "costUsd": cost, "latencyMs": 900, "createdAt": at, "expiresAt": "2027-01-01T00:00:00Z"
         })
@@ -679,7 +682,16 @@ async fn the_archivers_parquet_files_read_in_duckdb_with_the_documented_columns_
         .collect();
     let text = |names: &[&str]| names.iter().map(|n| (n.to_string(), "VARCHAR".to_owned())).collect::<Vec<_>>();
     let int = |names: &[&str]| names.iter().map(|n| (n.to_string(), "BIGINT".to_owned())).collect::<Vec<_>>();
-    let mut expected = text(&["event_name", "sequence_number", "tenant_id", "execution_id", "session_id", "agent_id"]);
+    let mut expected = text(&[
+        "event_name",
+        "sequence_number",
+        "tenant_id",
+        "execution_id",
+        "session_id",
+        "conversation_id",
+        "channel",
+        "agent_id",
+    ]);
     expected.extend(int(&["agent_version"]));
     expected.extend(text(&["trigger_id", "variant", "status", "error_code"]));
     expected.extend(int(&[
@@ -696,14 +708,16 @@ async fn the_archivers_parquet_files_read_in_duckdb_with_the_documented_columns_
     expected.extend(text(&["record", "date", "tenant"]));
     assert_eq!(described, expected);
     // and the example queries answer what these records say: per week, sessions, resolved by an
-    // agent and the rate; per agent version, executions (each once), tokens and cost
+    // agent and the rate; per channel, sessions and those handed to a person; per agent version,
+    // executions (each once), tokens and cost
     let rows = |q: usize| -> Vec<Vec<String>> { serde_json::from_value(answer["queries"][q].clone()).unwrap() };
     let row = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
     assert_eq!(
         rows(0),
         [row(&["2026-11-16 00:00:00+00:00", "2", "1", "0.5"]), row(&["2026-11-23 00:00:00+00:00", "3", "2", "0.667"])]
     );
-    assert_eq!(rows(1), [row(&[AGENT, "1", "3", "525", "0.0045"]), row(&[AGENT, "2", "3", "510", "0.0055"])]);
+    assert_eq!(rows(1), [row(&["webchat", "2", "1"]), row(&["whatsapp", "3", "1"])]);
+    assert_eq!(rows(2), [row(&[AGENT, "1", "3", "525", "0.0045"]), row(&[AGENT, "2", "3", "510", "0.0055"])]);
 }
 
 #[tokio::test]
