@@ -81,7 +81,9 @@ fn invalid(what: impl std::fmt::Display) -> std::io::Error {
 fn columns(lines: &[Value]) -> Vec<Column> {
     let text = |f: &dyn Fn(&Value) -> Option<String>| Column::Text(lines.iter().map(f).collect());
     let int = |f: &dyn Fn(&Value) -> Option<i64>| Column::Int(lines.iter().map(f).collect());
-    let record = |line: &Value| line.get("execution").cloned().unwrap_or(Value::Null);
+    fn record(line: &Value) -> &Value {
+        line.get("execution").unwrap_or(&Value::Null)
+    }
     let str_at = |pointer: &'static str| move |line: &Value| record(line).pointer(pointer)?.as_str().map(str::to_owned);
     let int_at = |pointer: &'static str| move |line: &Value| record(line).pointer(pointer)?.as_i64();
     let count =
@@ -91,7 +93,7 @@ fn columns(lines: &[Value]) -> Vec<Column> {
         chrono::DateTime::parse_from_rfc3339(&at).ok().map(|t| t.timestamp_millis())
     };
     let failures = |line: &Value| {
-        let calls = record(line).get("toolCalls")?.as_array()?.clone();
+        let calls = record(line).get("toolCalls")?.as_array()?;
         Some(calls.iter().filter(|c| c.get("isError").and_then(Value::as_bool) == Some(true)).count() as i64)
     };
     vec![
