@@ -69,12 +69,12 @@ impl ArchiveKind {
 
 /// One archive line: the record under its kind's field, with the change that produced it and
 /// its sequence number (DynamoDB's stream record's; the embedded store's row number).
-pub fn line(kind: ArchiveKind, event_name: &str, sequence: Option<&str>, record: &Value) -> String {
+pub fn line(kind: ArchiveKind, event_name: &str, sequence: Option<&str>, record: &Value) -> Value {
     let mut line = serde_json::Map::new();
     line.insert("eventName".into(), event_name.into());
     line.insert("sequenceNumber".into(), sequence.map_or(Value::Null, Value::from));
     line.insert(kind.field().into(), record.clone());
-    Value::Object(line).to_string()
+    Value::Object(line)
 }
 
 /// The UTC day (`yyyy-mm-dd`) of an RFC 3339 time, which names a record's folder.
@@ -90,7 +90,7 @@ pub fn day_of(rfc3339: &str) -> Option<&str> {
 pub struct ArchiveBatch {
     kind: ArchiveKind,
     /// (tenant, day) → (the first line's sequence number, lines in the order added)
-    files: BTreeMap<(String, String), (String, Vec<String>)>,
+    files: BTreeMap<(String, String), (String, Vec<Value>)>,
 }
 
 /// One file of a batch: its key (below the kind's prefix) and its bytes.
@@ -108,7 +108,7 @@ impl ArchiveBatch {
 
     /// Adds `line` (see [`line`]) to the file of (`tenant`, `day`); the first line a file gets
     /// names it by `sequence`.
-    pub fn push(&mut self, tenant: &str, day: &str, sequence: &str, line: String) {
+    pub fn push(&mut self, tenant: &str, day: &str, sequence: &str, line: Value) {
         self.files
             .entry((tenant.to_owned(), day.to_owned()))
             .or_insert_with(|| (sequence.to_owned(), Vec::new()))
@@ -129,18 +129,11 @@ impl ArchiveBatch {
             .into_iter()
             .map(|((tenant, day), (first, lines))| {
                 let (extension, bytes) = match kind {
-                    ArchiveKind::Executions => {
-                        let parsed = lines
-                            .iter()
-                            .map(|l| serde_json::from_str(l))
-                            .collect::<Result<Vec<Value>, _>>()
-                            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                        ("parquet", parquet::write(&parsed)?)
-                    }
+                    ArchiveKind::Executions => ("parquet", parquet::write(&lines)?),
                     _ => {
                         let mut gz = GzEncoder::new(Vec::new(), Compression::default());
                         for l in &lines {
-                            gz.write_all(l.as_bytes())?;
+                            serde_json::to_writer(&mut gz, l)?;
                             gz.write_all(b"\n")?;
                         }
                         ("jsonl.gz", gz.finish()?)

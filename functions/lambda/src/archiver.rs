@@ -59,7 +59,7 @@ fn removed_piece(record: &EventRecord) -> Option<String> {
 }
 
 /// One archivable record: its kind, (tenant, day) and JSON line.
-fn line(record: &EventRecord) -> Result<Option<(ArchiveKind, String, String, String)>, String> {
+fn line(record: &EventRecord) -> Result<Option<(ArchiveKind, String, String, serde_json::Value)>, String> {
     if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") || record.change.new_image.is_empty() {
         return Ok(None);
     }
@@ -88,7 +88,7 @@ fn content_line(
     sha256: &str,
     event_name: &str,
     sequence: Option<&str>,
-) -> Result<(ArchiveKind, String, String, String), String> {
+) -> Result<(ArchiveKind, String, String, serde_json::Value), String> {
     let tenant = image.get("tenantId").and_then(|v| v.as_str()).ok_or("content has no tenantId")?;
     let session = image.get("PK").and_then(|v| v.as_str()).and_then(|pk| pk.strip_prefix("SESSION#"));
     let expires = image.get("expiresAt").and_then(serde_json::Value::as_i64).ok_or("content has no expiresAt")?;

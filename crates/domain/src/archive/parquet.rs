@@ -139,27 +139,19 @@ pub fn write(lines: &[Value]) -> std::io::Result<Vec<u8>> {
         fn levels<T>(values: &[Option<T>]) -> Vec<i16> {
             values.iter().map(|v| i16::from(v.is_some())).collect()
         }
-        let missing = |present: usize, all: usize| {
-            (required && present < all).then(|| invalid(format!("an execution record has no value for `{name}`")))
-        };
+        // (A required column short of values fails the row group's close: its row count differs.)
         match (column, out.untyped()) {
             (Column::Text(values), ColumnWriter::ByteArrayColumnWriter(w)) => {
                 let present: Vec<ByteArray> = values.iter().flatten().map(|s| ByteArray::from(s.as_str())).collect();
-                if let Some(e) = missing(present.len(), values.len()) {
-                    return Err(e);
-                }
                 w.write_batch(&present, (!required).then(|| levels(&values)).as_deref(), None).map_err(invalid)?;
             }
             (Column::Int(values), ColumnWriter::Int64ColumnWriter(w)) => {
                 let present: Vec<i64> = values.iter().flatten().copied().collect();
-                if let Some(e) = missing(present.len(), values.len()) {
-                    return Err(e);
-                }
                 w.write_batch(&present, (!required).then(|| levels(&values)).as_deref(), None).map_err(invalid)?;
             }
             (Column::Real(values), ColumnWriter::DoubleColumnWriter(w)) => {
                 let present: Vec<f64> = values.iter().flatten().copied().collect();
-                w.write_batch(&present, Some(&levels(&values)), None).map_err(invalid)?;
+                w.write_batch(&present, (!required).then(|| levels(&values)).as_deref(), None).map_err(invalid)?;
             }
             _ => return Err(invalid(format!("column `{name}` does not have the schema's type"))),
         }
