@@ -16,7 +16,8 @@ use crate::extract::{JsonBody, Query, Tenant};
 use crate::problem::Problem;
 use crate::resources::config::versions;
 use crate::resources::{
-    config, conversations, events, executions, invoke, mcp, openapi, reports, sessions, status, tenants, trigger_test,
+    config, conversations, events, executions, insights, invoke, mcp, openapi, reports, sessions, status, tenants,
+    trigger_test,
 };
 use crate::state::ApiState;
 
@@ -119,6 +120,7 @@ fn operation_routes(app: Router<AppState>) -> Router<AppState> {
         .route("/tenants/{tenant}/executions/{execution}/replay", post(executions::replay))
         .route("/tenants/{tenant}/usage", get(reports::usage))
         .route("/tenants/{tenant}/activity", get(reports::activity))
+        .route("/tenants/{tenant}/insights", get(insights::insights))
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/events/stream", get(events::stream_events))
         .route("/tenants/{tenant}/events/push", post(events::push_ticket));

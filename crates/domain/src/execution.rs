@@ -8,7 +8,7 @@ use crate::cost::Cost;
 pub use crate::cost::TokenUsage;
 use crate::ids::{AgentId, ExecutionId, SessionId, TenantId, TriggerId};
 use crate::recording::{Blob, CallRequest, CallResponse};
-use crate::session::Priority;
+use crate::session::{HandoffCause, Priority};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -181,7 +181,14 @@ pub enum Action {
     #[serde(rename_all = "camelCase")]
     Reply { text: String, message_id: String },
     #[serde(rename_all = "camelCase")]
-    HandoffToHuman { reason: String, priority: Priority },
+    HandoffToHuman {
+        reason: String,
+        priority: Priority,
+        /// Why it was handed over; absent in a record written before causes were kept (read as
+        /// the agent's own choice).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<HandoffCause>,
+    },
     #[serde(rename_all = "camelCase")]
     HandoffToAgent { agent_id: AgentId, session_id: SessionId, reason: String },
     #[serde(rename_all = "camelCase")]

@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod hook;
 pub mod ids;
 pub mod input;
+pub mod insights;
 pub mod limits;
 pub mod mcp;
 pub mod message;
@@ -55,7 +56,8 @@ pub use model_ref::{ModelRef, Provider};
 pub use recording::{Blob, CallRequest, CallResponse, ContentRef, Recording, StoredContent};
 pub use schedule::{Missed, Schedule, Slots};
 pub use session::{
-    Claim, ConversationSummary, HandoffContext, HandoffTarget, Priority, Session, SessionStatus, StoredResult,
+    Claim, ConversationSummary, HandoffCause, HandoffContext, HandoffTarget, Priority, Session, SessionStatus,
+    StoredResult,
 };
 pub use skill::Skill;
 pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantNameError, TenantStatus, tenant_name};

@@ -57,6 +57,48 @@ impl Priority {
     }
 }
 
+/// Why a conversation went to a human: what the insights count hand-offs by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffCause {
+    /// The agent asked for a person (`handoff_to_human`, or a router's choice).
+    #[default]
+    Agent,
+    /// The turn failed or timed out, and the agent's `onFailure` hands over.
+    Failure,
+    /// The agent reached its `maxTurns` and its `handoffBehavior` escalates.
+    MaxTurns,
+    /// The session's token budget (`maxSessionTokens`) was spent and `handoffBehavior` escalates.
+    SessionBudget,
+    /// A tenant limit refused the message and the tenant's `onLimit` hands over.
+    Limit,
+    /// A person asked over the API (a session hand-off, a cancelled turn).
+    Api,
+}
+
+impl HandoffCause {
+    /// Every cause, in declaration order.
+    pub const ALL: [HandoffCause; 6] = [
+        HandoffCause::Agent,
+        HandoffCause::Failure,
+        HandoffCause::MaxTurns,
+        HandoffCause::SessionBudget,
+        HandoffCause::Limit,
+        HandoffCause::Api,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoffCause::Agent => "agent",
+            HandoffCause::Failure => "failure",
+            HandoffCause::MaxTurns => "max_turns",
+            HandoffCause::SessionBudget => "session_budget",
+            HandoffCause::Limit => "limit",
+            HandoffCause::Api => "api",
+        }
+    }
+}
+
 /// An operator's claim on a conversation handed to humans.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -188,6 +230,12 @@ pub struct Session {
     pub updated_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<DateTime<Utc>>,
+    /// When the conversation's first message arrived (the first session's; carried across
+    /// hand-offs to agents): what first-response time and time to resolution are measured from.
+    /// `None` for a session written before it was kept ([`Session::opened`] falls back to
+    /// `started_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<DateTime<Utc>>,
 }
 
 impl Session {
@@ -224,7 +272,13 @@ impl Session {
             started_at: now,
             updated_at: now,
             ended_at: None,
+            opened_at: None,
         }
+    }
+
+    /// When the conversation this session belongs to opened (see [`Session::opened_at`]).
+    pub fn opened(&self) -> DateTime<Utc> {
+        self.opened_at.unwrap_or(self.started_at)
     }
 
     pub fn is_active(&self) -> bool {
@@ -316,6 +370,7 @@ impl Session {
         next.first_message = self.first_message.clone();
         next.channel = self.channel.clone();
         next.split = self.split.clone();
+        next.opened_at = Some(self.opened());
         next.summary = self.summary.clone().map(|s| ConversationSummary { covers: 0, ..s });
         next
     }

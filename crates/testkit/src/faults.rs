@@ -374,6 +374,14 @@ impl ExecutionLog for Faulty<dyn ExecutionLog> {
     ) -> Result<Vec<VariantRow>, StoreError> {
         self.faults.around("executions.variants", store, self.inner.variants(tenant, from, to)).await
     }
+    async fn insights(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<switchboard_domain::insights::InsightRow>, StoreError> {
+        self.faults.around("executions.insights", store, self.inner.insights(tenant, from, to)).await
+    }
 }
 
 #[async_trait]

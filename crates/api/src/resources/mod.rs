@@ -7,6 +7,7 @@ pub(crate) mod config;
 pub(crate) mod conversations;
 pub(crate) mod events;
 pub(crate) mod executions;
+pub(crate) mod insights;
 pub(crate) mod invoke;
 #[cfg(feature = "api-keys")]
 pub(crate) mod keys;

@@ -637,6 +637,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         corpus.push((Method::GET, format!("{base}/conversations/c-x/messages"), None));
         corpus.push((Method::GET, format!("{base}/usage"), None));
         corpus.push((Method::GET, format!("{base}/activity"), None));
+        corpus.push((Method::GET, format!("{base}/insights?groupBy=agent,version,variant,channel,day"), None));
         corpus.push((Method::GET, format!("{base}/sessions?status=handed_off"), None));
         corpus.push((Method::POST, format!("{base}/triggers/test"), Some(json!({ "message": "a human please" }))));
         corpus.push((Method::POST, format!("{base}/tools/{tool}/refresh"), Some(json!({}))));
@@ -695,6 +696,7 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
         let own_tenant_listing_or_public = path.starts_with("/tenants/intruder/conversations")
             || path == "/tenants/intruder/usage"
             || path == "/tenants/intruder/activity"
+            || path.starts_with("/tenants/intruder/insights?")
             || path.starts_with("/tenants/intruder/sessions?")
             || path == "/tenants/intruder/triggers/test"
             || path == "/tenants/intruder/approvals"
@@ -739,6 +741,10 @@ async fn another_tenants_key_with_the_first_tenants_ids_sees_nothing_on_any_rout
     let theirs = intruder.get("/tenants/intruder/activity").await;
     assert_eq!((theirs.body["total"].clone(), theirs.body["executions"].clone()), (json!(0), json!({})));
     assert!(admin.get("/tenants/acme/activity").await.body["total"].as_u64().unwrap() >= 1);
+    // and its insights
+    let theirs = intruder.get("/tenants/intruder/insights?groupBy=agent").await;
+    assert_eq!((theirs.body["total"]["executions"].clone(), theirs.body["groups"].clone()), (json!(0), json!([])));
+    assert!(admin.get("/tenants/acme/insights").await.body["total"]["executions"].as_u64().unwrap() >= 1);
     // and acme's records are intact
     assert_eq!(admin.get(&format!("/tenants/acme/agents/{agent}")).await.headers["etag"], "\"1\"");
     assert_eq!(admin.get(&format!("/tenants/acme/tools/{tool}")).await.status, 200);

@@ -711,6 +711,21 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     assert!(activity.body["total"].as_u64().unwrap() > 0, "{}", activity.body);
     assert_eq!(activity.body["variants"][0]["total"], 1, "the manual trigger's one run: {}", activity.body);
     assert_eq!(api.get("/tenants/acme/activity?hours=169").await.pointers(), ["/query/hours"]);
+    // -- insights: what the agents achieved, in all and grouped, against the days before --------
+    let insights = api.get("/tenants/acme/insights?groupBy=agent,version,variant,channel,day").await;
+    assert!(insights.body["total"]["executions"].as_u64().unwrap() > 0, "{}", insights.body);
+    assert!(!insights.body["groups"].as_array().unwrap().is_empty(), "{}", insights.body);
+    let hours = api.get("/tenants/acme/insights?groupBy=hour&timeZone=Asia/Kolkata").await;
+    assert!(hours.body["groups"][0]["by"]["hour"].as_str().unwrap().ends_with("+05:30"), "{}", hours.body);
+    for (query, field) in [
+        ("groupBy=agent,week", "/query/groupBy"),
+        ("from=2026-02-30", "/query/from"),
+        ("from=2026-01-01&to=2026-12-01", "/query/from"),
+        ("timeZone=Mars/Base", "/query/timeZone"),
+        ("zone=UTC", "/query/zone"),
+    ] {
+        assert_eq!(api.get(&format!("/tenants/acme/insights?{query}")).await.pointers(), [field], "{query}");
+    }
 
     // -- configuration CRUD -------------------------------------------------------------------
     let tool = api

@@ -232,12 +232,26 @@ impl ExecutionLog for DynamoStore {
         }
         Ok(rows.into_values().collect())
     }
+
+    async fn insights(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<switchboard_domain::insights::InsightRow>, StoreError> {
+        self.insight_rows(tenant, from, to).await
+    }
 }
 
 impl DynamoStore {
     /// Every item of the tenant's usage partition (daily usage and hourly activity) whose sort
     /// key is in `from..=to`, reading page after page.
-    async fn usage_partition(&self, tenant: &TenantId, from: String, to: String) -> Result<Vec<Item>, StoreError> {
+    pub(super) async fn usage_partition(
+        &self,
+        tenant: &TenantId,
+        from: String,
+        to: String,
+    ) -> Result<Vec<Item>, StoreError> {
         let query = self
             .client
             .query()

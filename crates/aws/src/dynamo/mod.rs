@@ -26,6 +26,7 @@
 //! | executions | `TENANT#<t>#USAGE` | `DAY#<day>#<agent>#<model>#<shard>` | the day's counts, `expiresAt` |
 //! | executions | `TENANT#<t>#USAGE` | `HOUR#<YYYY-MM-DDTHH>#<status>#<shard>` | `hour`, `status`, `executions`, `expiresAt` (activity) |
 //! | executions | `TENANT#<t>#USAGE` | `SPLIT#<YYYY-MM-DDTHH>#<trigger>#<variant>#<status>#<shard>` | `hour`, `triggerId`, `variant`, `status`, `executions`, `tokens`, `costNanos`, `unpricedCalls`, `latencyMs`, `expiresAt` (a traffic split's variants) |
+//! | executions | `TENANT#<t>#USAGE` | `INSIGHT#<YYYY-MM-DDTHH>#<agent>#<version>#<trigger>#<variant>#<channel>#<shard>` | `hour`, `agentId`, `agentVersion`, `triggerId`, `variant`, `channel`, the counters, the sketches' buckets (`lat_<n>`, `frt_<n>`, `ttr_<n>`), `expiresAt` (insights, `insights`) |
 //! | executions | `TENANT#<t>#LIMIT` | `MIN#<minute>` / `DAY#<day>` | `count`, `notified`, `expiresAt` (tenant limits) |
 //! | executions | `TENANT#<t>#PUSH` | `TICKET#<sha-256>` / `CONN#<connection id>` | `validUntil`, `connectionId`, `expiresAt` (live push, `push`) |
 //!
@@ -51,6 +52,7 @@ mod erase;
 mod event_log;
 pub use event_log::SETTLE as EVENT_SETTLE;
 mod executions;
+mod insights;
 mod keys;
 mod page;
 mod push;

@@ -588,6 +588,7 @@ impl SessionStore for DynamoStore {
         }
         items.extend(self.active_marker_items(commit)?);
         items.extend(self.execution_items(&commit.execution, commit.resumes.as_deref())?);
+        items.extend(self.insight_item(commit)?.map(|item| (item, TxRole::Usage)));
         items.extend(self.coalesced_items(commit)?);
         let e = &commit.execution;
         let now = self.clock.now();

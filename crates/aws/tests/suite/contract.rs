@@ -30,6 +30,9 @@ use switchboard_engine::{
 
 use common::ManualClock;
 
+mod insights;
+use insights::a_week_of_traffic_gives_the_insights_the_figures_computed_from_it;
+
 // ---- the subject under test -----------------------------------------------------------------------
 
 /// Reads the queue back as its consumer would: `(group id, dedup id, body)`, oldest first.
@@ -182,6 +185,7 @@ macro_rules! contract {
 }
 
 contract!(
+    a_week_of_traffic_gives_the_insights_the_figures_computed_from_it,
     a_turn_creates_then_updates_a_session,
     a_sessions_version_reads_alone_as_stored_and_none_for_another_tenant,
     a_stale_version_conflicts_and_writes_nothing,

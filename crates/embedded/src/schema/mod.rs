@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::SPLIT_ACTIVITY,
     store::CALENDARS,
     store::TENANT_ZONES,
+    store::INSIGHTS,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

@@ -388,3 +388,50 @@ CREATE TABLE IF NOT EXISTS tenant_zones (
     time_zone TEXT NOT NULL
 ) STRICT;
 "#;
+
+/// Schema step 22: the tenant's insights (`switchboard_domain::insights`), one row per UTC hour,
+/// agent, agent version, trigger, split variant and channel (`''` for none), counted in the
+/// transaction that records each execution; and the buckets of their latency sketches (`measure`
+/// `lat`, `frt`, `ttr`), beside them. Kept and deleted as usage is.
+pub const INSIGHTS: &str = r#"
+CREATE TABLE IF NOT EXISTS insight_hourly (
+    tenant_id       TEXT NOT NULL,
+    hour            TEXT NOT NULL,
+    agent_id        TEXT NOT NULL,
+    agent_version   INTEGER NOT NULL,
+    trigger_id      TEXT NOT NULL,
+    variant         TEXT NOT NULL,
+    channel         TEXT NOT NULL,
+    executions      INTEGER NOT NULL,
+    failed          INTEGER NOT NULL,
+    tool_calls      INTEGER NOT NULL,
+    tool_failures   INTEGER NOT NULL,
+    tokens          INTEGER NOT NULL,
+    cost_nanos      INTEGER NOT NULL,
+    unpriced_calls  INTEGER NOT NULL,
+    conversations   INTEGER NOT NULL,
+    first_responses INTEGER NOT NULL,
+    resolved        INTEGER NOT NULL,
+    to_agent        INTEGER NOT NULL,
+    to_human_agent  INTEGER NOT NULL,
+    to_human_failure INTEGER NOT NULL,
+    to_human_max_turns INTEGER NOT NULL,
+    to_human_session_budget INTEGER NOT NULL,
+    to_human_limit  INTEGER NOT NULL,
+    to_human_api    INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS insight_buckets (
+    tenant_id     TEXT NOT NULL,
+    hour          TEXT NOT NULL,
+    agent_id      TEXT NOT NULL,
+    agent_version INTEGER NOT NULL,
+    trigger_id    TEXT NOT NULL,
+    variant       TEXT NOT NULL,
+    channel       TEXT NOT NULL,
+    measure       TEXT NOT NULL,
+    bucket        INTEGER NOT NULL,
+    count         INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel, measure, bucket)
+) STRICT, WITHOUT ROWID;
+"#;

@@ -209,6 +209,8 @@ impl ConfigAdmin for SqliteStore {
                     "usage_daily",
                     "activity_hourly",
                     "variant_hourly",
+                    "insight_hourly",
+                    "insight_buckets",
                     "tenant_counters",
                     "session_slots",
                     "session_slot_counts",

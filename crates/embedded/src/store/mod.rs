@@ -16,6 +16,7 @@ mod config;
 mod conversations;
 mod counters;
 mod events;
+mod insights;
 mod keys;
 mod retention;
 mod sessions;

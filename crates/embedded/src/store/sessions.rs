@@ -268,6 +268,7 @@ struct TurnRows {
     usage: Vec<UsageLine>,
     tokens: u64,
     variant: Option<VariantLine>,
+    insight: Option<switchboard_domain::insights::InsightLine>,
     /// The turn's outbox, written to the event log with it.
     events: Vec<EventRow>,
     /// Recorded model content new to the session: hash, body, and when it expires (ms).
@@ -330,6 +331,7 @@ impl TurnRows {
             usage,
             tokens,
             variant,
+            insight: commit.insight(),
             events,
             content,
             content_expires,
@@ -390,6 +392,9 @@ impl TurnRows {
         }
         if let Some(line) = &self.variant {
             super::variants::write_variant(c, t, &self.hour, self.status, line)?;
+        }
+        if let Some(line) = &self.insight {
+            super::insights::write_insight(c, t, line)?;
         }
         for (id, tenant, kind, body, at) in &self.events {
             c.prepare_cached(super::events::LOG_EVENT)?.execute(params![id, tenant, kind, body, at])?;
@@ -618,6 +623,15 @@ impl ExecutionLog for SqliteStore {
         to: DateTime<Utc>,
     ) -> Result<Vec<VariantRow>, StoreError> {
         super::variants::rows(self, tenant, hour_key(from), hour_key(to)).await
+    }
+
+    async fn insights(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<switchboard_domain::insights::InsightRow>, StoreError> {
+        super::insights::rows(self, tenant, from, to).await
     }
 }
 

@@ -652,6 +652,9 @@ impl Executor {
 fn new_session(item: &WorkItem, now: chrono::DateTime<chrono::Utc>) -> Session {
     let mut session = Session::start(item.tenant_id.clone(), item.conversation_id.clone(), item.agent_id, now);
     session.channel = item.detail["channel"]["platform"].as_str().map(str::to_owned);
+    // A burst's first message opened the conversation; an invoke or a start opens it now.
+    let arrivals = item.earlier.iter().chain(std::iter::once(item)).filter_map(|i| i.arrived_at);
+    session.opened_at = Some(arrivals.min().unwrap_or(now).min(now));
     session.split = item
         .trigger_id
         .zip(item.variant.clone())

@@ -184,7 +184,9 @@ pub(crate) fn coalesced(
 pub fn describe(action: &Action) -> String {
     match action {
         Action::Reply { text, .. } => format!("reply: {text}"),
-        Action::HandoffToHuman { reason, priority } => format!("handoff to human ({}): {reason}", priority.as_str()),
+        Action::HandoffToHuman { reason, priority, .. } => {
+            format!("handoff to human ({}): {reason}", priority.as_str())
+        }
         Action::HandoffToAgent { agent_id, reason, .. } => format!("handoff to agent {agent_id}: {reason}"),
         Action::EndConversation { summary } => format!("end: {}", summary.as_deref().unwrap_or("")),
         Action::TriggerFlow { flow_id } => format!("flow requested: {flow_id}"),

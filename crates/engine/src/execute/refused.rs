@@ -6,11 +6,13 @@
 use std::time::Instant;
 
 use switchboard_domain::message::Message;
-use switchboard_domain::{ErrorKind, ExecutionError, ExecutionRecord, OnLimit, Priority, Refusal, Session};
+use switchboard_domain::{
+    ErrorKind, ExecutionError, ExecutionRecord, HandoffCause, OnLimit, Priority, Refusal, Session,
+};
 
 use super::record;
 use crate::fault::{ExecError, ToolFault};
-use crate::moves::{self, HumanHandoff, RequestedBy};
+use crate::moves::{self, HumanHandoff};
 use crate::ports::{Deps, SessionWrite, TurnCommit, WorkItem};
 
 /// The commit of a refused item in `session` (`is_new`: started for it).
@@ -41,8 +43,7 @@ pub(super) async fn commit(
             }
             OnLimit::HandoffToHuman => {
                 let key = &item.source_id;
-                let by = RequestedBy::Agent;
-                let handoff = HumanHandoff { reason: &why, priority: Priority::Normal, by };
+                let handoff = HumanHandoff { reason: &why, priority: Priority::Normal, cause: HandoffCause::Limit };
                 record.actions.push(moves::hand_off_to_human(deps, &mut events, &mut session, handoff, key));
             }
         }

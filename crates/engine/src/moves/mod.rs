@@ -13,6 +13,7 @@ mod turn;
 pub(crate) use turn::TurnState;
 
 use serde_json::{Value, json};
+use switchboard_domain::HandoffCause;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::limits::{MAX_HANDOFF_DEPTH, MAX_REPLY_TEXT_BYTES};
 use switchboard_domain::message::Message;
@@ -171,18 +172,18 @@ pub(crate) fn hand_off_to_human(
     handoff: HumanHandoff<'_>,
     key: &str,
 ) -> Action {
-    let HumanHandoff { reason, priority, by } = handoff;
+    let HumanHandoff { reason, priority, cause } = handoff;
     session.status = SessionStatus::HandedOff;
     session.handed_off_to = Some(HandoffTarget::Human);
     session.handoff_reason = Some(reason.to_owned());
     session.handoff_priority = Some(priority);
     session.ended_at = Some(deps.clock.now());
     let mut detail = json!({ "reason": reason, "priority": priority, "context": session.memory });
-    if by == RequestedBy::Api {
+    if cause == HandoffCause::Api {
         detail["requestedBy"] = json!("api");
     }
     announce(events, key, detail_type::HANDOFF_HUMAN, session, detail);
-    Action::HandoffToHuman { reason: reason.to_owned(), priority }
+    Action::HandoffToHuman { reason: reason.to_owned(), priority, cause: Some(cause) }
 }
 
 /// A handoff to a human operator, as asked for.
@@ -190,7 +191,9 @@ pub(crate) fn hand_off_to_human(
 pub(crate) struct HumanHandoff<'a> {
     pub reason: &'a str,
     pub priority: Priority,
-    pub by: RequestedBy,
+    /// Why: the agent asked, its turn failed, a limit, a person over the API (the event says
+    /// `requestedBy: api` for the last).
+    pub cause: HandoffCause,
 }
 
 /// Answers a customer whose message was not answered, as the agent's `onFailure` says: a human
@@ -213,7 +216,7 @@ pub(crate) async fn answer_failure(
             Ok(Some(action))
         }
         OnFailure::HandoffToHuman => {
-            let handoff = HumanHandoff { reason, priority: Priority::Normal, by: RequestedBy::Agent };
+            let handoff = HumanHandoff { reason, priority: Priority::Normal, cause: HandoffCause::Failure };
             Ok(Some(hand_off_to_human(deps, events, session, handoff, key)))
         }
     }

@@ -2,9 +2,9 @@
 //! whether the turn is finished. The system tools, a turn's final answer and bookkeeping, and the
 //! router call these; each returns what happened or why the move was refused.
 
-use switchboard_domain::{Action, AgentId, OnFailure, OutboundEvent, Priority, Session};
+use switchboard_domain::{Action, AgentId, HandoffCause, OnFailure, OutboundEvent, Priority, Session};
 
-use super::{AgentHandoff, EndedBy, HumanHandoff, Refused, RequestedBy};
+use super::{AgentHandoff, EndedBy, HumanHandoff, Refused};
 use crate::fault::ToolFault;
 use crate::ports::{Deps, WorkItem};
 
@@ -71,9 +71,10 @@ impl TurnState {
         self.did(action);
     }
 
-    /// Hands the conversation to a human operator.
-    pub fn hand_off_to_human(&mut self, deps: &Deps, reason: &str, priority: Priority, key: &str) {
-        let handoff = HumanHandoff { reason, priority, by: RequestedBy::Agent };
+    /// Hands the conversation to a human operator, for `cause` (the agent's own choice, or
+    /// what its `handoffBehavior` answers).
+    pub fn hand_off_to_human(&mut self, deps: &Deps, reason: &str, priority: Priority, cause: HandoffCause, key: &str) {
+        let handoff = HumanHandoff { reason, priority, cause };
         let action = super::hand_off_to_human(deps, &mut self.events, &mut self.session, handoff, key);
         self.did(action);
     }
@@ -81,7 +82,7 @@ impl TurnState {
     /// Hands the conversation to a human operator because `principal` asked over the API (a
     /// cancelled turn): the event says who asked.
     pub fn hand_off_to_human_for(&mut self, deps: &Deps, reason: &str, principal: &str, key: &str) {
-        let handoff = HumanHandoff { reason, priority: Priority::Normal, by: RequestedBy::Api };
+        let handoff = HumanHandoff { reason, priority: Priority::Normal, cause: HandoffCause::Api };
         let action = super::hand_off_to_human(deps, &mut self.events, &mut self.session, handoff, key);
         if let Some(event) = self.events.last_mut() {
             event.detail["principal"] = serde_json::json!(principal);

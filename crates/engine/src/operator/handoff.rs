@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use serde_json::json;
+use switchboard_domain::HandoffCause;
 use switchboard_domain::limits::MAX_HANDOFF_DEPTH;
 use switchboard_domain::{
     Action, AgentId, Approval, ExecutionRecord, ExecutionStatus, OutboundEvent, Priority, Session, SessionId, TenantId,
@@ -73,7 +74,7 @@ impl Operator {
                 return Err(OperatorError::NotAllowed("a human already owns this conversation".into()));
             }
             HandoffTo::Human(priority) => {
-                let handoff = HumanHandoff { reason, priority, by: RequestedBy::Api };
+                let handoff = HumanHandoff { reason, priority, cause: HandoffCause::Api };
                 (moves::hand_off_to_human(&self.deps, &mut events, &mut session, handoff, &source), None)
             }
             HandoffTo::Agent(target) => {

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use switchboard_domain::insights::{InsightLine, InsightRow, Written};
 use switchboard_domain::{
     ActivityRow, AgentId, Blob, ExecutionId, ExecutionRecord, OutboundEvent, Session, SessionId, SessionStatus,
     TenantId, UsageRow, VariantRow,
@@ -44,6 +45,17 @@ impl TurnCommit {
     /// record resumed or coalesced.
     pub fn of(write: SessionWrite, execution: ExecutionRecord, events: Vec<OutboundEvent>) -> Self {
         Self { sessions: vec![write], execution, events, content: vec![], resumes: None, coalesced: vec![] }
+    }
+
+    /// What the commit adds to its tenant's insights (see [`InsightLine::of`]), written in the
+    /// same transaction as the rest.
+    pub fn insight(&self) -> Option<InsightLine> {
+        let written: Vec<Written<'_>> = self
+            .sessions
+            .iter()
+            .map(|w| Written { session: &w.session, created: w.expected_version.is_none() })
+            .collect();
+        InsightLine::of(&self.execution, self.resumes.as_deref(), &written)
     }
 }
 
@@ -227,4 +239,14 @@ pub trait ExecutionLog: Send + Sync {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<VariantRow>, StoreError>;
+    /// The tenant's insight rows of the UTC hours starting at `from..=to`: one per hour and key
+    /// ([`switchboard_domain::insights::InsightKey`]) with something counted, its shards added
+    /// up, in no particular order. Counted in the transaction that records each execution
+    /// ([`TurnCommit::insight`]); kept as long as usage.
+    async fn insights(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<InsightRow>, StoreError>;
 }

@@ -117,7 +117,8 @@ pub(crate) async fn run(
         SystemTool::HandoffToHuman => match args::<HandoffToHuman>(tool, input) {
             Err(e) => e,
             Ok(a) => {
-                state.hand_off_to_human(deps, &a.reason, a.priority.unwrap_or_default(), key);
+                let priority = a.priority.unwrap_or_default();
+                state.hand_off_to_human(deps, &a.reason, priority, switchboard_domain::HandoffCause::Agent, key);
                 ToolOutcome::ok(json!({ "handedOff": "human" }))
             }
         },

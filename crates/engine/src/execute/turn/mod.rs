@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use serde_json::json;
+use switchboard_domain::HandoffCause;
 use switchboard_domain::event::detail_type;
 use switchboard_domain::hook::HookPoint;
 use switchboard_domain::message::{ContentBlock, Message, Role};
@@ -582,7 +583,10 @@ impl Loop<'_> {
         let key = format!("{}/{why}", self.cx.item.source_id);
         let before = self.state.actions.len();
         match agent.handoff_behavior {
-            HandoffBehavior::Escalate => self.state.hand_off_to_human(deps, &reason, Priority::Normal, &key),
+            HandoffBehavior::Escalate => {
+                let cause = if why == "max-turns" { HandoffCause::MaxTurns } else { HandoffCause::SessionBudget };
+                self.state.hand_off_to_human(deps, &reason, Priority::Normal, cause, &key);
+            }
             HandoffBehavior::End => self.state.end(deps, Some(reason), &key),
         }
         self.announce_actions(before);
