@@ -172,6 +172,24 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         cli.ok(&["sessions", "handoff", &session, "--to", "human", "--reason", "VIP"]).trim(),
         "handed off to a human"
     );
+    // and what it achieved: one conversation opened, then handed to a person over the API
+    let insights = cli.ok(&["insights", "--group-by", "agent,version"]);
+    let row =
+        |name: &str| insights.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {insights}"));
+    assert!(row("conversations").split_whitespace().nth(1) == Some("1"), "{insights}");
+    assert!(row("handed to a person").split_whitespace().nth(4) == Some("1"), "{insights}");
+    assert!(insights.contains("hand-offs to a person by cause: api=1"), "{insights}");
+    // the invoke under the agent's version 2; the hand-off, which ran no turn, under version 0
+    let group = |version: &str| {
+        let line = insights.lines().find(|l| l.starts_with(&format!("{agent} {version} ")));
+        line.unwrap_or_else(|| panic!("version {version}: {insights}")).split_whitespace().collect::<Vec<_>>()
+    };
+    assert_eq!((group("2")[2], group("2")[7]), ("1", "1"), "one conversation, one execution: {insights}");
+    assert_eq!((group("0")[4], group("0")[7]), ("1", "1"), "one hand-off to a person: {insights}");
+    let json: Value = serde_json::from_str(&cli.ok(&["insights", "--json"])).unwrap();
+    assert_eq!((json["total"]["executions"].as_u64(), json["total"]["handedToHuman"].as_u64()), (Some(2), Some(1)));
+    let err = cli.fails(&["insights", "--group-by", "agent,week"]);
+    assert!(err.contains("400") && err.contains("/query/groupBy") && err.contains("week"), "{err}");
     // the tenant-wide list finds the handed-off conversation; a bad filter names the field
     let handed: Value =
         serde_json::from_str(&cli.ok(&["sessions", "list", "--status", "handed_off", "--json"])).unwrap();

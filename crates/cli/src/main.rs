@@ -78,6 +78,10 @@ enum Command {
     Usage(client::reports::UsageArgs),
     /// Executions of a tenant per UTC hour and status, on a running server.
     Activity(client::reports::ActivityArgs),
+    /// What a tenant's agents achieved over days of its time zone: conversations resolved
+    /// without a person, hand-offs and why, first-response and resolution times, failures,
+    /// cost, against the period before; grouped with `--group-by`, on a running server.
+    Insights(client::reports::InsightsArgs),
     /// API keys of a tenant, each for a principal in a role, on a running server (the tenant's
     /// owner or the admin; the embedded profile).
     Keys(client::keys::KeysArgs),
@@ -169,6 +173,7 @@ impl Command {
             Self::Events(a) => Some(&mut a.remote),
             Self::Usage(a) => Some(&mut a.remote),
             Self::Activity(a) => Some(&mut a.remote),
+            Self::Insights(a) => Some(&mut a.remote),
             Self::Keys(a) => Some(&mut a.remote),
             Self::Whoami(a) => Some(&mut a.remote),
             Self::Apply(a) => Some(&mut a.remote),
@@ -203,6 +208,7 @@ async fn run(mut command: Command) -> anyhow::Result<()> {
         Command::Events(a) => client::events::run(&a.remote, a.verb).await,
         Command::Usage(a) => client::reports::usage(&a.remote, a.range).await,
         Command::Activity(a) => client::reports::activity(&a.remote, a.hours).await,
+        Command::Insights(a) => client::reports::insights(&a).await,
         Command::Keys(a) => client::keys::run(&a.remote, a.verb).await,
         Command::Whoami(a) => client::keys::whoami(&a.remote).await,
         Command::Apply(a) => client::apply::run(&a.remote, a.args).await,

@@ -1,5 +1,6 @@
-//! `switchboard usage` and `switchboard activity`: a tenant's tokens and cost per day, agent and
-//! model, and its executions per hour. Read-only.
+//! `switchboard usage`, `switchboard activity` and `switchboard insights`: a tenant's tokens and
+//! cost per day, agent and model, its executions per hour, and what its agents achieved.
+//! Read-only.
 
 use clap::Args;
 use reqwest::Method;
@@ -24,6 +25,24 @@ pub struct ActivityArgs {
     /// Hours to report, the current one included (1 to 168)
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u16).range(1..=168))]
     pub hours: u16,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InsightsArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// First day, YYYY-MM-DD (default: 6 days before `--to`).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last day, included (default: today in the time zone).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Groups, comma-separated: agent, version, trigger, variant, channel, day, hour.
+    #[arg(long)]
+    pub group_by: Option<String>,
+    /// The IANA time zone of the days (default: the tenant's, else UTC).
+    #[arg(long)]
+    pub time_zone: Option<String>,
 }
 
 /// The days of a usage report (UTC, `YYYY-MM-DD`; the server's defaults when left out).
@@ -111,6 +130,116 @@ pub async fn activity(remote: &Remote, hours: u16) -> anyhow::Result<()> {
                 by_status(&v["executions"])
             );
         }
+    }
+    Ok(())
+}
+
+/// A rate as a percentage, `-` when nothing was counted.
+fn percent(v: &Value) -> String {
+    v.as_f64().map_or_else(|| "-".to_owned(), |r| format!("{:.1}%", r * 100.0))
+}
+
+/// A percentile in milliseconds as seconds, `-` when nothing was measured.
+fn seconds(v: &Value, p: &str) -> String {
+    v[p].as_u64().map_or_else(|| "-".to_owned(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+}
+
+/// The change of a figure against the period before, `new` since nothing was counted then.
+fn change(now: &Value, before: &Value) -> String {
+    match (now.as_f64(), before.as_f64()) {
+        (Some(n), Some(b)) if b > 0.0 => format!("{:+.0}%", (n - b) / b * 100.0),
+        (Some(n), _) if n > 0.0 => "new".to_owned(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// `switchboard insights`: the headline figures with their change against the period before,
+/// the hand-offs to people by cause, then one line per group when `--group-by` names any.
+pub async fn insights(args: &InsightsArgs) -> anyhow::Result<()> {
+    let remote = &args.remote;
+    let api = Api::new(remote).await?;
+    let t = tenant(remote)?;
+    let mut query = Vec::new();
+    for (name, value) in
+        [("from", &args.from), ("to", &args.to), ("groupBy", &args.group_by), ("timeZone", &args.time_zone)]
+    {
+        if let Some(v) = value {
+            query.push(format!("{name}={}", query_value(v)));
+        }
+    }
+    let report = api.call(Method::GET, &format!("/tenants/{t}/insights?{}", query.join("&")), None, None).await?.0;
+    if print_data(&report, remote.format())? {
+        return Ok(());
+    }
+    let (now, before) = (&report["total"], &report["previous"]["total"]);
+    println!(
+        "{} to {} ({}), against {} to {}",
+        cell(&report["from"]),
+        cell(&report["to"]),
+        cell(&report["timeZone"]),
+        cell(&report["previous"]["from"]),
+        cell(&report["previous"]["to"])
+    );
+    println!("{:<26}  {:>12}  {:>12}  {:>8}", "FIGURE", "NOW", "BEFORE", "CHANGE");
+    let line = |name: &str, a: String, b: String, c: String| println!("{name:<26}  {a:>12}  {b:>12}  {c:>8}");
+    for (name, key) in [
+        ("conversations", "conversations"),
+        ("resolved by an agent", "resolved"),
+        ("handed to a person", "handedToHuman"),
+        ("handed to another agent", "handedToAgent"),
+        ("executions", "executions"),
+        ("failed executions", "failedExecutions"),
+        ("tool calls", "toolCalls"),
+        ("tool failures", "toolFailures"),
+        ("tokens", "tokens"),
+    ] {
+        line(name, cell(&now[key]), cell(&before[key]), change(&now[key], &before[key]));
+    }
+    let dollars = |v: &Value| v.as_f64().map_or_else(|| "-".to_owned(), |d| format!("{d:.4}"));
+    line(
+        "cost USD",
+        dollars(&now["costUsd"]),
+        dollars(&before["costUsd"]),
+        change(&now["costUsd"], &before["costUsd"]),
+    );
+    for (name, key) in [("resolution rate", "resolutionRate"), ("failure rate", "failureRate")] {
+        line(name, percent(&now[key]), percent(&before[key]), "".into());
+    }
+    for (name, key) in [("first response p50", "firstResponseMs"), ("resolution time p50", "resolutionMs")] {
+        line(name, seconds(&now[key], "p50"), seconds(&before[key], "p50"), "".into());
+        let p90 = name.replace("p50", "p90");
+        line(&p90, seconds(&now[key], "p90"), seconds(&before[key], "p90"), "".into());
+    }
+    let reasons = now["handoffReasons"].as_object().map_or_else(String::new, |m| {
+        m.iter().filter(|(_, n)| n.as_u64() > Some(0)).map(|(c, n)| format!("{c}={n}")).collect::<Vec<_>>().join(" ")
+    });
+    if !reasons.is_empty() {
+        println!("hand-offs to a person by cause: {reasons}");
+    }
+    let groups = report["groups"].as_array().cloned().unwrap_or_default();
+    if groups.is_empty() {
+        return Ok(());
+    }
+    println!();
+    println!(
+        "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>8}  {:>8}  {:>7}",
+        "GROUP", "CONVS", "RESOLVED", "HUMAN", "RES.RATE", "FIRST50", "EXECS", "FAILED"
+    );
+    for g in &groups {
+        let by = g["by"].as_object().map_or_else(String::new, |m| {
+            m.values().map(|v| if v.is_null() { "-".to_owned() } else { cell(v) }).collect::<Vec<_>>().join(" ")
+        });
+        println!(
+            "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>8}  {:>8}  {:>7}",
+            by,
+            cell(&g["conversations"]),
+            cell(&g["resolved"]),
+            cell(&g["handedToHuman"]),
+            percent(&g["resolutionRate"]),
+            seconds(&g["firstResponseMs"], "p50"),
+            cell(&g["executions"]),
+            cell(&g["failedExecutions"])
+        );
     }
     Ok(())
 }

@@ -958,9 +958,12 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
         .send()
         .await
         .unwrap();
-    // one day's usage and one hour's activity
+    // one day's usage, one hour's activity and one insight row
     let sks: Vec<_> = usage_items.items().iter().filter_map(|i| i.get("SK")?.as_s().ok()).collect();
-    assert!(sks.len() == 2 && sks[0].starts_with("DAY#") && sks[1].starts_with("HOUR#"), "{sks:?}");
+    assert!(
+        sks.len() == 3 && sks[0].starts_with("DAY#") && sks[1].starts_with("HOUR#") && sks[2].starts_with("INSIGHT#"),
+        "{sks:?}"
+    );
     let usage_image = serde_json::to_value(serde_dynamo::Item::from(usage_items.items()[0].clone())).unwrap();
     let stream = json!({"Records": [{
         "eventID": "1", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
@@ -992,6 +995,23 @@ async fn one_message_end_to_end_through_eventbridge_sqs_router_executor_archiver
     assert_eq!(report["rows"].as_array().unwrap().len(), 1, "{report}");
     assert_eq!(report["total"]["calls"], json!(record.model_calls.len()), "{report}");
     assert_eq!(report["total"]["inputTokens"], json!(record.token_usage.input_tokens), "{report}");
+    // and its insights: one conversation opened and answered, on the channel it came in on
+    let request = lambda_http::http::Request::builder()
+        .uri(format!("/tenants/t-1/insights?from={day}&to={day}&groupBy=agent,channel"))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let response = api::app(api::state(&w.wiring, None)).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let insights: Value =
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+    let group = &insights["groups"][0];
+    assert_eq!(group["by"]["agentId"], json!(record.agent_id), "{insights}");
+    assert_eq!(group["by"]["channel"], record.input["detail"]["channel"]["platform"], "{insights}");
+    let total = &insights["total"];
+    assert_eq!((total["executions"].as_u64(), total["conversations"].as_u64()), (Some(1), Some(1)), "{insights}");
+    assert_eq!(total["firstResponseMs"]["count"], 1, "{insights}");
+    assert_eq!(total["latencyMs"]["count"], 1, "{insights}");
+    assert_eq!(total["tokens"], json!(record.token_usage.total()), "{insights}");
 
     // the AWS requests this one message cost, on cold containers (router and executor share one
     // store here, so the executor's read of the agent is the router's: a cold executor adds it)
