@@ -721,6 +721,99 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
 }
 
 #[tokio::test]
+async fn a_support_lead_reads_what_the_agents_achieved_on_the_insights_page_in_a_real_browser() {
+    let Some(driver) = Driver::start() else {
+        eprintln!("!!! SKIPPED: the console's insights test (SWITCHBOARD_SKIP_BROWSER=1: no chromium here)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = examples().join("tenant.json");
+    let server = Server::start(dir.path(), &["--tenant", tenant.to_str().unwrap()]);
+    let admin = Api::new(&server, &server.admin);
+    // Lena leads the support team: she reads, she does not operate
+    let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Lena", "role": "viewer" })).await;
+    let key = issued.body["key"].as_str().unwrap().to_owned();
+    // a morning of conversations (the example's scripted test double answers): two thank the
+    // agent and are ended by it, one asks for a person, one is handed to the billing agent, one
+    // only says hello
+    let script = [
+        ("c-1", vec!["Hi there", "thanks a lot"]),
+        ("c-2", vec!["Hello", "thank you!"]),
+        ("c-3", vec!["Can I talk to a human?"]),
+        ("c-4", vec!["I was charged twice"]),
+        ("c-5", vec!["Hello again"]),
+    ];
+    for (conversation, messages) in &script {
+        for (i, text) in messages.iter().enumerate() {
+            let id = format!("{conversation}-{i}");
+            let r = admin.post("/events?wait=30", event(&id, conversation, text)).await;
+            assert_eq!(r.body["outcome"], "enqueued", "{}", r.body);
+        }
+    }
+    let shots = common::workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = Browser::open(&driver, &shots).await;
+    b.go(&format!("{}/console/", server.base)).await;
+    b.type_into("#tenant", "acme").await;
+    b.type_into("#key", &key).await;
+    b.click("#sign-in button[type=submit]").await;
+    b.wait_text("#who", "Lena (viewer)").await;
+
+    // the headline figures: five conversations, two resolved by an agent and one handed to a
+    // person (two of three outcomes resolved), new this period
+    b.click("a[href='#/insights']").await;
+    let conversations = b.wait_text("#insight-conversations", "conversations").await;
+    assert!(conversations.starts_with('5') && conversations.contains("new this period"), "{conversations}");
+    assert!(b.text("#insight-human").await.starts_with('1'), "one to a person");
+    assert!(b.text("#insight-resolution").await.starts_with("66.7 %"), "resolved 2 of 3 outcomes");
+    assert!(b.text("#insight-first-response").await.ends_with("no figure before"));
+    let reasons = b.text("#handoff-reasons").await;
+    assert!(reasons.contains("the agent asked") && reasons.contains('1'), "{reasons}");
+    // the charts: three bars for each of the seven days, today's with the counts; the
+    // first-response line's p50 and p90 for today; each chart described for a screen reader
+    assert_eq!(b.js("return document.querySelectorAll('#outcomes-chart rect').length").await, json!(21));
+    let today_bars = b.js("return [...document.querySelectorAll('#outcomes-chart g.day')].pop().textContent").await;
+    let today_bars = today_bars.as_str().unwrap().to_owned();
+    assert!(
+        today_bars.contains("5 opened")
+            && today_bars.contains("2 resolved")
+            && today_bars.contains("1 handed to a person"),
+        "{today_bars}"
+    );
+    assert_eq!(b.js("return document.querySelectorAll('#response-chart circle').length").await, json!(2));
+    let label = b.js("return document.getElementById('outcomes-chart').getAttribute('aria-label')").await;
+    assert!(label.as_str().unwrap().contains("5 opened, 2 resolved, 1 to a person"), "{label}");
+    // the table by agent and version: the front-line agent and the billing specialist it handed to
+    let table = b.text("#insights-table").await;
+    assert!(table.contains("Front-line support · v1") && table.contains("Billing specialist · v1"), "{table}");
+    every_control_is_labelled_and_reachable(&b, "the insights page").await;
+    // the whole page in one picture for the docs
+    b.cmd("POST", "/window/rect", json!({ "width": 1280, "height": 1700 })).await;
+    b.js("window.scrollTo(0, 0)").await;
+    b.shot("13-insights").await;
+    b.shot_for_docs(&common::workspace_root().join("docs/console"), "insights").await;
+
+    // by keyboard: Enter on the card of hand-offs opens the sessions behind it
+    let card = b.find("#insight-human").await;
+    b.cmd("POST", &format!("/element/{card}/value"), json!({ "text": "\u{E007}" })).await;
+    b.wait_text("#sessions", "c-3").await;
+    let listed = b.text("#sessions tbody").await;
+    assert!(!listed.contains("c-1") && !listed.contains("c-5"), "only the handed-off sessions: {listed}");
+    assert_eq!(
+        b.js("return document.querySelector('#filter-status select, select#filter-status')?.value").await,
+        json!("handed_off")
+    );
+
+    // the table by channel instead
+    b.go(&format!("{}/console/#/insights", server.base)).await;
+    b.find("#insights-group").await;
+    b.js("const s = document.getElementById('insights-group'); s.value = 'channel';").await;
+    b.click("#insights-form button[type=submit]").await;
+    b.wait_text("#insights-table", "webchat").await;
+    b.close().await;
+}
+
+#[tokio::test]
 async fn a_builder_imports_a_tool_from_an_mcp_server_and_refreshes_it_in_a_real_browser() {
     use switchboard_testkit::mcp::{OrdersServer, TOKEN};
     let Some(driver) = Driver::start() else {

@@ -688,12 +688,14 @@ export async function json(kind, id) {
 
 /** Every session of the tenant, newest first, narrowed by status, agent and channel; the
  *  caller refreshes it when a session event arrives. Returns the refresh. */
-export async function sessions() {
+/** The session monitor, its filters first set from `params` (`status`, `agentId`, `channel`: what
+ * a figure of the insights page links to). */
+export async function sessions(params = new URLSearchParams()) {
   const agents = await all("agents");
   const names = new Map(agents.map((a) => [a.agentId, a.name]));
-  const status = select([["", "any"], ["active", "active"], ["handed_off", "handed off"], ["completed", "completed"], ["failed", "failed"]], "");
-  const agentSel = select([["", "any"], ...agents.map((a) => [a.agentId, a.name])], "");
-  const channel = text("");
+  const status = select([["", "any"], ["active", "active"], ["handed_off", "handed off"], ["completed", "completed"], ["failed", "failed"]], params.get("status") || "");
+  const agentSel = select([["", "any"], ...agents.map((a) => [a.agentId, a.name])], params.get("agentId") || "");
+  const channel = text(params.get("channel") || "");
   const table = h.el("tbody", {});
   const count = h.el("p", { class: "muted", id: "sessions-count", "aria-live": "polite" });
   const load = async () => {

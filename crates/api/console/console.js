@@ -1,10 +1,12 @@
 // The Switchboard operator console: a handoff inbox kept live from the tenant's event stream,
-// a conversation view with the operator's actions, an execution viewer, an overview, and the
+// a conversation view with the operator's actions, an execution viewer, an overview, insights
+// (insights.js), and the
 // builder's pages (builder.js: agents, triggers, tools, skills, the session monitor). Plain
 // modules, no build step; the API key stays in this tab's sessionStorage and travels only in the
 // Authorization header (the event stream is read with fetch, not EventSource, for that reason).
 
 import * as builder from "./builder.js";
+import * as insights from "./insights.js";
 
 const SESSION_KEY = "switchboard.console";
 const PRIORITY = { urgent: 0, high: 1, normal: 2, low: 3 };
@@ -639,17 +641,20 @@ async function render() {
   if (!auth) return signInForm();
   refreshLive = null;
   clearInterval(pageTimer);
-  const [, page, id] = location.hash.split("/");
+  const [path, query] = location.hash.split("?");
+  const [, page, id] = path.split("/");
+  const params = new URLSearchParams(query || "");
   try {
     if (page === "session" && id) await conversation(id);
     else if (page === "execution" && id) await execution(id);
     else if (page === "overview") await overview();
+    else if (page === "insights") await insights.page(params);
     else if (["agents", "triggers", "tools", "skills"].includes(page)) await builder.list(page);
     else if (page === "agent" && id) await builder.agent(id);
     else if (page === "trigger" && id) await builder.trigger(id);
     else if ((page === "tool" || page === "skill") && id) await builder.json(`${page}s`, id);
     else if (page === "sessions") {
-      const load = await builder.sessions();
+      const load = await builder.sessions(params);
       let timer = null;
       refreshLive = () => {
         clearTimeout(timer);
@@ -667,6 +672,7 @@ async function render() {
 }
 
 builder.install({ el, api, say, sayAcross: (text) => sayAcross(text), t, pretty, main, auth: () => auth });
+insights.install({ el, api, say, t, main });
 document.getElementById("sign-out").addEventListener("click", signOut);
 document.getElementById("find-execution").addEventListener("submit", (ev) => {
   ev.preventDefault();

@@ -1,7 +1,7 @@
 //! The operator console's files, compiled into the binary and served at `/console/` without a
 //! key (the page asks for one; every API call it makes is authenticated like any other). No
-//! CDN, no build step: a page, a stylesheet and two plain ES modules (the console, and the
-//! builder's pages it imports).
+//! CDN, no build step: a page, a stylesheet and three plain ES modules (the console, and the
+//! builder's pages and the insights page it imports).
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
@@ -11,6 +11,7 @@ use axum::routing::get;
 const INDEX: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
 const BUILDER: &str = include_str!("../console/builder.js");
+const INSIGHTS: &str = include_str!("../console/insights.js");
 const STYLE: &str = include_str!("../console/console.css");
 
 /// Only this origin's own files and API; no framing, no inline script.
@@ -36,6 +37,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(app: Router<S>, config: ConsoleC
         .route("/console/", get(|| async { file("text/html; charset=utf-8", INDEX) }))
         .route("/console/console.js", get(|| async { file("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/console/builder.js", get(|| async { file("text/javascript; charset=utf-8", BUILDER) }))
+        .route("/console/insights.js", get(|| async { file("text/javascript; charset=utf-8", INSIGHTS) }))
         .route("/console/console.css", get(|| async { file("text/css; charset=utf-8", STYLE) }))
 }
 
