@@ -674,10 +674,12 @@ mod tests {
     #[test]
     fn a_hand_off_recorded_before_causes_were_kept_is_the_same_as_its_replay_with_one() {
         let old = json!({ "type": "handoff_to_human", "reason": "a person", "priority": "normal" });
-        let replayed = json!({ "type": "handoff_to_human", "reason": "a person", "priority": "normal", "cause": "agent" });
+        let replayed =
+            json!({ "type": "handoff_to_human", "reason": "a person", "priority": "normal", "cause": "agent" });
         assert!(same_but_its_cause(&old, &replayed));
         // a recorded cause is compared like any field, and so is everything else
-        let failed = json!({ "type": "handoff_to_human", "reason": "a person", "priority": "normal", "cause": "failure" });
+        let failed =
+            json!({ "type": "handoff_to_human", "reason": "a person", "priority": "normal", "cause": "failure" });
         assert!(!same_but_its_cause(&replayed, &failed));
         let other = json!({ "type": "handoff_to_human", "reason": "another", "priority": "normal", "cause": "agent" });
         assert!(!same_but_its_cause(&old, &other));

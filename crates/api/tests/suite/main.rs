@@ -1,7 +1,8 @@
 //! The API crate's black-box suite, one test binary (each binary links the whole embedded stack,
 //! so the suites share one): the API over real HTTP (`api`), the cross-tenant corpus of
 //! client-chosen ids (`tenancy`), the answers checked against `contracts/` (`contracts`), the
-//! extractors through the router without a socket (`extract`), the fuzz corpus of every JSON
+//! extractors through the router without a socket (`extract`), insights of real turns
+//! (`insights`), the fuzz corpus of every JSON
 //! body replayed (`fuzz_corpus`), tools of an MCP server (`mcp`), the contract served as JSON (`openapi`), the API's two halves on
 //! AWS behind the template's gateway (`split`), turns started by manual and webhook triggers
 //! (`starts`), traffic splits between agents (`traffic_splits`), the trigger tester
@@ -14,6 +15,7 @@ mod common;
 mod contracts;
 mod extract;
 mod fuzz_corpus;
+mod insights;
 mod mcp;
 mod openapi;
 mod split;
