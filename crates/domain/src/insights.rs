@@ -263,13 +263,16 @@ pub struct Written<'a> {
 
 impl InsightLine {
     /// What a turn's commit adds: `record` (beyond `before`, the same execution as it paused
-    /// for an approval) and the sessions it writes. `None` for a commit counted in no insight:
-    /// a paused turn (counted once it is done, with the status it ends with), or a person's own
-    /// action on a conversation they own (no agent answered).
+    /// for an approval) and the sessions it writes. A turn that pauses for an approval counts
+    /// what it did so far (its calls, the conversation it opened, its first reply) but not yet as
+    /// an execution: its resumed commit counts it once, with the status it ends with, and what it
+    /// added. `None` for a commit counted in no insight: a person's own action on a conversation
+    /// they own, or a message nothing ran for (`skipped`).
     pub fn of(record: &ExecutionRecord, before: Option<&ExecutionRecord>, sessions: &[Written<'_>]) -> Option<Self> {
-        if matches!(record.status, ExecutionStatus::AwaitingApproval | ExecutionStatus::Operator) {
+        if matches!(record.status, ExecutionStatus::Operator | ExecutionStatus::Skipped | ExecutionStatus::Coalesced) {
             return None;
         }
+        let paused = record.status == ExecutionStatus::AwaitingApproval;
         let added = record.added_since(before);
         let own = sessions.iter().find(|w| w.session.session_id == record.session_id).map(|w| w.session);
         let channel = own
@@ -284,7 +287,7 @@ impl InsightLine {
             variant: record.split.as_ref().map(|s| s.variant.clone()),
             channel,
         };
-        let mut counts = InsightCounts { executions: 1, ..InsightCounts::default() };
+        let mut counts = InsightCounts { executions: u64::from(!paused), ..InsightCounts::default() };
         counts.failed = u64::from(matches!(record.status, ExecutionStatus::Failed | ExecutionStatus::Timeout));
         let children = added.children.iter().flat_map(|c| c.tool_calls.iter());
         for call in added.tool_calls.iter().chain(children) {
@@ -296,7 +299,10 @@ impl InsightLine {
             counts.cost_nanos += line.counts.cost_usd.map_or(0, |c| c.nanos);
             counts.unpriced_calls += line.counts.unpriced_calls;
         }
-        let mut buckets = vec![(Measure::Latency, Sketch::bucket(record.latency_ms))];
+        let mut buckets = Vec::new();
+        if !paused {
+            buckets.push((Measure::Latency, Sketch::bucket(record.latency_ms)));
+        }
         let replied = record.actions.iter().any(|a| matches!(a, Action::Reply { .. }));
         for w in sessions {
             let s = w.session;
@@ -616,6 +622,94 @@ mod tests {
         assert_eq!(GroupBy::parse_list("").unwrap(), vec![]);
         assert!(GroupBy::parse_list("agent,week").unwrap_err().contains("\"week\""));
         assert!(GroupBy::parse_list("day,day").unwrap_err().contains("twice"));
+    }
+
+    fn record(status: &str, extra: Value) -> ExecutionRecord {
+        let mut v = json!({
+            "tenantId": "t-1", "executionId": "01J00000000000000000000001", "sessionId": "01J00000000000000000000002",
+            "agentId": "01J00000000000000000000003", "sourceId": "s-1", "input": {}, "status": status,
+            "iterations": 1, "modelCalls": [], "toolCalls": [], "actions": [],
+            "tokenUsage": { "inputTokens": 0, "outputTokens": 0 }, "latencyMs": 40,
+            "createdAt": "2026-12-01T10:15:00Z", "expiresAt": "2026-12-31T10:15:00Z"
+        });
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn session(record: &ExecutionRecord) -> Session {
+        let opened: DateTime<Utc> = "2026-12-01T10:14:58Z".parse().unwrap();
+        let mut s = Session::start(record.tenant_id.clone(), "c-1".into(), record.agent_id, opened);
+        s.session_id = record.session_id;
+        s.opened_at = Some(opened);
+        s.updated_at = "2026-12-01T10:15:01Z".parse().unwrap();
+        s
+    }
+
+    fn call(tokens: u64) -> Value {
+        json!({ "model": "m", "stopReason": "tool_use", "usage": { "inputTokens": tokens, "outputTokens": 0 }, "latencyMs": 1 })
+    }
+
+    fn tool(is_error: bool) -> Value {
+        json!({ "toolUseId": "t", "name": "x", "input": {}, "output": {}, "isError": is_error, "idempotencyKey": "k", "latencyMs": 1 })
+    }
+
+    #[test]
+    fn a_turn_paused_for_an_approval_counts_its_conversation_and_calls_then_its_execution_once_resumed() {
+        // given a first turn that replied, called a model and a tool, and paused before a second tool
+        let reply = json!([{ "type": "reply", "text": "one moment", "messageId": "m-1" }]);
+        let paused = record(
+            "awaiting_approval",
+            json!({ "modelCalls": [call(10)], "toolCalls": [tool(false)], "actions": reply }),
+        );
+        let s = session(&paused);
+        let line = InsightLine::of(&paused, None, &[Written { session: &s, created: true }]).unwrap();
+        // then the pause counts the conversation, its first response, its calls, and no execution
+        assert_eq!((line.counts.executions, line.counts.conversations, line.counts.first_responses), (0, 1, 1));
+        assert_eq!((line.counts.tokens, line.counts.tool_calls), (10, 1));
+        assert_eq!(line.buckets, vec![(Measure::FirstResponse, Sketch::bucket(3_000))]);
+        // and the resumed turn counts the execution with what it added: a failed tool, a call
+        let done = record(
+            "success",
+            json!({ "modelCalls": [call(10), call(5)], "toolCalls": [tool(false), tool(true)], "actions": reply }),
+        );
+        let resumed = InsightLine::of(&done, Some(&paused), &[Written { session: &s, created: false }]).unwrap();
+        assert_eq!(
+            (resumed.counts.executions, resumed.counts.conversations, resumed.counts.first_responses),
+            (1, 0, 0)
+        );
+        assert_eq!((resumed.counts.tokens, resumed.counts.tool_calls, resumed.counts.tool_failures), (5, 1, 1));
+        assert_eq!(resumed.buckets, vec![(Measure::Latency, Sketch::bucket(40))]);
+    }
+
+    #[test]
+    fn a_hand_off_counts_by_its_cause_and_one_recorded_without_a_cause_as_the_agents() {
+        for (cause, slot) in [(Some("failure"), 1), (Some("api"), 5), (None, 0)] {
+            let mut action = json!({ "type": "handoff_to_human", "reason": "r", "priority": "normal" });
+            if let Some(cause) = cause {
+                action["cause"] = json!(cause);
+            }
+            let r = record("failed", json!({ "actions": [action] }));
+            let mut s = session(&r);
+            s.status = SessionStatus::HandedOff;
+            s.handed_off_to = Some(HandoffTarget::Human);
+            let line = InsightLine::of(&r, None, &[Written { session: &s, created: false }]).unwrap();
+            let mut want = [0; 6];
+            want[slot] = 1;
+            assert_eq!((line.counts.to_human, line.counts.failed), (want, 1), "{cause:?}");
+        }
+    }
+
+    #[test]
+    fn a_persons_own_action_and_a_message_nothing_ran_for_count_nowhere_and_a_long_channel_is_other() {
+        for status in ["operator", "skipped"] {
+            let r = record(status, json!({}));
+            assert_eq!(InsightLine::of(&r, None, &[]), None, "{status}");
+        }
+        let long = "x".repeat(MAX_CHANNEL_LEN + 1);
+        let r = record("success", json!({ "input": { "detail": { "channel": { "platform": long } } } }));
+        assert_eq!(InsightLine::of(&r, None, &[]).unwrap().key.channel.as_deref(), Some(OTHER_CHANNEL));
+        let r = record("success", json!({ "input": { "detail": { "channel": { "platform": "webchat" } } } }));
+        assert_eq!(InsightLine::of(&r, None, &[]).unwrap().key.channel.as_deref(), Some("webchat"));
     }
 
     #[test]

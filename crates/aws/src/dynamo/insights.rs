@@ -93,6 +93,10 @@ impl DynamoStore {
             values.insert(format!(":b{i}"), n(count));
             add.push(format!("#b{i} :b{i}"));
         }
+        if add.is_empty() {
+            // (a turn paused before it did anything: nothing to count yet)
+            return Ok(None);
+        }
         let update = Update::builder()
             .table_name(&self.names.executions_table)
             .set_key(Some(key(usage_pk(&commit.execution.tenant_id), insight_sk(k, shard))))

@@ -2069,9 +2069,25 @@ async fn a_resumed_execution_replaces_its_paused_record_once_and_counts_only_wha
             rows.into_iter().map(|r| (r.status, r.executions)).collect::<Vec<_>>()
         }
     };
+    let insights = |x: &Subject| {
+        let executions = x.executions.clone();
+        let t = t.clone();
+        async move {
+            let rows = executions.insights(&t, hour_of(now), hour_of(now)).await.unwrap();
+            let total = switchboard_domain::insights::Report::of(&rows, &[], &jiff::tz::TimeZone::UTC).total;
+            let latencies =
+                total.sketches.get(&switchboard_domain::insights::Measure::Latency).map_or(0, |s| s.count());
+            (total.counts.conversations, total.counts.executions, total.counts.tokens, latencies)
+        }
+    };
     // paused: its model call is counted, the execution is not (it has not ended)
     assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 1, 100)]);
     assert!(activity(x).await.is_empty());
+    assert_eq!(insights(x).await, (1, 0, 110, 0), "the conversation and the call, not the execution yet");
+    // a turn that paused before doing anything counts nothing, and commits all the same
+    let (_, empty) = pausing(&t, "c-2", "evt-2", now);
+    x.sessions.commit_turn(&empty).await.unwrap();
+    assert_eq!(insights(x).await, (2, 0, 110, 0), "its conversation opened");
 
     // resumed: the same execution, one more call, its status at the end
     let mut done = before.clone();
@@ -2095,6 +2111,7 @@ async fn a_resumed_execution_replaces_its_paused_record_once_and_counts_only_wha
     assert_eq!(by_source.execution_id, before.execution_id, "the source still leads to it");
     assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 2, 130)]);
     assert_eq!(activity(x).await, vec![(ExecutionStatus::Success, 1)]);
+    assert_eq!(insights(x).await, (2, 1, 145, 1), "the execution once, with the call it added");
     assert_eq!(read.agent_id, mine);
 
     // a second resumption of it (a redelivered resume item) is refused and counts nothing
@@ -2106,5 +2123,16 @@ async fn a_resumed_execution_replaces_its_paused_record_once_and_counts_only_wha
     assert!(matches!(x.sessions.commit_turn(&again).await, Err(StoreError::Duplicate(_))));
     assert_eq!(usage(x).await, vec![("openai:gpt-4o-mini".to_owned(), 2, 130)]);
     assert_eq!(activity(x).await, vec![(ExecutionStatus::Success, 1)]);
+    assert_eq!(insights(x).await, (2, 1, 145, 1));
     assert_eq!(x.sessions.get_session(&t, session.session_id).await.unwrap().unwrap().version, next.version);
+
+    // a later turn that pauses before doing anything has nothing to count, and commits all the same
+    let third = start(&t, "c-3", now);
+    x.sessions.commit_turn(&create(&third, "evt-3", now)).await.unwrap();
+    assert_eq!(insights(x).await, (3, 2, 145, 2));
+    let (next, mut idle) = update(&third, "evt-4", now);
+    idle.execution.status = ExecutionStatus::AwaitingApproval;
+    idle.sessions[0].session = paused(&next, "evt-4", idle.execution.execution_id, now);
+    x.sessions.commit_turn(&idle).await.unwrap();
+    assert_eq!(insights(x).await, (3, 2, 145, 2));
 }

@@ -216,16 +216,21 @@ pub async fn insights(args: &InsightsArgs) -> anyhow::Result<()> {
     if !reasons.is_empty() {
         println!("hand-offs to a person by cause: {reasons}");
     }
-    let groups = report["groups"].as_array().cloned().unwrap_or_default();
+    print_groups(report["groups"].as_array().map_or(&[][..], Vec::as_slice));
+    Ok(())
+}
+
+/// One line per group of an insights report: its fields, then its main figures.
+fn print_groups(groups: &[Value]) {
     if groups.is_empty() {
-        return Ok(());
+        return;
     }
     println!();
     println!(
         "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>8}  {:>8}  {:>7}",
         "GROUP", "CONVS", "RESOLVED", "HUMAN", "RES.RATE", "FIRST50", "EXECS", "FAILED"
     );
-    for g in &groups {
+    for g in groups {
         let by = g["by"].as_object().map_or_else(String::new, |m| {
             m.values().map(|v| if v.is_null() { "-".to_owned() } else { cell(v) }).collect::<Vec<_>>().join(" ")
         });
@@ -241,5 +246,4 @@ pub async fn insights(args: &InsightsArgs) -> anyhow::Result<()> {
             cell(&g["failedExecutions"])
         );
     }
-    Ok(())
 }

@@ -30,6 +30,10 @@ fn key_columns(k: &InsightKey) -> KeyColumns {
 
 /// Adds `line` to its row and its durations to their buckets, inside the turn's unit `c`.
 pub(super) fn write_insight(c: &Connection, tenant: &str, line: &InsightLine) -> rusqlite::Result<()> {
+    if line.counts == InsightCounts::default() && line.buckets.is_empty() {
+        // (a turn paused before it did anything: nothing to count yet, no row to add)
+        return Ok(());
+    }
     let (hour, agent, version, trigger, variant, channel) = key_columns(&line.key);
     let v = line.counts.values().map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     c.prepare_cached(
