@@ -448,10 +448,18 @@ impl GroupBy {
 
     /// This grouping's fields of `key`, as the report's group names them.
     fn fields(self, key: &InsightKey, zone: &jiff::tz::TimeZone) -> Vec<(&'static str, Value)> {
-        let local = |fmt: &str| {
-            jiff::Timestamp::from_millisecond(key.hour.timestamp_millis())
-                .map(|t| t.to_zoned(zone.clone()).strftime(fmt).to_string())
-                .unwrap_or_default()
+        // Formatted by hand: jiff's `strftime` would add its formatter to every function that
+        // links the API (docs/benchmarks.md, "Lambda deployables").
+        let local = |with_hour: bool| {
+            let Ok(t) = jiff::Timestamp::from_millisecond(key.hour.timestamp_millis()) else { return String::new() };
+            let z = t.to_zoned(zone.clone());
+            let day = format!("{:04}-{:02}-{:02}", z.year(), z.month(), z.day());
+            if !with_hour {
+                return day;
+            }
+            let offset = z.offset().seconds();
+            let (sign, offset) = if offset < 0 { ('-', -offset) } else { ('+', offset) };
+            format!("{day}T{:02}:{:02}:00{sign}{:02}:{:02}", z.hour(), z.minute(), offset / 3600, offset % 3600 / 60)
         };
         match self {
             GroupBy::Agent => vec![("agentId", json!(key.agent_id))],
@@ -459,8 +467,8 @@ impl GroupBy {
             GroupBy::Trigger => vec![("triggerId", json!(key.trigger_id))],
             GroupBy::Variant => vec![("triggerId", json!(key.trigger_id)), ("variant", json!(key.variant))],
             GroupBy::Channel => vec![("channel", json!(key.channel))],
-            GroupBy::Day => vec![("day", json!(local("%Y-%m-%d")))],
-            GroupBy::Hour => vec![("hour", json!(local("%Y-%m-%dT%H:%M:%S%:z")))],
+            GroupBy::Day => vec![("day", json!(local(false)))],
+            GroupBy::Hour => vec![("hour", json!(local(true)))],
         }
     }
 }
@@ -614,6 +622,23 @@ mod tests {
         assert_eq!(a, all);
         assert_eq!(a.0[&ZERO_BUCKET], 2, "0 and 1 ms are the zero bucket");
         assert_eq!(a.quantile(0.0), Some(0));
+    }
+
+    #[test]
+    fn days_and_hours_are_named_in_the_zone_with_its_offset() {
+        let key = InsightKey {
+            hour: "2026-12-01T22:00:00Z".parse().unwrap(),
+            agent_id: "01J00000000000000000000003".parse().unwrap(),
+            agent_version: 1,
+            trigger_id: None,
+            variant: None,
+            channel: None,
+        };
+        let at = |zone: &str, g: GroupBy| g.fields(&key, &jiff::tz::TimeZone::get(zone).unwrap())[0].1.clone();
+        assert_eq!(at("Asia/Kolkata", GroupBy::Day), json!("2026-12-02"));
+        assert_eq!(at("Asia/Kolkata", GroupBy::Hour), json!("2026-12-02T03:30:00+05:30"));
+        assert_eq!(at("America/St_Johns", GroupBy::Hour), json!("2026-12-01T18:30:00-03:30"));
+        assert_eq!(at("UTC", GroupBy::Hour), json!("2026-12-01T22:00:00+00:00"));
     }
 
     #[test]
