@@ -484,7 +484,7 @@ impl Report {
     /// `rows` added up, in all and by `group_by` (the days and hours of `zone`).
     pub fn of(rows: &[InsightRow], group_by: &[GroupBy], zone: &jiff::tz::TimeZone) -> Report {
         let mut total = InsightRow::default();
-        let mut groups: BTreeMap<String, (serde_json::Map<String, Value>, InsightRow)> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<String>, (serde_json::Map<String, Value>, InsightRow)> = BTreeMap::new();
         for row in rows {
             total.add(row);
             let Some(key) = &row.key else { continue };
@@ -495,7 +495,9 @@ impl Report {
             for g in group_by {
                 fields.extend(g.fields(key, zone).into_iter().map(|(k, v)| (k.to_owned(), v)));
             }
-            let sort_key = Value::Object(fields.clone()).to_string();
+            // numbers padded, so that version 10 sorts after version 9
+            let sort_key: Vec<String> =
+                fields.values().map(|v| v.as_u64().map_or_else(|| v.to_string(), |n| format!("{n:020}"))).collect();
             groups.entry(sort_key).or_insert_with(|| (fields, InsightRow::default())).1.add(row);
         }
         Report { total, groups: groups.into_values().collect() }
@@ -639,6 +641,32 @@ mod tests {
         assert_eq!(at("Asia/Kolkata", GroupBy::Hour), json!("2026-12-02T03:30:00+05:30"));
         assert_eq!(at("America/St_Johns", GroupBy::Hour), json!("2026-12-01T18:30:00-03:30"));
         assert_eq!(at("UTC", GroupBy::Hour), json!("2026-12-01T22:00:00+00:00"));
+    }
+
+    #[test]
+    fn a_report_adds_rows_up_by_group_in_the_order_of_their_fields() {
+        let row = |version: u64, executions: u64| {
+            let key = InsightKey {
+                hour: "2026-12-01T10:00:00Z".parse().unwrap(),
+                agent_id: "01J00000000000000000000003".parse().unwrap(),
+                agent_version: version,
+                trigger_id: None,
+                variant: None,
+                channel: None,
+            };
+            InsightRow {
+                key: Some(key),
+                counts: InsightCounts { executions, ..Default::default() },
+                ..Default::default()
+            }
+        };
+        let rows = [row(10, 1), row(2, 2), row(10, 4)];
+        let report = Report::of(&rows, &[GroupBy::Version], &jiff::tz::TimeZone::UTC);
+        let versions: Vec<(Value, u64)> =
+            report.groups.iter().map(|(by, r)| (by["agentVersion"].clone(), r.counts.executions)).collect();
+        assert_eq!(versions, vec![(json!(2), 2), (json!(10), 5)]);
+        assert_eq!(report.total.counts.executions, 7);
+        assert!(Report::of(&rows, &[], &jiff::tz::TimeZone::UTC).groups.is_empty());
     }
 
     #[test]
