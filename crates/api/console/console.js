@@ -122,8 +122,9 @@ async function signIn(ev) {
   sessionStorage.setItem(SESSION_KEY, JSON.stringify(auth));
   say(`Signed in to ${auth.tenant}.`);
   start();
-  location.hash = "#/inbox";
-  render();
+  // (a change of the hash renders the page by itself)
+  if (location.hash === "#/inbox") render();
+  else location.hash = "#/inbox";
 }
 
 function signOut() {
@@ -287,6 +288,8 @@ async function inbox() {
     // Nothing changed since the last render: the page stays as it is (an operator may be typing).
     const signature = JSON.stringify([approvals.map((a) => [a.approvalId, a.status]),
       waiting.map((s) => [s.sessionId, s.updatedAt, s.claim && s.claim.operator])]);
+    // The operator moved to another page meanwhile: a late answer must not replace it.
+    if (refreshLive !== refresh) return;
     if (signature === shownAs && main.querySelector("#inbox")) return;
     shownAs = signature;
     const rows = waiting.map((s) => {
@@ -322,10 +325,11 @@ async function inbox() {
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: "8", class: "muted" }, "Nobody is waiting.")))));
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
   };
-  refreshLive = () => {
+  const refresh = () => {
     clearTimeout(timer);
     timer = setTimeout(() => load().catch((e) => say(e.message, true)), 150);
   };
+  refreshLive = refresh;
   await load();
 }
 
