@@ -544,6 +544,12 @@ impl Period {
                 )
             })
             .unwrap_or_else(|| now.date_naive());
+        // Days jiff's zones know (years 1 to 9999), checked before any arithmetic on them.
+        let known = |d: &NaiveDate| (1..=9999).contains(&d.year());
+        if let Some((field, _)) = [("from", from), ("to", to)].into_iter().find(|(_, d)| d.is_some_and(|d| !known(&d)))
+        {
+            return Err((field, "must be a day of the years 0001 to 9999".into()));
+        }
         let to = to.unwrap_or(today);
         let from = from.unwrap_or(to - chrono::Duration::days(DEFAULT_DAYS - 1));
         if from > to {
@@ -554,7 +560,7 @@ impl Period {
             return Err(("from", format!("a report spans at most {MAX_DAYS} days")));
         }
         let previous_from = from - chrono::Duration::days(days);
-        let midnight = |day: NaiveDate| -> Result<DateTime<Utc>, (&'static str, String)> {
+        let midnight = |day: NaiveDate, field: &'static str| -> Result<DateTime<Utc>, (&'static str, String)> {
             let civil = jiff::civil::Date::new(
                 i16::try_from(day.year()).unwrap_or(i16::MAX),
                 i8::try_from(day.month()).unwrap_or(1),
@@ -565,12 +571,12 @@ impl Period {
                 .and_then(|d| d.to_zoned(zone.clone()).ok())
                 .map(|z| z.timestamp().as_millisecond())
                 .and_then(DateTime::from_timestamp_millis);
-            ms.ok_or_else(|| ("from", "the days are out of range".to_owned()))
+            ms.ok_or_else(|| (field, "the days are out of range".to_owned()))
         };
         Ok(Period {
-            start: midnight(from)?,
-            end: midnight(to + chrono::Duration::days(1))?,
-            previous_start: midnight(previous_from)?,
+            start: midnight(from, "from")?,
+            end: midnight(to + chrono::Duration::days(1), "to")?,
+            previous_start: midnight(previous_from, "from")?,
             from,
             to,
             zone,
@@ -790,5 +796,17 @@ mod period_tests {
         assert_eq!(Period::of(day("2026-12-03"), day("2026-12-01"), "UTC", now).unwrap_err().0, "from");
         assert_eq!(Period::of(day("2026-01-01"), day("2026-12-01"), "UTC", now).unwrap_err().0, "from");
         assert_eq!(Period::of(None, None, "Mars/Base", now).unwrap_err().0, "timeZone");
+        // the edges of what a date parses to are refused, not overflowed
+        for (from, to, field) in [
+            (None, Some(NaiveDate::MAX), "to"),
+            (Some(NaiveDate::MIN), None, "from"),
+            (Some(NaiveDate::MIN), Some(NaiveDate::MIN), "from"),
+            (None, day("0000-12-31"), "to"),
+        ] {
+            assert_eq!(Period::of(from, to, "UTC", now).unwrap_err().0, field, "{from:?} {to:?}");
+        }
+        // the calendar's last day has no midnight after it in a zone's range
+        assert_eq!(Period::of(day("9999-12-25"), day("9999-12-31"), "UTC", now).unwrap_err().0, "to");
+        assert!(Period::of(day("0001-01-01"), day("0001-01-02"), "UTC", now).is_ok());
     }
 }
