@@ -35,12 +35,20 @@ pub(crate) async fn usage(
     Query(q): Query<UsageQuery>,
     tenant: Result<Tenant, Problem>,
 ) -> Result<Response, Problem> {
+    // (a signed year of more digits parses too: the years a report can mean are 0001 to 9999,
+    // and keeping to them keeps the arithmetic below within chrono's range)
     let day = |field: &str, raw: &Option<String>| -> Result<Option<NaiveDate>, Problem> {
         raw.as_deref()
             .map(|v| {
-                NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
-                    Problem::invalid(ValidationErrors::single(format!("/query/{field}"), "must be a date, YYYY-MM-DD"))
-                })
+                NaiveDate::parse_from_str(v, "%Y-%m-%d")
+                    .ok()
+                    .filter(|d| (1..=9999).contains(&chrono::Datelike::year(d)))
+                    .ok_or_else(|| {
+                        Problem::invalid(ValidationErrors::single(
+                            format!("/query/{field}"),
+                            "must be a date, YYYY-MM-DD, of the years 0001 to 9999",
+                        ))
+                    })
             })
             .transpose()
     };
