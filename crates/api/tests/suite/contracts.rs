@@ -722,7 +722,8 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
         ("from=2026-02-30", "/query/from"),
         ("from=2026-01-01&to=2026-12-01", "/query/from"),
         ("timeZone=Mars/Base", "/query/timeZone"),
-        ("to=-262144-01-01", "/query/to"),
+        ("to=-262143-01-01", "/query/to"),
+        ("to=%2B262142-12-31", "/query/to"),
         ("to=9999-12-31", "/query/to"),
         ("zone=UTC", "/query/zone"),
     ] {
