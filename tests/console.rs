@@ -28,6 +28,13 @@ use base64::Engine as _;
 use common::{Api, Server, examples};
 use serde_json::{Value, json};
 
+/// Where each step's screenshot lands (made if missing).
+fn screenshots() -> PathBuf {
+    let shots = common::workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
 /// The W3C WebDriver element reference key.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -179,6 +186,15 @@ impl Browser {
         std::fs::copy(self.shots.join(format!("{name}.png")), docs.join(format!("{name}.png"))).unwrap();
     }
 
+    /// Opens the console at `base` and signs in to the tenant `acme` with `key` (the caller waits
+    /// for the page it expects).
+    async fn sign_in(&self, base: &str, key: &str) {
+        self.go(&format!("{base}/console/")).await;
+        self.type_into("#tenant", "acme").await;
+        self.type_into("#key", key).await;
+        self.click("#sign-in button[type=submit]").await;
+    }
+
     async fn close(&self) {
         self.cmd("DELETE", "", json!({})).await;
     }
@@ -237,8 +253,7 @@ async fn an_operator_takes_over_replies_and_hands_back_in_a_real_browser() {
     assert_eq!(issued.status, 201, "{:?}", issued.body);
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let b = Browser::open(&driver, &shots).await;
     let docs = common::workspace_root().join("docs/console");
 
@@ -403,13 +418,9 @@ async fn an_operator_approves_a_tool_call_with_edited_arguments_in_a_real_browse
     let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Alice", "role": "operator" })).await;
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let b = Browser::open(&driver, &shots).await;
-    b.go(&format!("{}/console/", server.base)).await;
-    b.type_into("#tenant", "acme").await;
-    b.type_into("#key", &key).await;
-    b.click("#sign-in button[type=submit]").await;
+    b.sign_in(&server.base, &key).await;
     b.wait_text("#inbox", "Nobody is waiting").await;
 
     // A customer asks about an order: the lookup waits, and shows up in the inbox live
@@ -522,14 +533,10 @@ async fn a_builder_makes_an_agent_and_a_trigger_tests_edits_and_rolls_back_in_a_
     assert_eq!(issued.status, 201, "{:?}", issued.body);
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let docs = common::workspace_root().join("docs/console");
     let b = Browser::open(&driver, &shots).await;
-    b.go(&format!("{}/console/", server.base)).await;
-    b.type_into("#tenant", "acme").await;
-    b.type_into("#key", &key).await;
-    b.click("#sign-in button[type=submit]").await;
+    b.sign_in(&server.base, &key).await;
     b.wait_text("#who", "Bea (builder)").await;
 
     // An agent made in the form: a bad temperature is named next to its field, nothing is written
@@ -750,13 +757,9 @@ async fn a_support_lead_reads_what_the_agents_achieved_on_the_insights_page_in_a
             assert_eq!(r.body["outcome"], "enqueued", "{}", r.body);
         }
     }
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let b = Browser::open(&driver, &shots).await;
-    b.go(&format!("{}/console/", server.base)).await;
-    b.type_into("#tenant", "acme").await;
-    b.type_into("#key", &key).await;
-    b.click("#sign-in button[type=submit]").await;
+    b.sign_in(&server.base, &key).await;
     b.wait_text("#who", "Lena (viewer)").await;
 
     // the headline figures: five conversations, two resolved by an agent and one handed to a
@@ -832,13 +835,9 @@ async fn a_builder_imports_a_tool_from_an_mcp_server_and_refreshes_it_in_a_real_
     let issued = admin.post("/tenants/acme/keys", json!({ "principal": "Bea", "role": "builder" })).await;
     let key = issued.body["key"].as_str().unwrap().to_owned();
     let api = Api::new(&server, &key);
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let b = Browser::open(&driver, &shots).await;
-    b.go(&format!("{}/console/", server.base)).await;
-    b.type_into("#tenant", "acme").await;
-    b.type_into("#key", &key).await;
-    b.click("#sign-in button[type=submit]").await;
+    b.sign_in(&server.base, &key).await;
     b.wait_text("#who", "Bea (builder)").await;
 
     // the server's tools listed: a timeout out of range is named at its field first
@@ -905,13 +904,9 @@ async fn the_console_served_by_switchboard_console_forwards_calls_and_the_live_s
     let mut line = String::new();
     BufReader::new(console.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
-    let shots = common::workspace_root().join("target/console-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = screenshots();
     let b = Browser::open(&driver, &shots).await;
-    b.go(&format!("{base}/console/")).await;
-    b.type_into("#tenant", "acme").await;
-    b.type_into("#key", &key).await;
-    b.click("#sign-in button[type=submit]").await;
+    b.sign_in(&base, &key).await;
     b.wait_text("#inbox", "Nobody is waiting").await;
     let api = Api::new(&server, &key);
     let r = api.post("/events?wait=30", event("p-1", "c-7", "I need a person")).await;

@@ -482,7 +482,11 @@ pub struct Report {
 
 impl Report {
     /// `rows` added up, in all and by `group_by` (the days and hours of `zone`).
-    pub fn of(rows: &[InsightRow], group_by: &[GroupBy], zone: &jiff::tz::TimeZone) -> Report {
+    pub fn of<'r>(
+        rows: impl IntoIterator<Item = &'r InsightRow>,
+        group_by: &[GroupBy],
+        zone: &jiff::tz::TimeZone,
+    ) -> Report {
         let mut total = InsightRow::default();
         let mut groups: BTreeMap<Vec<String>, (serde_json::Map<String, Value>, InsightRow)> = BTreeMap::new();
         for row in rows {
@@ -590,9 +594,9 @@ impl Period {
     }
 
     /// The rows of `rows` whose hour starts in the period (`previous`: in the one before).
-    pub fn rows(&self, rows: &[InsightRow], previous: bool) -> Vec<InsightRow> {
+    pub fn rows<'r>(&self, rows: &'r [InsightRow], previous: bool) -> impl Iterator<Item = &'r InsightRow> {
         let (start, end) = if previous { (self.previous_start, self.start) } else { (self.start, self.end) };
-        rows.iter().filter(|r| r.key.as_ref().is_some_and(|k| k.hour >= start && k.hour < end)).cloned().collect()
+        rows.iter().filter(move |r| r.key.as_ref().is_some_and(|k| k.hour >= start && k.hour < end))
     }
 }
 

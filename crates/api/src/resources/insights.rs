@@ -9,7 +9,6 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchboard_domain::ValidationErrors;
@@ -17,6 +16,7 @@ use switchboard_domain::insights::{GroupBy, Period, Report};
 
 use crate::extract::{Query, Tenant};
 use crate::problem::Problem;
+use crate::resources::reports::query_day;
 use crate::state::ApiState;
 
 #[derive(Debug, Deserialize)]
@@ -38,12 +38,7 @@ pub(crate) async fn insights(
     tenant: Result<Tenant, Problem>,
 ) -> Result<Response, Problem> {
     let group_by = GroupBy::parse_list(q.group_by.as_deref().unwrap_or("")).map_err(|e| invalid("groupBy", e))?;
-    let day = |field: &str, raw: &Option<String>| -> Result<Option<NaiveDate>, Problem> {
-        raw.as_deref()
-            .map(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| invalid(field, "must be a date, YYYY-MM-DD")))
-            .transpose()
-    };
-    let (from, to) = (day("from", &q.from)?, day("to", &q.to)?);
+    let (from, to) = (query_day("from", &q.from)?, query_day("to", &q.to)?);
     if let Some(zone) = &q.time_zone {
         let mut errors = ValidationErrors::default();
         switchboard_domain::schedule::check_zone(zone, "/query/timeZone", &mut errors);
@@ -59,8 +54,8 @@ pub(crate) async fn insights(
     // One read covers the period and the one before it.
     let (first, last) = period.hours();
     let rows = state.executions.insights(&t, first, last).await?;
-    let report = Report::of(&period.rows(&rows, false), &group_by, &period.zone);
-    let previous = Report::of(&period.rows(&rows, true), &[], &period.zone);
+    let report = Report::of(period.rows(&rows, false), &group_by, &period.zone);
+    let previous = Report::of(period.rows(&rows, true), &[], &period.zone);
     let groups: Vec<Value> = report
         .groups
         .iter()

@@ -18,6 +18,25 @@ use crate::extract::{Query, Tenant};
 use crate::problem::Problem;
 use crate::state::ApiState;
 
+/// The query parameter `field`'s day (`YYYY-MM-DD`), if given. A signed year of more digits parses
+/// too: the years a report can mean are 0001 to 9999, and keeping to them keeps a report's
+/// arithmetic on days within chrono's range.
+pub(crate) fn query_day(field: &str, raw: &Option<String>) -> Result<Option<NaiveDate>, Problem> {
+    raw.as_deref()
+        .map(|v| {
+            NaiveDate::parse_from_str(v, "%Y-%m-%d")
+                .ok()
+                .filter(|d| (1..=9999).contains(&chrono::Datelike::year(d)))
+                .ok_or_else(|| {
+                    Problem::invalid(ValidationErrors::single(
+                        format!("/query/{field}"),
+                        "must be a date, YYYY-MM-DD, of the years 0001 to 9999",
+                    ))
+                })
+        })
+        .transpose()
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UsageQuery {
@@ -35,23 +54,7 @@ pub(crate) async fn usage(
     Query(q): Query<UsageQuery>,
     tenant: Result<Tenant, Problem>,
 ) -> Result<Response, Problem> {
-    // (a signed year of more digits parses too: the years a report can mean are 0001 to 9999,
-    // and keeping to them keeps the arithmetic below within chrono's range)
-    let day = |field: &str, raw: &Option<String>| -> Result<Option<NaiveDate>, Problem> {
-        raw.as_deref()
-            .map(|v| {
-                NaiveDate::parse_from_str(v, "%Y-%m-%d")
-                    .ok()
-                    .filter(|d| (1..=9999).contains(&chrono::Datelike::year(d)))
-                    .ok_or_else(|| {
-                        Problem::invalid(ValidationErrors::single(
-                            format!("/query/{field}"),
-                            "must be a date, YYYY-MM-DD, of the years 0001 to 9999",
-                        ))
-                    })
-            })
-            .transpose()
-    };
+    let day = query_day;
     let today = state.executor.deps().clock.now().date_naive();
     let to = day("to", &q.to)?.unwrap_or(today);
     let from = day("from", &q.from)?.unwrap_or(to - chrono::Duration::days(USAGE_DEFAULT_DAYS - 1));

@@ -60,7 +60,7 @@ impl DynamoStore {
         let mut names: HashMap<String, String> = HashMap::new();
         let mut values: HashMap<String, AttributeValue> = HashMap::new();
         let mut set = Vec::new();
-        let mut fields = vec![
+        let fields = [
             ("hour", Some(s(k.hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))),
             ("agentId", Some(s(k.agent_id.to_string()))),
             ("agentVersion", Some(n(k.agent_version))),
@@ -69,7 +69,7 @@ impl DynamoStore {
             ("channel", k.channel.clone().map(s)),
             ("expiresAt", Some(n(ttl.timestamp()))),
         ];
-        for (i, (name, value)) in fields.drain(..).enumerate() {
+        for (i, (name, value)) in fields.into_iter().enumerate() {
             let Some(value) = value else { continue };
             names.insert(format!("#f{i}"), name.to_owned());
             values.insert(format!(":f{i}"), value);

@@ -491,13 +491,13 @@ impl Loop<'_> {
         let session_budget_spent = self.failure.as_ref().and_then(|f| f.reason.as_deref()) == Some(SESSION_BUDGET);
         if s.is_active() && session_budget_spent {
             let reason = format!("the agent's budget of tokens per session is spent ({} used)", s.tokens_used);
-            self.apply_handoff_behavior(reason, "session-budget");
+            self.apply_handoff_behavior(reason, HandoffCause::SessionBudget);
         } else if s.is_active()
             && !matches!(self.status, ExecutionStatus::Failed | ExecutionStatus::Interrupted)
             && s.turn_count >= self.agent.max_turns
         {
             let reason = format!("the agent reached its limit of {} turns", self.agent.max_turns);
-            self.apply_handoff_behavior(reason, "max-turns");
+            self.apply_handoff_behavior(reason, HandoffCause::MaxTurns);
         }
         if self.status == ExecutionStatus::MaxIterations {
             let why = format!("no final answer after {} model calls", self.agent.max_iterations);
@@ -578,15 +578,13 @@ impl Loop<'_> {
 
     /// `maxTurns` reached or the session's token budget spent: the agent's `handoffBehavior`
     /// decides.
-    fn apply_handoff_behavior(&mut self, reason: String, why: &str) {
+    fn apply_handoff_behavior(&mut self, reason: String, cause: HandoffCause) {
         let (deps, agent) = (self.cx.deps, self.agent);
-        let key = format!("{}/{why}", self.cx.item.source_id);
+        // `<source>/max-turns`, `<source>/session-budget`: the keys these moves always had
+        let key = format!("{}/{}", self.cx.item.source_id, cause.as_str().replace('_', "-"));
         let before = self.state.actions.len();
         match agent.handoff_behavior {
-            HandoffBehavior::Escalate => {
-                let cause = if why == "max-turns" { HandoffCause::MaxTurns } else { HandoffCause::SessionBudget };
-                self.state.hand_off_to_human(deps, &reason, Priority::Normal, cause, &key);
-            }
+            HandoffBehavior::Escalate => self.state.hand_off_to_human(deps, &reason, Priority::Normal, cause, &key),
             HandoffBehavior::End => self.state.end(deps, Some(reason), &key),
         }
         self.announce_actions(before);
