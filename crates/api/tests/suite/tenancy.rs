@@ -198,6 +198,20 @@ async fn two_tenants_with_the_same_client_ids_each_get_their_full_results() {
     }
     assert_ne!(ids[0], ids[1], "outbound event ids are unique across tenants");
     assert!(ids[0].starts_with("ta/") && ids[1].starts_with("tb/"), "{ids:?}");
+
+    // and each tenant's insights count its own conversations alone, the repeats not at all: ta
+    // opened c-1 to c-5, tb all but c-2; one of each went to a person
+    for (t, conversations) in [(&ta, 5), (&tb, 4)] {
+        let (status, r) = t.get(&format!("/tenants/{}/insights", t.id)).await;
+        assert_eq!(status, 200, "{}: {r}", t.id);
+        let total = &r["total"];
+        assert_eq!(
+            (total["conversations"].as_u64(), total["executions"].as_u64(), total["handedToHuman"].as_u64()),
+            (Some(conversations), Some(conversations), Some(1)),
+            "{}: {total}",
+            t.id
+        );
+    }
 }
 
 fn get(path: &str, key: &str) -> String {
