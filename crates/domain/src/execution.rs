@@ -42,11 +42,14 @@ pub enum ExecutionStatus {
     /// queued (`interruptedBy`; its agent's `bursts` is `interrupt`): what it did is kept, it
     /// said nothing, and the conversation's next turn answers its message with its own.
     Interrupted,
+    /// No agent ran: the session was closed because its customer went quiet (the session's
+    /// status is `abandoned`).
+    Abandoned,
 }
 
 impl ExecutionStatus {
     /// Every status, in declaration order.
-    pub const ALL: [ExecutionStatus; 13] = [
+    pub const ALL: [ExecutionStatus; 14] = [
         Self::Success,
         Self::HandedOff,
         Self::Ended,
@@ -60,6 +63,7 @@ impl ExecutionStatus {
         Self::AwaitingApproval,
         Self::Coalesced,
         Self::Interrupted,
+        Self::Abandoned,
     ];
 
     /// The status as the API spells it (`handed_off`).
@@ -78,6 +82,7 @@ impl ExecutionStatus {
             Self::AwaitingApproval => "awaiting_approval",
             Self::Coalesced => "coalesced",
             Self::Interrupted => "interrupted",
+            Self::Abandoned => "abandoned",
         }
     }
 

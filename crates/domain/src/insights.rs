@@ -71,11 +71,13 @@ pub struct InsightCounts {
     pub to_agent: u64,
     /// Conversations handed to a person, by cause, in [`HandoffCause::ALL`] order.
     pub to_human: [u64; 6],
+    /// Conversations closed because their customer went quiet (sessions closed as `abandoned`).
+    pub abandoned: u64,
 }
 
 impl InsightCounts {
     /// Every counter's name, in [`InsightCounts::values`] order.
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 18] = [
         "executions",
         "failed",
         "toolCalls",
@@ -93,9 +95,10 @@ impl InsightCounts {
         "toHumanSessionBudget",
         "toHumanLimit",
         "toHumanApi",
+        "abandoned",
     ];
 
-    pub fn values(&self) -> [u64; 17] {
+    pub fn values(&self) -> [u64; 18] {
         let h = self.to_human;
         [
             self.executions,
@@ -115,10 +118,11 @@ impl InsightCounts {
             h[3],
             h[4],
             h[5],
+            self.abandoned,
         ]
     }
 
-    pub fn from_values(v: [u64; 17]) -> Self {
+    pub fn from_values(v: [u64; 18]) -> Self {
         InsightCounts {
             executions: v[0],
             failed: v[1],
@@ -132,6 +136,7 @@ impl InsightCounts {
             resolved: v[9],
             to_agent: v[10],
             to_human: [v[11], v[12], v[13], v[14], v[15], v[16]],
+            abandoned: v[17],
         }
     }
 
@@ -273,6 +278,8 @@ impl InsightLine {
             return None;
         }
         let paused = record.status == ExecutionStatus::AwaitingApproval;
+        // Nothing ran for an idle session's close: it counts its conversation's outcome alone.
+        let ran = record.status != ExecutionStatus::Abandoned;
         let added = record.added_since(before);
         let own = sessions.iter().find(|w| w.session.session_id == record.session_id).map(|w| w.session);
         let channel = own
@@ -282,12 +289,18 @@ impl InsightLine {
         let key = InsightKey {
             hour: hour_of(record.created_at),
             agent_id: record.agent_id,
-            agent_version: record.ran_with.as_ref().map_or(0, |r| r.agent),
+            // An idle close ran nothing: its session says what its last turn ran with.
+            agent_version: record
+                .ran_with
+                .as_ref()
+                .map(|r| r.agent)
+                .or_else(|| own.filter(|_| !ran).and_then(|s| s.idle.as_ref()).map(|i| i.agent_version))
+                .unwrap_or(0),
             trigger_id: record.trigger_id,
             variant: record.split.as_ref().map(|s| s.variant.clone()),
             channel,
         };
-        let mut counts = InsightCounts { executions: u64::from(!paused), ..InsightCounts::default() };
+        let mut counts = InsightCounts { executions: u64::from(ran && !paused), ..InsightCounts::default() };
         counts.failed = u64::from(matches!(record.status, ExecutionStatus::Failed | ExecutionStatus::Timeout));
         let children = added.children.iter().flat_map(|c| c.tool_calls.iter());
         for call in added.tool_calls.iter().chain(children) {
@@ -300,7 +313,7 @@ impl InsightLine {
             counts.unpriced_calls += line.counts.unpriced_calls;
         }
         let mut buckets = Vec::new();
-        if !paused {
+        if ran && !paused {
             buckets.push((Measure::Latency, Sketch::bucket(record.latency_ms)));
         }
         let replied = record.actions.iter().any(|a| matches!(a, Action::Reply { .. }));
@@ -328,6 +341,7 @@ impl InsightLine {
                     counts.to_human[i] += 1;
                 }
                 (SessionStatus::HandedOff, Some(HandoffTarget::Agent { .. })) => counts.to_agent += 1,
+                (SessionStatus::Abandoned, _) => counts.abandoned += 1,
                 _ => {}
             }
         }
@@ -363,7 +377,8 @@ impl InsightRow {
     /// The figures a report shows of these counters and sketches.
     pub fn figures(&self) -> Value {
         let c = &self.counts;
-        let outcomes = c.resolved + c.handed_to_human();
+        // A conversation's outcomes: an agent resolved it, a person got it, its customer left.
+        let outcomes = c.resolved + c.handed_to_human() + c.abandoned;
         let rate = |n: u64, of: u64| (of > 0).then(|| n as f64 / of as f64);
         let reasons: serde_json::Map<String, Value> =
             HandoffCause::ALL.iter().zip(c.to_human).map(|(cause, n)| (cause.as_str().to_owned(), json!(n))).collect();
@@ -376,6 +391,8 @@ impl InsightRow {
             "handoffReasons": reasons,
             "resolutionRate": rate(c.resolved, outcomes),
             "handoffRate": rate(c.handed_to_human(), outcomes),
+            "abandoned": c.abandoned,
+            "abandonedRate": rate(c.abandoned, outcomes),
             "executions": c.executions,
             "failedExecutions": c.failed,
             "failureRate": rate(c.failed, c.executions),

@@ -56,7 +56,7 @@ pub use model_ref::{ModelRef, Provider};
 pub use recording::{Blob, CallRequest, CallResponse, ContentRef, Recording, StoredContent};
 pub use schedule::{Missed, Schedule, Slots};
 pub use session::{
-    Claim, ConversationSummary, HandoffCause, HandoffContext, HandoffTarget, Priority, Session, SessionStatus,
+    Claim, ConversationSummary, HandoffCause, HandoffContext, HandoffTarget, IdleClose, Priority, Session, SessionStatus,
     StoredResult,
 };
 pub use skill::Skill;

@@ -18,6 +18,10 @@ pub enum SessionStatus {
     HandedOff,
     Completed,
     Failed,
+    /// Closed because its customer went quiet: the agent was waiting on them for the tenant's
+    /// `sessionIdleMinutes` (when its limits say `closeIdleSessions`). Their next message opens
+    /// a new conversation.
+    Abandoned,
 }
 
 /// Who took the conversation over when a session was handed off.
@@ -236,6 +240,23 @@ pub struct Session {
     /// `started_at`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<DateTime<Utc>>,
+    /// When the session is closed as abandoned if nothing happens in it before (see
+    /// [`Session::rest`]); `None` when its tenant keeps idle sessions open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleClose>,
+}
+
+/// When a session waiting on its customer closes as abandoned, and what the close counts under
+/// in insights: the trigger and agent version of the turn that left it waiting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleClose {
+    pub at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<crate::ids::TriggerId>,
+    /// 0 when no turn of this session's agent ran yet (a session a hand-off just started).
+    #[serde(default)]
+    pub agent_version: u64,
 }
 
 impl Session {
@@ -273,12 +294,31 @@ impl Session {
             updated_at: now,
             ended_at: None,
             opened_at: None,
+            idle: None,
         }
     }
 
     /// When the conversation this session belongs to opened (see [`Session::opened_at`]).
     pub fn opened(&self) -> DateTime<Utc> {
         self.opened_at.unwrap_or(self.started_at)
+    }
+
+    /// Sets when the session is closed as abandoned: `close_after` minutes after its last write,
+    /// if it is left active and not paused (its agent waits on the customer) and its tenant
+    /// closes idle sessions (`close_after` is `Some`), counted under `trigger_id` and
+    /// `agent_version`; otherwise never.
+    pub fn rest(&mut self, close_after: Option<u32>, trigger_id: Option<crate::ids::TriggerId>, agent_version: u64) {
+        self.idle = close_after.filter(|_| self.is_active() && self.paused.is_none()).map(|minutes| IdleClose {
+            at: self.updated_at + chrono::Duration::minutes(i64::from(minutes)),
+            trigger_id,
+            agent_version,
+        });
+    }
+
+    /// When the session is due to close as abandoned (see [`Session::idle`]), while it is active
+    /// and not paused: what the stores index for the idle sweep.
+    pub fn idle_due(&self) -> Option<DateTime<Utc>> {
+        self.idle.as_ref().filter(|_| self.is_active() && self.paused.is_none()).map(|i| i.at)
     }
 
     pub fn is_active(&self) -> bool {

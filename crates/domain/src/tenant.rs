@@ -102,9 +102,16 @@ pub struct TenantLimits {
     #[serde(default = "default_concurrent_sessions")]
     pub concurrent_sessions: u32,
     /// Minutes without an admitted message after which a conversation's slot may be taken by
-    /// another (the session itself stays open: its customer is asked for a slot again).
+    /// another (the session itself stays open, its customer asked for a slot again, unless
+    /// `close_idle_sessions`).
     #[serde(default = "default_idle_minutes")]
     pub session_idle_minutes: u32,
+    /// Whether a session whose agent has waited on its customer for `session_idle_minutes` is
+    /// closed as `abandoned` (counted in insights; the customer's next message opens a new
+    /// conversation, without the old one's transcript or memory). Off by default: the session
+    /// stays open however long the customer takes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close_idle_sessions: bool,
     /// What the customer gets when their message is not answered because of a limit.
     #[serde(default, deserialize_with = "crate::strict_json::object")]
     pub on_limit: OnLimit,
@@ -133,12 +140,18 @@ impl Default for TenantLimits {
             tokens_per_day: DEFAULT_TOKENS_PER_DAY,
             concurrent_sessions: DEFAULT_CONCURRENT_SESSIONS,
             session_idle_minutes: DEFAULT_SESSION_IDLE_MINUTES,
+            close_idle_sessions: false,
             on_limit: OnLimit::default(),
         }
     }
 }
 
 impl TenantLimits {
+    /// After how many idle minutes a session is closed as abandoned, if the tenant closes them.
+    pub fn close_idle_after(&self) -> Option<u32> {
+        self.close_idle_sessions.then_some(self.session_idle_minutes)
+    }
+
     /// Every field out of range, by JSON pointer under `base` (for example `/limits`).
     pub fn validate(&self, base: &str) -> Result<(), ValidationErrors> {
         let mut errors = ValidationErrors::default();
@@ -271,6 +284,7 @@ mod tests {
             tokens_per_day: MAX_TOKENS_PER_DAY + 1,
             concurrent_sessions: MAX_CONCURRENT_SESSIONS + 1,
             session_idle_minutes: 0,
+            close_idle_sessions: true,
             on_limit: OnLimit::Message { text: " ".into() },
         };
         let pointers: Vec<String> = bad.validate("/limits").unwrap_err().0.into_iter().map(|f| f.pointer).collect();

@@ -203,6 +203,7 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
             arrived_at: None,
             earlier: vec![],
             recording: Recording::Off,
+            close_idle_after: None,
         };
         records.extend(sandbox.run(&item).await?);
     }

@@ -348,6 +348,7 @@ async fn rerun(
         arrived_at: None,
         earlier: vec![],
         recording: Recording::Off,
+        close_idle_after: None,
     };
     // The turn itself: a continuation it queued (a handoff to another agent) is another
     // execution, with its own record.

@@ -277,7 +277,8 @@ impl Embedded {
 
     /// Starts the approvals' sweeper (once): every [`APPROVAL_SWEEP_EVERY`], approvals past
     /// their timeout expire (a denial, and the turn resumes) and decided ones whose resumption
-    /// was not queued are queued again ([`Embedded::sweep_approvals`]).
+    /// was not queued are queued again ([`Embedded::sweep_approvals`]); and sessions whose
+    /// customers went quiet are closed, for tenants that close them ([`Embedded::close_idle_sessions`]).
     pub fn start_approval_sweeper(&self) {
         let operator = self.operator.clone();
         Ticker::start(&self.approval_sweeper, APPROVAL_SWEEP_EVERY, move || {
@@ -289,6 +290,13 @@ impl Embedded {
                     }
                     Ok(_) => {}
                     Err(e) => warn!(error = %e, "approval sweep failed; the next one tries again"),
+                }
+                match operator.close_idle_sessions().await {
+                    Ok(c) if c.any() => {
+                        info!(closed = c.closed, kept = c.kept, failed = c.failed, "idle sessions closed");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "the idle sessions could not be read; the next sweep tries again"),
                 }
             }
         });
@@ -328,6 +336,12 @@ impl Embedded {
     /// once (what the approvals' sweeper does on its period).
     pub async fn sweep_approvals(&self) -> Result<switchboard_engine::Swept, switchboard_engine::OperatorError> {
         self.operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await
+    }
+
+    /// Closes the sessions whose customers went quiet, of tenants that close idle sessions, once
+    /// (what the approvals' sweeper also does on its period).
+    pub async fn close_idle_sessions(&self) -> Result<switchboard_engine::Closed, switchboard_engine::OperatorError> {
+        self.operator.close_idle_sessions().await
     }
 
     /// How many sweeps the sweeper has ended (done or failed), to wait on.

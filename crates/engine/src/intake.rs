@@ -246,6 +246,7 @@ impl Intake {
                 Some((agent, variant)) => {
                     let item = WorkItem {
                         recording: tenant.recording,
+                        close_idle_after: tenant.limits.close_idle_after(),
                         variant,
                         // What a burst is gathered by, for an agent that coalesces them.
                         arrived_at: Some(now),
@@ -426,6 +427,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         arrived_at: None,
         earlier: vec![],
         recording: Recording::default(),
+        close_idle_after: None,
     }
 }
 
@@ -516,6 +518,13 @@ mod tests {
             Ok(())
         }
         async fn sessions_awaiting_approval(&self, _: Option<&TenantId>, _: usize) -> Result<Vec<Session>, StoreError> {
+            Ok(vec![])
+        }
+        async fn idle_sessions(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: usize,
+        ) -> Result<Vec<crate::ports::IdleSession>, StoreError> {
             Ok(vec![])
         }
     }

@@ -35,7 +35,8 @@ pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};
 pub use operator::{
-    Decision, HandoffDone, HandoffTo, Operator, OperatorError, OperatorReply, REQUEUE_AFTER, Swept, TurnCancelled,
+    Closed, Decision, HandoffDone, HandoffTo, IDLE_PER_TICK, Operator, OperatorError, OperatorReply, REQUEUE_AFTER,
+    Swept, TurnCancelled,
 };
 pub use patterns::supervisor::SUB_AGENT_HEADING;
 pub use ports::*;

@@ -175,7 +175,7 @@ fn table_request(
 }
 
 /// The sessions table as the template makes it: `SessionsByConversation`, and the sparse
-/// `SessionsAwaitingApproval` (its sort key a number).
+/// `SessionsAwaitingApproval` (its sort key a number) and `SessionsIdle` (keys only).
 async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, name: &str) {
     let index = |name: &str, hash: &str, range: &str| {
         GlobalSecondaryIndex::builder()
@@ -188,13 +188,23 @@ async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, name: &str) {
     };
     let since =
         AttributeDefinition::builder().attribute_name("awaitingSince").attribute_type(ScalarAttributeType::N).build();
+    let idle = GlobalSecondaryIndex::builder()
+        .index_name(switchboard_aws::dynamo::SESSIONS_IDLE)
+        .key_schema(key("idleShard", KeyType::Hash))
+        .key_schema(key("idleAt", KeyType::Range))
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()
+        .unwrap();
     table_request(client, name)
         .attribute_definitions(attr("conversationKey"))
         .attribute_definitions(attr("startKey"))
         .attribute_definitions(attr("awaitingTenant"))
         .attribute_definitions(since.unwrap())
+        .attribute_definitions(attr("idleShard"))
+        .attribute_definitions(attr("idleAt"))
         .global_secondary_indexes(index(SESSIONS_BY_CONVERSATION, "conversationKey", "startKey"))
         .global_secondary_indexes(index(SESSIONS_AWAITING_APPROVAL, "awaitingTenant", "awaitingSince"))
+        .global_secondary_indexes(idle)
         .send()
         .await
         .unwrap();

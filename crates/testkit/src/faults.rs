@@ -26,7 +26,7 @@ use switchboard_domain::{
 };
 use switchboard_engine::{
     Admit, Arrival, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
-    EventLog, ExecutionLog, HistoryMessage, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
+    EventLog, ExecutionLog, HistoryMessage, IdleSession, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
     QueueError, Sent, SessionFilter, SessionStore, SessionWrite, Slot, SlotAndCount, StoreError, TextSink, TurnCommit,
     TurnStart, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
 };
@@ -306,6 +306,9 @@ impl SessionStore for Faulty<dyn SessionStore> {
         let call = self.inner.sessions_awaiting_approval(tenant, limit);
         self.faults.around("sessions.sessions_awaiting_approval", store, call).await
     }
+    async fn idle_sessions(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<IdleSession>, StoreError> {
+        self.faults.around("sessions.idle_sessions", store, self.inner.idle_sessions(now, limit)).await
+    }
     async fn note_arrival(
         &self,
         tenant: &TenantId,
@@ -523,14 +526,16 @@ pub async fn committed(
         Ok(None) => return missing("its session is not stored"),
         Err(e) => return missing(&format!("the store failed: {e}")),
     };
-    let wanted = match event.detail_type.as_str() {
-        "session.handoff.human" => Some(SessionStatus::HandedOff),
-        "session.ended" => Some(SessionStatus::Completed),
-        _ => None,
+    let wanted: &[SessionStatus] = match event.detail_type.as_str() {
+        "session.handoff.human" => &[SessionStatus::HandedOff],
+        // An agent or a person ended it, or its customer went quiet.
+        "session.ended" => &[SessionStatus::Completed, SessionStatus::Abandoned],
+        _ => &[],
     };
-    match wanted {
-        Some(w) if w != status => missing(&format!("its session is {status:?}, not {w:?}")),
-        _ => Ok(()),
+    if wanted.is_empty() || wanted.contains(&status) {
+        Ok(())
+    } else {
+        missing(&format!("its session is {status:?}, not {wanted:?}"))
     }
 }
 

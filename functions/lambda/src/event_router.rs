@@ -14,7 +14,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::DynamoStore;
 use switchboard_domain::InboundEvent;
 use switchboard_engine::intake::Fired;
-use switchboard_engine::{Clock, Intake, Operator, OperatorError, RouteError, RouteOutcome, StoreError, Swept};
+use switchboard_engine::{Clock, Closed, Intake, Operator, OperatorError, RouteError, RouteOutcome, StoreError, Swept};
 
 /// What the event-router function runs: the intake of inbound events, the operator its
 /// schedule's tick sweeps approvals with, and the store whose schedule slots the tick fires
@@ -46,11 +46,13 @@ pub enum Handled {
     Ticked(Tick),
 }
 
-/// What the schedule's tick did: the approvals' sweep, and the schedule slots it fired.
+/// What the schedule's tick did: the approvals' sweep, the schedule slots it fired and the idle
+/// sessions it closed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tick {
     pub swept: Swept,
     pub fired: Fired,
+    pub closed: Closed,
 }
 
 /// Why an event was not routed.
@@ -72,6 +74,10 @@ pub enum EventRouterError {
     /// on is still due).
     #[error("the schedules could not be read: {0}")]
     Schedules(#[source] StoreError),
+    /// The idle sessions could not be read; the next tick reads them again (a session not
+    /// closed is still due).
+    #[error("the idle sessions could not be read: {0}")]
+    Idle(#[source] OperatorError),
 }
 
 /// The event-router's runtime loop: every EventBridge event to [`dispatch`], until the runtime
@@ -91,13 +97,14 @@ pub fn is_tick(event: &EventBridgeEvent) -> bool {
     event.source == "aws.events" && event.detail_type == "Scheduled Event"
 }
 
-/// One EventBridge event: the schedule's tick sweeps approvals and fires due schedules (both,
-/// whether or not the other failed), every other event is routed.
+/// One EventBridge event: the schedule's tick sweeps approvals, fires due schedules and closes
+/// idle sessions (each whether or not another failed), every other event is routed.
 pub async fn dispatch(router: &EventRouter, event: LambdaEvent<EventBridgeEvent>) -> Result<Handled, EventRouterError> {
     if is_tick(&event.payload) {
         let swept = sweep(&router.operator).await;
         let fired = fire_schedules(router).await;
-        return Ok(Handled::Ticked(Tick { swept: swept?, fired: fired? }));
+        let closed = close_idle(&router.operator).await;
+        return Ok(Handled::Ticked(Tick { swept: swept?, fired: fired?, closed: closed? }));
     }
     handle(&router.intake, event).await.map(Handled::Routed)
 }
@@ -140,6 +147,22 @@ pub async fn sweep(operator: &Operator) -> Result<Swept, EventRouterError> {
     }
 }
 
+/// Closes every tenant's sessions whose customers went quiet (tenants that close them).
+pub async fn close_idle(operator: &Operator) -> Result<Closed, EventRouterError> {
+    match operator.close_idle_sessions().await {
+        Ok(closed) => {
+            if closed.any() {
+                tracing::info!(closed = closed.closed, kept = closed.kept, failed = closed.failed, "idle sessions closed");
+            }
+            Ok(closed)
+        }
+        Err(e) => {
+            tracing::error!(reason = %e, "the idle sessions could not be read; the next tick reads them again");
+            Err(EventRouterError::Idle(e))
+        }
+    }
+}
+
 /// Routes one EventBridge event.
 #[tracing::instrument(skip_all, fields(request_id = %event.context.request_id))]
 pub async fn handle(intake: &Intake, event: LambdaEvent<EventBridgeEvent>) -> Result<RouteOutcome, EventRouterError> {
@@ -175,6 +198,7 @@ impl From<EventRouterError> for lambda_runtime::Diagnostic {
             EventRouterError::Route { .. } => "RouteFailed",
             EventRouterError::Sweep(_) => "SweepFailed",
             EventRouterError::Schedules(_) => "SchedulesFailed",
+            EventRouterError::Idle(_) => "IdleSessionsFailed",
         };
         lambda_runtime::Diagnostic { error_type: error_type.into(), error_message: e.to_string() }
     }

@@ -42,6 +42,7 @@ pub(super) fn status_str(s: SessionStatus) -> &'static str {
         SessionStatus::HandedOff => "handed_off",
         SessionStatus::Completed => "completed",
         SessionStatus::Failed => "failed",
+        SessionStatus::Abandoned => "abandoned",
     }
 }
 

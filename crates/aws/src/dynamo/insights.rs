@@ -145,7 +145,7 @@ fn decode(item: &Item) -> Result<(InsightKey, InsightRow), StoreError> {
         variant: text("variant"),
         channel: text("channel"),
     };
-    let mut values = [0u64; 17];
+    let mut values = [0u64; 18];
     for (slot, name) in values.iter_mut().zip(InsightCounts::NAMES) {
         if let Some(v) = item.get(name) {
             *slot = number(v).ok_or_else(|| corrupt(&format!("{name} is not a count")))?;

@@ -16,7 +16,7 @@
 //! | config | `TENANT#<t>` | `AGENT#` / `TOOL#` / `SKILL#<ulid>` | `kind`, `version`, `body` |
 //! | config | `TENANT#<t>` | `TRIGGER#<ulid>` | the same, and `agentId`, `eventType`, `status`; an active schedule trigger's `scheduleSpec`, `nextSlot`, `dueShard` |
 //! | config | `TENANT#<t>` | `VERSION#<KIND>#<ulid>#<version, 20 digits>` | `version`, `writtenAt`, `writtenBy`, `deleted`, `body` (kept versions, never updated) |
-//! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body`; while a turn is paused for an approval, `awaitingTenant` and `awaitingSince` |
+//! | sessions | `TENANT#<t>` | `SESSION#<ulid>` | `conversationKey`, `startKey`, `status`, `version`, `body`; while a turn is paused for an approval, `awaitingTenant` and `awaitingSince`; while it is due to close when idle, `idleShard` and `idleAt` |
 //! | sessions | `TENANT#<t>` | `ACTIVE#<conversation>` | `sessionId` (the one active session, or the one a human operator owns: then `owner` = `human`, `agentId`) |
 //! | executions | `SESSION#<ulid>` | `EXEC#<time>#<ulid>` | `tenantId`, `expiresAt`, `body` |
 //! | executions | `SESSION#<ulid>` | `CONTENT#<sha-256>` | `tenantId`, `expiresAt`, `content` or, for a piece over the item limit, `s3Key` (recorded model content, `content`) |
@@ -35,6 +35,9 @@
 //! GSI `SessionsAwaitingApproval` on the sessions table, sparse: partition `awaitingTenant` (the
 //! tenant id), sort `awaitingSince` (the approval's `requestedAt`, epoch milliseconds); only a
 //! session whose turn is paused for an approval has the two, so the index holds those alone.
+//! GSI `SessionsIdle` on the sessions table, sparse, keys only: partition `idleShard`
+//! (`IDLE#<0..15>`), sort `idleAt` (millisecond UTC text); only an active session waiting on its
+//! customer, of a tenant that closes idle sessions, has them (`idle`).
 //! GSI `SchedulesDue` on the config table, sparse: partition `dueShard` (one value, `DUE`), sort
 //! `nextSlot` (millisecond UTC text); only an active schedule trigger's item has them, beside
 //! `scheduleSpec` (`schedules`).
@@ -52,6 +55,8 @@ mod erase;
 mod event_log;
 pub use event_log::SETTLE as EVENT_SETTLE;
 mod executions;
+mod idle;
+pub use idle::SESSIONS_IDLE;
 mod insights;
 mod keys;
 mod page;

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, Tr
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, VariantRow};
 use switchboard_engine::{
-    Arrival, ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+    Arrival, ExecutionLog, IdleSession, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
 };
 
 use super::codec::*;
@@ -134,6 +134,8 @@ impl DynamoStore {
             item.insert(AWAITING_TENANT.into(), s(session.tenant_id.to_string()));
             item.insert(AWAITING_SINCE.into(), n(paused.approval.requested_at.timestamp_millis()));
         }
+        // Likewise the idle sweep's, while the session waits on its customer.
+        item.extend(super::idle::idle_keys(session).into_iter().flatten());
         let put = Put::builder().table_name(&self.names.sessions_table).set_item(Some(item));
         let put = match expected {
             None => put.condition_expression("attribute_not_exists(PK)"),
@@ -657,6 +659,14 @@ impl SessionStore for DynamoStore {
             .expression_attribute_names("#t", AWAITING_TENANT)
             .expression_attribute_values(":t", s(tenant.to_string()));
         paginate(query, None).take(limit, |item| decode(&item).map(Some)).await
+    }
+
+    async fn idle_sessions(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError> {
+        self.idle_due(now, limit).await
     }
 }
 

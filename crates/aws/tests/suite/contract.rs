@@ -844,6 +844,7 @@ async fn a_tenant_reads_back_and_its_name_and_status_change(x: &Subject) {
         tokens_per_day: 123,
         concurrent_sessions: 7,
         session_idle_minutes: 9,
+        close_idle_sessions: true,
         on_limit: OnLimit::Message { text: "Busy".into() },
     };
     assert_eq!(stored.recording, Recording::Full, "the default");
@@ -1351,6 +1352,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         arrived_at: None,
         earlier: vec![],
         recording: Default::default(),
+        close_idle_after: None,
     }
 }
 

@@ -146,6 +146,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         arrived_at: None,
         earlier: vec![],
         recording: Default::default(),
+        close_idle_after: None,
     };
     counter.take();
 

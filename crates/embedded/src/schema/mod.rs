@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[&str] = &[
     store::CALENDARS,
     store::TENANT_ZONES,
     store::INSIGHTS,
+    store::IDLE_SESSIONS,
 ];
 
 /// Applies the schema steps the database has not had. Upgrading a database an earlier build

@@ -435,3 +435,13 @@ CREATE TABLE IF NOT EXISTS insight_buckets (
     PRIMARY KEY (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel, measure, bucket)
 ) STRICT, WITHOUT ROWID;
 "#;
+
+/// Schema step 23: sessions closed when their customer goes quiet. `idle_ms` is when an active
+/// session waiting on its customer closes as abandoned (epoch milliseconds, its `idle.at`), and
+/// only such a session has one, so the partial index holds the sessions the idle sweep reads and
+/// nothing else; and the insights' count of them.
+pub const IDLE_SESSIONS: &str = r#"
+ALTER TABLE sessions ADD COLUMN idle_ms INTEGER;
+CREATE INDEX IF NOT EXISTS sessions_by_idle ON sessions (idle_ms) WHERE idle_ms IS NOT NULL;
+ALTER TABLE insight_hourly ADD COLUMN abandoned INTEGER NOT NULL DEFAULT 0;
+"#;

@@ -40,9 +40,9 @@ pub(super) fn write_insight(c: &Connection, tenant: &str, line: &InsightLine) ->
         "INSERT INTO insight_hourly (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel,
              executions, failed, tool_calls, tool_failures, tokens, cost_nanos, unpriced_calls, conversations,
              first_responses, resolved, to_agent, to_human_agent, to_human_failure, to_human_max_turns,
-             to_human_session_budget, to_human_limit, to_human_api)
+             to_human_session_budget, to_human_limit, to_human_api, abandoned)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                 ?22, ?23, ?24)
+                 ?22, ?23, ?24, ?25)
          ON CONFLICT (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel) DO UPDATE SET
              executions = executions + excluded.executions,
              failed = failed + excluded.failed,
@@ -60,11 +60,12 @@ pub(super) fn write_insight(c: &Connection, tenant: &str, line: &InsightLine) ->
              to_human_max_turns = to_human_max_turns + excluded.to_human_max_turns,
              to_human_session_budget = to_human_session_budget + excluded.to_human_session_budget,
              to_human_limit = to_human_limit + excluded.to_human_limit,
-             to_human_api = to_human_api + excluded.to_human_api",
+             to_human_api = to_human_api + excluded.to_human_api,
+             abandoned = abandoned + excluded.abandoned",
     )?
     .execute(params![
         tenant, hour, agent, version, trigger, variant, channel, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
-        v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16]
+        v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17]
     ])?;
     for (measure, bucket) in &line.buckets {
         c.prepare_cached(
@@ -86,7 +87,7 @@ pub(super) async fn rows(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<InsightRow>, StoreError> {
-    type Counted = (KeyColumns, [i64; 17]);
+    type Counted = (KeyColumns, [i64; 18]);
     type Bucket = (KeyColumns, String, i32, i64);
     let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
     let (counted, buckets): (Vec<Counted>, Vec<Bucket>) = store
@@ -99,13 +100,13 @@ pub(super) async fn rows(
                 "SELECT hour, agent_id, agent_version, trigger_id, variant, channel,
                         executions, failed, tool_calls, tool_failures, tokens, cost_nanos, unpriced_calls,
                         conversations, first_responses, resolved, to_agent, to_human_agent, to_human_failure,
-                        to_human_max_turns, to_human_session_budget, to_human_limit, to_human_api
+                        to_human_max_turns, to_human_session_budget, to_human_limit, to_human_api, abandoned
                  FROM insight_hourly
                  WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)",
             )?;
             let counted = stmt
                 .query_map(params![t, from, to], |r| {
-                    let mut n = [0i64; 17];
+                    let mut n = [0i64; 18];
                     for (i, slot) in n.iter_mut().enumerate() {
                         *slot = r.get(6 + i)?;
                     }

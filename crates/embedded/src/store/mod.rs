@@ -63,6 +63,7 @@ fn status_str(s: SessionStatus) -> &'static str {
         SessionStatus::HandedOff => "handed_off",
         SessionStatus::Completed => "completed",
         SessionStatus::Failed => "failed",
+        SessionStatus::Abandoned => "abandoned",
     }
 }
 

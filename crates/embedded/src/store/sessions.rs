@@ -9,7 +9,7 @@ use switchboard_domain::{
     UsageRow, VariantRow,
 };
 use switchboard_engine::{
-    ExecutionLog, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+    ExecutionLog, IdleSession, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
 };
 
 use super::{SqliteStore, from_json, is_constraint, status_str, store_err};
@@ -222,6 +222,34 @@ impl SessionStore for SqliteStore {
             .map_err(store_err)?;
         bodies.iter().map(|b| from_json(b)).collect()
     }
+
+    async fn idle_sessions(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<IdleSession>, StoreError> {
+        let (now, limit) = (now.timestamp_millis(), i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows: Vec<(String, String)> = self
+            .db
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT tenant_id, session_id FROM sessions
+                      WHERE idle_ms IS NOT NULL AND idle_ms <= ?1
+                      ORDER BY idle_ms LIMIT ?2",
+                )?;
+                let rows = stmt
+                    .query_map(params![now, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+            .map_err(store_err)?;
+        let corrupt = |what: &str| StoreError::Corrupt(format!("an idle session with a bad {what}"));
+        rows.into_iter()
+            .map(|(t, s)| {
+                Ok(IdleSession {
+                    tenant_id: t.parse().map_err(|_| corrupt("tenant id"))?,
+                    session_id: s.parse().map_err(|_| corrupt("session id"))?,
+                })
+            })
+            .collect()
+    }
 }
 
 /// A session write as its row.
@@ -237,12 +265,13 @@ fn session_row(w: &SessionWrite) -> Result<SessionRow, StoreError> {
         w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
         body,
         s.updated_at.timestamp_millis(),
+        s.idle_due().map(|at| at.timestamp_millis()),
     ))
 }
 
 /// A session row: tenant, session, conversation, status, version, the version it must have
 /// had (`None`: a new session), body, `updatedAt` (epoch ms).
-type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String, i64);
+type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String, i64, Option<i64>);
 /// An execution row: tenant, execution, session, source, expiry (ms), body.
 type ExecutionRow = (String, String, String, String, i64, String);
 /// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
@@ -444,20 +473,20 @@ fn insert_execution(
 
 /// Inserts a new session or updates one at the version it was read at.
 fn write_session(c: &Connection, row: &SessionRow) -> rusqlite::Result<Result<(), StoreError>> {
-    let (t, sid, conv, status, version, expected, body, updated) = row;
+    let (t, sid, conv, status, version, expected, body, updated, idle) = row;
     let changed = match expected {
         None => c
             .prepare_cached(
-                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body, updated_ms)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body, updated_ms, idle_ms)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
-            .execute(params![t, sid, conv, status, version, body, updated]),
+            .execute(params![t, sid, conv, status, version, body, updated, idle]),
         Some(expected) => c
             .prepare_cached(
-                "UPDATE sessions SET status = ?3, version = ?4, body = ?5, updated_ms = ?7
+                "UPDATE sessions SET status = ?3, version = ?4, body = ?5, updated_ms = ?7, idle_ms = ?8
                              WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
             )?
-            .execute(params![t, sid, status, version, body, expected, updated]),
+            .execute(params![t, sid, status, version, body, expected, updated, idle]),
     };
     match changed {
         Ok(1) => Ok(Ok(())),

@@ -249,6 +249,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         arrived_at: None,
         earlier: vec![],
         recording: Default::default(),
+        close_idle_after: None,
     }
 }
 
@@ -317,6 +318,13 @@ impl SessionStore for Flaky {
     }
     async fn sessions_awaiting_approval(&self, t: Option<&TenantId>, limit: usize) -> Result<Vec<Session>, StoreError> {
         self.inner.sessions_awaiting_approval(t, limit).await
+    }
+    async fn idle_sessions(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Result<Vec<switchboard_engine::IdleSession>, StoreError> {
+        self.inner.idle_sessions(now, limit).await
     }
     async fn commit_turn(&self, commit: &TurnCommit) -> Result<(), StoreError> {
         if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {

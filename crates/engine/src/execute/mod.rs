@@ -342,6 +342,14 @@ impl Executor {
                 }
             }
         };
+        // A session left waiting on its customer closes as abandoned once idle, if its tenant
+        // closes idle sessions; any other is not due to.
+        let version = record.ran_with.as_ref().map_or(0, |r| r.agent);
+        for write in &mut commit.sessions {
+            // (a session a hand-off started has no turn of its agent yet)
+            let version = if write.session.agent_id == record.agent_id { version } else { 0 };
+            write.session.rest(item.close_idle_after, record.trigger_id, version);
+        }
         if !item.earlier.is_empty()
             && let Some(first) = commit.sessions.first()
         {

@@ -135,6 +135,7 @@ impl Intake {
             arrived_at: None,
             earlier: vec![],
             recording: tenant.recording,
+            close_idle_after: tenant.limits.close_idle_after(),
         };
         if let Some(limits) = &self.limits {
             let held = latest.as_ref().is_some_and(|s| s.is_active());

@@ -153,6 +153,15 @@ pub(crate) fn end(
     Action::EndConversation { summary }
 }
 
+/// Closes a session whose customer went quiet ([`SessionStatus::Abandoned`]; its `idle` is kept,
+/// to say when it was due and what it counts under) and announces `session.ended`
+/// (`endedBy: idle`) under `key`.
+pub(crate) fn abandon(deps: &Deps, events: &mut Vec<OutboundEvent>, session: &mut Session, key: &str) {
+    session.status = SessionStatus::Abandoned;
+    session.ended_at = Some(deps.clock.now());
+    announce(events, key, detail_type::SESSION_ENDED, session, json!({ "summary": null, "endedBy": "idle" }));
+}
+
 /// Who asked for a handoff, when it was not the agent itself: events and the next agent's
 /// handoff context say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

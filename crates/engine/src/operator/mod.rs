@@ -8,6 +8,7 @@
 
 mod approvals;
 mod handoff;
+mod idle;
 
 use std::time::Instant;
 
@@ -19,6 +20,7 @@ use switchboard_domain::{
 
 pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, REQUEUE_AFTER, Swept};
 pub use handoff::{HandoffDone, HandoffTo, TurnCancelled};
+pub use idle::{Closed, IDLE_PER_TICK};
 
 use crate::execute::history::HUMAN_PREFIX;
 use crate::execute::record;

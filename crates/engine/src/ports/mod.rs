@@ -32,7 +32,9 @@ pub use model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Text
 pub use progress::{Follower, Progress, TurnEvent};
 pub use queue::{CountAndEnqueue, DayTokens, Enqueued, QueueError, WorkItem, WorkQueue};
 pub use schedules::{DueSchedule, ScheduleStore};
-pub use sessions::{Arrival, ExecutionLog, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart};
+pub use sessions::{
+    Arrival, ExecutionLog, IdleSession, SessionFilter, SessionStore, SessionWrite, TurnCommit, TurnStart,
+};
 pub use store::{Page, StoreError};
 pub use webhooks::{
     McpAnswer, McpRequest, NoSecrets, NoWebhooks, SecretError, Secrets, WebhookCaller, WebhookError, WebhookRequest,

@@ -72,6 +72,11 @@ pub struct WorkItem {
     /// was queued: the item's turn is theirs too, and its commit records each as `coalesced`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<WorkItem>,
+    /// After how many idle minutes the session the turn leaves waiting on its customer is
+    /// closed as abandoned (the tenant's limits, read where the work was admitted); `None`: kept
+    /// open (the tenant does not close idle sessions, or an item queued before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_idle_after: Option<u32>,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.

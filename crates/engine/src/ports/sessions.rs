@@ -73,6 +73,13 @@ pub struct SessionFilter {
     pub agent_id: Option<AgentId>,
 }
 
+/// A session [`SessionStore::idle_sessions`] found due to close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleSession {
+    pub tenant_id: TenantId,
+    pub session_id: SessionId,
+}
+
 /// A customer's message queued in its conversation, as [`SessionStore::note_arrival`] keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Arrival {
@@ -162,6 +169,10 @@ pub trait SessionStore: Send + Sync {
         tenant: Option<&TenantId>,
         limit: usize,
     ) -> Result<Vec<Session>, StoreError>;
+    /// Sessions of every tenant due to close as abandoned at `now` ([`Session::idle_due`] at or
+    /// before it), the longest idle first, at most `limit`. Possibly a moment behind the newest
+    /// commit (an index): the caller reads each session again before closing it.
+    async fn idle_sessions(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<IdleSession>, StoreError>;
     /// Notes that `arrival`, a customer's message for an agent whose turns a newer message
     /// interrupts, has just been queued in its conversation, unless a message that arrived
     /// later is noted already: what a running turn of the conversation looks for before it

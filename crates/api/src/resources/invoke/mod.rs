@@ -132,6 +132,7 @@ pub(crate) async fn start_turn(
         arrived_at: None,
         earlier: vec![],
         recording: tenant.recording,
+        close_idle_after: tenant.limits.close_idle_after(),
     };
     let recorded = match (done, wait) {
         (done, Wait::Stream) => return Ok(stream_invoke(state, item, done, t.as_str())),
