@@ -30,6 +30,8 @@ use switchboard_engine::{
 
 use common::ManualClock;
 
+mod idle;
+use idle::idle_sessions_are_listed_when_due_until_written_otherwise_and_close_once;
 mod insights;
 use insights::a_week_of_traffic_gives_the_insights_the_figures_computed_from_it;
 
@@ -186,6 +188,7 @@ macro_rules! contract {
 
 contract!(
     a_week_of_traffic_gives_the_insights_the_figures_computed_from_it,
+    idle_sessions_are_listed_when_due_until_written_otherwise_and_close_once,
     a_turn_creates_then_updates_a_session,
     a_sessions_version_reads_alone_as_stored_and_none_for_another_tenant,
     a_stale_version_conflicts_and_writes_nothing,
