@@ -108,7 +108,8 @@ pub struct TenantLimits {
     pub session_idle_minutes: u32,
     /// Whether a session whose agent has waited on its customer for `session_idle_minutes` is
     /// closed as `abandoned` (counted in insights; the customer's next message opens a new
-    /// conversation, without the old one's transcript or memory). Off by default: the session
+    /// conversation: a new session, which reads the conversation's recent messages as any new
+    /// session does, without the old one's memory, skills or step). Off by default: the session
     /// stays open however long the customer takes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub close_idle_sessions: bool,

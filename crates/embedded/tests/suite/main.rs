@@ -9,6 +9,7 @@ mod common;
 mod evaluation;
 mod faults;
 mod hooks;
+mod idle;
 mod interrupts;
 mod limits;
 mod patterns;
