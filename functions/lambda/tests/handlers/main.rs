@@ -46,6 +46,7 @@ const AGENT: &str = "01JDQ8ZJ5V3V7Y9K2M4N6P8R0T";
 mod approvals;
 mod bursts;
 mod faults;
+mod idle;
 mod mcp;
 mod standin;
 mod triggers;
