@@ -693,7 +693,7 @@ export async function json(kind, id) {
 export async function sessions(params = new URLSearchParams()) {
   const agents = await all("agents");
   const names = new Map(agents.map((a) => [a.agentId, a.name]));
-  const status = select([["", "any"], ["active", "active"], ["handed_off", "handed off"], ["completed", "completed"], ["failed", "failed"]], params.get("status") || "");
+  const status = select([["", "any"], ["active", "active"], ["handed_off", "handed off"], ["completed", "completed"], ["failed", "failed"], ["abandoned", "abandoned"]], params.get("status") || "");
   const agentSel = select([["", "any"], ...agents.map((a) => [a.agentId, a.name])], params.get("agentId") || "");
   const channel = text(params.get("channel") || "");
   const table = h.el("tbody", {});

@@ -587,7 +587,7 @@ async function execution(id) {
 
 // ---------- overview ----------
 
-const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator", "coalesced", "interrupted"];
+const STATUSES = ["success", "handed_off", "ended", "max_iterations", "budget_exceeded", "rate_limited", "timeout", "failed", "skipped", "operator", "coalesced", "interrupted", "abandoned"];
 
 async function overview() {
   const today = new Date().toISOString().slice(0, 10);

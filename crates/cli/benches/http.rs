@@ -20,7 +20,9 @@
 //! its CPU is not the server's, so not counted — that first calls `send_message`, then ends the
 //! turn: two model calls and one tool per message) and `openai` (the same turn through the
 //! OpenAI-compatible adapter, the same fake answering chat completions). `HTTP_BENCH_TURNS` picks
-//! (`scripted,bedrock` by default).
+//! (`scripted,bedrock` by default). `HTTP_BENCH_CLOSE_IDLE=1` has the tenant close idle
+//! sessions (`limits.closeIdleSessions`): every turn then sets its session's idle time (the sweep
+//! closes none within a run; the idle time is 30 minutes).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -111,12 +113,16 @@ impl Server {
             _ => "bedrock:anthropic.claude-3-haiku-20240307-v1:0",
         };
         let bundle = dir.join("tenant.json");
+        let mut limits = json!({ "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "tokensPerDay": MAX_TOKENS_PER_DAY,
+                                 "concurrentSessions": MAX_CONCURRENT_SESSIONS });
+        if var("HTTP_BENCH_CLOSE_IDLE", 0) == 1 {
+            limits["closeIdleSessions"] = json!(true);
+        }
         std::fs::write(
             &bundle,
             json!({
                 "tenantId": "bench", "name": "Bench",
-                "limits": { "invocationsPerMinute": MAX_INVOCATIONS_PER_MINUTE, "tokensPerDay": MAX_TOKENS_PER_DAY,
-                            "concurrentSessions": MAX_CONCURRENT_SESSIONS },
+                "limits": limits,
                 "agents": [{ "agentId": "01JD0000BENCH0AGENT0000001", "name": "Bench", "systemPrompt": "Answer briefly.",
                              "model": model, "tools": ["send_message"],
                              "maxTurns": 100, "maxIterations": 4 }],

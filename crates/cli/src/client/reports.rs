@@ -187,6 +187,7 @@ pub async fn insights(args: &InsightsArgs) -> anyhow::Result<()> {
         ("resolved by an agent", "resolved"),
         ("handed to a person", "handedToHuman"),
         ("handed to another agent", "handedToAgent"),
+        ("abandoned (went quiet)", "abandoned"),
         ("executions", "executions"),
         ("failed executions", "failedExecutions"),
         ("tool calls", "toolCalls"),
@@ -202,7 +203,9 @@ pub async fn insights(args: &InsightsArgs) -> anyhow::Result<()> {
         dollars(&before["costUsd"]),
         change(&now["costUsd"], &before["costUsd"]),
     );
-    for (name, key) in [("resolution rate", "resolutionRate"), ("failure rate", "failureRate")] {
+    for (name, key) in
+        [("resolution rate", "resolutionRate"), ("abandoned rate", "abandonedRate"), ("failure rate", "failureRate")]
+    {
         line(name, percent(&now[key]), percent(&before[key]), "".into());
     }
     for (name, key) in [("first response p50", "firstResponseMs"), ("resolution time p50", "resolutionMs")] {
@@ -227,19 +230,20 @@ fn print_groups(groups: &[Value]) {
     }
     println!();
     println!(
-        "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>8}  {:>8}  {:>7}",
-        "GROUP", "CONVS", "RESOLVED", "HUMAN", "RES.RATE", "FIRST50", "EXECS", "FAILED"
+        "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>9}  {:>8}  {:>8}  {:>7}",
+        "GROUP", "CONVS", "RESOLVED", "HUMAN", "ABANDONED", "RES.RATE", "FIRST50", "EXECS", "FAILED"
     );
     for g in groups {
         let by = g["by"].as_object().map_or_else(String::new, |m| {
             m.values().map(|v| if v.is_null() { "-".to_owned() } else { cell(v) }).collect::<Vec<_>>().join(" ")
         });
         println!(
-            "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>8}  {:>8}  {:>7}",
+            "{:<44}  {:>6}  {:>8}  {:>6}  {:>9}  {:>9}  {:>8}  {:>8}  {:>7}",
             by,
             cell(&g["conversations"]),
             cell(&g["resolved"]),
             cell(&g["handedToHuman"]),
+            cell(&g["abandoned"]),
             percent(&g["resolutionRate"]),
             seconds(&g["firstResponseMs"], "p50"),
             cell(&g["executions"]),

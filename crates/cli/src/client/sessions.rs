@@ -33,7 +33,7 @@ pub enum SessionVerb {
     List {
         #[arg(long)]
         conversation: Option<String>,
-        /// active, handed_off, completed or failed.
+        /// active, handed_off, completed, failed or abandoned.
         #[arg(long, conflicts_with = "conversation")]
         status: Option<String>,
         /// Only this agent's sessions.
