@@ -770,6 +770,10 @@ async fn a_support_lead_reads_what_the_agents_achieved_on_the_insights_page_in_a
     assert!(b.text("#insight-human").await.starts_with('1'), "one to a person");
     assert!(b.text("#insight-resolution").await.starts_with("66.7 %"), "resolved 2 of 3 outcomes");
     assert!(b.text("#insight-first-response").await.ends_with("no figure before"));
+    // the example tenant keeps idle sessions open: none abandoned; the card leads to the closed ones
+    assert!(b.text("#insight-abandoned").await.starts_with('0'), "none abandoned");
+    let abandoned = b.js("return document.getElementById('insight-abandoned').getAttribute('href')").await;
+    assert!(abandoned.as_str().unwrap().contains("status=abandoned"), "{abandoned}");
     let reasons = b.text("#handoff-reasons").await;
     assert!(reasons.contains("the agent asked") && reasons.contains('1'), "{reasons}");
     // the charts: three bars for each of the seven days, today's with the counts; the

@@ -780,6 +780,39 @@ mod tests {
     }
 
     #[test]
+    fn a_session_left_waiting_is_due_to_close_and_its_close_counts_abandoned_under_its_idle_key() {
+        let turn = record("success", json!({ "ranWith": { "agent": 4 } }));
+        let mut s = session(&turn);
+        let trigger: crate::TriggerId = "01J00000000000000000000009".parse().unwrap();
+        // a session its agent waits on is due 30 minutes after its last write, if its tenant closes them
+        s.rest(None, Some(trigger), 4);
+        assert_eq!(s.idle_due(), None, "the tenant keeps it open");
+        s.rest(Some(30), Some(trigger), 4);
+        let due: DateTime<Utc> = "2026-12-01T10:45:01Z".parse().unwrap();
+        assert_eq!(s.idle_due(), Some(due));
+        // paused for an approval, handed on or ended, it is not due
+        let mut ended = s.clone();
+        ended.status = SessionStatus::Completed;
+        assert_eq!(ended.idle_due(), None);
+        ended.rest(Some(30), Some(trigger), 4);
+        assert_eq!(ended.idle, None, "a turn that ends it sets no idle time");
+        // its close ran nothing: it counts one abandoned conversation, under the idle's version
+        let close = record("abandoned", json!({ "triggerId": trigger, "latencyMs": 3 }));
+        s.status = SessionStatus::Abandoned;
+        let line = InsightLine::of(&close, None, &[Written { session: &s, created: false }]).unwrap();
+        assert_eq!((line.counts.abandoned, line.counts.executions, line.counts.resolved), (1, 0, 0));
+        assert_eq!((line.key.agent_version, line.key.trigger_id), (4, Some(trigger)));
+        assert!(line.buckets.is_empty(), "no latency for a close");
+        // and the rates share the outcomes: one resolved, one to a person, one abandoned
+        let mut row = InsightRow::of_line(&line);
+        row.counts.resolved = 1;
+        row.counts.to_human[0] = 1;
+        let figures = row.figures();
+        let third = Some(1.0 / 3.0);
+        assert_eq!((figures["resolutionRate"].as_f64(), figures["abandonedRate"].as_f64()), (third, third));
+    }
+
+    #[test]
     fn a_persons_own_action_and_a_message_nothing_ran_for_count_nowhere_and_a_long_channel_is_other() {
         for status in ["operator", "skipped"] {
             let r = record(status, json!({}));

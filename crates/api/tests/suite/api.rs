@@ -822,10 +822,17 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         (json!({ "limits": { "perHour": 5 } }), "/limits/perHour"),
         (json!({ "limits": { "concurrentSessions": 10_001 } }), "/limits/concurrentSessions"),
         (json!({ "limits": { "sessionIdleMinutes": "soon" } }), "/limits/sessionIdleMinutes"),
+        (json!({ "limits": { "closeIdleSessions": "yes" } }), "/limits/closeIdleSessions"),
     ] {
         let r = admin.call(Method::PATCH, "/tenants/acme", Some(body.clone()), &[]).await;
         assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body} → {}", r.body);
     }
+    // closing idle sessions is turned on and off like any other limit, and said only when on
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": true } })), &[]).await;
+    assert_eq!((r.status.as_u16(), &r.body["limits"]["closeIdleSessions"]), (200, &json!(true)), "{}", r.body);
+    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": false } })), &[]).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert!(r.body["limits"].get("closeIdleSessions").is_none(), "{}", r.body);
     let busy =
         json!({ "limits": { "invocationsPerMinute": 1, "onLimit": { "action": "message", "text": "Busy, sorry." } } });
     let r = admin.call(Method::PATCH, "/tenants/acme", Some(busy), &[]).await;
