@@ -184,8 +184,9 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         let line = insights.lines().find(|l| l.starts_with(&format!("{agent} {version} ")));
         line.unwrap_or_else(|| panic!("version {version}: {insights}")).split_whitespace().collect::<Vec<_>>()
     };
-    assert_eq!((group("2")[2], group("2")[7]), ("1", "1"), "one conversation, one execution: {insights}");
-    assert_eq!((group("0")[4], group("0")[7]), ("1", "1"), "one hand-off to a person: {insights}");
+    assert_eq!((group("2")[2], group("2")[8]), ("1", "1"), "one conversation, one execution: {insights}");
+    assert_eq!((group("0")[4], group("0")[8]), ("1", "1"), "one hand-off to a person: {insights}");
+    assert_eq!((group("2")[5], group("0")[5]), ("0", "0"), "none abandoned: {insights}");
     let json: Value = serde_json::from_str(&cli.ok(&["insights", "--json"])).unwrap();
     assert_eq!((json["total"]["executions"].as_u64(), json["total"]["handedToHuman"].as_u64()), (Some(2), Some(1)));
     let err = cli.fails(&["insights", "--group-by", "agent,week"]);
@@ -195,6 +196,10 @@ fn a_tenant_is_configured_and_used_with_the_cli_alone() {
         serde_json::from_str(&cli.ok(&["sessions", "list", "--status", "handed_off", "--json"])).unwrap();
     assert_eq!(handed[0]["sessionId"], session.as_str());
     assert!(cli.ok(&["sessions", "list", "--status", "active"]).trim().lines().count() <= 1, "no active session");
+    // narrowed by channel and variant on the server: no conversation came by SMS or in a split
+    assert!(cli.ok(&["sessions", "list", "--channel", "sms"]).trim().lines().count() <= 1, "none by SMS");
+    let split: Value = serde_json::from_str(&cli.ok(&["sessions", "list", "--variant", "b", "--json"])).unwrap();
+    assert_eq!(split, serde_json::json!([]));
     // streamed: the turn line by line as it happens, the reply's text as it was written
     let streamed = cli.ok(&["agents", "invoke", &agent, "--conversation", "c-2", "--message", "Hi again", "--stream"]);
     let lines: Vec<&str> = streamed.lines().collect();

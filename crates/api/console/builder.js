@@ -686,23 +686,25 @@ export async function json(kind, id) {
 
 // ---------- session monitor ----------
 
-/** Every session of the tenant, newest first, narrowed by status, agent and channel; the
- *  caller refreshes it when a session event arrives. Returns the refresh. */
-/** The session monitor, its filters first set from `params` (`status`, `agentId`, `channel`: what
- * a figure of the insights page links to). */
+/** The session monitor: every session of the tenant, newest first, narrowed by status, agent,
+ * channel and split variant, its filters first set from `params` (what a figure of the insights
+ * page links to); the caller refreshes it when a session event arrives. Returns the refresh. */
 export async function sessions(params = new URLSearchParams()) {
   const agents = await all("agents");
   const names = new Map(agents.map((a) => [a.agentId, a.name]));
   const status = select([["", "any"], ["active", "active"], ["handed_off", "handed off"], ["completed", "completed"], ["failed", "failed"], ["abandoned", "abandoned"]], params.get("status") || "");
   const agentSel = select([["", "any"], ...agents.map((a) => [a.agentId, a.name])], params.get("agentId") || "");
   const channel = text(params.get("channel") || "");
+  const variant = text(params.get("variant") || "");
   const table = h.el("tbody", {});
   const count = h.el("p", { class: "muted", id: "sessions-count", "aria-live": "polite" });
   const load = async () => {
-    const q = `${status.value ? `&status=${status.value}` : ""}${agentSel.value ? `&agentId=${agentSel.value}` : ""}`;
-    const data = await h.api("GET", `/tenants/${h.t()}/sessions?limit=100${q}`);
-    const wanted = channel.value.trim();
-    const items = data.items.filter((s) => !wanted || s.channel === wanted);
+    const q = new URLSearchParams({ limit: "100" });
+    for (const [name, value] of [["status", status.value], ["agentId", agentSel.value], ["channel", channel.value.trim()], ["variant", variant.value.trim()]]) {
+      if (value) q.set(name, value);
+    }
+    const data = await h.api("GET", `/tenants/${h.t()}/sessions?${q}`);
+    const items = data.items;
     table.replaceChildren(...(items.length ? items.map((s) => h.el("tr", { "data-session": s.sessionId },
       h.el("td", {}, h.el("a", { href: `#/session/${s.sessionId}` }, s.conversationId)),
       h.el("td", {}, h.el("span", { class: `pill ${s.status}` }, s.status.replace("_", " "))),
@@ -718,6 +720,7 @@ export async function sessions(params = new URLSearchParams()) {
     field("filter-status", "Status", status, "/query/status"),
     field("filter-agent", "Agent", agentSel, "/query/agentId"),
     field("filter-channel", "Channel", channel, "/query/channel"),
+    field("filter-variant", "Variant", variant, "/query/variant"),
     h.el("button", { type: "submit" }, "Show"));
   for (const control of [status, agentSel]) control.addEventListener("change", () => load().catch((e) => h.say(e.message, true)));
   h.main.replaceChildren(h.el("h1", {}, "Sessions"), form, count,

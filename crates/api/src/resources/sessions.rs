@@ -39,12 +39,18 @@ pub(crate) async fn get_one(
 pub(crate) struct SessionsQuery {
     status: Option<String>,
     agent_id: Option<String>,
+    channel: Option<String>,
+    variant: Option<String>,
     cursor: Option<String>,
     limit: Option<usize>,
 }
 
-/// `GET /tenants/{t}/sessions[?status&agentId&cursor&limit]`: the tenant's sessions, newest
-/// first (`status=handed_off` lists the conversations handed to a human or another agent).
+/// The longest `channel` or `variant` a sessions query takes.
+const MAX_FILTER_TEXT: usize = 128;
+
+/// `GET /tenants/{t}/sessions[?status&agentId&channel&variant&cursor&limit]`: the tenant's
+/// sessions, newest first (`status=handed_off` lists the conversations handed to a human or
+/// another agent).
 pub(crate) async fn list(
     State(state): State<Arc<ApiState>>,
     Query(q): Query<SessionsQuery>,
@@ -57,7 +63,7 @@ pub(crate) async fn list(
         Some(raw) => match serde_json::from_value::<switchboard_domain::SessionStatus>(json!(raw)) {
             Ok(s) => Some(s),
             Err(_) => {
-                errors.push("/query/status", "must be one of active, handed_off, completed, failed");
+                errors.push("/query/status", "must be one of active, handed_off, completed, failed, abandoned");
                 None
             }
         },
@@ -76,9 +82,17 @@ pub(crate) async fn list(
         }
         parsed
     });
+    let mut text = |name: &str, raw: Option<String>| {
+        let bad = raw.as_ref().is_some_and(|v| v.is_empty() || v.len() > MAX_FILTER_TEXT);
+        if bad {
+            errors.push(format!("/query/{name}"), format!("must be 1 to {MAX_FILTER_TEXT} bytes"));
+        }
+        raw.filter(|_| !bad)
+    };
+    let (channel, variant) = (text("channel", q.channel), text("variant", q.variant));
     errors.into_result().map_err(Problem::invalid)?;
     let Tenant(t) = tenant?;
-    let filter = switchboard_engine::SessionFilter { status, agent_id };
+    let filter = switchboard_engine::SessionFilter { status, agent_id, channel, variant };
     let page = state.sessions.list_sessions(&t, filter, after, limit).await?;
     Ok(Json(page).into_response())
 }

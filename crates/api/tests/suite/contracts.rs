@@ -908,6 +908,19 @@ async fn a_realistic_session_matches_the_openapi_and_event_contracts() {
     let billing = api.get(&format!("/tenants/acme/sessions?agentId={BILLING_AGENT}")).await;
     assert!(billing.body["items"].as_array().unwrap().iter().all(|s| s["agentId"] == BILLING_AGENT));
     assert_eq!(api.get("/tenants/acme/sessions?status=waiting").await.status, 400);
+    // by channel: every session of the session's own channel, none of a channel nobody used
+    let channel = list[0]["channel"].as_str().unwrap().to_owned();
+    let by_channel = api.get(&format!("/tenants/acme/sessions?channel={channel}&limit=100")).await;
+    let by_channel = by_channel.body["items"].as_array().unwrap().clone();
+    assert!(by_channel.iter().all(|s| s["channel"] == channel.as_str()), "{by_channel:?}");
+    assert!(by_channel.iter().any(|s| s["sessionId"] == list[0]["sessionId"]));
+    let nobody = api.get("/tenants/acme/sessions?channel=carrier-pigeon&variant=b").await;
+    assert_eq!(nobody.body["items"], json!([]));
+    let long = "v".repeat(129);
+    for (query, pointer) in [("channel=", "/query/channel"), (&*format!("variant={long}"), "/query/variant")] {
+        let r = api.get(&format!("/tenants/acme/sessions?{query}")).await;
+        assert_eq!((r.status.as_u16(), r.str("/errors/0/pointer")), (400, pointer.to_owned()), "{query}");
+    }
     // a cursor that no page gave is refused by name, on both lists
     let executions = format!("/tenants/acme/sessions/{order_session}/executions?cursor=SESSION%23x%0AEXEC%23y");
     for bad in ["/tenants/acme/sessions?cursor=not-a-cursor", executions.as_str()] {

@@ -563,6 +563,21 @@ impl SessionStore for DynamoStore {
                 .expression_attribute_names("#agent", "agentId")
                 .expression_attribute_values(":agent", s(agent.to_string()));
         }
+        if let Some(channel) = filter.channel {
+            conditions.push("#body.#channel = :channel");
+            query = query
+                .expression_attribute_names("#body", "body")
+                .expression_attribute_names("#channel", "channel")
+                .expression_attribute_values(":channel", s(channel));
+        }
+        if let Some(variant) = filter.variant {
+            conditions.push("#body.#split.#variant = :variant");
+            query = query
+                .expression_attribute_names("#body", "body")
+                .expression_attribute_names("#split", "split")
+                .expression_attribute_names("#variant", "variant")
+                .expression_attribute_values(":variant", s(variant));
+        }
         if !conditions.is_empty() {
             query = query.filter_expression(conditions.join(" AND "));
         }

@@ -1106,7 +1106,7 @@ async fn an_admission_counts_nothing_for_a_conversation_a_human_owns(x: &Subject
 async fn walk(x: &Subject, t: &TenantId, filter: SessionFilter, limit: usize) -> Vec<SessionId> {
     let (mut seen, mut after) = (vec![], None);
     loop {
-        let page = x.sessions.list_sessions(t, filter, after, limit).await.unwrap();
+        let page = x.sessions.list_sessions(t, filter.clone(), after, limit).await.unwrap();
         assert!(page.items.len() <= limit);
         seen.extend(ids(&page.items));
         match page.next_cursor {
@@ -1121,12 +1121,16 @@ async fn sessions_list_newest_first_narrowed_and_paged(x: &Subject) {
     let now = x.clock.now();
     let (a, b) = (AgentId::generate(), AgentId::generate());
     let mut all = vec![];
+    let trigger = TriggerId::generate();
     for i in 0..7 {
         let mut s = start(&t, &format!("c-{i}"), now);
         s.agent_id = if i % 2 == 0 { a } else { b };
         if i % 3 == 0 {
             s.status = SessionStatus::HandedOff;
         }
+        s.channel = Some(if i < 4 { "webchat" } else { "whatsapp" }.to_owned());
+        let variant = if i % 2 == 0 { "control" } else { "candidate" };
+        s.split = Some(Assignment { trigger_id: trigger, variant: variant.into() });
         x.sessions.commit_turn(&create(&s, &format!("evt-{i}"), now)).await.unwrap();
         all.push(s);
     }
@@ -1138,13 +1142,30 @@ async fn sessions_list_newest_first_narrowed_and_paged(x: &Subject) {
     assert_eq!(walk(x, &t, SessionFilter::default(), 3).await, ids(&all));
     assert_eq!(walk(x, &t, SessionFilter::default(), 50).await, ids(&all));
     // narrowed by status and agent, across pages of one (the store filters after reading)
-    let filter = SessionFilter { status: Some(SessionStatus::HandedOff), agent_id: Some(a) };
+    let filter = SessionFilter { status: Some(SessionStatus::HandedOff), agent_id: Some(a), ..SessionFilter::default() };
     let expected: Vec<SessionId> =
         all.iter().filter(|s| s.status == SessionStatus::HandedOff && s.agent_id == a).map(|s| s.session_id).collect();
     assert_eq!(expected.len(), 2);
     assert_eq!(walk(x, &t, filter, 1).await, expected);
-    let active_b = SessionFilter { status: Some(SessionStatus::Active), agent_id: Some(b) };
+    let active_b = SessionFilter { status: Some(SessionStatus::Active), agent_id: Some(b), ..SessionFilter::default() };
     assert_eq!(walk(x, &t, active_b, 1).await.len(), 2, "sessions 1 and 5");
+    // and by channel and split variant, alone and together
+    let by = |channel: Option<&str>, variant: Option<&str>| SessionFilter {
+        channel: channel.map(str::to_owned),
+        variant: variant.map(str::to_owned),
+        ..SessionFilter::default()
+    };
+    let want = |f: &dyn Fn(usize) -> bool| -> Vec<SessionId> {
+        let mut v: Vec<(usize, SessionId)> = all.iter().map(|s| (s.conversation_id[2..].parse().unwrap(), s.session_id)).collect();
+        v.retain(|(i, _)| f(*i));
+        let mut ids: Vec<SessionId> = v.into_iter().map(|(_, id)| id).collect();
+        ids.sort_by_key(|id| std::cmp::Reverse(*id));
+        ids
+    };
+    assert_eq!(walk(x, &t, by(Some("whatsapp"), None), 2).await, want(&|i| i >= 4));
+    assert_eq!(walk(x, &t, by(None, Some("candidate")), 2).await, want(&|i| i % 2 == 1));
+    assert_eq!(walk(x, &t, by(Some("webchat"), Some("control")), 1).await, want(&|i| i < 4 && i % 2 == 0));
+    assert_eq!(walk(x, &t, by(Some("sms"), None), 5).await, vec![]);
     assert_eq!(walk(x, &other, SessionFilter::default(), 10).await, vec![theirs.session_id]);
 }
 

@@ -39,6 +39,12 @@ pub enum SessionVerb {
         /// Only this agent's sessions.
         #[arg(long, conflicts_with = "conversation")]
         agent: Option<String>,
+        /// Only conversations that came in on this channel (`webchat`, …).
+        #[arg(long, conflicts_with = "conversation")]
+        channel: Option<String>,
+        /// Only conversations a traffic split assigned this variant.
+        #[arg(long, conflicts_with = "conversation")]
+        variant: Option<String>,
         /// At most this many (1 to 100).
         #[arg(long, default_value_t = 50, conflicts_with = "conversation")]
         limit: u32,
@@ -71,7 +77,7 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
             &api.call(Method::GET, &format!("/tenants/{t}/sessions/{id}"), None, None).await?.0,
             remote.format(),
         ),
-        SessionVerb::List { conversation, status, agent, limit } => {
+        SessionVerb::List { conversation, status, agent, channel, variant, limit } => {
             let (path, field) = match conversation {
                 Some(c) => (format!("/tenants/{t}/conversations/{c}/sessions"), "sessions"),
                 None => {
@@ -79,8 +85,10 @@ pub async fn run(remote: &Remote, verb: SessionVerb) -> anyhow::Result<()> {
                     if let Some(s) = &status {
                         query.push(format!("status={}", query_value(s)));
                     }
-                    if let Some(a) = &agent {
-                        query.push(format!("agentId={}", query_value(a)));
+                    for (name, value) in [("agentId", &agent), ("channel", &channel), ("variant", &variant)] {
+                        if let Some(v) = value {
+                            query.push(format!("{name}={}", query_value(v)));
+                        }
                     }
                     (format!("/tenants/{t}/sessions?{}", query.join("&")), "items")
                 }

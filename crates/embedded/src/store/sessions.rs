@@ -34,6 +34,8 @@ pub(crate) const LIST_SESSIONS: &str = "SELECT body FROM sessions
        AND (CAST(?2 AS TEXT) IS NULL OR session_id < CAST(?2 AS TEXT))
        AND (CAST(?3 AS TEXT) IS NULL OR status = CAST(?3 AS TEXT))
        AND (CAST(?4 AS TEXT) IS NULL OR json_extract(body, '$.agentId') = CAST(?4 AS TEXT))
+       AND (CAST(?6 AS TEXT) IS NULL OR json_extract(body, '$.channel') = CAST(?6 AS TEXT))
+       AND (CAST(?7 AS TEXT) IS NULL OR json_extract(body, '$.split.variant') = CAST(?7 AS TEXT))
      ORDER BY session_id DESC LIMIT CAST(?5 AS INTEGER)";
 
 /// A page of a session's unexpired execution records, oldest first: after execution `?3`, at most `?5`.
@@ -75,13 +77,14 @@ impl SessionStore for SqliteStore {
         let before = after.map(|s| s.to_string());
         let status = filter.status.map(status_str);
         let agent = filter.agent_id.map(|a| a.to_string());
+        let (channel, variant) = (filter.channel, filter.variant);
         let fetch = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let bodies: Vec<String> = self
             .db
             .call(move |c| {
                 let mut stmt = c.prepare_cached(LIST_SESSIONS)?;
                 let rows = stmt
-                    .query_map(params![t, before, status, agent, fetch], |r| r.get(0))?
+                    .query_map(params![t, before, status, agent, fetch, channel, variant], |r| r.get(0))?
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
             })

@@ -67,10 +67,14 @@ pub struct SessionWrite {
 }
 
 /// What narrows a tenant-wide list of sessions (nothing: every session).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionFilter {
     pub status: Option<SessionStatus>,
     pub agent_id: Option<AgentId>,
+    /// The channel the conversation came in on ([`Session::channel`]).
+    pub channel: Option<String>,
+    /// The traffic-split variant the conversation was assigned ([`Session::split`]).
+    pub variant: Option<String>,
 }
 
 /// A session [`SessionStore::idle_sessions`] found due to close.
