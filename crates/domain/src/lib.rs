@@ -56,8 +56,8 @@ pub use model_ref::{ModelRef, Provider};
 pub use recording::{Blob, CallRequest, CallResponse, ContentRef, Recording, StoredContent};
 pub use schedule::{Missed, Schedule, Slots};
 pub use session::{
-    Claim, ConversationSummary, HandoffCause, HandoffContext, HandoffTarget, IdleClose, Priority, Session, SessionStatus,
-    StoredResult,
+    Claim, ConversationSummary, HandoffCause, HandoffContext, HandoffTarget, IdleClose, Priority, Session,
+    SessionStatus, StoredResult,
 };
 pub use skill::Skill;
 pub use tenant::{LimitName, OnLimit, Refusal, Tenant, TenantLimits, TenantNameError, TenantStatus, tenant_name};

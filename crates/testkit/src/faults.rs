@@ -26,9 +26,9 @@ use switchboard_domain::{
 };
 use switchboard_engine::{
     Admit, Arrival, ConfigStore, ConversationError, Conversations, CountAndEnqueue, Counters, Deps, Enqueued, EventBus,
-    EventLog, ExecutionLog, HistoryMessage, IdleSession, Model, ModelError, ModelRequest, ModelResponse, Page, PortLayer,
-    QueueError, Sent, SessionFilter, SessionStore, SessionWrite, Slot, SlotAndCount, StoreError, TextSink, TurnCommit,
-    TurnStart, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
+    EventLog, ExecutionLog, HistoryMessage, IdleSession, Model, ModelError, ModelRequest, ModelResponse, Page,
+    PortLayer, QueueError, Sent, SessionFilter, SessionStore, SessionWrite, Slot, SlotAndCount, StoreError, TextSink,
+    TurnCommit, TurnStart, WebhookCaller, WebhookError, WebhookRequest, WebhookResponse, WorkItem, WorkQueue,
 };
 
 /// How the planned call fails.

@@ -152,7 +152,12 @@ pub async fn close_idle(operator: &Operator) -> Result<Closed, EventRouterError>
     match operator.close_idle_sessions().await {
         Ok(closed) => {
             if closed.any() {
-                tracing::info!(closed = closed.closed, kept = closed.kept, failed = closed.failed, "idle sessions closed");
+                tracing::info!(
+                    closed = closed.closed,
+                    kept = closed.kept,
+                    failed = closed.failed,
+                    "idle sessions closed"
+                );
             }
             Ok(closed)
         }

@@ -828,9 +828,12 @@ async fn tenant_limits_change_over_the_api_and_refuse_events_and_invoke_with_ret
         assert_eq!((r.status.as_u16(), pointers(&r)), (400, vec![pointer.to_owned()]), "{body} → {}", r.body);
     }
     // closing idle sessions is turned on and off like any other limit, and said only when on
-    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": true } })), &[]).await;
+    let r =
+        admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": true } })), &[]).await;
     assert_eq!((r.status.as_u16(), &r.body["limits"]["closeIdleSessions"]), (200, &json!(true)), "{}", r.body);
-    let r = admin.call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": false } })), &[]).await;
+    let r = admin
+        .call(Method::PATCH, "/tenants/acme", Some(json!({ "limits": { "closeIdleSessions": false } })), &[])
+        .await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     assert!(r.body["limits"].get("closeIdleSessions").is_none(), "{}", r.body);
     let busy =

@@ -11,7 +11,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, Tr
 use switchboard_domain::limits::USAGE_TTL_DAYS;
 use switchboard_domain::{ExecutionRecord, ExecutionStatus, Session, SessionId, TenantId, VariantRow};
 use switchboard_engine::{
-    Arrival, ExecutionLog, IdleSession, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit, TurnStart,
+    Arrival, ExecutionLog, IdleSession, Page, SessionFilter, SessionStore, SessionWrite, StoreError, TurnCommit,
+    TurnStart,
 };
 
 use super::codec::*;

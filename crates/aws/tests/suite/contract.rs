@@ -1142,7 +1142,8 @@ async fn sessions_list_newest_first_narrowed_and_paged(x: &Subject) {
     assert_eq!(walk(x, &t, SessionFilter::default(), 3).await, ids(&all));
     assert_eq!(walk(x, &t, SessionFilter::default(), 50).await, ids(&all));
     // narrowed by status and agent, across pages of one (the store filters after reading)
-    let filter = SessionFilter { status: Some(SessionStatus::HandedOff), agent_id: Some(a), ..SessionFilter::default() };
+    let filter =
+        SessionFilter { status: Some(SessionStatus::HandedOff), agent_id: Some(a), ..SessionFilter::default() };
     let expected: Vec<SessionId> =
         all.iter().filter(|s| s.status == SessionStatus::HandedOff && s.agent_id == a).map(|s| s.session_id).collect();
     assert_eq!(expected.len(), 2);
@@ -1156,7 +1157,8 @@ async fn sessions_list_newest_first_narrowed_and_paged(x: &Subject) {
         ..SessionFilter::default()
     };
     let want = |f: &dyn Fn(usize) -> bool| -> Vec<SessionId> {
-        let mut v: Vec<(usize, SessionId)> = all.iter().map(|s| (s.conversation_id[2..].parse().unwrap(), s.session_id)).collect();
+        let mut v: Vec<(usize, SessionId)> =
+            all.iter().map(|s| (s.conversation_id[2..].parse().unwrap(), s.session_id)).collect();
         v.retain(|(i, _)| f(*i));
         let mut ids: Vec<SessionId> = v.into_iter().map(|(_, id)| id).collect();
         ids.sort_by_key(|id| std::cmp::Reverse(*id));

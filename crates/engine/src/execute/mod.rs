@@ -317,7 +317,7 @@ impl Executor {
                 session.append_transcript([item.user_message()]);
                 session.version += 1;
                 session.updated_at = deps.clock.now();
-                let write = SessionWrite { session, expected_version: Some(expected) };
+                let write = SessionWrite { session: *session, expected_version: Some(expected) };
                 (TurnCommit::of(write, record.clone(), vec![]), record, false)
             }
             Prepared::Refused { session, is_new, refusal } => {
@@ -590,7 +590,7 @@ impl Executor {
         }
         let session = match latest {
             Some(s) if s.is_human_owned() => {
-                return Ok(Prepared::Skip(s, "a human operator owns the conversation".into()));
+                return Ok(Prepared::Skip(Box::new(s), "a human operator owns the conversation".into()));
             }
             Some(s) if s.is_active() => {
                 if item.continuation && s.agent_id != item.agent_id {
@@ -705,6 +705,6 @@ enum Prepared {
     Resume { session: Box<Session>, agent: Agent, paused: Box<ExecutionRecord> },
     Hold(Box<Session>),
     Refused { session: Box<Session>, is_new: bool, refusal: Refusal },
-    Skip(Session, String),
+    Skip(Box<Session>, String),
     Drop(String),
 }

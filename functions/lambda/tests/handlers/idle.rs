@@ -32,7 +32,10 @@ async fn the_routers_tick_closes_a_quiet_customers_session_in_dynamodb_as_abando
     // when they have been, the tick closes their session as abandoned
     clock.advance(chrono::Duration::minutes(1));
     let closed = Closed { closed: 1, ..Closed::default() };
-    assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick { closed, ..Tick::default() }));
+    assert_eq!(
+        event_router::dispatch(&router, tick()).await.unwrap(),
+        Handled::Ticked(Tick { closed, ..Tick::default() })
+    );
     let session = w.wiring.store.latest_session(&t, "c-1").await.unwrap().unwrap();
     assert_eq!(session.status, SessionStatus::Abandoned);
     let close = w.wiring.store.execution_for_source(&t, &format!("idle-{}", session.session_id)).await.unwrap();
@@ -48,8 +51,13 @@ async fn the_routers_tick_closes_a_quiet_customers_session_in_dynamodb_as_abando
     let app = app.map_request(api::strip_stage as fn(lambda_http::Request) -> lambda_http::Request);
     let response = app.oneshot(iam_request("GET", &path, None)).await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    let body: Value = serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
-    assert_eq!((body["total"]["conversations"].as_u64(), body["total"]["abandoned"].as_u64()), (Some(1), Some(1)), "{body}");
+    let body: Value =
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+    assert_eq!(
+        (body["total"]["conversations"].as_u64(), body["total"]["abandoned"].as_u64()),
+        (Some(1), Some(1)),
+        "{body}"
+    );
     assert_eq!(body["total"]["abandonedRate"], json!(1.0));
     assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
 }

@@ -67,10 +67,10 @@ pub(super) async fn idle_sessions_are_listed_when_due_until_written_otherwise_an
     rewrite(x, &late, |s| *s = paused(s, "message-c-late:m-2", ExecutionId::generate(), now)).await;
     // then each is listed as its latest write says
     assert_eq!(listed(min(59), 10).await, vec![("t-idle-2".to_owned(), theirs.session_id)]);
-    assert_eq!(listed(min(60), 10).await, vec![
-        ("t-idle-2".to_owned(), theirs.session_id),
-        ("t-idle".to_owned(), first.session_id)
-    ]);
+    assert_eq!(
+        listed(min(60), 10).await,
+        vec![("t-idle-2".to_owned(), theirs.session_id), ("t-idle".to_owned(), first.session_id)]
+    );
     // when one is closed as abandoned, as the idle sweep commits it
     x.clock.advance(Duration::minutes(61));
     let closed_at = x.clock.now();
@@ -80,7 +80,8 @@ pub(super) async fn idle_sessions_are_listed_when_due_until_written_otherwise_an
     abandoned.updated_at = closed_at;
     abandoned.version += 1;
     let mut close = record(&abandoned, &format!("idle-{}", first.session_id), closed_at);
-    (close.status, close.trigger_id, close.token_usage) = (ExecutionStatus::Abandoned, Some(trigger), TokenUsage::default());
+    (close.status, close.trigger_id, close.token_usage) =
+        (ExecutionStatus::Abandoned, Some(trigger), TokenUsage::default());
     let commit = TurnCommit {
         events: vec![],
         sessions: vec![SessionWrite { session: abandoned, expected_version: Some(first.version) }],
