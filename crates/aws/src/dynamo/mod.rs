@@ -3,7 +3,8 @@
 //! contract suite runs both). Records are stored whole under `body` (via `serde_dynamo`) beside
 //! the key and condition attributes. One file per concern: `keys` (the layout below), `codec`
 //! (items ⇄ records, errors), `page` (reading a query page after page), `config`, `sessions`
-//! (turn commits), `executions`, `versions` (kept configuration versions).
+//! (turn commits), `usage` (what a commit adds to the usage counters), `insights`, `idle` (the
+//! sessions due to close when idle), `executions`, `versions` (kept configuration versions).
 //! It does not create tables (the SAM template and the test harness do) and does not archive.
 //! `standin` is apart: the optional Conversations Service stand-in's message log, in a table of
 //! its own (layout in its module).
@@ -66,6 +67,7 @@ pub use schedules::SCHEDULES_DUE;
 mod sessions;
 mod standin;
 mod turns;
+mod usage;
 mod versions;
 
 pub use standin::{DynamoMessageLog, Recorded, STANDIN_RETENTION};

@@ -1,8 +1,8 @@
 //! `SqliteStore`: tenants, agents, triggers, sessions, execution records, the local conversation
 //! log and the outbound event log, all in the profile's one SQLite file. Records are stored as
 //! JSON bodies beside the columns that are queried, mirroring the DynamoDB key design. One file
-//! per concern: `config` (tenant configuration), `sessions` (sessions, turn commits, execution
-//! records), `conversations` (the local conversation log), `events` (the outbound event log),
+//! per concern: `config` (tenant configuration), `sessions` (sessions and turn commits),
+//! `executions` (reading execution records and the reports), `insights`, `conversations` (the local conversation log), `events` (the outbound event log),
 //! `retention` (reading and deleting what is due, the vacuum), `versions` (kept configuration
 //! versions); tenants and API keys here. Its tables are schema steps in `crate::schema::store`.
 //! It calls down into `crate::queue` in two places, inside its own transactions: a tenant's
@@ -16,6 +16,7 @@ mod config;
 mod conversations;
 mod counters;
 mod events;
+mod executions;
 mod insights;
 mod keys;
 mod retention;
@@ -249,14 +250,14 @@ mod tests {
             (super::conversations::OLDEST_MESSAGES, 3),
             // the API's lists and the event stream: per request, not per message
             (super::sessions::LIST_SESSIONS, 5),
-            (super::sessions::LIST_EXECUTIONS, 5),
+            (super::executions::LIST_EXECUTIONS, 5),
             (super::events::EVENTS_AFTER, 3),
             (super::config::LIST_CONFIG, 4),
             (crate::queue::DEAD_LETTERS, 1),
             // the console's overview, usage reports, a tenant's keys
-            (super::sessions::ACTIVITY_BETWEEN, 3),
+            (super::executions::ACTIVITY_BETWEEN, 3),
             (super::variants::VARIANTS_BETWEEN, 3),
-            (super::sessions::USAGE_BETWEEN, 3),
+            (super::executions::USAGE_BETWEEN, 3),
             (super::keys::TENANT_KEYS, 1),
         ] {
             for i in 0..5 {
