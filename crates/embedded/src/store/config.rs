@@ -210,6 +210,7 @@ impl ConfigAdmin for SqliteStore {
                     "activity_hourly",
                     "variant_hourly",
                     "insight_hourly",
+                    "insight_counters",
                     "insight_buckets",
                     "tenant_counters",
                     "session_slots",

@@ -1,5 +1,5 @@
-//! A tenant's insights per hour (`insight_hourly`, and the sketches' buckets in
-//! `insight_buckets`): what a turn's commit adds ([`write_insight`], in its transaction) and what
+//! A tenant's insights per hour (`insight_hourly`, the counters added later in
+//! `insight_counters`, and the sketches' buckets in `insight_buckets`): what a turn's commit adds ([`write_insight`], in its transaction) and what
 //! the insights report reads ([`rows`]).
 
 use std::collections::BTreeMap;
@@ -12,6 +12,10 @@ use switchboard_engine::StoreError;
 
 use super::sessions::hour_key;
 use super::{SqliteStore, store_err};
+
+/// The counters that are `insight_hourly`'s columns (step 22), in [`InsightCounts::NAMES`]
+/// order; the later ones are rows of `insight_counters` (step 23).
+const HOURLY_COLUMNS: usize = 17;
 
 /// The row's key columns after the tenant: hour, agent, version, trigger, variant, channel
 /// (`''` for none).
@@ -40,9 +44,9 @@ pub(super) fn write_insight(c: &Connection, tenant: &str, line: &InsightLine) ->
         "INSERT INTO insight_hourly (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel,
              executions, failed, tool_calls, tool_failures, tokens, cost_nanos, unpriced_calls, conversations,
              first_responses, resolved, to_agent, to_human_agent, to_human_failure, to_human_max_turns,
-             to_human_session_budget, to_human_limit, to_human_api, abandoned)
+             to_human_session_budget, to_human_limit, to_human_api)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                 ?22, ?23, ?24, ?25)
+                 ?22, ?23, ?24)
          ON CONFLICT (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel) DO UPDATE SET
              executions = executions + excluded.executions,
              failed = failed + excluded.failed,
@@ -60,13 +64,23 @@ pub(super) fn write_insight(c: &Connection, tenant: &str, line: &InsightLine) ->
              to_human_max_turns = to_human_max_turns + excluded.to_human_max_turns,
              to_human_session_budget = to_human_session_budget + excluded.to_human_session_budget,
              to_human_limit = to_human_limit + excluded.to_human_limit,
-             to_human_api = to_human_api + excluded.to_human_api,
-             abandoned = abandoned + excluded.abandoned",
+             to_human_api = to_human_api + excluded.to_human_api",
     )?
     .execute(params![
         tenant, hour, agent, version, trigger, variant, channel, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
-        v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17]
+        v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16]
     ])?;
+    // The counters added after the table's columns: a row each, when not zero.
+    for (name, n) in InsightCounts::NAMES.iter().zip(v).skip(HOURLY_COLUMNS).filter(|(_, n)| *n != 0) {
+        c.prepare_cached(
+            "INSERT INTO insight_counters (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel,
+                                           counter, n)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel, counter)
+             DO UPDATE SET n = n + excluded.n",
+        )?
+        .execute(params![tenant, hour, agent, version, trigger, variant, channel, name, n])?;
+    }
     for (measure, bucket) in &line.buckets {
         c.prepare_cached(
             "INSERT INTO insight_buckets (tenant_id, hour, agent_id, agent_version, trigger_id, variant, channel,
@@ -87,10 +101,11 @@ pub(super) async fn rows(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<InsightRow>, StoreError> {
-    type Counted = (KeyColumns, [i64; 18]);
+    type Counted = (KeyColumns, [i64; HOURLY_COLUMNS]);
+    type Counter = (KeyColumns, String, i64);
     type Bucket = (KeyColumns, String, i32, i64);
     let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
-    let (counted, buckets): (Vec<Counted>, Vec<Bucket>) = store
+    let (counted, buckets, counters): (Vec<Counted>, Vec<Bucket>, Vec<Counter>) = store
         .db
         .call(move |c| {
             let key = |r: &rusqlite::Row<'_>| -> rusqlite::Result<KeyColumns> {
@@ -100,13 +115,13 @@ pub(super) async fn rows(
                 "SELECT hour, agent_id, agent_version, trigger_id, variant, channel,
                         executions, failed, tool_calls, tool_failures, tokens, cost_nanos, unpriced_calls,
                         conversations, first_responses, resolved, to_agent, to_human_agent, to_human_failure,
-                        to_human_max_turns, to_human_session_budget, to_human_limit, to_human_api, abandoned
+                        to_human_max_turns, to_human_session_budget, to_human_limit, to_human_api
                  FROM insight_hourly
                  WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)",
             )?;
             let counted = stmt
                 .query_map(params![t, from, to], |r| {
-                    let mut n = [0i64; 18];
+                    let mut n = [0i64; HOURLY_COLUMNS];
                     for (i, slot) in n.iter_mut().enumerate() {
                         *slot = r.get(6 + i)?;
                     }
@@ -121,15 +136,38 @@ pub(super) async fn rows(
             let buckets = stmt
                 .query_map(params![t, from, to], |r| Ok((key(r)?, r.get(6)?, r.get(7)?, r.get(8)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((counted, buckets))
+            let mut stmt = c.prepare_cached(
+                "SELECT hour, agent_id, agent_version, trigger_id, variant, channel, counter, n
+                 FROM insight_counters
+                 WHERE tenant_id = CAST(?1 AS TEXT) AND hour >= CAST(?2 AS TEXT) AND hour <= CAST(?3 AS TEXT)",
+            )?;
+            let counters = stmt
+                .query_map(params![t, from, to], |r| Ok((key(r)?, r.get(6)?, r.get(7)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((counted, buckets, counters))
         })
         .await
         .map_err(store_err)?;
     let mut rows: BTreeMap<KeyColumns, InsightRow> = BTreeMap::new();
     for (columns, n) in counted {
         let key = decode_key(&columns)?;
-        let counts = InsightCounts::from_values(n.map(|v| u64::try_from(v).unwrap_or(0)));
-        rows.insert(columns, InsightRow { key: Some(key), counts, ..InsightRow::default() });
+        let mut values = [0; InsightCounts::NAMES.len()];
+        for (slot, v) in values.iter_mut().zip(n) {
+            *slot = u64::try_from(v).unwrap_or(0);
+        }
+        rows.insert(
+            columns,
+            InsightRow { key: Some(key), counts: InsightCounts::from_values(values), ..InsightRow::default() },
+        );
+    }
+    for (columns, counter, n) in counters {
+        let i = InsightCounts::NAMES.iter().position(|name| *name == counter);
+        let (Some(i), Some(row)) = (i, rows.get_mut(&columns)) else {
+            return Err(StoreError::Corrupt(format!("an insight counter {counter} without its row")));
+        };
+        let mut values = row.counts.values();
+        values[i] = values[i].saturating_add(u64::try_from(n).unwrap_or(0));
+        row.counts = InsightCounts::from_values(values);
     }
     for (columns, measure, bucket, count) in buckets {
         let measure = Measure::parse_short(&measure)

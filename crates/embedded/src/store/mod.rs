@@ -236,6 +236,24 @@ mod tests {
     /// per request, keep their plan: run through rusqlite's statement cache with new parameters
     /// each time, none is prepared again (see `crate::db`, "Plans that stay"; the lists bound a
     /// bare `LIMIT ?`, which alone made SQLite prepare them again on every call).
+    /// The idle sweep reads the sessions due from their partial index, not the whole table.
+    #[test]
+    fn the_idle_sweep_reads_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.db");
+        drop(crate::db::Db::open(&path).unwrap());
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let plan: Vec<String> = c
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::sessions::IDLE_DUE))
+            .unwrap()
+            .query_map(rusqlite::params!["2026-12-07T12:00:00Z", 500], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|step| step.contains("USING INDEX sessions_by_idle")), "{plan:?}");
+        assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "ordered by the index: {plan:?}");
+    }
+
     #[test]
     fn the_statements_run_for_every_message_or_request_are_never_prepared_again() {
         let dir = tempfile::tempdir().unwrap();
@@ -249,7 +267,7 @@ mod tests {
             (super::conversations::NEWEST_MESSAGES, 3),
             (super::conversations::OLDEST_MESSAGES, 3),
             // the API's lists and the event stream: per request, not per message
-            (super::sessions::LIST_SESSIONS, 5),
+            (super::sessions::LIST_SESSIONS, 7),
             (super::executions::LIST_EXECUTIONS, 5),
             (super::events::EVENTS_AFTER, 3),
             (super::config::LIST_CONFIG, 4),
