@@ -246,7 +246,7 @@ mod tests {
         let plan: Vec<String> = c
             .prepare(&format!("EXPLAIN QUERY PLAN {}", super::sessions::IDLE_DUE))
             .unwrap()
-            .query_map(rusqlite::params!["2026-12-07T12:00:00Z", 500], |r| r.get(3))
+            .query_map(rusqlite::params![1_796_000_000_000_i64, 500], |r| r.get(3))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();

@@ -25,13 +25,11 @@ pub(crate) const LATEST_SESSION: &str = "SELECT body FROM sessions
      WHERE tenant_id = CAST(?1 AS TEXT) AND conversation_id = CAST(?2 AS TEXT)
      ORDER BY (status = 'active') DESC, seq DESC LIMIT 1";
 
-/// Sessions due to close as abandoned at `?1` (as serde writes a time), the longest idle
-/// first, at most `?2`: through the partial index `sessions_by_idle` (schema step 23), whose
-/// expression and conditions these repeat.
+/// Sessions due to close as abandoned at `?1` (epoch milliseconds), the longest idle first, at
+/// most `?2`: from the partial index `sessions_by_idle` (schema step 23).
 pub(crate) const IDLE_DUE: &str = "SELECT tenant_id, session_id FROM sessions
-     WHERE status = 'active' AND json_extract(body, '$.idle') IS NOT NULL AND json_extract(body, '$.paused') IS NULL
-       AND json_extract(body, '$.idle.at') <= CAST(?1 AS TEXT)
-     ORDER BY json_extract(body, '$.idle.at') LIMIT CAST(?2 AS INTEGER)";
+     WHERE idle_ms IS NOT NULL AND idle_ms <= CAST(?1 AS INTEGER)
+     ORDER BY idle_ms LIMIT CAST(?2 AS INTEGER)";
 
 /// A page of a tenant's sessions, newest first: before session `?2` when given, of status `?3` and
 /// agent `?4` when given, at most `?5`.
@@ -218,13 +216,8 @@ impl SessionStore for SqliteStore {
         bodies.iter().map(|b| from_json(b)).collect()
     }
 
-    /// From the partial index `sessions_by_idle` (schema step 23). `idle.at` is compared as
-    /// the text serde wrote: within one second, texts with and without a fraction do not sort as
-    /// their times (`…:00.5Z` before `…:00Z`), so a session may be listed up to a second early
-    /// (the sweep reads it again and leaves it) or late (the next tick lists it).
     async fn idle_sessions(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<IdleSession>, StoreError> {
-        let now = serde_json::to_value(now).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let now = now.as_str().unwrap_or_default().to_owned();
+        let now = now.timestamp_millis();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<(String, String)> = self
             .db
@@ -262,12 +255,13 @@ fn session_row(w: &SessionWrite) -> Result<SessionRow, StoreError> {
         w.expected_version.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
         body,
         s.updated_at.timestamp_millis(),
+        s.idle_due().map(|at| at.timestamp_millis()),
     ))
 }
 
 /// A session row: tenant, session, conversation, status, version, the version it must have
 /// had (`None`: a new session), body, `updatedAt` (epoch ms).
-type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String, i64);
+type SessionRow = (String, String, String, &'static str, i64, Option<i64>, String, i64, Option<i64>);
 /// An execution row: tenant, execution, session, source, expiry (ms), body.
 type ExecutionRow = (String, String, String, String, i64, String);
 /// A usage line: agent, model, and its numbers in `usage_daily`'s column order.
@@ -469,20 +463,20 @@ fn insert_execution(
 
 /// Inserts a new session or updates one at the version it was read at.
 fn write_session(c: &Connection, row: &SessionRow) -> rusqlite::Result<Result<(), StoreError>> {
-    let (t, sid, conv, status, version, expected, body, updated) = row;
+    let (t, sid, conv, status, version, expected, body, updated, idle) = row;
     let changed = match expected {
         None => c
             .prepare_cached(
-                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body, updated_ms)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO sessions (tenant_id, session_id, conversation_id, status, version, body, updated_ms, idle_ms)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
-            .execute(params![t, sid, conv, status, version, body, updated]),
+            .execute(params![t, sid, conv, status, version, body, updated, idle]),
         Some(expected) => c
             .prepare_cached(
-                "UPDATE sessions SET status = ?3, version = ?4, body = ?5, updated_ms = ?7
+                "UPDATE sessions SET status = ?3, version = ?4, body = ?5, updated_ms = ?7, idle_ms = ?8
                              WHERE tenant_id = ?1 AND session_id = ?2 AND version = ?6",
             )?
-            .execute(params![t, sid, status, version, body, expected, updated]),
+            .execute(params![t, sid, status, version, body, expected, updated, idle]),
     };
     match changed {
         Ok(1) => Ok(Ok(())),
