@@ -204,6 +204,7 @@ async fn run_case(index: usize, case: &Case, setup: &Setup) -> Result<(usize, Ca
             earlier: vec![],
             recording: Recording::Off,
             close_idle_after: None,
+            closes_idle: None,
         };
         records.extend(sandbox.run(&item).await?);
     }

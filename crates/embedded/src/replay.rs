@@ -349,6 +349,7 @@ async fn rerun(
         earlier: vec![],
         recording: Recording::Off,
         close_idle_after: None,
+        closes_idle: None,
     };
     // The turn itself: a continuation it queued (a handoff to another agent) is another
     // execution, with its own record.

@@ -277,8 +277,9 @@ impl Embedded {
 
     /// Starts the approvals' sweeper (once): every [`APPROVAL_SWEEP_EVERY`], approvals past
     /// their timeout expire (a denial, and the turn resumes) and decided ones whose resumption
-    /// was not queued are queued again ([`Embedded::sweep_approvals`]); and sessions whose
-    /// customers went quiet are closed, for tenants that close them ([`Embedded::close_idle_sessions`]).
+    /// was not queued are queued again ([`Embedded::sweep_approvals`]); and the closes of
+    /// sessions whose customers went quiet are queued, for tenants that close them
+    /// ([`Embedded::close_idle_sessions`]).
     pub fn start_approval_sweeper(&self) {
         let operator = self.operator.clone();
         Ticker::start(&self.approval_sweeper, APPROVAL_SWEEP_EVERY, move || {
@@ -293,7 +294,7 @@ impl Embedded {
                 }
                 match operator.close_idle_sessions().await {
                     Ok(c) if c.any() => {
-                        info!(closed = c.closed, kept = c.kept, failed = c.failed, "idle sessions closed");
+                        info!(queued = c.queued, kept = c.kept, failed = c.failed, "idle sessions' closes queued");
                     }
                     Ok(_) => {}
                     Err(e) => warn!(error = %e, "the idle sessions could not be read; the next sweep tries again"),
@@ -338,9 +339,12 @@ impl Embedded {
         self.operator.sweep_approvals(APPROVAL_REQUEUE_GRACE).await
     }
 
-    /// Closes the sessions whose customers went quiet, of tenants that close idle sessions, once
-    /// (what the approvals' sweeper also does on its period).
-    pub async fn close_idle_sessions(&self) -> Result<switchboard_engine::Closed, switchboard_engine::OperatorError> {
+    /// Queues the close of the sessions whose customers went quiet, of tenants that close idle
+    /// sessions, once (what the approvals' sweeper also does on its period); the workers (or a
+    /// test draining the queue) run them.
+    pub async fn close_idle_sessions(
+        &self,
+    ) -> Result<switchboard_engine::IdleSweep, switchboard_engine::OperatorError> {
         self.operator.close_idle_sessions().await
     }
 

@@ -428,6 +428,7 @@ fn work_item(event: &InboundEvent, agent: AgentId, trigger: Option<&Trigger>, re
         earlier: vec![],
         recording: Recording::default(),
         close_idle_after: None,
+        closes_idle: None,
     }
 }
 

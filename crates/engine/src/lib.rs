@@ -35,7 +35,7 @@ pub use execute::{Attempt, ExecError, ExecOutcome, Executor};
 pub use intake::{Intake, RouteError, RouteOutcome};
 pub use limits::{Admission, AdmitStep, Counting, Limits};
 pub use operator::{
-    Closed, Decision, HandoffDone, HandoffTo, IDLE_PER_TICK, Operator, OperatorError, OperatorReply, REQUEUE_AFTER,
+    Decision, HandoffDone, HandoffTo, IDLE_PER_TICK, IdleSweep, Operator, OperatorError, OperatorReply, REQUEUE_AFTER,
     Swept, TurnCancelled,
 };
 pub use patterns::supervisor::SUB_AGENT_HEADING;

@@ -14,7 +14,9 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use switchboard_aws::DynamoStore;
 use switchboard_domain::InboundEvent;
 use switchboard_engine::intake::Fired;
-use switchboard_engine::{Clock, Closed, Intake, Operator, OperatorError, RouteError, RouteOutcome, StoreError, Swept};
+use switchboard_engine::{
+    Clock, IdleSweep, Intake, Operator, OperatorError, RouteError, RouteOutcome, StoreError, Swept,
+};
 
 /// What the event-router function runs: the intake of inbound events, the operator its
 /// schedule's tick sweeps approvals with, and the store whose schedule slots the tick fires
@@ -47,12 +49,12 @@ pub enum Handled {
 }
 
 /// What the schedule's tick did: the approvals' sweep, the schedule slots it fired and the idle
-/// sessions it closed.
+/// sessions whose close it queued.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tick {
     pub swept: Swept,
     pub fired: Fired,
-    pub closed: Closed,
+    pub idle: IdleSweep,
 }
 
 /// Why an event was not routed.
@@ -97,14 +99,14 @@ pub fn is_tick(event: &EventBridgeEvent) -> bool {
     event.source == "aws.events" && event.detail_type == "Scheduled Event"
 }
 
-/// One EventBridge event: the schedule's tick sweeps approvals, fires due schedules and closes
-/// idle sessions (each whether or not another failed), every other event is routed.
+/// One EventBridge event: the schedule's tick sweeps approvals, fires due schedules and queues
+/// the close of idle sessions (each whether or not another failed), every other event is routed.
 pub async fn dispatch(router: &EventRouter, event: LambdaEvent<EventBridgeEvent>) -> Result<Handled, EventRouterError> {
     if is_tick(&event.payload) {
         let swept = sweep(&router.operator).await;
         let fired = fire_schedules(router).await;
-        let closed = close_idle(&router.operator).await;
-        return Ok(Handled::Ticked(Tick { swept: swept?, fired: fired?, closed: closed? }));
+        let idle = close_idle(&router.operator).await;
+        return Ok(Handled::Ticked(Tick { swept: swept?, fired: fired?, idle: idle? }));
     }
     handle(&router.intake, event).await.map(Handled::Routed)
 }
@@ -147,19 +149,20 @@ pub async fn sweep(operator: &Operator) -> Result<Swept, EventRouterError> {
     }
 }
 
-/// Closes every tenant's sessions whose customers went quiet (tenants that close them).
-pub async fn close_idle(operator: &Operator) -> Result<Closed, EventRouterError> {
+/// Queues the close of every tenant's sessions whose customers went quiet (tenants that close
+/// them); the agent-executor commits each in its conversation's order.
+pub async fn close_idle(operator: &Operator) -> Result<IdleSweep, EventRouterError> {
     match operator.close_idle_sessions().await {
-        Ok(closed) => {
-            if closed.any() {
+        Ok(idle) => {
+            if idle.any() {
                 tracing::info!(
-                    closed = closed.closed,
-                    kept = closed.kept,
-                    failed = closed.failed,
-                    "idle sessions closed"
+                    queued = idle.queued,
+                    kept = idle.kept,
+                    failed = idle.failed,
+                    "idle sessions' closes queued"
                 );
             }
-            Ok(closed)
+            Ok(idle)
         }
         Err(e) => {
             tracing::error!(reason = %e, "the idle sessions could not be read; the next tick reads them again");

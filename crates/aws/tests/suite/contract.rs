@@ -1379,6 +1379,7 @@ fn work_item(t: &str, conversation: &str, source: &str) -> WorkItem {
         earlier: vec![],
         recording: Default::default(),
         close_idle_after: None,
+        closes_idle: None,
     }
 }
 

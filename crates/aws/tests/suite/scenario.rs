@@ -147,6 +147,7 @@ async fn one_message_is_answered_once_and_recorded_in_dynamodb() {
         earlier: vec![],
         recording: Default::default(),
         close_idle_after: None,
+        closes_idle: None,
     };
     counter.take();
 

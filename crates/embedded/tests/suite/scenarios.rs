@@ -250,6 +250,7 @@ fn front_item(w: &World, e: &InboundEvent, continuation: bool) -> WorkItem {
         earlier: vec![],
         recording: Default::default(),
         close_idle_after: None,
+        closes_idle: None,
     }
 }
 

@@ -8,6 +8,7 @@ mod burst;
 pub(crate) mod context;
 mod give_up;
 pub(crate) mod history;
+mod idle;
 pub(crate) mod interrupt;
 pub(crate) mod pause;
 pub(crate) mod record;
@@ -295,6 +296,9 @@ impl Executor {
         resuming: Option<&ExecutionRecord>,
         (behind, attempt): (Option<&[WorkItem]>, Option<Attempt>),
     ) -> Result<Run, ExecError> {
+        if let Some(session_id) = item.closes_idle {
+            return self.close_idle(item, session_id, latest).await;
+        }
         let deps = &self.deps;
         let started = Instant::now();
         let mut follower = None;

@@ -136,6 +136,7 @@ impl Intake {
             earlier: vec![],
             recording: tenant.recording,
             close_idle_after: tenant.limits.close_idle_after(),
+            closes_idle: None,
         };
         if let Some(limits) = &self.limits {
             let held = latest.as_ref().is_some_and(|s| s.is_active());

@@ -20,7 +20,7 @@ use switchboard_domain::{
 
 pub use approvals::{Decision, EXPIRY_PRINCIPAL, MAX_LISTED_APPROVALS, REQUEUE_AFTER, Swept};
 pub use handoff::{HandoffDone, HandoffTo, TurnCancelled};
-pub use idle::{Closed, IDLE_PER_TICK};
+pub use idle::{IDLE_PER_TICK, IdleSweep};
 
 use crate::execute::history::HUMAN_PREFIX;
 use crate::execute::record;

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use switchboard_domain::{AgentId, Recording, Refusal, TenantId, TriggerId};
+use switchboard_domain::{AgentId, Recording, Refusal, SessionId, TenantId, TriggerId};
 
 use super::{Admit, Counters, SlotAndCount, StoreError};
 
@@ -77,6 +77,10 @@ pub struct WorkItem {
     /// open (the tenant does not close idle sessions, or an item queued before this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub close_idle_after: Option<u32>,
+    /// Set on the idle sweep's item: it closes this session as abandoned if the session is still
+    /// idle when the item runs (the conversation's earlier items have run), and does nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closes_idle: Option<SessionId>,
 }
 
 /// What a tenant's `tokensPerDay` left of a UTC day when a piece of work was admitted.

@@ -1,18 +1,19 @@
 //! Idle sessions on the AWS profile: a tenant whose limits say `closeIdleSessions` has the
 //! session of a customer who went quiet listed on the sessions table's sparse `SessionsIdle`
-//! index by the executor's commit, and the event-router's scheduled tick closes it as abandoned
-//! from DynamoDB (its session, its record, its `session.ended` in the event log, its insight read
-//! through the operations API), once.
+//! index by the executor's commit; the event-router's scheduled tick queues its close on the
+//! conversation's FIFO group, and the agent-executor closes it as abandoned in DynamoDB (its
+//! session, its record, its `session.ended` in the event log, its insight read through the
+//! operations API), once.
 
 use switchboard_domain::TenantLimits;
-use switchboard_engine::{Closed, EventLog};
+use switchboard_engine::{EventLog, IdleSweep};
 use switchboard_lambda::event_router::{EventRouter, Handled, Tick};
 use switchboard_testkit::ManualClock;
 
 use super::*;
 
 #[tokio::test]
-async fn the_routers_tick_closes_a_quiet_customers_session_in_dynamodb_as_abandoned_once() {
+async fn the_routers_tick_queues_the_close_of_a_quiet_customers_session_and_the_executor_abandons_it_once() {
     let mut w = world_with(vec![Reply::text("Hello! How can I help?")], Options::default()).await;
     let clock = ManualClock::new();
     w.wiring = w.wiring.clone().with_clock(clock.clone());
@@ -29,16 +30,19 @@ async fn the_routers_tick_closes_a_quiet_customers_session_in_dynamodb_as_abando
     // a tick before the customer has been quiet for 30 minutes closes nothing
     clock.advance(chrono::Duration::minutes(29));
     assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
-    // when they have been, the tick closes their session as abandoned
+    // when they have been, the tick queues the close, and the executor closes their session
     clock.advance(chrono::Duration::minutes(1));
-    let closed = Closed { closed: 1, ..Closed::default() };
+    let idle = IdleSweep { queued: 1, ..IdleSweep::default() };
     assert_eq!(
         event_router::dispatch(&router, tick()).await.unwrap(),
-        Handled::Ticked(Tick { closed, ..Tick::default() })
+        Handled::Ticked(Tick { idle, ..Tick::default() })
     );
+    let (_, response) = poll_once(&w).await.expect("the close is queued");
+    assert!(response.batch_item_failures.is_empty());
     let session = w.wiring.store.latest_session(&t, "c-1").await.unwrap().unwrap();
     assert_eq!(session.status, SessionStatus::Abandoned);
-    let close = w.wiring.store.execution_for_source(&t, &format!("idle-{}", session.session_id)).await.unwrap();
+    let source = format!("idle-{}-{}", session.session_id, session.version - 1);
+    let close = w.wiring.store.execution_for_source(&t, &source).await.unwrap();
     assert_eq!(close.map(|r| r.status), Some(ExecutionStatus::Abandoned));
     let events = w.wiring.store.events_after(&t, 0, 100).await.unwrap();
     let ended: Vec<_> = events.iter().map(|(_, e)| e).filter(|e| e.detail_type == "session.ended").collect();
@@ -60,4 +64,5 @@ async fn the_routers_tick_closes_a_quiet_customers_session_in_dynamodb_as_abando
     );
     assert_eq!(body["total"]["abandonedRate"], json!(1.0));
     assert_eq!(event_router::dispatch(&router, tick()).await.unwrap(), Handled::Ticked(Tick::default()));
+    assert!(poll_once(&w).await.is_none(), "nothing more queued");
 }

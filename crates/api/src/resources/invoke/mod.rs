@@ -133,6 +133,7 @@ pub(crate) async fn start_turn(
         earlier: vec![],
         recording: tenant.recording,
         close_idle_after: tenant.limits.close_idle_after(),
+        closes_idle: None,
     };
     let recorded = match (done, wait) {
         (done, Wait::Stream) => return Ok(stream_invoke(state, item, done, t.as_str())),
