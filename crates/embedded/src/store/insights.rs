@@ -17,6 +17,13 @@ use super::{SqliteStore, store_err};
 /// order; the later ones are rows of `insight_counters` (step 23).
 const HOURLY_COLUMNS: usize = 17;
 
+/// A row's columns as read: its key and the counters that are columns.
+type Counted = (KeyColumns, [i64; HOURLY_COLUMNS]);
+/// A later counter of a row: its key, the counter's name, its count.
+type Counter = (KeyColumns, String, i64);
+/// A bucket of a row's sketch: its key, the measure, the bucket, its count.
+type Bucket = (KeyColumns, String, i32, i64);
+
 /// The row's key columns after the tenant: hour, agent, version, trigger, variant, channel
 /// (`''` for none).
 type KeyColumns = (String, String, i64, String, String, String);
@@ -101,9 +108,6 @@ pub(super) async fn rows(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<InsightRow>, StoreError> {
-    type Counted = (KeyColumns, [i64; HOURLY_COLUMNS]);
-    type Counter = (KeyColumns, String, i64);
-    type Bucket = (KeyColumns, String, i32, i64);
     let (t, from, to) = (tenant.to_string(), hour_key(from), hour_key(to));
     let (counted, buckets, counters): (Vec<Counted>, Vec<Bucket>, Vec<Counter>) = store
         .db
@@ -148,6 +152,15 @@ pub(super) async fn rows(
         })
         .await
         .map_err(store_err)?;
+    assemble(counted, buckets, counters)
+}
+
+/// The rows read, with their later counters and their sketches' buckets.
+fn assemble(
+    counted: Vec<Counted>,
+    buckets: Vec<Bucket>,
+    counters: Vec<Counter>,
+) -> Result<Vec<InsightRow>, StoreError> {
     let mut rows: BTreeMap<KeyColumns, InsightRow> = BTreeMap::new();
     for (columns, n) in counted {
         let key = decode_key(&columns)?;
