@@ -107,6 +107,10 @@ async fn a_conversation_whose_customer_goes_quiet_closes_as_abandoned_and_their_
     assert_eq!(ended[0].detail["endedBy"], "idle");
     assert_eq!(ended[0].detail["sessionId"], s.session_id.to_string());
     assert!(ended[0].detail["summary"].is_null());
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contracts/events/session.ended.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let recorded = serde_json::to_value(ended[0]).unwrap();
+    assert_eq!(switchboard_domain::schema::validate(&schema, &recorded), Ok(()), "{recorded}");
     // and a second sweep finds nothing to close
     assert_eq!(sweep(&w).await, (IdleSweep::default(), vec![]));
     // and the insights count it once, under the agent's version and the trigger
