@@ -321,6 +321,11 @@ impl Session {
         self.idle.as_ref().filter(|_| self.is_active() && self.paused.is_none()).map(|i| i.at)
     }
 
+    /// Whether the session is due to close as abandoned at `now`.
+    pub fn is_idle_at(&self, now: DateTime<Utc>) -> bool {
+        self.idle_due().is_some_and(|at| at <= now)
+    }
+
     pub fn is_active(&self) -> bool {
         self.status == SessionStatus::Active
     }

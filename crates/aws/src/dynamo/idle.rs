@@ -31,7 +31,11 @@ pub(super) fn idle_keys(session: &Session) -> Option<[(String, AttributeValue); 
 impl DynamoStore {
     /// The sessions due at `now`, the longest idle first, at most `limit`: each shard's oldest
     /// (eventually consistent: the caller reads each session again).
-    pub(super) async fn idle_due(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<IdleSession>, StoreError> {
+    pub(super) async fn due_idle_sessions(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<IdleSession>, StoreError> {
         let mut due: Vec<(String, IdleSession)> = Vec::new();
         for shard in 0..IDLE_SHARDS {
             let query = self

@@ -546,7 +546,7 @@ impl SessionStore for DynamoStore {
         now: chrono::DateTime<chrono::Utc>,
         limit: usize,
     ) -> Result<Vec<IdleSession>, StoreError> {
-        self.idle_due(now, limit).await
+        self.due_idle_sessions(now, limit).await
     }
 }
 

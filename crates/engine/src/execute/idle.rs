@@ -29,7 +29,7 @@ impl Executor {
             None => deps.sessions.latest_session(&item.tenant_id, &item.conversation_id).await?,
         };
         let now = deps.clock.now();
-        let due = |s: &Session| s.session_id == session_id && s.idle_due().is_some_and(|at| at <= now);
+        let due = |s: &Session| s.session_id == session_id && s.is_idle_at(now);
         let Some(mut session) = latest.filter(due) else {
             return Ok(Run::Drop("the session is no longer idle (a message came, or it closed)".into()));
         };

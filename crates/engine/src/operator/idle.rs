@@ -72,7 +72,7 @@ impl Operator {
         let Some(mut session) = deps.sessions.get_session(&due.tenant_id, due.session_id).await? else {
             return Ok(false);
         };
-        if session.idle_due().is_none_or(|at| at > now) {
+        if !session.is_idle_at(now) {
             return Ok(false);
         }
         let tenant = match tenants.get(&due.tenant_id) {
